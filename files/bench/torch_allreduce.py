@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""torch.distributed all-reduce benchmark, measured the way nccl-tests measures it.
+
+Run under torchrun (one process per GPU, or one per CPU node). For each message size it runs
+--warmup untimed all-reduces, then --iters timed ones, and rank 0 prints ONE JSON line:
+
+  {"wireup_bench": "torch_allreduce", "size": B, "count": N, "dtype": "float32", "time_us": T,
+   "algbw": GB/s, "busbw": GB/s, "wrong": 0, "world_size": W, "nnodes": K, "backend": "nccl", ...}
+
+time_us is the mean time of one all-reduce, taken as the slowest rank's (MAX over ranks);
+algbw = size / time; busbw = algbw * 2 (W - 1) / W, the definition nccl-tests uses for all_reduce
+(its doc/PERFORMANCE.md), so both numbers are directly comparable. On GPUs the time comes from CUDA
+events around the timed loop on the current stream; on CPU nodes (gloo) from a monotonic clock
+between barriers. After the timed loop, one all-reduce of known values is checked: "wrong" counts
+the elements that differ from the expected sum (0 on a healthy run).
+
+wireup's parser (plugins/module_utils/wireup/nccltests.py, parse_torch) reads these lines back.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def parse_size(text):
+    """'8', '64K', '1M', '8G' -> bytes (binary units, as nccl-tests' -b/-e)."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = str(text).strip().upper()
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def sizes(min_bytes, max_bytes, factor):
+    out = []
+    size = min_bytes
+    while size <= max_bytes:
+        out.append(size)
+        if factor <= 1:
+            break
+        size *= factor
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--min-bytes", default="1M", help="smallest message (default 1M)")
+    parser.add_argument("--max-bytes", default="64M", help="largest message (default 64M)")
+    parser.add_argument("--factor", type=int, default=4, help="size multiplier between steps")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed iterations per size")
+    parser.add_argument("--iters", type=int, default=20, help="timed iterations per size")
+    parser.add_argument("--backend", default="auto", choices=["auto", "nccl", "gloo"],
+                        help="auto: nccl when CUDA is available, gloo otherwise")
+    args = parser.parse_args(argv)
+
+    import torch
+    import torch.distributed as dist
+
+    use_cuda = torch.cuda.is_available() and args.backend != "gloo"
+    backend = args.backend if args.backend != "auto" else ("nccl" if use_cuda else "gloo")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group(backend=backend)
+    rank = dist.get_rank()
+    world = dist.get_world_size()
+    nnodes = int(os.environ.get("GROUP_WORLD_SIZE", os.environ.get("WIREUP_NNODES", "1")))
+    dtype = torch.float32
+    elem = torch.tensor([], dtype=dtype).element_size()
+    nccl_version = ""
+    if use_cuda and hasattr(torch.cuda, "nccl"):
+        version = torch.cuda.nccl.version()
+        nccl_version = ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
+
+    def sync():
+        if use_cuda:
+            torch.cuda.synchronize(device)
+
+    for size in sizes(parse_size(args.min_bytes), parse_size(args.max_bytes), args.factor):
+        count = max(size // elem, 1)
+        buf = torch.ones(count, dtype=dtype, device=device)
+        for _ in range(args.warmup):
+            dist.all_reduce(buf)
+        sync()
+        dist.barrier()
+        if use_cuda:
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(args.iters):
+                dist.all_reduce(buf)
+            end.record()
+            end.synchronize()
+            elapsed_s = start.elapsed_time(end) / 1000.0
+        else:
+            begin = time.perf_counter()
+            for _ in range(args.iters):
+                dist.all_reduce(buf)
+            elapsed_s = time.perf_counter() - begin
+        per_iter = torch.tensor([elapsed_s / max(args.iters, 1)], dtype=torch.float64, device=device)
+        dist.all_reduce(per_iter, op=dist.ReduceOp.MAX)
+        seconds = float(per_iter.item())
+        # Correctness: every rank contributes rank+1, so each element must equal W(W+1)/2.
+        check = torch.full((count,), float(rank + 1), dtype=dtype, device=device)
+        dist.all_reduce(check)
+        expected = world * (world + 1) / 2.0
+        wrong = torch.tensor([int((check != expected).sum().item())], dtype=torch.int64, device=device)
+        dist.all_reduce(wrong)
+        algbw = (count * elem) / seconds / 1e9 if seconds > 0 else 0.0
+        busbw = algbw * 2.0 * (world - 1) / world
+        if rank == 0:
+            print(json.dumps({
+                "wireup_bench": "torch_allreduce", "size": count * elem, "count": count,
+                "dtype": "float32", "time_us": round(seconds * 1e6, 3), "algbw": round(algbw, 4),
+                "busbw": round(busbw, 4), "wrong": int(wrong.item()), "world_size": world,
+                "nnodes": nnodes, "backend": backend, "warmup": args.warmup, "iters": args.iters,
+                "torch_version": torch.__version__, "nccl_version": nccl_version,
+            }, sort_keys=True), flush=True)
+        del buf, check
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""Expected bus bandwidth from a node's GPU topology, and the PASS/WARN/FAIL verdict.
+
+The model (documented in roles/bench/README.md):
+
+1. Every pair of GPUs in the set has a link class from ``nvidia-smi topo -m``. Its raw speed,
+   unidirectional GB/s as nccl-tests' busbw counts it:
+   - ``NV#``: # bonded NVLinks x the per-link speed that ``nvidia-smi nvlink -s`` prints (the
+     slower GPU of the pair). H200: NV18 x 26.562 = 478 GB/s.
+   - ``PIX``/``PXB`` (through PCIe switches only) -> kind ``pcie``; ``PHB``/``NODE``/``SYS``
+     (through the CPU's host bridge or between sockets) -> kind ``host``: the PCIe link of the
+     slower GPU, lanes x per-lane rate of its generation, at its MAX gen and width (a link that
+     trained lower is exactly what the benchmark must catch, so the expectation does not follow it).
+2. The bottleneck is the slowest link of the set (NCCL's rings/trees cross every GPU).
+3. expected busbw = bottleneck x an efficiency factor per link kind and collective
+   (:data:`EFFICIENCY`): what NCCL reaches on a healthy link at large sizes.
+
+Verdict at the largest measured size >= 1 GiB (best of out-of-place/in-place busbw):
+PASS when measured >= pass_ratio x expected, WARN when >= warn_ratio x expected, FAIL below, and
+FAIL whenever nccl-tests counted wrong elements. Without an expectation (one GPU, or unknown
+links) or without a size >= 1 GiB the verdict is ``N/A`` with the reason.
+"""
+
+import re
+
+# PCIe usable rate per lane and direction in GB/s, after line encoding (8b/10b up to Gen2,
+# 128b/130b Gen3-5, FLIT Gen6). x16 Gen4 = 31.5, x16 Gen5 = 63.0.
+PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+
+# Fraction of the bottleneck link that NCCL's bus bandwidth reaches on healthy hardware at
+# >= 1 GiB. nvlink all_reduce/all_gather/reduce_scatter: measured on 2x H200 NV18 with
+# nccl-tests 2.19.6 / NCCL 2.28.9 (345-347, 301-311, 293-298 GB/s of 478). The rest are
+# conservative estimates from published nccl-tests results on PCIe and multi-socket hosts;
+# override them per cluster with bench_efficiency when a healthy run shows better.
+EFFICIENCY = {
+    "nvlink": {"all_reduce": 0.72, "all_gather": 0.63, "reduce_scatter": 0.61, "alltoall": 0.55,
+               "broadcast": 0.60, "reduce": 0.60, "sendrecv": 0.60},
+    "pcie": {"all_reduce": 0.70, "all_gather": 0.70, "reduce_scatter": 0.70, "alltoall": 0.60,
+             "broadcast": 0.70, "reduce": 0.70, "sendrecv": 0.70},
+    "host": {"all_reduce": 0.50, "all_gather": 0.50, "reduce_scatter": 0.50, "alltoall": 0.45,
+             "broadcast": 0.50, "reduce": 0.50, "sendrecv": 0.50},
+}
+
+ONE_GIB = 1 << 30
+VERDICTS = ("PASS", "WARN", "FAIL", "N/A")
+_NV = re.compile(r"^NV(\d+)$")
+_PCIE_KIND = {"PIX": "pcie", "PXB": "pcie", "PHB": "host", "NODE": "host", "SYS": "host", "SOC": "host"}
+
+
+def pcie_gbps(gen, width):
+    """Unidirectional GB/s of a PCIe link; None when gen or width is unknown."""
+    try:
+        gen = int(gen)
+        width = int(width)
+    except (TypeError, ValueError):
+        return None
+    if gen not in PCIE_LANE_GBPS or width <= 0:
+        return None
+    return round(PCIE_LANE_GBPS[gen] * width, 3)
+
+
+def _gpu_pcie_gbps(gpu):
+    pcie = (gpu or {}).get("pcie") or {}
+    gen = pcie.get("gen_max") if pcie.get("gen_max") is not None else pcie.get("gen_current")
+    width = pcie.get("width_max") if pcie.get("width_max") is not None else pcie.get("width_current")
+    return pcie_gbps(gen, width), gen, width
+
+
+def link_speed(cls, gpu_a, gpu_b):
+    """Raw speed of one GPU-GPU link: {class, kind, gbps, detail}; gbps None when unknown."""
+    match = _NV.match(cls or "")
+    if match:
+        count = int(match.group(1))
+        speeds = [((g or {}).get("nvlink") or {}).get("speed_gbps") for g in (gpu_a, gpu_b)]
+        speeds = [s for s in speeds if s]
+        if not speeds:
+            return {"class": cls, "kind": "nvlink", "gbps": None,
+                    "detail": f"{cls} but `nvidia-smi nvlink -s` gave no per-link speed"}
+        per_link = min(speeds)
+        return {"class": cls, "kind": "nvlink", "gbps": round(count * per_link, 3),
+                "detail": f"{cls} x {per_link:.3f} GB/s per link"}
+    kind = _PCIE_KIND.get(cls)
+    if kind is None:
+        return {"class": cls, "kind": "unknown", "gbps": None, "detail": f"unknown link class {cls!r}"}
+    found = [_gpu_pcie_gbps(g) for g in (gpu_a, gpu_b)]
+    found = [f for f in found if f[0] is not None]
+    if not found:
+        return {"class": cls, "kind": kind, "gbps": None,
+                "detail": f"{cls} but the GPUs' PCIe gen/width are unknown"}
+    gbps, gen, width = min(found, key=lambda f: f[0])
+    return {"class": cls, "kind": kind, "gbps": gbps,
+            "detail": f"{cls}: PCIe Gen{gen} x{width} = {gbps:.1f} GB/s"}
+
+
+def bottleneck(topology):
+    """The slowest GPU-GPU link of a gpu_topology structure (see roles/gpu_topology/README.md).
+
+    Uses topology["links"] ([{a: "GPU0", b: "GPU1", class: "NV18"}]) and topology["gpus"]
+    ([{index, pcie: {gen_max, width_max, ...}, nvlink: {speed_gbps}}]). Returns
+    {class, kind, gbps, detail, pair: [a, b], gpus: N} or None for fewer than 2 GPUs.
+    """
+    gpus = {f"GPU{int(g['index'])}": g for g in (topology or {}).get("gpus") or []
+            if g.get("index") is not None}
+    links = (topology or {}).get("links") or []
+    if len(gpus) < 2 or not links:
+        return None
+    worst = None
+    for link in links:
+        speed = link_speed(link.get("class"), gpus.get(link.get("a")), gpus.get(link.get("b")))
+        speed["pair"] = [link.get("a"), link.get("b")]
+        if speed["gbps"] is None:
+            return dict(speed, gpus=len(gpus))  # an unknown link makes the whole set unknown
+        if worst is None or speed["gbps"] < worst["gbps"]:
+            worst = speed
+    worst["gpus"] = len(gpus)
+    return worst
+
+
+def efficiency_for(kind, collective, overrides=None):
+    """Efficiency factor for a link kind and collective; overrides: {kind: {collective: f}}."""
+    table = {k: dict(v) for k, v in EFFICIENCY.items()}
+    for k, v in (overrides or {}).items():
+        if not isinstance(v, dict):
+            raise ValueError(f"bench_efficiency.{k} must be a mapping of collective -> factor, got {v!r}")
+        table.setdefault(k, {}).update(v)
+    factor = table.get(kind, {}).get(collective)
+    if factor is None:
+        return None
+    factor = float(factor)
+    if not 0 < factor <= 1:
+        raise ValueError(f"bench_efficiency.{kind}.{collective} must be in (0, 1], got {factor!r}")
+    return factor
+
+
+def expected_busbw(topology, collective, overrides=None):
+    """Expected nccl-tests busbw (GB/s) of `collective` on the node's whole GPU set.
+
+    Returns {collective, expected_busbw, link_gbps, link_class, link_kind, efficiency, basis}
+    where expected_busbw is None (and basis says why) when it cannot be told.
+    """
+    link = bottleneck(topology)
+    out = {"collective": collective, "expected_busbw": None, "link_gbps": None, "link_class": None,
+           "link_kind": None, "efficiency": None, "basis": ""}
+    if link is None:
+        out["basis"] = "fewer than 2 GPUs: no GPU-GPU link to measure"
+        return out
+    out.update(link_gbps=link["gbps"], link_class=link["class"], link_kind=link["kind"])
+    if link["gbps"] is None:
+        out["basis"] = "bottleneck {}-{} unknown: {}".format(link["pair"][0], link["pair"][1], link["detail"])
+        return out
+    factor = efficiency_for(link["kind"], collective, overrides)
+    if factor is None:
+        out["basis"] = "no efficiency factor for {} over {} (set bench_efficiency.{}.{})".format(
+            collective, link["kind"], link["kind"], collective)
+        return out
+    out["efficiency"] = factor
+    out["expected_busbw"] = round(link["gbps"] * factor, 2)
+    a, b = link["pair"]
+    out["basis"] = (f"{link['gpus']} GPUs, bottleneck {a}-{b} {link['detail']}, x {factor:.2f} "
+                    f"({collective} over {link['kind']})")
+    return out
+
+
+def check_thresholds(pass_ratio, warn_ratio):
+    for name, value in (("bench_pass_ratio", pass_ratio), ("bench_warn_ratio", warn_ratio)):
+        if not isinstance(value, (int, float)) or not 0 < value <= 1.5:
+            raise ValueError(f"{name} must be a number in (0, 1.5], got {value!r}")
+    if warn_ratio > pass_ratio:
+        raise ValueError(f"bench_warn_ratio ({warn_ratio}) must not exceed bench_pass_ratio ({pass_ratio})")
+
+
+def _best(row):
+    values = [row[k]["busbw"] for k in ("out_of_place", "in_place")
+              if row.get(k) and row[k].get("busbw") is not None]
+    return max(values) if values else None
+
+
+def verdict(rows, expected, pass_ratio=0.9, warn_ratio=0.75, min_bytes=ONE_GIB):
+    """Judge one collective's rows against its expectation (a dict from expected_busbw).
+
+    Returns {verdict, measured_busbw, size, expected_busbw, ratio, reason}.
+    """
+    check_thresholds(pass_ratio, warn_ratio)
+    exp = (expected or {}).get("expected_busbw")
+    out = {"verdict": "N/A", "measured_busbw": None, "size": None, "expected_busbw": exp,
+           "ratio": None, "reason": ""}
+    wrong = sum(int(r[k]["wrong"]) for r in rows for k in ("out_of_place", "in_place")
+                if r.get(k) and r[k].get("wrong"))
+    candidates = [r for r in rows if r.get("size") is not None and r["size"] >= min_bytes
+                  and _best(r) is not None]
+    row = max(candidates, key=lambda r: r["size"]) if candidates else None
+    if row is not None:
+        out["measured_busbw"] = _best(row)
+        out["size"] = row["size"]
+    if wrong:
+        out["verdict"] = "FAIL"
+        out["reason"] = f"{wrong} wrong elements: the collective returned corrupt data"
+        return out
+    if row is None:
+        largest = max([r["size"] for r in rows if r.get("size") is not None] or [0])
+        out["reason"] = (f"no size >= {human_bytes(min_bytes)} measured (largest {human_bytes(largest)}); "
+                         "raise bench_max_bytes")
+        return out
+    if not exp:
+        out["reason"] = "no expectation: %s" % ((expected or {}).get("basis") or "unknown topology")
+        return out
+    ratio = out["measured_busbw"] / exp
+    out["ratio"] = round(ratio, 3)
+    if ratio >= pass_ratio:
+        out["verdict"] = "PASS"
+    elif ratio >= warn_ratio:
+        out["verdict"] = "WARN"
+    else:
+        out["verdict"] = "FAIL"
+    out["reason"] = (f"{out['measured_busbw']:.1f} GB/s at {human_bytes(row['size'])} = {ratio * 100:.0f}% "
+                     f"of expected {exp:.1f} GB/s (PASS >= {pass_ratio * 100:.0f}%, "
+                     f"WARN >= {warn_ratio * 100:.0f}%)")
+    return out
+
+
+def worst_verdict(verdicts):
+    """FAIL > WARN > PASS > N/A over a list of verdict strings ('N/A' when empty)."""
+    for v in ("FAIL", "WARN", "PASS"):
+        if v in verdicts:
+            return v
+    return "N/A"
+
+
+def human_bytes(size):
+    size = int(size or 0)
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= (1 << shift) and size % (1 << shift) == 0:
+            return f"{size >> shift} {unit}"
+    return f"{size} B"

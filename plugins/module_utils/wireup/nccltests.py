@@ -1,0 +1,403 @@
+"""Parse nccl-tests output (text table or ``-J`` JSON) and wireup's torch benchmark lines.
+
+One entry point, :func:`parse`, takes the whole output of one test binary and returns one dict:
+
+    {
+      "format": "text" | "json" | "torch",
+      "program": "all_reduce_perf", "collective": "all_reduce",
+      "version": "2.19.6" | "",                 # nccl-tests version (text header only)
+      "nccl_version": "2.28.9" | "",            # NCCL library the binary ran with
+      "nccl_headers_version": "2.28.9" | "",    # NCCL headers it was built with
+      "config": {"nthreads", "ngpus", "min_bytes", "max_bytes", "warmup_iters", "iters", ...},
+      "devices": [{"rank", "group", "pid", "host", "device", "bus_id", "name"}],
+      "rows": [{"size", "count", "type", "redop", "root",
+                "out_of_place": {"time_us", "algbw", "busbw", "wrong", "error"} | None,
+                "in_place": {...} | None}],
+      "avg_busbw": float | None, "out_of_bounds": int | None,
+      "wrong_total": int,                       # sum of #wrong over all rows (0 when unchecked)
+    }
+
+Formats handled, as nccl-tests prints them (src/util.cu, src/common.cu):
+- current tables: ``size count type redop root time algbw busbw #wrong time algbw busbw #wrong``
+  where ``#wrong`` is ``N/A`` without validation (-c 0); ``cputime`` instead of ``time`` (-C 1);
+  per-iteration columns (``i_min i_max i_p99 i_cv%``) and a trailing timestamp;
+- older tables (before 2.10 or so) with an ``error`` column (max delta, e.g. ``2e-07``) instead of
+  ``#wrong``, without ``root`` or ``redop``, and the oldest ``bytes N type op ... res``;
+- mpirun line prefixes (``[1,0]<stdout>:``), NCCL INFO lines and other noise in between;
+- the ``-J`` JSON file (nccl-tests 2.18 and later), ``nwrong`` null when unchecked;
+- wireup's own torch.distributed benchmark (files/bench/torch_allreduce.py): one JSON object per line
+  with ``"wireup_bench": "torch_allreduce"``.
+
+Values that cannot be read (``N/A``) become None. Raises ValueError when no result row is found,
+with the first lines of the output, so a failed run is never mistaken for an empty one.
+"""
+
+import json
+import math
+import re
+
+_MPI_PREFIX = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:\s?")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_VERSION_LINE = re.compile(
+    r"^#\s*nccl-tests version\s+(?P<v>\S+)(?:\s+nccl-headers=(?P<h>\d+))?(?:\s+nccl-library=(?P<l>\d+))?"
+)
+_STARTING = re.compile(r"^#\s*Collective test starting:\s*(?P<p>\S+)")
+_CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(?P<p>\S+)")
+_CONFIG = re.compile(
+    r"^#\s*nThread\s+(?P<nthreads>\d+)\s+nGpus\s+(?P<ngpus>\d+)\s+minBytes\s+(?P<min_bytes>\d+)\s+"
+    r"maxBytes\s+(?P<max_bytes>\d+)\s+step:\s*(?P<step>[\d.]+)\((?P<step_kind>\w+)\)"
+    r"\s+warmup iters:\s*(?P<warmup_iters>\d+)\s+iters:\s*(?P<iters>\d+)"
+)
+_DEVICE = re.compile(
+    r"^#\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+"
+    r"device\s+(?P<device>\d+)\s+\[(?P<bus_id>[0-9a-fA-Fx:.]+)\]\s+(?P<name>.*?)\s*$"
+)
+_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<v>[-+0-9.eE]+|nan|N/A)")
+_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(?P<v>\d+)")
+
+# Column names of the leading (per-row) part of the table, by every name nccl-tests has used.
+_LEAD_ALIASES = {
+    "size": "size",
+    "bytes": "size",
+    "count": "count",
+    "n": "count",
+    "type": "type",
+    "redop": "redop",
+    "op": "redop",
+    "root": "root",
+}
+# Column names inside the out-of-place and in-place sections.
+_SECTION_ALIASES = {
+    "time": "time_us",
+    "cputime": "time_us",
+    "algbw": "algbw",
+    "busbw": "busbw",
+    "#wrong": "wrong",
+    "wrong": "wrong",
+    "error": "error",
+    "res": "error",
+    "i_min": "i_min_us",
+    "i_max": "i_max_us",
+    "i_p99": "i_p99_us",
+    "i_cv%": "i_cv_pct",
+}
+
+
+def nccl_version_string(code):
+    """Turn NCCL_VERSION_CODE (22809, or 2406 before 2.9) into '2.28.9'; '' for 0/None."""
+    if not code:
+        return ""
+    code = int(code)
+    if code >= 10000:
+        return f"{code // 10000}.{(code % 10000) // 100}.{code % 100}"
+    return f"{code // 1000}.{(code % 1000) // 100}.{code % 100}"
+
+
+def collective_of(program):
+    """'all_reduce_perf' / './build/all_reduce_perf_mpi' -> 'all_reduce'."""
+    name = program.rsplit("/", 1)[-1]
+    match = re.match(r"^(?P<c>.+?)_perf(?:_\w+)?$", name)
+    return match.group("c") if match else name
+
+
+def _num(token):
+    """A number from a table cell; None for N/A, nan or an empty cell."""
+    if token is None:
+        return None
+    token = token.strip()
+    if token in ("", "N/A", "n/a", "nan", "-nan", "null"):
+        return None
+    try:
+        value = float(token)
+    except ValueError:
+        return None
+    if math.isnan(value):
+        return None
+    return value
+
+
+def _int(token):
+    value = _num(token)
+    return None if value is None else int(value)
+
+
+def _clean_lines(text):
+    for raw in text.splitlines():
+        line = _MPI_PREFIX.sub("", _ANSI.sub("", raw)).rstrip()
+        yield line
+
+
+def _empty_result(fmt):
+    return {
+        "format": fmt,
+        "program": "",
+        "collective": "",
+        "version": "",
+        "nccl_version": "",
+        "nccl_headers_version": "",
+        "config": {},
+        "devices": [],
+        "rows": [],
+        "avg_busbw": None,
+        "out_of_bounds": None,
+        "wrong_total": 0,
+    }
+
+
+def _finish(result, text):
+    if not result["rows"]:
+        head = "\n".join(text.strip().splitlines()[:8])
+        raise ValueError(f"no nccl-tests result rows found in the output; it starts with:\n{head}")
+    if result["program"] and not result["collective"]:
+        result["collective"] = collective_of(result["program"])
+    total = 0
+    for row in result["rows"]:
+        for key in ("out_of_place", "in_place"):
+            section = row.get(key)
+            if section and section.get("wrong"):
+                total += int(section["wrong"])
+    result["wrong_total"] = total
+    return result
+
+
+def _parse_header(tokens):
+    """Column layout from the header line's tokens: (lead columns, section columns, sections start)."""
+    lead = []
+    idx = 0
+    while idx < len(tokens) and tokens[idx].lower() not in ("time", "cputime"):
+        lead.append(_LEAD_ALIASES.get(tokens[idx].lower(), tokens[idx].lower()))
+        idx += 1
+    section = []
+    starts = []
+    for pos in range(idx, len(tokens)):
+        name = tokens[pos].lower()
+        if name in ("time", "cputime"):
+            starts.append(pos)
+        if len(starts) == 1:
+            section.append(_SECTION_ALIASES.get(name, name))
+    return lead, section, len(starts)
+
+
+def _section(values, names):
+    out = {"time_us": None, "algbw": None, "busbw": None, "wrong": None, "error": None}
+    for name, token in zip(names, values):
+        if name == "wrong":
+            out["wrong"] = _int(token)
+        elif name in out or name.startswith("i_"):
+            out[name] = _num(token)
+    return out
+
+
+def parse_text(text):
+    """Parse the text table printed by an nccl-tests binary."""
+    result = _empty_result("text")
+    lead = section = None
+    for line in _clean_lines(text):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("#"):
+            match = _VERSION_LINE.match(stripped)
+            if match:
+                result["version"] = match.group("v")
+                result["nccl_headers_version"] = nccl_version_string(match.group("h"))
+                result["nccl_version"] = nccl_version_string(match.group("l"))
+                continue
+            match = _STARTING.match(stripped) or _CONCLUDED.match(stripped)
+            if match:
+                result["program"] = result["program"] or match.group("p")
+                continue
+            match = _CONFIG.match(stripped)
+            if match:
+                cfg = match.groupdict()
+                result["config"] = {
+                    k: (cfg[k] if k == "step_kind" else float(cfg[k]) if k == "step" else int(cfg[k]))
+                    for k in cfg
+                }
+                continue
+            match = _DEVICE.match(stripped)
+            if match:
+                dev = match.groupdict()
+                for key in ("rank", "group", "pid", "device"):
+                    dev[key] = int(dev[key]) if dev[key] is not None else None
+                result["devices"].append(dev)
+                continue
+            match = _AVG.match(stripped)
+            if match:
+                result["avg_busbw"] = _num(match.group("v"))
+                continue
+            match = _OOB.match(stripped)
+            if match:
+                result["out_of_bounds"] = int(match.group("v"))
+                continue
+            tokens = stripped.lstrip("#").split()
+            lowered = [t.lower() for t in tokens]
+            if tokens and lowered[0] in ("size", "bytes") and "algbw" in lowered and "busbw" in lowered:
+                lead, section, _ = _parse_header(tokens)
+            continue
+        if lead is None:
+            continue
+        tokens = stripped.split()
+        if not tokens or not re.match(r"^\d+$", tokens[0]):
+            continue  # NCCL INFO lines, warnings and the like
+        row_lead = dict(zip(lead, tokens[: len(lead)]))
+        rest = tokens[len(lead) :]
+        if len(rest) < len(section):
+            continue  # a truncated line (a crash mid-print)
+        if len(rest) >= 2 * len(section):
+            oop = _section(rest[: len(section)], section)
+            inp = _section(rest[len(section) : 2 * len(section)], section)
+        else:
+            # Trace replay prints only the in-place half.
+            oop = None
+            inp = _section(rest[: len(section)], section)
+        result["rows"].append(
+            {
+                "size": _int(row_lead.get("size")),
+                "count": _int(row_lead.get("count")),
+                "type": row_lead.get("type", ""),
+                "redop": row_lead.get("redop", ""),
+                "root": _int(row_lead.get("root")),
+                "out_of_place": oop,
+                "in_place": inp,
+            }
+        )
+    return _finish(result, text)
+
+
+def _json_section(data):
+    if not data:
+        return None
+    nwrong = data.get("nwrong")
+    return {
+        "time_us": _num(str(data.get("time", data.get("cpu_time")))),
+        "algbw": _num(str(data.get("alg_bw"))),
+        "busbw": _num(str(data.get("bus_bw"))),
+        "wrong": None if nwrong is None else _int(str(nwrong)),
+        "error": None,
+    }
+
+
+def parse_json(text):
+    """Parse the file nccl-tests writes with ``-J FILE``."""
+    data = json.loads(text)
+    if not isinstance(data, dict) or "results" not in data:
+        raise ValueError("not an nccl-tests -J document: no 'results' key")
+    result = _empty_result("json")
+    args = data.get("args") or []
+    if args:
+        result["program"] = args[0].rsplit("/", 1)[-1]
+    result["nccl_version"] = nccl_version_string(data.get("nccl_version"))
+    cfg = data.get("config") or {}
+    result["config"] = {
+        "nthreads": cfg.get("nthreads"),
+        "ngpus": cfg.get("ngpus"),
+        "min_bytes": cfg.get("minimum_bytes"),
+        "max_bytes": cfg.get("maximum_bytes"),
+        "step": cfg.get("step_factor"),
+        "warmup_iters": cfg.get("warmup_iters"),
+        "iters": cfg.get("iterations"),
+    }
+    for dev in cfg.get("devices") or []:
+        result["devices"].append(
+            {
+                "rank": dev.get("rank"),
+                "group": dev.get("group"),
+                "pid": dev.get("pid"),
+                "host": dev.get("hostname", ""),
+                "device": dev.get("device"),
+                "bus_id": dev.get("device_hex", ""),
+                "name": dev.get("device_info", ""),
+            }
+        )
+    for row in data.get("results") or []:
+        result["rows"].append(
+            {
+                "size": row.get("size"),
+                "count": row.get("count"),
+                "type": row.get("type", ""),
+                "redop": row.get("redop", ""),
+                "root": _int(str(row.get("root", ""))),
+                "out_of_place": _json_section(row.get("out_of_place")),
+                "in_place": _json_section(row.get("in_place")),
+            }
+        )
+    avg = data.get("average_bus_bandwidth") or {}
+    result["avg_busbw"] = _num(str(avg.get("bandwidth")))
+    oob = data.get("out_of_bounds") or {}
+    result["out_of_bounds"] = oob.get("count")
+    return _finish(result, text)
+
+
+def parse_torch(text):
+    """Parse the JSON lines of files/bench/torch_allreduce.py (noise lines in between are skipped)."""
+    result = _empty_result("torch")
+    for line in _clean_lines(text):
+        stripped = line.strip()
+        if not stripped.startswith("{"):
+            continue
+        try:
+            # raw_decode: stderr may be glued to the end of the line when both go to one log.
+            item, _ = json.JSONDecoder().raw_decode(stripped)
+        except ValueError:
+            continue
+        if not isinstance(item, dict) or "wireup_bench" not in item:
+            continue
+        result["program"] = item["wireup_bench"]
+        result["collective"] = "all_reduce"
+        result["config"] = {
+            "world_size": item.get("world_size"),
+            "backend": item.get("backend"),
+            "warmup_iters": item.get("warmup"),
+            "iters": item.get("iters"),
+            "nnodes": item.get("nnodes"),
+        }
+        result["nccl_version"] = item.get("nccl_version", "") or ""
+        result["torch_version"] = item.get("torch_version", "")
+        result["rows"].append(
+            {
+                "size": item.get("size"),
+                "count": item.get("count"),
+                "type": item.get("dtype", ""),
+                "redop": "sum",
+                "root": None,
+                "out_of_place": None,
+                "in_place": {
+                    "time_us": item.get("time_us"),
+                    "algbw": item.get("algbw"),
+                    "busbw": item.get("busbw"),
+                    "wrong": item.get("wrong"),
+                    "error": None,
+                },
+            }
+        )
+    return _finish(result, text)
+
+
+def parse(text):
+    """Parse any of the supported outputs; the format is recognised from the content."""
+    stripped = text.lstrip()
+    if stripped.startswith("{") and '"results"' in stripped[:200000]:
+        try:
+            return parse_json(stripped)
+        except ValueError:
+            pass
+    if '"wireup_bench"' in text:
+        return parse_torch(text)
+    return parse_text(text)
+
+
+def best_busbw(row):
+    """The better of out-of-place and in-place bus bandwidth of one row (GB/s), or None."""
+    values = [
+        row[k]["busbw"]
+        for k in ("out_of_place", "in_place")
+        if row.get(k) and row[k].get("busbw") is not None
+    ]
+    return max(values) if values else None
+
+
+def row_at_or_above(rows, min_bytes):
+    """The row with the largest size >= min_bytes, or None when every row is smaller."""
+    candidates = [r for r in rows if r.get("size") is not None and r["size"] >= min_bytes]
+    return max(candidates, key=lambda r: r["size"]) if candidates else None

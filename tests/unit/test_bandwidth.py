@@ -1,0 +1,169 @@
+"""Expected bus bandwidth from the topology, and verdicts."""
+
+import pathlib
+
+import pytest
+from wireup import bandwidth, nccltests
+
+FIX = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "nccltests"
+
+
+def gpu(index, gen=5, width=16, nvl_speed=None):
+    return {"index": index,
+            "pcie": {"gen_current": gen, "gen_max": gen,
+                     "width_current": width, "width_max": width},
+            "nvlink": {"active": 18, "speed_gbps": nvl_speed} if nvl_speed else None}
+
+
+def topo(n, cls, **kw):
+    gpus = [gpu(i, **kw) for i in range(n)]
+    links = [{"a": f"GPU{i}", "b": f"GPU{j}", "class": cls(i, j) if callable(cls) else cls}
+             for i in range(n) for j in range(i + 1, n)]
+    return {"gpus": gpus, "links": links}
+
+
+H200 = topo(2, "NV18", nvl_speed=26.562)
+
+
+def rows_of(name):
+    return nccltests.parse((FIX / name).read_text())["rows"]
+
+
+def test_h200_nv18_all_reduce():
+    exp = bandwidth.expected_busbw(H200, "all_reduce")
+    assert exp["link_gbps"] == pytest.approx(478.116)
+    assert exp["link_kind"] == "nvlink" and exp["link_class"] == "NV18"
+    assert exp["efficiency"] == 0.72
+    assert exp["expected_busbw"] == pytest.approx(344.24, abs=0.01)
+    assert "NV18 x 26.562" in exp["basis"]
+
+
+def test_h200_fixture_passes_and_p2p_disabled_fails():
+    exp = bandwidth.expected_busbw(H200, "all_reduce")
+    good = bandwidth.verdict(rows_of("h200x2_v2.19.6_all_reduce_perf.txt"), exp)
+    assert good["verdict"] == "PASS"
+    assert good["size"] == 8 << 30 and good["measured_busbw"] == 347.66
+    assert good["ratio"] == pytest.approx(1.01, abs=0.01)
+    bad = bandwidth.verdict(rows_of("h200x2_v2.19.6_all_reduce_perf_p2p_disabled.txt"), exp)
+    assert bad["verdict"] == "FAIL"
+    assert bad["size"] == 1 << 30 and bad["measured_busbw"] == 27.91
+    assert "8% of expected" in bad["reason"]
+
+
+@pytest.mark.parametrize("name,collective", [
+    ("h200x2_v2.19.6_all_gather_perf.txt", "all_gather"),
+    ("h200x2_v2.19.6_reduce_scatter_perf.txt", "reduce_scatter"),
+])
+def test_h200_other_collectives_pass(name, collective):
+    exp = bandwidth.expected_busbw(H200, collective)
+    assert bandwidth.verdict(rows_of(name), exp)["verdict"] == "PASS"
+
+
+@pytest.mark.parametrize("gen,expected_link", [(4, 31.504), (5, 63.008)])
+def test_pcie_x16(gen, expected_link):
+    t = topo(4, "PXB", gen=gen)
+    exp = bandwidth.expected_busbw(t, "all_reduce")
+    assert exp["link_kind"] == "pcie"
+    assert exp["link_gbps"] == pytest.approx(expected_link)
+    assert exp["expected_busbw"] == pytest.approx(expected_link * 0.70, abs=0.01)
+
+
+def test_pcie_expectation_uses_max_not_the_downtrained_link():
+    t = topo(2, "PIX", gen=4)
+    t["gpus"][1]["pcie"]["width_current"] = 8
+    assert bandwidth.expected_busbw(t, "all_reduce")["link_gbps"] == pytest.approx(31.504)
+
+
+def test_pcie_slower_gpu_is_the_bottleneck():
+    t = topo(2, "PIX", gen=5)
+    t["gpus"][1]["pcie"].update(gen_max=4, width_max=16)
+    assert bandwidth.expected_busbw(t, "all_reduce")["link_gbps"] == pytest.approx(31.504)
+
+
+def test_nvswitch_8_gpus():
+    t = topo(8, "NV18", nvl_speed=26.562)
+    exp = bandwidth.expected_busbw(t, "all_reduce")
+    assert exp["link_gbps"] == pytest.approx(478.116)
+    assert exp["expected_busbw"] == pytest.approx(344.24, abs=0.01)
+    assert exp["basis"].startswith("8 GPUs")
+
+
+def test_mixed_nvlink_mesh_bottleneck_is_the_narrowest_bond():
+    # A DGX-1-like hybrid cube mesh: NV1/NV2 bonds and SYS pairs; SYS (host path) is slowest.
+    t = topo(4, lambda i, j: "NV2" if (i, j) in ((0, 1), (2, 3)) else "NV1", nvl_speed=25.0, gen=3)
+    exp = bandwidth.expected_busbw(t, "all_reduce")
+    assert exp["link_class"] == "NV1" and exp["link_gbps"] == 25.0
+    t["links"][-1]["class"] = "SYS"
+    exp = bandwidth.expected_busbw(t, "all_reduce")
+    assert exp["link_kind"] == "host" and exp["link_class"] == "SYS"
+    assert exp["link_gbps"] == pytest.approx(15.76)
+    assert exp["efficiency"] == 0.5
+
+
+@pytest.mark.parametrize("cls,kind", [("PHB", "host"), ("NODE", "host"), ("SYS", "host"),
+                                      ("PIX", "pcie"), ("PXB", "pcie")])
+def test_pcie_classes(cls, kind):
+    assert bandwidth.expected_busbw(topo(2, cls, gen=4), "all_gather")["link_kind"] == kind
+
+
+def test_one_gpu_has_no_expectation():
+    exp = bandwidth.expected_busbw(topo(1, "NV18"), "all_reduce")
+    assert exp["expected_busbw"] is None and "fewer than 2 GPUs" in exp["basis"]
+    v = bandwidth.verdict(rows_of("h200x2_v2.19.6_all_reduce_perf.txt"), exp)
+    assert v["verdict"] == "N/A" and "no expectation" in v["reason"]
+
+
+def test_nvlink_without_speed_is_unknown():
+    exp = bandwidth.expected_busbw(topo(2, "NV4"), "all_reduce")
+    assert exp["expected_busbw"] is None and "nvlink -s" in exp["basis"]
+
+
+def test_efficiency_override_and_validation():
+    exp = bandwidth.expected_busbw(H200, "all_reduce", {"nvlink": {"all_reduce": 0.5}})
+    assert exp["expected_busbw"] == pytest.approx(239.06, abs=0.01)
+    with pytest.raises(ValueError, match=r"bench_efficiency.nvlink.all_reduce must be in \(0, 1\]"):
+        bandwidth.expected_busbw(H200, "all_reduce", {"nvlink": {"all_reduce": 7}})
+    with pytest.raises(ValueError, match=r"bench_efficiency\.nvlink must be a mapping"):
+        bandwidth.expected_busbw(H200, "all_reduce", {"nvlink": 0.5})
+
+
+def _rows(busbw, size=1 << 30, wrong=0):
+    return [{"size": size, "out_of_place": {"busbw": busbw, "wrong": wrong},
+             "in_place": {"busbw": busbw - 1, "wrong": 0}}]
+
+
+@pytest.mark.parametrize("busbw,expected", [(100, "PASS"), (90, "PASS"), (89.9, "WARN"),
+                                            (75, "WARN"), (74.9, "FAIL"), (10, "FAIL")])
+def test_verdict_thresholds(busbw, expected):
+    assert bandwidth.verdict(_rows(busbw), {"expected_busbw": 100.0})["verdict"] == expected
+
+
+def test_verdict_thresholds_are_overridable():
+    v = bandwidth.verdict(_rows(85), {"expected_busbw": 100.0}, pass_ratio=0.8, warn_ratio=0.5)
+    assert v["verdict"] == "PASS"
+    with pytest.raises(ValueError, match=r"bench_warn_ratio \(0\.8\) must not exceed bench_pass_ratio"):
+        bandwidth.verdict(_rows(85), {"expected_busbw": 100.0}, pass_ratio=0.5, warn_ratio=0.8)
+    with pytest.raises(ValueError, match="bench_pass_ratio must be a number"):
+        bandwidth.verdict(_rows(85), {"expected_busbw": 100.0}, pass_ratio="high")
+
+
+def test_verdict_needs_one_gib():
+    v = bandwidth.verdict(_rows(100, size=512 << 20), {"expected_busbw": 100.0})
+    assert v["verdict"] == "N/A" and "largest 512 MiB" in v["reason"]
+
+
+def test_wrong_elements_fail():
+    v = bandwidth.verdict(_rows(100, wrong=3), {"expected_busbw": 100.0})
+    assert v["verdict"] == "FAIL" and "3 wrong elements" in v["reason"]
+
+
+def test_worst_verdict():
+    assert bandwidth.worst_verdict(["PASS", "WARN", "N/A"]) == "WARN"
+    assert bandwidth.worst_verdict(["PASS", "FAIL"]) == "FAIL"
+    assert bandwidth.worst_verdict([]) == "N/A"
+
+
+@pytest.mark.parametrize("gen,width,gbps", [(3, 16, 15.76), (4, 8, 15.752), (6, 16, 121.008),
+                                            (None, 16, None), (9, 16, None)])
+def test_pcie_gbps(gen, width, gbps):
+    assert bandwidth.pcie_gbps(gen, width) == (pytest.approx(gbps) if gbps else None)

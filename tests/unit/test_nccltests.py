@@ -1,0 +1,167 @@
+"""nccl-tests output parser: real 2x H200 captures and the documented layouts."""
+
+import pathlib
+
+import pytest
+from wireup import nccltests
+
+FIX = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "nccltests"
+
+
+def read(name):
+    return (FIX / name).read_text()
+
+
+def test_h200_all_reduce_text():
+    out = nccltests.parse(read("h200x2_v2.19.6_all_reduce_perf.txt"))
+    assert out["format"] == "text"
+    assert out["program"] == "all_reduce_perf"
+    assert out["collective"] == "all_reduce"
+    assert out["version"] == "2.19.6"
+    assert out["nccl_version"] == "2.28.9"
+    assert out["nccl_headers_version"] == "2.28.9"
+    assert out["config"]["ngpus"] == 2
+    assert out["config"]["max_bytes"] == 8589934592
+    assert out["config"]["iters"] == 20
+    assert [d["bus_id"] for d in out["devices"]] == ["0000:00:06", "0000:00:07"]
+    assert out["devices"][1]["name"] == "NVIDIA H200"
+    assert len(out["rows"]) == 31
+    last = out["rows"][-1]
+    assert last["size"] == 8589934592
+    assert last["count"] == 2147483648
+    assert last["redop"] == "sum" and last["root"] == -1
+    assert last["out_of_place"] == {"time_us": 24945.4, "algbw": 344.35, "busbw": 344.35,
+                                    "wrong": 0, "error": None}
+    assert last["in_place"]["busbw"] == 347.66
+    assert nccltests.best_busbw(last) == 347.66
+    assert out["avg_busbw"] == pytest.approx(110.838)
+    assert out["out_of_bounds"] == 0
+    assert out["wrong_total"] == 0
+
+
+def test_h200_all_reduce_json_matches_text():
+    text = nccltests.parse(read("h200x2_v2.19.6_all_reduce_perf.txt"))
+    js = nccltests.parse(read("h200x2_v2.19.6_all_reduce_perf.json"))
+    assert js["format"] == "json"
+    assert js["collective"] == "all_reduce"
+    assert js["nccl_version"] == "2.28.9"
+    assert js["config"]["ngpus"] == 2
+    assert [r["size"] for r in js["rows"]] == [r["size"] for r in text["rows"]]
+    for a, b in zip(js["rows"], text["rows"]):
+        # The table rounds to 2 decimals (or fewer digits for wide values).
+        assert a["out_of_place"]["busbw"] == pytest.approx(b["out_of_place"]["busbw"], abs=0.06)
+        assert a["in_place"]["time_us"] == pytest.approx(b["in_place"]["time_us"], rel=1e-3, abs=0.01)
+        assert a["out_of_place"]["wrong"] == 0
+    assert js["avg_busbw"] == pytest.approx(110.838068)
+    assert js["out_of_bounds"] == 0
+
+
+@pytest.mark.parametrize("name,collective,rows,last_busbw", [
+    ("h200x2_v2.19.6_all_gather_perf.txt", "all_gather", 31, (301.31, 311.14)),
+    ("h200x2_v2.19.6_reduce_scatter_perf.txt", "reduce_scatter", 31, (293.56, 298.52)),
+    ("h200x2_v2.19.6_all_reduce_perf_p2p_disabled.txt", "all_reduce", 6, (27.87, 27.91)),
+])
+def test_h200_other_collectives(name, collective, rows, last_busbw):
+    out = nccltests.parse(read(name))
+    assert out["collective"] == collective
+    assert len(out["rows"]) == rows
+    last = out["rows"][-1]
+    assert (last["out_of_place"]["busbw"], last["in_place"]["busbw"]) == last_busbw
+
+
+def test_all_gather_zero_size_rows_are_kept():
+    out = nccltests.parse(read("h200x2_v2.19.6_all_gather_perf.txt"))
+    assert out["rows"][0]["size"] == 0 and out["rows"][0]["redop"] == "none"
+
+
+def test_older_error_column():
+    out = nccltests.parse(read("documented_v2.9_error_column.txt"))
+    assert out["version"] == ""  # no version banner before 2.13
+    assert out["program"] == "" and out["collective"] == ""
+    assert out["config"]["ngpus"] == 8
+    assert len(out["devices"]) == 8 and out["devices"][0]["group"] is None
+    assert out["devices"][7]["bus_id"] == "0xbd"
+    last = out["rows"][-1]
+    assert last["size"] == 2147483648
+    assert last["out_of_place"]["error"] == pytest.approx(5e-07)
+    assert last["out_of_place"]["wrong"] is None
+    assert last["out_of_place"]["time_us"] == 14876
+    assert last["in_place"]["busbw"] == 252.75
+    assert out["avg_busbw"] == pytest.approx(171.772)
+
+
+def test_oldest_layout_without_root_and_na():
+    out = nccltests.parse(read("documented_v2.0_no_root.txt"))
+    assert len(out["rows"]) == 9
+    row = out["rows"][-1]
+    assert row["root"] is None and row["redop"] == "sum" and row["type"] == "float"
+    assert row["out_of_place"] == {"time_us": 18811.0, "algbw": 7.14, "busbw": 10.70,
+                                   "wrong": None, "error": None}
+
+
+def test_mpirun_prefixes_and_noise():
+    out = nccltests.parse(read("documented_mpirun_prefix.txt"))
+    assert out["program"] == "all_reduce_perf_mpi"
+    assert out["collective"] == "all_reduce"
+    assert out["version"] == "2.17.1"
+    assert out["nccl_version"] == "2.27.3"
+    assert len(out["devices"]) == 16
+    assert {d["host"] for d in out["devices"]} == {"node-a", "node-b"}
+    assert [r["size"] for r in out["rows"]] == [2 ** k for k in range(27, 33)]
+    assert out["rows"][-1]["in_place"]["busbw"] == 249.82
+
+
+def test_per_iteration_cputime_timestamp():
+    out = nccltests.parse(read("documented_per_iter_timestamp.txt"))
+    assert out["collective"] == "alltoall"
+    assert len(out["rows"]) == 2
+    row = out["rows"][1]
+    assert row["out_of_place"]["time_us"] == 7902.6
+    assert row["out_of_place"]["busbw"] == 135.87
+    assert row["out_of_place"]["wrong"] is None  # N/A: validation off
+    assert row["out_of_place"]["i_p99_us"] == 4049.9
+    assert row["in_place"]["busbw"] == 135.87
+    assert out["wrong_total"] == 0
+
+
+def test_wrong_elements_are_counted():
+    text = read("h200x2_v2.19.6_all_reduce_perf_p2p_disabled.txt").replace(
+        "27.87       0  38477.6", "27.87      12  38477.6")
+    assert "      12  38477.6" in text
+    out = nccltests.parse(text)
+    assert out["wrong_total"] == 12
+
+
+def test_torch_lines():
+    out = nccltests.parse(read("torch_allreduce_gloo_3ranks.txt"))
+    assert out["format"] == "torch"
+    assert out["collective"] == "all_reduce"
+    assert out["config"]["world_size"] == 3
+    assert out["config"]["backend"] == "gloo"
+    assert out["torch_version"] == "2.13.0+cpu"
+    assert [r["size"] for r in out["rows"]] == [64 << 10, 256 << 10, 1 << 20, 4 << 20]
+    for row in out["rows"]:
+        sec = row["in_place"]
+        assert sec["wrong"] == 0
+        assert sec["busbw"] == pytest.approx(sec["algbw"] * 2 * 2 / 3, abs=2e-4)
+
+
+@pytest.mark.parametrize("text", ["", "bash: all_reduce_perf: command not found\n",
+                                  "# nccl-tests version 2.19.6\n# Collective test starting: x\n"
+                                  "Failed: Cuda error common.cu:1 'no CUDA-capable device'\n"])
+def test_no_rows_is_an_error(text):
+    with pytest.raises(ValueError, match="no nccl-tests result rows"):
+        nccltests.parse(text)
+
+
+@pytest.mark.parametrize("code,expected", [(22809, "2.28.9"), (21803, "2.18.3"), (2406, "2.4.6"),
+                                           (0, ""), (None, "")])
+def test_nccl_version_code(code, expected):
+    assert nccltests.nccl_version_string(code) == expected
+
+
+def test_row_at_or_above():
+    rows = nccltests.parse(read("h200x2_v2.19.6_all_reduce_perf.txt"))["rows"]
+    assert nccltests.row_at_or_above(rows, 1 << 30)["size"] == 8 << 30
+    small = [r for r in rows if r["size"] < (1 << 30)]
+    assert nccltests.row_at_or_above(small, 1 << 30) is None
