@@ -1,0 +1,1 @@
+"""wireup test code: unit tests, integration tests and the local testbed."""

@@ -1,0 +1,235 @@
+"""What the nodes share, built once per machine and cached: the golden root filesystem and the
+torch wheelhouse. Both live under CACHE_DIR, are built into a temporary folder under a flock and
+renamed into place, so parallel builders (other testbeds, other checkouts) never see half a tree."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .system import CACHE_DIR, TestbedError, flock, run
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# Bump when the golden tree's post-processing below changes (the key then changes too).
+GOLDEN_RECIPE = 3
+SUITE = "bookworm"
+# Debian 12 packages every node gets. Ansible builtin modules: apt (python3-apt), pip
+# (python3-packaging), deb822_repository (python3-debian), apt keys (gnupg), become (sudo, acl),
+# unarchive (unzip, xz-utils); systemd boots the node so service tasks run for real.
+PACKAGES = (
+    "python3", "python3-venv", "python3-apt", "python3-packaging", "python3-debian",
+    "openssh-server", "sudo", "acl", "ca-certificates", "procps", "netbase", "iproute2",
+    "systemd", "systemd-sysv", "dbus", "gnupg", "debian-archive-keyring",
+    "unzip", "xz-utils", "kmod", "pciutils", "less",
+)
+HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
+APT_SOURCES = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*.list")),
+               *sorted(Path("/etc/apt/sources.list.d").glob("*.sources"))]
+SSHD_DROPIN = """\
+# wireup testbed: root by key only; host key generated per node by the testbed.
+HostKey /etc/ssh/ssh_host_ed25519_key
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UseDNS no
+"""
+RESOLV_CONF = """\
+# wireup testbed: no DNS server. The registry host names are pinned in /etc/hosts; every other
+# name fails at once (the resolver falls back to 127.0.0.1, where nothing listens).
+options timeout:1 attempts:1
+"""
+
+
+# --- what this machine's apt and pip use -----------------------------------------------------
+def apt_source_files():
+    """This machine's active apt source files: {path: text}."""
+    return {p: p.read_text() for p in APT_SOURCES if p.is_file() and p.read_text().strip()}
+
+
+def apt_uris(files=None):
+    """URIs used by the active apt sources (deb822 URIs: lines and one-line deb entries)."""
+    uris = []
+    for path, text in (files or apt_source_files()).items():
+        for line in text.splitlines():
+            line = line.split("#", 1)[0].strip()
+            if path.suffix == ".sources" and line.lower().startswith("uris:"):
+                uris += line.split(":", 1)[1].split()
+            elif path.suffix != ".sources" and line.startswith(("deb ", "deb-src ")):
+                uris += [w for w in line.split()[1:] if "://" in w][:1]
+    return uris
+
+
+def debian_mirror():
+    """The Debian archive URL this machine's apt uses (for mmdebstrap)."""
+    for uri in apt_uris():
+        if uri.rstrip("/").endswith("/debian"):
+            return uri.rstrip("/")
+    raise TestbedError("no Debian archive URI (…/debian) in /etc/apt/sources.list*: "
+                       "set WIREUP_TESTBED_MIRROR=http://HOST/debian")
+
+
+def pip_settings():
+    """This machine's pip config as {key: value} (`pip config list`, env and files merged)."""
+    proc = run([sys.executable, "-m", "pip", "config", "list"], check=False)
+    settings = {}
+    for line in proc.stdout.splitlines():
+        m = re.match(r"^(?::env:|global|install|download)\.([\w-]+)='(.*)'$", line.strip())
+        if m:
+            settings[m.group(1)] = m.group(2)
+    return settings
+
+
+def pip_index_url(settings=None):
+    settings = pip_settings() if settings is None else settings
+    url = settings.get("index-url", "")
+    return url if url.startswith(("http://", "https://")) else "https://pypi.org/simple"
+
+
+def registry_hosts():
+    """Host names the nodes need: the apt sources' hosts and pip's index (and its file host)."""
+    hosts = {urlsplit(u).hostname for u in apt_uris()}
+    index = urlsplit(pip_index_url()).hostname
+    hosts.add(index)
+    if index == "pypi.org":
+        hosts.add("files.pythonhosted.org")
+    return sorted(h for h in hosts if h)
+
+
+def node_pip_conf(settings=None):
+    """/etc/pip.conf for the nodes: this machine's settings that make sense on a node."""
+    settings = pip_settings() if settings is None else settings
+    lines = ["# wireup testbed: pip settings taken from the control machine's `pip config list`", "[global]"]
+    if settings.get("index-url", "").startswith(("http://", "https://")):
+        lines.append(f"index-url = {settings['index-url']}")
+    if settings.get("cert"):
+        lines.append("cert = /etc/ssl/certs/ca-certificates.crt")
+    if settings.get("default-timeout"):
+        lines.append(f"timeout = {settings['default-timeout']}")
+    lines.append("disable-pip-version-check = 1")
+    return "\n".join(lines) + "\n"
+
+
+# --- golden root filesystem --------------------------------------------------------------------
+def golden_key():
+    """Changes whenever the package list, mirror, recipe, CA certificates or apt sources change."""
+    h = hashlib.sha256()
+    h.update(json.dumps([GOLDEN_RECIPE, SUITE, sorted(PACKAGES), debian_mirror(), node_pip_conf()]).encode())
+    for path in sorted(HOST_CA_DIR.glob("*.crt")) + sorted(apt_source_files()):
+        h.update(str(path).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _write(root: Path, rel: str, text: str, mode=0o644):
+    path = root / rel.lstrip("/")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink() or path.exists():
+        path.unlink()
+    path.write_text(text)
+    path.chmod(mode)
+
+
+def _finish_golden(root: Path):
+    """Post-process a fresh mmdebstrap tree: sshd, networkd, apt/pip config, CA certs, no DNS."""
+    for key in root.glob("etc/ssh/ssh_host_*"):
+        key.unlink()
+    _write(root, "/etc/ssh/sshd_config.d/10-wireup-testbed.conf", SSHD_DROPIN)
+    run(["chroot", root, "systemctl", "enable", "systemd-networkd.service", "ssh.service"])
+    # Nothing on a testbed node waits for "network online"; a console getty only slows shutdown.
+    run(["chroot", root, "systemctl", "mask", "systemd-networkd-wait-online.service",
+         "console-getty.service", "getty@tty1.service"])
+    # Apt: exactly this machine's sources (same archive host names, pinned in each node's /etc/hosts).
+    for old in [root / "etc/apt/sources.list", *root.glob("etc/apt/sources.list.d/*")]:
+        if old.is_file():
+            old.unlink()
+    for path, text in apt_source_files().items():
+        _write(root, str(path), text)
+    _write(root, "/etc/pip.conf", node_pip_conf())
+    # The registries are reached through this machine's TLS-inspecting front: trust its CAs.
+    dest = root / "usr/local/share/ca-certificates"
+    dest.mkdir(parents=True, exist_ok=True)
+    for crt in sorted(HOST_CA_DIR.glob("*.crt")):
+        shutil.copy2(crt, dest / crt.name)
+    run(["chroot", root, "update-ca-certificates"])
+    _write(root, "/etc/resolv.conf", RESOLV_CONF)
+    _write(root, "/etc/machine-id", "")
+    _write(root, "/etc/hostname", "localhost\n")
+    (root / "root/.ssh").mkdir(mode=0o700, exist_ok=True)
+
+
+def golden_rootfs(log=print) -> Path:
+    """Path of the golden Debian 12 tree for the current key; built (33 s or so) if missing."""
+    key = golden_key()
+    final = CACHE_DIR / f"golden-{SUITE}-{key}"
+    with flock(CACHE_DIR / "golden.lock"):
+        if (final / ".wireup-complete").exists():
+            return final
+        tmp = CACHE_DIR / f"golden-{SUITE}-{key}.tmp"
+        if tmp.exists():
+            shutil.rmtree(tmp)  # left by a crashed build (we hold the lock: nobody else builds it)
+        t0 = time.monotonic()
+        log(f"building golden rootfs {final} with mmdebstrap (once per machine)…")
+        run(["mmdebstrap", "--variant=apt", "--quiet", f"--include={','.join(PACKAGES)}",
+             SUITE, tmp, debian_mirror()])
+        _finish_golden(tmp)
+        (tmp / ".wireup-complete").write_text(json.dumps({"key": key, "packages": PACKAGES}) + "\n")
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+        log(f"golden rootfs built in {time.monotonic() - t0:.0f} s")
+        return final
+
+
+# --- torch wheelhouse --------------------------------------------------------------------------
+def torch_pin():
+    """pytorch_venv_torch_version from group_vars/all.yml (so the served wheel matches the pin)."""
+    text = (REPO_ROOT / "group_vars/all.yml").read_text()
+    m = re.search(r"^pytorch_venv_torch_version:\s*[\"']?([\w.+-]+)", text, re.M)
+    if not m:
+        raise TestbedError("pytorch_venv_torch_version is missing from group_vars/all.yml")
+    return m.group(1)
+
+
+def torch_wheel() -> Path:
+    override = os.environ.get("WIREUP_TESTBED_TORCH_WHEEL")
+    pattern = override or f"/opt/wheels/torch-{torch_pin()}+cpu-cp311-*.whl"
+    found = sorted(glob.glob(pattern))
+    if not found:
+        raise TestbedError(f"no torch CPU wheel matches {pattern}: put one there or set "
+                           "WIREUP_TESTBED_TORCH_WHEEL=/path/to/torch-…-cp311-…whl")
+    return Path(found[-1])
+
+
+def wheelhouse(log=print) -> Path:
+    """Cached folder with the torch CPU wheel and its dependencies for CPython 3.11 (the nodes')."""
+    wheel = torch_wheel()
+    key = hashlib.sha256(f"{wheel.name}:{wheel.stat().st_size}".encode()).hexdigest()[:16]
+    final = CACHE_DIR / "wheels" / key
+    with flock(CACHE_DIR / "wheels.lock"):
+        if (final / ".wireup-complete").exists():
+            return final
+        tmp = final.with_name(key + ".tmp")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        t0 = time.monotonic()
+        log(f"downloading the dependencies of {wheel.name} into {final} (once per machine)…")
+        shutil.copy2(wheel, tmp / wheel.name)
+        run([sys.executable, "-m", "pip", "download", "--quiet", "-d", tmp,
+             "--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp",
+             "--abi", "cp311", "--platform", "manylinux_2_28_x86_64",
+             "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64",
+             tmp / wheel.name])
+        (tmp / ".wireup-complete").write_text(wheel.name + "\n")
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+        log(f"wheelhouse ready in {time.monotonic() - t0:.0f} s")
+        return final

@@ -1,0 +1,178 @@
+"""Small helpers around host commands, processes and the shared cache (stdlib only)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+# Shared between testbeds and checkouts on this machine: golden root filesystems and wheelhouses.
+CACHE_DIR = Path(os.environ.get("WIREUP_TESTBED_CACHE", "/var/cache/wireup-testbed"))
+# Slot claims (bridge name, subnet, port) of the testbeds that are up on this machine.
+RUN_DIR = Path(os.environ.get("WIREUP_TESTBED_RUN", "/run/wireup-testbed"))
+
+# Host commands the testbed needs, and the Debian package that provides each.
+HOST_COMMANDS = {
+    "mmdebstrap": "mmdebstrap",
+    "debootstrap": "debootstrap",
+    "systemd-nspawn": "systemd-container",
+    "iptables": "iptables",
+    "ip": "iproute2",
+    "ssh": "openssh-client",
+    "ssh-keygen": "openssh-client",
+    "mount": "mount",
+    "getent": "libc-bin",
+    "update-ca-certificates": "ca-certificates",
+}
+
+
+class TestbedError(RuntimeError):
+    """A testbed operation failed; the message says what and how to fix it."""
+
+
+def run(argv, *, check=True, capture=True, timeout=None, input_text=None, env=None):
+    """Run argv (a list, never a shell string) with LC_ALL=C; return CompletedProcess."""
+    full_env = dict(os.environ if env is None else env)
+    full_env["LC_ALL"] = "C"
+    proc = subprocess.run(
+        [str(a) for a in argv],
+        check=False,
+        capture_output=capture,
+        text=True,
+        timeout=timeout,
+        input=input_text,
+        env=full_env,
+    )
+    if check and proc.returncode != 0:
+        err = (proc.stderr or "").strip() if capture else ""
+        raise TestbedError(f"command failed (rc={proc.returncode}): {' '.join(map(str, argv))}\n{err}")
+    return proc
+
+
+def missing_packages():
+    """Debian packages whose commands are missing on this machine."""
+    return sorted({pkg for cmd, pkg in HOST_COMMANDS.items() if shutil.which(cmd) is None})
+
+
+def install_deps(log=print):
+    """apt-get install the host packages the testbed needs (only those missing)."""
+    if os.geteuid() != 0:
+        raise TestbedError("the testbed needs root (network namespaces, bridges, mounts): run it as root")
+    pkgs = missing_packages()
+    if not pkgs:
+        log("testbed deps: all host commands present")
+        return []
+    log(f"testbed deps: apt-get install {' '.join(pkgs)}")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    run(["apt-get", "update", "-q"], env=env, capture=False)
+    run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *pkgs], env=env, capture=False)
+    return pkgs
+
+
+def require_host():
+    """Fail clearly when not root or a host command is missing."""
+    if os.geteuid() != 0:
+        raise TestbedError("the testbed needs root (network namespaces, bridges, mounts): run it as root")
+    pkgs = missing_packages()
+    if pkgs:
+        raise TestbedError(
+            f"missing host packages: {' '.join(pkgs)}; install them with "
+            "`.venv/bin/python -m tests.testbed deps` (apt-get install)"
+        )
+
+
+@contextlib.contextmanager
+def flock(path: Path):
+    """Hold an exclusive lock on path (created if missing) for the with-block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def proc_start_time(pid: int):
+    """Start time of pid in clock ticks since boot (field 22 of /proc/PID/stat), None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] in ("Z", "X"):  # exited, not yet reaped: no longer running
+        reap(pid)
+        return None
+    return int(fields[19])
+
+
+def is_our_process(pid, start_time) -> bool:
+    """True when pid is alive and is the very process we started (not a reused PID)."""
+    if not pid:
+        return False
+    now = proc_start_time(int(pid))
+    return now is not None and now == start_time
+
+
+def children_of(pid: int):
+    """PIDs whose parent is pid."""
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[1]) == pid:
+            kids.append(int(entry.name))
+    return kids
+
+
+def stop_process(pid, start_time, *, timeout=20.0) -> str:
+    """SIGTERM the process we started, wait, SIGKILL if it outlives timeout. Returns what happened."""
+    if not is_our_process(pid, start_time):
+        return "not running"
+    os.kill(int(pid), signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not is_our_process(pid, start_time):
+            return "stopped"
+        time.sleep(0.1)
+    os.kill(int(pid), signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and is_our_process(pid, start_time):
+        time.sleep(0.1)
+    return "killed"
+
+
+def reap(popen_or_pid):
+    """Collect the exit status of a child we started, so it does not linger as a zombie."""
+    pid = getattr(popen_or_pid, "pid", popen_or_pid)
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(int(pid), os.WNOHANG)
+
+
+def link_exists(name: str) -> bool:
+    return Path(f"/sys/class/net/{name}").exists()
+
+
+def is_mountpoint(path: Path) -> bool:
+    target = str(Path(path).resolve())
+    with open("/proc/self/mountinfo") as fh:
+        return any(line.split()[4] == target for line in fh)
+
+
+def resolve_v4(host: str):
+    """IPv4 addresses host resolves to through this machine's resolver (getent ahostsv4)."""
+    proc = run(["getent", "ahostsv4", host], check=False)
+    if proc.returncode != 0:
+        raise TestbedError(f"cannot resolve {host} on this machine (getent ahostsv4 {host} failed)")
+    return sorted({line.split()[0] for line in proc.stdout.splitlines() if line.strip()})
