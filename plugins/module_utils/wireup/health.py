@@ -1,0 +1,471 @@
+"""Health findings for a GPU node (pure Python, stdlib only).
+
+Each finding is {severity: critical|warning|info, code, gpus: [index, ...], message} with a
+one-line message. ``findings()`` takes what the gpu_topology module gathered (parsed topology,
+raw kernel log and lspci text, nvidia-smi errors) and applies the rules below.
+
+Rules (documented in roles/gpu_topology/README.md too):
+* nvlink_inactive (critical): a GPU has some NVLinks inactive while others are active.
+* nvlink_below_matrix (critical): topo -m says NV# between two GPUs but one of them has fewer
+  than # active links in `nvlink -s`.
+* nvlink_speed_mixed (warning): a GPU's active links run at different speeds.
+* pcie_width_reduced (warning): PCIe link width below its max (x8 instead of x16: a seating,
+  riser or slot problem; GPUs do not narrow their link to save power). A reduced generation on the
+  same GPU is folded into this finding.
+* pcie_gen_below_max (info): PCIe generation below its max with full width. NVIDIA GPUs drop the
+  link generation when idle to save power (nvidia-smi documents pcie.link.gen.current as "may be
+  reduced when the GPU is not in use"), so at probe time this is expected; bench measures under load.
+* p2p_not_ok: topo -p2p r/w reports a status other than OK for a GPU pair: critical where the pair
+  is NVLink-connected (P2P must work there), warning on PCIe pairs (consumer GPUs and some
+  chipsets lack PCIe P2P; NCCL then goes through host memory). Modes n/a/p are only judged on
+  NVLink pairs (NVLink P2P, atomics and properties are "NS" on PCIe pairs by design).
+* gpu_count_low (critical) / gpu_count_high (info): GPUs visible to nvidia-smi vs expected.
+* nvml_driver_mismatch (critical): "Failed to initialize NVML: Driver/library version mismatch"
+  (user-space library upgraded without reloading the kernel module: reboot or reload nvidia).
+* nvml_failed (critical): other NVML/driver communication failures; probe_failed (warning): a
+  probe command failed for another reason.
+* xid (critical or warning by Xid number): NVRM Xid errors in the kernel log since boot.
+* kernel_log_unreadable (info): the kernel log could not be read (containers refuse dmesg).
+* fabric_not_ready (critical): a GPU's NVSwitch fabric state is not Completed/Success.
+* fabric_manager_not_running (critical): NVSwitch devices on the node's PCI bus but no
+  nv-fabricmanager process (GPUs on NVSwitch systems cannot use NVLink without it).
+* acs_enabled (warning): ACS source validation/redirect on a PCIe bridge above a GPU, which
+  routes GPU peer traffic up through the root complex (or blocks it).
+"""
+
+import re
+
+SEVERITIES = ("critical", "warning", "info")
+
+# Common Xid numbers: (severity, short meaning). From NVIDIA's Xid catalogue.
+XID_MEANINGS = {
+    13: ("warning", "graphics engine exception (often an application fault)"),
+    31: ("warning", "GPU memory page fault (often an application fault)"),
+    43: ("warning", "GPU stopped processing (a user application faulted)"),
+    45: ("warning", "preemptive cleanup after a previous error (processes killed)"),
+    48: ("critical", "double-bit ECC error"),
+    63: ("warning", "ECC page retirement or row remapping recorded"),
+    64: ("critical", "ECC page retirement or row remapping failed"),
+    74: ("critical", "NVLink error"),
+    79: ("critical", "GPU has fallen off the bus"),
+    92: ("warning", "high single-bit ECC error rate"),
+    94: ("warning", "contained ECC error (the faulting application was stopped)"),
+    95: ("critical", "uncontained ECC error (GPU reset needed)"),
+    119: ("critical", "GSP RPC timeout"),
+    120: ("critical", "GSP error"),
+}
+
+XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})[^)]*\):\s*(\d+)\s*,?\s*(.*)")
+NVML_MISMATCH_RE = re.compile(r"Driver/library version mismatch", re.IGNORECASE)
+NVML_FAILED_RE = re.compile(
+    r"Failed to initialize NVML|couldn't communicate with the NVIDIA driver|No devices were found",
+    re.IGNORECASE,
+)
+
+LSPCI_HEADER_RE = re.compile(
+    r"^(?:(?P<domain>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})\.(?P<fn>[0-7])\s+"
+    r"(?P<classname>[^:\[]+?)(?:\s*\[(?P<classcode>[0-9a-fA-F]{4})\])?:\s*(?P<rest>.*)$"
+)
+LSPCI_IDS_RE = re.compile(r"\[(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})\]")
+LSPCI_BUS_RE = re.compile(r"Bus: primary=([0-9a-fA-F]+), secondary=([0-9a-fA-F]+), subordinate=([0-9a-fA-F]+)")
+ACS_CTL_RE = re.compile(r"ACSCtl:\s*(.*)$")
+ACS_FLAG_RE = re.compile(r"(\w+)([+-])")
+NVIDIA_VENDOR = "10de"
+GPU_CLASSES = {"0300", "0302"}
+NVSWITCH_CLASS = "0680"
+BRIDGE_CLASS = "0604"
+
+
+def finding(severity, code, message, gpus=()):
+    if severity not in SEVERITIES:
+        raise ValueError(f"finding: severity {severity!r} is not one of {SEVERITIES}")
+    return {"severity": severity, "code": code, "gpus": sorted(gpus), "message": " ".join(message.split())}
+
+
+def _bus_key(text):
+    """'00000000:3B:00.0', '0000:3b:00', 'PCI:0000:3b:00' -> '3b:00' (bus:device, lower case)."""
+    m = re.search(r"([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})(?:\.[0-7])?$", text.strip())
+    return f"{m.group(1)}:{m.group(2)}".lower() if m else text.strip().lower()
+
+
+def parse_xid(text):
+    """NVRM Xid lines of a kernel log -> [{pci, xid, count, severity, meaning, detail}], by PCI and Xid."""
+    if text is None:
+        return []
+    seen = {}
+    for line in text.splitlines():
+        m = XID_RE.search(line)
+        if not m:
+            continue
+        pci, xid = m.group(1).lower(), int(m.group(2))
+        key = (pci, xid)
+        if key not in seen:
+            severity, meaning = XID_MEANINGS.get(xid, ("warning", "see NVIDIA's Xid catalogue"))
+            detail = m.group(3).strip()
+            seen[key] = {
+                "pci": pci,
+                "xid": xid,
+                "count": 0,
+                "severity": severity,
+                "meaning": meaning,
+                "detail": detail[:120],
+            }
+        seen[key]["count"] += 1
+    return list(seen.values())
+
+
+def parse_lspci(text):
+    """``lspci -D -nn -vvv`` -> [{address, bus, class_code, class_name, vendor, device, secondary,
+    subordinate, acs_ctl: {flag: bool} | None, caps_readable}]."""
+    if text is None:
+        return []
+    devices = []
+    current = None
+    for line in text.splitlines():
+        if line and not line[0].isspace():
+            m = LSPCI_HEADER_RE.match(line)
+            if not m:
+                current = None
+                continue
+            ids = LSPCI_IDS_RE.findall(m.group("rest"))
+            vendor, device = ids[-1] if ids else (None, None)
+            if vendor is None and "NVIDIA" in m.group("rest"):
+                vendor = NVIDIA_VENDOR
+            domain = (m.group("domain") or "0000").lower()
+            current = {
+                "address": f"{domain}:{m.group('bus')}:{m.group('dev')}.{m.group('fn')}".lower(),
+                "domain": domain,
+                "bus": int(m.group("bus"), 16),
+                "class_code": (m.group("classcode") or "").lower() or None,
+                "class_name": m.group("classname").strip(),
+                "vendor": vendor.lower() if vendor else None,
+                "device": device.lower() if device else None,
+                "description": m.group("rest").strip(),
+                "secondary": None,
+                "subordinate": None,
+                "acs_ctl": None,
+                "caps_readable": True,
+            }
+            devices.append(current)
+            continue
+        if current is None:
+            continue
+        stripped = line.strip()
+        if "<access denied>" in stripped:
+            current["caps_readable"] = False
+        m = LSPCI_BUS_RE.search(stripped)
+        if m:
+            current["secondary"] = int(m.group(2), 16)
+            current["subordinate"] = int(m.group(3), 16)
+        m = ACS_CTL_RE.search(stripped)
+        if m:
+            current["acs_ctl"] = {flag: sign == "+" for flag, sign in ACS_FLAG_RE.findall(m.group(1))}
+    return devices
+
+
+def _is_gpu(dev):
+    if dev["vendor"] != NVIDIA_VENDOR:
+        return False
+    if dev["class_code"]:
+        return dev["class_code"] in GPU_CLASSES
+    return dev["class_name"] in ("3D controller", "VGA compatible controller")
+
+
+def _is_bridge(dev):
+    return dev["class_code"] == BRIDGE_CLASS if dev["class_code"] else dev["class_name"] == "PCI bridge"
+
+
+def is_nvswitch(dev):
+    if dev["vendor"] != NVIDIA_VENDOR:
+        return False
+    if dev["class_code"]:
+        return dev["class_code"] == NVSWITCH_CLASS
+    return dev["class_name"] == "Bridge"
+
+
+def acs_above_gpus(devices):
+    """Bridges whose bus range holds a GPU and whose ACSCtl enables SrcValid or P2P redirects.
+
+    Returns (bridges: [{address, flags, gpus: [gpu address]}], readable: bool). readable is False
+    when lspci could not show capabilities (not root), so ACS is unknown.
+    """
+    gpus = [d for d in devices if _is_gpu(d)]
+    bridges = [d for d in devices if _is_bridge(d) and d["secondary"] is not None]
+    readable = all(b["caps_readable"] for b in bridges)
+    result = []
+    for bridge in bridges:
+        below = [
+            g["address"]
+            for g in gpus
+            if g["domain"] == bridge["domain"] and bridge["secondary"] <= g["bus"] <= bridge["subordinate"]
+        ]
+        acs = bridge["acs_ctl"]
+        if not below or not acs:
+            continue
+        on = [flag for flag in ("SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl") if acs.get(flag)]
+        if on:
+            result.append({"address": bridge["address"], "flags": on, "gpus": below})
+    return result, readable
+
+
+def _gpu_index_by_bus(gpus):
+    return {_bus_key(g["bus_id"]): g["index"] for g in gpus if g.get("bus_id")}
+
+
+def _nvlink_findings(topology, nvlink):
+    out = []
+    if not nvlink:
+        return out
+    by_index = {g["index"]: g for g in nvlink["gpus"]}
+    for gpu in nvlink["gpus"]:
+        if gpu["active"] and gpu["inactive"]:
+            links = ", ".join(str(n) for n in gpu["inactive_links"])
+            out.append(
+                finding(
+                    "critical",
+                    "nvlink_inactive",
+                    f"GPU{gpu['index']}: {gpu['inactive']} of {gpu['active'] + gpu['inactive']} NVLinks "
+                    f"inactive (links {links}); NVLink bandwidth is reduced",
+                    [gpu["index"]],
+                )
+            )
+        if len(gpu["speeds_gbps"]) > 1:
+            speeds = "/".join(f"{s:g}" for s in gpu["speeds_gbps"])
+            out.append(
+                finding(
+                    "warning",
+                    "nvlink_speed_mixed",
+                    f"GPU{gpu['index']}: active NVLinks run at different speeds ({speeds} GB/s)",
+                    [gpu["index"]],
+                )
+            )
+    for link in (topology or {}).get("links", []):
+        if not link["nvlinks"]:
+            continue
+        a, b = int(link["a"][3:]), int(link["b"][3:])
+        short = [
+            (i, by_index[i]["active"]) for i in (a, b) if i in by_index and by_index[i]["active"] < link["nvlinks"]
+        ]
+        if short:
+            detail = ", ".join(f"GPU{i} has {n} active" for i, n in short)
+            out.append(
+                finding(
+                    "critical",
+                    "nvlink_below_matrix",
+                    f"GPU{a}-GPU{b}: topo -m says {link['class']} but {detail}",
+                    [a, b],
+                )
+            )
+    return out
+
+
+def _pcie_findings(gpus):
+    out = []
+    for gpu in gpus:
+        p = gpu.get("pcie") or {}
+        gen, gen_max = p.get("gen_current"), p.get("gen_max")
+        width, width_max = p.get("width_current"), p.get("width_max")
+        gen_low = isinstance(gen, int) and isinstance(gen_max, int) and gen < gen_max
+        width_low = isinstance(width, int) and isinstance(width_max, int) and width < width_max
+        if width_low:
+            extra = f", Gen{gen} of Gen{gen_max}" if gen_low else ""
+            out.append(
+                finding(
+                    "warning",
+                    "pcie_width_reduced",
+                    f"GPU{gpu['index']}: PCIe link x{width} of x{width_max}{extra}; reseat the GPU or check "
+                    "the slot/riser (GPUs do not narrow links to save power)",
+                    [gpu["index"]],
+                )
+            )
+        elif gen_low:
+            out.append(
+                finding(
+                    "info",
+                    "pcie_gen_below_max",
+                    f"GPU{gpu['index']}: PCIe Gen{gen} of Gen{gen_max} at x{width}; expected on an idle GPU "
+                    "(power saving), bench measures under load",
+                    [gpu["index"]],
+                )
+            )
+    return out
+
+
+def _p2p_findings(topology):
+    out = []
+    classes = {}
+    for link in topology.get("links", []):
+        classes[(link["a"], link["b"])] = link["class"]
+    bad = {}
+    for mode, data in sorted((topology.get("p2p") or {}).items()):
+        for pair in data["not_ok"]:
+            cls = classes.get((pair["a"], pair["b"])) or classes.get((pair["b"], pair["a"]))
+            nvlinked = bool(cls and cls.startswith("NV"))
+            if mode not in ("r", "w") and not nvlinked:
+                continue
+            bad.setdefault((pair["a"], pair["b"]), {"class": cls, "modes": []})["modes"].append(
+                f"{mode}={pair['status']}"
+            )
+    for (a, b), info in sorted(bad.items()):
+        nvlinked = bool(info["class"] and info["class"].startswith("NV"))
+        out.append(
+            finding(
+                "critical" if nvlinked else "warning",
+                "p2p_not_ok",
+                f"{a}-{b}: P2P not OK ({', '.join(info['modes'])}) over {info['class'] or 'unknown link'}"
+                + ("" if nvlinked else "; NCCL falls back to host memory"),
+                [int(a[3:]), int(b[3:])],
+            )
+        )
+    return out
+
+
+def classify_smi_error(text):
+    """(code, first line) for an nvidia-smi failure text, or (None, None) when it names no NVML problem."""
+    if not text:
+        return None, None
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if NVML_MISMATCH_RE.search(text):
+        return "nvml_driver_mismatch", first
+    if NVML_FAILED_RE.search(text):
+        return "nvml_failed", first
+    return None, first
+
+
+def findings(
+    topology=None,
+    nvlink=None,
+    expected_gpus=0,
+    found_gpus=None,
+    command_errors=None,
+    kernel_log=None,
+    kernel_log_readable=True,
+    lspci=None,
+    nvswitch_fabric_manager_running=None,
+):
+    """Apply the rules in this module's docstring; return findings sorted critical first.
+
+    topology: build_topology()'s dict (gpus, links, p2p); nvlink: parse_nvlink_status()'s dict;
+    expected_gpus: 0 to skip the count check; found_gpus: GPUs nvidia-smi sees (default: topology's);
+    command_errors: {"topo -m": "stderr text", ...} for probes that failed; kernel_log: dmesg or
+    journal text (None with kernel_log_readable False when refused); lspci: `lspci -D -nn -vvv`
+    text or None; nvswitch_fabric_manager_running: whether an nv-fabricmanager process runs
+    (None: unknown).
+    """
+    topology = topology or {}
+    gpus = topology.get("gpus", [])
+    out = []
+
+    if isinstance(expected_gpus, bool) or not isinstance(expected_gpus, int) or expected_gpus < 0:
+        raise ValueError(f"findings: expected_gpus must be a non-negative integer, got {expected_gpus!r}")
+    errors = command_errors or {}
+    nvml_reported = False
+    for command, text in sorted(errors.items()):
+        code, first = classify_smi_error(text)
+        if code == "nvml_driver_mismatch" and not nvml_reported:
+            nvml_reported = True
+            out.append(
+                finding(
+                    "critical",
+                    code,
+                    "NVML driver/library version mismatch: the user-space driver was upgraded without "
+                    "reloading the kernel module; reboot the node (or reload the nvidia modules)",
+                )
+            )
+        elif code == "nvml_failed" and not nvml_reported:
+            nvml_reported = True
+            out.append(finding("critical", code, f"nvidia-smi cannot talk to the driver: {first}"))
+        elif code is None:
+            out.append(finding("warning", "probe_failed", f"`nvidia-smi {command}` failed: {first or 'no output'}"))
+
+    found = len(gpus) if found_gpus is None else found_gpus
+    if expected_gpus:
+        if found < expected_gpus:
+            out.append(
+                finding(
+                    "critical",
+                    "gpu_count_low",
+                    f"{found} GPU(s) visible to nvidia-smi, {expected_gpus} expected "
+                    "(a GPU is missing, off the bus or held by another driver)",
+                )
+            )
+        elif found > expected_gpus:
+            out.append(
+                finding("info", "gpu_count_high", f"{found} GPU(s) visible to nvidia-smi, {expected_gpus} expected")
+            )
+
+    out.extend(_nvlink_findings(topology, nvlink))
+    out.extend(_pcie_findings(gpus))
+    out.extend(_p2p_findings(topology))
+
+    by_bus = _gpu_index_by_bus(gpus)
+    if kernel_log_readable and kernel_log is not None:
+        for xid in parse_xid(kernel_log):
+            index = by_bus.get(_bus_key(xid["pci"]))
+            who = f"GPU{index}" if index is not None else f"PCI {xid['pci']}"
+            out.append(
+                finding(
+                    xid["severity"],
+                    "xid",
+                    f"{who}: Xid {xid['xid']} x{xid['count']} since boot: {xid['meaning']}",
+                    [index] if index is not None else [],
+                )
+            )
+    else:
+        out.append(
+            finding(
+                "info",
+                "kernel_log_unreadable",
+                "kernel log not read (dmesg and journalctl refused or disabled): Xid errors unchecked",
+            )
+        )
+
+    for gpu in gpus:
+        state = gpu.get("fabric_state")
+        if state is None or state == "Not Supported":
+            continue
+        status = gpu.get("fabric_status")
+        if state != "Completed" or (status not in (None, "Success")):
+            out.append(
+                finding(
+                    "critical",
+                    "fabric_not_ready",
+                    f"GPU{gpu['index']}: NVSwitch fabric state {state!r}, status {status!r}; start "
+                    "nvidia-fabricmanager (its version must match the driver)",
+                    [gpu["index"]],
+                )
+            )
+
+    devices = parse_lspci(lspci)
+    switches = [d for d in devices if is_nvswitch(d)]
+    if switches and nvswitch_fabric_manager_running is False:
+        out.append(
+            finding(
+                "critical",
+                "fabric_manager_not_running",
+                f"{len(switches)} NVSwitch device(s) on the PCI bus but no nv-fabricmanager process; "
+                "install and start nvidia-fabricmanager matching the driver",
+            )
+        )
+    acs, _readable = acs_above_gpus(devices)
+    for bridge in acs:
+        indexes = [by_bus[_bus_key(g)] for g in bridge["gpus"] if _bus_key(g) in by_bus]
+        out.append(
+            finding(
+                "warning",
+                "acs_enabled",
+                f"ACS {'+'.join(bridge['flags'])} on bridge {bridge['address']} above "
+                f"{', '.join(bridge['gpus'])}: GPU peer traffic is redirected to the root complex "
+                "(disable ACS in BIOS or with setpci for P2P)",
+                indexes,
+            )
+        )
+
+    return sorted(out, key=lambda f: (SEVERITIES.index(f["severity"]), f["code"], f["gpus"]))
+
+
+def count_by_severity(items):
+    counts = dict.fromkeys(SEVERITIES, 0)
+    for item in items:
+        counts[item["severity"]] += 1
+    return counts

@@ -1,0 +1,521 @@
+"""Parsers for nvidia-smi's topology and inventory outputs (pure Python, stdlib only).
+
+Text in, dict out; garbage raises ValueError saying what was expected. Formats follow
+nvidia-smi's documentation and legends, checked against real captures (tests/fixtures/h200x2):
+
+* ``nvidia-smi topo -m``: a tab-separated matrix (the header may carry ANSI escapes), GPU and
+  NIC rows and columns, then optional "CPU Affinity", "NUMA Affinity" and "GPU NUMA ID" columns
+  (older drivers lack the last two; newer ones print an empty cell before "GPU NUMA ID"), a
+  "Legend:" block and, on newer drivers, a "NIC Legend:" block (``NIC0: mlx5_0``). Old drivers name
+  NIC columns by device (``mlx4_0``) and have no NIC legend.
+* ``nvidia-smi topo -p2p r|w|n|a|p``: the same matrix shape with P2P status codes and a legend.
+* ``nvidia-smi --query-gpu=... --format=csv``: header-driven CSV.
+* ``nvidia-smi -L`` and ``nvidia-smi -q -x`` (only the fields wireup uses).
+"""
+
+import csv
+import io
+import re
+import xml.etree.ElementTree as ET
+
+from .nvlink import parse_nvlink_status
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+CELL_SPLIT_RE = re.compile(r"\t| {2,}")
+NV_RE = re.compile(r"^NV(\d+)$")
+GPU_RE = re.compile(r"^GPU(\d+)$")
+NIC_RE = re.compile(r"^NIC(\d+)$")
+LEGEND_ENTRY_RE = re.compile(r"^\s*([A-Z#]+)\s+=\s+(.+?)\s*$")
+NIC_LEGEND_RE = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
+
+AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+AFFINITY_KEYS = {
+    "CPU Affinity": "cpu_affinity",
+    "NUMA Affinity": "numa_affinity",
+    "GPU NUMA ID": "gpu_numa_id",
+}
+
+# Link classes from best to worst, as nvidia-smi's legend orders them (NV# is best; among NV#,
+# more bonded links is better). SOC is the pre-2017 name of SYS.
+LINK_CLASS_ORDER = ("NV#", "PIX", "PXB", "PHB", "NODE", "SYS")
+PCIE_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
+LINK_CLASS_ALIASES = {"SOC": "SYS"}
+
+# P2P status codes of `topo -p2p` (its legend); "OK" is the only good one.
+P2P_CODES = {
+    "X": "Self",
+    "OK": "Status Ok",
+    "CNS": "Chipset not supported",
+    "GNS": "GPU not supported",
+    "TNS": "Topology not supported",
+    "NS": "Not supported",
+    "DR": "Disabled by regkey",
+    "U": "Unknown",
+}
+P2P_MODES = {"r": "read", "w": "write", "n": "nvlink", "a": "atomics", "p": "prop"}
+
+MISSING_VALUES = {"", "N/A", "[N/A]", "[Not Supported]", "Not Supported", "[Unknown Error]", "[Unknown]"}
+UNIT_RE = re.compile(r"^(-?\d+(?:\.\d+)?)\s*(MiB|GiB|KiB|W|MHz|%|C|GB/s|x)$")
+INT_RE = re.compile(r"^-?\d+$")
+FLOAT_RE = re.compile(r"^-?\d+\.\d+$")
+# Dotted values that are versions, not numbers ("9.0" and "9.10" must stay apart).
+VERSION_FIELDS = {"compute_cap", "driver_version", "vbios_version", "cuda_version", "inforom.img"}
+
+
+def strip_ansi(text):
+    """Remove terminal escape sequences (nvidia-smi underlines the topo header even off a tty)."""
+    return ANSI_RE.sub("", text)
+
+
+def _cells(line):
+    return [c.strip() for c in CELL_SPLIT_RE.split(line)]
+
+
+def _require_text(text, what, command):
+    if not isinstance(text, str):
+        raise ValueError(f"{what}: expected the text output of `{command}`, got {type(text).__name__}")
+    if not text.strip():
+        raise ValueError(f"{what}: the output of `{command}` is empty")
+
+
+def link_class_key(cls):
+    """Sort key for a link class: smaller is better (NV18 < NV4 < PIX < PXB < PHB < NODE < SYS)."""
+    m = NV_RE.match(cls)
+    if m:
+        return (0, -int(m.group(1)))
+    cls = LINK_CLASS_ALIASES.get(cls, cls)
+    if cls in LINK_CLASS_ORDER:
+        return (LINK_CLASS_ORDER.index(cls), 0)
+    return (len(LINK_CLASS_ORDER), 0)
+
+
+def rank_link_classes(classes):
+    """Unique classes sorted best first."""
+    return sorted(set(classes), key=link_class_key)
+
+
+def _nvlink_count(cls):
+    m = NV_RE.match(cls)
+    return int(m.group(1)) if m else 0
+
+
+def _parse_legend(lines):
+    legend = {}
+    for line in lines:
+        m = LEGEND_ENTRY_RE.match(line)
+        if m:
+            legend[m.group(1)] = m.group(2)
+    return legend
+
+
+def _split_matrix(text, what, command):
+    """Return (header device names, trailing header columns, rows, legend lines, nic legend lines)."""
+    _require_text(text, what, command)
+    lines = strip_ansi(text).splitlines()
+    header_idx = None
+    for i, line in enumerate(lines):
+        cells = [c for c in _cells(line) if c]
+        if cells and cells[0] == "GPU0":
+            header_idx = i
+            break
+        if cells and GPU_RE.match(cells[0]) and len(cells) > 1 and GPU_RE.match(cells[1]):
+            header_idx = i
+            break
+    if header_idx is None:
+        raise ValueError(
+            f"{what}: no header line with GPU columns (expected a line like '\\tGPU0\\tGPU1...') "
+            f"in the output of `{command}`"
+        )
+    header = [c for c in _cells(lines[header_idx]) if c]
+    devices, trailing = [], []
+    for name in header:
+        if name in AFFINITY_COLUMNS:
+            trailing.append(name)
+        elif trailing:
+            raise ValueError(f"{what}: device column {name!r} after the affinity columns in `{command}`")
+        else:
+            devices.append(name)
+    rows, legend_lines, nic_lines = {}, [], []
+    section = "matrix"
+    for line in lines[header_idx + 1 :]:
+        stripped = line.strip()
+        if stripped == "Legend:":
+            section = "legend"
+            continue
+        if stripped == "NIC Legend:":
+            section = "nic"
+            continue
+        if not stripped:
+            continue
+        if section == "matrix":
+            cells = [c for c in _cells(line) if c]
+            if cells[0] not in devices:
+                raise ValueError(
+                    f"{what}: unexpected row {cells[0]!r} in `{command}`; expected one of {devices}"
+                )
+            rows[cells[0]] = cells[1:]
+        elif section == "legend":
+            legend_lines.append(line)
+        else:
+            nic_lines.append(line)
+    return devices, trailing, rows, legend_lines, nic_lines
+
+
+def parse_topo_matrix(text):
+    """Parse ``nvidia-smi topo -m``.
+
+    Returns a dict:
+      gpus: [{index, name ("GPU0"), cpu_affinity, numa_affinity, gpu_numa_id, nearest_nics}]
+      nics: [{name ("NIC0"), device ("mlx5_0" or None)}]
+      matrix: {"GPU0": {"GPU1": "NV18", "NIC0": "PIX", ...}, "NIC0": {...}} (self is "X")
+      links: [{a: "GPU0", b: "GPU1", class: "NV18", kind: "nvlink"|"pcie", nvlinks: 18}] GPU pairs
+      link_classes: GPU-GPU classes present, best first
+      best_link, worst_link: best and worst GPU-GPU class (None with one GPU)
+      legend: {"NV#": "Connection traversing a bonded set of # NVLinks", ...}
+      columns: the affinity columns present
+    """
+    what = "parse_topo_matrix"
+    command = "nvidia-smi topo -m"
+    devices, trailing, rows, legend_lines, nic_lines = _split_matrix(text, what, command)
+    legend = _parse_legend(legend_lines)
+    known = set(PCIE_CLASSES) | {"X"} | {k for k in legend if k != "NV#"}
+    gpu_names = [d for d in devices if GPU_RE.match(d)]
+    nic_names = [d for d in devices if not GPU_RE.match(d)]
+    if not gpu_names:
+        raise ValueError(f"{what}: no GPU columns in the header of `{command}`")
+    missing = [d for d in gpu_names if d not in rows]
+    if missing:
+        raise ValueError(f"{what}: the header names {missing} but `{command}` has no row for them")
+
+    matrix = {}
+    affinity = {}
+    n = len(devices)
+    for name, cells in rows.items():
+        if len(cells) < n:
+            raise ValueError(
+                f"{what}: row {name} has {len(cells)} cells, expected {n} link classes "
+                f"(one per column {devices}) in `{command}`"
+            )
+        links = dict(zip(devices, cells[:n], strict=True))
+        for peer, cls in links.items():
+            if peer == name:
+                if cls != "X":
+                    raise ValueError(f"{what}: {name}->{name} is {cls!r}, expected 'X' (self) in `{command}`")
+            elif not (NV_RE.match(cls) or cls in known):
+                raise ValueError(
+                    f"{what}: {name}->{peer} has unknown link class {cls!r}; expected X, NV#, PIX, PXB, "
+                    f"PHB, NODE or SYS (or a class the output's Legend defines) in `{command}`"
+                )
+        matrix[name] = links
+        extra = cells[n:]
+        if len(extra) > len(trailing):
+            raise ValueError(
+                f"{what}: row {name} has {len(extra)} values after the matrix but the header has only "
+                f"{trailing} in `{command}`"
+            )
+        affinity[name] = {AFFINITY_KEYS[col]: None for col in AFFINITY_COLUMNS}
+        for col, value in zip(trailing, extra, strict=False):
+            affinity[name][AFFINITY_KEYS[col]] = None if value in MISSING_VALUES else value
+
+    nic_devices = {}
+    for line in nic_lines:
+        m = NIC_LEGEND_RE.match(line)
+        if m:
+            nic_devices[m.group(1)] = m.group(2)
+    nics = []
+    for name in nic_names:
+        device = nic_devices.get(name)
+        if device is None and not NIC_RE.match(name):
+            device = name  # old layout: the column is the device itself (mlx4_0)
+        nics.append({"name": name, "device": device})
+
+    gpus = []
+    for name in sorted(gpu_names, key=lambda g: int(GPU_RE.match(g).group(1))):
+        nearest = []
+        if nic_names:
+            best = min(link_class_key(matrix[name][nic]) for nic in nic_names)
+            nearest = [nic for nic in nic_names if link_class_key(matrix[name][nic]) == best]
+        gpus.append(
+            {
+                "index": int(GPU_RE.match(name).group(1)),
+                "name": name,
+                **affinity[name],
+                "nearest_nics": nearest,
+            }
+        )
+
+    links = []
+    for i, a in enumerate(gpu_names):
+        for b in gpu_names[i + 1 :]:
+            cls = matrix[a][b]
+            back = matrix[b][a]
+            if back != cls:
+                raise ValueError(
+                    f"{what}: {a}->{b} is {cls} but {b}->{a} is {back}; `{command}` is not symmetric"
+                )
+            count = _nvlink_count(cls)
+            links.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "class": cls,
+                    "kind": "nvlink" if count else "pcie",
+                    "nvlinks": count,
+                }
+            )
+    classes = rank_link_classes(link["class"] for link in links)
+    return {
+        "gpus": gpus,
+        "nics": nics,
+        "matrix": matrix,
+        "links": links,
+        "link_classes": classes,
+        "best_link": classes[0] if classes else None,
+        "worst_link": classes[-1] if classes else None,
+        "legend": legend,
+        "columns": trailing,
+    }
+
+
+def parse_topo_p2p(text, mode=None):
+    """Parse ``nvidia-smi topo -p2p MODE`` (r, w, n, a or p).
+
+    Returns {mode, matrix: {"GPU0": {"GPU1": "OK"}}, pairs: [{a, b, status, meaning}],
+    not_ok: [pairs whose status is not OK], all_ok: bool, legend: {"OK": "Status Ok", ...}}.
+    """
+    what = "parse_topo_p2p"
+    command = f"nvidia-smi topo -p2p {mode or '<mode>'}"
+    if mode is not None and mode not in P2P_MODES:
+        raise ValueError(f"{what}: mode {mode!r} is not one of {sorted(P2P_MODES)}")
+    devices, trailing, rows, legend_lines, _ = _split_matrix(text, what, command)
+    legend = _parse_legend(legend_lines) or dict(P2P_CODES)
+    codes = set(legend) | set(P2P_CODES)
+    if trailing or any(not GPU_RE.match(d) for d in devices):
+        raise ValueError(f"{what}: expected only GPU columns in `{command}`, got {devices + trailing}")
+    matrix = {}
+    for name in devices:
+        if name not in rows:
+            raise ValueError(f"{what}: no row for {name} in `{command}`")
+        cells = rows[name]
+        if len(cells) != len(devices):
+            raise ValueError(
+                f"{what}: row {name} has {len(cells)} cells, expected {len(devices)} in `{command}`"
+            )
+        for peer, status in zip(devices, cells, strict=True):
+            if status not in codes:
+                raise ValueError(
+                    f"{what}: {name}->{peer} has unknown status {status!r}; expected one of "
+                    f"{sorted(codes)} in `{command}`"
+                )
+        matrix[name] = dict(zip(devices, cells, strict=True))
+    pairs = []
+    for i, a in enumerate(devices):
+        for b in devices[i + 1 :]:
+            status = matrix[a][b]
+            back = matrix[b][a]
+            # Report the worse direction: a pair is OK only if both directions are.
+            if status == "OK" and back != "OK":
+                status = back
+            pairs.append(
+                {"a": a, "b": b, "status": status, "meaning": legend.get(status, P2P_CODES.get(status))}
+            )
+    not_ok = [p for p in pairs if p["status"] != "OK"]
+    return {
+        "mode": mode,
+        "matrix": matrix,
+        "pairs": pairs,
+        "not_ok": not_ok,
+        "all_ok": not not_ok,
+        "legend": legend,
+    }
+
+
+def _convert(field, value):
+    value = value.strip()
+    if value in MISSING_VALUES:
+        return None
+    if field in VERSION_FIELDS:
+        return value
+    m = UNIT_RE.match(value)
+    if m:
+        number = m.group(1)
+        return float(number) if "." in number else int(number)
+    if INT_RE.match(value):
+        return int(value)
+    if FLOAT_RE.match(value):
+        return float(value)
+    return value
+
+
+def parse_query_gpu_csv(text):
+    """Parse ``nvidia-smi --query-gpu=FIELDS --format=csv`` (with its header line).
+
+    Returns [{field: value}] in output order, keyed by the query field names ("memory.total",
+    units stripped from the header). "[Not Supported]" and "N/A" become None; "143771 MiB"
+    becomes 143771; integers become int; compute_cap and versions stay strings.
+    """
+    what = "parse_query_gpu_csv"
+    command = "nvidia-smi --query-gpu=... --format=csv"
+    _require_text(text, what, command)
+    reader = csv.reader(io.StringIO(text.strip()), skipinitialspace=True)
+    rows = [r for r in reader if r and any(c.strip() for c in r)]
+    header = [re.sub(r"\s*\[[^\]]*\]\s*$", "", h.strip()) for h in rows[0]]
+    if not header or not all(re.match(r"^[a-z_][a-z0-9_.]*$", h) for h in header):
+        raise ValueError(
+            f"{what}: the first line {rows[0][:4]!r} is not a header of query field names; run "
+            f"`{command}` with --format=csv (not csv,noheader)"
+        )
+    result = []
+    for number, row in enumerate(rows[1:], start=2):
+        if len(row) != len(header):
+            raise ValueError(
+                f"{what}: line {number} has {len(row)} values, the header has {len(header)} fields "
+                f"({', '.join(header)})"
+            )
+        result.append({field: _convert(field, value) for field, value in zip(header, row, strict=True)})
+    return result
+
+
+L_LINE_RE = re.compile(r"^GPU (\d+): (.+?) \(UUID: (\S+?)\)\s*$")
+
+
+def parse_gpu_list(text):
+    """Parse ``nvidia-smi -L``: [{index, name, uuid}] (MIG device lines are skipped)."""
+    _require_text(text, "parse_gpu_list", "nvidia-smi -L")
+    gpus = []
+    for line in text.splitlines():
+        m = L_LINE_RE.match(line.strip())
+        if m:
+            gpus.append({"index": int(m.group(1)), "name": m.group(2), "uuid": m.group(3)})
+    if not gpus:
+        raise ValueError("parse_gpu_list: no 'GPU N: NAME (UUID: ...)' line in the output of `nvidia-smi -L`")
+    return gpus
+
+
+def _xml_text(node, path):
+    found = node.find(path)
+    if found is None or found.text is None:
+        return None
+    value = found.text.strip()
+    return None if value in MISSING_VALUES else value
+
+
+def parse_smi_xml(text):
+    """Parse the fields wireup uses from ``nvidia-smi -q -x``.
+
+    Returns {driver_version, cuda_version, attached_gpus, gpus: [{bus_id, name, uuid,
+    fabric_state, fabric_status}]}. fabric_state is None where the GPU has no NVSwitch fabric
+    ("N/A"/"Not Supported"); "Completed" with status "Success" means the fabric is up.
+    """
+    _require_text(text, "parse_smi_xml", "nvidia-smi -q -x")
+    try:
+        root = ET.fromstring(text.strip())
+    except ET.ParseError as exc:
+        raise ValueError(f"parse_smi_xml: the output of `nvidia-smi -q -x` is not XML ({exc})") from exc
+    if root.tag != "nvidia_smi_log":
+        raise ValueError(f"parse_smi_xml: expected a <nvidia_smi_log> document, got <{root.tag}>")
+    gpus = []
+    for gpu in root.findall("gpu"):
+        gpus.append(
+            {
+                "bus_id": gpu.get("id"),
+                "name": _xml_text(gpu, "product_name"),
+                "uuid": _xml_text(gpu, "uuid"),
+                "fabric_state": _xml_text(gpu, "fabric/state"),
+                "fabric_status": _xml_text(gpu, "fabric/status"),
+            }
+        )
+    attached = _xml_text(root, "attached_gpus")
+    return {
+        "driver_version": _xml_text(root, "driver_version"),
+        "cuda_version": _xml_text(root, "cuda_version"),
+        "attached_gpus": int(attached) if attached and attached.isdigit() else len(gpus),
+        "gpus": gpus,
+    }
+
+
+def _pcie(row):
+    return {
+        "gen_current": row.get("pcie.link.gen.current"),
+        "gen_max": row.get("pcie.link.gen.max"),
+        "width_current": row.get("pcie.link.width.current"),
+        "width_max": row.get("pcie.link.width.max"),
+    }
+
+
+def build_topology(topo_m=None, p2p=None, nvlink_s=None, query_csv=None, smi_xml=None):
+    """Combine the raw outputs into wireup's `gpu_topology` structure (see the role README).
+
+    Every argument is the raw text of one command (or None where it was not run / failed);
+    p2p is {mode: text}. Parsing errors propagate as ValueError.
+    """
+    topo = parse_topo_matrix(topo_m) if topo_m is not None else None
+    query = parse_query_gpu_csv(query_csv) if query_csv is not None else []
+    nvl = parse_nvlink_status(nvlink_s) if nvlink_s is not None else None
+    xml = parse_smi_xml(smi_xml) if smi_xml is not None else None
+    p2p_parsed = {mode: parse_topo_p2p(text, mode) for mode, text in (p2p or {}).items() if text is not None}
+
+    topo_gpus = {g["index"]: g for g in topo["gpus"]} if topo else {}
+    nvl_gpus = {g["index"]: g for g in nvl["gpus"]} if nvl else {}
+    fabric_by_uuid = {g["uuid"]: g for g in xml["gpus"]} if xml else {}
+    indexes = sorted(
+        {int(r["index"]) for r in query if r.get("index") is not None} | set(topo_gpus) | set(nvl_gpus)
+    )
+    query_by_index = {int(r["index"]): r for r in query if r.get("index") is not None}
+
+    gpus = []
+    for index in indexes:
+        row = query_by_index.get(index, {})
+        tg = topo_gpus.get(index, {})
+        ng = nvl_gpus.get(index)
+        uuid = row.get("uuid") or (ng or {}).get("uuid")
+        fabric = fabric_by_uuid.get(uuid, {})
+        gpus.append(
+            {
+                "index": index,
+                "name": row.get("name") or (ng or {}).get("name"),
+                "uuid": uuid,
+                "bus_id": row.get("pci.bus_id"),
+                "compute_cap": row.get("compute_cap"),
+                "memory_total_mib": row.get("memory.total"),
+                "persistence_mode": row.get("persistence_mode"),
+                "pcie": _pcie(row),
+                "cpu_affinity": tg.get("cpu_affinity"),
+                "numa_affinity": tg.get("numa_affinity"),
+                "gpu_numa_id": tg.get("gpu_numa_id"),
+                "nearest_nics": tg.get("nearest_nics", []),
+                "nvlink": {
+                    "active": ng["active"],
+                    "inactive": ng["inactive"],
+                    "speed_gbps": ng["speed_gbps"],
+                    "total_gbps": ng["total_gbps"],
+                }
+                if ng
+                else None,
+                "fabric_state": fabric.get("fabric_state"),
+                "fabric_status": fabric.get("fabric_status"),
+            }
+        )
+    driver = None
+    for row in query:
+        driver = driver or row.get("driver_version")
+    if xml:
+        driver = driver or xml["driver_version"]
+    return {
+        "gpu_count": len(gpus),
+        "driver_version": driver,
+        "cuda_version": xml["cuda_version"] if xml else None,
+        "gpus": gpus,
+        "nics": topo["nics"] if topo else [],
+        "matrix": topo["matrix"] if topo else {},
+        "links": topo["links"] if topo else [],
+        "link_classes": topo["link_classes"] if topo else [],
+        "best_link": topo["best_link"] if topo else None,
+        "worst_link": topo["worst_link"] if topo else None,
+        "affinity_columns": topo["columns"] if topo else [],
+        "p2p": {
+            mode: {"matrix": parsed["matrix"], "not_ok": parsed["not_ok"], "all_ok": parsed["all_ok"]}
+            for mode, parsed in p2p_parsed.items()
+        },
+        "nvlink": nvl["totals"] if nvl else None,
+    }

@@ -1,0 +1,237 @@
+#!/usr/bin/python
+"""Read a node's GPU topology and health: a thin wrapper around wireup.topology and wireup.health."""
+
+DOCUMENTATION = r"""
+---
+module: wireup_gpu_topology
+short_description: Read GPU topology, NVLink, P2P and PCIe state and derive health findings
+description:
+  - Runs C(nvidia-smi topo -m), C(topo -p2p) for each requested mode, C(nvlink -s),
+    C(--query-gpu) (index, name, uuid, bus id, driver, PCIe gen/width current and max, memory,
+    compute capability, persistence mode) and C(-q -x), reads the kernel log (C(dmesg), else
+    C(journalctl -k -b)) for NVRM Xid lines, C(lspci -D -nn -vvv) for ACS and NVSwitch devices,
+    and /proc for a running nv-fabricmanager.
+  - Parses everything with the pure-Python C(wireup.topology), C(wireup.nvlink) and
+    C(wireup.health) and returns structured topology plus findings. Changes nothing.
+  - A failed or unparsable probe becomes a finding, not a module failure, so a sick node still
+    reports what it can; callers decide whether critical findings fail the play.
+version_added: "1.0.0"
+author: wireup
+options:
+  nvidia_smi:
+    description: Path of nvidia-smi. Empty to search PATH and /usr/local/nvidia/bin.
+    type: path
+    default: ""
+  p2p_modes:
+    description: P2P capability modes of C(nvidia-smi topo -p2p) to read (r read, w write, n nvlink, a atomics, p prop).
+    type: list
+    elements: str
+    choices: [r, w, n, a, p]
+    default: [r, w, n]
+  expected_gpus:
+    description: GPUs the node should have; fewer visible to nvidia-smi is a critical finding. 0 skips the check.
+    type: int
+    default: 0
+  read_kernel_log:
+    description: Read the kernel log for Xid errors (dmesg, else journalctl -k -b).
+    type: bool
+    default: true
+  read_lspci:
+    description: Read C(lspci -D -nn -vvv) for ACS on bridges above GPUs and for NVSwitch devices.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+notes:
+  - Commands run as argv lists with C(LC_ALL=C). Without root, dmesg may be refused and lspci hides
+    ACS capabilities; the result then says so (C(kernel_log.readable), C(acs.readable)).
+"""
+
+EXAMPLES = r"""
+- name: Read the GPU topology
+  wireup_gpu_topology:
+    expected_gpus: 8
+    p2p_modes: [r, w]
+  register: __gpu_topology_probe
+"""
+
+RETURN = r"""
+topology:
+  description: >-
+    Structured topology (gpus, nics, matrix, links, link_classes, best_link, worst_link, p2p,
+    nvlink totals, kernel_log, acs, fabric) with findings, findings_count and raw texts.
+    See roles/gpu_topology/README.md for every field.
+  returned: always
+  type: dict
+findings:
+  description: Health findings, critical first; each has severity, code, gpus and a one-line message.
+  returned: always
+  type: list
+  elements: dict
+findings_count:
+  description: Number of findings per severity (critical, warning, info).
+  returned: always
+  type: dict
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.wireup.health import count_by_severity, findings, finding, parse_xid
+from ansible.module_utils.wireup.health import acs_above_gpus, is_nvswitch, parse_lspci
+from ansible.module_utils.wireup.nvlink import parse_nvlink_status
+from ansible.module_utils.wireup.topology import (
+    build_topology,
+    parse_query_gpu_csv,
+    parse_smi_xml,
+    parse_topo_matrix,
+    parse_topo_p2p,
+)
+
+QUERY_FIELDS = (
+    "index,name,uuid,pci.bus_id,driver_version,pcie.link.gen.current,pcie.link.gen.max,"
+    "pcie.link.width.current,pcie.link.width.max,memory.total,compute_cap,persistence_mode"
+)
+ENV = {"LC_ALL": "C", "LANG": "C"}
+FABRIC_MANAGER_COMM = "nv-fabricmanage"  # /proc/PID/comm keeps 15 characters of nv-fabricmanager
+
+
+def run(module, argv):
+    rc, out, err = module.run_command(argv, environ_update=ENV)
+    return rc, out, err
+
+
+def fabric_manager_running():
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/comm", encoding="utf-8") as handle:
+                if handle.read().strip() == FABRIC_MANAGER_COMM:
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def read_kernel_log(module):
+    dmesg = module.get_bin_path("dmesg")
+    if dmesg:
+        rc, out, _err = run(module, [dmesg])
+        if rc == 0:
+            return "dmesg", out
+    journalctl = module.get_bin_path("journalctl")
+    if journalctl:
+        rc, out, _err = run(module, [journalctl, "-k", "-b", "--no-pager", "-q", "-o", "short"])
+        if rc == 0:
+            return "journalctl -k -b", out
+    return None, None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "nvidia_smi": {"type": "path", "default": ""},
+            "p2p_modes": {"type": "list", "elements": "str", "choices": ["r", "w", "n", "a", "p"],
+                          "default": ["r", "w", "n"]},
+            "expected_gpus": {"type": "int", "default": 0},
+            "read_kernel_log": {"type": "bool", "default": True},
+            "read_lspci": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    if params["expected_gpus"] < 0:
+        module.fail_json(msg=f"expected_gpus must be 0 (no check) or a positive number, got {params['expected_gpus']}")
+
+    smi = params["nvidia_smi"] or module.get_bin_path("nvidia-smi", opt_dirs=["/usr/local/nvidia/bin"])
+    raw, errors, extra = {}, {}, []
+    texts = {}
+    if not smi or not os.access(smi, os.X_OK):
+        extra.append(finding("critical", "nvidia_smi_missing",
+                             f"nvidia-smi not found ({smi or 'not on PATH'}): the NVIDIA driver is not installed"))
+    else:
+        probes = [("topo -m", "topo_m", [smi, "topo", "-m"])]
+        probes += [(f"topo -p2p {m}", f"topo_p2p_{m}", [smi, "topo", "-p2p", m]) for m in params["p2p_modes"]]
+        probes += [
+            ("nvlink -s", "nvlink_s", [smi, "nvlink", "-s"]),
+            ("--query-gpu", "query_gpu", [smi, f"--query-gpu={QUERY_FIELDS}", "--format=csv"]),
+            ("-q -x", "nvidia_smi_q_x", [smi, "-q", "-x"]),
+        ]
+        for name, key, argv in probes:
+            rc, out, err = run(module, argv)
+            raw[key] = out
+            if rc != 0:
+                errors[name] = (err or out).strip()
+                raw[key + "_stderr"] = err
+            else:
+                texts[key] = out
+
+    parsers = {"topo_m": parse_topo_matrix, "nvlink_s": parse_nvlink_status,
+               "query_gpu": parse_query_gpu_csv, "nvidia_smi_q_x": parse_smi_xml}
+    for key in list(texts):
+        parser = parsers.get(key)
+        try:
+            if parser:
+                parser(texts[key])
+            else:
+                parse_topo_p2p(texts[key], key.rsplit("_", 1)[1])
+        except ValueError as exc:
+            extra.append(finding("critical", "parse_failed", f"{key}: {exc}"))
+            del texts[key]
+
+    topology = build_topology(
+        topo_m=texts.get("topo_m"),
+        p2p={m: texts.get(f"topo_p2p_{m}") for m in params["p2p_modes"]},
+        nvlink_s=texts.get("nvlink_s"),
+        query_csv=texts.get("query_gpu"),
+        smi_xml=texts.get("nvidia_smi_q_x"),
+    )
+    nvlink = parse_nvlink_status(texts["nvlink_s"]) if "nvlink_s" in texts else None
+
+    source, kernel_log = read_kernel_log(module) if params["read_kernel_log"] else (None, None)
+    xid_lines = [line for line in (kernel_log or "").splitlines() if "NVRM" in line]
+    raw["kernel_log_nvrm"] = "\n".join(xid_lines[-200:])
+
+    lspci_text = None
+    lspci = module.get_bin_path("lspci") if params["read_lspci"] else None
+    if lspci:
+        rc, out, _err = run(module, [lspci, "-D", "-nn", "-vvv"])
+        lspci_text = out if rc == 0 else None
+    devices = parse_lspci(lspci_text)
+    switches = [d["address"] for d in devices if is_nvswitch(d)]
+    fm_running = fabric_manager_running() if switches else None
+    acs_bridges, acs_readable = acs_above_gpus(devices)
+
+    items = findings(
+        topology=topology,
+        nvlink=nvlink,
+        expected_gpus=params["expected_gpus"],
+        command_errors=errors,
+        kernel_log=kernel_log,
+        kernel_log_readable=kernel_log is not None,
+        lspci=lspci_text,
+        nvswitch_fabric_manager_running=fm_running,
+    ) + extra
+    order = ("critical", "warning", "info")
+    items.sort(key=lambda f: (order.index(f["severity"]), f["code"], f["gpus"]))
+
+    topology["kernel_log"] = {
+        "readable": kernel_log is not None,
+        "source": source if kernel_log is not None else "not readable",
+        "xid": parse_xid(kernel_log),
+    }
+    topology["acs"] = {"checked": lspci_text is not None, "readable": bool(lspci_text) and acs_readable,
+                       "bridges": acs_bridges}
+    topology["fabric"] = {"nvswitches": switches, "manager_running": fm_running}
+    topology["findings"] = items
+    topology["findings_count"] = count_by_severity(items)
+    topology["raw"] = raw
+    module.exit_json(changed=False, topology=topology, findings=items, findings_count=topology["findings_count"])
+
+
+if __name__ == "__main__":
+    main()
