@@ -1,0 +1,70 @@
+# wireup: `make run` (bootstrap, benchmark and launch on the default cluster) and `make test`.
+# The testbed targets need root (network namespaces, systemd-nspawn).
+SHELL := /bin/bash
+.SHELLFLAGS := -o errexit -o nounset -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+NODES ?= 3
+TESTBED ?= default
+# Empty: bring up the local testbed and use it. Otherwise: your inventory (file or folder).
+INVENTORY ?=
+TESTBED_INVENTORY := .testbed/$(TESTBED)/inventory.yml
+RUN_INVENTORY = $(if $(INVENTORY),$(INVENTORY),$(TESTBED_INVENTORY))
+ENTRY_PLAYBOOKS := site.yml bench.yml launch.yml
+
+.PHONY: help venv deps run lint unit integration test testbed-up testbed-down clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+$(BIN)/ansible-playbook: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.txt
+	touch $@
+
+venv: $(BIN)/ansible-playbook  ## create .venv with the pinned control-node tools
+
+deps:  ## install the system packages the testbed and the checks need (root, Debian/Ubuntu)
+	$(PYTHON) -m tests.testbed deps
+	command -v shellcheck >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck
+
+testbed-up: venv  ## bring up NODES (3) local testbed nodes (root)
+	$(BIN)/python -m tests.testbed up --name $(TESTBED) --nodes $(NODES)
+
+testbed-down: venv  ## remove the local testbed (root)
+	$(BIN)/python -m tests.testbed down --name $(TESTBED)
+
+run: venv  ## bootstrap, benchmark and launch on INVENTORY (default: the local testbed)
+	@if [ -z "$(INVENTORY)" ]; then $(MAKE) --no-print-directory deps testbed-up; fi
+	$(BIN)/ansible-playbook -i $(RUN_INVENTORY) site.yml
+	$(BIN)/ansible-playbook -i $(RUN_INVENTORY) bench.yml
+	$(BIN)/ansible-playbook -i $(RUN_INVENTORY) launch.yml
+	@echo
+	@echo "Done: site.yml, bench.yml and launch.yml ran against $(RUN_INVENTORY)."
+	@echo "Results (benchmarks, reports, job logs): $(CURDIR)/results/"
+	@if [ -z "$(INVENTORY)" ]; then echo "The testbed is still up; remove it with: make testbed-down"; fi
+
+lint: venv  ## static checks: ansible-lint (production), yamllint, ruff, syntax-check
+	$(BIN)/yamllint --strict .
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-lint --strict
+	for playbook in $(ENTRY_PLAYBOOKS); do \
+	  $(BIN)/ansible-playbook -i inventory/local.yml --syntax-check $$playbook; \
+	  $(BIN)/ansible-playbook -i inventory/example --syntax-check $$playbook; \
+	done
+
+unit: lint  ## static checks and unit tests (no root, no testbed)
+	$(BIN)/pytest -q tests/unit
+
+integration: venv  ## integration tests on the local testbed (root)
+	$(BIN)/pytest -q tests/integration
+
+test: unit integration  ## everything: static checks, unit and integration tests
+
+clean:  ## remove the venv and caches (not results/)
+	rm -rf $(VENV) .pytest_cache .ruff_cache .ansible

@@ -1,0 +1,158 @@
+"""Inventory and variable validation for preflight: pure functions returning error messages.
+
+Every message names the variable (or inventory item) and says how to fix it, so preflight can
+stop the play before any node changes.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+# variable -> (pattern, example). Pins are strings: YAML turns 580 or 13.0 into numbers, and
+# 13.10 would silently become 13.1, so numbers are refused with the fix spelled out.
+PIN_FORMATS = {
+    "nvidia_driver_branch": (r"^\d{3}$", '"580"'),
+    "cuda_repo_version": (r"^\d{2}\.\d$", '"13.0"'),
+    "nccl_version": (r"^\d+\.\d+\.\d+$", '"2.28.9"'),
+    "nccl_package_version": (r"^\d+\.\d+\.\d+-\d+\+cuda\d+\.\d+$", '"2.28.9-1+cuda13.0"'),
+    "nccl_tests_version": (r"^v\d+\.\d+\.\d+$", '"v2.19.6"'),
+    "pytorch_venv_torch_version": (r"^\d+\.\d+\.\d+$", '"2.13.0"'),
+}
+
+
+def validate_pins(values: dict) -> list[str]:
+    """Check the pinned versions' formats and their agreement with each other."""
+    errors = []
+    for name, (pattern, example) in PIN_FORMATS.items():
+        if name not in values:
+            continue
+        value = values[name]
+        if not isinstance(value, str):
+            errors.append(
+                f"{name}={value!r} is a number, not a string: quote it in YAML, e.g. {name}: {example}"
+            )
+        elif not re.match(pattern, value):
+            errors.append(f"{name}={value!r} is malformed: expected a value like {example}")
+    if errors:
+        return errors
+    pkg = values.get("nccl_package_version")
+    if pkg and values.get("nccl_version") and not pkg.startswith(values["nccl_version"] + "-"):
+        errors.append(
+            f"nccl_package_version={pkg!r} does not match nccl_version={values['nccl_version']!r}: "
+            f"set both to the same NCCL release"
+        )
+    cuda = values.get("cuda_repo_version")
+    if pkg and cuda and not pkg.endswith("+cuda" + cuda):
+        errors.append(
+            f"nccl_package_version={pkg!r} is built for another CUDA than cuda_repo_version={cuda!r}: "
+            f"use the '+cuda{cuda}' build of libnccl2"
+        )
+    return errors
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+
+
+def check_version_range(version: str, spec: str) -> bool:
+    """True when ``version`` satisfies a spec like '>=2.19.0,<2.20.0'."""
+    ops = {
+        ">=": lambda a, b: a >= b,
+        "<=": lambda a, b: a <= b,
+        ">": lambda a, b: a > b,
+        "<": lambda a, b: a < b,
+        "==": lambda a, b: a == b,
+        "!=": lambda a, b: a != b,
+    }
+    have = _version_tuple(version)
+    for clause in (c.strip() for c in spec.split(",") if c.strip()):
+        match = re.match(r"^(>=|<=|==|!=|>|<)\s*(\d+(?:\.\d+)*)$", clause)
+        if not match:
+            raise ValueError(f"bad version clause {clause!r} in {spec!r}")
+        want = _version_tuple(match.group(2))
+        width = max(len(have), len(want))
+        a = have + (0,) * (width - len(have))
+        b = want + (0,) * (width - len(want))
+        if not ops[match.group(1)](a, b):
+            return False
+    return True
+
+
+def validate_nproc(value) -> list[str]:
+    if value == "auto":
+        return []
+    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit():
+        return [f"wireup_nproc_per_node={value!r} is not 'auto' or a positive whole number: fix it"]
+    if int(value) < 1:
+        return [f"wireup_nproc_per_node={value!r} must be at least 1 (or 'auto')"]
+    return []
+
+
+def validate_cluster(
+    groups: dict,
+    node_group: str,
+    master_host: str,
+    addresses: dict | None = None,
+) -> list[str]:
+    """Check the inventory's shape.
+
+    ``groups``: Ansible's ``groups`` magic variable; ``addresses``: {host: address} once facts
+    are known (None before).
+    """
+    errors = []
+    members = groups.get(node_group) or []
+    if node_group not in groups:
+        errors.append(
+            f"inventory group '{node_group}' (wireup_node_group) does not exist: add the cluster's "
+            f"nodes under it, or run with -e wireup_node_group=<your group>"
+        )
+    elif not members:
+        errors.append(f"inventory group '{node_group}' (wireup_node_group) has no hosts: add the nodes")
+    if master_host and members and master_host not in members:
+        errors.append(
+            f"wireup_master_host={master_host!r} is not a host of group '{node_group}': name one of "
+            f"{', '.join(sorted(members))}, or leave it empty for the first"
+        )
+    # A one-node cluster talks to itself: it needs no address others can reach.
+    if addresses is not None and len(addresses) > 1:
+        errors.extend(_address_errors(addresses))
+    return errors
+
+
+def _address_errors(addresses: dict) -> list[str]:
+    errors = []
+    seen: dict[str, str] = {}
+    for host in sorted(addresses):
+        address = addresses[host]
+        if not address:
+            errors.append(
+                f"host {host} has no address for the cluster network: set wireup_address for it in "
+                f"host_vars, or give it a default route"
+            )
+            continue
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            errors.append(f"host {host}: wireup_address={address!r} is not an IP address")
+            continue
+        if ipaddress.ip_address(address).is_loopback:
+            errors.append(
+                f"host {host}: its cluster address {address} is a loopback address other nodes cannot "
+                f"reach: set wireup_address"
+            )
+        if address in seen:
+            errors.append(
+                f"hosts {seen[address]} and {host} share the address {address}: every node needs its "
+                f"own (check ansible_host / wireup_address)"
+            )
+        else:
+            seen[address] = host
+    return errors
+
+
+def master_of(members: list[str], master_host: str) -> str:
+    """The rendezvous master: the named host, else the group's first in sorted order."""
+    if master_host:
+        return master_host
+    return sorted(members)[0] if members else ""

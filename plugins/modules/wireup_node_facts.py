@@ -1,0 +1,239 @@
+#!/usr/bin/python
+"""Ansible module: read what wireup needs to know about a node, change nothing."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: wireup_node_facts
+short_description: Gather wireup's node facts (OS, GPUs, driver, CUDA, NCCL, network, disk)
+description:
+  - Reads the node without changing it and returns the fact C(wireup_node).
+  - GPUs are counted on the PCI bus (vendor 0x10de, display-controller class), so a node whose
+    driver is missing or broken is still recognised as a GPU node; nvidia-smi adds models,
+    compute capabilities and the loaded driver.
+  - The default-route interface and its IPv4 address are read from /proc/net/route and an
+    ioctl, so nodes without the C(ip) command are handled.
+options:
+  venv_path:
+    description: Path where the PyTorch venv goes; free disk is measured on its filesystem.
+    type: path
+    required: true
+  interface:
+    description: Interface carrying the cluster network; empty means the default-route interface.
+    type: str
+    default: ""
+  address:
+    description: Address other nodes use to reach this one; empty means the interface's IPv4 address.
+    type: str
+    default: ""
+  cuda_home:
+    description: Where the CUDA toolkit lives.
+    type: path
+    default: /usr/local/cuda
+author: wireup
+"""
+
+EXAMPLES = r"""
+- name: Gather node facts
+  wireup_node_facts:
+    venv_path: /opt/wireup/venv
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: C(wireup_node), documented in roles/preflight/README.md.
+  returned: always
+  type: dict
+"""
+
+import contextlib
+import fcntl
+import glob
+import os
+import socket
+import struct
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.wireup import node
+
+QUERY_FIELDS = ["index", "name", "uuid", "pci.bus_id", "compute_cap", "memory.total", "driver_version"]
+SIOCGIFADDR = 0x8915
+
+
+def _read(path, binary=False):
+    try:
+        with open(path, "rb" if binary else "r") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _pci_devices():
+    devices = []
+    for path in sorted(glob.glob("/sys/bus/pci/devices/*")):
+        vendor = _read(os.path.join(path, "vendor"))
+        pci_class = _read(os.path.join(path, "class"))
+        if vendor and pci_class:
+            devices.append({"address": os.path.basename(path), "vendor": vendor, "class": pci_class})
+    return devices
+
+
+def _interface_address(interface):
+    """IPv4 address of an interface via SIOCGIFADDR: no packet is sent."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        packed = struct.pack("256s", interface[:15].encode())
+        return socket.inet_ntoa(fcntl.ioctl(sock.fileno(), SIOCGIFADDR, packed)[20:24])
+    except OSError:
+        return ""
+    finally:
+        sock.close()
+
+
+def _free_mb(path):
+    probe = path
+    while probe and not os.path.exists(probe):
+        probe = os.path.dirname(probe.rstrip("/")) or "/"
+    stat = os.statvfs(probe)
+    return probe, node.free_megabytes(stat.f_bavail, stat.f_frsize)
+
+
+def _secure_boot():
+    if not os.path.isdir("/sys/firmware/efi"):
+        return False
+    for path in glob.glob("/sys/firmware/efi/efivars/SecureBoot-*"):
+        data = _read(path, binary=True)
+        if data:
+            try:
+                return node.parse_secure_boot_efivar(data)
+            except ValueError:
+                return None
+    return None
+
+
+def _gpu_facts(module):
+    pci = node.classify_pci_devices(_pci_devices())
+    smi = module.get_bin_path("nvidia-smi")
+    inventory, smi_error = [], ""
+    if smi:
+        cmd = [smi, "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits"]
+        rc, out, err = module.run_command(cmd, environ_update={"LC_ALL": "C"})
+        if rc == 0:
+            try:
+                inventory = node.parse_gpu_inventory(out, QUERY_FIELDS)
+            except ValueError as exc:
+                smi_error = str(exc)
+        else:
+            smi_error = (out + err).strip().splitlines()[0] if (out + err).strip() else f"rc={rc}"
+    gpu = node.summarize_gpus(pci, inventory)
+    gpu["nvidia_smi"] = smi or ""
+    gpu["nvidia_smi_error"] = smi_error
+    return gpu, inventory
+
+
+def _driver_facts(inventory):
+    text = _read("/proc/driver/nvidia/version")
+    if text:
+        try:
+            return dict(node.parse_proc_driver_version(text), loaded=True)
+        except ValueError:
+            pass
+    version = inventory[0].get("driver_version") if inventory else ""
+    return {
+        "loaded": bool(version),
+        "version": version or "",
+        "branch": node.driver_branch(version or ""),
+        "kernel_module": "",
+    }
+
+
+def _cuda_facts(module, cuda_home):
+    facts = {"version": "", "full": "", "home": "", "nvcc": ""}
+    if os.path.isdir(cuda_home):
+        facts["home"] = os.path.realpath(cuda_home)
+        text = _read(os.path.join(cuda_home, "version.json"))
+        if text:
+            with contextlib.suppress(ValueError):
+                facts.update(node.parse_cuda_version_json(text))
+    nvcc = os.path.join(cuda_home, "bin", "nvcc")
+    nvcc = nvcc if os.access(nvcc, os.X_OK) else module.get_bin_path("nvcc")
+    if nvcc:
+        facts["nvcc"] = nvcc
+        rc, out, _ = module.run_command([nvcc, "--version"], environ_update={"LC_ALL": "C"})
+        if rc == 0 and not facts["version"]:
+            with contextlib.suppress(ValueError):
+                facts.update(node.parse_nvcc_version(out))
+    return facts
+
+
+def _nccl_facts(module, cuda_home):
+    dpkg_query = module.get_bin_path("dpkg-query")
+    if dpkg_query:
+        rc, out, _ = module.run_command(
+            [dpkg_query, "-W", "-f=${Status}|${Version}", "libnccl2"], environ_update={"LC_ALL": "C"}
+        )
+        status, _, version = out.partition("|")
+        if rc == 0 and "installed" in status.split() and version:
+            return {"version": node.nccl_version_from_package(version), "package": version, "source": "dpkg"}
+    for header in ("/usr/include/nccl.h", os.path.join(cuda_home, "include", "nccl.h")):
+        text = _read(header)
+        if text:
+            try:
+                return {"version": node.parse_nccl_header(text), "package": "", "source": "header"}
+            except ValueError:
+                continue
+    return {"version": "", "package": "", "source": ""}
+
+
+def _network_facts(interface, address):
+    if not interface:
+        routes_text = _read("/proc/net/route") or ""
+        try:
+            interface = node.default_route_interface(node.parse_proc_net_route(routes_text))
+        except ValueError:
+            interface = ""
+    if not address and interface:
+        address = _interface_address(interface)
+    return {"interface": interface, "address": address}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "venv_path": {"type": "path", "required": True},
+            "interface": {"type": "str", "default": ""},
+            "address": {"type": "str", "default": ""},
+            "cuda_home": {"type": "path", "default": "/usr/local/cuda"},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    os_text = _read("/etc/os-release") or _read("/usr/lib/os-release") or ""
+    try:
+        os_facts = node.parse_os_release(os_text)
+    except ValueError as exc:
+        module.fail_json(msg=f"cannot read /etc/os-release: {exc}")
+    gpu, inventory = _gpu_facts(module)
+    disk_path, free_mb = _free_mb(params["venv_path"])
+    support = node.os_support(os_facts["id"], os_facts["version"])
+    facts = {
+        "os": dict(os_facts, supported=support["supported"]),
+        "cuda_repo_distro": support["cuda_repo_distro"],
+        "arch": node.arch_names(os.uname().machine),
+        "gpu": gpu,
+        "driver": _driver_facts(inventory),
+        "cuda": _cuda_facts(module, params["cuda_home"]),
+        "nccl": _nccl_facts(module, params["cuda_home"]),
+        "network": _network_facts(params["interface"], params["address"]),
+        "infiniband": sorted(os.listdir("/sys/class/infiniband"))
+        if os.path.isdir("/sys/class/infiniband")
+        else [],
+        "disk": {"path": disk_path, "free_mb": free_mb},
+        "secure_boot": _secure_boot(),
+    }
+    module.exit_json(changed=False, ansible_facts={"wireup_node": facts})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""The project's shape: entry playbooks import playbooks/, every entry sees group_vars/all.yml."""
+
+import os
+import pathlib
+import subprocess
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BIN = pathlib.Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin"
+ENTRIES = ["site.yml", "bench.yml", "launch.yml"]
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_entry_playbook_only_imports(entry):
+    plays = yaml.safe_load((ROOT / entry).read_text())
+    assert plays, entry
+    for play in plays:
+        assert set(play) <= {"name", "ansible.builtin.import_playbook"}, play
+        assert (ROOT / play["ansible.builtin.import_playbook"]).is_file()
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_entry_playbook_sees_group_vars(entry, tmp_path):
+    """Run only the always-tagged preflight of each entry against this machine, read-only.
+
+    Preflight asserts that group_vars/all.yml was loaded and prints the pinned master; a value set
+    only in group_vars/all.yml (wireup_ansible_core_range) must be visible to every entry command.
+    """
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "children": {
+                        "gpu_nodes": {
+                            "hosts": {
+                                "localhost": {
+                                    "ansible_connection": "local",
+                                    "ansible_python_interpreter": str(BIN / "python"),
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        )
+    )
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    result = subprocess.run(
+        [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            str(inventory),
+            entry,
+            "--tags",
+            "wireup_layout_probe",
+            "-e",
+            "preflight_min_free_mb=0",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "Check the project's group_vars are loaded" in result.stdout
+    assert "localhost                  : ok=" in result.stdout
+    assert "failed=0" in result.stdout
+
+
+def test_playbooks_group_vars_is_the_root_one():
+    link = ROOT / "playbooks" / "group_vars"
+    assert link.is_symlink()
+    assert link.resolve() == (ROOT / "group_vars").resolve()
+
+
+def test_every_role_has_its_documents():
+    for role in sorted(p for p in (ROOT / "roles").iterdir() if p.is_dir()):
+        for part in (
+            "README.md",
+            "defaults/main.yml",
+            "meta/main.yml",
+            "meta/argument_specs.yml",
+            "tasks/main.yml",
+        ):
+            assert (role / part).is_file(), f"{role.name} lacks {part}"
+        specs = yaml.safe_load((role / "meta/argument_specs.yml").read_text())
+        options = specs["argument_specs"]["main"].get("options", {})
+        defaults = yaml.safe_load((role / "defaults/main.yml").read_text()) or {}
+        missing = sorted(set(defaults) - set(options))
+        assert not missing, f"{role.name}: defaults without argument_specs entries: {missing}"

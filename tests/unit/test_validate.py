@@ -1,0 +1,129 @@
+"""Preflight's input validation: every message names the variable and the fix."""
+
+import pytest
+
+from wireup import validate
+
+GOOD_PINS = {
+    "nvidia_driver_branch": "580",
+    "cuda_repo_version": "13.0",
+    "nccl_version": "2.28.9",
+    "nccl_package_version": "2.28.9-1+cuda13.0",
+    "nccl_tests_version": "v2.19.6",
+    "pytorch_venv_torch_version": "2.13.0",
+}
+
+
+def test_good_pins():
+    assert validate.validate_pins(GOOD_PINS) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("nvidia_driver_branch", 580, "is a number, not a string: quote it"),
+        ("nvidia_driver_branch", "580.1", 'expected a value like "580"'),
+        ("cuda_repo_version", 13.1, "quote it in YAML"),
+        ("cuda_repo_version", "13", "cuda_repo_version='13' is malformed"),
+        ("nccl_version", "2.28", "nccl_version='2.28' is malformed"),
+        ("nccl_package_version", "2.28.9", 'expected a value like "2.28.9-1+cuda13.0"'),
+        ("nccl_tests_version", "2.19.6", 'expected a value like "v2.19.6"'),
+        ("pytorch_venv_torch_version", "latest", "pytorch_venv_torch_version='latest' is malformed"),
+    ],
+)
+def test_malformed_pin(name, value, message):
+    errors = validate.validate_pins(dict(GOOD_PINS, **{name: value}))
+    assert len(errors) == 1
+    assert errors[0].startswith(name)
+    assert message in errors[0]
+
+
+def test_pins_must_agree():
+    errors = validate.validate_pins(dict(GOOD_PINS, nccl_version="2.27.3"))
+    assert errors == [
+        "nccl_package_version='2.28.9-1+cuda13.0' does not match nccl_version='2.27.3': set both to the "
+        "same NCCL release"
+    ]
+    errors = validate.validate_pins(dict(GOOD_PINS, cuda_repo_version="12.9"))
+    assert errors == [
+        "nccl_package_version='2.28.9-1+cuda13.0' is built for another CUDA than cuda_repo_version='12.9': "
+        "use the '+cuda12.9' build of libnccl2"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("version", "spec", "ok"),
+    [
+        ("2.19.14", ">=2.19.0,<2.20.0", True),
+        ("2.20.0", ">=2.19.0,<2.20.0", False),
+        ("2.18.9", ">=2.19.0,<2.20.0", False),
+        ("2.19", ">=2.19.0", True),
+        ("2.11.0+cu130", ">=2.11", True),
+        ("2.10.1", "!=2.10.1", False),
+    ],
+)
+def test_version_range(version, spec, ok):
+    assert validate.check_version_range(version, spec) is ok
+
+
+def test_version_range_rejects_bad_clause():
+    with pytest.raises(ValueError, match="bad version clause"):
+        validate.check_version_range("2.19.1", "~=2.19")
+
+
+@pytest.mark.parametrize(
+    ("value", "errors"),
+    [("auto", 0), (2, 0), ("8", 0), (0, 1), ("two", 1), (True, 1), (-1, 1), (None, 1)],
+)
+def test_nproc(value, errors):
+    found = validate.validate_nproc(value)
+    assert len(found) == errors
+    assert all("wireup_nproc_per_node" in e for e in found)
+
+
+GROUPS = {"all": ["a", "b", "c"], "gpu_nodes": ["b", "a", "c"], "ungrouped": []}
+
+
+def test_cluster_ok():
+    addresses = {"a": "10.1.0.1", "b": "10.1.0.2", "c": "10.1.0.3"}
+    assert validate.validate_cluster(GROUPS, "gpu_nodes", "", addresses) == []
+    assert validate.validate_cluster(GROUPS, "gpu_nodes", "b", addresses) == []
+
+
+def test_missing_and_empty_group():
+    [error] = validate.validate_cluster(GROUPS, "trainers", "")
+    assert "group 'trainers' (wireup_node_group) does not exist" in error
+    assert "-e wireup_node_group=" in error
+    [error] = validate.validate_cluster(dict(GROUPS, trainers=[]), "trainers", "")
+    assert "has no hosts" in error
+
+
+def test_master_not_in_group():
+    [error] = validate.validate_cluster(GROUPS, "gpu_nodes", "z")
+    assert error == (
+        "wireup_master_host='z' is not a host of group 'gpu_nodes': name one of a, b, c, or leave it "
+        "empty for the first"
+    )
+
+
+def test_duplicate_missing_loopback_and_bad_addresses():
+    errors = validate.validate_cluster(GROUPS, "gpu_nodes", "", {"a": "10.1.0.1", "b": "10.1.0.1", "c": ""})
+    assert errors == [
+        "hosts a and b share the address 10.1.0.1: every node needs its own (check ansible_host / "
+        "wireup_address)",
+        "host c has no address for the cluster network: set wireup_address for it in host_vars, or give "
+        "it a default route",
+    ]
+    errors = validate.validate_cluster(GROUPS, "gpu_nodes", "", {"a": "127.0.0.1", "b": "not-an-ip"})
+    assert "a loopback address other nodes cannot reach" in errors[0]
+    assert errors[1] == "host b: wireup_address='not-an-ip' is not an IP address"
+
+
+def test_single_node_needs_no_reachable_address():
+    assert validate.validate_cluster({"gpu_nodes": ["localhost"]}, "gpu_nodes", "", {"localhost": ""}) == []
+
+
+def test_master_of():
+    assert validate.master_of(["n3", "n1", "n2"], "") == "n1"
+    assert validate.master_of(["n3", "n1", "n2"], "n2") == "n2"
+    assert validate.master_of([], "") == ""
