@@ -1,0 +1,53 @@
+"""Report an interpreter's facts as JSON for the pytorch_venv role.
+
+Run by ansible.builtin.script with the interpreter under test. Prints one JSON object: its
+version, whether it is itself a virtualenv, its site-packages directories, whether it can create
+a venv with pip (Debian/Ubuntu split `ensurepip` into python3-venv), and, with the argument
+`torch`, the torch it imports (version, CUDA build, path) or why it cannot.
+"""
+
+import importlib.util
+import json
+import sys
+import sysconfig
+
+
+def main():
+    paths = sysconfig.get_paths()
+    site_dirs = []
+    for key in ("purelib", "platlib"):
+        if paths.get(key) and paths[key] not in site_dirs:
+            site_dirs.append(paths[key])
+    out = {
+        "executable": sys.executable,
+        "python_version": ".".join(str(n) for n in sys.version_info[:3]),
+        "python_series": ".".join(str(n) for n in sys.version_info[:2]),
+        "prefix": sys.prefix,
+        "base_prefix": sys.base_prefix,
+        "is_venv": sys.prefix != sys.base_prefix,
+        "site_dirs": site_dirs,
+        "has_venv": all(importlib.util.find_spec(m) is not None for m in ("venv", "ensurepip")),
+        "torch": None,
+    }
+    if "torch" in sys.argv[1:]:
+        out["torch"] = probe_torch()
+    print(json.dumps(out, sort_keys=True))
+
+
+def probe_torch():
+    if importlib.util.find_spec("torch") is None:
+        return {}
+    try:
+        import torch
+    except Exception as exc:  # a broken install must be reported, not crash the probe
+        return {"version": "", "cuda": "", "path": "", "error": f"{type(exc).__name__}: {exc}"}
+    return {
+        "version": str(torch.__version__),
+        "cuda": torch.version.cuda or "",
+        "path": torch.__file__,
+        "error": "",
+    }
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,305 @@
+"""The PyTorch wheel choice (variant, index URL, pin), the preinstalled-torch rule and the
+verification of an installed torch (plugins/module_utils/wireup/torch_index.py)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from wireup import torch_index
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SHARED_FIXTURES = ROOT.parent / "shared" / "fixtures" / "h200x2"
+VERIFY_SCRIPT = ROOT / "roles" / "pytorch_venv" / "files" / "verify_torch.py"
+PROBE_SCRIPT = ROOT / "roles" / "pytorch_venv" / "files" / "probe_python.py"
+
+
+def _choose(torch_version, arch, gpu, driver="", branch="", toolkit="", **kwargs):  # noqa: PLR0917
+    return torch_index.choose(
+        torch_version,
+        arch,
+        gpu,
+        driver_version=driver,
+        driver_branch=branch,
+        toolkit_version=toolkit,
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize(
+    ("torch_version", "arch", "gpu", "driver", "branch", "toolkit", "variant", "why"),
+    [
+        # The lent 2x H200: driver 580.159.04, toolkit 13.0.
+        ("2.13.0", "x86_64", True, "580.159.04", "", "13.0", "cu130", "matches the node's CUDA toolkit 13.0"),
+        ("2.11.0", "x86_64", True, "580.159.04", "", "13.0", "cu130", "matches"),
+        # No toolkit: the newest variant the driver runs natively.
+        ("2.13.0", "x86_64", True, "580.65.06", "", "", "cu130", "newest it runs"),
+        ("2.11.0", "x86_64", True, "575.57.08", "", "", "cu128", "newest it runs"),
+        ("2.8.0", "x86_64", True, "575.57.08", "", "", "cu129", "newest it runs"),
+        ("2.8.0", "x86_64", True, "570.124.06", "", "", "cu128", "newest it runs"),
+        # R595 runs 13.2; a 13.0 toolkit pulls the choice down to cu130 (extensions build cleanly).
+        ("2.13.0", "x86_64", True, "595.45.04", "", "", "cu132", "newest it runs"),
+        ("2.13.0", "x86_64", True, "595.45.04", "", "13.0", "cu130", "matches"),
+        # Toolkit newer than anything torch ships: newest native, no toolkit match.
+        ("2.13.0", "x86_64", True, "610.10", "", "13.5", "cu132", "newest it runs"),
+        # 2.13 has no 12.8 wheel: an R570 driver (CUDA 12.8) gets cu126.
+        ("2.13.0", "x86_64", True, "570.195.03", "", "12.8", "cu126", "newest it runs"),
+        # R550 (CUDA 12.4) predates every 2.13 variant natively; 12.6 runs via minor-version compat.
+        ("2.13.0", "x86_64", True, "550.163.01", "", "", "cu126", "minor-version compatibility"),
+        # No driver loaded yet (reboot pending): the branch about to be installed decides.
+        ("2.13.0", "x86_64", True, "", "580", "", "cu130", "pytorch_venv_driver_branch"),
+        # Neither: the toolkit is the proxy.
+        ("2.13.0", "x86_64", True, "", "", "12.6", "cu126", "CUDA toolkit"),
+        # Arm servers (sbsa), arch spelled three ways.
+        ("2.13.0", "aarch64", True, "580.82.07", "", "", "cu130", "newest"),
+        ("2.7.1", "arm64", True, "580.82.07", "", "", "cu128", "newest"),
+        ("2.12.1", "sbsa", True, "595.1", "", "", "cu132", "newest"),
+        # GPU-less nodes get CPU wheels whatever the driver/toolkit say.
+        ("2.13.0", "x86_64", False, "", "", "", "cpu", "no NVIDIA GPU"),
+        ("2.13.0", "amd64", False, "580.1", "", "13.0", "cpu", "no NVIDIA GPU"),
+        ("2.13.0", "aarch64", False, "", "", "", "cpu", "no NVIDIA GPU"),
+    ],
+)
+def test_choice(torch_version, arch, gpu, driver, branch, toolkit, variant, why):  # noqa: PLR0917
+    choice = _choose(torch_version, arch, gpu, driver, branch, toolkit)
+    assert choice["ok"], choice["error"]
+    assert choice["variant"] == variant
+    assert why in choice["reason"]
+    assert choice["index_url"] == f"https://download.pytorch.org/whl/{variant}"
+    assert choice["requirement"] == f"torch=={torch_version}+{variant}"
+    assert choice["cuda"] == ("" if variant == "cpu" else f"{variant[2:4]}.{variant[4:]}")
+
+
+def test_driver_beats_toolkit():
+    # An R535 driver with a 13.0 toolkit installed beside it: CUDA 13 wheels would not load.
+    choice = _choose("2.13.0", "x86_64", True, "535.274.02", "", "13.0")
+    assert choice["variant"] == "cu126"
+    assert choice["driver"]["source"] == "loaded driver"
+
+
+def test_loaded_driver_beats_expected_branch():
+    choice = _choose("2.13.0", "x86_64", True, "570.1", "580", "")
+    assert choice["variant"] == "cu126"
+
+
+def test_toolkit_match_can_be_switched_off():
+    choice = _choose("2.13.0", "x86_64", True, "595.45.04", "", "13.0", match_toolkit=False)
+    assert choice["variant"] == "cu132"
+
+
+def test_override_and_mirror_and_unpinned_variant():
+    choice = _choose(
+        "2.13.0", "x86_64", True, "580.1", override="cu126", index_base_url="http://mirror.local/torch/"
+    )
+    assert choice["variant"] == "cu126"
+    assert choice["index_url"] == "http://mirror.local/torch/cu126"
+    assert "pytorch_venv_cuda_variant=cu126" in choice["reason"]
+    assert _choose("2.13.0", "x86_64", False, pin_variant=False)["requirement"] == "torch==2.13.0"
+    # A version that already carries its label is used as is.
+    assert _choose("2.13.0+cpu", "x86_64", False)["requirement"] == "torch==2.13.0+cpu"
+    # An override outside the table is allowed (a private build) but said so.
+    odd = _choose("2.13.0", "x86_64", True, "580.1", override="cu129")
+    assert odd["ok"] and "not in the table" in odd["reason"]
+
+
+def test_extra_variants_describe_a_new_release():
+    unknown = _choose("2.15.0", "x86_64", True, "595.1")
+    assert not unknown["ok"]
+    assert "pytorch_venv_torch_variants" in unknown["error"]
+    assert "pytorch_venv_cuda_variant" in unknown["error"]
+    extra = {"2.15": {"x86_64": ["cpu", "cu130", "cu132"]}}
+    assert _choose("2.15.0", "x86_64", True, "595.1", extra_variants=extra)["variant"] == "cu132"
+    # Merged over the table, not replacing it.
+    assert _choose("2.13.0", "x86_64", True, "580.1", extra_variants=extra)["variant"] == "cu130"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "names"),
+    [
+        (
+            {"torch_version": "2.13", "driver_version": "470.256.02"},
+            ["nvidia_driver_branch", "pytorch_venv_torch_version"],
+        ),
+        ({"torch_version": "2.13.0"}, ["pytorch_venv_driver_branch", "pytorch_venv_cuda_variant"]),
+        ({"torch_version": 2.13}, ["pytorch_venv_torch_version"]),
+        ({"torch_version": "2.13.0", "override": "cuda13"}, ["pytorch_venv_cuda_variant"]),
+        ({"torch_version": "2.13.0", "arch": "ppc64le"}, ["x86_64 and aarch64"]),
+        ({"torch_version": "2.13.0", "driver_version": "garbage"}, ["580.159.04"]),
+    ],
+)
+def test_choice_errors_name_the_variable(kwargs, names):
+    args = {"arch": "x86_64", "gpu_present": True, **kwargs}
+    choice = torch_index.choose(**args)
+    assert not choice["ok"]
+    for name in names:
+        assert name in choice["error"]
+
+
+def test_variants_table_is_consistent():
+    for series, per_arch in torch_index.TORCH_VARIANTS.items():
+        assert series in torch_index.TORCH_MIN_PYTHON
+        for arch, variants in per_arch.items():
+            assert arch in ("x86_64", "aarch64")
+            assert variants[0] == "cpu"
+            cudas = [torch_index.variant_cuda(v) for v in variants[1:]]
+            assert cudas == sorted(cudas, key=lambda c: tuple(map(int, c.split("."))))
+    branches = [b for b, _ in torch_index.DRIVER_BRANCH_CUDA]
+    assert branches == sorted(branches)
+
+
+@pytest.mark.parametrize(
+    ("branch", "cuda"),
+    [
+        (525, "12.0"),
+        (535, "12.2"),
+        (550, "12.4"),
+        (570, "12.8"),
+        (580, "13.0"),
+        (585, "13.0"),
+        (700, "13.2"),
+        (440, ""),
+    ],
+)
+def test_branch_native_cuda(branch, cuda):
+    assert torch_index.branch_native_cuda(branch) == cuda
+
+
+@pytest.mark.parametrize(
+    ("version", "spec", "expected"),
+    [
+        ("2.11.0+cu130", ">=2.11", True),
+        ("2.10.1", ">=2.11", False),
+        ("2.11.0", ">=2.11,<3", True),
+        ("3.0.0", ">=2.11,<3", False),
+        ("2.11.0a0+git1234", ">=2.11", True),
+        ("2.11.3", "==2.11.*", True),
+        ("2.12.0", "==2.11.*", False),
+        ("2.12.0", "!=2.11.*", True),
+        ("2.11.2", "~=2.11.0", True),
+        ("2.12.0", "~=2.11.0", False),
+        ("2.13.0", "~=2.11", True),
+        ("2.13.0", "==2.13.0", True),
+        ("2.13.0", "==2.13", True),
+        ("2.13.1", ">2.13.0", True),
+        ("2.13.0", "<=2.12", False),
+    ],
+)
+def test_version_in_range(version, spec, expected):
+    assert torch_index.version_in_range(version, spec) is expected
+
+
+@pytest.mark.parametrize("spec", ["", "2.11", ">=x", ">=2.11.*", None, ">=2.11;<3"])
+def test_bad_spec(spec):
+    assert "pytorch_venv_accept_preinstalled" in torch_index.check_spec(spec)
+    with pytest.raises(ValueError, match="pytorch_venv_accept_preinstalled"):
+        torch_index.version_in_range("2.11.0", spec)
+
+
+def test_python_ok():
+    assert torch_index.python_ok("3.12.3", "2.13.0") == ""
+    assert torch_index.python_ok("3.11.2", "2.13.0") == ""
+    assert "pytorch_venv_base_python" in torch_index.python_ok("3.9.18", "2.13.0")
+    assert torch_index.python_ok("3.9.18", "2.8.0") == ""
+
+
+def _h200_report():
+    # "2.11.0+cu130 13.0 2.28.9 2": torch, CUDA, NCCL, device_count read off the lent machine.
+    torch_v, cuda_v, nccl_v, count = (SHARED_FIXTURES / "torch_versions.txt").read_text().split()
+    return {
+        "python": "3.12.3",
+        "torch_version": torch_v,
+        "torch_file": "/opt/torch/.venv/lib/python3.12/site-packages/torch/__init__.py",
+        "cuda_version": cuda_v,
+        "nccl_version": nccl_v,
+        "cuda_available": True,
+        "device_count": int(count),
+    }
+
+
+def test_h200_preinstalled_torch_is_accepted_and_verified():
+    choice = _choose("2.13.0", "x86_64", True, "580.159.04", "", "13.0")
+    report = _h200_report()
+    found = {"version": report["torch_version"], "cuda": "13.0"}
+    decision = torch_index.preinstalled(found, ">=2.11", True, choice)
+    assert decision["use"], decision["reason"]
+    assert "2.11.0+cu130" in decision["reason"]
+    assert torch_index.verify_problems(report, True, 2) == []
+    info = torch_index.fact(report, choice, decision, "/opt/wireup/venv", "/opt/torch/.venv/bin/python3")
+    assert info["torch_version"] == "2.11.0+cu130"
+    assert info["cuda_version"] == "13.0" and info["nccl_version"] == "2.28.9"
+    assert info["device_count"] == 2 and info["preinstalled"]
+    line = torch_index.summary(info, "h200")
+    assert "torch 2.11.0+cu130 (preinstalled, from /opt/torch/.venv/bin/python3)" in line
+    assert "CUDA 13.0, NCCL 2.28.9, 2 GPU(s) visible" in line
+    assert "\n" not in line
+
+
+@pytest.mark.parametrize(
+    ("found", "spec", "gpu", "driver", "use", "why"),
+    [
+        ({}, ">=2.11", True, "580.1", False, "no torch"),
+        (None, ">=2.11", False, "", False, "no torch"),
+        ({"version": "2.10.0+cu128", "cuda": "12.8"}, ">=2.11", True, "580.1", False, "outside"),
+        ({"version": "2.11.0+cpu", "cuda": ""}, ">=2.11", True, "580.1", False, "CPU build on a GPU node"),
+        ({"version": "2.11.0+cpu", "cuda": ""}, ">=2.11", False, "", True, "satisfies"),
+        ({"version": "2.11.0+cu130", "cuda": "13.0"}, ">=2.11", True, "570.1", False, "newer driver"),
+        ({"version": "2.11.0+cu128", "cuda": "12.8"}, ">=2.11", True, "550.1", True, "satisfies"),
+    ],
+)
+def test_preinstalled(found, spec, gpu, driver, use, why):  # noqa: PLR0917
+    choice = _choose("2.13.0", "x86_64", gpu, driver)
+    decision = torch_index.preinstalled(found, spec, gpu, choice)
+    assert decision["use"] is use
+    assert why in decision["reason"]
+
+
+@pytest.mark.parametrize(
+    ("change", "gpu", "count", "needle"),
+    [
+        ({"import_error": "ModuleNotFoundError: No module named 'torch'"}, True, 2, "does not import"),
+        ({"cuda_version": ""}, True, 2, "CPU build"),
+        ({"cuda_available": False, "cuda_error": "driver too old"}, True, 2, "is_available() is False"),
+        ({"device_count": 1}, True, 2, "preflight found 2"),
+    ],
+)
+def test_verify_problems(change, gpu, count, needle):
+    report = {**_h200_report(), **change}
+    problems = torch_index.verify_problems(report, gpu, count, "/opt/wireup/venv")
+    assert len(problems) == 1 and needle in problems[0] and "/opt/wireup/venv" in problems[0]
+
+
+def test_verify_cpu_node():
+    report = {"torch_version": "2.13.0+cpu", "cuda_version": "", "cuda_available": False, "device_count": 0}
+    assert torch_index.verify_problems(report, False, 0) == []
+
+
+def _run(script, *args, env_path=None):
+    env = {"PATH": "/usr/bin:/bin"}
+    if env_path:
+        env["PYTHONPATH"] = str(env_path)
+    argv = [sys.executable, str(script), *args]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True, env=env)
+    return json.loads(out.stdout)
+
+
+def test_verify_script_without_torch(tmp_path):
+    # The control node has no torch: the script must report the import error, not crash.
+    report = _run(VERIFY_SCRIPT, env_path=tmp_path)
+    if "torch_version" in report:
+        pytest.skip("torch is importable here")
+    assert "No module named 'torch'" in report["import_error"]
+    assert torch_index.verify_problems(report, False, 0)[0].startswith("torch does not import")
+
+
+def test_probe_script_reports_this_interpreter(tmp_path):
+    report = _run(PROBE_SCRIPT, "torch", env_path=tmp_path)
+    assert report["python_version"] == ".".join(map(str, sys.version_info[:3]))
+    assert report["has_venv"] is True
+    assert report["site_dirs"] and all(pathlib.Path(d).is_absolute() for d in report["site_dirs"])
+    assert report["is_venv"] == (sys.prefix != sys.base_prefix)
+    assert report["torch"] == {} or report["torch"]["version"]
+    assert _run(PROBE_SCRIPT, env_path=tmp_path)["torch"] is None
