@@ -1,0 +1,211 @@
+"""The controller's benchmark results store, and the comparison with the last passing run.
+
+Layout: ``<results_dir>/bench/<run id>/<host>.json``, one folder per run, one JSON per host;
+files are created exclusively and never overwritten. Run ids sort in time order
+(``20261129T164455Z``, with ``-2``, ``-3`` ... when two runs start in the same second).
+
+A host record (what the bench role writes; see roles/bench/README.md) is a dict with at least:
+  host, run_id, verdict ("PASS"|"WARN"|"FAIL"|"N/A"), topology ({gpus: [{index, uuid, name}],
+  links: [{a, b, class}]}), collectives ({name: {rows, verdict: {verdict, measured_busbw, size}}}),
+  torch ({single_node|multi_node: {rows, world_size}}), findings ([{severity, code, gpus, message,
+  source}], the shape of gpu_topology's health findings).
+
+compare(current, baseline, tolerance) returns findings for: a GPU that is gone, any GPU-GPU link
+whose class changed, and a bus bandwidth drop larger than the tolerance at the size the verdict
+was taken at (nccl-tests collectives) or the largest common size (torch benchmarks).
+"""
+
+import json
+import os
+import re
+import time
+
+RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z(?:-\d+)?$")
+_HOST_RE = re.compile(r"^[A-Za-z0-9_.@:-]+$")
+
+
+def new_run_id(now=None):
+    """A run id from UTC time (seconds since the epoch, default now)."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now if now is not None else time.time()))
+
+
+def _run_sort_key(run_id):
+    base, _, serial = run_id.partition("-")
+    return base, int(serial or 1)
+
+
+def bench_dir(results_dir):
+    return os.path.join(results_dir, "bench")
+
+
+def reserve_run(results_dir, run_id=None):
+    """Create and return a fresh run folder; a taken id gets a -N suffix (never reused)."""
+    run_id = run_id or new_run_id()
+    if not RUN_ID_RE.match(run_id):
+        raise ValueError(f"run id {run_id!r} is not like 20261129T164455Z")
+    os.makedirs(bench_dir(results_dir), exist_ok=True)
+    candidate, serial = run_id, 1
+    while True:
+        path = os.path.join(bench_dir(results_dir), candidate)
+        try:
+            os.mkdir(path)
+            return candidate, path
+        except FileExistsError:
+            serial += 1
+            candidate = f"{run_id.split('-')[0]}-{serial}"
+
+
+def _host_path(results_dir, run_id, host):
+    if not RUN_ID_RE.match(str(run_id)):
+        raise ValueError(f"run id {run_id!r} is not like 20261129T164455Z")
+    if not _HOST_RE.match(str(host)):
+        raise ValueError(f"host name {host!r} cannot be a file name")
+    return os.path.join(bench_dir(results_dir), run_id, f"{host}.json")
+
+
+def write_host(results_dir, run_id, host, record):
+    """Write one host's record; raises FileExistsError rather than overwrite. Returns the path."""
+    path = _host_path(results_dir, run_id, host)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    data = json.dumps(record, indent=1, sort_keys=True, default=str)
+    with open(path, "x", encoding="utf-8") as handle:
+        handle.write(data + "\n")
+    return path
+
+
+def read_host(results_dir, run_id, host):
+    with open(_host_path(results_dir, run_id, host), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def list_runs(results_dir):
+    """Run ids in the store, oldest first."""
+    root = bench_dir(results_dir)
+    if not os.path.isdir(root):
+        return []
+    runs = [d for d in os.listdir(root) if RUN_ID_RE.match(d) and os.path.isdir(os.path.join(root, d))]
+    return sorted(runs, key=_run_sort_key)
+
+
+def read_run(results_dir, run_id):
+    """{host: record} of one run."""
+    folder = os.path.join(bench_dir(results_dir), run_id)
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".json"):
+            with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                out[name[:-5]] = json.load(handle)
+    return out
+
+
+def last_passing(results_dir, host, before_run_id=None):
+    """(run_id, record) of the newest run before `before_run_id` where `host` PASSed, or None."""
+    runs = list_runs(results_dir)
+    if before_run_id is not None:
+        runs = [r for r in runs if _run_sort_key(r) < _run_sort_key(before_run_id)]
+    for run_id in reversed(runs):
+        try:
+            record = read_host(results_dir, run_id, host)
+        except (FileNotFoundError, ValueError):
+            continue
+        if record.get("verdict") == "PASS":
+            return run_id, record
+    return None
+
+
+def _finding(severity, code, message, gpus=()):
+    # Same shape as gpu_topology's health findings (plugins/module_utils/wireup/health.py).
+    return {"severity": severity, "code": code, "gpus": sorted(gpus), "message": message,
+            "source": "baseline"}
+
+
+def _gpu_key(gpu):
+    return gpu.get("uuid") or f"index {gpu.get('index')}"
+
+
+def _row_busbw(rows, size):
+    for row in rows or []:
+        if row.get("size") == size:
+            values = [row[k]["busbw"] for k in ("out_of_place", "in_place")
+                      if row.get(k) and row[k].get("busbw") is not None]
+            return max(values) if values else None
+    return None
+
+
+def _drop(label, cur, base, *, size, tolerance, base_run):
+    if cur is None or not base:
+        return None
+    drop = 1.0 - cur / base
+    if drop <= tolerance:
+        return None
+    return _finding("critical", "baseline_busbw_drop",
+                    f"{label}: busbw {cur:.1f} GB/s at {size} B is {drop * 100:.0f}% below "
+                    f"{base:.1f} GB/s of the last passing run {base_run} (tolerance {tolerance * 100:.0f}%)")
+
+
+def compare(current, baseline, tolerance=0.10):
+    """Findings of `current` against `baseline` (both host records); [] when nothing changed."""
+    if not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
+        raise ValueError(f"bench_baseline_tolerance must be a fraction in [0, 1), got {tolerance!r}")
+    findings = []
+    base_run = baseline.get("run_id", "?")
+    cur_topo = current.get("topology") or {}
+    base_topo = baseline.get("topology") or {}
+
+    cur_gpus = {_gpu_key(g): g for g in cur_topo.get("gpus") or []}
+    base_gpus = {_gpu_key(g): g for g in base_topo.get("gpus") or []}
+    for key, gpu in base_gpus.items():
+        if key not in cur_gpus:
+            findings.append(_finding(
+                "critical", "baseline_gpu_missing",
+                f"GPU {gpu.get('index')} ({gpu.get('name') or '?'}, {key}) of the last passing run "
+                f"{base_run} is gone: {len(cur_gpus)} GPUs now, {len(base_gpus)} then",
+                [gpu.get("index")] if gpu.get("index") is not None else ()))
+    if len(cur_gpus) < len(base_gpus) and not findings:
+        findings.append(_finding("critical", "baseline_gpu_missing",
+                                 f"{len(cur_gpus)} GPUs now, {len(base_gpus)} in the last passing "
+                                 f"run {base_run}"))
+
+    def links(topo):
+        return {tuple(sorted((lk.get("a"), lk.get("b")))): lk.get("class") for lk in topo.get("links") or []}
+
+    cur_links = links(cur_topo)
+    for pair, cls in sorted(links(base_topo).items()):
+        now = cur_links.get(pair)
+        if now is None:
+            continue  # a GPU of the pair is gone: reported above
+        if now != cls:
+            gpus = [int(g[3:]) for g in pair if str(g).startswith("GPU") and g[3:].isdigit()]
+            findings.append(_finding("critical", "baseline_link_changed",
+                                     f"{pair[0]}-{pair[1]} link changed from {cls} to {now} since the last "
+                                     f"passing run {base_run}", gpus))
+
+    base_coll = baseline.get("collectives") or {}
+    for name, cur in sorted((current.get("collectives") or {}).items()):
+        base = base_coll.get(name)
+        if not base:
+            continue
+        size = (base.get("verdict") or {}).get("size")
+        if size is None:
+            continue
+        found = _drop(name, _row_busbw(cur.get("rows"), size), _row_busbw(base.get("rows"), size),
+                      size=size, tolerance=tolerance, base_run=base_run)
+        if found:
+            findings.append(found)
+
+    base_torch = baseline.get("torch") or {}
+    for name, cur in sorted((current.get("torch") or {}).items()):
+        base = base_torch.get(name)
+        if not base or not cur or base.get("world_size") != cur.get("world_size"):
+            continue
+        common = ({r.get("size") for r in cur.get("rows") or []}
+                  & {r.get("size") for r in base.get("rows") or []})
+        common.discard(None)
+        if not common:
+            continue
+        size = max(common)
+        found = _drop(f"torch {name}", _row_busbw(cur.get("rows"), size), _row_busbw(base.get("rows"), size),
+                      size=size, tolerance=tolerance, base_run=base_run)
+        if found:
+            findings.append(found)
+    return findings
