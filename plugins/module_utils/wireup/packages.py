@@ -1,0 +1,441 @@
+"""Which NVIDIA packages, versions and repository URLs a node gets: pure functions.
+
+Text and strings in, plain data out; no Ansible imports. The roles nvidia_driver, cuda_repo and
+nccl call these through the ``wireup_packages`` filter plugin, and tests/unit/test_packages.py
+pins every choice. Bad input raises ``PackageError`` whose message names the variable and the fix.
+
+Naming facts encoded here (checked against NVIDIA's and Ubuntu's repositories):
+- NVIDIA's CUDA repository lives at ``<base>/<distro>/<arch>/`` (a flat apt repository, suite
+  ``/``), with ``<distro>`` one of debian12/ubuntu2204/ubuntu2404 and ``<arch>`` x86_64 or sbsa
+  (arm64 servers). Its signing key is published beside it (``3bf863cc.pub`` since 2022).
+- Driver metapackages in that repository: ``nvidia-driver-<branch>-open`` (Ubuntu, open kernel
+  module), ``nvidia-open-<branch>`` (Debian, open), ``cuda-drivers-<branch>`` (proprietary).
+  Ubuntu's own archive names the server drivers ``nvidia-driver-<branch>-server[-open]``.
+- Fabric Manager: from branch 580 on, NVIDIA's repository ships one unversioned package
+  ``nvidia-fabricmanager`` whose version carries the driver version (580.x.y-1);
+  ``nvidia-fabricmanager-580`` is only a virtual name there, so apt cannot install it at a
+  version. Older branches, and Ubuntu's archive for every branch, use
+  ``nvidia-fabricmanager-<branch>``. NVIDIA's gpu-driver-container installs it the same way
+  (``nvidia-fabricmanager=${DRIVER_VERSION}*`` for >= 580) and holds it.
+- NCCL packages: ``libnccl2`` and ``libnccl-dev`` at ``<nccl>-<build>+cuda<major>.<minor>``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+
+SUPPORTED_DISTROS = ("debian12", "ubuntu2204", "ubuntu2404")
+# CUDA repository architecture -> Debian architecture.
+CUDA_ARCHES = {"x86_64": "amd64", "sbsa": "arm64"}
+DRIVER_FLAVORS = ("open", "proprietary")
+DRIVER_SOURCES = ("cuda", "distro")
+NCCL_PACKAGES = ("libnccl2", "libnccl-dev")
+# First branch whose NVIDIA-repository Fabric Manager package is the unversioned name.
+FABRICMANAGER_UNVERSIONED_FROM = 580
+# Packages a driver branch pin (apt preferences) covers: everything NVIDIA versions with the driver.
+DRIVER_PIN_PACKAGES = (
+    "nvidia-*",
+    "libnvidia-*",
+    "cuda-drivers*",
+    "xserver-xorg-video-nvidia*",
+    "libxnvctrl*",
+)
+
+_BRANCH_RE = re.compile(r"^\d{3}$")
+_DRIVER_VERSION_RE = re.compile(r"^(\d{3})\.\d+(?:\.\d+)?$")
+_CUDA_RE = re.compile(r"^(\d+)\.(\d+)$")
+_NCCL_PKG_RE = re.compile(r"^(?P<version>\d+\.\d+\.\d+)-(?P<build>\d+)\+cuda(?P<cuda>\d+\.\d+)$")
+_NCCL_RE = re.compile(r"^\d+\.\d+\.\d+$")
+_FINGERPRINT_RE = re.compile(r"^[0-9A-F]{40}$|^[0-9A-F]{64}$")
+
+
+class PackageError(ValueError):
+    """Bad input: the message names the variable and the fix."""
+
+
+def _require_str(name: str, value, example: str) -> str:
+    if not isinstance(value, str):
+        raise PackageError(
+            f"{name}={value!r} is a {type(value).__name__}, not a string: quote it in YAML, "
+            f"e.g. {name}: {example}"
+        )
+    return value
+
+
+# --- Distribution and architecture ----------------------------------------------------------------
+def check_distro(distro: str) -> str:
+    """A CUDA-repository distro name (wireup_node.cuda_repo_distro) wireup supports."""
+    if distro not in SUPPORTED_DISTROS:
+        raise PackageError(
+            f"wireup_node.cuda_repo_distro={distro!r} is not supported: wireup installs NVIDIA "
+            f"packages on {', '.join(SUPPORTED_DISTROS)} only (run preflight on a supported OS)"
+        )
+    return distro
+
+
+def check_cuda_arch(arch: str) -> str:
+    if arch not in CUDA_ARCHES:
+        raise PackageError(
+            f"wireup_node.arch.cuda={arch!r} is not supported: NVIDIA's repositories exist for "
+            f"{', '.join(CUDA_ARCHES)} (x86_64 and aarch64 machines)"
+        )
+    return arch
+
+
+# --- CUDA repository ------------------------------------------------------------------------------
+def cuda_version_parts(cuda_version, variable: str = "cuda_repo_version") -> tuple[int, int]:
+    """'13.0' -> (13, 0)."""
+    _require_str(variable, cuda_version, '"13.0"')
+    match = _CUDA_RE.match(cuda_version)
+    if not match:
+        raise PackageError(f'{variable}={cuda_version!r} is malformed: expected MAJOR.MINOR such as "13.0"')
+    return int(match.group(1)), int(match.group(2))
+
+
+def cuda_repo_url(base_url, distro: str, arch: str) -> str:
+    """The apt URI of NVIDIA's CUDA repository (or a mirror of it) for a distro and arch."""
+    _require_str("cuda_repo_base_url", base_url, '"https://developer.download.nvidia.com/compute/cuda/repos"')
+    base = base_url.strip().rstrip("/")
+    if not re.match(r"^(https?|file)://\S+$", base):
+        raise PackageError(
+            f"cuda_repo_base_url={base_url!r} is not an http(s):// or file:// URL: set it to the "
+            f"folder that holds <distro>/<arch>/ (NVIDIA's is "
+            f"https://developer.download.nvidia.com/compute/cuda/repos)"
+        )
+    return f"{base}/{check_distro(distro)}/{check_cuda_arch(arch)}/"
+
+
+def cuda_repo_key_url(base_url, distro: str, arch: str, key_name) -> str:
+    """Where the repository's signing key is published (beside the repository)."""
+    _require_str("cuda_repo_key_name", key_name, '"3bf863cc.pub"')
+    if not key_name or "/" in key_name:
+        raise PackageError(
+            f"cuda_repo_key_name={key_name!r} must be a file name inside the repository folder, "
+            f'e.g. "3bf863cc.pub"'
+        )
+    return cuda_repo_url(base_url, distro, arch) + key_name
+
+
+def cuda_repo_source_name(distro: str, arch: str) -> str:
+    """Name of the deb822 source file (/etc/apt/sources.list.d/<name>.sources)."""
+    return f"wireup-cuda-{check_distro(distro)}-{check_cuda_arch(arch)}"
+
+
+def cuda_toolkit_package(cuda_version) -> str:
+    """'13.0' -> 'cuda-toolkit-13-0' (the name itself pins major.minor)."""
+    major, minor = cuda_version_parts(cuda_version)
+    return f"cuda-toolkit-{major}-{minor}"
+
+
+def cuda_toolkit_spec(cuda_version, toolkit_version="") -> str:
+    """apt spec for the toolkit: the package, or package=version when a full version is pinned."""
+    name = cuda_toolkit_package(cuda_version)
+    _require_str("cuda_repo_toolkit_version", toolkit_version, '"13.0.2-1"')
+    if not toolkit_version:
+        return name
+    if not toolkit_version.startswith(cuda_version + ".") or not re.match(
+        r"^\d+\.\d+\.\d+-\d+$", toolkit_version
+    ):
+        raise PackageError(
+            f"cuda_repo_toolkit_version={toolkit_version!r} is not a {name} version: expected "
+            f'"{cuda_version}.<patch>-<build>" such as "{cuda_version}.2-1", or "" for the newest'
+        )
+    return f"{name}={toolkit_version}"
+
+
+def cuda_home(cuda_version) -> str:
+    major, minor = cuda_version_parts(cuda_version)
+    return f"/usr/local/cuda-{major}.{minor}"
+
+
+def apt_policy_has_source(policy_text: str, repo_url: str) -> bool:
+    """True when `apt-cache policy` lists the repository's Packages index (it was fetched)."""
+    url = repo_url.rstrip("/")
+    for line in policy_text.splitlines():
+        fields = line.split()
+        # " 500 http://host/path/x86_64  Packages" (flat repositories: no suite/component)
+        if len(fields) >= 3 and fields[1].rstrip("/") == url and fields[-1] == "Packages":
+            return True
+    return False
+
+
+# --- OpenPGP key checks ---------------------------------------------------------------------------
+def _dearmor(text: str) -> bytes:
+    lines = [line.strip() for line in text.strip().splitlines()]
+    try:
+        start = lines.index("-----BEGIN PGP PUBLIC KEY BLOCK-----")
+        end = lines.index("-----END PGP PUBLIC KEY BLOCK-----")
+    except ValueError:
+        raise PackageError(
+            "the CUDA repository key is not an ASCII-armored OpenPGP public key (no BEGIN/END PGP "
+            "PUBLIC KEY BLOCK lines): check cuda_repo_key_name and cuda_repo_base_url"
+        ) from None
+    body = lines[start + 1 : end]
+    # Armor headers ("Version: ...", "Comment: ...") end at the first empty line.
+    if "" in body:
+        body = body[body.index("") + 1 :]
+    data = "".join(line for line in body if line and not line.startswith("="))
+    try:
+        return base64.b64decode(data, validate=True)
+    except ValueError:
+        raise PackageError("the CUDA repository key's armored body is not valid base64") from None
+
+
+def _packets(data: bytes):
+    pos = 0
+    while pos < len(data):
+        head = data[pos]
+        if not head & 0x80:
+            raise PackageError(f"the CUDA repository key is not OpenPGP data (bad packet at byte {pos})")
+        if head & 0x40:  # new format
+            tag = head & 0x3F
+            first = data[pos + 1]
+            if first < 192:
+                length, pos = first, pos + 2
+            elif first < 224:
+                length, pos = ((first - 192) << 8) + data[pos + 2] + 192, pos + 3
+            elif first == 255:
+                length, pos = int.from_bytes(data[pos + 2 : pos + 6], "big"), pos + 6
+            else:
+                raise PackageError("the CUDA repository key uses partial packet lengths: not a key file")
+        else:  # old format
+            tag = (head >> 2) & 0x0F
+            size = {0: 1, 1: 2, 2: 4}.get(head & 0x03)
+            if size is None:
+                raise PackageError("the CUDA repository key has an indeterminate-length packet")
+            length = int.from_bytes(data[pos + 1 : pos + 1 + size], "big")
+            pos += 1 + size
+        yield tag, data[pos : pos + length]
+        pos += length
+
+
+def pgp_fingerprints(armored: str) -> list[str]:
+    """Fingerprints (upper-case hex) of the primary keys in an armored OpenPGP public key block."""
+    found = []
+    for tag, body in _packets(_dearmor(armored)):
+        if tag != 6 or not body:  # 6: public-key packet (primary key)
+            continue
+        if body[0] == 4:  # v4 fingerprints are SHA-1 by definition (RFC 4880 12.2)
+            digest = hashlib.sha1(b"\x99" + len(body).to_bytes(2, "big") + body).hexdigest()
+        elif body[0] == 6:
+            digest = hashlib.sha256(b"\x9b" + len(body).to_bytes(4, "big") + body).hexdigest()
+        else:
+            raise PackageError(f"the CUDA repository key is an OpenPGP v{body[0]} key: only v4/v6 are read")
+        found.append(digest.upper())
+    if not found:
+        raise PackageError("the CUDA repository key file holds no public key")
+    return found
+
+
+def normalize_fingerprint(value, variable: str = "cuda_repo_key_fingerprints") -> str:
+    _require_str(variable, value, '"EB693B3035CD5710E231E123A4B469963BF863CC"')
+    fpr = value.replace(" ", "").upper()
+    if not _FINGERPRINT_RE.match(fpr):
+        raise PackageError(
+            f"{variable} item {value!r} is not a full OpenPGP fingerprint (40 or 64 hex digits, "
+            f"spaces allowed): copy it from `gpg --show-keys <key file>`"
+        )
+    return fpr
+
+
+def check_key(armored: str, fingerprints, sha256: str = "") -> dict:
+    """Verify a downloaded key: its primary fingerprint is one of ``fingerprints`` and, when
+    ``sha256`` is given, the text's SHA-256 equals it. Returns what was found; raises otherwise."""
+    if not isinstance(fingerprints, list) or not fingerprints:
+        raise PackageError(
+            "cuda_repo_key_fingerprints must be a non-empty list of the fingerprints you trust for "
+            "the CUDA repository key"
+        )
+    wanted = [normalize_fingerprint(f) for f in fingerprints]
+    found = pgp_fingerprints(armored)
+    if not set(found) & set(wanted):
+        raise PackageError(
+            f"the CUDA repository key has fingerprint(s) {', '.join(found)}, none of "
+            f"cuda_repo_key_fingerprints ({', '.join(wanted)}): the download is not the key you trust; "
+            f"check cuda_repo_base_url, or add the new fingerprint after verifying it with NVIDIA"
+        )
+    digest = hashlib.sha256(armored.encode()).hexdigest()
+    _require_str("cuda_repo_key_checksum", sha256, '"sha256:<64 hex digits>"')
+    want = sha256.lower().removeprefix("sha256:")
+    if want and want != digest:
+        raise PackageError(
+            f"the CUDA repository key's SHA-256 is {digest}, not cuda_repo_key_checksum={sha256!r}: "
+            f"the download changed; verify it, then update cuda_repo_key_checksum (or set it to '')"
+        )
+    return {"fingerprints": found, "sha256": digest}
+
+
+# --- NVIDIA driver --------------------------------------------------------------------------------
+def check_branch(branch) -> str:
+    _require_str("nvidia_driver_branch", branch, '"580"')
+    if not _BRANCH_RE.match(branch):
+        raise PackageError(
+            f'nvidia_driver_branch={branch!r} is malformed: expected three digits such as "580"'
+        )
+    return branch
+
+
+def driver_plan(branch, flavor: str, distro: str, source: str = "cuda", driver_version="") -> dict:
+    """Driver packages to install and hold, and the apt pin that keeps them on the branch.
+
+    ``driver_version``: optional exact upstream version ("580.95.05") within the branch.
+    """
+    check_branch(branch)
+    check_distro(distro)
+    if flavor not in DRIVER_FLAVORS:
+        raise PackageError(
+            f"nvidia_driver_flavor={flavor!r} is not one of {', '.join(DRIVER_FLAVORS)}: use open "
+            f"(Turing and newer, required for Blackwell) or proprietary"
+        )
+    if source not in DRIVER_SOURCES:
+        raise PackageError(
+            f"nvidia_driver_source={source!r} is not one of {', '.join(DRIVER_SOURCES)}: cuda installs "
+            f"from NVIDIA's CUDA repository (cuda_repo), distro from the distribution's archive"
+        )
+    _require_str("nvidia_driver_version", driver_version, '"580.95.05"')
+    if driver_version:
+        match = _DRIVER_VERSION_RE.match(driver_version)
+        if not match or match.group(1) != branch:
+            raise PackageError(
+                f"nvidia_driver_version={driver_version!r} is not a version of branch "
+                f'nvidia_driver_branch={branch!r}: use "{branch}.<minor>.<patch>" or "" for the newest'
+            )
+    is_debian = distro.startswith("debian")
+    if source == "distro":
+        if is_debian:
+            raise PackageError(
+                f"nvidia_driver_source=distro on {distro}: Debian's archive has no branch-pinned "
+                f"driver packages; set nvidia_driver_source: cuda (NVIDIA's repository, cuda_repo role)"
+            )
+        names = [f"nvidia-driver-{branch}-server" + ("-open" if flavor == "open" else "")]
+    elif flavor == "open":
+        names = [f"nvidia-open-{branch}" if is_debian else f"nvidia-driver-{branch}-open"]
+    else:
+        names = [f"cuda-drivers-{branch}"]
+    pin_version = f"{driver_version}-*" if driver_version else f"{branch}.*"
+    specs = [f"{name}={driver_version}-*" if driver_version else name for name in names]
+    return {
+        "names": names,
+        "specs": specs,
+        "hold": names,
+        "pin_packages": list(DRIVER_PIN_PACKAGES),
+        "pin_version": pin_version,
+    }
+
+
+def deb_upstream_version(deb_version) -> str:
+    """Debian version -> upstream part: '1:580.95.05-0ubuntu1' -> '580.95.05'."""
+    _require_str("deb_version", deb_version, '"580.95.05-1"')
+    if not deb_version:
+        return ""
+    version = deb_version.split(":", 1)[-1]
+    return version.rsplit("-", 1)[0] if "-" in version else version
+
+
+def fabricmanager_plan(branch, source: str, driver_version) -> dict:
+    """Fabric Manager package of exactly the running/installed driver version."""
+    check_branch(branch)
+    _require_str("driver_version", driver_version, '"580.95.05"')
+    match = _DRIVER_VERSION_RE.match(driver_version or "")
+    if not match or match.group(1) != branch:
+        raise PackageError(
+            f"the installed driver version {driver_version!r} is not of nvidia_driver_branch={branch!r}: "
+            f"Fabric Manager must match the driver exactly; install the driver of that branch first"
+        )
+    if source == "cuda" and int(branch) >= FABRICMANAGER_UNVERSIONED_FROM:
+        name = "nvidia-fabricmanager"
+    else:
+        name = f"nvidia-fabricmanager-{branch}"
+    return {"name": name, "spec": f"{name}={driver_version}-*", "version_glob": f"{driver_version}-*"}
+
+
+def kernel_headers_package(kernel_release) -> str:
+    """Headers for the running kernel: 'linux-headers-<uname -r>' on Debian and Ubuntu alike."""
+    _require_str("kernel_release", kernel_release, '"6.1.0-26-amd64"')
+    if not re.match(r"^\d+\.\d+[\w.+~-]*$", kernel_release):
+        raise PackageError(f"uname -r gave {kernel_release!r}: not a kernel release")
+    return f"linux-headers-{kernel_release}"
+
+
+# --- NCCL -----------------------------------------------------------------------------------------
+def parse_nccl_package_version(value) -> dict:
+    """'2.28.9-1+cuda13.0' -> {'version': '2.28.9', 'build': '1', 'cuda': '13.0'}."""
+    _require_str("nccl_package_version", value, '"2.28.9-1+cuda13.0"')
+    match = _NCCL_PKG_RE.match(value)
+    if not match:
+        raise PackageError(
+            f"nccl_package_version={value!r} is malformed: NVIDIA's repository names libnccl2 "
+            f'versions "<X.Y.Z>-<build>+cuda<A.B>", e.g. "2.28.9-1+cuda13.0"'
+        )
+    return match.groupdict()
+
+
+def nccl_plan(package_version, nccl_version, cuda_version) -> dict:
+    """Validated libnccl2/libnccl-dev specs, consistent with nccl_version and the node's CUDA."""
+    parsed = parse_nccl_package_version(package_version)
+    _require_str("nccl_version", nccl_version, '"2.28.9"')
+    if not _NCCL_RE.match(nccl_version):
+        raise PackageError(f'nccl_version={nccl_version!r} is malformed: expected X.Y.Z such as "2.28.9"')
+    if parsed["version"] != nccl_version:
+        raise PackageError(
+            f"nccl_package_version={package_version!r} is NCCL {parsed['version']} but "
+            f"nccl_version={nccl_version!r}: set both to the same NCCL release"
+        )
+    cuda_version_parts(cuda_version, "nccl_cuda_version")
+    if parsed["cuda"] != cuda_version:
+        raise PackageError(
+            f"nccl_package_version={package_version!r} is built for CUDA {parsed['cuda']} but the node "
+            f"gets CUDA {cuda_version} (nccl_cuda_version, from cuda_repo_version): use the "
+            f"'+cuda{cuda_version}' build, e.g. \"{nccl_version}-{parsed['build']}+cuda{cuda_version}\""
+        )
+    return {
+        "names": list(NCCL_PACKAGES),
+        "specs": [f"{name}={package_version}" for name in NCCL_PACKAGES],
+        "version": parsed["version"],
+        "package_version": package_version,
+        "cuda": parsed["cuda"],
+    }
+
+
+def parse_dpkg_status(text: str) -> dict:
+    """`dpkg-query -W -f '${Package} ${db:Status-Abbrev} ${Version}\\n' pkgs...` ->
+    {pkg: {'version': ..., 'held': bool}} for installed packages only (status 'ii' or 'hi')."""
+    found = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 3 and fields[1] in ("ii", "hi"):
+            found[fields[0].split(":", 1)[0]] = {"version": fields[2], "held": fields[1] == "hi"}
+    return found
+
+
+def parse_torch_nccl_version(text) -> str:
+    """What `torch.cuda.nccl.version()` printed -> 'X.Y.Z' ('' for none / CPU builds).
+
+    Newer torch returns a tuple (2, 28, 9), printed here as '2.28.9'; older ones an int code:
+    major*1000+minor*100+patch before NCCL 2.9 (2708), major*10000+minor*100+patch after (22809).
+    """
+    value = str(text).strip().strip("()").replace(",", ".").replace(" ", "")
+    if not value or value.lower() == "none":
+        return ""
+    if re.match(r"^\d+\.\d+\.\d+$", value):
+        return value
+    if value.isdigit():
+        code = int(value)
+        if code >= 20900:
+            return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+        return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
+    raise PackageError(f"torch.cuda.nccl.version() printed {text!r}: not an NCCL version")
+
+
+def major_minor(version: str) -> str:
+    parts = version.split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 else ""
+
+
+def nccl_mismatch(system_version: str, torch_version: str) -> bool:
+    """True when both are known and differ in major.minor (patch differences are harmless)."""
+    if not system_version or not torch_version:
+        return False
+    return major_minor(system_version) != major_minor(torch_version)
