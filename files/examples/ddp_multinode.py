@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Example 2: multi-node DDP training under torchrun (one process per GPU, or CPU processes).
+
+Launch it on every node with the script wireup renders (ansible-playbook launch.yml), or by hand:
+    torchrun --nnodes=N --nproc_per_node=P --rdzv_backend=c10d --rdzv_endpoint=MASTER:29500 \
+        --rdzv_id=demo ddp_multinode.py --steps 20
+NCCL is used when CUDA is available (each process takes the GPU of its local rank), gloo otherwise.
+A small model trains for a few steps on synthetic data from a fixed seed; every rank prints its loss
+with its rank, the world size and its host, and at the end checks that all replicas hold the same
+weights (what DDP guarantees).
+"""
+
+import argparse
+import os
+import socket
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20, help="training steps (default 20)")
+    parser.add_argument("--batch", type=int, default=32, help="samples per rank and step")
+    parser.add_argument("--seed", type=int, default=1234, help="seed of the model and the data")
+    parser.add_argument(
+        "--backend", choices=["auto", "nccl", "gloo"], default="auto", help="auto: nccl with CUDA, else gloo"
+    )
+    parser.add_argument(
+        "--sleep",
+        type=float,
+        default=0.0,
+        help="seconds to sleep after each step (to keep a job running in tests)",
+    )
+    return parser.parse_args()
+
+
+def main():
+    args = parse_args()
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        if name not in os.environ:
+            sys.exit(f"ddp_multinode.py: {name} is not set: start it with torchrun (or wireup's launch.sh)")
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ["LOCAL_RANK"])
+    host = socket.gethostname()
+
+    use_cuda = torch.cuda.is_available() and args.backend != "gloo"
+    backend = args.backend if args.backend != "auto" else ("nccl" if use_cuda else "gloo")
+    if use_cuda:
+        if local_rank >= torch.cuda.device_count():
+            gpus = torch.cuda.device_count()
+            sys.exit(f"rank {rank}: local rank {local_rank} but only {gpus} GPU(s) on {host}")
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group(backend=backend, device_id=device if device.type == "cuda" else None)
+
+    torch.manual_seed(args.seed)  # the same initial weights on every rank
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).to(device)
+    ddp = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    loss_fn = nn.MSELoss()
+    data = torch.Generator().manual_seed(args.seed + rank)  # each rank its own shard of the data
+    true_w = torch.linspace(-1.0, 1.0, 32)
+
+    started = time.time()
+    loss = torch.zeros(())
+    for step in range(1, args.steps + 1):
+        x = torch.randn(args.batch, 32, generator=data)
+        y = (x @ true_w).unsqueeze(1) + 0.01 * torch.randn(args.batch, 1, generator=data)
+        x, y = x.to(device), y.to(device)
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(ddp(x), y)
+        loss.backward()
+        optimizer.step()
+        if step in {1, args.steps} or step % 10 == 0:
+            print(
+                f"rank {rank}/{world} host {host} local_rank {local_rank} {backend} {device} "
+                f"step {step}/{args.steps} loss {loss.item():.6f}",
+                flush=True,
+            )
+        if args.sleep:
+            time.sleep(args.sleep)
+
+    # DDP keeps replicas identical: the max and min of a weight checksum across ranks must agree.
+    checksum = sum(p.detach().double().sum() for p in model.parameters()).reshape(1).to(device)
+    lo, hi = checksum.clone(), checksum.clone()
+    dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+    dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+    in_sync = torch.allclose(lo, hi, rtol=0, atol=1e-9)
+    print(
+        f"rank {rank}/{world} host {host} done: final loss {loss.item():.6f}, "
+        f"{args.steps} steps in {time.time() - started:.2f} s, replicas in sync: {in_sync}",
+        flush=True,
+    )
+    dist.destroy_process_group()
+    if not in_sync:
+        sys.exit(f"rank {rank}: replicas differ after training ({lo.item()} vs {hi.item()})")
+
+
+if __name__ == "__main__":
+    main()

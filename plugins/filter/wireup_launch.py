@@ -1,0 +1,109 @@
+"""Filters for torchrun_launch: thin wrappers around wireup.launch (pure Python, unit-tested)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# Controller-side plugins cannot import custom ansible.module_utils packages: load ours by path.
+_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _MODULE_UTILS not in sys.path:
+    sys.path.insert(0, _MODULE_UTILS)
+
+from wireup import launch
+
+
+def _node_facts(hostvars, host):
+    """The few facts launch planning needs, read from a host's wireup_node and ansible_facts."""
+    try:
+        hv = hostvars[host]
+    except KeyError:
+        return None
+    node = hv.get("wireup_node") if hasattr(hv, "get") else None
+    if not node:
+        return None
+    gpu = node.get("gpu") or {}
+    network = node.get("network") or {}
+    facts = hv.get("ansible_facts") or {}
+    return {
+        "address": network.get("address") or "",
+        "interface": network.get("interface") or "",
+        "gpu_present": bool(gpu.get("present")),
+        "gpu_count": int(gpu.get("count") or 0),
+        "infiniband": list(node.get("infiniband") or []),
+        "hostname": facts.get("hostname") or "",
+    }
+
+
+def wireup_launch_plan(
+    hosts,
+    hostvars,
+    *,
+    group="",
+    master_host="",
+    master_addr="",
+    master_port=29500,
+    nproc_per_node="auto",
+    play_hosts=None,
+    rdzv_backend="c10d",
+):
+    """Plan a job over ``hosts``: ranks, master, endpoint, per-node processes and env inputs."""
+    hosts = list(hosts or [])
+    nodes = {}
+    for host in hosts:
+        facts = _node_facts(hostvars, host)
+        if facts is not None:
+            nodes[host] = facts
+    return launch.plan(
+        hosts,
+        nodes,
+        group=group,
+        master_host=master_host or "",
+        master_addr=master_addr or "",
+        master_port=master_port,
+        nproc_per_node=nproc_per_node,
+        play_hosts=None if play_hosts is None else list(play_hosts),
+        rdzv_backend=rdzv_backend,
+    )
+
+
+def wireup_launch_exports(env):
+    return launch.exports(dict(env or {}))
+
+
+def wireup_launch_env_errors(env, var):
+    return launch.env_errors(env if env is None or not hasattr(env, "items") else dict(env), var)
+
+
+def wireup_launch_job_errors(job, var="torchrun_launch_job"):
+    return launch.job_name_errors(job, var)
+
+
+def wireup_launch_hosts_entries(plan):
+    return launch.hosts_entries(dict(plan))
+
+
+def wireup_launch_resolve_names(plan):
+    return launch.resolve_names(dict(plan))
+
+
+def wireup_launch_first_failure(states):
+    return launch.first_failure(dict(states))
+
+
+def wireup_launch_verdict(states, play_hosts=None, timeout=0):
+    return launch.job_verdict(dict(states), None if play_hosts is None else list(play_hosts), timeout)
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "wireup_launch_plan": wireup_launch_plan,
+            "wireup_launch_exports": wireup_launch_exports,
+            "wireup_launch_env_errors": wireup_launch_env_errors,
+            "wireup_launch_job_errors": wireup_launch_job_errors,
+            "wireup_launch_hosts_entries": wireup_launch_hosts_entries,
+            "wireup_launch_resolve_names": wireup_launch_resolve_names,
+            "wireup_launch_first_failure": wireup_launch_first_failure,
+            "wireup_launch_verdict": wireup_launch_verdict,
+        }
