@@ -1,0 +1,381 @@
+"""wireup.packages: which packages, versions and URLs each node gets, and the checks on them."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+from wireup import packages as p
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "h200x2"
+NVIDIA_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
+
+# A throwaway ed25519 key made with gpg 2.2.40 for this test; gpg printed the fingerprint below.
+TEST_KEY = """-----BEGIN PGP PUBLIC KEY BLOCK-----
+
+mDMEawxXchYJKwYBBAHaRw8BAQdAvREfLAjWUvouDp7r85ti2+ZmR5T58AzN+tBf
+024eXYK0KndpcmV1cCB1bml0IHRlc3Qga2V5IDx0ZXN0QHdpcmV1cC5pbnZhbGlk
+PoiQBBMWCAA4FiEExgEXlceL2LoEIN9Y3ZpJcKUuSggFAmsMV3ICGwMFCwkIBwIG
+FQoJCAsCBBYCAwECHgECF4AACgkQ3ZpJcKUuSggaCAD9H0DYu5KHX0KrWRQ9C8GN
+N/tTfxgPMbfJ8KAxiVYDNtABANuMnwPZR3RAamlwn79NzKIw+NqATtreHXPOi9/s
+3dAF
+=onyv
+-----END PGP PUBLIC KEY BLOCK-----
+"""
+TEST_KEY_FPR = "C6011795C78BD8BA0420DF58DD9A4970A52E4A08"
+
+
+# --- CUDA repository ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("base", "distro", "arch", "url"),
+    [
+        (NVIDIA_BASE, "ubuntu2404", "x86_64", f"{NVIDIA_BASE}/ubuntu2404/x86_64/"),
+        (NVIDIA_BASE, "ubuntu2404", "sbsa", f"{NVIDIA_BASE}/ubuntu2404/sbsa/"),
+        (NVIDIA_BASE, "ubuntu2204", "x86_64", f"{NVIDIA_BASE}/ubuntu2204/x86_64/"),
+        (NVIDIA_BASE + "/", "debian12", "x86_64", f"{NVIDIA_BASE}/debian12/x86_64/"),
+        ("http://10.99.0.1:8080/cuda", "debian12", "sbsa", "http://10.99.0.1:8080/cuda/debian12/sbsa/"),
+        ("file:///srv/mirror/cuda", "ubuntu2204", "sbsa", "file:///srv/mirror/cuda/ubuntu2204/sbsa/"),
+    ],
+)
+def test_cuda_repo_url(base, distro, arch, url):
+    assert p.cuda_repo_url(base, distro, arch) == url
+
+
+def test_cuda_repo_key_url_and_source_name():
+    assert p.cuda_repo_key_url(NVIDIA_BASE, "ubuntu2404", "sbsa", "3bf863cc.pub") == (
+        f"{NVIDIA_BASE}/ubuntu2404/sbsa/3bf863cc.pub"
+    )
+    assert p.cuda_repo_source_name("debian12", "x86_64") == "wireup-cuda-debian12-x86_64"
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (("ftp://mirror/cuda", "ubuntu2404", "x86_64"), "cuda_repo_base_url"),
+        (("", "ubuntu2404", "x86_64"), "cuda_repo_base_url"),
+        ((None, "ubuntu2404", "x86_64"), "cuda_repo_base_url"),
+        ((NVIDIA_BASE, "ubuntu2004", "x86_64"), "cuda_repo_distro"),
+        ((NVIDIA_BASE, "rhel9", "x86_64"), "cuda_repo_distro"),
+        ((NVIDIA_BASE, "ubuntu2404", "aarch64"), "arch.cuda"),
+        ((NVIDIA_BASE, "ubuntu2404", "arm64"), "arch.cuda"),
+    ],
+)
+def test_cuda_repo_url_bad_input_names_the_variable(args, names):
+    with pytest.raises(p.PackageError, match=names.replace(".", r"\.")):
+        p.cuda_repo_url(*args)
+
+
+@pytest.mark.parametrize("key_name", ["", "../evil.pub", "keys/3bf863cc.pub"])
+def test_cuda_repo_key_name_must_be_a_file_name(key_name):
+    with pytest.raises(p.PackageError, match="cuda_repo_key_name"):
+        p.cuda_repo_key_url(NVIDIA_BASE, "ubuntu2404", "x86_64", key_name)
+
+
+@pytest.mark.parametrize(
+    ("cuda", "version", "spec", "home"),
+    [
+        ("13.0", "", "cuda-toolkit-13-0", "/usr/local/cuda-13.0"),
+        ("12.8", "", "cuda-toolkit-12-8", "/usr/local/cuda-12.8"),
+        ("13.0", "13.0.2-1", "cuda-toolkit-13-0=13.0.2-1", "/usr/local/cuda-13.0"),
+    ],
+)
+def test_cuda_toolkit(cuda, version, spec, home):
+    assert p.cuda_toolkit_spec(cuda, version) == spec
+    assert p.cuda_home(cuda) == home
+
+
+@pytest.mark.parametrize(
+    ("cuda", "version", "variable"),
+    [
+        (13.0, "", "cuda_repo_version"),  # YAML number: must be quoted
+        ("13", "", "cuda_repo_version"),
+        ("13.0.2", "", "cuda_repo_version"),
+        ("13.0", "12.8.1-1", "cuda_repo_toolkit_version"),
+        ("13.0", "13.0.2", "cuda_repo_toolkit_version"),
+        ("13.0", "13.01.2-1", "cuda_repo_toolkit_version"),
+    ],
+)
+def test_cuda_toolkit_bad_input(cuda, version, variable):
+    with pytest.raises(p.PackageError, match=variable):
+        p.cuda_toolkit_spec(cuda, version)
+
+
+POLICY = """Package files:
+ 100 /var/lib/dpkg/status
+     release a=now
+ 500 http://10.99.0.1:8080/cuda/debian12/x86_64  Packages
+     release o=NVIDIA,l=NVIDIA CUDA,c=
+     origin 10.99.0.1
+ 500 http://deb.debian.org/debian bookworm/main amd64 Packages
+     release v=12.8,o=Debian,a=stable,n=bookworm,l=Debian,c=main,b=amd64
+Pinned packages:
+"""
+
+
+def test_apt_policy_has_source():
+    assert p.apt_policy_has_source(POLICY, "http://10.99.0.1:8080/cuda/debian12/x86_64/")
+    assert not p.apt_policy_has_source(POLICY, "http://10.99.0.1:8080/cuda/debian12/sbsa/")
+    assert not p.apt_policy_has_source("Package files:\n 100 /var/lib/dpkg/status\n", "http://x/cuda/")
+
+
+# --- Key checks -----------------------------------------------------------------------------------
+def test_pgp_fingerprint_of_a_known_key():
+    assert p.pgp_fingerprints(TEST_KEY) == [TEST_KEY_FPR]
+
+
+def test_check_key_accepts_spaced_lowercase_fingerprint_and_checksum():
+    spaced = " ".join(TEST_KEY_FPR[i : i + 4] for i in range(0, 40, 4)).lower()
+    digest = hashlib.sha256(TEST_KEY.encode()).hexdigest()
+    result = p.check_key(TEST_KEY, ["0" * 40, spaced], "sha256:" + digest)
+    assert result == {"fingerprints": [TEST_KEY_FPR], "sha256": digest}
+    assert p.check_key(TEST_KEY, [TEST_KEY_FPR], digest.upper())["sha256"] == digest
+
+
+def test_check_key_refuses_an_untrusted_key():
+    with pytest.raises(p.PackageError, match=f"{TEST_KEY_FPR}.*cuda_repo_key_fingerprints"):
+        p.check_key(TEST_KEY, ["EB693B3035CD5710E231E123A4B469963BF863CC"])
+
+
+def test_check_key_refuses_a_changed_download():
+    with pytest.raises(p.PackageError, match="cuda_repo_key_checksum"):
+        p.check_key(TEST_KEY, [TEST_KEY_FPR], "sha256:" + "0" * 64)
+
+
+@pytest.mark.parametrize(
+    ("text", "fingerprints", "match"),
+    [
+        ("<html>404 Not Found</html>", [TEST_KEY_FPR], "not an ASCII-armored"),
+        (TEST_KEY.replace("mDMEawxXchYJ", "mDMEaw!XchYJ"), [TEST_KEY_FPR], "base64"),
+        (TEST_KEY, [], "non-empty list"),
+        (TEST_KEY, "C6011795C78BD8BA0420DF58DD9A4970A52E4A08", "non-empty list"),
+        (TEST_KEY, ["3BF863CC"], "full OpenPGP fingerprint"),
+    ],
+)
+def test_check_key_bad_input(text, fingerprints, match):
+    with pytest.raises(p.PackageError, match=match):
+        p.check_key(text, fingerprints)
+
+
+@pytest.mark.skipif(not shutil.which("gpg"), reason="gpg not installed")
+def test_pgp_fingerprint_matches_gpg_for_a_fresh_rsa_key(tmp_path):
+    env = dict(os.environ, GNUPGHOME=str(tmp_path))
+    tmp_path.chmod(0o700)
+    subprocess.run(
+        ["gpg", "--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", "",
+         "--quick-gen-key", "t <t@wireup.invalid>", "rsa2048", "sign", "never"],
+        env=env, check=True, capture_output=True,
+    )  # fmt: skip
+    armored = subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True).stdout
+    colons = subprocess.run(
+        ["gpg", "--with-colons", "--fingerprint"], env=env, check=True, capture_output=True, text=True
+    ).stdout
+    gpg_fpr = next(line.split(":")[9] for line in colons.splitlines() if line.startswith("fpr:"))
+    assert p.pgp_fingerprints(armored.decode()) == [gpg_fpr]
+
+
+# --- NVIDIA driver --------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("branch", "flavor", "distro", "source", "names"),
+    [
+        ("580", "open", "ubuntu2404", "cuda", ["nvidia-driver-580-open"]),
+        ("580", "open", "ubuntu2204", "cuda", ["nvidia-driver-580-open"]),
+        ("580", "proprietary", "ubuntu2404", "cuda", ["cuda-drivers-580"]),
+        ("580", "open", "debian12", "cuda", ["nvidia-open-580"]),
+        ("570", "proprietary", "debian12", "cuda", ["cuda-drivers-570"]),
+        ("580", "open", "ubuntu2404", "distro", ["nvidia-driver-580-server-open"]),
+        ("535", "proprietary", "ubuntu2204", "distro", ["nvidia-driver-535-server"]),
+    ],
+)
+def test_driver_packages(branch, flavor, distro, source, names):
+    plan = p.driver_plan(branch, flavor, distro, source)
+    assert plan["names"] == names
+    assert plan["specs"] == names
+    assert plan["hold"] == names
+    assert plan["pin_version"] == f"{branch}.*"
+    assert "nvidia-*" in plan["pin_packages"]
+    assert "libnvidia-*" in plan["pin_packages"]
+
+
+def test_driver_exact_version_pins_packages_and_preferences():
+    plan = p.driver_plan("580", "open", "ubuntu2404", "cuda", "580.95.05")
+    assert plan["specs"] == ["nvidia-driver-580-open=580.95.05-*"]
+    assert plan["pin_version"] == "580.95.05-*"
+
+
+@pytest.mark.parametrize(
+    ("args", "variable"),
+    [
+        ((580, "open", "ubuntu2404"), "nvidia_driver_branch"),  # YAML number
+        (("58", "open", "ubuntu2404"), "nvidia_driver_branch"),
+        (("r580", "open", "ubuntu2404"), "nvidia_driver_branch"),
+        (("580", "opensource", "ubuntu2404"), "nvidia_driver_flavor"),
+        (("580", "open", "ubuntu2404", "runfile"), "nvidia_driver_source"),
+        (("580", "open", "debian12", "distro"), "nvidia_driver_source"),
+        (("580", "open", "ubuntu2004"), "cuda_repo_distro"),
+        (("580", "open", "ubuntu2404", "cuda", "570.1.2"), "nvidia_driver_version"),
+        (("580", "open", "ubuntu2404", "cuda", "580"), "nvidia_driver_version"),
+    ],
+)
+def test_driver_bad_input(args, variable):
+    with pytest.raises(p.PackageError, match=variable):
+        p.driver_plan(*args)
+
+
+@pytest.mark.parametrize(
+    ("deb", "upstream"),
+    [
+        ("580.95.05-1", "580.95.05"),
+        ("580.159.03-0ubuntu0.24.04.1", "580.159.03"),
+        ("1:580.95.05-1", "580.95.05"),
+        ("580.95.05", "580.95.05"),
+        ("", ""),
+    ],
+)
+def test_deb_upstream_version(deb, upstream):
+    assert p.deb_upstream_version(deb) == upstream
+
+
+@pytest.mark.parametrize(
+    ("branch", "source", "version", "name"),
+    [
+        # NVIDIA's repository: one unversioned package from 580 on (nvidia-fabricmanager-580 is
+        # only a virtual name there), per-branch names before.
+        ("580", "cuda", "580.95.05", "nvidia-fabricmanager"),
+        ("590", "cuda", "590.44.01", "nvidia-fabricmanager"),
+        ("570", "cuda", "570.172.08", "nvidia-fabricmanager-570"),
+        ("550", "cuda", "550.90.07", "nvidia-fabricmanager-550"),
+        # Ubuntu's archive keeps the per-branch name.
+        ("580", "distro", "580.159.03", "nvidia-fabricmanager-580"),
+    ],
+)
+def test_fabricmanager_matches_the_driver_exactly(branch, source, version, name):
+    plan = p.fabricmanager_plan(branch, source, version)
+    assert plan == {"name": name, "spec": f"{name}={version}-*", "version_glob": f"{version}-*"}
+
+
+@pytest.mark.parametrize("version", ["", "570.172.08", "580", "garbage"])
+def test_fabricmanager_needs_an_installed_driver_of_the_branch(version):
+    with pytest.raises(p.PackageError, match="nvidia_driver_branch"):
+        p.fabricmanager_plan("580", "cuda", version)
+
+
+def test_kernel_headers_package():
+    assert p.kernel_headers_package("6.8.0-48-generic") == "linux-headers-6.8.0-48-generic"
+    assert p.kernel_headers_package("6.1.0-26-amd64") == "linux-headers-6.1.0-26-amd64"
+    assert p.kernel_headers_package("6.8.0-1017-nvidia-64k") == "linux-headers-6.8.0-1017-nvidia-64k"
+    with pytest.raises(p.PackageError):
+        p.kernel_headers_package("; rm -rf /")
+
+
+# --- NCCL -----------------------------------------------------------------------------------------
+def test_nccl_plan():
+    plan = p.nccl_plan("2.28.9-1+cuda13.0", "2.28.9", "13.0")
+    assert plan == {
+        "names": ["libnccl2", "libnccl-dev"],
+        "specs": ["libnccl2=2.28.9-1+cuda13.0", "libnccl-dev=2.28.9-1+cuda13.0"],
+        "version": "2.28.9",
+        "package_version": "2.28.9-1+cuda13.0",
+        "cuda": "13.0",
+    }
+    assert p.nccl_plan("2.21.5-1+cuda12.4", "2.21.5", "12.4")["cuda"] == "12.4"
+
+
+@pytest.mark.parametrize(
+    ("pkg", "nccl", "cuda", "match"),
+    [
+        ("2.28.9", "2.28.9", "13.0", "nccl_package_version=.*malformed"),
+        ("2.28.9-1", "2.28.9", "13.0", "nccl_package_version=.*malformed"),
+        ("2.28.9-1+cuda13", "2.28.9", "13.0", "nccl_package_version=.*malformed"),
+        ("2.28.9-1+cuda12.9", "2.28.9", "13.0", r"\+cuda13.0.*2\.28\.9-1\+cuda13\.0"),
+        ("2.28.9-1+cuda13.0", "2.27.7", "13.0", "nccl_version"),
+        ("2.28.9-1+cuda13.0", "2.28", "13.0", "nccl_version"),
+        ("2.28.9-1+cuda13.0", "2.28.9", 13.0, "nccl_cuda_version"),
+        (2.28, "2.28.9", "13.0", "nccl_package_version"),
+    ],
+)
+def test_nccl_plan_bad_input(pkg, nccl, cuda, match):
+    with pytest.raises(p.PackageError, match=match):
+        p.nccl_plan(pkg, nccl, cuda)
+
+
+def test_parse_dpkg_status():
+    text = (
+        "libnccl2 hi  2.28.9-1+cuda13.0\n"
+        "libnccl-dev ii  2.28.9-1+cuda13.0\n"
+        "cuda-drivers-580 un  \n"
+        "libfoo:amd64 ii  1.0-1\n"
+    )
+    assert p.parse_dpkg_status(text) == {
+        "libnccl2": {"version": "2.28.9-1+cuda13.0", "held": True},
+        "libnccl-dev": {"version": "2.28.9-1+cuda13.0", "held": False},
+        "libfoo": {"version": "1.0-1", "held": False},
+    }
+
+
+@pytest.mark.parametrize(
+    ("printed", "version"),
+    [
+        ("2.28.9", "2.28.9"),
+        ("(2, 28, 9)", "2.28.9"),
+        ("22809", "2.28.9"),
+        ("21805", "2.18.5"),
+        ("2708", "2.7.8"),
+        ("None", ""),
+        ("", ""),
+    ],
+)
+def test_parse_torch_nccl_version(printed, version):
+    assert p.parse_torch_nccl_version(printed) == version
+
+
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason="../shared/fixtures not present")
+def test_torch_nccl_version_from_the_h200_capture():
+    # torch_versions.txt: "<torch> <cuda> <nccl> <gpus>" read off the lent H200 machine.
+    torch, _cuda, nccl, _gpus = (FIXTURES / "torch_versions.txt").read_text().split()
+    assert torch.startswith("2.11")
+    assert p.parse_torch_nccl_version(nccl) == "2.28.9"
+    assert not p.nccl_mismatch("2.28.9", p.parse_torch_nccl_version(nccl))
+
+
+def test_parse_torch_nccl_version_refuses_garbage():
+    with pytest.raises(p.PackageError):
+        p.parse_torch_nccl_version("Traceback (most recent call last)")
+
+
+@pytest.mark.parametrize(
+    ("system", "torch", "differs"),
+    [
+        ("2.28.9", "2.28.3", False),
+        ("2.28.9", "2.27.7", True),
+        ("2.28.9", "3.28.9", True),
+        ("", "2.27.7", False),
+        ("2.28.9", "", False),
+    ],
+)
+def test_nccl_mismatch_is_major_minor(system, torch, differs):
+    assert p.nccl_mismatch(system, torch) is differs
+
+
+def test_filter_plugin_exposes_and_wraps_errors():
+    ansible_errors = pytest.importorskip("ansible.errors")
+    import importlib.util
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "plugins" / "filter" / "wireup_packages.py"
+    spec = importlib.util.spec_from_file_location("wireup_packages_filter", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    filters = module.FilterModule().filters()
+    assert filters["wireup_pkg_cuda_toolkit_spec"]("13.0") == "cuda-toolkit-13-0"
+    assert (
+        filters["wireup_pkg_nccl_header_version"](
+            "#define NCCL_MAJOR 2\n#define NCCL_MINOR 28\n#define NCCL_PATCH 9\n"
+        )
+        == "2.28.9"
+    )
+    with pytest.raises(ansible_errors.AnsibleFilterError, match="nccl_package_version"):
+        filters["wireup_pkg_nccl_plan"]("2.28.9", "2.28.9", "13.0")
