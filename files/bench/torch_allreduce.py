@@ -51,8 +51,12 @@ def main(argv=None):
     parser.add_argument("--factor", type=int, default=4, help="size multiplier between steps")
     parser.add_argument("--warmup", type=int, default=5, help="untimed iterations per size")
     parser.add_argument("--iters", type=int, default=20, help="timed iterations per size")
-    parser.add_argument("--backend", default="auto", choices=["auto", "nccl", "gloo"],
-                        help="auto: nccl when CUDA is available, gloo otherwise")
+    parser.add_argument(
+        "--backend",
+        default="auto",
+        choices=["auto", "nccl", "gloo"],
+        help="auto: nccl when CUDA is available, gloo otherwise",
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -114,13 +118,29 @@ def main(argv=None):
         algbw = (count * elem) / seconds / 1e9 if seconds > 0 else 0.0
         busbw = algbw * 2.0 * (world - 1) / world
         if rank == 0:
-            print(json.dumps({
-                "wireup_bench": "torch_allreduce", "size": count * elem, "count": count,
-                "dtype": "float32", "time_us": round(seconds * 1e6, 3), "algbw": round(algbw, 4),
-                "busbw": round(busbw, 4), "wrong": int(wrong.item()), "world_size": world,
-                "nnodes": nnodes, "backend": backend, "warmup": args.warmup, "iters": args.iters,
-                "torch_version": torch.__version__, "nccl_version": nccl_version,
-            }, sort_keys=True), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "wireup_bench": "torch_allreduce",
+                        "size": count * elem,
+                        "count": count,
+                        "dtype": "float32",
+                        "time_us": round(seconds * 1e6, 3),
+                        "algbw": round(algbw, 4),
+                        "busbw": round(busbw, 4),
+                        "wrong": int(wrong.item()),
+                        "world_size": world,
+                        "nnodes": nnodes,
+                        "backend": backend,
+                        "warmup": args.warmup,
+                        "iters": args.iters,
+                        "torch_version": torch.__version__,
+                        "nccl_version": nccl_version,
+                    },
+                    sort_keys=True,
+                ),
+                flush=True,
+            )
         del buf, check
     dist.barrier()
     dist.destroy_process_group()

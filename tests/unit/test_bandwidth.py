@@ -3,22 +3,27 @@
 import pathlib
 
 import pytest
+
 from wireup import bandwidth, nccltests
 
 FIX = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "nccltests"
 
 
 def gpu(index, gen=5, width=16, nvl_speed=None):
-    return {"index": index,
-            "pcie": {"gen_current": gen, "gen_max": gen,
-                     "width_current": width, "width_max": width},
-            "nvlink": {"active": 18, "speed_gbps": nvl_speed} if nvl_speed else None}
+    return {
+        "index": index,
+        "pcie": {"gen_current": gen, "gen_max": gen, "width_current": width, "width_max": width},
+        "nvlink": {"active": 18, "speed_gbps": nvl_speed} if nvl_speed else None,
+    }
 
 
 def topo(n, cls, **kw):
     gpus = [gpu(i, **kw) for i in range(n)]
-    links = [{"a": f"GPU{i}", "b": f"GPU{j}", "class": cls(i, j) if callable(cls) else cls}
-             for i in range(n) for j in range(i + 1, n)]
+    links = [
+        {"a": f"GPU{i}", "b": f"GPU{j}", "class": cls(i, j) if callable(cls) else cls}
+        for i in range(n)
+        for j in range(i + 1, n)
+    ]
     return {"gpus": gpus, "links": links}
 
 
@@ -50,10 +55,13 @@ def test_h200_fixture_passes_and_p2p_disabled_fails():
     assert "8% of expected" in bad["reason"]
 
 
-@pytest.mark.parametrize("name,collective", [
-    ("h200x2_v2.19.6_all_gather_perf.txt", "all_gather"),
-    ("h200x2_v2.19.6_reduce_scatter_perf.txt", "reduce_scatter"),
-])
+@pytest.mark.parametrize(
+    "name,collective",
+    [
+        ("h200x2_v2.19.6_all_gather_perf.txt", "all_gather"),
+        ("h200x2_v2.19.6_reduce_scatter_perf.txt", "reduce_scatter"),
+    ],
+)
 def test_h200_other_collectives_pass(name, collective):
     exp = bandwidth.expected_busbw(H200, collective)
     assert bandwidth.verdict(rows_of(name), exp)["verdict"] == "PASS"
@@ -100,8 +108,9 @@ def test_mixed_nvlink_mesh_bottleneck_is_the_narrowest_bond():
     assert exp["efficiency"] == 0.5
 
 
-@pytest.mark.parametrize("cls,kind", [("PHB", "host"), ("NODE", "host"), ("SYS", "host"),
-                                      ("PIX", "pcie"), ("PXB", "pcie")])
+@pytest.mark.parametrize(
+    "cls,kind", [("PHB", "host"), ("NODE", "host"), ("SYS", "host"), ("PIX", "pcie"), ("PXB", "pcie")]
+)
 def test_pcie_classes(cls, kind):
     assert bandwidth.expected_busbw(topo(2, cls, gen=4), "all_gather")["link_kind"] == kind
 
@@ -128,12 +137,19 @@ def test_efficiency_override_and_validation():
 
 
 def _rows(busbw, size=1 << 30, wrong=0):
-    return [{"size": size, "out_of_place": {"busbw": busbw, "wrong": wrong},
-             "in_place": {"busbw": busbw - 1, "wrong": 0}}]
+    return [
+        {
+            "size": size,
+            "out_of_place": {"busbw": busbw, "wrong": wrong},
+            "in_place": {"busbw": busbw - 1, "wrong": 0},
+        }
+    ]
 
 
-@pytest.mark.parametrize("busbw,expected", [(100, "PASS"), (90, "PASS"), (89.9, "WARN"),
-                                            (75, "WARN"), (74.9, "FAIL"), (10, "FAIL")])
+@pytest.mark.parametrize(
+    "busbw,expected",
+    [(100, "PASS"), (90, "PASS"), (89.9, "WARN"), (75, "WARN"), (74.9, "FAIL"), (10, "FAIL")],
+)
 def test_verdict_thresholds(busbw, expected):
     assert bandwidth.verdict(_rows(busbw), {"expected_busbw": 100.0})["verdict"] == expected
 
@@ -163,7 +179,8 @@ def test_worst_verdict():
     assert bandwidth.worst_verdict([]) == "N/A"
 
 
-@pytest.mark.parametrize("gen,width,gbps", [(3, 16, 15.76), (4, 8, 15.752), (6, 16, 121.008),
-                                            (None, 16, None), (9, 16, None)])
+@pytest.mark.parametrize(
+    "gen,width,gbps", [(3, 16, 15.76), (4, 8, 15.752), (6, 16, 121.008), (None, 16, None), (9, 16, None)]
+)
 def test_pcie_gbps(gen, width, gbps):
     assert bandwidth.pcie_gbps(gen, width) == (pytest.approx(gbps) if gbps else None)

@@ -3,6 +3,7 @@
 import pathlib
 
 import pytest
+
 from wireup import nccltests
 
 FIX = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "nccltests"
@@ -30,8 +31,13 @@ def test_h200_all_reduce_text():
     assert last["size"] == 8589934592
     assert last["count"] == 2147483648
     assert last["redop"] == "sum" and last["root"] == -1
-    assert last["out_of_place"] == {"time_us": 24945.4, "algbw": 344.35, "busbw": 344.35,
-                                    "wrong": 0, "error": None}
+    assert last["out_of_place"] == {
+        "time_us": 24945.4,
+        "algbw": 344.35,
+        "busbw": 344.35,
+        "wrong": 0,
+        "error": None,
+    }
     assert last["in_place"]["busbw"] == 347.66
     assert nccltests.best_busbw(last) == 347.66
     assert out["avg_busbw"] == pytest.approx(110.838)
@@ -56,11 +62,14 @@ def test_h200_all_reduce_json_matches_text():
     assert js["out_of_bounds"] == 0
 
 
-@pytest.mark.parametrize("name,collective,rows,last_busbw", [
-    ("h200x2_v2.19.6_all_gather_perf.txt", "all_gather", 31, (301.31, 311.14)),
-    ("h200x2_v2.19.6_reduce_scatter_perf.txt", "reduce_scatter", 31, (293.56, 298.52)),
-    ("h200x2_v2.19.6_all_reduce_perf_p2p_disabled.txt", "all_reduce", 6, (27.87, 27.91)),
-])
+@pytest.mark.parametrize(
+    "name,collective,rows,last_busbw",
+    [
+        ("h200x2_v2.19.6_all_gather_perf.txt", "all_gather", 31, (301.31, 311.14)),
+        ("h200x2_v2.19.6_reduce_scatter_perf.txt", "reduce_scatter", 31, (293.56, 298.52)),
+        ("h200x2_v2.19.6_all_reduce_perf_p2p_disabled.txt", "all_reduce", 6, (27.87, 27.91)),
+    ],
+)
 def test_h200_other_collectives(name, collective, rows, last_busbw):
     out = nccltests.parse(read(name))
     assert out["collective"] == collective
@@ -95,8 +104,13 @@ def test_oldest_layout_without_root_and_na():
     assert len(out["rows"]) == 9
     row = out["rows"][-1]
     assert row["root"] is None and row["redop"] == "sum" and row["type"] == "float"
-    assert row["out_of_place"] == {"time_us": 18811.0, "algbw": 7.14, "busbw": 10.70,
-                                   "wrong": None, "error": None}
+    assert row["out_of_place"] == {
+        "time_us": 18811.0,
+        "algbw": 7.14,
+        "busbw": 10.70,
+        "wrong": None,
+        "error": None,
+    }
 
 
 def test_mpirun_prefixes_and_noise():
@@ -107,7 +121,7 @@ def test_mpirun_prefixes_and_noise():
     assert out["nccl_version"] == "2.27.3"
     assert len(out["devices"]) == 16
     assert {d["host"] for d in out["devices"]} == {"node-a", "node-b"}
-    assert [r["size"] for r in out["rows"]] == [2 ** k for k in range(27, 33)]
+    assert [r["size"] for r in out["rows"]] == [2**k for k in range(27, 33)]
     assert out["rows"][-1]["in_place"]["busbw"] == 249.82
 
 
@@ -126,7 +140,8 @@ def test_per_iteration_cputime_timestamp():
 
 def test_wrong_elements_are_counted():
     text = read("h200x2_v2.19.6_all_reduce_perf_p2p_disabled.txt").replace(
-        "27.87       0  38477.6", "27.87      12  38477.6")
+        "27.87       0  38477.6", "27.87      12  38477.6"
+    )
     assert "      12  38477.6" in text
     out = nccltests.parse(text)
     assert out["wrong_total"] == 12
@@ -146,16 +161,23 @@ def test_torch_lines():
         assert sec["busbw"] == pytest.approx(sec["algbw"] * 2 * 2 / 3, abs=2e-4)
 
 
-@pytest.mark.parametrize("text", ["", "bash: all_reduce_perf: command not found\n",
-                                  "# nccl-tests version 2.19.6\n# Collective test starting: x\n"
-                                  "Failed: Cuda error common.cu:1 'no CUDA-capable device'\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "bash: all_reduce_perf: command not found\n",
+        "# nccl-tests version 2.19.6\n# Collective test starting: x\n"
+        "Failed: Cuda error common.cu:1 'no CUDA-capable device'\n",
+    ],
+)
 def test_no_rows_is_an_error(text):
     with pytest.raises(ValueError, match="no nccl-tests result rows"):
         nccltests.parse(text)
 
 
-@pytest.mark.parametrize("code,expected", [(22809, "2.28.9"), (21803, "2.18.3"), (2406, "2.4.6"),
-                                           (0, ""), (None, "")])
+@pytest.mark.parametrize(
+    "code,expected", [(22809, "2.28.9"), (21803, "2.18.3"), (2406, "2.4.6"), (0, ""), (None, "")]
+)
 def test_nccl_version_code(code, expected):
     assert nccltests.nccl_version_string(code) == expected
 

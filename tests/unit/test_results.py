@@ -9,10 +9,14 @@ from wireup import results
 
 
 def record(run_id, verdict="PASS", *, busbw=345.0, links=None, gpus=2, torch_busbw=None):
-    rows = [{"size": 1 << 30, "out_of_place": {"busbw": busbw - 20}, "in_place": {"busbw": busbw - 20}},
-            {"size": 8 << 30, "out_of_place": {"busbw": busbw}, "in_place": {"busbw": busbw - 1}}]
+    rows = [
+        {"size": 1 << 30, "out_of_place": {"busbw": busbw - 20}, "in_place": {"busbw": busbw - 20}},
+        {"size": 8 << 30, "out_of_place": {"busbw": busbw}, "in_place": {"busbw": busbw - 1}},
+    ]
     rec = {
-        "host": "gpu-a01", "run_id": run_id, "verdict": verdict,
+        "host": "gpu-a01",
+        "run_id": run_id,
+        "verdict": verdict,
         "topology": {
             "gpus": [{"index": i, "uuid": f"GPU-{i:04d}", "name": "NVIDIA H200"} for i in range(gpus)],
             "links": links if links is not None else [{"a": "GPU0", "b": "GPU1", "class": "NV18"}],
@@ -21,9 +25,13 @@ def record(run_id, verdict="PASS", *, busbw=345.0, links=None, gpus=2, torch_bus
         "torch": {},
     }
     if torch_busbw is not None:
-        rec["torch"]["multi_node"] = {"world_size": 3, "rows": [
-            {"size": 1 << 20, "in_place": {"busbw": torch_busbw / 2}},
-            {"size": 4 << 20, "in_place": {"busbw": torch_busbw}}]}
+        rec["torch"]["multi_node"] = {
+            "world_size": 3,
+            "rows": [
+                {"size": 1 << 20, "in_place": {"busbw": torch_busbw / 2}},
+                {"size": 4 << 20, "in_place": {"busbw": torch_busbw}},
+            ],
+        }
     return rec
 
 
@@ -58,8 +66,12 @@ def test_write_never_overwrites(tmp_path):
 def test_last_passing_skips_failed_and_later_runs(tmp_path):
     root = str(tmp_path)
     assert results.last_passing(root, "gpu-a01") is None
-    for rid, verdict in (("20261129T100000Z", "PASS"), ("20261129T110000Z", "PASS"),
-                         ("20261129T120000Z", "FAIL"), ("20261129T130000Z", "WARN")):
+    for rid, verdict in (
+        ("20261129T100000Z", "PASS"),
+        ("20261129T110000Z", "PASS"),
+        ("20261129T120000Z", "FAIL"),
+        ("20261129T130000Z", "WARN"),
+    ):
         results.reserve_run(root, rid)
         results.write_host(root, rid, "gpu-a01", record(rid, verdict))
     rid, rec = results.last_passing(root, "gpu-a01")

@@ -32,12 +32,33 @@ PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 # conservative estimates from published nccl-tests results on PCIe and multi-socket hosts;
 # override them per cluster with bench_efficiency when a healthy run shows better.
 EFFICIENCY = {
-    "nvlink": {"all_reduce": 0.72, "all_gather": 0.63, "reduce_scatter": 0.61, "alltoall": 0.55,
-               "broadcast": 0.60, "reduce": 0.60, "sendrecv": 0.60},
-    "pcie": {"all_reduce": 0.70, "all_gather": 0.70, "reduce_scatter": 0.70, "alltoall": 0.60,
-             "broadcast": 0.70, "reduce": 0.70, "sendrecv": 0.70},
-    "host": {"all_reduce": 0.50, "all_gather": 0.50, "reduce_scatter": 0.50, "alltoall": 0.45,
-             "broadcast": 0.50, "reduce": 0.50, "sendrecv": 0.50},
+    "nvlink": {
+        "all_reduce": 0.72,
+        "all_gather": 0.63,
+        "reduce_scatter": 0.61,
+        "alltoall": 0.55,
+        "broadcast": 0.60,
+        "reduce": 0.60,
+        "sendrecv": 0.60,
+    },
+    "pcie": {
+        "all_reduce": 0.70,
+        "all_gather": 0.70,
+        "reduce_scatter": 0.70,
+        "alltoall": 0.60,
+        "broadcast": 0.70,
+        "reduce": 0.70,
+        "sendrecv": 0.70,
+    },
+    "host": {
+        "all_reduce": 0.50,
+        "all_gather": 0.50,
+        "reduce_scatter": 0.50,
+        "alltoall": 0.45,
+        "broadcast": 0.50,
+        "reduce": 0.50,
+        "sendrecv": 0.50,
+    },
 }
 
 ONE_GIB = 1 << 30
@@ -73,22 +94,38 @@ def link_speed(cls, gpu_a, gpu_b):
         speeds = [((g or {}).get("nvlink") or {}).get("speed_gbps") for g in (gpu_a, gpu_b)]
         speeds = [s for s in speeds if s]
         if not speeds:
-            return {"class": cls, "kind": "nvlink", "gbps": None,
-                    "detail": f"{cls} but `nvidia-smi nvlink -s` gave no per-link speed"}
+            return {
+                "class": cls,
+                "kind": "nvlink",
+                "gbps": None,
+                "detail": f"{cls} but `nvidia-smi nvlink -s` gave no per-link speed",
+            }
         per_link = min(speeds)
-        return {"class": cls, "kind": "nvlink", "gbps": round(count * per_link, 3),
-                "detail": f"{cls} x {per_link:.3f} GB/s per link"}
+        return {
+            "class": cls,
+            "kind": "nvlink",
+            "gbps": round(count * per_link, 3),
+            "detail": f"{cls} x {per_link:.3f} GB/s per link",
+        }
     kind = _PCIE_KIND.get(cls)
     if kind is None:
         return {"class": cls, "kind": "unknown", "gbps": None, "detail": f"unknown link class {cls!r}"}
     found = [_gpu_pcie_gbps(g) for g in (gpu_a, gpu_b)]
     found = [f for f in found if f[0] is not None]
     if not found:
-        return {"class": cls, "kind": kind, "gbps": None,
-                "detail": f"{cls} but the GPUs' PCIe gen/width are unknown"}
+        return {
+            "class": cls,
+            "kind": kind,
+            "gbps": None,
+            "detail": f"{cls} but the GPUs' PCIe gen/width are unknown",
+        }
     gbps, gen, width = min(found, key=lambda f: f[0])
-    return {"class": cls, "kind": kind, "gbps": gbps,
-            "detail": f"{cls}: PCIe Gen{gen} x{width} = {gbps:.1f} GB/s"}
+    return {
+        "class": cls,
+        "kind": kind,
+        "gbps": gbps,
+        "detail": f"{cls}: PCIe Gen{gen} x{width} = {gbps:.1f} GB/s",
+    }
 
 
 def bottleneck(topology):
@@ -98,8 +135,9 @@ def bottleneck(topology):
     ([{index, pcie: {gen_max, width_max, ...}, nvlink: {speed_gbps}}]). Returns
     {class, kind, gbps, detail, pair: [a, b], gpus: N} or None for fewer than 2 GPUs.
     """
-    gpus = {f"GPU{int(g['index'])}": g for g in (topology or {}).get("gpus") or []
-            if g.get("index") is not None}
+    gpus = {
+        f"GPU{int(g['index'])}": g for g in (topology or {}).get("gpus") or [] if g.get("index") is not None
+    }
     links = (topology or {}).get("links") or []
     if len(gpus) < 2 or not links:
         return None
@@ -138,8 +176,15 @@ def expected_busbw(topology, collective, overrides=None):
     where expected_busbw is None (and basis says why) when it cannot be told.
     """
     link = bottleneck(topology)
-    out = {"collective": collective, "expected_busbw": None, "link_gbps": None, "link_class": None,
-           "link_kind": None, "efficiency": None, "basis": ""}
+    out = {
+        "collective": collective,
+        "expected_busbw": None,
+        "link_gbps": None,
+        "link_class": None,
+        "link_kind": None,
+        "efficiency": None,
+        "basis": "",
+    }
     if link is None:
         out["basis"] = "fewer than 2 GPUs: no GPU-GPU link to measure"
         return out
@@ -150,13 +195,16 @@ def expected_busbw(topology, collective, overrides=None):
     factor = efficiency_for(link["kind"], collective, overrides)
     if factor is None:
         out["basis"] = "no efficiency factor for {} over {} (set bench_efficiency.{}.{})".format(
-            collective, link["kind"], link["kind"], collective)
+            collective, link["kind"], link["kind"], collective
+        )
         return out
     out["efficiency"] = factor
     out["expected_busbw"] = round(link["gbps"] * factor, 2)
     a, b = link["pair"]
-    out["basis"] = (f"{link['gpus']} GPUs, bottleneck {a}-{b} {link['detail']}, x {factor:.2f} "
-                    f"({collective} over {link['kind']})")
+    out["basis"] = (
+        f"{link['gpus']} GPUs, bottleneck {a}-{b} {link['detail']}, x {factor:.2f} "
+        f"({collective} over {link['kind']})"
+    )
     return out
 
 
@@ -169,8 +217,11 @@ def check_thresholds(pass_ratio, warn_ratio):
 
 
 def _best(row):
-    values = [row[k]["busbw"] for k in ("out_of_place", "in_place")
-              if row.get(k) and row[k].get("busbw") is not None]
+    values = [
+        row[k]["busbw"]
+        for k in ("out_of_place", "in_place")
+        if row.get(k) and row[k].get("busbw") is not None
+    ]
     return max(values) if values else None
 
 
@@ -181,12 +232,23 @@ def verdict(rows, expected, pass_ratio=0.9, warn_ratio=0.75, min_bytes=ONE_GIB):
     """
     check_thresholds(pass_ratio, warn_ratio)
     exp = (expected or {}).get("expected_busbw")
-    out = {"verdict": "N/A", "measured_busbw": None, "size": None, "expected_busbw": exp,
-           "ratio": None, "reason": ""}
-    wrong = sum(int(r[k]["wrong"]) for r in rows for k in ("out_of_place", "in_place")
-                if r.get(k) and r[k].get("wrong"))
-    candidates = [r for r in rows if r.get("size") is not None and r["size"] >= min_bytes
-                  and _best(r) is not None]
+    out = {
+        "verdict": "N/A",
+        "measured_busbw": None,
+        "size": None,
+        "expected_busbw": exp,
+        "ratio": None,
+        "reason": "",
+    }
+    wrong = sum(
+        int(r[k]["wrong"])
+        for r in rows
+        for k in ("out_of_place", "in_place")
+        if r.get(k) and r[k].get("wrong")
+    )
+    candidates = [
+        r for r in rows if r.get("size") is not None and r["size"] >= min_bytes and _best(r) is not None
+    ]
     row = max(candidates, key=lambda r: r["size"]) if candidates else None
     if row is not None:
         out["measured_busbw"] = _best(row)
@@ -197,8 +259,10 @@ def verdict(rows, expected, pass_ratio=0.9, warn_ratio=0.75, min_bytes=ONE_GIB):
         return out
     if row is None:
         largest = max([r["size"] for r in rows if r.get("size") is not None] or [0])
-        out["reason"] = (f"no size >= {human_bytes(min_bytes)} measured (largest {human_bytes(largest)}); "
-                         "raise bench_max_bytes")
+        out["reason"] = (
+            f"no size >= {human_bytes(min_bytes)} measured (largest {human_bytes(largest)}); "
+            "raise bench_max_bytes"
+        )
         return out
     if not exp:
         out["reason"] = "no expectation: %s" % ((expected or {}).get("basis") or "unknown topology")
@@ -211,9 +275,11 @@ def verdict(rows, expected, pass_ratio=0.9, warn_ratio=0.75, min_bytes=ONE_GIB):
         out["verdict"] = "WARN"
     else:
         out["verdict"] = "FAIL"
-    out["reason"] = (f"{out['measured_busbw']:.1f} GB/s at {human_bytes(row['size'])} = {ratio * 100:.0f}% "
-                     f"of expected {exp:.1f} GB/s (PASS >= {pass_ratio * 100:.0f}%, "
-                     f"WARN >= {warn_ratio * 100:.0f}%)")
+    out["reason"] = (
+        f"{out['measured_busbw']:.1f} GB/s at {human_bytes(row['size'])} = {ratio * 100:.0f}% "
+        f"of expected {exp:.1f} GB/s (PASS >= {pass_ratio * 100:.0f}%, "
+        f"WARN >= {warn_ratio * 100:.0f}%)"
+    )
     return out
 
 

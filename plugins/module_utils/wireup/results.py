@@ -12,13 +12,16 @@ A host record (what the bench role writes; see roles/bench/README.md) is a dict 
 
 compare(current, baseline, tolerance) returns findings for: a GPU that is gone, any GPU-GPU link
 whose class changed, and a bus bandwidth drop larger than the tolerance at the size the verdict
-was taken at (nccl-tests collectives) or the largest common size (torch benchmarks).
+was taken at (nccl-tests collectives; else the largest size both runs measured) or the largest
+common size (torch benchmarks).
 """
 
 import json
 import os
 import re
 import time
+
+from . import bandwidth, nccltests
 
 RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z(?:-\d+)?$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.@:-]+$")
@@ -115,8 +118,13 @@ def last_passing(results_dir, host, before_run_id=None):
 
 def _finding(severity, code, message, gpus=()):
     # Same shape as gpu_topology's health findings (plugins/module_utils/wireup/health.py).
-    return {"severity": severity, "code": code, "gpus": sorted(gpus), "message": message,
-            "source": "baseline"}
+    return {
+        "severity": severity,
+        "code": code,
+        "gpus": sorted(gpus),
+        "message": message,
+        "source": "baseline",
+    }
 
 
 def _gpu_key(gpu):
@@ -126,10 +134,22 @@ def _gpu_key(gpu):
 def _row_busbw(rows, size):
     for row in rows or []:
         if row.get("size") == size:
-            values = [row[k]["busbw"] for k in ("out_of_place", "in_place")
-                      if row.get(k) and row[k].get("busbw") is not None]
+            values = [
+                row[k]["busbw"]
+                for k in ("out_of_place", "in_place")
+                if row.get(k) and row[k].get("busbw") is not None
+            ]
             return max(values) if values else None
     return None
+
+
+def _compare_size(cur_rows, base_rows, preferred):
+    """The size the verdict was taken at when both runs have it, else the largest common size."""
+    common = {r.get("size") for r in cur_rows or []} & {r.get("size") for r in base_rows or []}
+    common.discard(None)
+    if preferred in common:
+        return preferred
+    return max(common) if common else None
 
 
 def _drop(label, cur, base, *, size, tolerance, base_run):
@@ -138,9 +158,12 @@ def _drop(label, cur, base, *, size, tolerance, base_run):
     drop = 1.0 - cur / base
     if drop <= tolerance:
         return None
-    return _finding("critical", "baseline_busbw_drop",
-                    f"{label}: busbw {cur:.1f} GB/s at {size} B is {drop * 100:.0f}% below "
-                    f"{base:.1f} GB/s of the last passing run {base_run} (tolerance {tolerance * 100:.0f}%)")
+    return _finding(
+        "critical",
+        "baseline_busbw_drop",
+        f"{label}: busbw {cur:.1f} GB/s at {size} B is {drop * 100:.0f}% below "
+        f"{base:.1f} GB/s of the last passing run {base_run} (tolerance {tolerance * 100:.0f}%)",
+    )
 
 
 def compare(current, baseline, tolerance=0.10):
@@ -156,15 +179,23 @@ def compare(current, baseline, tolerance=0.10):
     base_gpus = {_gpu_key(g): g for g in base_topo.get("gpus") or []}
     for key, gpu in base_gpus.items():
         if key not in cur_gpus:
-            findings.append(_finding(
-                "critical", "baseline_gpu_missing",
-                f"GPU {gpu.get('index')} ({gpu.get('name') or '?'}, {key}) of the last passing run "
-                f"{base_run} is gone: {len(cur_gpus)} GPUs now, {len(base_gpus)} then",
-                [gpu.get("index")] if gpu.get("index") is not None else ()))
+            findings.append(
+                _finding(
+                    "critical",
+                    "baseline_gpu_missing",
+                    f"GPU {gpu.get('index')} ({gpu.get('name') or '?'}, {key}) of the last passing run "
+                    f"{base_run} is gone: {len(cur_gpus)} GPUs now, {len(base_gpus)} then",
+                    [gpu.get("index")] if gpu.get("index") is not None else (),
+                )
+            )
     if len(cur_gpus) < len(base_gpus) and not findings:
-        findings.append(_finding("critical", "baseline_gpu_missing",
-                                 f"{len(cur_gpus)} GPUs now, {len(base_gpus)} in the last passing "
-                                 f"run {base_run}"))
+        findings.append(
+            _finding(
+                "critical",
+                "baseline_gpu_missing",
+                f"{len(cur_gpus)} GPUs now, {len(base_gpus)} in the last passing run {base_run}",
+            )
+        )
 
     def links(topo):
         return {tuple(sorted((lk.get("a"), lk.get("b")))): lk.get("class") for lk in topo.get("links") or []}
@@ -176,20 +207,32 @@ def compare(current, baseline, tolerance=0.10):
             continue  # a GPU of the pair is gone: reported above
         if now != cls:
             gpus = [int(g[3:]) for g in pair if str(g).startswith("GPU") and g[3:].isdigit()]
-            findings.append(_finding("critical", "baseline_link_changed",
-                                     f"{pair[0]}-{pair[1]} link changed from {cls} to {now} since the last "
-                                     f"passing run {base_run}", gpus))
+            findings.append(
+                _finding(
+                    "critical",
+                    "baseline_link_changed",
+                    f"{pair[0]}-{pair[1]} link changed from {cls} to {now} since the last "
+                    f"passing run {base_run}",
+                    gpus,
+                )
+            )
 
     base_coll = baseline.get("collectives") or {}
     for name, cur in sorted((current.get("collectives") or {}).items()):
         base = base_coll.get(name)
         if not base:
             continue
-        size = (base.get("verdict") or {}).get("size")
+        size = _compare_size(cur.get("rows"), base.get("rows"), (base.get("verdict") or {}).get("size"))
         if size is None:
             continue
-        found = _drop(name, _row_busbw(cur.get("rows"), size), _row_busbw(base.get("rows"), size),
-                      size=size, tolerance=tolerance, base_run=base_run)
+        found = _drop(
+            name,
+            _row_busbw(cur.get("rows"), size),
+            _row_busbw(base.get("rows"), size),
+            size=size,
+            tolerance=tolerance,
+            base_run=base_run,
+        )
         if found:
             findings.append(found)
 
@@ -198,14 +241,166 @@ def compare(current, baseline, tolerance=0.10):
         base = base_torch.get(name)
         if not base or not cur or base.get("world_size") != cur.get("world_size"):
             continue
-        common = ({r.get("size") for r in cur.get("rows") or []}
-                  & {r.get("size") for r in base.get("rows") or []})
-        common.discard(None)
-        if not common:
+        size = _compare_size(cur.get("rows"), base.get("rows"), None)
+        if size is None:
             continue
-        size = max(common)
-        found = _drop(f"torch {name}", _row_busbw(cur.get("rows"), size), _row_busbw(base.get("rows"), size),
-                      size=size, tolerance=tolerance, base_run=base_run)
+        found = _drop(
+            f"torch {name}",
+            _row_busbw(cur.get("rows"), size),
+            _row_busbw(base.get("rows"), size),
+            size=size,
+            tolerance=tolerance,
+            base_run=base_run,
+        )
         if found:
             findings.append(found)
     return findings
+
+
+# ---------------------------------------------------------------- one host's record
+_VERDICT_SEVERITY = {"FAIL": "critical", "WARN": "warning"}
+
+
+def _topology_for_record(topology):
+    """The gpu_topology fact without its findings (merged into the record's) and raw command texts."""
+    return {k: v for k, v in (topology or {}).items() if k not in ("findings", "findings_count", "raw")}
+
+
+def build_record(host, run_id, node, baseline=None):
+    """One host's results record from what the bench role gathered on it.
+
+    node: {skipped: reason|"", topology: gpu_topology fact, nccl_tests: {collective: {output, rc}},
+           torch: {single_node|multi_node: log text}, env: {}, versions: {},
+           thresholds: {pass_ratio, warn_ratio, min_bytes, tolerance}, efficiency: {}, tuning: {}}
+    baseline: (run_id, record) of the host's last passing run, or None.
+    """
+    thresholds = node.get("thresholds") or {}
+    pass_ratio = float(thresholds.get("pass_ratio", 0.9))
+    warn_ratio = float(thresholds.get("warn_ratio", 0.75))
+    min_bytes = int(thresholds.get("min_bytes", bandwidth.ONE_GIB))
+    tolerance = float(thresholds.get("tolerance", 0.10))
+    bandwidth.check_thresholds(pass_ratio, warn_ratio)
+    topology = node.get("topology") or {}
+    record = {
+        "schema": 1,
+        "host": host,
+        "run_id": run_id,
+        "skipped": node.get("skipped") or "",
+        "topology": _topology_for_record(topology),
+        "env": node.get("env") or {},
+        "versions": node.get("versions") or {},
+        "thresholds": {
+            "pass_ratio": pass_ratio,
+            "warn_ratio": warn_ratio,
+            "min_bytes": min_bytes,
+            "tolerance": tolerance,
+        },
+        "collectives": {},
+        "torch": {},
+        "tuning": node.get("tuning") or {},
+        "findings": [dict(f, source=f.get("source", "topology")) for f in topology.get("findings") or []],
+        "baseline": {"run_id": baseline[0]} if baseline else {},
+    }
+    verdicts = []
+    for name, item in sorted((node.get("nccl_tests") or {}).items()):
+        expected = bandwidth.expected_busbw(topology, name, node.get("efficiency"))
+        entry = {"expected": expected, "rc": item.get("rc")}
+        try:
+            parsed = nccltests.parse(item.get("output") or "")
+        except ValueError as err:
+            entry.update(
+                rows=[],
+                verdict={
+                    "verdict": "FAIL",
+                    "measured_busbw": None,
+                    "size": None,
+                    "expected_busbw": expected["expected_busbw"],
+                    "ratio": None,
+                    "reason": f"{name}_perf gave no results (rc {item.get('rc')}): "
+                    f"{str(err).splitlines()[0]}",
+                },
+            )
+        else:
+            entry.update(
+                rows=parsed["rows"],
+                format=parsed["format"],
+                avg_busbw=parsed["avg_busbw"],
+                nccl_version=parsed["nccl_version"],
+                nccl_tests_version=parsed["version"],
+                ngpus=parsed["config"].get("ngpus"),
+                verdict=bandwidth.verdict(parsed["rows"], expected, pass_ratio, warn_ratio, min_bytes),
+            )
+        record["collectives"][name] = entry
+        verdicts.append(entry["verdict"]["verdict"])
+        severity = _VERDICT_SEVERITY.get(entry["verdict"]["verdict"])
+        if severity:
+            record["findings"].append(
+                {
+                    "severity": severity,
+                    "code": "bench_below_expected",
+                    "gpus": [],
+                    "message": f"{name}: {entry['verdict']['reason']}",
+                    "source": "expectation",
+                }
+            )
+
+    for name, text in sorted((node.get("torch") or {}).items()):
+        try:
+            parsed = nccltests.parse_torch(text or "")
+        except ValueError:
+            record["findings"].append(
+                {
+                    "severity": "warning",
+                    "code": "bench_torch_no_results",
+                    "gpus": [],
+                    "message": f"torch {name} benchmark printed no result line",
+                    "source": "torch",
+                }
+            )
+            continue
+        entry = {
+            "rows": parsed["rows"],
+            "world_size": parsed["config"].get("world_size"),
+            "backend": parsed["config"].get("backend"),
+            "nnodes": parsed["config"].get("nnodes"),
+            "torch_version": parsed.get("torch_version", ""),
+            "nccl_version": parsed["nccl_version"],
+        }
+        if name == "single_node" and entry["backend"] == "nccl":
+            expected = bandwidth.expected_busbw(topology, "all_reduce", node.get("efficiency"))
+            entry["expected"] = expected
+            entry["verdict"] = bandwidth.verdict(parsed["rows"], expected, pass_ratio, warn_ratio, min_bytes)
+            verdicts.append(entry["verdict"]["verdict"])
+            severity = _VERDICT_SEVERITY.get(entry["verdict"]["verdict"])
+            if severity:
+                record["findings"].append(
+                    {
+                        "severity": severity,
+                        "code": "bench_below_expected",
+                        "gpus": [],
+                        "message": f"torch all_reduce: {entry['verdict']['reason']}",
+                        "source": "expectation",
+                    }
+                )
+        wrong = sum(int((r.get("in_place") or {}).get("wrong") or 0) for r in parsed["rows"])
+        if wrong:
+            verdicts.append("FAIL")
+            record["findings"].append(
+                {
+                    "severity": "critical",
+                    "code": "bench_wrong_results",
+                    "gpus": [],
+                    "message": f"torch {name}: {wrong} wrong elements",
+                    "source": "torch",
+                }
+            )
+        record["torch"][name] = entry
+
+    if baseline:
+        record["findings"].extend(compare(record, baseline[1], tolerance))
+    if any(f.get("severity") == "critical" for f in record["findings"]):
+        verdicts.append("FAIL")
+    record["verdict"] = bandwidth.worst_verdict(verdicts)
+    if record["skipped"] and record["verdict"] == "N/A" and not record["torch"]:
+        record["verdict"] = "N/A"
+    return record

@@ -1,0 +1,142 @@
+"""Records built from the 2x H200 captures, and the report written from them."""
+
+import base64
+import copy
+import pathlib
+import re
+
+import pytest
+
+from wireup import report, results, topology
+
+ROOT = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
+H200 = ROOT / "h200x2"
+NCCL = ROOT / "nccltests"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def h200_topology():
+    def read(name):
+        return (H200 / name).read_text()
+
+    topo = topology.build_topology(
+        topo_m=read("topo_m.txt"),
+        p2p={"r": read("topo_p2p_r.txt")},
+        nvlink_s=read("nvlink_s.txt"),
+        query_csv=read("query_gpu.csv"),
+    )
+    topo["findings"] = [{"severity": "info", "code": "example", "gpus": [], "message": "an info finding"}]
+    topo["raw"] = {"topo_m": "big text"}
+    return topo
+
+
+def node(all_reduce="h200x2_v2.19.6_all_reduce_perf.txt", env=None):
+    return {
+        "topology": h200_topology(),
+        "nccl_tests": {
+            "all_reduce": {"output": (NCCL / all_reduce).read_text(), "rc": 0},
+            "all_gather": {"output": (NCCL / "h200x2_v2.19.6_all_gather_perf.txt").read_text(), "rc": 0},
+            "reduce_scatter": {
+                "output": (NCCL / "h200x2_v2.19.6_reduce_scatter_perf.txt").read_text(),
+                "rc": 0,
+            },
+            "alltoall": {"output": "Failed: NCCL error alltoall.cu:81 'unhandled cuda error'\n", "rc": 1},
+        },
+        "torch": {"multi_node": (NCCL / "torch_allreduce_gloo_3ranks.txt").read_text()},
+        "env": env or {"NCCL_NVLS_ENABLE": "0"},
+        "versions": {"nccl_tests": "v2.19.6", "nccl": "2.28.9"},
+        "thresholds": {"pass_ratio": 0.9, "warn_ratio": 0.75, "min_bytes": 1 << 30, "tolerance": 0.1},
+    }
+
+
+def good_node():
+    n = node()
+    del n["nccl_tests"]["alltoall"]
+    return n
+
+
+def test_record_from_h200_captures():
+    rec = results.build_record("gpu-a01", "20261129T100000Z", good_node())
+    assert rec["verdict"] == "PASS"
+    assert rec["collectives"]["all_reduce"]["verdict"]["verdict"] == "PASS"
+    assert rec["collectives"]["all_reduce"]["expected"]["expected_busbw"] == pytest.approx(344.24, abs=0.01)
+    assert rec["collectives"]["all_reduce"]["nccl_version"] == "2.28.9"
+    assert rec["torch"]["multi_node"]["world_size"] == 3
+    assert "raw" not in rec["topology"] and "findings" not in rec["topology"]
+    assert [f["source"] for f in rec["findings"]] == ["topology"]
+
+
+def test_failed_binary_and_degraded_rerun_fail_against_expectation_and_baseline():
+    base = results.build_record("gpu-a01", "20261129T100000Z", good_node())
+    rerun = node("h200x2_v2.19.6_all_reduce_perf_p2p_disabled.txt", env={"NCCL_P2P_DISABLE": "1"})
+    rec = results.build_record("gpu-a01", "20261129T110000Z", rerun, ("20261129T100000Z", base))
+    assert rec["verdict"] == "FAIL"
+    assert rec["collectives"]["alltoall"]["verdict"]["verdict"] == "FAIL"
+    assert "alltoall_perf gave no results (rc 1)" in rec["collectives"]["alltoall"]["verdict"]["reason"]
+    codes = {(f["source"], f["code"]) for f in rec["findings"]}
+    assert ("expectation", "bench_below_expected") in codes
+    assert ("baseline", "baseline_busbw_drop") in codes
+    assert rec["baseline"] == {"run_id": "20261129T100000Z"}
+    assert "NCCL_P2P_DISABLE=1" not in report.summary_line(rec)
+    assert report.summary_line(rec).startswith("gpu-a01: FAIL - all_gather PASS")
+
+
+def test_skipped_gpu_less_node_is_na():
+    rec = results.build_record("cpu-1", "20261129T100000Z", {"skipped": "no NVIDIA GPU"})
+    assert rec["verdict"] == "N/A"
+    assert report.summary_line(rec) == "cpu-1: N/A - no NVIDIA GPU"
+
+
+def _run(tmp_path, records):
+    out = report.write_report(str(tmp_path), "20261129T110000Z", records)
+    return out, pathlib.Path(out["md"]).read_text(), pathlib.Path(out["html"]).read_text()
+
+
+def test_report_files_html_self_contained_png_valid(tmp_path):
+    pytest.importorskip("matplotlib")
+    base = results.build_record("gpu-a01", "20261129T100000Z", good_node())
+    bad = results.build_record(
+        "gpu-a01",
+        "20261129T110000Z",
+        node("h200x2_v2.19.6_all_reduce_perf_p2p_disabled.txt"),
+        ("20261129T100000Z", base),
+    )
+    cpu = results.build_record("cpu-1", "20261129T110000Z", {"skipped": "no NVIDIA GPU"})
+    _, md, page = _run(tmp_path, {"gpu-a01": bad, "cpu-1": cpu})
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["busbw_gpu-a01.png", "report.html", "report.md", "topology_gpu-a01.png", "torch.png"]
+    for png in tmp_path.glob("*.png"):
+        data = png.read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 5000
+    # Markdown: summary, verdict table, findings against expectation and baseline, plots linked.
+    assert "| gpu-a01 | FAIL | 2 | NV18 |" in md
+    assert "| cpu-1 | N/A |" in md
+    assert "baseline_busbw_drop" in md and "bench_below_expected" in md
+    assert "![busbw vs size on gpu-a01](busbw_gpu-a01.png)" in md
+    assert "torch.distributed all_reduce" in md
+    # HTML: every image inline, nothing fetched from elsewhere.
+    images = re.findall(r'<img [^>]*src="([^"]+)"', page)
+    assert len(images) == 3
+    for src in images:
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1]).startswith(PNG_MAGIC)
+    assert not re.search(r'(?:src|href)="(?!data:)', page)
+    assert '<td class="FAIL">FAIL</td>' in page
+
+
+def test_report_without_matplotlib_still_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "_pyplot", lambda: None)
+    rec = results.build_record("gpu-a01", "20261129T100000Z", good_node())
+    out, md, page = _run(tmp_path, {"gpu-a01": rec})
+    assert out["pngs"] == [] and not out["plots"]
+    assert "Plots skipped: matplotlib is not installed" in md
+    assert "<img" not in page
+
+
+def test_report_escapes_html(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "_pyplot", lambda: None)
+    rec = results.build_record("gpu-a01", "20261129T100000Z", good_node())
+    rec = copy.deepcopy(rec)
+    rec["findings"].append({"severity": "warning", "code": "x", "message": "<script>alert(1)</script>"})
+    _, _, page = _run(tmp_path, {"gpu-a01": rec})
+    assert "<script>" not in page and "&lt;script&gt;" in page
