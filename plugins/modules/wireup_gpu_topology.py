@@ -23,13 +23,17 @@ options:
     type: path
     default: ""
   p2p_modes:
-    description: P2P capability modes of C(nvidia-smi topo -p2p) to read (r read, w write, n nvlink, a atomics, p prop).
+    description:
+      - P2P capability modes of C(nvidia-smi topo -p2p) to read.
+      - r read, w write, n nvlink, a atomics, p prop.
     type: list
     elements: str
     choices: [r, w, n, a, p]
     default: [r, w, n]
   expected_gpus:
-    description: GPUs the node should have; fewer visible to nvidia-smi is a critical finding. 0 skips the check.
+    description:
+      - GPUs the node should have; fewer visible to nvidia-smi is a critical finding.
+      - 0 skips the check.
     type: int
     default: 0
   read_kernel_log:
@@ -78,8 +82,16 @@ findings_count:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.wireup.health import count_by_severity, findings, finding, parse_xid
-from ansible.module_utils.wireup.health import acs_above_gpus, is_nvswitch, parse_lspci
+from ansible.module_utils.wireup.health import (
+    SEVERITIES,
+    acs_above_gpus,
+    count_by_severity,
+    finding,
+    findings,
+    is_nvswitch,
+    parse_lspci,
+    parse_xid,
+)
 from ansible.module_utils.wireup.nvlink import parse_nvlink_status
 from ansible.module_utils.wireup.topology import (
     build_topology,
@@ -117,6 +129,26 @@ def fabric_manager_running():
     return False
 
 
+def sysfs_nvswitches(root="/sys/bus/pci/devices"):
+    """PCI addresses of NVIDIA NVSwitch devices (vendor 0x10de, class 0x0680xx), lspci or not."""
+    found = []
+    try:
+        entries = sorted(os.listdir(root))
+    except OSError:
+        return found
+    for entry in entries:
+        try:
+            with open(os.path.join(root, entry, "vendor"), encoding="ascii") as handle:
+                vendor = handle.read().strip().lower()
+            with open(os.path.join(root, entry, "class"), encoding="ascii") as handle:
+                pci_class = handle.read().strip().lower()
+        except OSError:
+            continue
+        if vendor == "0x10de" and pci_class.startswith("0x0680"):
+            found.append(entry)
+    return found
+
+
 def read_kernel_log(module):
     dmesg = module.get_bin_path("dmesg")
     if dmesg:
@@ -135,8 +167,12 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "nvidia_smi": {"type": "path", "default": ""},
-            "p2p_modes": {"type": "list", "elements": "str", "choices": ["r", "w", "n", "a", "p"],
-                          "default": ["r", "w", "n"]},
+            "p2p_modes": {
+                "type": "list",
+                "elements": "str",
+                "choices": ["r", "w", "n", "a", "p"],
+                "default": ["r", "w", "n"],
+            },
             "expected_gpus": {"type": "int", "default": 0},
             "read_kernel_log": {"type": "bool", "default": True},
             "read_lspci": {"type": "bool", "default": True},
@@ -145,14 +181,21 @@ def main():
     )
     params = module.params
     if params["expected_gpus"] < 0:
-        module.fail_json(msg=f"expected_gpus must be 0 (no check) or a positive number, got {params['expected_gpus']}")
+        module.fail_json(
+            msg=f"expected_gpus must be 0 (no check) or a positive number, got {params['expected_gpus']}"
+        )
 
     smi = params["nvidia_smi"] or module.get_bin_path("nvidia-smi", opt_dirs=["/usr/local/nvidia/bin"])
     raw, errors, extra = {}, {}, []
     texts = {}
     if not smi or not os.access(smi, os.X_OK):
-        extra.append(finding("critical", "nvidia_smi_missing",
-                             f"nvidia-smi not found ({smi or 'not on PATH'}): the NVIDIA driver is not installed"))
+        extra.append(
+            finding(
+                "critical",
+                "nvidia_smi_missing",
+                f"nvidia-smi not found ({smi or 'not on PATH'}): the NVIDIA driver is not installed",
+            )
+        )
     else:
         probes = [("topo -m", "topo_m", [smi, "topo", "-m"])]
         probes += [(f"topo -p2p {m}", f"topo_p2p_{m}", [smi, "topo", "-p2p", m]) for m in params["p2p_modes"]]
@@ -170,8 +213,12 @@ def main():
             else:
                 texts[key] = out
 
-    parsers = {"topo_m": parse_topo_matrix, "nvlink_s": parse_nvlink_status,
-               "query_gpu": parse_query_gpu_csv, "nvidia_smi_q_x": parse_smi_xml}
+    parsers = {
+        "topo_m": parse_topo_matrix,
+        "nvlink_s": parse_nvlink_status,
+        "query_gpu": parse_query_gpu_csv,
+        "nvidia_smi_q_x": parse_smi_xml,
+    }
     for key in list(texts):
         parser = parsers.get(key)
         try:
@@ -202,35 +249,47 @@ def main():
         rc, out, _err = run(module, [lspci, "-D", "-nn", "-vvv"])
         lspci_text = out if rc == 0 else None
     devices = parse_lspci(lspci_text)
-    switches = [d["address"] for d in devices if is_nvswitch(d)]
+    switches = sorted({d["address"] for d in devices if is_nvswitch(d)} | set(sysfs_nvswitches()))
     fm_running = fabric_manager_running() if switches else None
     acs_bridges, acs_readable = acs_above_gpus(devices)
 
-    items = findings(
-        topology=topology,
-        nvlink=nvlink,
-        expected_gpus=params["expected_gpus"],
-        command_errors=errors,
-        kernel_log=kernel_log,
-        kernel_log_readable=kernel_log is not None,
-        lspci=lspci_text,
-        nvswitch_fabric_manager_running=fm_running,
-    ) + extra
-    order = ("critical", "warning", "info")
-    items.sort(key=lambda f: (order.index(f["severity"]), f["code"], f["gpus"]))
+    items = (
+        findings(
+            topology=topology,
+            nvlink=nvlink,
+            expected_gpus=params["expected_gpus"],
+            command_errors=errors,
+            kernel_log=kernel_log,
+            kernel_log_readable=kernel_log is not None,
+            lspci=lspci_text,
+            nvswitch_fabric_manager_running=fm_running,
+            nvswitches=len(switches),
+        )
+        + extra
+    )
+    items.sort(key=lambda f: (SEVERITIES.index(f["severity"]), f["code"], f["gpus"]))
 
     topology["kernel_log"] = {
         "readable": kernel_log is not None,
-        "source": source if kernel_log is not None else "not readable",
+        "source": source
+        if kernel_log is not None
+        else "not readable"
+        if params["read_kernel_log"]
+        else "not read",
         "xid": parse_xid(kernel_log),
     }
-    topology["acs"] = {"checked": lspci_text is not None, "readable": bool(lspci_text) and acs_readable,
-                       "bridges": acs_bridges}
+    topology["acs"] = {
+        "checked": lspci_text is not None,
+        "readable": bool(lspci_text) and acs_readable,
+        "bridges": acs_bridges,
+    }
     topology["fabric"] = {"nvswitches": switches, "manager_running": fm_running}
     topology["findings"] = items
     topology["findings_count"] = count_by_severity(items)
     topology["raw"] = raw
-    module.exit_json(changed=False, topology=topology, findings=items, findings_count=topology["findings_count"])
+    module.exit_json(
+        changed=False, topology=topology, findings=items, findings_count=topology["findings_count"]
+    )
 
 
 if __name__ == "__main__":

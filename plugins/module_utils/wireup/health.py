@@ -55,7 +55,9 @@ XID_MEANINGS = {
     120: ("critical", "GSP error"),
 }
 
-XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})[^)]*\):\s*(\d+)\s*,?\s*(.*)")
+XID_RE = re.compile(
+    r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})[^)]*\):\s*(\d+)\s*,?\s*(.*)"
+)
 NVML_MISMATCH_RE = re.compile(r"Driver/library version mismatch", re.IGNORECASE)
 NVML_FAILED_RE = re.compile(
     r"Failed to initialize NVML|couldn't communicate with the NVIDIA driver|No devices were found",
@@ -67,7 +69,9 @@ LSPCI_HEADER_RE = re.compile(
     r"(?P<classname>[^:\[]+?)(?:\s*\[(?P<classcode>[0-9a-fA-F]{4})\])?:\s*(?P<rest>.*)$"
 )
 LSPCI_IDS_RE = re.compile(r"\[(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})\]")
-LSPCI_BUS_RE = re.compile(r"Bus: primary=([0-9a-fA-F]+), secondary=([0-9a-fA-F]+), subordinate=([0-9a-fA-F]+)")
+LSPCI_BUS_RE = re.compile(
+    r"Bus: primary=([0-9a-fA-F]+), secondary=([0-9a-fA-F]+), subordinate=([0-9a-fA-F]+)"
+)
 ACS_CTL_RE = re.compile(r"ACSCtl:\s*(.*)$")
 ACS_FLAG_RE = re.compile(r"(\w+)([+-])")
 NVIDIA_VENDOR = "10de"
@@ -202,7 +206,11 @@ def acs_above_gpus(devices):
         acs = bridge["acs_ctl"]
         if not below or not acs:
             continue
-        on = [flag for flag in ("SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl") if acs.get(flag)]
+        on = [
+            flag
+            for flag in ("SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl")
+            if acs.get(flag)
+        ]
         if on:
             result.append({"address": bridge["address"], "flags": on, "gpus": below})
     return result, readable
@@ -244,7 +252,9 @@ def _nvlink_findings(topology, nvlink):
             continue
         a, b = int(link["a"][3:]), int(link["b"][3:])
         short = [
-            (i, by_index[i]["active"]) for i in (a, b) if i in by_index and by_index[i]["active"] < link["nvlinks"]
+            (i, by_index[i]["active"])
+            for i in (a, b)
+            if i in by_index and by_index[i]["active"] < link["nvlinks"]
         ]
         if short:
             detail = ", ".join(f"GPU{i} has {n} active" for i, n in short)
@@ -335,6 +345,7 @@ def classify_smi_error(text):
 def findings(
     topology=None,
     nvlink=None,
+    *,
     expected_gpus=0,
     found_gpus=None,
     command_errors=None,
@@ -342,6 +353,7 @@ def findings(
     kernel_log_readable=True,
     lspci=None,
     nvswitch_fabric_manager_running=None,
+    nvswitches=None,
 ):
     """Apply the rules in this module's docstring; return findings sorted critical first.
 
@@ -350,7 +362,7 @@ def findings(
     command_errors: {"topo -m": "stderr text", ...} for probes that failed; kernel_log: dmesg or
     journal text (None with kernel_log_readable False when refused); lspci: `lspci -D -nn -vvv`
     text or None; nvswitch_fabric_manager_running: whether an nv-fabricmanager process runs
-    (None: unknown).
+    (None: unknown); nvswitches: NVSwitch devices on the node's PCI bus (None: count them in lspci).
     """
     topology = topology or {}
     gpus = topology.get("gpus", [])
@@ -376,7 +388,9 @@ def findings(
             nvml_reported = True
             out.append(finding("critical", code, f"nvidia-smi cannot talk to the driver: {first}"))
         elif code is None:
-            out.append(finding("warning", "probe_failed", f"`nvidia-smi {command}` failed: {first or 'no output'}"))
+            out.append(
+                finding("warning", "probe_failed", f"`nvidia-smi {command}` failed: {first or 'no output'}")
+            )
 
     found = len(gpus) if found_gpus is None else found_gpus
     if expected_gpus:
@@ -391,7 +405,11 @@ def findings(
             )
         elif found > expected_gpus:
             out.append(
-                finding("info", "gpu_count_high", f"{found} GPU(s) visible to nvidia-smi, {expected_gpus} expected")
+                finding(
+                    "info",
+                    "gpu_count_high",
+                    f"{found} GPU(s) visible to nvidia-smi, {expected_gpus} expected",
+                )
             )
 
     out.extend(_nvlink_findings(topology, nvlink))
@@ -437,13 +455,13 @@ def findings(
             )
 
     devices = parse_lspci(lspci)
-    switches = [d for d in devices if is_nvswitch(d)]
+    switches = len([d for d in devices if is_nvswitch(d)]) if nvswitches is None else nvswitches
     if switches and nvswitch_fabric_manager_running is False:
         out.append(
             finding(
                 "critical",
                 "fabric_manager_not_running",
-                f"{len(switches)} NVSwitch device(s) on the PCI bus but no nv-fabricmanager process; "
+                f"{switches} NVSwitch device(s) on the PCI bus but no nv-fabricmanager process; "
                 "install and start nvidia-fabricmanager matching the driver",
             )
         )

@@ -55,7 +55,8 @@ def parse_nvlink_status(text):
         if m:
             if current is None:
                 raise ValueError(
-                    f"parse_nvlink_status: line {number} {line!r} comes before any 'GPU N: NAME (UUID: ...)' line"
+                    f"parse_nvlink_status: line {number} {line!r} comes before any "
+                    "'GPU N: NAME (UUID: ...)' line"
                 )
             speed = float(m.group(2)) if m.group(2) is not None else None
             current["links"].append(
@@ -64,7 +65,8 @@ def parse_nvlink_status(text):
             continue
         if line.startswith("Link "):
             raise ValueError(
-                f"parse_nvlink_status: line {number} {line!r}: expected 'Link N: <speed> GB/s' or 'Link N: <inactive>'"
+                f"parse_nvlink_status: line {number} {line!r}: expected 'Link N: <speed> GB/s' "
+                "or 'Link N: <inactive>'"
             )
         # Other lines (driver notes such as "NVLink is not supported") carry no link state.
     if not gpus:
