@@ -10,11 +10,15 @@ from .testbed import Testbed, all_testbeds
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.testbed",
-                                     description="Local multi-node testbed for wireup (systemd-nspawn nodes).")
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.testbed",
+        description="Local multi-node testbed for wireup (systemd-nspawn nodes).",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("deps", help="apt-get install the host packages the testbed needs, if missing")
-    p_up = sub.add_parser("up", help="bring a testbed up (reused when already up) and print its inventory path")
+    p_up = sub.add_parser(
+        "up", help="bring a testbed up (reused when already up) and print its inventory path"
+    )
     p_up.add_argument("--name", default="default", help="testbed name (default: default)")
     p_up.add_argument("--nodes", type=int, default=3, help="number of nodes (default: 3)")
     p_down = sub.add_parser("down", help="stop a testbed's processes and remove everything it made")
@@ -38,7 +42,7 @@ def main(argv=None) -> int:
             tb = Testbed(args.name, log=log).up(nodes=args.nodes)
             print(tb.inventory)
         elif args.command == "down":
-            for name in (all_testbeds() if args.all else [args.name]):
+            for name in all_testbeds() if args.all else [args.name]:
                 Testbed(name, log=log).down()
         elif args.command == "status":
             names = all_testbeds()
@@ -60,7 +64,9 @@ def main(argv=None) -> int:
 
 def _known_node(tb, node):
     if node not in tb.state.get("nodes", {}):
-        raise TestbedError(f"testbed {tb.name} has no node {node!r}; nodes: {', '.join(tb.nodes) or 'none (not up)'}")
+        raise TestbedError(
+            f"testbed {tb.name} has no node {node!r}; nodes: {', '.join(tb.nodes) or 'none (not up)'}"
+        )
 
 
 if __name__ == "__main__":

@@ -25,14 +25,35 @@ SUITE = "bookworm"
 # (python3-packaging), deb822_repository (python3-debian), apt keys (gnupg), become (sudo, acl),
 # unarchive (unzip, xz-utils); systemd boots the node so service tasks run for real.
 PACKAGES = (
-    "python3", "python3-venv", "python3-apt", "python3-packaging", "python3-debian",
-    "openssh-server", "sudo", "acl", "ca-certificates", "procps", "netbase", "iproute2",
-    "systemd", "systemd-sysv", "dbus", "gnupg", "debian-archive-keyring",
-    "unzip", "xz-utils", "kmod", "pciutils", "less",
+    "python3",
+    "python3-venv",
+    "python3-apt",
+    "python3-packaging",
+    "python3-debian",
+    "openssh-server",
+    "sudo",
+    "acl",
+    "ca-certificates",
+    "procps",
+    "netbase",
+    "iproute2",
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "gnupg",
+    "debian-archive-keyring",
+    "unzip",
+    "xz-utils",
+    "kmod",
+    "pciutils",
+    "less",
 )
 HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
-APT_SOURCES = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*.list")),
-               *sorted(Path("/etc/apt/sources.list.d").glob("*.sources"))]
+APT_SOURCES = [
+    Path("/etc/apt/sources.list"),
+    *sorted(Path("/etc/apt/sources.list.d").glob("*.list")),
+    *sorted(Path("/etc/apt/sources.list.d").glob("*.sources")),
+]
 SSHD_DROPIN = """\
 # wireup testbed: root by key only; host key generated per node by the testbed.
 HostKey /etc/ssh/ssh_host_ed25519_key
@@ -58,8 +79,8 @@ def apt_uris(files=None):
     """URIs used by the active apt sources (deb822 URIs: lines and one-line deb entries)."""
     uris = []
     for path, text in (files or apt_source_files()).items():
-        for line in text.splitlines():
-            line = line.split("#", 1)[0].strip()
+        for raw in text.splitlines():
+            line = raw.split("#", 1)[0].strip()
             if path.suffix == ".sources" and line.lower().startswith("uris:"):
                 uris += line.split(":", 1)[1].split()
             elif path.suffix != ".sources" and line.startswith(("deb ", "deb-src ")):
@@ -72,8 +93,10 @@ def debian_mirror():
     for uri in apt_uris():
         if uri.rstrip("/").endswith("/debian"):
             return uri.rstrip("/")
-    raise TestbedError("no Debian archive URI (…/debian) in /etc/apt/sources.list*: "
-                       "set WIREUP_TESTBED_MIRROR=http://HOST/debian")
+    raise TestbedError(
+        "no Debian archive URI (…/debian) in /etc/apt/sources.list*: "
+        "set WIREUP_TESTBED_MIRROR=http://HOST/debian"
+    )
 
 
 def pip_settings():
@@ -143,8 +166,17 @@ def _finish_golden(root: Path):
     _write(root, "/etc/ssh/sshd_config.d/10-wireup-testbed.conf", SSHD_DROPIN)
     run(["chroot", root, "systemctl", "enable", "systemd-networkd.service", "ssh.service"])
     # Nothing on a testbed node waits for "network online"; a console getty only slows shutdown.
-    run(["chroot", root, "systemctl", "mask", "systemd-networkd-wait-online.service",
-         "console-getty.service", "getty@tty1.service"])
+    run(
+        [
+            "chroot",
+            root,
+            "systemctl",
+            "mask",
+            "systemd-networkd-wait-online.service",
+            "console-getty.service",
+            "getty@tty1.service",
+        ]
+    )
     # Apt: exactly this machine's sources (same archive host names, pinned in each node's /etc/hosts).
     for old in [root / "etc/apt/sources.list", *root.glob("etc/apt/sources.list.d/*")]:
         if old.is_file():
@@ -176,8 +208,17 @@ def golden_rootfs(log=print) -> Path:
             shutil.rmtree(tmp)  # left by a crashed build (we hold the lock: nobody else builds it)
         t0 = time.monotonic()
         log(f"building golden rootfs {final} with mmdebstrap (once per machine)…")
-        run(["mmdebstrap", "--variant=apt", "--quiet", f"--include={','.join(PACKAGES)}",
-             SUITE, tmp, debian_mirror()])
+        run(
+            [
+                "mmdebstrap",
+                "--variant=apt",
+                "--quiet",
+                f"--include={','.join(PACKAGES)}",
+                SUITE,
+                tmp,
+                debian_mirror(),
+            ]
+        )
         _finish_golden(tmp)
         (tmp / ".wireup-complete").write_text(json.dumps({"key": key, "packages": PACKAGES}) + "\n")
         if final.exists():
@@ -202,8 +243,10 @@ def torch_wheel() -> Path:
     pattern = override or f"/opt/wheels/torch-{torch_pin()}+cpu-cp311-*.whl"
     found = sorted(glob.glob(pattern))
     if not found:
-        raise TestbedError(f"no torch CPU wheel matches {pattern}: put one there or set "
-                           "WIREUP_TESTBED_TORCH_WHEEL=/path/to/torch-…-cp311-…whl")
+        raise TestbedError(
+            f"no torch CPU wheel matches {pattern}: put one there or set "
+            "WIREUP_TESTBED_TORCH_WHEEL=/path/to/torch-…-cp311-…whl"
+        )
     return Path(found[-1])
 
 
@@ -222,11 +265,31 @@ def wheelhouse(log=print) -> Path:
         t0 = time.monotonic()
         log(f"downloading the dependencies of {wheel.name} into {final} (once per machine)…")
         shutil.copy2(wheel, tmp / wheel.name)
-        run([sys.executable, "-m", "pip", "download", "--quiet", "-d", tmp,
-             "--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp",
-             "--abi", "cp311", "--platform", "manylinux_2_28_x86_64",
-             "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64",
-             tmp / wheel.name])
+        run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "-d",
+                tmp,
+                "--only-binary=:all:",
+                "--python-version",
+                "3.11",
+                "--implementation",
+                "cp",
+                "--abi",
+                "cp311",
+                "--platform",
+                "manylinux_2_28_x86_64",
+                "--platform",
+                "manylinux_2_17_x86_64",
+                "--platform",
+                "manylinux2014_x86_64",
+                tmp / wheel.name,
+            ]
+        )
         (tmp / ".wireup-complete").write_text(wheel.name + "\n")
         if final.exists():
             shutil.rmtree(final)

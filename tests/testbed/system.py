@@ -140,13 +140,15 @@ def stop_process(pid, start_time, *, timeout=20.0) -> str:
     """SIGTERM the process we started, wait, SIGKILL if it outlives timeout. Returns what happened."""
     if not is_our_process(pid, start_time):
         return "not running"
-    os.kill(int(pid), signal.SIGTERM)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(int(pid), signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not is_our_process(pid, start_time):
             return "stopped"
         time.sleep(0.1)
-    os.kill(int(pid), signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(int(pid), signal.SIGKILL)
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and is_our_process(pid, start_time):
         time.sleep(0.1)

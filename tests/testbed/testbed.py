@@ -19,8 +19,18 @@ from pathlib import Path
 
 from . import cache
 from .system import (
-    RUN_DIR, TestbedError, children_of, flock, is_mountpoint, is_our_process, link_exists,
-    proc_start_time, require_host, resolve_v4, run, stop_process,
+    RUN_DIR,
+    TestbedError,
+    children_of,
+    flock,
+    is_mountpoint,
+    is_our_process,
+    link_exists,
+    proc_start_time,
+    require_host,
+    resolve_v4,
+    run,
+    stop_process,
 )
 
 REPO_ROOT = cache.REPO_ROOT
@@ -44,10 +54,14 @@ def _log(msg):
 class Testbed:
     """A named testbed. `Testbed(name).up(nodes=3)`, `.down()`, `.stop_node()`, `.start_node()`."""
 
+    __test__ = False  # not a pytest test class, despite its name
+
     def __init__(self, name: str = "default", log=_log):
         if not NAME_RE.match(name):
-            raise TestbedError(f"testbed name {name!r} is invalid: use 1-20 of a-z, 0-9 and '-', "
-                               "starting with a letter (--name NAME)")
+            raise TestbedError(
+                f"testbed name {name!r} is invalid: use 1-20 of a-z, 0-9 and '-', "
+                "starting with a letter (--name NAME)"
+            )
         self.name = name
         self.dir = STATE_ROOT / name
         self.state_file = self.dir / "state.json"
@@ -103,7 +117,8 @@ class Testbed:
             return False
         http = self.state.get("http", {})
         return is_our_process(http.get("pid"), http.get("start")) and all(
-            self.node_running(n) for n in self.state["nodes"])
+            self.node_running(n) for n in self.state["nodes"]
+        )
 
     # --- slots: distinct bridge, subnet and port per testbed on this machine ----------------------
     def _claim_slot(self) -> int:
@@ -126,8 +141,10 @@ class Testbed:
                     continue
                 claim.write_text(json.dumps({"name": self.name, "state_dir": str(self.dir)}) + "\n")
                 return slot
-        raise TestbedError(f"no free testbed slot (1-{MAX_SLOT}) under {slots}: "
-                           "bring some down (`python -m tests.testbed status`)")
+        raise TestbedError(
+            f"no free testbed slot (1-{MAX_SLOT}) under {slots}: "
+            "bring some down (`python -m tests.testbed status`)"
+        )
 
     def _release_slot(self):
         slot = self.state.get("slot")
@@ -152,8 +169,10 @@ class Testbed:
             if len(self.state["nodes"]) == nodes:
                 self.log(f"testbed {self.name} is already up ({nodes} nodes); reusing it")
                 return self
-            raise TestbedError(f"testbed {self.name} is up with {len(self.state['nodes'])} nodes, not "
-                               f"{nodes}: bring it down first (python -m tests.testbed down --name {self.name})")
+            raise TestbedError(
+                f"testbed {self.name} is up with {len(self.state['nodes'])} nodes, not "
+                f"{nodes}: bring it down first (python -m tests.testbed down --name {self.name})"
+            )
         if self.state or self.dir.exists():
             self.log(f"testbed {self.name}: cleaning up an earlier run that is not fully up")
             self.down()
@@ -167,33 +186,58 @@ class Testbed:
             with contextlib.suppress(Exception):
                 self.down()
             raise
-        self.log(f"testbed {self.name}: {nodes} nodes up in {time.monotonic() - t0:.1f} s; "
-                 f"inventory: {self.inventory}")
+        self.log(
+            f"testbed {self.name}: {nodes} nodes up in {time.monotonic() - t0:.1f} s; "
+            f"inventory: {self.inventory}"
+        )
         return self
 
     def _create(self, nodes, golden, wheels):
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.state = {"name": self.name, "state_dir": str(self.dir), "owner_pid": os.getpid(),
-                      "golden": str(golden), "nodes": {}, "ready": False}
+        self.state = {
+            "name": self.name,
+            "state_dir": str(self.dir),
+            "owner_pid": os.getpid(),
+            "golden": str(golden),
+            "nodes": {},
+            "ready": False,
+        }
         self._save()
         slot = self._claim_slot()
         hosts = cache.registry_hosts()
         fronts = sorted({a for h in hosts for a in resolve_v4(h)})
         self.state.update(
-            slot=slot, bridge=f"wtb{slot}", subnet=f"{NET_PREFIX}.{slot}.0/24",
-            bridge_ip=f"{NET_PREFIX}.{slot}.1", port=PORT_BASE + slot,
-            registry_hosts=hosts, front_addresses=fronts,
+            slot=slot,
+            bridge=f"wtb{slot}",
+            subnet=f"{NET_PREFIX}.{slot}.0/24",
+            bridge_ip=f"{NET_PREFIX}.{slot}.1",
+            port=PORT_BASE + slot,
+            registry_hosts=hosts,
+            front_addresses=fronts,
             iptables={"filter": f"WTB{slot}-FWD", "nat": f"WTB{slot}-NAT"},
         )
         self._save()
-        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"wireup-testbed-{self.name}",
-             "-f", self.key_file])
+        run(
+            [
+                "ssh-keygen",
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                f"wireup-testbed-{self.name}",
+                "-f",
+                self.key_file,
+            ]
+        )
         self._make_network()
         self._serve_www(wheels)
         for k in range(1, nodes + 1):
             self._make_node(k, golden)
-        self.known_hosts.write_text("".join(
-            f"{rec['address']} {rec['host_key']}\n" for rec in self.nodes.values()))
+        self.known_hosts.write_text(
+            "".join(f"{rec['address']} {rec['host_key']}\n" for rec in self.nodes.values())
+        )
         for node in self.nodes:
             self._start_node(node)
         for node in self.nodes:
@@ -219,10 +263,44 @@ class Testbed:
         run(["iptables", "-w", "-A", fch, "-i", br, "-o", br, "-j", "ACCEPT"])
         for front in st["front_addresses"]:
             for port in REGISTRY_PORTS:
-                run(["iptables", "-w", "-A", fch, "-i", br, "-s", st["subnet"], "-d", f"{front}/32",
-                     "-p", "tcp", "--dport", str(port), "-j", "ACCEPT"])
-        run(["iptables", "-w", "-A", fch, "-o", br, "-d", st["subnet"], "-m", "conntrack",
-             "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT"])
+                run(
+                    [
+                        "iptables",
+                        "-w",
+                        "-A",
+                        fch,
+                        "-i",
+                        br,
+                        "-s",
+                        st["subnet"],
+                        "-d",
+                        f"{front}/32",
+                        "-p",
+                        "tcp",
+                        "--dport",
+                        str(port),
+                        "-j",
+                        "ACCEPT",
+                    ]
+                )
+        run(
+            [
+                "iptables",
+                "-w",
+                "-A",
+                fch,
+                "-o",
+                br,
+                "-d",
+                st["subnet"],
+                "-m",
+                "conntrack",
+                "--ctstate",
+                "RELATED,ESTABLISHED",
+                "-j",
+                "ACCEPT",
+            ]
+        )
         # Everything else from or to the nodes: refused at once (fast failure, no hanging probes).
         run(["iptables", "-w", "-A", fch, "-i", br, "-j", "REJECT"])
         run(["iptables", "-w", "-A", fch, "-o", br, "-j", "REJECT"])
@@ -230,8 +308,22 @@ class Testbed:
         run(["iptables", "-w", "-I", "FORWARD", "1", "-i", br, "-j", fch])
         run(["iptables", "-w", "-t", "nat", "-N", nch])
         for front in st["front_addresses"]:
-            run(["iptables", "-w", "-t", "nat", "-A", nch, "-s", st["subnet"], "-d", f"{front}/32",
-                 "-j", "MASQUERADE"])
+            run(
+                [
+                    "iptables",
+                    "-w",
+                    "-t",
+                    "nat",
+                    "-A",
+                    nch,
+                    "-s",
+                    st["subnet"],
+                    "-d",
+                    f"{front}/32",
+                    "-j",
+                    "MASQUERADE",
+                ]
+            )
         run(["iptables", "-w", "-t", "nat", "-I", "POSTROUTING", "1", "-s", st["subnet"], "-j", nch])
 
     def _serve_www(self, wheels: Path):
@@ -246,16 +338,30 @@ class Testbed:
                     shutil.copy2(whl, target)
         log = open(self.dir / "www.log", "ab")  # noqa: SIM115  # handed to the child process
         proc = subprocess.Popen(
-            [sys.executable, "-m", "http.server", str(self.state["port"]), "--bind",
-             self.state["bridge_ip"], "--directory", str(self.www_dir)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "http.server",
+                str(self.state["port"]),
+                "--bind",
+                self.state["bridge_ip"],
+                "--directory",
+                str(self.www_dir),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         log.close()
         self.state["http"] = {"pid": proc.pid, "start": proc_start_time(proc.pid)}
         self._save()
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(
-                    (self.state["bridge_ip"], self.state["port"]), timeout=1):
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection((self.state["bridge_ip"], self.state["port"]), timeout=1),
+            ):
                 return
             if proc.poll() is not None:
                 break
@@ -264,19 +370,37 @@ class Testbed:
 
     def _make_node(self, k: int, golden: Path):
         st = self.state
-        name = "node%d" % k if self.name == "default" else f"{self.name}-node{k}"
+        # Same names in every testbed (each has its own inventory): node1..nodeN.
+        name = f"node{k}"
         ndir = self.dir / "nodes" / name
-        rec = {"index": k, "hostname": name, "machine": f"wtb{st['slot']}n{k}",
-               "address": f"{NET_PREFIX}.{st['slot']}.{10 + k}", "dir": str(ndir),
-               "root": str(ndir / "root"), "upper": str(ndir / "upper"), "work": str(ndir / "work"),
-               "log": str(ndir / "console.log"), "mounted": False}
+        rec = {
+            "index": k,
+            "hostname": name,
+            "machine": f"wtb{st['slot']}n{k}",
+            "address": f"{NET_PREFIX}.{st['slot']}.{10 + k}",
+            "dir": str(ndir),
+            "root": str(ndir / "root"),
+            "upper": str(ndir / "upper"),
+            "work": str(ndir / "work"),
+            "log": str(ndir / "console.log"),
+            "mounted": False,
+        }
         rec["veth"] = "vb-" + rec["machine"]
         st["nodes"][name] = rec
         self._save()
         for sub in ("root", "upper", "work"):
             (ndir / sub).mkdir(parents=True, exist_ok=True)
-        run(["mount", "-t", "overlay", "overlay", "-o",
-             f"lowerdir={golden},upperdir={rec['upper']},workdir={rec['work']}", rec["root"]])
+        run(
+            [
+                "mount",
+                "-t",
+                "overlay",
+                "overlay",
+                "-o",
+                f"lowerdir={golden},upperdir={rec['upper']},workdir={rec['work']}",
+                rec["root"],
+            ]
+        )
         rec["mounted"] = True
         self._save()
         root = Path(rec["root"])
@@ -287,14 +411,16 @@ class Testbed:
             "::1\tlocalhost ip6-localhost ip6-loopback\n"
             "ff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n"
             "# wireup testbed: the nodes have no DNS; the registries' names point at their front address\n"
-            + "".join(f"{front}\t{' '.join(st['registry_hosts'])}\n" for front in st["front_addresses"][:1]))
+            + "".join(f"{front}\t{' '.join(st['registry_hosts'])}\n" for front in st["front_addresses"][:1])
+        )
         netfile = root / "etc/systemd/network/10-host0.network"
         netfile.parent.mkdir(parents=True, exist_ok=True)
         netfile.write_text(
             "# wireup testbed: static address on the testbed bridge (sorts before nspawn's default)\n"
             "[Match]\nName=host0\n\n[Network]\n"
             f"Address={rec['address']}/24\nGateway={st['bridge_ip']}\n"
-            "LinkLocalAddressing=no\nIPv6AcceptRA=no\n")
+            "LinkLocalAddressing=no\nIPv6AcceptRA=no\n"
+        )
         hostkey = root / "etc/ssh/ssh_host_ed25519_key"
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{name}", "-f", hostkey])
         rec["host_key"] = " ".join(Path(str(hostkey) + ".pub").read_text().split()[:2])
@@ -310,19 +436,49 @@ class Testbed:
             return
         log = open(rec["log"], "ab")  # noqa: SIM115  # handed to the child process
         proc = subprocess.Popen(
-            ["systemd-nspawn", "--quiet", "-b", "-D", rec["root"], "-M", rec["machine"],
-             f"--hostname={rec['hostname']}", "--register=no", "--keep-unit",
-             f"--network-bridge={self.state['bridge']}", "--console=read-only",
-             "--resolv-conf=off", "--timezone=off", "--link-journal=no"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                "systemd-nspawn",
+                "--quiet",
+                "-b",
+                "-D",
+                rec["root"],
+                "-M",
+                rec["machine"],
+                f"--hostname={rec['hostname']}",
+                "--register=no",
+                "--keep-unit",
+                f"--network-bridge={self.state['bridge']}",
+                "--console=read-only",
+                "--resolv-conf=off",
+                "--timezone=off",
+                "--link-journal=no",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         log.close()
         rec.update(pid=proc.pid, start=proc_start_time(proc.pid), leader=None)
         self._save()
 
     def _ssh_argv(self, node: str):
-        return ["ssh", "-i", self.key_file, "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
-                "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={self.known_hosts}",
-                "-o", "ConnectTimeout=5", f"root@{self.address(node)}"]
+        return [
+            "ssh",
+            "-i",
+            self.key_file,
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            f"UserKnownHostsFile={self.known_hosts}",
+            "-o",
+            "ConnectTimeout=5",
+            f"root@{self.address(node)}",
+        ]
 
     def ssh(self, node: str, command: str, *, check=True, timeout=120):
         """Run a shell command on a node over ssh (host key checked); returns CompletedProcess."""
@@ -334,14 +490,18 @@ class Testbed:
         deadline = time.monotonic() + timeout
         while True:
             if not self.node_running(node):
-                raise TestbedError(f"node {node} (systemd-nspawn pid {rec.get('pid')}) exited while "
-                                   f"booting: see {rec['log']}")
+                raise TestbedError(
+                    f"node {node} (systemd-nspawn pid {rec.get('pid')}) exited while "
+                    f"booting: see {rec['log']}"
+                )
             with contextlib.suppress(OSError), socket.create_connection((rec["address"], 22), timeout=1) as s:
                 s.settimeout(3)
                 if s.recv(4).startswith(b"SSH-"):
                     break
             if time.monotonic() > deadline:
-                raise TestbedError(f"node {node} ({rec['address']}) has no sshd after {timeout} s: see {rec['log']}")
+                raise TestbedError(
+                    f"node {node} ({rec['address']}) has no sshd after {timeout} s: see {rec['log']}"
+                )
             time.sleep(0.2)
         left = max(5, int(deadline - time.monotonic()))
         proc = self.ssh(node, "systemctl is-system-running --wait", check=False, timeout=left + 10)
@@ -351,32 +511,39 @@ class Testbed:
         if state == "degraded":
             failed = self.ssh(node, "systemctl --failed --no-legend --plain", check=False).stdout.strip()
             self.log(f"node {node}: systemd degraded; failed units: {failed}")
+        # The node's init (systemd, PID 1 inside): nsenter's target, and killed by down() should
+        # systemd-nspawn itself have died without taking its container with it.
         rec["leader"] = next(iter(children_of(int(rec["pid"]))), None)
+        rec["leader_start"] = proc_start_time(rec["leader"]) if rec["leader"] else None
         self._save()
 
     def _write_inventory(self):
         import yaml  # the control venv has PyYAML (ansible-core needs it)
 
-        st = self.state
-        common = (f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={self.known_hosts} "
-                  "-o IdentitiesOnly=yes")
-        inventory = {"gpu_nodes": {
-            "hosts": {n: {"ansible_host": rec["address"]} for n, rec in self.nodes.items()},
-            "vars": {
-                "ansible_user": "root",
-                "ansible_ssh_private_key_file": str(self.key_file),
-                "ansible_ssh_common_args": common,
-                # paramiko cannot be pointed at known_hosts: testbed only, ssh keeps checking keys.
-                "ansible_paramiko_host_key_checking": False,
-                "ansible_python_interpreter": "/usr/bin/python3",
-                "pytorch_venv_wheelhouse_url": f"{self.www_url}wheels/",
-                "wireup_testbed_name": self.name,
-                "wireup_testbed_www_url": self.www_url,
-                "wireup_testbed_www_dir": str(self.www_dir),
-            },
-        }}
-        header = (f"# Generated by `python -m tests.testbed up --name {self.name}`: the local testbed's "
-                  f"{len(self.nodes)} nodes.\n# Removed by `python -m tests.testbed down --name {self.name}`.\n")
+        common = (
+            f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={self.known_hosts} -o IdentitiesOnly=yes"
+        )
+        inventory = {
+            "gpu_nodes": {
+                "hosts": {n: {"ansible_host": rec["address"]} for n, rec in self.nodes.items()},
+                "vars": {
+                    "ansible_user": "root",
+                    "ansible_ssh_private_key_file": str(self.key_file),
+                    "ansible_ssh_common_args": common,
+                    # paramiko cannot be pointed at known_hosts: testbed only, ssh keeps checking keys.
+                    "ansible_paramiko_host_key_checking": False,
+                    "ansible_python_interpreter": "/usr/bin/python3",
+                    "pytorch_venv_wheelhouse_url": f"{self.www_url}wheels/",
+                    "wireup_testbed_name": self.name,
+                    "wireup_testbed_www_url": self.www_url,
+                    "wireup_testbed_www_dir": str(self.www_dir),
+                },
+            }
+        }
+        header = (
+            f"# Generated by `python -m tests.testbed up --name {self.name}`: the local testbed's "
+            f"{len(self.nodes)} nodes.\n# Removed by `python -m tests.testbed down --name {self.name}`.\n"
+        )
         self.inventory.write_text(header + yaml.safe_dump(inventory, sort_keys=False, width=200))
 
     # --- single nodes --------------------------------------------------------------------------
@@ -384,7 +551,8 @@ class Testbed:
         """Power a node off (SIGTERM to its systemd-nspawn, which shuts the node down)."""
         rec = self.state["nodes"][node]
         result = stop_process(rec.get("pid"), rec.get("start"), timeout=timeout)
-        rec.update(pid=None, start=None, leader=None)
+        self._kill_orphan_init(rec)
+        rec.update(pid=None, start=None, leader=None, leader_start=None)
         self._remove_link(rec["veth"])
         self._save()
         return result
@@ -395,6 +563,12 @@ class Testbed:
         self._wait_ready(node)
 
     # --- down ----------------------------------------------------------------------------------
+    @staticmethod
+    def _kill_orphan_init(rec):
+        """A node whose systemd-nspawn died (SIGKILL, crash) keeps running: end its PID namespace."""
+        if is_our_process(rec.get("leader"), rec.get("leader_start")):
+            stop_process(rec["leader"], rec["leader_start"], timeout=0.5)
+
     @staticmethod
     def _remove_link(name):
         if name and link_exists(name):
@@ -411,6 +585,7 @@ class Testbed:
                     os.kill(int(rec["pid"]), 15)
         for rec in nodes.values():
             stop_process(rec.get("pid"), rec.get("start"))
+            self._kill_orphan_init(rec)
         http = st.get("http", {})
         stop_process(http.get("pid"), http.get("start"), timeout=5)
         for rec in nodes.values():
@@ -421,16 +596,22 @@ class Testbed:
             self._remove_iptables(st)
         for rec in nodes.values():
             root = Path(rec["root"])
-            if root.exists() and is_mountpoint(root):
-                if run(["umount", root], check=False).returncode != 0:
-                    run(["umount", "-l", root], check=False)
+            mounted = root.exists() and is_mountpoint(root)
+            if mounted and run(["umount", root], check=False).returncode != 0:
+                run(["umount", "-l", root], check=False)
         if st.get("ip_forward_before") == "0" and not self._other_slots_claimed(st.get("slot")):
             Path("/proc/sys/net/ipv4/ip_forward").write_text("0\n")
         self.state = st
         self._release_slot()
-        still = [rec["root"] for rec in nodes.values() if Path(rec["root"]).exists() and is_mountpoint(Path(rec["root"]))]
+        still = [
+            rec["root"]
+            for rec in nodes.values()
+            if Path(rec["root"]).exists() and is_mountpoint(Path(rec["root"]))
+        ]
         if still:
-            raise TestbedError(f"testbed {self.name}: could not unmount {still}; unmount them and run down again")
+            raise TestbedError(
+                f"testbed {self.name}: could not unmount {still}; unmount them and run down again"
+            )
         if self.dir.exists():
             shutil.rmtree(self.dir)
         self.state = {}
@@ -440,9 +621,11 @@ class Testbed:
     def _remove_iptables(st):
         fch, nch = st["iptables"]["filter"], st["iptables"]["nat"]
         br, subnet = st["bridge"], st["subnet"]
-        for table, chain, jump in (("filter", "FORWARD", ["-i", br, "-j", fch]),
-                                   ("filter", "FORWARD", ["-o", br, "-j", fch]),
-                                   ("nat", "POSTROUTING", ["-s", subnet, "-j", nch])):
+        for table, chain, jump in (
+            ("filter", "FORWARD", ["-i", br, "-j", fch]),
+            ("filter", "FORWARD", ["-o", br, "-j", fch]),
+            ("nat", "POSTROUTING", ["-s", subnet, "-j", nch]),
+        ):
             while run(["iptables", "-w", "-t", table, "-D", chain, *jump], check=False).returncode == 0:
                 pass
         for table, chain in (("filter", fch), ("nat", nch)):
@@ -458,8 +641,11 @@ class Testbed:
             out[table] = run(["iptables", "-w", "-t", table, "-S", chain]).stdout.splitlines()
         jumps = run(["iptables", "-w", "-S", "FORWARD"]).stdout.splitlines()
         jumps += run(["iptables", "-w", "-t", "nat", "-S", "POSTROUTING"]).stdout.splitlines()
-        out["jumps"] = [r for r in jumps if r.endswith(f"-j {st['iptables']['filter']}")
-                        or r.endswith(f"-j {st['iptables']['nat']}")]
+        out["jumps"] = [
+            r
+            for r in jumps
+            if r.endswith(f"-j {st['iptables']['filter']}") or r.endswith(f"-j {st['iptables']['nat']}")
+        ]
         return out
 
     def describe(self) -> str:
@@ -467,13 +653,17 @@ class Testbed:
         if not st:
             return f"{self.name}: not up"
         owner = st.get("owner_pid")
-        lines = [f"{self.name}: {'up' if self.is_up() else 'NOT fully up (run down, then up)'}  "
-                 f"bridge {st.get('bridge')} {st.get('subnet')}  files {self.www_url if 'port' in st else '-'}  "
-                 f"inventory {self.inventory}  (made by pid {owner})"]
+        lines = [
+            f"{self.name}: {'up' if self.is_up() else 'NOT fully up (run down, then up)'}  "
+            f"bridge {st.get('bridge')} {st.get('subnet')}  files {self.www_url if 'port' in st else '-'}  "
+            f"inventory {self.inventory}  (made by pid {owner})"
+        ]
         for node, rec in self.nodes.items():
             running = self.node_running(node)
-            lines.append(f"  {node:<16} {rec['address']:<15} {'running' if running else 'stopped'}"
-                         f"  nspawn pid {rec.get('pid')}  init pid {rec.get('leader')}")
+            lines.append(
+                f"  {node:<16} {rec['address']:<15} {'running' if running else 'stopped'}"
+                f"  nspawn pid {rec.get('pid')}  init pid {rec.get('leader')}"
+            )
         return "\n".join(lines)
 
 

@@ -1,0 +1,1 @@
+"""Integration tests: playbooks driven by ansible-runner on the local testbed."""

@@ -1,0 +1,88 @@
+"""Fixtures for the integration tests: the local testbed, brought up once per session.
+
+    def test_site(testbed, tmp_path):
+        from tests.integration.harness import run_playbook
+        result = run_playbook("site.yml", testbed.inventory, private_data_dir=tmp_path)
+        assert result.failed_hosts == []
+
+Environment:
+  WIREUP_TESTBED_NAME   name of the session's testbed (default it-PID, so parallel sessions
+                        of other engineers in the same checkout never collide)
+  WIREUP_TESTBED_NODES  its node count (default 3)
+  WIREUP_TESTBED_KEEP=1 reuse that testbed when it is already up, and leave it up at the end
+                        (fast edit-test loops; remove it with `python -m tests.testbed down --name NAME`)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import pytest
+
+from tests.testbed import Testbed, TestbedError, all_testbeds
+
+SESSION_NAME = os.environ.get("WIREUP_TESTBED_NAME", f"it-{os.getpid()}")
+
+
+def _alive(pid) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_session_testbeds():
+    """Testbeds of earlier pytest sessions (it-*) whose session process is gone: take them down."""
+    for name in all_testbeds():
+        if not name.startswith("it-") or name == SESSION_NAME:
+            continue
+        tb = Testbed(name)
+        if not _alive(tb.state.get("owner_pid")):
+            with contextlib.suppress(TestbedError, OSError):
+                tb.down()
+
+
+@pytest.fixture(scope="session")
+def testbed():
+    """The session's testbed (a tests.testbed.Testbed, up): .inventory, .nodes, .address(node),
+    .ssh(node, cmd), .stop_node(node), .start_node(node), .www_dir, .www_url, .iptables_rules()."""
+    keep = os.environ.get("WIREUP_TESTBED_KEEP") == "1"
+    nodes = int(os.environ.get("WIREUP_TESTBED_NODES", "3"))
+    _remove_stale_session_testbeds()
+    tb = Testbed(SESSION_NAME)
+    try:
+        tb.up(nodes=nodes)
+        yield tb
+    finally:
+        if not keep:
+            tb.down()
+
+
+@pytest.fixture(scope="session")
+def testbed_factory():
+    """make(suffix, nodes=1) -> another Testbed (fresh nodes, own bridge/subnet/port), up.
+    All of them are taken down at the end of the session."""
+    made = []
+
+    def make(suffix: str, nodes: int = 1):
+        tb = Testbed(f"{SESSION_NAME}-{suffix}")
+        made.append(tb)
+        return tb.up(nodes=nodes)
+
+    try:
+        yield make
+    finally:
+        errors = []
+        for tb in reversed(made):
+            try:
+                tb.down()
+            except TestbedError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise TestbedError("; ".join(errors))
