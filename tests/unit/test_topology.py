@@ -408,7 +408,7 @@ def test_module_on_h200_capture(tmp_path):
     assert topo["links"][0]["class"] == "NV18"
     assert topo["nvlink"]["per_link_gbps"] == 26.562
     assert topo["gpus"][0]["fabric_state"] == "Completed"
-    assert topo["kernel_log"] == {"readable": False, "source": "not readable", "xid": []}
+    assert topo["kernel_log"] == {"readable": False, "source": "not read", "xid": []}
     assert topo["raw"]["topo_m"] == read(H200 / "topo_m.txt")
     assert [f["code"] for f in result["findings"]] == ["kernel_log_unreadable"]
     assert result["findings_count"] == {"critical": 0, "warning": 0, "info": 1}
