@@ -23,7 +23,6 @@ def main(argv=None) -> int:
     p_up.add_argument("--nodes", type=int, default=3, help="number of nodes (default: 3)")
     p_down = sub.add_parser("down", help="stop a testbed's processes and remove everything it made")
     p_down.add_argument("--name", default="default", help="testbed name (default: default)")
-    p_down.add_argument("--all", action="store_true", help="every testbed of this checkout")
     sub.add_parser("status", help="list this checkout's testbeds and their nodes")
     p_stop = sub.add_parser("stop-node", help="power one node off")
     p_start = sub.add_parser("start-node", help="boot a stopped node again")

@@ -45,6 +45,7 @@ MAX_NODES = 40
 # Ports the nodes may use towards the registries' front address (apt over http, pip over https).
 REGISTRY_PORTS = (80, 443)
 BOOT_TIMEOUT = 120
+IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
 
 
 def _log(msg):
@@ -156,8 +157,13 @@ class Testbed:
                 claim.unlink()
 
     @staticmethod
-    def _other_slots_claimed(own_slot) -> bool:
-        return any(p.stem != str(own_slot) for p in (RUN_DIR / "slots").glob("*.json"))
+    def _restore_ip_forward():
+        """After the last testbed of the machine is down, put net.ipv4.ip_forward back."""
+        saved = RUN_DIR / "ip_forward.before"
+        with flock(RUN_DIR / "slots.lock"):
+            if saved.exists() and not any((RUN_DIR / "slots").glob("*.json")):
+                IP_FORWARD.write_text(saved.read_text())
+                saved.unlink()
 
     # --- up ----------------------------------------------------------------------------------
     def up(self, nodes: int = 3):
@@ -249,13 +255,17 @@ class Testbed:
     def _make_network(self):
         st = self.state
         br, fch, nch = st["bridge"], st["iptables"]["filter"], st["iptables"]["nat"]
-        st["ip_forward_before"] = Path("/proc/sys/net/ipv4/ip_forward").read_text().strip()
+        with flock(RUN_DIR / "slots.lock"):
+            # The machine's value before the first testbed: the last testbed's down() restores it.
+            saved = RUN_DIR / "ip_forward.before"
+            if not saved.exists():
+                saved.write_text(IP_FORWARD.read_text())
         st["links"] = [br]
         self._save()
         run(["ip", "link", "add", br, "type", "bridge"])
         run(["ip", "addr", "add", f"{st['bridge_ip']}/24", "dev", br])
         run(["ip", "link", "set", br, "up"])
-        Path("/proc/sys/net/ipv4/ip_forward").write_text("1\n")
+        IP_FORWARD.write_text("1\n")
         st["iptables_created"] = True
         self._save()
         run(["iptables", "-w", "-N", fch])
@@ -599,10 +609,9 @@ class Testbed:
             mounted = root.exists() and is_mountpoint(root)
             if mounted and run(["umount", root], check=False).returncode != 0:
                 run(["umount", "-l", root], check=False)
-        if st.get("ip_forward_before") == "0" and not self._other_slots_claimed(st.get("slot")):
-            Path("/proc/sys/net/ipv4/ip_forward").write_text("0\n")
         self.state = st
         self._release_slot()
+        self._restore_ip_forward()
         still = [
             rec["root"]
             for rec in nodes.values()
