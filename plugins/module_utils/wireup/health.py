@@ -9,12 +9,14 @@ Rules (documented in roles/gpu_topology/README.md too):
 * nvlink_below_matrix (critical): topo -m says NV# between two GPUs but one of them has fewer
   than # active links in `nvlink -s`.
 * nvlink_speed_mixed (warning): a GPU's active links run at different speeds.
-* pcie_width_reduced (warning): PCIe link width below its max (x8 instead of x16: a seating,
-  riser or slot problem; GPUs do not narrow their link to save power). A reduced generation on the
-  same GPU is folded into this finding.
-* pcie_gen_below_max (info): PCIe generation below its max with full width. NVIDIA GPUs drop the
-  link generation when idle to save power (nvidia-smi documents pcie.link.gen.current as "may be
-  reduced when the GPU is not in use"), so at probe time this is expected; bench measures under load.
+* pcie_width_reduced (warning): PCIe link width below its max (x8 instead of x16). nvidia-smi
+  documents both current gen and width as "may be reduced when the GPU is not in use", but in
+  practice idle GPUs drop the generation, not the lanes: a narrow link is the usual sign of a badly
+  seated card, riser or slot, so it is a warning (not critical: confirm under load). A reduced
+  generation on the same GPU is folded into this finding.
+* pcie_gen_below_max (info): PCIe generation below its max with full width: the idle power-saving
+  downshift, expected at probe time (bench measures bandwidth under load). "max" is
+  pcie.link.gen.max, the most the GPU AND the slot can do, so a Gen5 GPU in a Gen4 slot is not flagged.
 * p2p_not_ok: topo -p2p r/w reports a status other than OK for a GPU pair: critical where the pair
   is NVLink-connected (P2P must work there), warning on PCIe pairs (consumer GPUs and some
   chipsets lack PCIe P2P; NCCL then goes through host memory). Modes n/a/p are only judged on
@@ -283,8 +285,8 @@ def _pcie_findings(gpus):
                 finding(
                     "warning",
                     "pcie_width_reduced",
-                    f"GPU{gpu['index']}: PCIe link x{width} of x{width_max}{extra}; reseat the GPU or check "
-                    "the slot/riser (GPUs do not narrow links to save power)",
+                    f"GPU{gpu['index']}: PCIe link x{width} of x{width_max}{extra}; if it stays narrow under "
+                    "load, reseat the GPU or check the slot/riser",
                     [gpu["index"]],
                 )
             )
