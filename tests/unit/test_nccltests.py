@@ -187,3 +187,46 @@ def test_row_at_or_above():
     assert nccltests.row_at_or_above(rows, 1 << 30)["size"] == 8 << 30
     small = [r for r in rows if r["size"] < (1 << 30)]
     assert nccltests.row_at_or_above(small, 1 << 30) is None
+
+
+NCCL_H = """#define NCCL_MAJOR 2
+#define NCCL_MINOR 28
+#define NCCL_PATCH 9
+#define NCCL_SUFFIX ""
+#define NCCL_VERSION_CODE 22809
+"""
+
+
+def test_nccl_header_version():
+    assert nccltests.nccl_header_version(NCCL_H) == "2.28.9"
+    assert nccltests.nccl_header_version("#define NCCL_MAJOR 2\n") == ""
+
+
+@pytest.mark.parametrize(
+    "caps,flags,arch",
+    [
+        (["9.0"], "-gencode=arch=compute_90,code=sm_90", "90"),
+        (["9.0", "9.0"], "-gencode=arch=compute_90,code=sm_90", "90"),
+        (
+            ["10.0", "8.0"],
+            "-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_100,code=sm_100",
+            "80,100",
+        ),
+    ],
+)
+def test_gencode(caps, flags, arch):
+    assert nccltests.gencode(caps) == {"flags": flags, "arch": arch}
+
+
+@pytest.mark.parametrize("caps", [[], None, ["sm_90"]])
+def test_gencode_refuses(caps):
+    with pytest.raises(ValueError, match="compute"):
+        nccltests.gencode(caps)
+
+
+@pytest.mark.parametrize(
+    "version,expected",
+    [("v2.19.6", True), ("2.18.0", True), ("v2.17.1", False), ("", False), ("master", False)],
+)
+def test_supports_json(version, expected):
+    assert nccltests.supports_json(version) is expected

@@ -401,3 +401,50 @@ def row_at_or_above(rows, min_bytes):
     """The row with the largest size >= min_bytes, or None when every row is smaller."""
     candidates = [r for r in rows if r.get("size") is not None and r["size"] >= min_bytes]
     return max(candidates, key=lambda r: r["size"]) if candidates else None
+
+
+# ---------------------------------------------------------------- building nccl-tests
+_HEADER_DEFINE = re.compile(r"^#define\s+NCCL_(MAJOR|MINOR|PATCH|SUFFIX)\s+(\S+)", re.MULTILINE)
+
+
+def nccl_header_version(text):
+    """'2.28.9' from nccl.h's NCCL_MAJOR/MINOR/PATCH defines; '' when they are missing."""
+    found = {k: v.strip('"') for k, v in _HEADER_DEFINE.findall(text or "")}
+    if not all(k in found for k in ("MAJOR", "MINOR", "PATCH")):
+        return ""
+    return f"{found['MAJOR']}.{found['MINOR']}.{found['PATCH']}"
+
+
+def gencode(compute_capabilities):
+    """NVCC_GENCODE and a short arch key for the given capabilities (["9.0"] -> sm_90 only).
+
+    Returns {"flags": "-gencode=arch=compute_90,code=sm_90", "arch": "90"}; raises ValueError on
+    an empty list or a value that is not MAJOR.MINOR.
+    """
+    archs = []
+    for cap in compute_capabilities or []:
+        match = re.match(r"^\s*(\d+)\.(\d+)\s*$", str(cap))
+        if not match:
+            raise ValueError(
+                f"compute capability {cap!r} is not MAJOR.MINOR (wireup_node.gpu.compute_capabilities "
+                "comes from nvidia-smi --query-gpu=compute_cap)"
+            )
+        arch = f"{int(match.group(1))}{int(match.group(2))}"
+        if arch not in archs:
+            archs.append(arch)
+    if not archs:
+        raise ValueError(
+            "no GPU compute capability known for this node: nvidia-smi must list the GPUs "
+            "(wireup_node.gpu.compute_capabilities is empty)"
+        )
+    archs.sort(key=int)
+    flags = " ".join(f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs)
+    return {"flags": flags, "arch": ",".join(archs)}
+
+
+def supports_json(version):
+    """nccl-tests writes -J JSON from 2.18.0 on ('v2.19.6', '2.17.1' -> bool)."""
+    match = re.match(r"^v?(\d+)\.(\d+)", str(version or ""))
+    if not match:
+        return False
+    return (int(match.group(1)), int(match.group(2))) >= (2, 18)

@@ -404,3 +404,18 @@ def build_record(host, run_id, node, baseline=None):
     if record["skipped"] and record["verdict"] == "N/A" and not record["torch"]:
         record["verdict"] = "N/A"
     return record
+
+
+def store_run(results_dir, run_id, nodes):
+    """Write every host's record of one run; returns (run_id, run_dir, {host: record}).
+
+    nodes is {host: node} as build_record takes them. The run folder is created fresh (a taken
+    id gets a -N suffix); each host is compared with its own last passing run before this one.
+    """
+    run_id, run_dir = reserve_run(results_dir, run_id)
+    records = {}
+    for host in sorted(nodes):
+        baseline = last_passing(results_dir, host, before_run_id=run_id)
+        records[host] = build_record(host, run_id, nodes[host], baseline)
+        write_host(results_dir, run_id, host, records[host])
+    return run_id, run_dir, records

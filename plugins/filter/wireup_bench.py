@@ -1,0 +1,55 @@
+"""Filters exposing plugins/module_utils/wireup/nccltests.py and bandwidth.py to the nccl_tests
+and bench roles (nccl-tests output parsing, NVCC_GENCODE, verdict helpers).
+
+Thin wrappers: a ValueError becomes an AnsibleFilterError carrying the same message.
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = """
+name: wireup_bench
+short_description: nccl-tests parsing and build helpers for the nccl_tests and bench roles
+description:
+  - wireup_nvcc_gencode (compute capabilities -> {flags, arch}), wireup_nccltests_json_ok (tag -> bool),
+    wireup_nccltests_parse (output text or -J JSON -> dict), wireup_nccltests_busbw_max (output -> busbw at
+    the largest size), wireup_human_bytes.
+"""
+
+import pathlib
+import sys
+
+from ansible.errors import AnsibleFilterError
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "module_utils"))
+
+from wireup import bandwidth, nccltests
+
+
+def _wrap(func):
+    def call(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except ValueError as exc:
+            raise AnsibleFilterError(str(exc)) from exc
+
+    call.__name__ = func.__name__
+    call.__doc__ = func.__doc__
+    return call
+
+
+def busbw_max(text):
+    """Best busbw (GB/s) at the largest size of one nccl-tests output; None without rows."""
+    rows = nccltests.parse(text)["rows"]
+    row = max(rows, key=lambda r: r.get("size") or 0)
+    return nccltests.best_busbw(row)
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "wireup_nvcc_gencode": _wrap(nccltests.gencode),
+            "wireup_nccltests_json_ok": _wrap(nccltests.supports_json),
+            "wireup_nccltests_parse": _wrap(nccltests.parse),
+            "wireup_nccltests_busbw_max": _wrap(busbw_max),
+            "wireup_human_bytes": _wrap(bandwidth.human_bytes),
+        }

@@ -1,0 +1,126 @@
+#!/usr/bin/python
+"""Ansible module (controller side): store one bench run's results and write its report."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: wireup_bench_store
+short_description: Judge, store and report one bench.yml run on the controller
+description:
+  - Runs where the results live (the controller, C(delegate_to: localhost) or a localhost play).
+  - For every host, parses the nccl-tests outputs and torch benchmark logs, computes the expected bus
+    bandwidth from the host's topology and the verdicts, merges the gpu_topology findings, compares
+    with the host's last passing run, and writes C(RESULTS/bench/RUN/HOST.json) (never overwritten).
+  - Writes report.md, report.html (self-contained) and PNG plots into the run folder.
+  - Logic lives in module_utils wireup.results and wireup.report; this is a thin wrapper.
+options:
+  results_dir:
+    description: wireup's results folder on the controller (wireup_results_dir).
+    type: path
+    required: true
+  run_id:
+    description: Run id like 20261129T164455Z; a taken id gets a -N suffix.
+    type: str
+    required: true
+  nodes:
+    description: Per host, what the bench role gathered (see roles/bench/README.md).
+    type: dict
+    required: true
+  torch_logs:
+    description:
+      - Per host, torch benchmark log files on the controller, {HOST: {single_node: PATH, multi_node: PATH}}.
+      - Missing files are reported as findings, not errors.
+    type: dict
+    default: {}
+author: wireup
+"""
+
+EXAMPLES = r"""
+- name: Store the run and write the report
+  wireup_bench_store:
+    results_dir: "{{ wireup_results_dir }}"
+    run_id: "20261129T164455Z"
+    nodes: "{{ nodes }}"
+"""
+
+RETURN = r"""
+run_id:
+  description: The run id used (with a -N suffix when the given one was taken).
+  returned: success
+  type: str
+run_dir:
+  description: The run folder.
+  returned: success
+  type: str
+report:
+  description: Paths of report.md, report.html and the PNGs.
+  returned: success
+  type: dict
+verdicts:
+  description: Verdict per host (PASS, WARN, FAIL, N/A).
+  returned: success
+  type: dict
+summary:
+  description: One line per host, sorted by host.
+  returned: success
+  type: list
+  elements: str
+failed_hosts:
+  description: Hosts whose verdict is FAIL.
+  returned: success
+  type: list
+  elements: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.wireup import report, results
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "results_dir": {"type": "path", "required": True},
+            "run_id": {"type": "str", "required": True},
+            "nodes": {"type": "dict", "required": True},
+            "torch_logs": {"type": "dict", "default": {}},
+        },
+        supports_check_mode=True,
+    )
+    if module.check_mode:
+        module.exit_json(changed=False, msg="check mode: nothing stored")
+    nodes = {host: dict(node or {}) for host, node in module.params["nodes"].items()}
+    for host, logs in (module.params["torch_logs"] or {}).items():
+        if host not in nodes:
+            continue
+        nodes[host]["torch"] = {name: _read(path) for name, path in (logs or {}).items() if path}
+    try:
+        run_id, run_dir, records = results.store_run(
+            module.params["results_dir"], module.params["run_id"], nodes
+        )
+        paths = report.write_report(run_dir, run_id, records)
+    except (ValueError, OSError) as err:
+        module.fail_json(msg=f"storing the bench run failed: {err}")
+    module.exit_json(
+        changed=True,
+        run_id=run_id,
+        run_dir=os.path.abspath(run_dir),
+        report=paths,
+        verdicts={host: rec["verdict"] for host, rec in records.items()},
+        summary=[report.summary_line(records[host]) for host in sorted(records)],
+        failed_hosts=sorted(host for host, rec in records.items() if rec["verdict"] == "FAIL"),
+    )
+
+
+if __name__ == "__main__":
+    main()
