@@ -10,9 +10,13 @@ import importlib.util
 import json
 import sys
 import sysconfig
+import warnings
 
 
 def main():
+    # ansible.builtin.script mixes stderr into stdout: keep torch's warnings out of the JSON line,
+    # which is printed last.
+    warnings.simplefilter("ignore")
     paths = sysconfig.get_paths()
     site_dirs = []
     for key in ("purelib", "platlib"):

@@ -7,9 +7,13 @@ fails with a message naming what to change.
 
 import json
 import sys
+import warnings
 
 
 def main():
+    # ansible.builtin.script mixes stderr into stdout: keep torch's warnings out of the JSON line,
+    # which is printed last.
+    warnings.simplefilter("ignore")
     out = {"python": ".".join(str(n) for n in sys.version_info[:3]), "executable": sys.executable}
     try:
         import torch
