@@ -50,10 +50,13 @@ def wireup_launch_plan(
     """Plan a job over ``hosts``: ranks, master, endpoint, per-node processes and env inputs."""
     hosts = list(hosts or [])
     nodes = {}
+    nproc = {}
     for host in hosts:
         facts = _node_facts(hostvars, host)
         if facts is not None:
             nodes[host] = facts
+            # Each host's own wireup_nproc_per_node (host_vars may differ from the group's).
+            nproc[host] = hostvars[host].get("wireup_nproc_per_node", nproc_per_node)
     return launch.plan(
         hosts,
         nodes,
@@ -61,7 +64,7 @@ def wireup_launch_plan(
         master_host=master_host or "",
         master_addr=master_addr or "",
         master_port=master_port,
-        nproc_per_node=nproc_per_node,
+        nproc_per_node=nproc,
         play_hosts=None if play_hosts is None else list(play_hosts),
         rdzv_backend=rdzv_backend,
     )

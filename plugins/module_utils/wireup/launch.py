@@ -124,8 +124,10 @@ def plan(
     """Plan a job over ``hosts`` (inventory names of the job's group).
 
     ``nodes`` maps each host to its facts: address, interface, gpu_present, gpu_count,
-    infiniband (list), hostname. ``play_hosts``, when given, are the hosts in the play: a job host
-    outside it (``--limit``) would leave the rendezvous waiting forever, so it is an error.
+    infiniband (list), hostname. ``nproc_per_node`` is one setting for all, or a mapping host ->
+    setting (each host's own wireup_nproc_per_node). ``play_hosts``, when given, are the hosts in
+    the play: a job host outside it (``--limit``) would leave the rendezvous waiting forever, so
+    it is an error.
 
     Node ranks are the hosts' indexes in sorted order. With ``rdzv_backend="static"`` the master
     must be node 0 (it hosts the store), so it comes first and the others follow, sorted.
@@ -204,8 +206,9 @@ def plan(
             if play_hosts is None:
                 errors.append(f"{host} of {group_var} has no facts: run the preflight role on it first")
             continue
+        setting = nproc_per_node.get(host, "auto") if isinstance(nproc_per_node, dict) else nproc_per_node
         nproc, nproc_errors = resolve_nproc(
-            nproc_per_node, bool(facts.get("gpu_present")), int(facts.get("gpu_count") or 0), host
+            setting, bool(facts.get("gpu_present")), int(facts.get("gpu_count") or 0), host
         )
         errors.extend(nproc_errors)
         interface = str(facts.get("interface") or "")

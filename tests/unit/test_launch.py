@@ -1,0 +1,219 @@
+"""wireup.launch: master choice, node ranks, processes per node, env checks, job verdicts."""
+
+import pytest
+
+from wireup import launch
+
+
+def node(address, interface="eth0", gpus=0, ib=(), hostname=""):
+    return {
+        "address": address,
+        "interface": interface,
+        "gpu_present": gpus > 0,
+        "gpu_count": gpus,
+        "infiniband": list(ib),
+        "hostname": hostname,
+    }
+
+
+THREE = {
+    "node3": node("10.0.0.13", hostname="wb-node3"),
+    "node1": node("10.0.0.11", hostname="wb-node1"),
+    "node2": node("10.0.0.12", hostname="wb-node2"),
+}
+
+
+def test_three_cpu_nodes_sorted_ranks_first_is_master():
+    plan = launch.plan(["node3", "node1", "node2"], THREE, group="gpu_nodes", nproc_per_node=2)
+    assert plan["errors"] == []
+    assert plan["hosts"] == ["node1", "node2", "node3"]
+    assert [plan["nodes"][h]["node_rank"] for h in plan["hosts"]] == [0, 1, 2]
+    assert plan["master"] == "node1"
+    assert plan["rdzv_endpoint"] == "10.0.0.11:29500"
+    assert plan["world_size"] == 6
+    assert [h for h in plan["hosts"] if plan["nodes"][h]["is_master"]] == ["node1"]
+
+
+def test_master_not_first_keeps_sorted_ranks_for_c10d():
+    plan = launch.plan(list(THREE), THREE, master_host="node3", master_port=29611)
+    assert plan["errors"] == []
+    assert plan["master"] == "node3"
+    assert plan["rdzv_endpoint"] == "10.0.0.13:29611"
+    assert plan["nodes"]["node3"]["node_rank"] == 2
+    assert plan["nodes"]["node3"]["is_master"]
+
+
+def test_static_backend_puts_the_master_first():
+    plan = launch.plan(list(THREE), THREE, master_host="node2", rdzv_backend="static")
+    assert plan["errors"] == []
+    assert plan["order"] == ["node2", "node1", "node3"]
+    assert plan["nodes"]["node2"]["node_rank"] == 0
+    assert plan["nodes"]["node1"]["node_rank"] == 1
+
+
+def test_master_outside_the_group_names_the_variable():
+    plan = launch.plan(list(THREE), THREE, master_host="gpu-z9", group="gpu_nodes")
+    assert any(
+        "wireup_master_host='gpu-z9' is not in torchrun_launch_group='gpu_nodes'" in e for e in plan["errors"]
+    )
+
+
+def test_explicit_master_addr_overrides_the_facts():
+    plan = launch.plan(list(THREE), THREE, master_addr="192.168.7.1")
+    assert plan["rdzv_endpoint"] == "192.168.7.1:29500"
+    bad = launch.plan(list(THREE), THREE, master_addr="not an address!")
+    assert any("torchrun_launch_master_addr" in e for e in bad["errors"])
+
+
+def test_ipv6_master_endpoint_is_bracketed():
+    nodes = {"a": node("fd00::1"), "b": node("fd00::2")}
+    assert launch.plan(["a", "b"], nodes)["rdzv_endpoint"] == "[fd00::1]:29500"
+
+
+@pytest.mark.parametrize(
+    ("setting", "gpus", "expected", "error"),
+    [
+        ("auto", 8, 8, None),
+        ("auto", 0, 1, None),  # a GPU-less node runs one CPU process
+        (2, 0, 2, None),  # CPU processes: any number
+        ("4", 8, 4, None),
+        (3, 2, 3, "wireup_nproc_per_node=3 exceeds the 2 GPU(s) found on n1"),
+        (0, 2, 0, "must be at least 1"),
+        ("many", 2, 0, "is not 'auto' or a positive whole number"),
+        (True, 2, 0, "is not 'auto' or a positive whole number"),
+    ],
+)
+def test_resolve_nproc(setting, gpus, expected, error):
+    nproc, errors = launch.resolve_nproc(setting, gpus > 0, gpus, "n1")
+    assert nproc == expected
+    if error is None:
+        assert errors == []
+    else:
+        assert len(errors) == 1
+        assert error in errors[0]
+
+
+def test_gpus_on_pci_but_none_usable_is_an_error_for_auto():
+    _, errors = launch.resolve_nproc("auto", True, 0, "n1")
+    assert "nvidia-smi lists none" in errors[0]
+
+
+def test_nproc_over_gpus_fails_the_plan_naming_host_and_variable():
+    nodes = {"g1": node("10.1.0.1", gpus=2), "g2": node("10.1.0.2", gpus=1)}
+    plan = launch.plan(["g1", "g2"], nodes, nproc_per_node=2)
+    assert plan["errors"] == [
+        "wireup_nproc_per_node=2 exceeds the 1 GPU(s) found on g2: lower it to 1 or less, or use 'auto'"
+    ]
+
+
+def test_per_host_nproc_mapping():
+    nodes = {"g1": node("10.1.0.1", gpus=8), "g2": node("10.1.0.2", gpus=4)}
+    plan = launch.plan(["g1", "g2"], nodes, nproc_per_node={"g1": "auto", "g2": 2})
+    assert plan["errors"] == []
+    assert (plan["nodes"]["g1"]["nproc"], plan["nodes"]["g2"]["nproc"]) == (8, 2)
+    assert plan["world_size"] == 10
+
+
+def test_hosts_missing_from_the_play_are_named():
+    plan = launch.plan(list(THREE), THREE, play_hosts=["node1", "node2"], group="gpu_nodes")
+    assert any(
+        e.startswith("node3 of torchrun_launch_group='gpu_nodes' not in this play") for e in plan["errors"]
+    )
+
+
+def test_empty_group_and_missing_addresses():
+    assert "has no hosts" in launch.plan([], {}, group="trainers")["errors"][0]
+    plan = launch.plan(["a"], {"a": node("", interface="")})
+    assert any("the master a has no cluster address" in e and "wireup_address" in e for e in plan["errors"])
+    assert any("a has no cluster interface" in e and "wireup_interface" in e for e in plan["errors"])
+
+
+@pytest.mark.parametrize("port", [80, 70000, "x", True])
+def test_bad_master_port(port):
+    plan = launch.plan(list(THREE), THREE, master_port=port)
+    assert any(e.startswith("wireup_master_port=") for e in plan["errors"])
+
+
+def test_ib_hca_exact_names_sorted():
+    assert launch.ib_hca(["mlx5_1", "mlx5_0", "mlx5_1"]) == "=mlx5_0,mlx5_1"
+    assert launch.ib_hca([]) == ""
+    assert launch.ib_hca(None) == ""
+
+
+def test_env_checks_and_exports_quote_values():
+    assert launch.env_errors({"NCCL_DEBUG": "INFO", "N": 2}, "v") == []
+    errors = launch.env_errors({"1BAD": "x", "GOOD": {"a": 1}, "with-dash": "y"}, "torchrun_launch_env")
+    assert len(errors) == 3
+    assert all(e.startswith("torchrun_launch_env: ") for e in errors)
+    assert launch.env_errors(["A=1"], "wireup_job_env") == [
+        "wireup_job_env must be a mapping of VARIABLE: value, not list"
+    ]
+    lines = launch.exports({"A": "two words", "B": "it's", "C": True, "D": 3})
+    assert lines == ["export A='two words'", "export B='it'\"'\"'s'", "export C=1", "export D=3"]
+
+
+@pytest.mark.parametrize(
+    ("job", "ok"),
+    [
+        ("ddp-multinode", True),
+        ("bench.allreduce_2", True),
+        ("-x", False),
+        ("a b", False),
+        ("a/b", False),
+        ("", False),
+    ],
+)
+def test_job_names(job, ok):
+    assert (launch.job_name_errors(job) == []) is ok
+
+
+def test_hosts_entries_skip_localhost_and_ip_names():
+    nodes = {
+        "gpu-a01": node("10.40.0.11", hostname="a01"),
+        "10.20.0.12": node("10.40.0.12", hostname="a02"),
+        "localhost": node("10.40.0.13", hostname="localhost"),
+        "same": node("10.40.0.14", hostname="same"),
+    }
+    assert launch.hosts_entries(nodes) == [
+        "10.40.0.12 a02",
+        "10.40.0.11 gpu-a01 a01",
+        "10.40.0.14 same",
+    ]
+    plan = launch.plan(list(nodes), nodes)
+    assert launch.resolve_names(plan) == ["a02", "gpu-a01", "a01", "same"]
+
+
+def st(state, rc=None, ended=None, elapsed=1.0):
+    return {"state": state, "rc": rc, "ended": ended, "elapsed": elapsed}
+
+
+def test_verdict_all_exited_zero_is_ok():
+    v = launch.job_verdict({"a": st("exited", 0, 5), "b": st("exited", 0, 6)}, ["a", "b"], 60)
+    assert v["over"] and v["ok"] and v["first_failure"] == ""
+
+
+def test_verdict_running_is_not_over():
+    v = launch.job_verdict({"a": st("running"), "b": st("exited", 0, 6)}, ["a", "b"], 60)
+    assert not v["over"] and not v["ok"] and v["running"] == ["a"]
+
+
+def test_verdict_first_failure_is_the_earliest_end():
+    states = {"n1": st("exited", 1, 20.5), "n2": st("exited", 137, 10.0), "n3": st("running")}
+    v = launch.job_verdict(states, list(states), 60)
+    assert v["over"] and not v["ok"]
+    assert v["first_failure"] == "n2"
+    assert v["reason"] == "n2 exited with code 137"
+
+
+def test_verdict_lost_and_gone_nodes_fail_the_job():
+    v = launch.job_verdict({"n1": st("running"), "n2": st("lost", ended=3)}, ["n1", "n2"], 60)
+    assert v["first_failure"] == "n2" and "killed" in v["reason"]
+    v = launch.job_verdict({"n1": st("running"), "n2": st("running")}, ["n1"], 60)
+    assert v["over"] and v["first_failure"] == "n2" and v["reason"] == "n2 became unreachable"
+
+
+def test_verdict_timeout():
+    v = launch.job_verdict({"n1": st("running", elapsed=61), "n2": st("exited", 0, 4)}, ["n1", "n2"], 60)
+    assert v["over"] and v["timed_out"] and not v["ok"]
+    assert v["reason"] == "still running after 60 s on n1"
+    assert not launch.job_verdict({"n1": st("running", elapsed=10**6)}, ["n1"], 0)["over"]

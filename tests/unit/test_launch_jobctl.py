@@ -1,0 +1,121 @@
+"""wireup-jobctl (the node-side start/status/stop of a run) against small real launch.sh scripts.
+
+The "worker" below mimics torchrun's: started in a session of its own (setsid), so killing the
+run's process group does not reach it; stop must find it by the run's WIREUP_JOB_TAG.
+"""
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+JOBCTL = pathlib.Path(__file__).resolve().parents[2] / "roles" / "torchrun_launch" / "files" / "wireup-jobctl"
+
+
+def make_job(tmp_path, body):
+    job = tmp_path / "jobs" / "demo"
+    (job / "logs").mkdir(parents=True)
+    script = job / "launch.sh"
+    script.write_text("#!/usr/bin/env bash\nset -o errexit -o nounset\n" + body)
+    script.chmod(0o750)
+    return job
+
+
+def jobctl(*args, check=True):
+    result = subprocess.run(
+        [str(JOBCTL), *map(str, args)], check=False, capture_output=True, text=True, timeout=60
+    )
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def status(job, run, wait=0):
+    return json.loads(jobctl("status", job, run, wait).stdout)
+
+
+def tagged(job, run):
+    tag = f"WIREUP_JOB_TAG={job}:{run}".encode()
+    found = []
+    for proc in pathlib.Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if tag in (proc / "environ").read_bytes().split(b"\0"):
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.fixture
+def cleanup():
+    runs = []
+    yield runs
+    for job, run in runs:
+        jobctl("stop", job, run, 1, check=False)
+        for pid in tagged(job, run):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_jobctl_is_shellcheck_clean():
+    subprocess.run(["bash", "-n", str(JOBCTL)], check=True)
+    if shutil.which("shellcheck") is None:
+        if os.environ.get("CI"):
+            pytest.fail("shellcheck is not installed: apt-get install shellcheck")
+        pytest.skip("shellcheck is not installed (apt-get install shellcheck); CI requires it")
+    result = subprocess.run(["shellcheck", str(JOBCTL)], check=False, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+def test_a_run_that_exits_reports_its_code_and_log(tmp_path, cleanup):
+    job = make_job(
+        tmp_path, 'echo "hello from $WIREUP_RUN_ID" | tee -a "$WIREUP_JOB_LOG" >/dev/null\nexit 3\n'
+    )
+    cleanup.append((job, "r1"))
+    assert "started run r1" in jobctl("start", job, "r1").stdout
+    st = status(job, "r1", 10)
+    assert st["state"] == "exited"
+    assert st["rc"] == 3
+    assert st["log"] == f"{job}/logs/r1.log"
+    assert pathlib.Path(st["log"]).read_text() == "hello from r1\n"
+    assert "already started" in jobctl("start", job, "r1", check=False).stderr
+
+
+def test_stop_ends_the_group_and_workers_in_their_own_sessions(tmp_path, cleanup):
+    job = make_job(tmp_path, "setsid sleep 300 </dev/null >/dev/null 2>&1 &\nsleep 300\n")
+    cleanup.append((job, "r2"))
+    jobctl("start", job, "r2")
+    deadline = time.time() + 10
+    while len(tagged(job, "r2")) < 3 and time.time() < deadline:
+        time.sleep(0.1)
+    assert status(job, "r2")["state"] == "running"
+    before = tagged(job, "r2")
+    assert len(before) >= 3  # the wrapper, launch.sh's sleep and the worker
+
+    out = jobctl("stop", job, "r2", 2).stdout
+    assert out.startswith("stopped run r2")
+    assert tagged(job, "r2") == []
+    assert status(job, "r2")["state"] == "stopped"
+    assert jobctl("stop", job, "r2", 2).stdout.startswith("run r2 of")  # nothing left: no-op
+
+
+def test_a_killed_run_is_reported_lost(tmp_path, cleanup):
+    job = make_job(tmp_path, "sleep 300\n")
+    cleanup.append((job, "r3"))
+    jobctl("start", job, "r3")
+    pgid = int((job / "runs" / "r3" / "pgid").read_text())
+    os.killpg(pgid, signal.SIGKILL)
+    st = status(job, "r3", 5)
+    assert st["state"] == "lost"
+    assert st["rc"] is None
+
+
+def test_status_of_a_run_never_started(tmp_path):
+    job = make_job(tmp_path, "true\n")
+    assert status(job, "nope")["state"] == "missing"
+    assert "bad run id" in jobctl("status", job, "../x", check=False).stderr
