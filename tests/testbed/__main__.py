@@ -41,8 +41,7 @@ def main(argv=None) -> int:
             tb = Testbed(args.name, log=log).up(nodes=args.nodes)
             print(tb.inventory)
         elif args.command == "down":
-            for name in all_testbeds() if args.all else [args.name]:
-                Testbed(name, log=log).down()
+            Testbed(args.name, log=log).down()
         elif args.command == "status":
             names = all_testbeds()
             print("\n".join(Testbed(n, log=log).describe() for n in names) if names else "no testbeds")

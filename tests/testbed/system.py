@@ -178,3 +178,65 @@ def resolve_v4(host: str):
     if proc.returncode != 0:
         raise TestbedError(f"cannot resolve {host} on this machine (getent ahostsv4 {host} failed)")
     return sorted({line.split()[0] for line in proc.stdout.splitlines() if line.strip()})
+
+
+def _cgroup_hierarchies():
+    """(mount point, our path in it) of the hierarchies systemd uses: name=systemd (v1) and v2."""
+    mounts = {}
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            pre, _, post = line.partition(" - ")
+            fstype, _src, opts = [*post.split(), "", "", ""][:3]
+            point = pre.split()[4]
+            if fstype == "cgroup2":
+                mounts.setdefault("", point)
+            elif fstype == "cgroup" and "name=systemd" in opts.split(","):
+                mounts["name=systemd"] = point
+    out = []
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _num, controllers, path = line.split(":", 2)
+        if controllers in mounts:
+            out.append((mounts[controllers], path))
+    return out
+
+
+def make_node_cgroups(machine: str):
+    """A cgroup of its own for one node, in each hierarchy systemd uses.
+
+    systemd-nspawn --keep-unit (needed without a host systemd) runs the container in the caller's
+    cgroup: without this, every node's systemd would manage the SAME .../payload/system.slice tree
+    and nodes would remove each other's unit cgroups while booting ("Failed to attach to cgroup").
+    Returns the cgroup directories made (to move the nspawn process into and to remove later)."""
+    made = []
+    for mount, path in _cgroup_hierarchies():
+        cg = Path(mount) / path.lstrip("/") / "wireup-testbed" / machine
+        try:
+            cg.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        made.append(str(cg))
+    return made
+
+
+def enter_cgroups(dirs):
+    """preexec_fn: move the calling (child) process into dirs, before it execs."""
+
+    def move():
+        for cg in dirs:
+            with contextlib.suppress(OSError), open(Path(cg) / "cgroup.procs", "w") as fh:
+                fh.write("0\n")
+
+    return move
+
+
+def remove_cgroups(dirs):
+    """rmdir the node's cgroups, deepest first (nspawn leaves supervisor/ and payload/ below)."""
+    for top in dirs or []:
+        root = Path(top)
+        if not root.is_dir():
+            continue
+        for sub in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            with contextlib.suppress(OSError):
+                sub.rmdir()
+        with contextlib.suppress(OSError):
+            root.rmdir()

@@ -22,11 +22,14 @@ from .system import (
     RUN_DIR,
     TestbedError,
     children_of,
+    enter_cgroups,
     flock,
     is_mountpoint,
     is_our_process,
     link_exists,
+    make_node_cgroups,
     proc_start_time,
+    remove_cgroups,
     require_host,
     resolve_v4,
     run,
@@ -444,6 +447,9 @@ class Testbed:
         rec = self.state["nodes"][node]
         if self.node_running(node):
             return
+        remove_cgroups(rec.get("cgroups"))  # left by an earlier boot of this node
+        rec["cgroups"] = make_node_cgroups(rec["machine"])
+        self._save()
         log = open(rec["log"], "ab")  # noqa: SIM115  # handed to the child process
         proc = subprocess.Popen(
             [
@@ -467,6 +473,7 @@ class Testbed:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=enter_cgroups(rec["cgroups"]),  # noqa: PLW1509  # single-threaded caller
         )
         log.close()
         rec.update(pid=proc.pid, start=proc_start_time(proc.pid), leader=None)
@@ -564,6 +571,7 @@ class Testbed:
         self._kill_orphan_init(rec)
         rec.update(pid=None, start=None, leader=None, leader_start=None)
         self._remove_link(rec["veth"])
+        remove_cgroups(rec.get("cgroups"))
         self._save()
         return result
 
@@ -596,6 +604,7 @@ class Testbed:
         for rec in nodes.values():
             stop_process(rec.get("pid"), rec.get("start"))
             self._kill_orphan_init(rec)
+            remove_cgroups(rec.get("cgroups"))
         http = st.get("http", {})
         stop_process(http.get("pid"), http.get("start"), timeout=5)
         for rec in nodes.values():
