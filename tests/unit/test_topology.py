@@ -440,3 +440,75 @@ def test_module_garbage_is_a_finding(tmp_path):
         and "topo_m: parse_topo_matrix: no header line with GPU columns" in parse[0]["message"]
     )
     assert result["topology"]["gpu_count"] == 2
+
+
+ROLE_PLAY = """
+- name: Run gpu_topology alone
+  hosts: localhost
+  gather_facts: false
+  vars:
+    wireup_node:
+      gpu: {{present: {present}, pci_count: {pci_count}, count: {pci_count}, nvidia_smi: "{smi}"}}
+  roles:
+    - gpu_topology
+"""
+
+
+def run_role(tmp_path, folder, present=True, pci_count=2, extra=()):
+    """Run the role in --check with a fake nvidia-smi; return (rc, stdout)."""
+    import os
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(FAKE_SMI.format(folder=folder), encoding="utf-8")
+    smi.chmod(0o755)
+    play = tmp_path / "play.yml"
+    play.write_text(
+        ROLE_PLAY.format(present=str(present).lower(), pci_count=pci_count, smi=smi), encoding="utf-8"
+    )
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(root / "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
+        ANSIBLE_HOME=str(tmp_path / "home"),
+    )
+    cmd = [
+        str(pathlib.Path(sys.executable).parent / "ansible-playbook"),
+        "-i",
+        str(root / "inventory" / "local.yml"),
+        "--check",
+        str(play),
+        "-e",
+        "gpu_topology_read_kernel_log=false",
+        *extra,
+    ]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False, cwd=root)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_role_check_mode_summary_line(tmp_path):
+    rc, out = run_role(tmp_path, H200)
+    assert rc == 0, out
+    assert (
+        "gpu_topology localhost: 2 GPU(s) (NVIDIA H200), links NV18, NVLink 18x26.562 GB/s per GPU, NICs 0, "
+        "findings 0 critical / 0 warning / 1 info" in " ".join(out.split())
+    )
+    assert "changed=0" in out
+
+
+def test_role_skips_gpu_less_node_with_one_line(tmp_path):
+    rc, out = run_role(tmp_path, H200, present=False, pci_count=0)
+    assert rc == 0, out
+    assert "gpu_topology skipped on localhost: no NVIDIA GPU found (PCI vendor 10de)" in out
+    assert "Read topology" not in out
+
+
+def test_role_fails_on_critical_when_asked(tmp_path):
+    rc, out = run_role(tmp_path, H200, pci_count=4, extra=("-e", "gpu_topology_fail_on_critical=true"))
+    assert rc == 2, out
+    assert "1 critical finding(s) on localhost: 2 GPU(s) visible to nvidia-smi, 4 expected" in " ".join(
+        out.split()
+    )
