@@ -100,10 +100,20 @@ def main():
     if module.check_mode:
         module.exit_json(changed=False, msg="check mode: nothing stored")
     nodes = {host: dict(node or {}) for host, node in module.params["nodes"].items()}
-    for host, logs in (module.params["torch_logs"] or {}).items():
+    multi = {}
+    for host, given in sorted((module.params["torch_logs"] or {}).items()):
         if host not in nodes:
             continue
-        nodes[host]["torch"] = {name: _read(path) for name, path in (logs or {}).items() if path}
+        logs = dict(given or {})
+        if logs.get("multi_node"):
+            multi[host] = _read(logs.pop("multi_node"))
+        nodes[host]["torch"] = {name: _read(path) for name, path in logs.items() if path}
+    if multi:
+        # Only global rank 0 prints results; the cluster-wide run is kept with the host that printed
+        # them (or, when none did, with the first host, where it becomes a finding).
+        printed = [host for host, text in multi.items() if '"wireup_bench"' in text]
+        owner = printed[0] if printed else sorted(multi)[0]
+        nodes[owner].setdefault("torch", {})["multi_node"] = multi[owner]
     try:
         run_id, run_dir, records = results.store_run(
             module.params["results_dir"], module.params["run_id"], nodes

@@ -140,3 +140,27 @@ def test_report_escapes_html(tmp_path, monkeypatch):
     rec["findings"].append({"severity": "warning", "code": "x", "message": "<script>alert(1)</script>"})
     _, _, page = _run(tmp_path, {"gpu-a01": rec})
     assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_json_output_preferred_and_failed_host():
+    n = good_node()
+    n["nccl_tests"]["all_reduce"]["json"] = (NCCL / "h200x2_v2.19.6_all_reduce_perf.json").read_text()
+    rec = results.build_record("gpu-a01", "20261129T100000Z", n)
+    coll = rec["collectives"]["all_reduce"]
+    assert coll["format"] == "json" and coll["nccl_tests_version"] == "2.19.6"
+    assert coll["verdict"]["measured_busbw"] == pytest.approx(347.65823)
+    failed = results.build_record("gpu-a02", "20261129T100000Z", {"failed": True, "skipped": "no bench data"})
+    assert failed["verdict"] == "FAIL"
+
+
+def test_store_run_compares_with_last_pass(tmp_path):
+    root = str(tmp_path)
+    rid, _, recs = results.store_run(root, "20261129T100000Z", {"gpu-a01": good_node()})
+    assert recs["gpu-a01"]["verdict"] == "PASS" and recs["gpu-a01"]["baseline"] == {}
+    bad = node("h200x2_v2.19.6_all_reduce_perf_p2p_disabled.txt")
+    rid2, run_dir, recs = results.store_run(root, "20261129T100000Z", {"gpu-a01": bad})
+    assert rid2 == "20261129T100000Z-2"  # same second: a new folder, the first run untouched
+    assert recs["gpu-a01"]["baseline"] == {"run_id": rid}
+    assert any(f["code"] == "baseline_busbw_drop" for f in recs["gpu-a01"]["findings"])
+    assert (pathlib.Path(run_dir) / "gpu-a01.json").exists()
+    assert results.read_host(root, rid, "gpu-a01")["verdict"] == "PASS"

@@ -374,6 +374,15 @@ def parse_torch(text):
     return _finish(result, text)
 
 
+def tests_version(text):
+    """The nccl-tests version from its banner line ('2.19.6'), '' when absent."""
+    for line in _clean_lines(text or ""):
+        match = _VERSION_LINE.match(line.strip())
+        if match:
+            return match.group("v")
+    return ""
+
+
 def parse(text):
     """Parse any of the supported outputs; the format is recognised from the content."""
     stripped = text.lstrip()

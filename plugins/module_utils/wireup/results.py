@@ -306,7 +306,10 @@ def build_record(host, run_id, node, baseline=None):
         expected = bandwidth.expected_busbw(topology, name, node.get("efficiency"))
         entry = {"expected": expected, "rc": item.get("rc")}
         try:
-            parsed = nccltests.parse(item.get("output") or "")
+            # -J JSON has full precision; the text still tells the nccl-tests version.
+            parsed = nccltests.parse(item.get("json") or item.get("output") or "")
+            if not parsed["version"]:
+                parsed["version"] = nccltests.tests_version(item.get("output") or "")
         except ValueError as err:
             entry.update(
                 rows=[],
@@ -398,11 +401,11 @@ def build_record(host, run_id, node, baseline=None):
 
     if baseline:
         record["findings"].extend(compare(record, baseline[1], tolerance))
+    if node.get("failed"):
+        verdicts.append("FAIL")
     if any(f.get("severity") == "critical" for f in record["findings"]):
         verdicts.append("FAIL")
     record["verdict"] = bandwidth.worst_verdict(verdicts)
-    if record["skipped"] and record["verdict"] == "N/A" and not record["torch"]:
-        record["verdict"] = "N/A"
     return record
 
 
