@@ -346,6 +346,8 @@ def test_build_topology_partial():
 FAKE_SMI = """#!/bin/sh
 # Stands in for nvidia-smi: prints the fixture file for each probe the module runs.
 d='{folder}'
+# A folder holding nvml_error.txt stands for a broken driver: every call fails with that text.
+[ -f "$d/nvml_error.txt" ] && {{ cat "$d/nvml_error.txt"; exit 18; }}
 case "$*" in
   "topo -m") f=topo_m.txt ;;
   "topo -p2p "*) f="topo_p2p_$3.txt" ;;
@@ -512,3 +514,17 @@ def test_role_fails_on_critical_when_asked(tmp_path):
     assert "1 critical finding(s) on localhost: 2 GPU(s) visible to nvidia-smi, 4 expected" in " ".join(
         out.split()
     )
+
+
+def test_module_on_nvml_mismatch(tmp_path):
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "nvml_error.txt").write_text(read(SYN / "health" / "nvml_mismatch.txt"), encoding="utf-8")
+    result = run_module(tmp_path, folder, {"expected_gpus": 2})
+    assert [(f["severity"], f["code"]) for f in result["findings"]] == [
+        ("critical", "gpu_count_low"),
+        ("critical", "nvml_driver_mismatch"),
+        ("info", "kernel_log_unreadable"),
+    ]
+    assert result["topology"]["gpu_count"] == 0
+    assert result["topology"]["raw"]["topo_m"].startswith("Failed to initialize NVML")
