@@ -60,6 +60,12 @@ IDENTITY = """\
       changed_when: false
       failed_when: (lookup.rc == 0) != (item == inventory_hostname)
       loop: "{{ groups.gpu_nodes }}"
+    - name: Systemd booted cleanly (no failed units, e.g. from nodes sharing a cgroup tree)
+      ansible.builtin.command:
+        cmd: systemctl is-system-running
+      register: boot
+      changed_when: false
+      failed_when: boot.stdout != "running"
     - name: An sshd service task runs for real (systemd answers)
       ansible.builtin.systemd_service:
         name: ssh
@@ -161,7 +167,10 @@ def test_nodes_are_distinct_systemd_machines(testbed, tmp_path):
     assert result.rc == 0, result.stdout
     assert result.stats["failed"] == _all(testbed, 0)
     assert result.stats["unreachable"] == _all(testbed, 0)
-    assert all(n >= 4 for n in result.stats["ok"].values()), result.stats
+    assert all(n >= 5 for n in result.stats["ok"].values()), result.stats
+    inits = {testbed.state["nodes"][n]["leader"] for n in testbed.nodes}
+    cgroups = {Path(f"/proc/{pid}/cgroup").read_text() for pid in inits}
+    assert len(cgroups) == len(testbed.nodes), cgroups  # each node's systemd has a cgroup tree of its own
 
 
 def test_a_node_reaches_debian_archive_and_pypi(testbed, tmp_path):
@@ -264,6 +273,7 @@ def test_second_testbed_coexists_and_cleans_up(testbed, testbed_factory, tmp_pat
     assert not system.is_our_process(node["pid"], node["start"])
     assert not system.link_exists(st["bridge"]) and not system.link_exists(node["veth"])
     assert not system.is_mountpoint(Path(node["root"]))
+    assert node["cgroups"] and not any(Path(cg).exists() for cg in node["cgroups"])
     assert not Path(st["state_dir"]).exists()
     saved = system.run(["iptables-save"]).stdout
     assert st["iptables"]["filter"] not in saved and st["iptables"]["nat"] not in saved
