@@ -66,9 +66,7 @@ def test_dgx_is_healthy():
             "pcie_4gpu",
             "rn",
             [
-                ("warning", "p2p_not_ok", [0, 3]),
-                ("warning", "p2p_not_ok", [1, 3]),
-                ("warning", "p2p_not_ok", [2, 3]),
+                ("warning", "p2p_not_ok", [0, 1, 2, 3]),
                 ("warning", "pcie_width_reduced", [2]),
                 ("info", "pcie_gen_below_max", [0]),
             ],
@@ -89,7 +87,7 @@ def test_messages_are_one_line_and_specific():
         == "GPU1: 4 of 12 NVLinks inactive (links 8, 9, 10, 11); NVLink bandwidth is reduced"
     )
     assert items["nvlink_below_matrix"] == "GPU0-GPU1: topo -m says NV12 but GPU1 has 8 active"
-    assert items["p2p_not_ok"] == "GPU0-GPU1: P2P not OK (r=TNS) over NV12"
+    assert items["p2p_not_ok"] == "P2P not OK (r=TNS) over NV12 for 1 GPU pair(s): GPU0-GPU1"
     assert all("\n" not in m for m in items.values())
 
 
@@ -101,9 +99,9 @@ def test_pcie_rule_messages():
     )
     assert items[("pcie_width_reduced", (2,))].startswith("GPU2: PCIe link x8 of x16;")
     # NVLink P2P ("n" = NS) on PCIe pairs is by design and not reported; PCIe read P2P CNS is.
-    assert (
-        items[("p2p_not_ok", (0, 3))]
-        == "GPU0-GPU3: P2P not OK (r=CNS) over SYS; NCCL falls back to host memory"
+    assert items[("p2p_not_ok", (0, 1, 2, 3))] == (
+        "P2P not OK (r=CNS) over SYS for 3 GPU pair(s): GPU0-GPU3, GPU1-GPU3, GPU2-GPU3; "
+        "NCCL falls back to host memory"
     )
 
 
@@ -275,3 +273,33 @@ def test_severity_order_and_bad_severity():
     assert severities[0] == "critical" and severities[-1] == "info"
     with pytest.raises(ValueError, match="severity 'fatal'"):
         health.finding("fatal", "x", "y")
+
+
+def test_findings_are_grouped_on_big_boxes():
+    """8 idle GPUs at Gen1 and a fabric that is not up give one finding each, not eight."""
+    gpus = [
+        {
+            "index": i,
+            "pcie": {"gen_current": 1, "gen_max": 5, "width_current": 16, "width_max": 16},
+            "fabric_state": "In Progress",
+            "fabric_status": None,
+        }
+        for i in range(8)
+    ]
+    items = health.findings({"gpus": gpus}, kernel_log="")
+    assert codes(items) == [
+        ("critical", "fabric_not_ready", list(range(8))),
+        ("info", "pcie_gen_below_max", list(range(8))),
+    ]
+    assert items[1]["message"].startswith(
+        "GPU0, GPU1, GPU2, GPU3, GPU4, GPU5, GPU6, GPU7: PCIe Gen1 of Gen5 at x16"
+    )
+
+
+def test_p2p_pairs_sorted_numerically():
+    links = [{"a": f"GPU{a}", "b": f"GPU{b}", "class": "SYS"} for a, b in ((2, 10), (1, 11), (0, 12))]
+    not_ok = [{"a": link["a"], "b": link["b"], "status": "CNS"} for link in links]
+    topo = {"links": links, "p2p": {"r": {"not_ok": not_ok}}}
+    (item,) = health.findings(topo, kernel_log="")
+    assert "for 3 GPU pair(s): GPU0-GPU12, GPU1-GPU11, GPU2-GPU10;" in item["message"]
+    assert item["gpus"] == [0, 1, 2, 10, 11, 12]

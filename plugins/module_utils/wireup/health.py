@@ -17,7 +17,8 @@ Rules (documented in roles/gpu_topology/README.md too):
 * pcie_gen_below_max (info): PCIe generation below its max with full width: the idle power-saving
   downshift, expected at probe time (bench measures bandwidth under load). "max" is
   pcie.link.gen.max, the most the GPU AND the slot can do, so a Gen5 GPU in a Gen4 slot is not flagged.
-* p2p_not_ok: topo -p2p r/w reports a status other than OK for a GPU pair: critical where the pair
+* p2p_not_ok: topo -p2p r/w reports a status other than OK for GPU pairs (one finding per link
+  class and failing modes, listing the pairs): critical where the pair
   is NVLink-connected (P2P must work there), warning on PCIe pairs (consumer GPUs and some
   chipsets lack PCIe P2P; NCCL then goes through host memory). Modes n/a/p are only judged on
   NVLink pairs (NVLink P2P, atomics and properties are "NS" on PCIe pairs by design).
@@ -271,8 +272,14 @@ def _nvlink_findings(topology, nvlink):
     return out
 
 
+def _gpu_list(indexes):
+    return ", ".join(f"GPU{i}" for i in sorted(indexes))
+
+
 def _pcie_findings(gpus):
+    """Width below max: a warning per GPU. Gen below max at full width: one info per (gen, max, width)."""
     out = []
+    idle = {}
     for gpu in gpus:
         p = gpu.get("pcie") or {}
         gen, gen_max = p.get("gen_current"), p.get("gen_max")
@@ -291,20 +298,26 @@ def _pcie_findings(gpus):
                 )
             )
         elif gen_low:
-            out.append(
-                finding(
-                    "info",
-                    "pcie_gen_below_max",
-                    f"GPU{gpu['index']}: PCIe Gen{gen} of Gen{gen_max} at x{width}; expected on an idle GPU "
-                    "(power saving), bench measures under load",
-                    [gpu["index"]],
-                )
+            idle.setdefault((gen, gen_max, width), []).append(gpu["index"])
+    for (gen, gen_max, width), indexes in sorted(idle.items()):
+        out.append(
+            finding(
+                "info",
+                "pcie_gen_below_max",
+                f"{_gpu_list(indexes)}: PCIe Gen{gen} of Gen{gen_max} at x{width}; expected on an idle GPU "
+                "(power saving), bench measures under load",
+                indexes,
             )
+        )
     return out
 
 
+def _gpu_number(name):
+    return int(name[3:])
+
+
 def _p2p_findings(topology):
-    out = []
+    """One finding per (link class, failing modes): the pairs that share them, listed."""
     classes = {}
     for link in topology.get("links", []):
         classes[(link["a"], link["b"])] = link["class"]
@@ -318,15 +331,22 @@ def _p2p_findings(topology):
             bad.setdefault((pair["a"], pair["b"]), {"class": cls, "modes": []})["modes"].append(
                 f"{mode}={pair['status']}"
             )
-    for (a, b), info in sorted(bad.items()):
-        nvlinked = bool(info["class"] and info["class"].startswith("NV"))
+    groups = {}
+    for (a, b), info in bad.items():
+        key = (info["class"] or "unknown link", ", ".join(info["modes"]))
+        groups.setdefault(key, []).append((a, b))
+    out = []
+    for (cls, modes), pairs in sorted(groups.items()):
+        pairs.sort(key=lambda p: (_gpu_number(p[0]), _gpu_number(p[1])))
+        nvlinked = cls.startswith("NV")
+        listed = ", ".join(f"{a}-{b}" for a, b in pairs)
         out.append(
             finding(
                 "critical" if nvlinked else "warning",
                 "p2p_not_ok",
-                f"{a}-{b}: P2P not OK ({', '.join(info['modes'])}) over {info['class'] or 'unknown link'}"
+                f"P2P not OK ({modes}) over {cls} for {len(pairs)} GPU pair(s): {listed}"
                 + ("" if nvlinked else "; NCCL falls back to host memory"),
-                [int(a[3:]), int(b[3:])],
+                {_gpu_number(g) for pair in pairs for g in pair},
             )
         )
     return out
@@ -440,21 +460,24 @@ def findings(
             )
         )
 
+    not_ready = {}
     for gpu in gpus:
         state = gpu.get("fabric_state")
         if state is None or state == "Not Supported":
             continue
         status = gpu.get("fabric_status")
         if state != "Completed" or (status not in (None, "Success")):
-            out.append(
-                finding(
-                    "critical",
-                    "fabric_not_ready",
-                    f"GPU{gpu['index']}: NVSwitch fabric state {state!r}, status {status!r}; start "
-                    "nvidia-fabricmanager (its version must match the driver)",
-                    [gpu["index"]],
-                )
+            not_ready.setdefault((state, status), []).append(gpu["index"])
+    for (state, status), indexes in sorted(not_ready.items(), key=lambda kv: str(kv[0])):
+        out.append(
+            finding(
+                "critical",
+                "fabric_not_ready",
+                f"{_gpu_list(indexes)}: NVSwitch fabric state {state!r}, status {status!r}; start "
+                "nvidia-fabricmanager (its version must match the driver)",
+                indexes,
             )
+        )
 
     devices = parse_lspci(lspci)
     switches = len([d for d in devices if is_nvswitch(d)]) if nvswitches is None else nvswitches
