@@ -188,6 +188,21 @@ def test_topo_matrix_garbage(text, message):
         topology.parse_topo_matrix(text)
 
 
+def test_classes_defined_by_the_legend_are_accepted():
+    text = (
+        "\tGPU0\tGPU1\tGPU2\n"
+        "GPU0\t X \tABC\tXY4\n"
+        "GPU1\tABC\t X \tSYS\n"
+        "GPU2\tXY4\tSYS\t X \n"
+        "\nLegend:\n\n  X    = Self\n  ABC  = A future link class\n  XY#  = A future counted class\n"
+    )
+    topo = topology.parse_topo_matrix(text)
+    assert [link["class"] for link in topo["links"]] == ["ABC", "XY4", "SYS"]
+    assert topo["link_classes"][0] == "SYS"  # unknown classes rank after the documented ones
+    with pytest.raises(ValueError, match="unknown link class 'XZ4'"):
+        topology.parse_topo_matrix(text.replace("XY4", "XZ4"))
+
+
 def test_topo_matrix_not_text():
     with pytest.raises(ValueError, match="expected the text output"):
         topology.parse_topo_matrix(None)

@@ -178,7 +178,9 @@ def parse_topo_matrix(text):
     command = "nvidia-smi topo -m"
     devices, trailing, rows, legend_lines, nic_lines = _split_matrix(text, what, command)
     legend = _parse_legend(legend_lines)
-    known = set(PCIE_CLASSES) | {"X"} | {k for k in legend if k != "NV#"}
+    known = set(PCIE_CLASSES) | {"X"} | {k for k in legend if not k.endswith("#")}
+    # Legend entries ending in "#" (NV#) stand for a prefix and a count (NV18).
+    counted = [re.compile(rf"^{re.escape(k[:-1])}\d+$") for k in legend if k.endswith("#") and len(k) > 1]
     gpu_names = [d for d in devices if GPU_RE.match(d)]
     nic_names = [d for d in devices if not GPU_RE.match(d)]
     if not gpu_names:
@@ -201,7 +203,7 @@ def parse_topo_matrix(text):
             if peer == name:
                 if cls != "X":
                     raise ValueError(f"{what}: {name}->{name} is {cls!r}, expected 'X' (self) in `{command}`")
-            elif not (NV_RE.match(cls) or cls in known):
+            elif not (NV_RE.match(cls) or cls in known or any(c.match(cls) for c in counted)):
                 raise ValueError(
                     f"{what}: {name}->{peer} has unknown link class {cls!r}; expected X, NV#, PIX, PXB, "
                     f"PHB, NODE or SYS (or a class the output's Legend defines) in `{command}`"
