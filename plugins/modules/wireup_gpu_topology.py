@@ -8,9 +8,9 @@ short_description: Read GPU topology, NVLink, P2P and PCIe state and derive heal
 description:
   - Runs C(nvidia-smi topo -m), C(topo -p2p) for each requested mode, C(nvlink -s),
     C(--query-gpu) (index, name, uuid, bus id, driver, PCIe gen/width current and max, memory,
-    compute capability, persistence mode) and C(-q -x), reads the kernel log (C(dmesg), else
-    C(journalctl -k -b)) for NVRM Xid lines, C(lspci -D -nn -vvv) for ACS and NVSwitch devices,
-    and /proc for a running nv-fabricmanager.
+    compute capability, persistence mode) and C(-q -x), reads the kernel log since boot
+    (C(journalctl -k -b), else C(dmesg)) for NVRM Xid lines, C(lspci -D -nn -vvv) for ACS and
+    NVSwitch devices, /sys/bus/pci for NVSwitch devices and /proc for a running nv-fabricmanager.
   - Parses everything with the pure-Python C(wireup.topology), C(wireup.nvlink) and
     C(wireup.health) and returns structured topology plus findings. Changes nothing.
   - A failed or unparsable probe becomes a finding, not a module failure, so a sick node still
@@ -37,7 +37,7 @@ options:
     type: int
     default: 0
   read_kernel_log:
-    description: Read the kernel log for Xid errors (dmesg, else journalctl -k -b).
+    description: Read the kernel log since boot for Xid errors (journalctl -k -b, else dmesg).
     type: bool
     default: true
   read_lspci:
@@ -150,16 +150,23 @@ def sysfs_nvswitches(root="/sys/bus/pci/devices"):
 
 
 def read_kernel_log(module):
-    dmesg = module.get_bin_path("dmesg")
-    if dmesg:
-        rc, out, _err = run(module, [dmesg])
-        if rc == 0:
-            return "dmesg", out
-    journalctl = module.get_bin_path("journalctl")
-    if journalctl:
-        rc, out, _err = run(module, [journalctl, "-k", "-b", "--no-pager", "-q", "-o", "short"])
-        if rc == 0:
-            return "journalctl -k -b", out
+    """(source, text) of the kernel log since boot, or (None, None) where it cannot be read.
+
+    The journal first (it keeps the whole boot; dmesg's ring buffer may have wrapped on a node
+    that has run for weeks), then dmesg. Empty output counts as unreadable: a kernel log since
+    boot is never empty, but journalctl without journal access and dmesg in some containers
+    print nothing and exit 0.
+    """
+    candidates = (
+        ("journalctl -k -b", "journalctl", ["-k", "-b", "--no-pager", "-q", "-o", "short"]),
+        ("dmesg", "dmesg", []),
+    )
+    for source, tool, args in candidates:
+        path = module.get_bin_path(tool)
+        if path:
+            rc, out, _err = run(module, [path, *args])
+            if rc == 0 and out.strip():
+                return source, out
     return None, None
 
 
@@ -269,13 +276,11 @@ def main():
     )
     items.sort(key=lambda f: (SEVERITIES.index(f["severity"]), f["code"], f["gpus"]))
 
+    if kernel_log is None:
+        source = "not readable" if params["read_kernel_log"] else "not read"
     topology["kernel_log"] = {
         "readable": kernel_log is not None,
-        "source": source
-        if kernel_log is not None
-        else "not readable"
-        if params["read_kernel_log"]
-        else "not read",
+        "source": source,
         "xid": parse_xid(kernel_log),
     }
     topology["acs"] = {
