@@ -7,6 +7,7 @@ can clean up after a crash (processes by PID, links, iptables chains, mounts, fi
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -169,9 +170,24 @@ class Testbed:
                 saved.unlink()
 
     # --- up ----------------------------------------------------------------------------------
+    def _lock(self):
+        """One up/down at a time per testbed (two shells, or two engineers, on the same name)."""
+        digest = hashlib.sha256(str(self.dir).encode()).hexdigest()[:16]
+        return flock(RUN_DIR / "locks" / f"{self.name}-{digest}.lock")
+
     def up(self, nodes: int = 3):
         """Bring the testbed up (or reuse it when it is already up with that many nodes)."""
         require_host()
+        with self._lock():
+            self.state = self._load()
+            return self._up(nodes)
+
+    def down(self):
+        """Remove everything this testbed made, as recorded in state.json. Safe to repeat."""
+        with self._lock():
+            self._down()
+
+    def _up(self, nodes: int):
         if not 1 <= nodes <= MAX_NODES:
             raise TestbedError(f"--nodes {nodes} is out of range: use 1 to {MAX_NODES}")
         if self.is_up():
@@ -184,7 +200,7 @@ class Testbed:
             )
         if self.state or self.dir.exists():
             self.log(f"testbed {self.name}: cleaning up an earlier run that is not fully up")
-            self.down()
+            self._down()
         t0 = time.monotonic()
         golden = cache.golden_rootfs(log=self.log)
         wheels = cache.wheelhouse(log=self.log)
@@ -193,7 +209,7 @@ class Testbed:
         except BaseException:
             self.log(f"testbed {self.name}: bring-up failed; removing what was made")
             with contextlib.suppress(Exception):
-                self.down()
+                self._down()
             raise
         self.log(
             f"testbed {self.name}: {nodes} nodes up in {time.monotonic() - t0:.1f} s; "
@@ -566,6 +582,10 @@ class Testbed:
     # --- single nodes --------------------------------------------------------------------------
     def stop_node(self, node: str, timeout=20.0):
         """Power a node off (SIGTERM to its systemd-nspawn, which shuts the node down)."""
+        with self._lock():
+            return self._stop_node(node, timeout)
+
+    def _stop_node(self, node: str, timeout):
         rec = self.state["nodes"][node]
         result = stop_process(rec.get("pid"), rec.get("start"), timeout=timeout)
         self._kill_orphan_init(rec)
@@ -577,8 +597,9 @@ class Testbed:
 
     def start_node(self, node: str):
         """Boot a stopped node again (same filesystem, address and host key) and wait for it."""
-        self._start_node(node)
-        self._wait_ready(node)
+        with self._lock():
+            self._start_node(node)
+            self._wait_ready(node)
 
     # --- down ----------------------------------------------------------------------------------
     @staticmethod
@@ -592,9 +613,8 @@ class Testbed:
         if name and link_exists(name):
             run(["ip", "link", "del", name], check=False)
 
-    def down(self):
-        """Remove everything this testbed made, as recorded in state.json. Safe to repeat."""
-        st = self.state or self._load()
+    def _down(self):
+        st = self._load() or self.state
         nodes = st.get("nodes", {})
         # SIGTERM every node first (they shut down in parallel), then wait for each.
         for rec in nodes.values():
