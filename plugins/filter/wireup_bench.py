@@ -12,7 +12,7 @@ short_description: nccl-tests parsing and build helpers for the nccl_tests and b
 description:
   - wireup_nvcc_gencode (compute capabilities -> {flags, arch}), wireup_nccltests_json_ok (tag -> bool),
     wireup_nccltests_parse (output text or -J JSON -> dict), wireup_nccltests_busbw_max (output -> busbw at
-    the largest size), wireup_human_bytes.
+    the largest size), wireup_bench_tune_pick (tuning sweep results -> best env), wireup_human_bytes.
 """
 
 import pathlib
@@ -44,6 +44,20 @@ def busbw_max(text):
     return nccltests.best_busbw(row)
 
 
+def tune_pick(results, min_gain=0.02):
+    """Registered results of the tuning loop (item = env) -> bandwidth.pick_tuning's answer."""
+    measured = []
+    for run in results or []:
+        busbw = None
+        if run.get("rc") == 0:
+            try:
+                busbw = busbw_max(run.get("stdout") or "")
+            except ValueError:
+                busbw = None
+        measured.append({"env": run.get("item") or {}, "busbw": busbw})
+    return bandwidth.pick_tuning(measured, min_gain)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -52,4 +66,5 @@ class FilterModule:
             "wireup_nccltests_parse": _wrap(nccltests.parse),
             "wireup_nccltests_busbw_max": _wrap(busbw_max),
             "wireup_human_bytes": _wrap(bandwidth.human_bytes),
+            "wireup_bench_tune_pick": _wrap(tune_pick),
         }

@@ -184,3 +184,19 @@ def test_worst_verdict():
 )
 def test_pcie_gbps(gen, width, gbps):
     assert bandwidth.pcie_gbps(gen, width) == (pytest.approx(gbps) if gbps else None)
+
+
+def test_pick_tuning():
+    measured = [
+        {"env": {}, "busbw": 345.0},
+        {"env": {"NCCL_MIN_NCHANNELS": "32"}, "busbw": 356.0},
+        {"env": {"NCCL_ALGO": "Tree"}, "busbw": 353.0},
+        {"env": {"NCCL_ALGO": "Ring"}, "busbw": None},
+    ]
+    out = bandwidth.pick_tuning(measured, 0.02)
+    assert out["best"] == {"NCCL_MIN_NCHANNELS": "32"} and out["best_busbw"] == 356.0
+    assert out["gain"] == pytest.approx(0.0319, abs=1e-4)
+    assert bandwidth.pick_tuning(measured, 0.05)["best"] == {}
+    assert bandwidth.pick_tuning([{"env": {"NCCL_ALGO": "Tree"}, "busbw": 1.0}])["best"] == {}
+    with pytest.raises(ValueError, match="bench_nccl_tune_min_gain"):
+        bandwidth.pick_tuning(measured, 2)

@@ -297,3 +297,22 @@ def human_bytes(size):
         if size >= (1 << shift) and size % (1 << shift) == 0:
             return f"{size >> shift} {unit}"
     return f"{size} B"
+
+
+def pick_tuning(measured, min_gain=0.02):
+    """Choose NCCL settings from a sweep: measured is [{env: {}, busbw: GB/s|None}], the empty env
+    being the default. Returns {default_busbw, candidates, best (env, {} when none wins), best_busbw,
+    gain}; a candidate wins only when it beats the default by more than min_gain (a fraction)."""
+    if not 0 <= float(min_gain) < 1:
+        raise ValueError(f"bench_nccl_tune_min_gain must be a fraction in [0, 1), got {min_gain!r}")
+    valid = [m for m in measured if m.get("busbw") is not None]
+    default = next((m["busbw"] for m in valid if not m.get("env")), None)
+    tried = sorted((m for m in valid if m.get("env")), key=lambda m: m["busbw"], reverse=True)
+    out = {"default_busbw": default, "candidates": measured, "best": {}, "best_busbw": None, "gain": None}
+    if default and tried:
+        gain = tried[0]["busbw"] / default - 1.0
+        out["gain"] = round(gain, 4)
+        if gain > float(min_gain):
+            out["best"] = dict(tried[0]["env"])
+            out["best_busbw"] = tried[0]["busbw"]
+    return out

@@ -161,7 +161,7 @@ def _drop(label, cur, base, *, size, tolerance, base_run):
     return _finding(
         "critical",
         "baseline_busbw_drop",
-        f"{label}: busbw {cur:.1f} GB/s at {size} B is {drop * 100:.0f}% below "
+        f"{label}: busbw {cur:.1f} GB/s at {bandwidth.human_bytes(size)} is {drop * 100:.0f}% below "
         f"{base:.1f} GB/s of the last passing run {base_run} (tolerance {tolerance * 100:.0f}%)",
     )
 
