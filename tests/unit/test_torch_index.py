@@ -299,6 +299,7 @@ def test_probe_script_reports_this_interpreter(tmp_path):
     report = _run(PROBE_SCRIPT, "torch", env_path=tmp_path)
     assert report["python_version"] == ".".join(map(str, sys.version_info[:3]))
     assert report["has_venv"] is True
+    assert isinstance(report["has_ensurepip"], bool)
     assert report["site_dirs"] and all(pathlib.Path(d).is_absolute() for d in report["site_dirs"])
     assert report["is_venv"] == (sys.prefix != sys.base_prefix)
     assert report["torch"] == {} or report["torch"]["version"]

@@ -30,7 +30,10 @@ def main():
         "base_prefix": sys.base_prefix,
         "is_venv": sys.prefix != sys.base_prefix,
         "site_dirs": site_dirs,
-        "has_venv": all(importlib.util.find_spec(m) is not None for m in ("venv", "ensurepip")),
+        "has_venv": importlib.util.find_spec("venv") is not None,
+        # Without ensurepip (Debian/Ubuntu without python3-venv, or a uv-made base venv) a venv can
+        # still be made --without-pip; it then has no pip of its own.
+        "has_ensurepip": importlib.util.find_spec("ensurepip") is not None,
         "torch": None,
     }
     if "torch" in sys.argv[1:]:
