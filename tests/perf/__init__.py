@@ -1,0 +1,1 @@
+"""Provisioning-speed benchmark of wireup on the local testbed (see README.md)."""

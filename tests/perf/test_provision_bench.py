@@ -1,0 +1,127 @@
+"""Unit tests of the benchmark's pure helpers (no testbed, no root): .venv/bin/pytest tests/perf"""
+
+from __future__ import annotations
+
+import configparser
+
+import pytest
+
+from tests.perf.provision_bench import (
+    STOCK_CFG,
+    BenchError,
+    allocate_nodes,
+    goals,
+    parse_probe_lines,
+    parse_recap,
+    parse_sizes,
+    summarize,
+)
+
+# ansible-playbook's recap lines (ruff: the real lines are longer than the limit).
+RECAP = """\
+PLAY [Preflight] ***
+TASK [x] ***
+ok: [node1]
+
+PLAY RECAP *********************************************************************
+localhost                  : ok=3    changed=0    unreachable=0    failed=0    skipped=0    rescued=0    ignored=0
+node1                      : ok=61   changed=0    unreachable=0    failed=0    skipped=29   rescued=0    ignored=0
+node2                      : ok=58   changed=2    unreachable=0    failed=1    skipped=29   rescued=0    ignored=0
+"""  # noqa: E501
+
+
+def test_parse_recap_reads_every_host():
+    recap = parse_recap(RECAP)
+    assert sorted(recap) == ["localhost", "node1", "node2"]
+    assert recap["node1"]["ok"] == 61 and recap["node1"]["changed"] == 0
+    assert recap["node2"]["changed"] == 2 and recap["node2"]["failed"] == 1
+
+
+def test_parse_recap_without_a_recap_is_empty():
+    assert parse_recap("ERROR! the playbook could not be found") == {}
+
+
+def test_parse_probe_lines():
+    text = (
+        "wireup: job perf-launch run x on node1: node 0/3\n"
+        "wireup-perf-probe rank=0 world=3 host=node1 started=1700000010.250 joined=1700000012.500\n"
+        "noise\n"
+        "wireup-perf-probe rank=2 world=3 host=node3 started=1700000011.000 joined=1700000012.400\n"
+    )
+    probes = parse_probe_lines(text)
+    assert [p["rank"] for p in probes] == [0, 2]
+    assert probes[0]["started"] == pytest.approx(1700000010.25)
+    assert probes[1]["host"] == "node3" and probes[1]["world"] == 3
+
+
+@pytest.mark.parametrize("text", ["", "0,1", "a,2", "-1"])
+def test_bad_sizes_name_the_option(text):
+    with pytest.raises(BenchError, match="--sizes"):
+        parse_sizes(text)
+
+
+def test_sizes_sorted_unique():
+    assert parse_sizes("4,1,2,1") == [1, 2, 4]
+
+
+def test_allocate_nodes_is_disjoint():
+    nodes = [f"node{i}" for i in range(1, 15)]
+    groups = allocate_nodes(nodes, ["project", "stock"], [1, 2, 4])
+    used = [n for cfg in groups.values() for g in cfg.values() for n in g]
+    assert len(used) == len(set(used)) == 14
+    assert groups["project"][4] == ["node4", "node5", "node6", "node7"]
+    assert groups["stock"][1] == ["node8"]
+    with pytest.raises(BenchError):
+        allocate_nodes(nodes[:13], ["project", "stock"], [1, 2, 4])
+
+
+def _run(kind, cfg, size, seconds, ok=True):
+    return {
+        "kind": kind,
+        "config": cfg,
+        "size": size,
+        "seconds": seconds,
+        "rc": 0,
+        "ok": ok,
+        "controller_cpu": 1.0,
+        "node_cpu": 2.0,
+    }
+
+
+def test_summary_medians_ratios_and_goals():
+    runs = [
+        _run("first", "project", 1, 100),
+        _run("first", "stock", 1, 150),
+        _run("first", "project", 4, 200),
+        _run("first", "stock", 4, 300),
+        *(_run("rerun", "project", 1, s) for s in (10, 11, 30)),
+        *(_run("rerun", "project", 4, s) for s in (12, 13, 14)),
+        *(_run("rerun", "stock", 1, s) for s in (20, 22, 24)),
+        *(_run("rerun", "stock", 4, s) for s in (15, 16, 17, 99)),
+    ]
+    runs[-1]["ok"] = False  # a rerun that changed something still counts its time, but is flagged
+    summary = summarize(runs, ["project", "stock"], [1, 4])
+    assert summary["medians"]["rerun/project/1"]["median"] == 11
+    assert summary["medians"]["rerun/stock/4"]["median"] == 16.5
+    assert summary["medians"]["rerun/stock/4"]["flagged"] == 1
+    assert summary["ratios"]["rerun 4/1 nodes, project"] == pytest.approx(13 / 11)
+    assert summary["ratios"]["rerun stock/project, 1 nodes"] == pytest.approx(2.0)
+    met = {name: ok for name, _, _, ok in goals(summary, ["project", "stock"], [1, 4])}
+    assert met == {
+        "rerun(4 nodes)/rerun(1 node), project": True,
+        "rerun stock/project, 1 nodes": True,
+        "rerun stock/project, 4 nodes": False,
+    }
+
+
+def test_stock_config_has_no_speedups():
+    cfg = configparser.ConfigParser()
+    cfg.read_string(STOCK_CFG.format(root="/repo"))
+    defaults, ssh = dict(cfg["defaults"]), dict(cfg["ssh_connection"])
+    assert defaults == {
+        "roles_path": "/repo/roles",
+        "library": "/repo/plugins/modules",
+        "module_utils": "/repo/plugins/module_utils",
+        "filter_plugins": "/repo/plugins/filter",
+    }
+    assert ssh == {"ssh_args": "-C"}  # no ControlPersist, no pipelining
