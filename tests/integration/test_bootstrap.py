@@ -132,8 +132,9 @@ DRIVER_PLAY = """\
           {{{{ wireup_node | combine({{'gpu': {{'present': true, 'count': 8, 'pci_count': 8,
              'nvswitch_count': 4}}, 'driver': {{'loaded': false, 'version': '', 'branch': '',
              'kernel_module': ''}}}}, recursive=true) }}}}
+      tags: [always]
   roles:
-    - role: nvidia_driver
+    - {{role: nvidia_driver, tags: [nvidia_driver]}}
 """
 
 
@@ -145,10 +146,10 @@ def test_driver_install_path_on_a_pretend_gpu_node(testbed, repo_vars, tmp_path)
     # No kernel headers for the host's kernel in a container; no reboot of a testbed node.
     extra = {**repo_vars, "nvidia_driver_kernel_headers": False, "nvidia_driver_reboot": False}
 
-    check = run_playbook(play, testbed.inventory, extra, check=True, limit=node)
+    check = run_playbook(play, testbed.inventory, extra, check=True, limit=node, tags=["nvidia_driver"])
     assert check.rc == 0, check.failure_messages() or check.stdout[-3000:]
 
-    first = run_playbook(play, testbed.inventory, extra, limit=node)
+    first = run_playbook(play, testbed.inventory, extra, limit=node, tags=["nvidia_driver"])
     assert first.rc == 0, first.failure_messages() or first.stdout[-3000:]
     reboot = _debug_msgs(first, "NVIDIA driver | Report that a reboot is required")
     assert "reboot required" in reboot.get(node, ""), reboot
@@ -166,7 +167,7 @@ def test_driver_install_path_on_a_pretend_gpu_node(testbed, repo_vars, tmp_path)
         state = testbed.ssh(node, f"systemctl is-enabled {unit}; systemctl is-active {unit}").stdout.split()
         assert state == ["enabled", "active"], (unit, state)
 
-    second = run_playbook(play, testbed.inventory, extra, limit=node)
+    second = run_playbook(play, testbed.inventory, extra, limit=node, tags=["nvidia_driver"])
     assert second.rc == 0, second.failure_messages()
     assert second.stats["changed"].get(node) == 0, second.stats
     # The driver is installed but not loaded (no reboot yet): still reported.
