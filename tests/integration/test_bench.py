@@ -1,0 +1,133 @@
+"""bench.yml on the 3-node testbed (no GPUs): every GPU part is skipped with one line per node, the
+torch.distributed all-reduce benchmark runs across the 3 nodes over gloo through torchrun_launch,
+and the run is stored (one JSON per host, never overwritten) and reported (Markdown, self-contained
+HTML, PNG)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .harness import run_playbook
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SKIP_LINES = (
+    "gpu_topology skipped on {node}: no NVIDIA GPU found",
+    "nccl_tests skipped on {node}: no NVIDIA GPU found",
+    "bench: nccl-tests and the single-node torch benchmark skipped on {node}: no NVIDIA GPU",
+)
+
+
+@pytest.fixture(scope="module")
+def torch_nodes(testbed):
+    """Every node gets the PyTorch venv (CPU torch from the testbed's wheelhouse)."""
+    extras = yaml.safe_load((REPO / "roles/pytorch_venv/defaults/main.yml").read_text())[
+        "pytorch_venv_extra_packages"
+    ]
+    if extras:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "-d",
+                str(Path(testbed.www_dir) / "wheels"),
+                *extras,
+            ],
+            check=True,
+        )
+    result = run_playbook("site.yml", testbed.inventory, tags=["pytorch_venv"])
+    assert result.rc == 0 and not result.failed_hosts, result.failure_messages()
+    return testbed
+
+
+def _bench(testbed, results_dir, **extra):
+    extravars = {"wireup_results_dir": str(results_dir), "bench_iterations": 5, "bench_warmup_iterations": 2}
+    extravars.update(extra)
+    start = time.monotonic()
+    result = run_playbook("bench.yml", testbed.inventory, extravars)
+    print(f"[bench] bench.yml rc={result.rc} in {time.monotonic() - start:.0f} s")
+    return result
+
+
+def test_bench_on_cpu_nodes(torch_nodes, tmp_path):
+    testbed = torch_nodes
+    nodes = sorted(testbed.nodes)
+    results_dir = tmp_path / "results"
+    result = _bench(testbed, results_dir)
+    assert result.rc == 0 and result.failed_hosts == [] and result.unreachable_hosts == [], (
+        f"{result.failure_messages()}\n{result.stdout[-4000:]}"
+    )
+
+    # Each GPU part says once per node that it skipped, and nothing else ran for it.
+    for node in nodes:
+        for line in SKIP_LINES:
+            assert result.stdout.count(line.format(node=node)) == 1, line.format(node=node)
+    assert "all_reduce_perf" not in result.stdout
+
+    # Stored: one folder, one JSON per host.
+    runs = sorted((results_dir / "bench").iterdir())
+    assert len(runs) == 1
+    run = runs[0]
+    records = {p.stem: json.loads(p.read_text()) for p in run.glob("*.json")}
+    assert sorted(records) == nodes
+    multi = [r["torch"]["multi_node"] for r in records.values() if "multi_node" in r["torch"]]
+    assert len(multi) == 1, "the cluster-wide run is stored once, with the host that printed it"
+    assert multi[0]["world_size"] == 3 and multi[0]["backend"] == "gloo"
+    sizes = [row["size"] for row in multi[0]["rows"]]
+    assert sizes == [1 << 20, 4 << 20, 16 << 20]
+    for row in multi[0]["rows"]:
+        assert row["in_place"]["wrong"] == 0
+        assert row["in_place"]["busbw"] > 0
+    for rec in records.values():
+        assert rec["verdict"] == "N/A" and rec["skipped"]
+        assert rec["collectives"] == {}
+
+    # Reported: Markdown with the torch table, HTML with every plot inline, a valid PNG.
+    md = (run / "report.md").read_text()
+    assert "## torch.distributed all_reduce" in md
+    assert re.search(r"\| node\d \| multi_node \| 3 \| gloo \| 16M \|", md)
+    page = (run / "report.html").read_text()
+    images = re.findall(r'<img [^>]*src="([^"]+)"', page)
+    assert images and all(src.startswith("data:image/png;base64,") for src in images)
+    assert base64.b64decode(images[0].split(",", 1)[1]).startswith(PNG_MAGIC)
+    assert (run / "torch.png").read_bytes().startswith(PNG_MAGIC)
+
+    # One summary line per host, and the report's path.
+    for node in nodes:
+        assert re.search(rf"'{node}: N/A - ", result.stdout), node
+    assert f"bench report: {run}/report.html" in result.stdout.replace("\n        ", " ")
+
+    # A second run gets its own folder; the first one is untouched.
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    again = _bench(testbed, results_dir, bench_torch=False)
+    assert again.rc == 0, again.failure_messages()
+    assert len(list((results_dir / "bench").iterdir())) == 2
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+
+
+def test_bad_threshold_is_refused(testbed, tmp_path):
+    result = run_playbook(
+        "bench.yml",
+        testbed.inventory,
+        {"wireup_results_dir": str(tmp_path), "bench_warn_ratio": 0.95},
+        tags=["bench"],
+    )
+    assert result.rc != 0
+    message = " ".join(result.failure_messages())
+    assert "bench_warn_ratio" in message and "bench_pass_ratio" in message
+    assert not (tmp_path / "bench").exists()
