@@ -86,7 +86,7 @@ def test_bootstrap_check_apply_idempotent(testbed, repo_vars, tmp_path):
         assert NCCL_NEWER in policy and f"Candidate: {NCCL}" in policy, policy
         nvcc = testbed.ssh(node, "/usr/local/cuda/bin/nvcc --version").stdout
         assert "release 13.0, V13.0.88" in nvcc, nvcc
-        source = testbed.ssh(node, "cat /etc/apt/sources.list.d/wireup-cuda-debian12-x86_64.sources").stdout
+        source = testbed.ssh(node, "cat /etc/apt/sources.list.d/wireup-cuda-debian12-x86-64.sources").stdout
         assert "Signed-By: /etc/apt/keyrings/wireup-cuda.asc" in source, source
         assert f"URIs: {repo_vars['cuda_repo_base_url']}/debian12/x86_64/" in source, source
 

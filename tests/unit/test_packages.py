@@ -50,7 +50,8 @@ def test_cuda_repo_key_url_and_source_name():
     assert p.cuda_repo_key_url(NVIDIA_BASE, "ubuntu2404", "sbsa", "3bf863cc.pub") == (
         f"{NVIDIA_BASE}/ubuntu2404/sbsa/3bf863cc.pub"
     )
-    assert p.cuda_repo_source_name("debian12", "x86_64") == "wireup-cuda-debian12-x86_64"
+    assert p.cuda_repo_source_name("debian12", "x86_64") == "wireup-cuda-debian12-x86-64"
+    assert p.cuda_repo_source_name("ubuntu2404", "sbsa") == "wireup-cuda-ubuntu2404-sbsa"
 
 
 @pytest.mark.parametrize(

@@ -119,8 +119,9 @@ def cuda_repo_key_url(base_url, distro: str, arch: str, key_name) -> str:
 
 
 def cuda_repo_source_name(distro: str, arch: str) -> str:
-    """Name of the deb822 source file (/etc/apt/sources.list.d/<name>.sources)."""
-    return f"wireup-cuda-{check_distro(distro)}-{check_cuda_arch(arch)}"
+    """Name of the deb822 source, which is also its file name (/etc/apt/sources.list.d/<name>.sources):
+    deb822_repository turns '_' into '-' in file names, so the name has none."""
+    return f"wireup-cuda-{check_distro(distro)}-{check_cuda_arch(arch)}".replace("_", "-")
 
 
 def cuda_toolkit_package(cuda_version) -> str:
