@@ -36,7 +36,7 @@ EFFICIENCY = {
         "all_reduce": 0.72,
         "all_gather": 0.63,
         "reduce_scatter": 0.61,
-        "alltoall": 0.55,
+        "alltoall": 0.45,
         "broadcast": 0.60,
         "reduce": 0.60,
         "sendrecv": 0.60,
