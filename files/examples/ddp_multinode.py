@@ -99,6 +99,7 @@ def main():
         f"{args.steps} steps in {time.time() - started:.2f} s, replicas in sync: {in_sync}",
         flush=True,
     )
+    dist.barrier()  # leave together: a rank tearing gloo down while a peer still talks aborts
     dist.destroy_process_group()
     if not in_sync:
         sys.exit(f"rank {rank}: replicas differ after training ({lo.item()} vs {hi.item()})")

@@ -84,6 +84,7 @@ def worker(rank: int, world: int, args, port: int) -> None:
         f"{args.steps} steps in {time.time() - started:.2f} s",
         flush=True,
     )
+    dist.barrier()  # leave together: a rank tearing gloo down while a peer still talks aborts
     dist.destroy_process_group()
 
 

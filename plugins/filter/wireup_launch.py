@@ -94,6 +94,18 @@ def wireup_launch_first_failure(states):
     return launch.first_failure(dict(states))
 
 
+def wireup_launch_results(hosts, hostvars, var="__torchrun_launch_result"):
+    """{host: hostvars[host][var]} for the job's hosts; a host that never got there is 'gone'."""
+    out = {}
+    for host in hosts:
+        try:
+            value = hostvars[host].get(var)
+        except KeyError:
+            value = None
+        out[host] = value if value is not None else {"state": "gone"}
+    return out
+
+
 def wireup_launch_verdict(states, play_hosts=None, timeout=0):
     return launch.job_verdict(dict(states), None if play_hosts is None else list(play_hosts), timeout)
 
@@ -109,4 +121,5 @@ class FilterModule:
             "wireup_launch_resolve_names": wireup_launch_resolve_names,
             "wireup_launch_first_failure": wireup_launch_first_failure,
             "wireup_launch_verdict": wireup_launch_verdict,
+            "wireup_launch_results": wireup_launch_results,
         }

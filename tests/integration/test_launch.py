@@ -1,0 +1,195 @@
+"""launch.yml on the 3-node testbed (GPU-less Debian 12 nodes: gloo on CPU).
+
+- Example 2 across 3 nodes x 2 processes completes; every rank's line and every node's log and
+  exit code come back to the controller.
+- Killing one node's training process fails the playbook naming that node, and no process of the
+  run is left on any node.
+- The pre-checks stop the play before any job starts: the master port busy on the master; the
+  master's address unreachable from the workers.
+
+Torch comes from the pytorch_venv role (site.yml --tags pytorch_venv, from the testbed's
+wheelhouse); the role's default extra package (torchinfo) is not in the testbed wheelhouse, so it
+is turned off here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from .harness import run_playbook
+
+pytestmark = pytest.mark.integration
+
+NODES = ["node1", "node2", "node3"]
+BASE = "/opt/wireup"
+FAST = {"wireup_nproc_per_node": 2, "torchrun_launch_poll_interval": 2, "torchrun_launch_stop_grace": 5}
+
+
+@pytest.fixture(scope="module")
+def torch_nodes(testbed):
+    """Every node has the venv with torch (installed by pytorch_venv unless already there)."""
+    have = [testbed.ssh(n, f"test -x {BASE}/venv/bin/torchrun", check=False).returncode == 0 for n in NODES]
+    if not all(have):
+        result = run_playbook(
+            "site.yml", testbed.inventory, {"pytorch_venv_extra_packages": []}, tags=["pytorch_venv"]
+        )
+        assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-3000:]}"
+    return testbed
+
+
+def _messages(result):
+    return {host: msg for host, _task, msg in result.failure_messages()}
+
+
+def _tagged_processes(testbed, node, job):
+    """PIDs on node whose environment carries a WIREUP_JOB_TAG of this job (any run)."""
+    out = testbed.ssh(
+        node, f"grep -lz '^WIREUP_JOB_TAG={BASE}/jobs/{job}:' /proc/[0-9]*/environ 2>/dev/null || true"
+    ).stdout
+    return [line.split("/")[2] for line in out.split() if line.startswith("/proc/")]
+
+
+def test_example2_three_nodes_two_processes_each(torch_nodes, tmp_path):
+    results = tmp_path / "results"
+    extra = dict(FAST, wireup_results_dir=str(results), torchrun_launch_job="it-example2")
+    result = run_playbook("launch.yml", torch_nodes.inventory, extra)
+    assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-4000:]}"
+    assert result.failed_hosts == [] and result.unreachable_hosts == []
+
+    [run_dir] = list((results / "jobs").iterdir())
+    assert run_dir.name.startswith("it-example2-")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["verdict"]["ok"] is True
+    assert summary["world_size"] == 6
+    assert {h: (n["state"], n["rc"], n["node_rank"], n["nproc"]) for h, n in summary["nodes"].items()} == {
+        "node1": ("exited", 0, 0, 2),
+        "node2": ("exited", 0, 1, 2),
+        "node3": ("exited", 0, 2, 2),
+    }
+    done = {}
+    for node in NODES:
+        log = (run_dir / f"{node}.log").read_text()
+        assert f"on {node}: node {NODES.index(node)}/3, 2 process(es)" in log
+        for m in re.finditer(
+            r"^rank (\d)/6 host (\S+) done: final loss ([0-9.]+).*replicas in sync: True$", log, re.M
+        ):
+            done[int(m.group(1))] = m.group(2)
+    assert sorted(done) == [0, 1, 2, 3, 4, 5]
+    assert sorted(set(done.values())) == NODES  # two ranks on every node
+
+    # Every node resolves every job host's name through the managed block.
+    hosts = torch_nodes.ssh("node2", "cat /etc/hosts").stdout
+    for node in NODES:
+        assert f"{torch_nodes.address(node)} {node}" in hosts
+    # Rendering is idempotent: a second run changes no script.
+    again = run_playbook("launch.yml", torch_nodes.inventory, extra)
+    assert again.rc == 0
+    for task in (
+        "Launch | Render launch.sh",
+        "Launch | Map the job hosts' names to their cluster addresses in /etc/hosts",
+    ):
+        assert {h: r.get("changed") for h, r in again.task_results(task).items()} == dict.fromkeys(
+            NODES, False
+        )
+
+
+def test_killed_process_fails_naming_the_node_and_stops_the_others(torch_nodes, tmp_path):
+    job = "it-kill"
+    extra = dict(
+        FAST,
+        wireup_results_dir=str(tmp_path / "results"),
+        torchrun_launch_job=job,
+        torchrun_launch_args=["--steps", "3000", "--sleep", "0.05"],
+        torchrun_launch_timeout=300,
+    )
+    box = {}
+    runner = threading.Thread(
+        target=lambda: box.update(r=run_playbook("launch.yml", torch_nodes.inventory, extra))
+    )
+    runner.start()
+    try:
+        # Wait until node2 trains, then kill one of its training processes (a crash on that node).
+        deadline = time.monotonic() + 400
+        pid = ""
+        while time.monotonic() < deadline and runner.is_alive():
+            probe = torch_nodes.ssh(
+                "node2",
+                f"set -e; cd {BASE}/jobs/{job}/runs 2>/dev/null; run=$(ls -t | head -n1); "
+                f'grep -q " step 10/" ../logs/$run.log 2>/dev/null || exit 0; '
+                'agent=$(ps -o pid=,args= -g "$(cat $run/pgid)" | '
+                "awk '/bin\\/torchrun/ {print $1; exit}'); "
+                'ps -o pid= --ppid "$agent" | head -n1',
+                check=False,
+            )
+            pid = probe.stdout.strip()
+            if pid:
+                break
+            time.sleep(2)
+        assert pid, "node2 never started training"
+        torch_nodes.ssh("node2", f"kill -KILL {pid}")
+    finally:
+        runner.join(timeout=600)
+    result = box["r"]
+
+    assert result.rc != 0
+    messages = _messages(result)
+    assert "node2" in result.failed_hosts
+    assert "node2 exited with code" in messages["node2"]
+    assert "Last 40 lines of" in messages["node2"]
+    for node in ("node1", "node3"):
+        if node in messages:  # stopped because node2 failed (or failed itself after node2)
+            assert "node2" in messages[node]
+    for node in NODES:
+        assert _tagged_processes(torch_nodes, node, job) == [], f"{node} still runs processes of {job}"
+    summary = json.loads(
+        next(Path(tmp_path / "results" / "jobs").iterdir()).joinpath("summary.json").read_text()
+    )
+    assert summary["verdict"]["first_failure"] == "node2"
+
+
+def test_precheck_master_port_busy(torch_nodes, tmp_path):
+    port = 29531
+    job = "it-busy"
+    holder = torch_nodes.ssh(
+        "node1",
+        f'nohup python3 -c \'import socket,time; s=socket.socket(); s.bind(("",{port})); s.listen(); '
+        f"time.sleep(300)' >/dev/null 2>&1 & echo $!",
+    ).stdout.strip()
+    try:
+        extra = dict(FAST, wireup_master_port=port, torchrun_launch_job=job, wireup_results_dir=str(tmp_path))
+        result = run_playbook("launch.yml", torch_nodes.inventory, extra)
+    finally:
+        torch_nodes.ssh("node1", f"kill {holder}", check=False)
+    assert result.rc != 0
+    assert result.failed_hosts == ["node1"]
+    msg = _messages(result)["node1"]
+    assert f"port {port} is in use on the master node1" in msg and "wireup_master_port" in msg
+    for node in NODES:  # stopped before any start
+        assert torch_nodes.ssh(node, f"ls {BASE}/jobs/{job}/runs").stdout.strip() == ""
+
+
+def test_precheck_master_unreachable(torch_nodes, tmp_path):
+    # An address on the testbed's own subnet that no node holds: the workers cannot reach it.
+    nowhere = torch_nodes.address("node1").rsplit(".", 1)[0] + ".250"
+    job = "it-unreachable"
+    extra = dict(
+        FAST,
+        torchrun_launch_master_addr=nowhere,
+        torchrun_launch_precheck_timeout=3,
+        torchrun_launch_job=job,
+        wireup_results_dir=str(tmp_path),
+    )
+    result = run_playbook("launch.yml", torch_nodes.inventory, extra)
+    assert result.rc != 0
+    assert result.failed_hosts == ["node2", "node3"]
+    messages = _messages(result)
+    for node in ("node2", "node3"):
+        assert f"{node} cannot reach the master node1 at {nowhere}:29500 within 3 s" in messages[node]
+    for node in NODES:
+        assert torch_nodes.ssh(node, f"ls {BASE}/jobs/{job}/runs").stdout.strip() == ""
