@@ -164,3 +164,15 @@ def test_store_run_compares_with_last_pass(tmp_path):
     assert any(f["code"] == "baseline_busbw_drop" for f in recs["gpu-a01"]["findings"])
     assert (pathlib.Path(run_dir) / "gpu-a01.json").exists()
     assert results.read_host(root, rid, "gpu-a01")["verdict"] == "PASS"
+
+
+def test_summary_line_of_a_cpu_node_with_the_cluster_run():
+    n = {
+        "skipped": "no NVIDIA GPU: GPU benchmarks skipped",
+        "torch": {"multi_node": (NCCL / "torch_allreduce_gloo_3ranks.txt").read_text()},
+    }
+    line = report.summary_line(results.build_record("node1", "20261129T100000Z", n))
+    assert line.startswith(
+        "node1: N/A - no NVIDIA GPU: GPU benchmarks skipped; torch multi_node (3 ranks, gloo)"
+    )
+    assert "GB/s at 4M" in line

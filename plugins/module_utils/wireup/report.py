@@ -56,9 +56,7 @@ def _count(findings):
 def summary_line(record):
     """One line per host for the end of the play."""
     host = record.get("host", "?")
-    if record.get("skipped"):
-        return f"{host}: {record.get('verdict', 'N/A')} - {record['skipped']}"
-    parts = []
+    parts = [record["skipped"]] if record.get("skipped") else []
     for name, coll in sorted((record.get("collectives") or {}).items()):
         v = coll.get("verdict") or {}
         if v.get("expected_busbw"):
@@ -76,6 +74,8 @@ def summary_line(record):
                 f"torch {name} ({item.get('world_size')} ranks, {item.get('backend')}) "
                 f"{_fmt(_best(last), 3)} GB/s at {human_bytes(last.get('size'))}"
             )
+    if record.get("skipped") and len(parts) == 1:
+        return f"{host}: {record.get('verdict', 'N/A')} - {record['skipped']}"
     counts = _count(record.get("findings"))
     base = record.get("baseline") or {}
     baseline = f"baseline {base['run_id']}" if base.get("run_id") else "no passing baseline"
