@@ -26,6 +26,7 @@ GROUP_VARS = REPO / "group_vars" / "all.yml"
 TAGS = ["pytorch_venv"]
 REPORT_TASK = "PyTorch venv | Report torch"
 INSTALL_TASK_PREFIX = "PyTorch venv | Install torch=="
+FACT = "/etc/ansible/facts.d/wireup_torch.fact"
 
 
 def _pin(name, path):
@@ -61,6 +62,10 @@ def _assert_clean(result, label):
 def test_install_from_wheelhouse_then_idempotent(testbed, wheelhouse, tmp_path):
     nodes = sorted(testbed.nodes)
     torch_pin = _pin("pytorch_venv_torch_version", GROUP_VARS)
+    # The session testbed is shared: another test may have run site.yml already. Start from nodes
+    # without this role's results.
+    for node in nodes:
+        testbed.ssh(node, f"rm -rf /opt/wireup/venv /opt/wireup/reuse /opt/wireup/reuse-facts {FACT}")
 
     fresh_check = _timed("check on fresh nodes", "site.yml", testbed.inventory, check=True, tags=TAGS)
     _assert_clean(fresh_check, "--check on fresh nodes")
@@ -84,7 +89,7 @@ def test_install_from_wheelhouse_then_idempotent(testbed, wheelhouse, tmp_path):
         assert f"torch {torch_pin}+cpu (installed)" in res["msg"], (node, res["msg"])
 
     for node in nodes:
-        proc = testbed.ssh(node, "cat /etc/ansible/facts.d/wireup_torch.fact")
+        proc = testbed.ssh(node, f"cat {FACT}")
         fact = json.loads(proc.stdout)
         assert fact["torch_version"] == f"{torch_pin}+cpu"
         assert fact["variant"] == "cpu" and fact["cuda_version"] == "" and not fact["cuda_available"]
@@ -128,6 +133,9 @@ def test_reuse_preinstalled_torch_from_a_base_venv(testbed, wheelhouse):
     assert fact["preinstalled"] is True
     assert fact["torch_path"].startswith(f"{base}/lib/python3.11/site-packages/torch/")
     assert fact["venv"] == "/opt/wireup/reuse"
+    # launch scripts call <venv>/bin/torchrun: present although torch was not installed here.
+    usage = testbed.ssh(node, "/opt/wireup/reuse/bin/torchrun --help").stdout
+    assert "usage: torchrun" in usage
     second = _timed("reuse, second run", "site.yml", testbed.inventory, extravars, tags=TAGS, limit=node)
     _assert_clean(second, "reuse second run")
     assert second.stats["changed"][node] == 0, second.stats
