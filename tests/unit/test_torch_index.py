@@ -13,7 +13,8 @@ import pytest
 from wireup import torch_index
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SHARED_FIXTURES = ROOT.parent / "shared" / "fixtures" / "h200x2"
+# Captures from the lent 2x H200 machine, copied from ../shared/fixtures/h200x2.
+H200_FIXTURES = ROOT / "tests" / "fixtures" / "h200x2"
 VERIFY_SCRIPT = ROOT / "roles" / "pytorch_venv" / "files" / "verify_torch.py"
 PROBE_SCRIPT = ROOT / "roles" / "pytorch_venv" / "files" / "probe_python.py"
 
@@ -208,7 +209,7 @@ def test_python_ok():
 
 def _h200_report():
     # "2.11.0+cu130 13.0 2.28.9 2": torch, CUDA, NCCL, device_count read off the lent machine.
-    torch_v, cuda_v, nccl_v, count = (SHARED_FIXTURES / "torch_versions.txt").read_text().split()
+    torch_v, cuda_v, nccl_v, count = (H200_FIXTURES / "torch_versions.txt").read_text().split()
     return {
         "python": "3.12.3",
         "torch_version": torch_v,
