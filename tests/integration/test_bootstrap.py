@@ -176,6 +176,85 @@ def test_driver_install_path_on_a_pretend_gpu_node(testbed, repo_vars, tmp_path)
     )
 
 
+PRETEND_PLAY = """\
+- name: Preflight
+  ansible.builtin.import_playbook: {repo}/playbooks/preflight.yml
+
+- name: Nodes preflight is told are other machines (wireup_test_pretend, per host)
+  hosts: "{{{{ wireup_node_group | default('gpu_nodes') }}}}"
+  gather_facts: false
+  vars:
+    # The lent GPU machine's inventory turns these off (its image has CUDA, torch's NCCL, no repository).
+    cuda_repo_manage_source: "{{{{ inventory_hostname not in wireup_test_image_nodes }}}}"
+    nccl_install_system: "{{{{ inventory_hostname not in wireup_test_image_nodes }}}}"
+  pre_tasks:
+    - name: Pretend
+      ansible.builtin.set_fact:
+        wireup_node: >-
+          {{{{ wireup_node
+             | combine(wireup_test_pretend[inventory_hostname] | default({{}}), recursive=true) }}}}
+      tags: [always]
+  roles:
+    - {{role: nvidia_driver, tags: [nvidia_driver]}}
+    - {{role: cuda_repo, tags: [cuda_repo]}}
+    - {{role: nccl, tags: [nccl]}}
+"""
+
+
+def test_image_provided_stack_left_alone_and_secure_boot_stop(testbed, repo_vars, tmp_path):
+    """node1 looks like the lent H200 machine (driver 580 from a mount, CUDA 13.0 in the image,
+    torch's NCCL): every role reports and changes nothing. node2 has GPUs, no driver and Secure
+    Boot on with no DKMS key enrolled: the driver role stops before installing, saying why."""
+    image, secure = sorted(testbed.nodes)[:2]
+    (tmp_path / "group_vars").symlink_to(REPO_ROOT / "group_vars")
+    play = write_playbook(tmp_path, "pretend.yml", PRETEND_PLAY.format(repo=REPO_ROOT))
+    gpus = {"present": True, "count": 2, "pci_count": 2, "nvswitch_count": 0}
+    extra = {
+        **repo_vars,
+        "cuda_repo_toolkit_on_gpu_less_nodes": False,
+        "wireup_test_image_nodes": [image],
+        "wireup_test_pretend": {
+            image: {
+                "gpu": gpus,
+                "driver": {"loaded": True, "version": "580.159.04", "branch": "580", "kernel_module": "open"},
+                "cuda": {"version": "13.0", "home": "/usr/local/cuda"},
+                "service_mgr": "process_api",
+            },
+            secure: {
+                "gpu": gpus,
+                "driver": {"loaded": False, "version": "", "branch": "", "kernel_module": ""},
+                "secure_boot": True,
+            },
+        },
+    }
+    result = run_playbook(play, testbed.inventory, extra, limit=f"{image},{secure}", tags=TAGS)
+
+    assert result.failed_hosts == [secure], result.failure_messages() or result.stdout[-3000:]
+    assert result.stats["changed"][image] == 0, result.stats
+    lines = " | ".join(
+        msg
+        for task in (
+            "NVIDIA driver | Leave alone a running driver of the branch that dpkg did not install",
+            "CUDA repo | Report that the apt source is left to the node's image",
+            "CUDA repo | Report why the toolkit is not installed",
+            "NCCL | Report that the system NCCL is not managed here",
+        )
+        for msg in [_debug_msgs(result, task).get(image, "MISSING: " + task)]
+    )
+    assert "driver 580.159.04 (open module) already running, branch 580, not from dpkg: left alone" in lines
+    assert "apt sources left alone (cuda_repo_manage_source: false)" in lines
+    assert "toolkit not installed: CUDA 13.0 already at /usr/local/cuda" in lines
+    assert "system NCCL not installed (nccl_install_system: false)" in lines
+    assert "MISSING" not in lines, lines
+
+    messages = " ".join(msg for _, _, msg in result.failure_messages(secure))
+    assert "Secure Boot is on" in messages and "mokutil --import" in messages, messages
+    assert result.stats["changed"][secure] == 0, result.stats
+    assert testbed.ssh(
+        secure, "test -e /etc/apt/preferences.d/wireup-nvidia-driver.pref", check=False
+    ).returncode
+
+
 def test_fake_repo_is_what_the_roles_expect(testbed):
     meta = build(testbed.www_dir, nccl=NCCL, nccl_newer=NCCL_NEWER, driver=DRIVER)
     repo = testbed.www_dir / "cuda" / "debian12" / "x86_64"
