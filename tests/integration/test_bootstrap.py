@@ -255,6 +255,32 @@ def test_image_provided_stack_left_alone_and_secure_boot_stop(testbed, repo_vars
     ).returncode
 
 
+FAKE_TORCH = (
+    "import types\ncuda = types.SimpleNamespace(nccl=types.SimpleNamespace(version=lambda: {version}))\n"
+)
+
+
+@pytest.mark.parametrize(("torch_nccl", "warns"), [((2, 27, 7), True), ((2, 28, 3), False)])
+def test_torch_nccl_compared_with_system_nccl(testbed, repo_vars, torch_nccl, warns):
+    """A venv whose `torch` reports a given NCCL (a stand-in module: the real CPU wheel has none):
+    a major.minor difference from the system's 2.28.9 warns, a patch difference does not."""
+    node = sorted(testbed.nodes)[0]
+    venv = "/opt/wireup-test-venv"
+    site = testbed.ssh(
+        node,
+        f"python3 -m venv {venv} && {venv}/bin/python -c 'import site; print(site.getsitepackages()[0])'",
+    ).stdout.strip()
+    module = FAKE_TORCH.format(version=torch_nccl)
+    testbed.ssh(node, f"mkdir -p {site}/torch && printf '%s' '{module}' > {site}/torch/__init__.py")
+    extra = {**repo_vars, "wireup_venv_path": venv}
+    result = run_playbook("site.yml", testbed.inventory, extra, tags=["cuda_repo", "nccl"], limit=node)
+    assert result.rc == 0, result.failure_messages() or result.stdout[-3000:]
+    msg = _debug_msgs(result, "NCCL | Compare torch's NCCL with the system NCCL")[node]
+    assert f"bundles NCCL {'.'.join(map(str, torch_nccl))}" in msg and "system NCCL 2.28.9" in msg, msg
+    assert msg.startswith("WARNING: ") is warns, msg
+    assert ("differ in major.minor" in msg) is warns, msg
+
+
 def test_fake_repo_is_what_the_roles_expect(testbed):
     meta = build(testbed.www_dir, nccl=NCCL, nccl_newer=NCCL_NEWER, driver=DRIVER)
     repo = testbed.www_dir / "cuda" / "debian12" / "x86_64"
