@@ -130,6 +130,6 @@ def test_bad_threshold_is_refused(testbed, tmp_path):
         tags=["bench"],
     )
     assert result.rc != 0
-    message = " ".join(result.failure_messages())
+    message = " ".join(str(item) for item in result.failure_messages())
     assert "bench_warn_ratio" in message and "bench_pass_ratio" in message
     assert not (tmp_path / "bench").exists()
