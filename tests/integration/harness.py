@@ -76,7 +76,13 @@ class PlaybookResult:
                 continue
             res = data.get("res", {}) or {}
             msg = res.get("msg") or res.get("stderr") or res.get("module_stderr") or ""
-            out.append((data.get("host"), data.get("task", ""), str(msg)))
+            # A loop's result says only "One or more items failed": add each failed item's own.
+            items = [
+                r.get("msg", "")
+                for r in res.get("results", []) or []
+                if isinstance(r, dict) and r.get("failed")
+            ]
+            out.append((data.get("host"), data.get("task", ""), " ".join([str(msg), *map(str, items)])))
         return out
 
     def task_results(self, task_name, host=None):

@@ -265,10 +265,20 @@ def torch_wheel() -> Path:
     return Path(found[-1])
 
 
+def extra_packages() -> list[str]:
+    """pytorch_venv_extra_packages from the role's defaults: the venv installs them from the
+    wheelhouse too (offline install), so the testbed serves them beside torch."""
+    text = (REPO_ROOT / "roles/pytorch_venv/defaults/main.yml").read_text()
+    m = re.search(r"^pytorch_venv_extra_packages:\n((?:\s+- .+\n)+)", text, re.M)
+    return re.findall(r"^\s+- ['\"]?([^'\"\s#]+)", m.group(1), re.M) if m else []
+
+
 def wheelhouse(log=print) -> Path:
-    """Cached folder with the torch CPU wheel and its dependencies for CPython 3.11 (the nodes')."""
+    """Cached folder with the torch CPU wheel, the venv's extra packages and their dependencies
+    for CPython 3.11 (the nodes')."""
     wheel = torch_wheel()
-    key = hashlib.sha256(f"{wheel.name}:{wheel.stat().st_size}".encode()).hexdigest()[:16]
+    extras = extra_packages()
+    key = hashlib.sha256(f"{wheel.name}:{wheel.stat().st_size}:{extras}".encode()).hexdigest()[:16]
     final = CACHE_DIR / "wheels" / key
     with flock(CACHE_DIR / "wheels.lock"):
         if (final / ".wireup-complete").exists():
@@ -303,6 +313,7 @@ def wheelhouse(log=print) -> Path:
                 "--platform",
                 "manylinux2014_x86_64",
                 tmp / wheel.name,
+                *extras,
             ]
         )
         (tmp / ".wireup-complete").write_text(wheel.name + "\n")

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import cache
+from . import cache, fake_cuda_repo
 from .system import (
     RUN_DIR,
     TestbedError,
@@ -258,6 +258,11 @@ class Testbed:
         )
         self._make_network()
         self._serve_www(wheels)
+        # The stand-in for NVIDIA's CUDA repository (unreachable from here): the roles only see a
+        # base URL and a key, as with a site mirror.
+        repo = fake_cuda_repo.build(self.www_dir)
+        keep = ("base_url_path", "key_name", "fingerprint", "key_sha256")
+        self.state["cuda_repo"] = {k: repo[k] for k in keep}
         for k in range(1, nodes + 1):
             self._make_node(k, golden)
         self.known_hosts.write_text(
@@ -550,6 +555,17 @@ class Testbed:
         rec["leader_start"] = proc_start_time(rec["leader"]) if rec["leader"] else None
         self._save()
 
+    def _cuda_repo_vars(self) -> dict:
+        repo = self.state.get("cuda_repo")
+        if not repo:
+            return {}
+        return {
+            "cuda_repo_base_url": self.www_url + repo["base_url_path"],
+            "cuda_repo_key_name": repo["key_name"],
+            "cuda_repo_key_fingerprints": [repo["fingerprint"]],
+            "cuda_repo_key_checksum": "sha256:" + repo["key_sha256"],
+        }
+
     def _write_inventory(self):
         import yaml  # the control venv has PyYAML (ansible-core needs it)
 
@@ -567,6 +583,7 @@ class Testbed:
                     "ansible_paramiko_host_key_checking": False,
                     "ansible_python_interpreter": "/usr/bin/python3",
                     "pytorch_venv_wheelhouse_url": f"{self.www_url}wheels/",
+                    **self._cuda_repo_vars(),
                     "wireup_testbed_name": self.name,
                     "wireup_testbed_www_url": self.www_url,
                     "wireup_testbed_www_dir": str(self.www_dir),

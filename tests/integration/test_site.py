@@ -1,0 +1,145 @@
+"""site.yml as a user runs it, on 3 fresh testbed nodes: --check first, apply, a second run with
+changed=0 everywhere; a node powered off drops out while the others complete; a bad inventory
+or a bad variable stops the run before any node changes, with a message naming the fix.
+
+The testbed's inventory carries the stand-in CUDA repository (cuda_repo_base_url and its key)
+and the torch wheelhouse, exactly as `make run` uses them.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import yaml
+
+from .harness import run_playbook
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster(testbed_factory):
+    """Three nodes nobody else touches, so the first run really starts from a bare node."""
+    return testbed_factory("site", nodes=3)
+
+
+def _timed(label, *args, **kwargs):
+    start = time.monotonic()
+    result = run_playbook(*args, **kwargs)
+    print(f"[site] {label}: rc={result.rc} in {time.monotonic() - start:.0f} s")
+    return result
+
+
+def _clean(result, label):
+    assert result.rc == 0 and not result.failed_hosts and not result.unreachable_hosts, (
+        f"{label}: {result.failure_messages()}\n{result.stdout[-4000:]}"
+    )
+
+
+def test_site_check_apply_idempotent(cluster):
+    nodes = sorted(cluster.nodes)
+    zero = dict.fromkeys(nodes, 0)
+
+    check = _timed("--check on fresh nodes", "site.yml", cluster.inventory, check=True)
+    _clean(check, "--check on fresh nodes")
+
+    apply = _timed("first run", "site.yml", cluster.inventory)
+    _clean(apply, "first run")
+    assert all(apply.stats["changed"][n] > 0 for n in nodes), apply.stats
+
+    # Every node reports itself in one preflight line, and each GPU role says in one line why
+    # it does nothing on a GPU-less node.
+    report = apply.task_results("Preflight | Report the node")
+    assert sorted(report) == nodes
+    assert all("no NVIDIA GPU (GPU roles will skip this node)" in r["msg"] for r in report.values())
+    for node in nodes:
+        venv = cluster.ssh(node, "/opt/wireup/venv/bin/python -c 'import torch; print(torch.__version__)'")
+        assert venv.stdout.strip().startswith("2.13.0"), venv.stdout
+        holds = set(cluster.ssh(node, "apt-mark showhold").stdout.split())
+        assert {"libnccl2", "libnccl-dev"} <= holds, holds
+
+    again = _timed("second run", "site.yml", cluster.inventory)
+    _clean(again, "second run")
+    assert {n: again.stats["changed"][n] for n in nodes} == zero, again.stats
+
+
+def test_a_node_down_the_others_complete(cluster):
+    nodes = sorted(cluster.nodes)
+    down = nodes[-1]
+    cluster.stop_node(down)
+    try:
+        result = _timed(f"with {down} powered off", "site.yml", cluster.inventory)
+        assert result.unreachable_hosts == [down], result.stats
+        assert result.failed_hosts == [], result.failure_messages()
+        for node in nodes[:-1]:
+            assert result.stats["ok"][node] > 0
+        # The recap names the unreachable node.
+        recap = result.stdout[result.stdout.rindex("PLAY RECAP") :]
+        assert f"{down}" in recap and "unreachable=1" in recap, recap
+    finally:
+        cluster.start_node(down)
+
+
+def _inventory(tmp_path, groups, **extra_vars):
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump({"all": {"children": groups, "vars": extra_vars}}))
+    return path
+
+
+def _testbed_hosts(testbed):
+    data = yaml.safe_load(testbed.inventory.read_text())["gpu_nodes"]
+    return data["hosts"], data["vars"]
+
+
+def _no_change(result):
+    assert result.rc != 0
+    assert sum(result.stats["changed"].values()) == 0, result.stats
+    return " ".join(msg for _, _, msg in result.failure_messages())
+
+
+def test_missing_group_fails_on_the_controller(testbed, tmp_path):
+    hosts, node_vars = _testbed_hosts(testbed)
+    inventory = _inventory(tmp_path, {"trainers": {"hosts": hosts}}, **node_vars)
+    result = run_playbook("site.yml", inventory)
+    messages = _no_change(result)
+    assert "inventory group 'gpu_nodes' (wireup_node_group) does not exist" in messages, messages
+    assert "-e wireup_node_group=<your group>" in messages
+    # Nothing reached a node: the controller play stopped the run.
+    assert set(result.hosts) == {"localhost"}, result.hosts
+
+
+def test_duplicate_address_fails_before_any_change(testbed, tmp_path):
+    hosts, node_vars = _testbed_hosts(testbed)
+    first, second = sorted(hosts)[:2]
+    hosts = {name: dict(h) for name, h in hosts.items()}
+    hosts[second]["wireup_address"] = hosts[first]["ansible_host"]
+    inventory = _inventory(tmp_path, {"gpu_nodes": {"hosts": hosts}}, **node_vars)
+    result = run_playbook("site.yml", inventory)
+    messages = _no_change(result)
+    assert f"hosts {first} and {second} share the address {hosts[first]['ansible_host']}" in messages
+    assert "every node needs its own (check ansible_host / wireup_address)" in messages
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ({"nccl_package_version": "2.28.9"}, "nccl_package_version='2.28.9' is malformed"),
+        ({"cuda_repo_version": 13.0}, "cuda_repo_version=13.0 is a number, not a string: quote it"),
+        ({"wireup_master_host": "node9"}, "wireup_master_host='node9' is not a host of group 'gpu_nodes'"),
+        ({"wireup_nproc_per_node": "many"}, "wireup_nproc_per_node='many' is not 'auto'"),
+        ({"nvidia_driver_flavor": "closed"}, "nvidia_driver_flavor must be one of: open, proprietary"),
+    ],
+)
+def test_bad_variable_fails_before_any_change(testbed, extra, expected):
+    result = run_playbook("site.yml", testbed.inventory, extra)
+    messages = _no_change(result)
+    assert expected in messages, messages
+    # Stopped in preflight: no task of a later role ran anywhere.
+    later = [
+        ev["event_data"]["task"]
+        for ev in result.events
+        if ev.get("event") in ("runner_on_ok", "runner_on_failed")
+        and ev["event_data"].get("role") != "preflight"
+    ]
+    assert later == [], later
