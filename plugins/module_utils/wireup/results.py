@@ -304,7 +304,9 @@ def build_record(host, run_id, node, baseline=None):
     verdicts = []
     for name, item in sorted((node.get("nccl_tests") or {}).items()):
         expected = bandwidth.expected_busbw(topology, name, node.get("efficiency"))
-        entry = {"expected": expected, "rc": item.get("rc")}
+        # The text output is kept for audits and re-judging (the -J JSON carries the whole process
+        # environment, so it is parsed but not stored).
+        entry = {"expected": expected, "rc": item.get("rc"), "output": item.get("output") or ""}
         try:
             # -J JSON has full precision; the text still tells the nccl-tests version.
             parsed = nccltests.parse(item.get("json") or item.get("output") or "")
