@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import configparser
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from tests.perf.provision_bench import (
     parse_recap,
     parse_sizes,
     summarize,
+    variant_config,
 )
 
 # ansible-playbook's recap lines (ruff: the real lines are longer than the limit).
@@ -125,3 +127,45 @@ def test_stock_config_has_no_speedups():
         "filter_plugins": "/repo/plugins/filter",
     }
     assert ssh == {"ssh_args": "-C"}  # no ControlPersist, no pipelining
+
+
+PROJECT_CFG = """\
+[defaults]
+roles_path = roles
+library = plugins/modules
+forks = 20
+
+[ssh_connection]
+pipelining = True
+ssh_args = -o ControlMaster=auto -o ControlPersist=60s -o ServerAliveInterval=15
+"""
+
+
+def _variant(name, **kw):
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read_string(variant_config(PROJECT_CFG, name, root=Path("/repo"), workdir=Path("/w"), **kw))
+    return cfg
+
+
+def test_variants_change_one_thing_and_make_paths_absolute():
+    assert _variant("no-pipelining")["ssh_connection"]["pipelining"] == "False"
+    assert _variant("no-controlpersist")["ssh_connection"]["ssh_args"] == "-o ServerAliveInterval=15"
+    assert _variant("forks-5")["defaults"]["forks"] == "5"
+    cache = _variant("fact-cache")["defaults"]
+    assert cache["gathering"] == "smart" and cache["fact_caching_connection"] == "/w/fact-cache"
+    piped = _variant("piped")
+    assert piped["ssh_connection"]["transfer_method"] == "piped"
+    assert piped["ssh_connection"]["pipelining"] == "True"
+    assert piped["defaults"]["roles_path"] == "/repo/roles" and piped["defaults"]["forks"] == "20"
+
+
+def test_mitogen_variant_needs_the_package(tmp_path):
+    with pytest.raises(BenchError, match="--mitogen-path"):
+        _variant("mitogen")
+    with pytest.raises(BenchError, match=r"mitogen_linear\.py"):
+        _variant("mitogen", mitogen_path=tmp_path)
+    strategy = tmp_path / "ansible_mitogen" / "plugins" / "strategy"
+    strategy.mkdir(parents=True)
+    (strategy / "mitogen_linear.py").write_text("")
+    cfg = _variant("mitogen", mitogen_path=tmp_path)["defaults"]
+    assert cfg["strategy"] == "mitogen_linear" and cfg["strategy_plugins"] == str(strategy)
