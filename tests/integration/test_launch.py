@@ -47,6 +47,13 @@ def _messages(result):
     return {host: msg for host, _task, msg in result.failure_messages()}
 
 
+def _runs(testbed, job):
+    """{node: set of run ids} of job on every node (none when the job never ran there)."""
+    return {
+        n: set(testbed.ssh(n, f"ls {BASE}/jobs/{job}/runs 2>/dev/null || true").stdout.split()) for n in NODES
+    }
+
+
 def _tagged_processes(testbed, node, job):
     """PIDs on node whose environment carries a WIREUP_JOB_TAG of this job (any run)."""
     out = testbed.ssh(
@@ -156,6 +163,7 @@ def test_killed_process_fails_naming_the_node_and_stops_the_others(torch_nodes, 
 def test_precheck_master_port_busy(torch_nodes, tmp_path):
     port = 29531
     job = "it-busy"
+    before = _runs(torch_nodes, job)
     holder = torch_nodes.ssh(
         "node1",
         f'nohup python3 -c \'import socket,time; s=socket.socket(); s.bind(("",{port})); s.listen(); '
@@ -170,8 +178,7 @@ def test_precheck_master_port_busy(torch_nodes, tmp_path):
     assert result.failed_hosts == ["node1"]
     msg = _messages(result)["node1"]
     assert f"port {port} is in use on the master node1" in msg and "wireup_master_port" in msg
-    for node in NODES:  # stopped before any start
-        assert torch_nodes.ssh(node, f"ls {BASE}/jobs/{job}/runs").stdout.strip() == ""
+    assert _runs(torch_nodes, job) == before  # stopped before any start
 
 
 def test_precheck_master_unreachable(torch_nodes, tmp_path):
@@ -185,11 +192,11 @@ def test_precheck_master_unreachable(torch_nodes, tmp_path):
         torchrun_launch_job=job,
         wireup_results_dir=str(tmp_path),
     )
+    before = _runs(torch_nodes, job)
     result = run_playbook("launch.yml", torch_nodes.inventory, extra)
     assert result.rc != 0
     assert result.failed_hosts == ["node2", "node3"]
     messages = _messages(result)
     for node in ("node2", "node3"):
         assert f"{node} cannot reach the master node1 at {nowhere}:29500 within 3 s" in messages[node]
-    for node in NODES:
-        assert torch_nodes.ssh(node, f"ls {BASE}/jobs/{job}/runs").stdout.strip() == ""
+    assert _runs(torch_nodes, job) == before  # no node started the job
