@@ -98,7 +98,17 @@ def main():
         supports_check_mode=True,
     )
     if module.check_mode:
-        module.exit_json(changed=False, msg="check mode: nothing stored")
+        # Check mode ran no benchmark: nothing to judge or store.
+        module.exit_json(
+            changed=False,
+            msg="check mode: nothing stored",
+            run_id=module.params["run_id"],
+            run_dir="",
+            report={},
+            verdicts={},
+            summary=[],
+            failed_hosts=[],
+        )
     nodes = {host: dict(node or {}) for host, node in module.params["nodes"].items()}
     multi = {}
     for host, given in sorted((module.params["torch_logs"] or {}).items()):
