@@ -365,7 +365,8 @@ def markdown(meta: dict, summary: dict, goal_rows, launch: dict, *, configs, siz
     lines += ["", "| ratio (of medians) | value | goal |", "|---|---|---|"]
     goal_by_name = {g[0]: g for g in goal_rows}
     for name, value in summary["ratios"].items():
-        lines.append(f"| {name} | {fmt(value, 2)} | |")
+        if value is not None:  # a cell without runs (e.g. first converge of a rerun-only variant)
+            lines.append(f"| {name} | {fmt(value, 2)} | |")
     for name, value, goal, met in goal_by_name.values():
         lines.append(f"| **goal**: {name} | {fmt(value, 2)} | {goal}: {'met' if met else 'MISSED'} |")
     if launch:
@@ -415,6 +416,7 @@ class Bench:
         self.cfg_paths.update(self.rerun_only)
         self.testbed = None
         self.seq = 0
+        self.on_run = lambda: None
 
     def env(self, config: str, extra=None) -> dict:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
@@ -501,6 +503,7 @@ class Bench:
         ok = res["rc"] == 0 and hosts_ok and not failed and (kind == "first" or not changed)
         rec = {"kind": kind, "config": config, "size": size, "rep": rep, "nodes": nodes, "ok": ok, **res}
         self.runs.append(rec)
+        self.on_run()
         note = "" if ok else f"  FLAGGED rc={res['rc']} failed={failed} changed={changed} (see {res['log']})"
         log(
             f"{label}: {res['seconds']:.1f} s (load {res['load']:.2f}; CPU s: controller "
@@ -624,6 +627,7 @@ class Bench:
         else:
             log(f"{label}: FAILED rc={res['rc']}, {len(probes)} probe lines: see {res['log']}")
         self.launches.append(rec)
+        self.on_run()
         return rec
 
     def ship_probe(self, nodes: list[str]):
@@ -711,6 +715,53 @@ def run(args) -> int:
     }
     log(f"results in {workdir}; configs {configs}, sizes {sizes}; load {os.getloadavg()[0]:.2f}")
     profiles = []
+
+    def write_report(final: bool):
+        """summary.md and summary.json of the runs so far (after every run: a stopped run keeps them)."""
+        meta["ended"] = datetime.now(UTC).isoformat(timespec="seconds") + (
+            "" if final else " (partial: still running)"
+        )
+        meta["load"] = {
+            "min": min(bench.loads, default=None),
+            "median": median(bench.loads),
+            "max": max(bench.loads, default=None),
+        }
+        summary = summarize(bench.runs, all_cfgs, sizes)
+        goal_rows = goals(summary, all_cfgs, sizes)
+        launch = {}
+        for cfg in dict.fromkeys(r["config"] for r in bench.launches):
+            good = [r for r in bench.launches if r["config"] == cfg and r["ok"]]
+            launch[cfg] = {
+                "n": len(good),
+                "failed": sum(1 for r in bench.launches if r["config"] == cfg and not r["ok"]),
+                "nodes": len(next(r["nodes"] for r in bench.launches if r["config"] == cfg)),
+                "job_started": median([r["job_started"] for r in good if r["job_started"] is not None]),
+                "running": median([r["running"] for r in good]),
+                "joined": median([r["joined"] for r in good]),
+                "total": median([r["seconds"] for r in good]),
+            }
+        table = markdown(
+            meta, summary, goal_rows, launch, configs=configs, sizes=sizes, rerun_only=rerun_only
+        )
+        (workdir / "summary.md").write_text(table)
+        (workdir / "summary.json").write_text(
+            json.dumps(
+                {
+                    "meta": meta,
+                    "summary": summary,
+                    "goals": goal_rows,
+                    "launch": launch,
+                    "runs": bench.runs,
+                    "launches": bench.launches,
+                    "profiles": [{k: v for k, v in p.items() if k != "profile"} for p in profiles],
+                },
+                indent=1,
+            )
+            + "\n"
+        )
+        return table, goal_rows
+
+    bench.on_run = lambda: write_report(final=False)
     try:
         for rep in range(1, args.first_reps + 1):
             nodes = bench.up(len(configs) * sum(sizes))
@@ -723,11 +774,8 @@ def run(args) -> int:
                     bench.site("first", cfg, size, groups[cfg][size], rep)
             if rep < args.first_reps:
                 bench.down()
-        for rep in range(1, args.reruns + 1):
-            for i, size in enumerate(sizes):
-                order = all_cfgs if (i + rep) % 2 == 0 else all_cfgs[::-1]
-                for cfg in order:
-                    bench.site("rerun", cfg, size, groups.get(cfg, groups[host_cfg])[size], rep)
+        # Launch before the reruns: it needs converged nodes only, and a benchmark cut short by
+        # its operator then still has every figure (summary.* are written after every run).
         if args.launch_nodes:
             lcfg = host_cfg
             lnodes = groups[lcfg][sizes[-1]][: args.launch_nodes]
@@ -735,6 +783,11 @@ def run(args) -> int:
             for rep in range(1, args.launch_reps + 1):
                 for cfg in all_cfgs if args.launch_all_configs else [lcfg]:
                     bench.launch(cfg, lnodes, rep)
+        for rep in range(1, args.reruns + 1):
+            for i, size in enumerate(sizes):
+                order = all_cfgs if (i + rep) % 2 == 0 else all_cfgs[::-1]
+                for cfg in order:
+                    bench.site("rerun", cfg, size, groups.get(cfg, groups[host_cfg])[size], rep)
         if args.profile:
             for cfg in all_cfgs:
                 profiles.append(bench.profile(cfg, groups.get(cfg, groups[host_cfg])[sizes[-1]]))
@@ -745,39 +798,7 @@ def run(args) -> int:
             bench.down()
         shutil.rmtree(workdir / "cp", ignore_errors=True)
 
-    meta["ended"] = datetime.now(UTC).isoformat(timespec="seconds")
-    meta["load"] = {"min": min(bench.loads), "median": median(bench.loads), "max": max(bench.loads)}
-    summary = summarize(bench.runs, all_cfgs, sizes)
-    goal_rows = goals(summary, all_cfgs, sizes)
-    launch = {}
-    for cfg in dict.fromkeys(r["config"] for r in bench.launches):
-        good = [r for r in bench.launches if r["config"] == cfg and r["ok"]]
-        launch[cfg] = {
-            "n": len(good),
-            "failed": sum(1 for r in bench.launches if r["config"] == cfg and not r["ok"]),
-            "nodes": len(bench.launches[0]["nodes"]),
-            "job_started": median([r["job_started"] for r in good if r["job_started"] is not None]),
-            "running": median([r["running"] for r in good]),
-            "joined": median([r["joined"] for r in good]),
-            "total": median([r["seconds"] for r in good]),
-        }
-    table = markdown(meta, summary, goal_rows, launch, configs=configs, sizes=sizes, rerun_only=rerun_only)
-    (workdir / "summary.md").write_text(table)
-    (workdir / "summary.json").write_text(
-        json.dumps(
-            {
-                "meta": meta,
-                "summary": summary,
-                "goals": goal_rows,
-                "launch": launch,
-                "runs": bench.runs,
-                "launches": bench.launches,
-                "profiles": [{k: v for k, v in p.items() if k != "profile"} for p in profiles],
-            },
-            indent=1,
-        )
-        + "\n"
-    )
+    table, goal_rows = write_report(final=True)
     print(table)
     for p in profiles:
         tasks = p["profile"].get("tasks", [])
