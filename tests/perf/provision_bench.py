@@ -693,6 +693,10 @@ def run(args) -> int:
     all_cfgs = configs + rerun_only
     # Configurations measured on reruns only run on the nodes of this one (already converged).
     host_cfg = "project" if "project" in configs else configs[0]
+    # Rerun-only configurations: on the smallest and largest sizes unless told otherwise.
+    variant_sizes = parse_sizes(args.variant_sizes) if args.variant_sizes else sorted({sizes[0], sizes[-1]})
+    if not set(variant_sizes) <= set(sizes):
+        raise BenchError(f"--variant-sizes {args.variant_sizes}: use sizes from --sizes {args.sizes}")
     if args.launch_nodes and args.launch_nodes > sizes[-1]:
         raise BenchError(f"--launch-nodes {args.launch_nodes} is more than the largest size {sizes[-1]}")
     meta = {
@@ -708,6 +712,7 @@ def run(args) -> int:
         "command": " ".join(["python -m tests.perf.provision_bench", *sys.argv[1:]]),
         "configs": {c: str(p) for c, p in bench.cfg_paths.items()},
         "sizes": sizes,
+        "variant_sizes": variant_sizes,
         "first_reps": args.first_reps,
         "reruns": args.reruns,
         "launch_reps": args.launch_reps if args.launch_nodes else 0,
@@ -787,6 +792,8 @@ def run(args) -> int:
             for i, size in enumerate(sizes):
                 order = all_cfgs if (i + rep) % 2 == 0 else all_cfgs[::-1]
                 for cfg in order:
+                    if cfg in rerun_only and size not in variant_sizes:
+                        continue
                     bench.site("rerun", cfg, size, groups.get(cfg, groups[host_cfg])[size], rep)
         if args.profile:
             for cfg in all_cfgs:
@@ -848,6 +855,9 @@ def main(argv=None) -> int:
         default=[],
         choices=list(VARIANTS),
         help="also measure this one-change variant of ./ansible.cfg, on reruns only (repeatable)",
+    )
+    parser.add_argument(
+        "--variant-sizes", help="sizes for --variant/--rerun-config (default: smallest and largest)"
     )
     parser.add_argument("--mitogen-path", help="folder holding ansible_mitogen/ (for --variant mitogen)")
     parser.add_argument(
