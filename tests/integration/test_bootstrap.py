@@ -241,7 +241,8 @@ def test_image_provided_stack_left_alone_and_secure_boot_stop(testbed, repo_vars
         )
         for msg in [_debug_msgs(result, task).get(image, "MISSING: " + task)]
     )
-    assert "driver 580.159.04 (open module) already running, branch 580, not from dpkg: left alone" in lines
+    assert "driver 580.159.04 (open module) already running, branch 580, not installed from" in lines
+    assert "not installed from nvidia-open-580: left alone" in lines
     assert "apt sources left alone (cuda_repo_manage_source: false)" in lines
     assert "toolkit not installed: CUDA 13.0 already at /usr/local/cuda" in lines
     assert "system NCCL not installed (nccl_install_system: false)" in lines
