@@ -10,7 +10,8 @@ short_description: Locate NCCL headers and library (system or a venv's NCCL whee
 description:
   - For I(source=system), looks for C(nccl.h) and C(libnccl.so*) under I(nccl_home) when given, else in
     the compiler's usual places (/usr/include, /usr/lib/<triplet>, /usr/lib64, I(cuda_home)).
-  - For I(source=venv), asks I(venv_python) for its site-packages and uses C(nvidia/nccl) there
+  - For I(source=venv), asks I(venv_python) where it imports C(nvidia.nccl) from (its own
+    site-packages, or those of a base interpreter it reuses)
     (the nvidia-nccl-cu* wheel PyTorch depends on).
   - Reads the version from C(nccl.h). Changes nothing.
 options:
@@ -68,6 +69,17 @@ SYSTEM_LIBS = [
 ]
 
 
+FIND_NCCL_WHEEL = (
+    "import importlib.util\n"
+    "try:\n"
+    "    spec = importlib.util.find_spec('nvidia.nccl')\n"
+    "except ModuleNotFoundError:\n"
+    "    spec = None\n"
+    "paths = list(spec.submodule_search_locations or []) if spec else []\n"
+    "print(paths[0] if paths else '')\n"
+)
+
+
 def _first_lib(dirs):
     for directory in dirs:
         if glob.glob(os.path.join(directory, "libnccl.so*")):
@@ -94,17 +106,16 @@ def main():
                 msg=f"nccl_tests_venv_python {python!r} is not an executable Python: run site.yml "
                 "(pytorch_venv) first, or point nccl_tests_venv_python at the venv whose NCCL to use"
             )
-        rc, out, err = module.run_command(
-            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            environ_update={"LC_ALL": "C"},
-        )
+        # Ask the venv's Python where it imports nvidia.nccl from: a venv that reuses a base
+        # interpreter's packages (system site packages, .pth files) has it outside its own folder.
+        rc, out, err = module.run_command([python, "-c", FIND_NCCL_WHEEL], environ_update={"LC_ALL": "C"})
         if rc != 0:
-            module.fail_json(msg=f"{python} could not report its site-packages: {err.strip()}")
-        home = os.path.join(out.strip(), "nvidia", "nccl")
-        if not os.path.isdir(home):
+            module.fail_json(msg=f"{python} could not look for the NCCL wheel: {err.strip()}")
+        home = out.strip()
+        if not home or not os.path.isdir(home):
             module.fail_json(
-                msg=f"no NCCL wheel in the venv: {home} is missing (pip install nvidia-nccl-cu13, or set "
-                "nccl_tests_nccl_source=system)"
+                msg=f"no NCCL wheel importable by {python} (nvidia.nccl): pip install nvidia-nccl-cu13 "
+                "into that venv, or set nccl_tests_nccl_source=system"
             )
     if home:
         include_dir = os.path.join(home, "include")

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs wireup's playbooks on the lent GPU machine and keeps the logs under $OUT.
+# Usage (device run, repo root): bash tests/gpu/run.sh STEP...   with STEP one of
+#   site      site.yml twice (the second must report changed=0); site-once: once
+#   bench     bench.yml (the baseline)
+#   degraded  bench.yml with NCCL_P2P_DISABLE=1 injected through bench_env (must FAIL)
+#   launch    launch.yml: Example 2 with NCCL on both GPUs
+#   results   pack results/ into $OUT/results.tgz
+set -o nounset -o pipefail
+# shellcheck source=tests/gpu/env.sh
+. tests/gpu/env.sh
+: "${OUT:=/tmp/wireup-gpu-out}"
+mkdir -p "$OUT"
+INV=tests/gpu/inventory.yml
+play() {
+  local name=$1; shift
+  local start=$SECONDS
+  ansible-playbook -i "$INV" "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "== $name: rc=$rc in $((SECONDS - start)) s"
+  grep -A4 "PLAY RECAP" "$OUT/$name.log" | grep -v '^--$'
+  return 0
+}
+for step in "$@"; do
+  case $step in
+    site) play site1 site.yml; play site2 site.yml ;;
+    site-once) play site1 site.yml ;;
+    bench) play bench bench.yml -e bench_nccl_tune=true ;;
+    degraded) play degraded bench.yml -e bench_max_bytes=1G -e '{"bench_env": {"NCCL_P2P_DISABLE": "1"}}' ;;
+    launch) play launch launch.yml ;;
+    results) tar -czf "$OUT/results.tgz" results && echo "== results packed" ;;
+    *) echo "unknown step $step" >&2; exit 2 ;;
+  esac
+done
