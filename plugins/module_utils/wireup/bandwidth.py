@@ -27,8 +27,8 @@ import re
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
 # Fraction of the bottleneck link that NCCL's bus bandwidth reaches on healthy hardware at
-# >= 1 GiB. nvlink all_reduce/all_gather/reduce_scatter: measured on 2x H200 NV18 with
-# nccl-tests 2.19.6 / NCCL 2.28.9 (345-347, 301-311, 293-298 GB/s of 478). The rest are
+# >= 1 GiB. nvlink all_reduce/all_gather/reduce_scatter/alltoall: measured on 2x H200 NV18 with
+# nccl-tests 2.19.6 / NCCL 2.28.9 (345-348, 301-331, 293-298, 365 GB/s of 478). The rest are
 # conservative estimates from published nccl-tests results on PCIe and multi-socket hosts;
 # override them per cluster with bench_efficiency when a healthy run shows better.
 EFFICIENCY = {
@@ -36,7 +36,7 @@ EFFICIENCY = {
         "all_reduce": 0.72,
         "all_gather": 0.63,
         "reduce_scatter": 0.61,
-        "alltoall": 0.45,
+        "alltoall": 0.74,
         "broadcast": 0.60,
         "reduce": 0.60,
         "sendrecv": 0.60,
