@@ -236,8 +236,7 @@ def summary(facts: dict, master: str) -> str:
         gpus = f"{gpu['pci_count']} NVIDIA GPU(s) on PCI"
         if gpu["count"]:
             gpus += (
-                f", {gpu['count']}x {'/'.join(gpu['models'])}"
-                f" (cc {'/'.join(gpu['compute_capabilities'])})"
+                f", {gpu['count']}x {'/'.join(gpu['models'])} (cc {'/'.join(gpu['compute_capabilities'])})"
             )
         if gpu.get("nvidia_smi_error"):
             gpus += f", nvidia-smi: {gpu['nvidia_smi_error']}"
