@@ -53,6 +53,11 @@ lint: venv  ## static checks: ansible-lint (production), yamllint, ruff, syntax-
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-lint --strict
+	# Every module's DOCUMENTATION and every role's argument_specs render (ansible-doc).
+	for module in plugins/modules/*.py; do \
+	  $(BIN)/ansible-doc -M plugins/modules "$$(basename "$$module" .py)" >/dev/null; \
+	done
+	$(BIN)/ansible-doc -t role -r roles $$(ls roles) >/dev/null
 	for playbook in $(ENTRY_PLAYBOOKS); do \
 	  $(BIN)/ansible-playbook -i inventory/local.yml --syntax-check $$playbook; \
 	  $(BIN)/ansible-playbook -i inventory/example --syntax-check $$playbook; \

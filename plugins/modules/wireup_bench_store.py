@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 module: wireup_bench_store
 short_description: Judge, store and report one bench.yml run on the controller
 description:
-  - Runs where the results live (the controller, C(delegate_to: localhost) or a localhost play).
+  - "Runs where the results live: the controller, through C(delegate_to: localhost) or a localhost play."
   - For every host, parses the nccl-tests outputs and torch benchmark logs, computes the expected bus
     bandwidth from the host's topology and the verdicts, merges the gpu_topology findings, compares
     with the host's last passing run, and writes C(RESULTS/bench/RUN/HOST.json) (never overwritten).
@@ -29,7 +29,7 @@ options:
     required: true
   torch_logs:
     description:
-      - Per host, torch benchmark log files on the controller, {HOST: {single_node: PATH, multi_node: PATH}}.
+      - "Per host, torch benchmark log files on the controller: C({HOST: {single_node: PATH, multi_node: PATH}})."
       - Missing files are reported as findings, not errors.
     type: dict
     default: {}
