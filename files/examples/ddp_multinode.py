@@ -22,6 +22,11 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 
+def say(line: str) -> None:
+    """One write per line: ranks share the log, and print() may split text and newline."""
+    os.write(sys.stdout.fileno(), (line + "\n").encode())
+
+
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20, help="training steps (default 20)")
@@ -80,10 +85,9 @@ def main():
         loss.backward()
         optimizer.step()
         if step in {1, args.steps} or step % 10 == 0:
-            print(
+            say(
                 f"rank {rank}/{world} host {host} local_rank {local_rank} {backend} {device} "
-                f"step {step}/{args.steps} loss {loss.item():.6f}",
-                flush=True,
+                f"step {step}/{args.steps} loss {loss.item():.6f}"
             )
         if args.sleep:
             time.sleep(args.sleep)
@@ -94,10 +98,9 @@ def main():
     dist.all_reduce(lo, op=dist.ReduceOp.MIN)
     dist.all_reduce(hi, op=dist.ReduceOp.MAX)
     in_sync = torch.allclose(lo, hi, rtol=0, atol=1e-9)
-    print(
+    say(
         f"rank {rank}/{world} host {host} done: final loss {loss.item():.6f}, "
-        f"{args.steps} steps in {time.time() - started:.2f} s, replicas in sync: {in_sync}",
-        flush=True,
+        f"{args.steps} steps in {time.time() - started:.2f} s, replicas in sync: {in_sync}"
     )
     dist.barrier()  # leave together: a rank tearing gloo down while a peer still talks aborts
     dist.destroy_process_group()

@@ -22,6 +22,11 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 
+def say(line: str) -> None:
+    """One write per line: ranks share the log, and print() may split text and newline."""
+    os.write(sys.stdout.fileno(), (line + "\n").encode())
+
+
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -74,15 +79,13 @@ def worker(rank: int, world: int, args, port: int) -> None:
         loss.backward()
         optimizer.step()
         if step in {1, args.steps} or step % 10 == 0:
-            print(
+            say(
                 f"rank {rank}/{world} host {host} {backend} {device} step {step}/{args.steps} "
-                f"loss {loss.item():.6f}",
-                flush=True,
+                f"loss {loss.item():.6f}"
             )
-    print(
+    say(
         f"rank {rank}/{world} host {host} done: final loss {loss.item():.6f}, "
-        f"{args.steps} steps in {time.time() - started:.2f} s",
-        flush=True,
+        f"{args.steps} steps in {time.time() - started:.2f} s"
     )
     dist.barrier()  # leave together: a rank tearing gloo down while a peer still talks aborts
     dist.destroy_process_group()
