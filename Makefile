@@ -38,14 +38,20 @@ testbed-up: venv  ## bring up NODES (3) local testbed nodes (root)
 testbed-down: venv  ## remove the local testbed (root)
 	$(BIN)/python -m tests.testbed down --name $(TESTBED)
 
+# On the testbed (CPU nodes, gloo) Example 2 runs 2 processes per node, so ranks cross nodes and
+# processes; on a real cluster one process per GPU (wireup_nproc_per_node: auto).
+LAUNCH_ARGS ?= $(if $(INVENTORY),,-e wireup_nproc_per_node=2)
+
 run: venv  ## bootstrap, benchmark and launch on INVENTORY (default: the local testbed)
 	@if [ -z "$(INVENTORY)" ]; then $(MAKE) --no-print-directory deps testbed-up; fi
 	$(BIN)/ansible-playbook -i $(RUN_INVENTORY) site.yml
 	$(BIN)/ansible-playbook -i $(RUN_INVENTORY) bench.yml
-	$(BIN)/ansible-playbook -i $(RUN_INVENTORY) launch.yml
+	$(BIN)/ansible-playbook -i $(RUN_INVENTORY) launch.yml $(LAUNCH_ARGS)
 	@echo
-	@echo "Done: site.yml, bench.yml and launch.yml ran against $(RUN_INVENTORY)."
-	@echo "Results (benchmarks, reports, job logs): $(CURDIR)/results/"
+	@echo "Done: site.yml (bootstrap), bench.yml (wiring proof) and launch.yml (Example 2) ran against"
+	@echo "$(RUN_INVENTORY)."
+	@echo "Bench report: $$(ls -1d $(CURDIR)/results/bench/*/ | tail -n 1)report.html (and report.md)"
+	@echo "Job logs:     $$(ls -1dt $(CURDIR)/results/jobs/ddp-multinode-*/ | head -n 1)"
 	@if [ -z "$(INVENTORY)" ]; then echo "The testbed is still up; remove it with: make testbed-down"; fi
 
 lint: venv  ## static checks: ansible-lint (production), yamllint, ruff, syntax-check
