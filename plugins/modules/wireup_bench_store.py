@@ -29,7 +29,8 @@ options:
     required: true
   torch_logs:
     description:
-      - "Per host, torch benchmark log files on the controller: C({HOST: {single_node: PATH, multi_node: PATH}})."
+      - "Per host, torch benchmark log files on the controller:
+        C({HOST: {single_node: PATH, multi_node: PATH}})."
       - Missing files are reported as findings, not errors.
     type: dict
     default: {}
