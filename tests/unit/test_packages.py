@@ -12,7 +12,7 @@ import pytest
 
 from wireup import packages as p
 
-FIXTURES = pathlib.Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "h200x2"
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "h200x2"
 NVIDIA_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
 
 # A throwaway ed25519 key made with gpg 2.2.40 for this test; gpg printed the fingerprint below.
@@ -334,7 +334,6 @@ def test_parse_torch_nccl_version(printed, version):
     assert p.parse_torch_nccl_version(printed) == version
 
 
-@pytest.mark.skipif(not FIXTURES.is_dir(), reason="../shared/fixtures not present")
 def test_torch_nccl_version_from_the_h200_capture():
     # torch_versions.txt: "<torch> <cuda> <nccl> <gpus>" read off the lent H200 machine.
     torch, _cuda, nccl, _gpus = (FIXTURES / "torch_versions.txt").read_text().split()
