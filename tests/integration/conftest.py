@@ -25,6 +25,12 @@ from tests.testbed import Testbed, TestbedError, all_testbeds
 SESSION_NAME = os.environ.get("WIREUP_TESTBED_NAME", f"it-{os.getpid()}")
 
 
+def pytest_collection_modifyitems(items):
+    """The testbed's own tests first: they check the nodes as the testbed made them, before
+    other tests' playbooks change them (torchrun_launch, for one, manages /etc/hosts)."""
+    items.sort(key=lambda item: item.module.__name__.rsplit(".", 1)[-1] != "test_testbed")
+
+
 def _alive(pid) -> bool:
     if not pid:
         return False

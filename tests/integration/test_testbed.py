@@ -224,6 +224,9 @@ def test_forwarding_allows_only_the_registry_front(testbed):
     forward = [
         r for r in system.run(["iptables", "-w", "-S", "FORWARD"]).stdout.splitlines() if r.startswith("-A")
     ]
+    # Other testbeds (a factory testbed of this session, another engineer's) jump to their own
+    # chains; apart from those, this testbed's jumps come first.
+    forward = [r for r in forward if not re.search(r"-j WTB\d+-FWD$", r) or r.endswith(f"-j {fch}")]
     assert set(forward[:2]) == {f"-A FORWARD -i {br} -j {fch}", f"-A FORWARD -o {br} -j {fch}"}, forward
     # Nodes resolve the registries to the front through /etc/hosts, and have no DNS server at all.
     node = next(iter(testbed.nodes))
