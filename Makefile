@@ -15,7 +15,7 @@ TESTBED_INVENTORY := .testbed/$(TESTBED)/inventory.yml
 RUN_INVENTORY = $(if $(INVENTORY),$(INVENTORY),$(TESTBED_INVENTORY))
 ENTRY_PLAYBOOKS := site.yml bench.yml launch.yml
 
-.PHONY: help venv deps run lint unit integration test testbed-up testbed-down clean
+.PHONY: help venv deps run lint unit integration test testbed-up testbed-down bench-provision clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -70,12 +70,15 @@ lint: venv  ## static checks: ansible-lint (production), yamllint, ruff, syntax-
 	done
 
 unit: lint  ## static checks and unit tests (no root, no testbed)
-	$(BIN)/pytest -q tests/unit
+	$(BIN)/pytest -q tests/unit tests/perf
 
 integration: venv  ## integration tests on the local testbed (root)
 	$(BIN)/pytest -q tests/integration
 
 test: unit integration  ## everything: static checks, unit and integration tests
+
+bench-provision: venv  ## provisioning-speed benchmark on the local testbed (root; ~30-40 min; docs/performance.md)
+	$(BIN)/python -m tests.perf.provision_bench $(BENCH_ARGS)
 
 clean:  ## remove the venv and caches (not results/)
 	rm -rf $(VENV) .pytest_cache .ruff_cache .ansible
