@@ -291,12 +291,13 @@ def worst_verdict(verdicts):
     return "N/A"
 
 
-def human_bytes(size):
+def human_bytes(size, short=False):
+    """8589934592 -> '8 GiB' (prose), or '8G' with short=True (tables, as nccl-tests' -e takes it)."""
     size = int(size or 0)
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
         if size >= (1 << shift) and size % (1 << shift) == 0:
-            return f"{size >> shift} {unit}"
-    return f"{size} B"
+            return f"{size >> shift}{unit}" if short else f"{size >> shift} {unit}iB"
+    return f"{size}" if short else f"{size} B"
 
 
 def pick_tuning(measured, min_gain=0.02):

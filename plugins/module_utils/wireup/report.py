@@ -15,6 +15,8 @@ import html
 import os
 import re
 
+from . import bandwidth
+
 SEVERITY_ORDER = ("critical", "warning", "info")
 _NV = re.compile(r"^NV(\d+)$")
 # Heatmap scale: higher is a better link. NV# maps above every PCIe class, by its bond width.
@@ -26,11 +28,7 @@ def _safe(name):
 
 
 def human_bytes(size):
-    size = int(size or 0)
-    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
-        if size >= (1 << shift) and size % (1 << shift) == 0:
-            return f"{size >> shift}{unit}"
-    return f"{size}"
+    return bandwidth.human_bytes(size, short=True)
 
 
 def _fmt(value, digits=1):
