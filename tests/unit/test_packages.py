@@ -166,15 +166,21 @@ def test_check_key_bad_input(text, fingerprints, match):
 def test_pgp_fingerprint_matches_gpg_for_a_fresh_rsa_key(tmp_path):
     env = dict(os.environ, GNUPGHOME=str(tmp_path))
     tmp_path.chmod(0o700)
-    subprocess.run(
-        ["gpg", "--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", "",
-         "--quick-gen-key", "t <t@wireup.invalid>", "rsa2048", "sign", "never"],
-        env=env, check=True, capture_output=True,
-    )  # fmt: skip
-    armored = subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True).stdout
-    colons = subprocess.run(
-        ["gpg", "--with-colons", "--fingerprint"], env=env, check=True, capture_output=True, text=True
-    ).stdout
+    try:
+        subprocess.run(
+            ["gpg", "--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", "",
+             "--quick-gen-key", "t <t@wireup.invalid>", "rsa2048", "sign", "never"],
+            env=env, check=True, capture_output=True,
+        )  # fmt: skip
+        armored = subprocess.run(
+            ["gpg", "--armor", "--export"], env=env, check=True, capture_output=True
+        ).stdout
+        colons = subprocess.run(
+            ["gpg", "--with-colons", "--fingerprint"], env=env, check=True, capture_output=True, text=True
+        ).stdout
+    finally:
+        # gpg started an agent for this home: stop it, so the test leaves no process behind.
+        subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=env, check=False, capture_output=True)
     gpg_fpr = next(line.split(":")[9] for line in colons.splitlines() if line.startswith("fpr:"))
     assert p.pgp_fingerprints(armored.decode()) == [gpg_fpr]
 
