@@ -14,8 +14,8 @@ description:
     wireup_pkg_cuda_toolkit_spec, wireup_pkg_cuda_home, wireup_pkg_apt_policy_has_source,
     wireup_pkg_check_key, wireup_pkg_driver_plan, wireup_pkg_deb_upstream_version,
     wireup_pkg_fabricmanager_plan, wireup_pkg_kernel_headers, wireup_pkg_nccl_plan,
-    wireup_pkg_dpkg_status, wireup_pkg_torch_nccl_version, wireup_pkg_nccl_header_version,
-    wireup_pkg_nccl_mismatch.
+    wireup_pkg_dpkg_status, wireup_pkg_dpkg_drift, wireup_pkg_torch_nccl_version,
+    wireup_pkg_nccl_header_version, wireup_pkg_nccl_mismatch.
 """
 
 import pathlib
@@ -57,6 +57,7 @@ class FilterModule:
             "wireup_pkg_kernel_headers": _wrap(packages.kernel_headers_package),
             "wireup_pkg_nccl_plan": _wrap(packages.nccl_plan),
             "wireup_pkg_dpkg_status": _wrap(packages.parse_dpkg_status),
+            "wireup_pkg_dpkg_drift": _wrap(packages.dpkg_drift),
             "wireup_pkg_torch_nccl_version": _wrap(packages.parse_torch_nccl_version),
             "wireup_pkg_nccl_header_version": _wrap(parse_nccl_header),
             "wireup_pkg_nccl_mismatch": _wrap(packages.nccl_mismatch),

@@ -324,6 +324,36 @@ def test_parse_dpkg_status():
     }
 
 
+NCCL_NAMES = ["libnccl2", "libnccl-dev"]
+PIN = "2.28.9-1+cuda13.0"
+
+
+@pytest.mark.parametrize(
+    ("text", "install", "missing", "hold"),
+    [
+        # every rerun: both at the pin and held -> apt is not started
+        (f"libnccl2 hi  {PIN}\nlibnccl-dev hi  {PIN}\n", [], [], []),
+        # at the pin, one hold lost (apt-mark unhold) -> only that hold
+        (f"libnccl2 hi  {PIN}\nlibnccl-dev ii  {PIN}\n", [], [], ["libnccl-dev"]),
+        # a fresh node: dpkg knows neither (rc 1, stdout empty)
+        ("", NCCL_NAMES, NCCL_NAMES, NCCL_NAMES),
+        # a new pin over an older held NCCL
+        ("libnccl2 hi  2.27.7-1+cuda13.0\nlibnccl-dev hi  2.27.7-1+cuda13.0\n", NCCL_NAMES, [], []),
+        # removed but configuration left ("rc"), and one half-installed ("iF")
+        (f"libnccl2 rc  {PIN}\nlibnccl-dev iF  {PIN}\n", NCCL_NAMES, NCCL_NAMES, NCCL_NAMES),
+        # an upgrade to a newer build of the same release is drift too
+        (f"libnccl2 hi  2.28.9-2+cuda13.0\nlibnccl-dev hi  {PIN}\n", ["libnccl2"], [], []),
+    ],
+)
+def test_dpkg_drift(text, install, missing, hold):
+    assert p.dpkg_drift(text, NCCL_NAMES, PIN) == {"install": install, "missing": missing, "hold": hold}
+
+
+def test_dpkg_drift_needs_a_list():
+    with pytest.raises(p.PackageError, match="list of package names"):
+        p.dpkg_drift("", "libnccl2", PIN)
+
+
 @pytest.mark.parametrize(
     ("printed", "version"),
     [

@@ -411,6 +411,22 @@ def parse_dpkg_status(text: str) -> dict:
     return found
 
 
+def dpkg_drift(text: str, names, package_version: str) -> dict:
+    """How dpkg's view of `names` differs from the pin, from the same `dpkg-query` output as
+    parse_dpkg_status: {'install': names not installed at package_version (missing or another
+    version), 'missing': names not installed at all, 'hold': names not held}. All three empty:
+    the packages are as pinned and held, and apt has nothing to do."""
+    if isinstance(names, str) or not names:
+        raise PackageError(f"dpkg_drift needs a list of package names, got {names!r}")
+    status = parse_dpkg_status(text)
+    names = list(names)
+    return {
+        "install": [n for n in names if status.get(n, {}).get("version") != package_version],
+        "missing": [n for n in names if n not in status],
+        "hold": [n for n in names if not status.get(n, {}).get("held")],
+    }
+
+
 def parse_torch_nccl_version(text) -> str:
     """What `torch.cuda.nccl.version()` printed -> 'X.Y.Z' ('' for none / CPU builds).
 
