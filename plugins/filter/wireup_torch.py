@@ -13,7 +13,7 @@ description:
   - wireup_torch_choice (variant, index URL, pip requirement for a node),
     wireup_torch_check_spec, wireup_torch_version_in_range, wireup_torch_python_ok,
     wireup_torch_preinstalled, wireup_torch_verify_problems, wireup_torch_fact,
-    wireup_torch_summary.
+    wireup_torch_summary, wireup_torch_pip_missing (pinned requirements the venv lacks).
 """
 
 import pathlib
@@ -49,4 +49,5 @@ class FilterModule:
             "wireup_torch_verify_problems": _wrap(torch_index.verify_problems),
             "wireup_torch_fact": _wrap(torch_index.fact),
             "wireup_torch_summary": _wrap(torch_index.summary),
+            "wireup_torch_pip_missing": _wrap(torch_index.pip_missing),
         }

@@ -139,6 +139,15 @@ def test_reuse_preinstalled_torch_from_a_base_venv(testbed, wheelhouse):
     second = _timed("reuse, second run", "site.yml", testbed.inventory, extravars, tags=TAGS, limit=node)
     _assert_clean(second, "reuse second run")
     assert second.stats["changed"][node] == 0, second.stats
+    # The probe read the base torch from torch/version.py, and saw bin/torchrun already right:
+    # the second run neither rewrites torchrun nor ships the wheelhouse (pip has nothing to do).
+    for task in (
+        "PyTorch venv | Provide torchrun for the reused torch",
+        "PyTorch venv | Ship the wheelhouse to the node",
+    ):
+        assert second.task_results(task) == {}, (task, second.task_results(task))
+    reused = second.task_results("PyTorch venv | Report the preinstalled torch")[node]["msg"]
+    assert "2.13.0+cpu" in reused and "reusing it" in reused, reused
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,9 @@ verification of an installed torch (plugins/module_utils/wireup/torch_index.py).
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import pwd
 import subprocess
 import sys
 
@@ -278,10 +280,12 @@ def test_verify_cpu_node():
     assert torch_index.verify_problems(report, False, 0) == []
 
 
-def _run(script, *args, env_path=None):
+def _run(script, *args, env_path=None, probe=None):
     env = {"PATH": "/usr/bin:/bin"}
     if env_path:
         env["PYTHONPATH"] = str(env_path)
+    if probe is not None:
+        env["WIREUP_PROBE"] = json.dumps(probe)
     argv = [sys.executable, str(script), *args]
     out = subprocess.run(argv, capture_output=True, text=True, check=True, env=env)
     return json.loads(out.stdout)
@@ -305,3 +309,156 @@ def test_probe_script_reports_this_interpreter(tmp_path):
     assert report["is_venv"] == (sys.prefix != sys.base_prefix)
     assert report["torch"] == {} or report["torch"]["version"]
     assert _run(PROBE_SCRIPT, env_path=tmp_path)["torch"] is None
+
+
+def _fake_venv(root, series, packages, cfg="include-system-site-packages = false\n"):
+    """A venv folder as the probe reads it: bin/python, pyvenv.cfg, dist-info folders."""
+    (root / "bin").mkdir(parents=True)
+    python = root / "bin" / "python"
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    (root / "pyvenv.cfg").write_text(f"home = /usr/bin\n{cfg}version = {series}.0\n")
+    site = root / "lib" / f"python{series}" / "site-packages"
+    site.mkdir(parents=True)
+    for folder, name, version in packages:
+        (site / folder).mkdir()
+        (site / folder / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\nName: not-a-header\n"
+        )
+    (site / "broken-1.0.dist-info").mkdir()  # no METADATA: ignored
+    return site
+
+
+def test_probe_script_reports_the_venv_owner_packages_and_fact(tmp_path):
+    series = ".".join(map(str, sys.version_info[:2]))
+    venv = tmp_path / "venv"
+    site = _fake_venv(
+        venv,
+        series,
+        [
+            ("torch-2.13.0+cpu.dist-info", "torch", "2.13.0+cpu"),
+            ("Typing_Extensions-4.12.2.dist-info", "Typing_Extensions", "4.12.2"),
+            ("nvidia_nccl_cu13-2.28.9.dist-info", "nvidia-nccl-cu13", "2.28.9"),
+        ],
+        cfg="include-system-site-packages = False\n",
+    )
+    (site / "wireup-base-site.pth").write_text("/opt/base/site\n")
+    fact = tmp_path / "wireup_torch.fact"
+    fact.write_text('{"torch_version": "2.13.0+cpu"}\n')
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    report = _run(
+        PROBE_SCRIPT,
+        env_path=tmp_path,
+        probe={
+            "owner": me,
+            "packages": ["wireup-no-such-package"],
+            "venv": str(venv),
+            "pth": "wireup-base-site.pth",
+            "fact": str(fact),
+        },
+    )
+    assert report["user"] == me
+    assert report["owner_exists"] is True
+    # dpkg knows no such package (and a machine without dpkg reports null: apt then decides)
+    assert report["os_packages"] in ({"wireup-no-such-package": False}, None)
+    assert report["venv"]["dir"]["owner"] == me
+    assert report["venv"]["dir"]["mode"] == f"{venv.stat().st_mode & 0o7777:04o}"
+    assert report["venv"]["python"] is True
+    assert report["venv"]["system_site_packages"] == "false"
+    assert report["venv"]["pth"] == "/opt/base/site\n"
+    assert report["venv"]["installed"] == {
+        "torch": "2.13.0+cpu",
+        "typing-extensions": "4.12.2",
+        "nvidia-nccl-cu13": "2.28.9",
+    }
+    assert report["fact"] == fact.read_text()
+    # What the role then decides from it: pip has nothing to do.
+    assert (
+        torch_index.pip_missing(
+            ["torch==2.13.0+cpu", "typing_extensions==4.12.2"], report["venv"]["installed"]
+        )
+        == []
+    )
+
+
+def test_probe_script_on_a_fresh_node(tmp_path):
+    report = _run(
+        PROBE_SCRIPT,
+        env_path=tmp_path,
+        probe={
+            "owner": "wireup-no-such-user",
+            "packages": [],
+            "venv": str(tmp_path / "absent"),
+            "pth": "wireup-base-site.pth",
+            "fact": str(tmp_path / "absent.fact"),
+        },
+    )
+    assert report["owner_exists"] is False
+    assert report["os_packages"] == {}
+    assert report["venv"] == {
+        "dir": None,
+        "python": False,
+        "system_site_packages": None,
+        "pth": None,
+        "torchrun": None,
+        "installed": {},
+    }
+    assert report["fact"] is None
+    assert "user" in report
+
+
+@pytest.mark.parametrize(
+    ("requirement", "installed", "met"),
+    [
+        ("torch==2.13.0+cpu", {"torch": "2.13.0+cpu"}, True),
+        ("torch==2.13.0+cpu", {"torch": "2.13.0+cu130"}, False),  # another variant: pip replaces it
+        ("torch==2.13.0", {"torch": "2.13.0+cu130"}, True),  # PEP 440: no local label in the pin
+        ("torch==2.13", {"torch": "2.13.0"}, True),  # zero padding
+        ("torch==2.13.0", {"torch": "2.13.1"}, False),
+        ("torch==2.13.0", {"torch": "2.13.0rc1"}, False),
+        ("torch==2.13.0", {}, False),
+        ("Torch_Info==1.8.0", {"torch-info": "1.8.0"}, True),  # names compare normalised
+        ("torchinfo==1.8.0", {"torchinfo": "1.8.0.post1"}, False),
+        ("pkg[extra]==1.0", {"pkg": "1.0"}, False),  # extras: pip decides
+        ("torch>=2.13", {"torch": "2.13.0"}, False),  # not a pin: pip decides
+        ("torch==not-a-version", {"torch": "not-a-version"}, False),
+    ],
+)
+def test_pip_satisfied(requirement, installed, met):
+    assert torch_index.pip_satisfied(requirement, installed) is met
+    assert torch_index.pip_missing([requirement], installed) == ([] if met else [requirement])
+
+
+def test_pip_missing_accepts_one_requirement_and_no_probe():
+    assert torch_index.pip_missing("torch==2.13.0+cpu", {"torch": "2.13.0+cpu"}) == []
+    assert torch_index.pip_missing(["torchinfo==1.8.0"], None) == ["torchinfo==1.8.0"]
+    assert torch_index.pip_missing([], {}) == []
+
+
+def test_probe_reads_torch_from_version_py_without_importing_it(tmp_path):
+    """The probe names the base's torch from torch/version.py: a torch whose import would fail
+    (here: raises) is not imported, so a rerun pays no `import torch` for it."""
+    pkg = tmp_path / "torch"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise RuntimeError('imported')\n")
+    (pkg / "version.py").write_text(
+        "from typing import Optional\n"
+        "__all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip', 'xpu']\n"
+        "__version__ = '2.11.0+cu130'\n"
+        "debug = False\n"
+        "cuda: Optional[str] = '13.0'\n"
+        "git_version = '70d99e998b5952dfe4f1ab2e5ed2a3b6bd0c6b3c'\n"
+        "hip: Optional[str] = None\n"
+    )
+    report = _run(PROBE_SCRIPT, "torch", env_path=tmp_path)
+    assert report["torch"] == {
+        "version": "2.11.0+cu130",
+        "cuda": "13.0",
+        "path": str(pkg / "__init__.py"),
+        "error": "",
+    }
+    (pkg / "version.py").write_text("__version__ = '2.13.0+cpu'\ncuda: Optional[str] = None\n")
+    assert _run(PROBE_SCRIPT, "torch", env_path=tmp_path)["torch"]["cuda"] == ""
+    # No usable version.py: the probe imports torch and reports why it failed.
+    (pkg / "version.py").unlink()
+    assert _run(PROBE_SCRIPT, "torch", env_path=tmp_path)["torch"]["error"] == "RuntimeError: imported"

@@ -460,6 +460,49 @@ def verify_problems(report, gpu_present, gpu_count, venv_path="") -> list[str]:
     return problems
 
 
+_PINNED_REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*==\s*([A-Za-z0-9.+!_-]+)\s*$")
+
+
+def _split_version(version: str):
+    """'2.13.0+cpu' -> ((2, 13), '', 'cpu'): release without trailing zeros, the rest of the public
+    version (pre/post/dev, normalised loosely), the local label. None when it is not a version."""
+    text = str(version).strip().lower().lstrip("v")
+    public, _, local = text.partition("+")
+    match = re.match(r"^(\d+(?:\.\d+)*)(.*)$", public)
+    if not match:
+        return None
+    release = [int(n) for n in match.group(1).split(".")]
+    while len(release) > 1 and release[-1] == 0:
+        release.pop()
+    rest = re.sub(r"[-_.]", "", match.group(2))
+    return tuple(release), rest, re.sub(r"[-_]", ".", local)
+
+
+def pip_satisfied(requirement: str, installed: dict) -> bool:
+    """Whether a pinned requirement ('name==version', as pytorch_venv demands) is met by what the
+    venv has installed ({normalised name: version}, from the role's probe), with PEP 440's rules
+    for '==': release segments compare zero-padded, and a pin without a local label ('+cu130')
+    accepts any local label. Anything else (extras, a range, an unparsable version) is 'not met',
+    so pip decides: this only lets a rerun skip pip when the answer is certain."""
+    match = _PINNED_REQ.match(str(requirement))
+    if not match or match.group(2):
+        return False
+    name = re.sub(r"[-_.]+", "-", match.group(1)).lower()
+    have, want = _split_version(installed.get(name, "")), _split_version(match.group(3))
+    if have is None or want is None:
+        return False
+    return have[:2] == want[:2] and (not want[2] or have[2] == want[2])
+
+
+def pip_missing(requirements, installed) -> list:
+    """The requirements pip still has to install (see pip_satisfied); all of them when the probe
+    found no venv (installed is None or empty)."""
+    if isinstance(requirements, str):
+        requirements = [requirements]
+    installed = installed or {}
+    return [req for req in requirements or [] if not pip_satisfied(req, installed)]
+
+
 def fact(report, choice, decision, venv_path, python_executable="") -> dict:
     """The pytorch_venv_info fact (and the local fact file's content): stable values only."""
     report = report or {}
