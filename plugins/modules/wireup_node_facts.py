@@ -14,6 +14,8 @@ description:
     compute capabilities and the loaded driver.
   - The default-route interface and its IPv4 address are read from /proc/net/route and an
     ioctl, so nodes without the C(ip) command are handled.
+  - Also the host name, the Python running the module and the service manager, the only facts of
+    C(ansible.builtin.setup) that wireup reads, so no play needs to run C(setup).
 options:
   venv_path:
     description: Path where the PyTorch venv goes; free disk is measured on its filesystem.
@@ -51,8 +53,10 @@ import contextlib
 import fcntl
 import glob
 import os
+import platform
 import socket
 import struct
+import sys
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.wireup import node
@@ -231,6 +235,12 @@ def main():
         else [],
         "disk": {"path": disk_path, "free_mb": free_mb},
         "secure_boot": _secure_boot(),
+        # As setup's hostname fact: the node name up to the first dot.
+        "hostname": platform.node().split(".")[0],
+        "python": {"executable": sys.executable, "version": ".".join(map(str, sys.version_info[:3]))},
+        "service_mgr": node.service_manager(
+            os.path.isdir("/run/systemd/system"), _read("/proc/1/comm") or ""
+        ),
     }
     module.exit_json(changed=False, ansible_facts={"wireup_node": facts})
 

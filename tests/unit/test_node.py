@@ -184,3 +184,17 @@ def test_summary_lines():
         "driver 580.159.04 (open); CUDA 13.0; NCCL none; eth0 172.16.0.5; 51200 MiB free at /opt; "
         "master gpu-a01"
     )
+
+
+@pytest.mark.parametrize(
+    ("booted", "comm", "expected"),
+    [
+        (True, "systemd\n", "systemd"),
+        (True, "", "systemd"),  # systemd-nspawn containers: /run/systemd/system is there
+        (False, "init\n", "init"),
+        (False, "tini\n", "tini"),  # a container without an init system
+        (False, "", "unknown"),
+    ],
+)
+def test_service_manager(booted, comm, expected):
+    assert node.service_manager(booted, comm) == expected

@@ -217,6 +217,17 @@ def summarize_gpus(pci: dict, inventory: list[dict]) -> dict:
     }
 
 
+def service_manager(systemd_booted: bool, init_comm: str) -> str:
+    """The init system, named as Ansible's service_mgr fact names it for the cases wireup meets:
+    'systemd' when /run/systemd/system exists (sd_booted(3), true inside systemd-nspawn too),
+    otherwise PID 1's command name ('init' for sysvinit, 'tini', 'sh', ...; 'unknown' if
+    unreadable). Only 'systemd' matters to wireup (nvidia_driver manages services with it)."""
+    if systemd_booted:
+        return "systemd"
+    comm = (init_comm or "").strip()
+    return comm or "unknown"
+
+
 def free_megabytes(f_bavail: int, f_frsize: int) -> int:
     """Free space for unprivileged users from statvfs fields, in MiB."""
     return (f_bavail * f_frsize) // (1024 * 1024)
