@@ -59,9 +59,80 @@ def test_site_check_apply_idempotent(cluster):
         holds = set(cluster.ssh(node, "apt-mark showhold").stdout.split())
         assert {"libnccl2", "libnccl-dev"} <= holds, holds
 
+    # torch's NCCL is compared on the first run too (after the venv exists), from the verification.
+    nccl_lines = apply.task_results("NCCL | Compare torch's NCCL with the system NCCL")
+    assert sorted(nccl_lines) == nodes, nccl_lines
+    assert all(
+        "bundles NCCL none (CPU build); system NCCL 2.28.9" in " ".join(r["msg"].split())
+        for r in nccl_lines.values()
+    ), [r["msg"] for r in nccl_lines.values()]
+
     again = _timed("second run", "site.yml", cluster.inventory)
     _clean(again, "second run")
     assert {n: again.stats["changed"][n] for n in nodes} == zero, again.stats
+    # A converged node starts no apt, no pip and no second torch import, and rewrites nothing
+    # (issue 6: the probes decide; docs/performance.md).
+    for task in CONVERGED_SKIPS:
+        assert again.task_results(task) == {}, f"second run ran {task!r}: {again.task_results(task)}"
+    assert sorted(again.task_results("NCCL | Compare torch's NCCL with the system NCCL")) == nodes
+
+
+# Tasks that must not run at all on a converged node.
+CONVERGED_SKIPS = [
+    "NCCL | Ask apt whether the pinned packages are available",
+    "NCCL | Install libnccl2 and libnccl-dev 2.28.9-1+cuda13.0",
+    "NCCL | Hold the NCCL packages",
+    "NCCL | Read the installed NCCL packages again after the change",
+    "NCCL | Ask the venv which NCCL torch uses",
+    "PyTorch venv | Install venv support for the system Python",
+    "PyTorch venv | Create the venv directory",
+    "PyTorch venv | Create the virtualenv",
+    "PyTorch venv | Keep the venv's system-site-packages setting",
+    "PyTorch venv | Install torch==2.13.0+cpu",
+    "PyTorch venv | Install torchinfo==1.8.0",
+    "PyTorch venv | Write the local fact wireup_torch",
+]
+
+
+def test_site_repairs_drift_the_fast_path_would_hide(cluster):
+    """The skips above rest on probes: drift on one node must still be seen and repaired, and
+    only there."""
+    nodes = sorted(cluster.nodes)
+    node = nodes[0]
+    for command in (
+        "apt-mark unhold libnccl-dev",
+        "/opt/wireup/venv/bin/pip uninstall -q -y torchinfo",
+        "rm /etc/ansible/facts.d/wireup_torch.fact",
+        "sed -i 's/^include-system-site-packages = false/include-system-site-packages = true/'"
+        " /opt/wireup/venv/pyvenv.cfg",
+        "chmod 0700 /opt/wireup/venv",
+    ):
+        assert cluster.ssh(node, command).returncode == 0, command
+    result = _timed(f"after drift on {node}", "site.yml", cluster.inventory)
+    _clean(result, f"after drift on {node}")
+    assert {n: result.stats["changed"][n] for n in nodes} == {n: int(n == node) * 5 for n in nodes}, (
+        result.stats
+    )
+    for task in (
+        "NCCL | Hold the NCCL packages",
+        "PyTorch venv | Install torchinfo==1.8.0",
+        "PyTorch venv | Write the local fact wireup_torch",
+        "PyTorch venv | Keep the venv's system-site-packages setting",
+        "PyTorch venv | Create the venv directory",
+    ):
+        ran = result.task_results(task)
+        assert sorted(ran) == [node] and ran[node].get("changed"), (task, ran)
+    assert "libnccl-dev" in cluster.ssh(node, "apt-mark showhold").stdout.split()
+    # (import torchinfo needs numpy, which the CPU torch wheel does not bring: ask pip's metadata)
+    meta = cluster.ssh(
+        node,
+        "/opt/wireup/venv/bin/python -c \"import importlib.metadata as m; print(m.version('torchinfo'))\"",
+    )
+    assert meta.stdout.strip() == "1.8.0", meta.stdout
+    assert cluster.ssh(node, "test -s /etc/ansible/facts.d/wireup_torch.fact").returncode == 0
+    cfg = cluster.ssh(node, "cat /opt/wireup/venv/pyvenv.cfg").stdout
+    assert "include-system-site-packages = false" in cfg, cfg
+    assert cluster.ssh(node, "stat -c %a /opt/wireup/venv").stdout.strip() == "755"
 
 
 def test_a_node_down_the_others_complete(cluster):
