@@ -169,3 +169,25 @@ def test_mitogen_variant_needs_the_package(tmp_path):
     (strategy / "mitogen_linear.py").write_text("")
     cfg = _variant("mitogen", mitogen_path=tmp_path)["defaults"]
     assert cfg["strategy"] == "mitogen_linear" and cfg["strategy_plugins"] == str(strategy)
+
+
+def test_scaling_one_host_inventory(tmp_path):
+    """Each loopback node of tests/perf/scaling_one_host.py keeps the GPU machine's settings but
+    its own venv, facts, address and ssh endpoint, with host key checking on."""
+    import yaml
+
+    from tests.perf import scaling_one_host as soh
+
+    names = ["n1", "n2", "n3"]
+    addresses = {n: f"127.0.0.{i + 2}" for i, n in enumerate(names)}
+    hosts = yaml.safe_load(soh.write_inventory(tmp_path, names, addresses).read_text())["all"]["children"]
+    hosts = hosts["gpu_nodes"]["hosts"]
+    assert sorted(hosts) == names
+    for name, host in hosts.items():
+        assert "ansible_connection" not in host  # ssh, the project's connection settings
+        assert host["ansible_host"] == addresses[name] and host["ansible_port"] == soh.PORT
+        assert f"UserKnownHostsFile={tmp_path / 'known_hosts'}" in host["ansible_ssh_common_args"]
+        assert host["wireup_venv_path"] == f"/opt/wireup-scale/{name}/venv"
+        assert host["wireup_address"].startswith("192.0.2.")  # TEST-NET-1: never contacted
+        assert host["pytorch_venv_system_site_packages"] is True  # tests/gpu/inventory.yml's settings
+    assert len({h["wireup_address"] for h in hosts.values()}) == len(names)
