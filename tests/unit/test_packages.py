@@ -415,3 +415,81 @@ def test_filter_plugin_exposes_and_wraps_errors():
     )
     with pytest.raises(ansible_errors.AnsibleFilterError, match="nccl_package_version"):
         filters["wireup_pkg_nccl_plan"]("2.28.9", "2.28.9", "13.0")
+
+
+# --- the cuda_repo role's read of the node: skip the key, the source and apt update on a rerun ---
+NVIDIA_URL = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/"
+
+
+@pytest.mark.parametrize(
+    ("url", "prefix"),
+    [
+        # apt's URItoFileName: no scheme, '_' quoted as %5f, '/' -> '_'
+        (NVIDIA_URL, "developer.download.nvidia.com_compute_cuda_repos_ubuntu2404_x86%5f64_"),
+        (
+            "http://10.213.1.1:18001/cuda/repos/debian12/x86_64/",
+            "10.213.1.1:18001_cuda_repos_debian12_x86%5f64_",
+        ),
+        ("https://user:secret@mirror.example/cuda/sbsa/", "mirror.example_cuda_sbsa_"),  # credentials dropped
+        ("http://mirror.example/a~b=c/", "mirror.example_a%7eb%3dc_"),
+        ("file:///srv/cuda/repos/debian12/x86_64/", ""),  # apt reads file: repositories in place
+        ("not a url", ""),
+    ],
+)
+def test_apt_lists_prefix(url, prefix):
+    assert p.apt_lists_prefix(url) == prefix
+
+
+def test_apt_lists_have_source():
+    prefix = "/var/lib/apt/lists/developer.download.nvidia.com_compute_cuda_repos_ubuntu2404_x86%5f64_"
+    assert p.apt_lists_have_source([prefix + "InRelease", prefix + "Packages"], NVIDIA_URL)
+    assert p.apt_lists_have_source([prefix + "Packages.lz4"], NVIDIA_URL)  # GzipIndexes images
+    # Only the Release file: the index itself was never fetched.
+    assert not p.apt_lists_have_source([prefix + "InRelease"], NVIDIA_URL)
+    assert not p.apt_lists_have_source([], NVIDIA_URL)
+    # Another architecture of the same repository does not count.
+    other = "/var/lib/apt/lists/developer.download.nvidia.com_compute_cuda_repos_ubuntu2404_sbsa_Packages"
+    assert not p.apt_lists_have_source([other], NVIDIA_URL)
+    assert not p.apt_lists_have_source([prefix + "Packages"], "file:///srv/cuda/")
+
+
+# What ansible.builtin.deb822_repository writes for the role's source (fields in its sorted order).
+SOURCE = (
+    "X-Repolib-Name: wireup-cuda-ubuntu2404-x86-64\n"
+    "Signed-By: /etc/apt/keyrings/wireup-cuda.asc\n"
+    "Suites: /\n"
+    "Types: deb\n"
+    f"URIs: {NVIDIA_URL}\n"
+)
+SOURCE_ARGS = ("wireup-cuda-ubuntu2404-x86-64", NVIDIA_URL, "/etc/apt/keyrings/wireup-cuda.asc")
+
+
+def test_cuda_repo_source_current():
+    assert p.cuda_repo_source_current(SOURCE, *SOURCE_ARGS)
+    assert p.cuda_repo_source_current("# edited by hand\n" + SOURCE.replace(": ", ":   "), *SOURCE_ARGS)
+    assert not p.cuda_repo_source_current(SOURCE.replace("x86_64/", "sbsa/"), *SOURCE_ARGS)
+    assert not p.cuda_repo_source_current(SOURCE + "Enabled: no\n", *SOURCE_ARGS)  # more than the role's
+    assert not p.cuda_repo_source_current(SOURCE.replace("Signed-By", "X-Signed-By"), *SOURCE_ARGS)
+    assert not p.cuda_repo_source_current("garbage without a colon\n", *SOURCE_ARGS)
+    assert not p.cuda_repo_source_current(None, *SOURCE_ARGS)
+    assert p.deb822_fields("A: 1\nB: x\n y\n") == {"A": "1", "B": "x\ny"}
+
+
+def _state(content, mode="0644", owner="root", kind="file"):
+    return {"exists": True, "type": kind, "mode": mode, "owner": owner, "group": "root", "content": content}
+
+
+def test_installed_key_and_source():
+    digest = hashlib.sha256(TEST_KEY.encode()).hexdigest()
+    assert p.installed_key_trusted(_state(TEST_KEY), [TEST_KEY_FPR])
+    assert p.installed_key_trusted(_state(TEST_KEY), [TEST_KEY_FPR], "sha256:" + digest)
+    assert not p.installed_key_trusted(_state(TEST_KEY), [TEST_KEY_FPR], "sha256:" + "0" * 64)
+    assert not p.installed_key_trusted(_state(TEST_KEY), ["EB693B3035CD5710E231E123A4B469963BF863CC"])
+    assert not p.installed_key_trusted(_state(TEST_KEY, mode="0600"), [TEST_KEY_FPR])  # apt could not read it
+    assert not p.installed_key_trusted(_state(TEST_KEY, owner="nobody"), [TEST_KEY_FPR])
+    assert not p.installed_key_trusted(_state("<html>404</html>"), [TEST_KEY_FPR])
+    assert not p.installed_key_trusted({"exists": False}, [TEST_KEY_FPR])
+    assert p.installed_source_current(_state(SOURCE), *SOURCE_ARGS)
+    assert not p.installed_source_current(_state(SOURCE, mode="0600"), *SOURCE_ARGS)
+    assert not p.installed_source_current({"exists": False}, *SOURCE_ARGS)
+    assert not p.key_trusted(None, [TEST_KEY_FPR])

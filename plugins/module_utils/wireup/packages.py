@@ -162,6 +162,68 @@ def apt_policy_has_source(policy_text: str, repo_url: str) -> bool:
     return False
 
 
+# Characters apt quotes as %xx in list file names (apt-pkg/contrib/strutl.cc URItoFileName), besides
+# controls, space and non-ASCII.
+_APT_QUOTED = set('\\|{}[]<>"^~_=!@#$%^&*')
+
+
+def apt_lists_prefix(repo_url: str) -> str:
+    """The file-name prefix of a flat repository's indexes in /var/lib/apt/lists, as apt's
+    URItoFileName makes it: the URI without scheme and credentials, unsafe characters quoted
+    (lower-case %xx: '_' -> '%5f'), '/' -> '_'. 'https://developer.download.nvidia.com/compute/cuda/
+    repos/ubuntu2404/x86_64/' -> 'developer.download.nvidia.com_compute_cuda_repos_ubuntu2404_x86%5f64_'
+    (then 'Packages', 'InRelease', ...). '' for a URI apt reads in place (file:, or unparsable)."""
+    match = re.match(r"^(https?)://(?:[^/@]*@)?([^/]+)(/.*)?$", str(repo_url).strip())
+    if not match:
+        return ""
+    text = match.group(2) + (match.group(3) or "/")
+    out = []
+    for ch in text:
+        code = ord(ch)
+        out.append(f"%{code:02x}" if ch in _APT_QUOTED or code <= 0x20 or code >= 0x7F else ch)
+    return "".join(out).replace("/", "_")
+
+
+def apt_lists_have_source(list_files, repo_url: str) -> bool:
+    """True when apt has fetched the flat repository's Packages index: one of ``list_files`` (paths
+    in /var/lib/apt/lists) is <prefix>Packages, possibly compressed (Packages.lz4 and the like)."""
+    prefix = apt_lists_prefix(repo_url)
+    if not prefix:
+        return False
+    names = [str(path).rsplit("/", 1)[-1] for path in list_files or []]
+    return any(name.startswith(prefix + "Packages") for name in names)
+
+
+def deb822_fields(text) -> dict:
+    """The fields of a one-stanza deb822 file ({'Types': 'deb', ...}); continuation lines are
+    joined with newlines; comments (#) are skipped. {} for no text."""
+    fields, key = {}, None
+    for line in (text or "").splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if line[0] in " \t" and key:
+            fields[key] += "\n" + line.strip()
+            continue
+        key, sep, value = line.partition(":")
+        if not sep:
+            return {"<unparsable>": line}
+        key = key.strip()
+        fields[key] = value.strip()
+    return fields
+
+
+def cuda_repo_source_current(text, name: str, repo_url: str, keyring_path: str) -> bool:
+    """True when a sources file already says exactly what the cuda_repo role's deb822 source says
+    (the fields ansible.builtin.deb822_repository writes for it, nothing more or less)."""
+    return deb822_fields(text) == {
+        "X-Repolib-Name": name,
+        "Signed-By": keyring_path,
+        "Suites": "/",
+        "Types": "deb",
+        "URIs": repo_url,
+    }
+
+
 # --- OpenPGP key checks ---------------------------------------------------------------------------
 def _dearmor(text: str) -> bytes:
     lines = [line.strip() for line in text.strip().splitlines()]
@@ -266,6 +328,41 @@ def check_key(armored: str, fingerprints, sha256: str = "") -> dict:
             f"the download changed; verify it, then update cuda_repo_key_checksum (or set it to '')"
         )
     return {"fingerprints": found, "sha256": digest}
+
+
+def installed_key_trusted(file_state, fingerprints, sha256: str = "") -> bool:
+    """A key file as wireup_file_state read it ({exists, type, mode, owner, group, content}): a
+    regular file, root:root 0644 (apt reads it as _apt), whose content key_trusted accepts."""
+    state = file_state or {}
+    return (
+        state.get("type") == "file"
+        and (state.get("mode"), state.get("owner"), state.get("group")) == ("0644", "root", "root")
+        and key_trusted(state.get("content"), fingerprints, sha256)
+    )
+
+
+def installed_source_current(file_state, name: str, repo_url: str, keyring_path: str) -> bool:
+    """A sources file as wireup_file_state read it: a regular 0644 file (deb822_repository's mode)
+    whose fields are exactly the role's (cuda_repo_source_current)."""
+    state = file_state or {}
+    return (
+        state.get("type") == "file"
+        and state.get("mode") == "0644"
+        and cuda_repo_source_current(state.get("content"), name, repo_url, keyring_path)
+    )
+
+
+def key_trusted(armored, fingerprints, sha256: str = "") -> bool:
+    """check_key as a yes/no for a key already on the node (None: no key there). A key that is not
+    one of the trusted ones is simply 'no' here: the role then downloads, checks (and stops with
+    check_key's message) and replaces it."""
+    if not armored:
+        return False
+    try:
+        check_key(armored, fingerprints, sha256)
+    except PackageError:
+        return False
+    return True
 
 
 # --- NVIDIA driver --------------------------------------------------------------------------------

@@ -1,0 +1,124 @@
+#!/usr/bin/python
+"""Ansible module: read several files and globs on a node in one go, change nothing."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: wireup_file_state
+short_description: Read files (content, mode, owner) and globs on a node in one module run
+description:
+  - Reads the node without changing it, so a role can decide from one module run which of its
+    steps have anything to do (a rerun on a converged node then starts none of them).
+  - For each path, whether it exists and, for a regular file, its mode, owner, group, SHA-256 and
+    (when it is UTF-8 text of at most I(max_bytes)) its content.
+  - For each glob, the sorted list of matching paths.
+options:
+  paths:
+    description: Files to read.
+    type: list
+    elements: path
+    default: []
+  globs:
+    description: Shell-style patterns (C(glob.glob)) to list.
+    type: list
+    elements: str
+    default: []
+  max_bytes:
+    description: Content larger than this is not returned (its SHA-256 still is).
+    type: int
+    default: 65536
+author: wireup
+"""
+
+EXAMPLES = r"""
+- name: Read the key, the source and apt's lists of a repository
+  wireup_file_state:
+    paths: [/etc/apt/keyrings/cuda.asc, /etc/apt/sources.list.d/cuda.sources]
+    globs: ["/var/lib/apt/lists/developer.download.nvidia.com_compute_cuda_repos_ubuntu2404_x86%5f64_*"]
+"""
+
+RETURN = r"""
+files:
+  description: >-
+    {path: {exists, type (file, directory, other), mode (e.g. "0644"), owner, group, size, sha256,
+    content (text, or null when binary or larger than max_bytes)}}; only C(exists) for a missing path.
+  returned: always
+  type: dict
+globs:
+  description: "{pattern: [matching paths, sorted]}."
+  returned: always
+  type: dict
+"""
+
+import contextlib
+import glob
+import grp
+import hashlib
+import os
+import pwd
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def _name(lookup, ident):
+    try:
+        return lookup(ident)[0]
+    except KeyError:
+        return str(ident)
+
+
+def read_path(path, max_bytes):
+    try:
+        info = os.stat(path)
+    except OSError:
+        return {"exists": False}
+    out = {
+        "exists": True,
+        "type": "file"
+        if stat.S_ISREG(info.st_mode)
+        else "directory"
+        if stat.S_ISDIR(info.st_mode)
+        else "other",
+        "mode": f"{stat.S_IMODE(info.st_mode):04o}",
+        "owner": _name(pwd.getpwuid, info.st_uid),
+        "group": _name(grp.getgrgid, info.st_gid),
+        "size": info.st_size,
+        "sha256": None,
+        "content": None,
+    }
+    if out["type"] != "file":
+        return out
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        out["error"] = str(exc)
+        return out
+    out["sha256"] = hashlib.sha256(data).hexdigest()
+    if len(data) <= max_bytes:
+        with contextlib.suppress(UnicodeDecodeError):  # binary: no content, the SHA-256 still says
+            out["content"] = data.decode("utf-8")
+    return out
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "paths": {"type": "list", "elements": "path", "default": []},
+            "globs": {"type": "list", "elements": "str", "default": []},
+            "max_bytes": {"type": "int", "default": 65536},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    module.exit_json(
+        changed=False,
+        files={path: read_path(path, params["max_bytes"]) for path in params["paths"]},
+        globs={pattern: sorted(glob.glob(pattern)) for pattern in params["globs"]},
+    )
+
+
+if __name__ == "__main__":
+    main()
