@@ -1,7 +1,7 @@
 """Provisioning-speed benchmark: site.yml first converge and idempotent rerun on 1, 2 and 4 testbed
 nodes, with the project's ansible.cfg and with stock settings, plus launch.yml's latency on 3 nodes.
 
-    sudo .venv/bin/python -m tests.perf.provision_bench            # the full benchmark (~16 min idle)
+    sudo .venv/bin/python -m tests.perf.provision_bench            # the full benchmark (~14 min idle)
     sudo .venv/bin/python -m tests.perf.provision_bench --sizes 1 --reruns 1 --no-launch   # smoke
 
 Everything is measured in ONE run, on ONE testbed of fresh nodes (configs x sum(sizes) nodes, each
