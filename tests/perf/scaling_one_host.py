@@ -33,6 +33,7 @@ from pathlib import Path
 import yaml
 
 from tests.perf.provision_bench import parse_recap
+from tests.testbed.system import ssh_argv
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PORT = 2222
@@ -107,32 +108,17 @@ def start_sshd(work: Path, addresses: list[str]) -> subprocess.Popen:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         probe = subprocess.run(
-            [*ssh_argv(work, addresses[0]), "true"], capture_output=True, text=True, check=False, timeout=10
+            [*ssh_argv(work / "id_ed25519", work / "known_hosts", addresses[0], port=PORT), "true"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=10,
         )
         if probe.returncode == 0:
             return proc
         time.sleep(0.5)
     proc.terminate()
     raise SystemExit(f"sshd did not answer on {addresses[0]}:{PORT}: {probe.stderr.strip()}")
-
-
-def ssh_argv(work: Path, address: str) -> list[str]:
-    return [
-        "ssh",
-        "-p",
-        str(PORT),
-        "-i",
-        str(work / "id_ed25519"),
-        "-o",
-        "IdentitiesOnly=yes",
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "StrictHostKeyChecking=yes",
-        "-o",
-        f"UserKnownHostsFile={work / 'known_hosts'}",
-        f"root@{address}",
-    ]
 
 
 def write_inventory(work: Path, names: list[str], addresses: dict[str, str]) -> Path:

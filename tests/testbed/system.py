@@ -54,6 +54,21 @@ def run(argv, *, check=True, capture=True, timeout=None, input_text=None, env=No
     return proc
 
 
+def ssh_argv(key_file, known_hosts, address: str, *, port: int | None = None, extra_options=()) -> list[str]:
+    """ssh as root to a node the caller set up: its own key only, no prompts, and the host key
+    checked against the caller's known_hosts (never added on first sight)."""
+    argv = ["ssh", *(["-p", str(port)] if port else []), "-i", str(key_file)]
+    for option in (
+        "IdentitiesOnly=yes",
+        "BatchMode=yes",
+        "StrictHostKeyChecking=yes",
+        f"UserKnownHostsFile={known_hosts}",
+        *extra_options,
+    ):
+        argv += ["-o", option]
+    return [*argv, f"root@{address}"]
+
+
 def missing_packages():
     """Debian packages whose commands are missing on this machine."""
     return sorted({pkg for cmd, pkg in HOST_COMMANDS.items() if shutil.which(cmd) is None})

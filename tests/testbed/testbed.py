@@ -34,6 +34,7 @@ from .system import (
     require_host,
     resolve_v4,
     run,
+    ssh_argv,
     stop_process,
 )
 
@@ -501,22 +502,9 @@ class Testbed:
         self._save()
 
     def _ssh_argv(self, node: str):
-        return [
-            "ssh",
-            "-i",
-            self.key_file,
-            "-o",
-            "IdentitiesOnly=yes",
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "StrictHostKeyChecking=yes",
-            "-o",
-            f"UserKnownHostsFile={self.known_hosts}",
-            "-o",
-            "ConnectTimeout=5",
-            f"root@{self.address(node)}",
-        ]
+        return ssh_argv(
+            self.key_file, self.known_hosts, self.address(node), extra_options=["ConnectTimeout=5"]
+        )
 
     def ssh(self, node: str, command: str, *, check=True, timeout=120):
         """Run a shell command on a node over ssh (host key checked); returns CompletedProcess."""
