@@ -15,7 +15,7 @@ import re
 from datetime import datetime, timezone
 
 SACCT_FORMAT = "JobID,State,ExitCode,NodeList,End"
-_FIELDS = ("jobid", "state", "exit_code", "nodelist", "end")
+_COLUMNS = {"jobid": "jobid", "jobidraw": "jobid", "state": "state", "exitcode": "exit_code", "nodelist": "nodelist", "end": "end"}
 _JOBID = re.compile(r"^(\d+)(?:_(\d+|\[[^\]]*\]))?(?:\+(\d+))?(?:\.(\w+))?$")
 _EXIT = re.compile(r"^(\d+):(\d+)$")
 # Job and step states (sacct's long names) that mean: not over yet.
@@ -116,23 +116,26 @@ def _end_time(text: str):
         return None
 
 
-def parse_sacct(text: str) -> list[dict]:
-    """Rows of `sacct --parsable2 --noheader --format=JobID,State,ExitCode,NodeList,End`.
+def parse_sacct(text: str, fmt: str = SACCT_FORMAT) -> list[dict]:
+    """Rows of `sacct --parsable2 --noheader --format=FMT` (by default SACCT_FORMAT; fmt names the
+    columns in their order, of JobID, State, ExitCode, NodeList, End; a header line is skipped).
 
     Each row: jobid (as printed), job (the numeric job id), step ('' for the job, 'batch',
     'extern', '0', '1', ...), state (first word: 'CANCELLED by 0' -> CANCELLED), rc and signal
     (from ExitCode 'rc:signal'; None when unreadable), nodes (expanded NodeList), end (epoch or None).
     Lines with too few fields, or a JobID that is not a Slurm job id, are skipped (truncated output).
     """
+    columns = [_COLUMNS.get(c.strip().lower(), "") for c in fmt.split(",")]
     rows = []
     for raw in (text or "").splitlines():
         line = raw.strip().strip("\x00")
         if not line:
             continue
         parts = [p.strip() for p in line.split("|")]
-        if len(parts) < len(_FIELDS) - 1:
-            continue
-        fields = dict(zip(_FIELDS, parts, strict=False))
+        if len(parts) < len(columns):
+            continue  # a truncated line
+        fields = {"jobid": "", "state": "", "exit_code": "", "nodelist": "", "end": ""}
+        fields.update((c, v) for c, v in zip(columns, parts, strict=False) if c)
         m = _JOBID.match(fields["jobid"])
         if not m or not fields["state"]:
             continue
@@ -162,8 +165,10 @@ def _node_state(row: dict) -> dict:
         out["state"] = "stopped"
     elif st in _LOST or (row["signal"] or 0) != 0:
         out["state"] = "lost"
-    else:  # COMPLETED, FAILED, OUT_OF_MEMORY: the program's exit code
+    elif st in ("COMPLETED", "FAILED", "OUT_OF_MEMORY"):  # the program's exit code
         out["state"] = "exited"
+    else:  # a state this code does not know: never taken for success
+        out["state"] = "lost"
     return out
 
 
@@ -195,12 +200,18 @@ def job_verdict(sacct_text: str, hosts, names=None, *, timed_out: bool = False) 
     over = job is not None and job_state not in ACTIVE
     # The first failure: earliest end; at the same second, a node that failed by itself (exit
     # code, lost) before one that Slurm stopped because of it.
+    # When wireup cancelled the job (timed_out), a node Slurm stopped then did not fail by itself.
+    failed_states = ("lost", "missing") if timed_out else ("lost", "missing", "stopped")
     failures = []
     for host, st in nodes.items():
-        if st["state"] in ("lost", "missing", "stopped") or (st["state"] == "exited" and st["rc"] != 0):
+        if st["state"] in failed_states or (st["state"] == "exited" and st["rc"] != 0):
             end = st["ended"] if st["ended"] is not None else float("inf")
             failures.append((end, st["state"] == "stopped", st["state"] == "missing", host))
-    first = min(failures)[3] if failures and over else ""
+    # A job that ended before any step ran (cancelled while pending, batch script error): the job's
+    # own state says why, no node is to blame.
+    # Every node stopped by Slurm and none failed by itself: scancel from outside, the time limit.
+    only_stopped = all(f[1] for f in failures)
+    first = min(failures)[3] if failures and over and steps and not only_stopped else ""
     running = sorted(h for h, st in nodes.items() if st["state"] == "running")
     job_failed = over and job_state != "COMPLETED"
     ok = over and not job_failed and not failures and not timed_out
@@ -219,8 +230,12 @@ def job_verdict(sacct_text: str, hosts, names=None, *, timed_out: bool = False) 
             "stopped": f"was stopped ({st['slurm_state']})",
         }.get(st["state"], f"exited with code {st['rc']}")
         reason = f"{first} {how} in {where} ({job_state})"
+    elif over and failures and only_stopped:
+        reason = f"{where} was stopped by Slurm ({job_state}): scancel, its time limit or preemption"
     elif job_failed:
-        reason = f"{where} ended {job_state} with exit code {job['rc']}:{job['signal']}"
+        reason = f"{where} ended {job_state} with exit code {job['rc']}:{job['signal']}" + (
+            "" if steps else " before any node ran its step"
+        )
     elif over:
         reason = f"{where} COMPLETED: every node exited with code 0"
     elif job is None or job_state == "PENDING":
