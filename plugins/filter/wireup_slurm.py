@@ -20,7 +20,9 @@ def wireup_slurm_job_id(stdout):
 def wireup_slurm_verdict(sacct_stdout, plan, timed_out=False):
     """The job's verdict from sacct's output over a launch plan's hosts (launch.job_verdict's shape)."""
     plan = dict(plan)
-    return slurm.job_verdict(str(sacct_stdout or ""), plan.get("hosts", []), slurm.node_names(plan), timed_out=bool(timed_out))
+    return slurm.job_verdict(
+        str(sacct_stdout or ""), plan.get("hosts", []), slurm.node_names(plan), timed_out=bool(timed_out)
+    )
 
 
 def wireup_slurm_nodelist(plan):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .system import TestbedError, install_deps, missing_packages
 from . import slurm
+from .system import TestbedError, install_deps, missing_packages
 from .testbed import Testbed, all_testbeds
 
 
@@ -61,7 +61,9 @@ def main(argv=None) -> int:
         elif args.command == "slurm":
             tb = Testbed(args.name, log=log)
             if not tb.is_up():
-                raise TestbedError(f"testbed {args.name} is not up: python -m tests.testbed up --name {args.name}")
+                raise TestbedError(
+                    f"testbed {args.name} is not up: python -m tests.testbed up --name {args.name}"
+                )
             if args.stop:
                 slurm.down(tb, log=log)
             else:

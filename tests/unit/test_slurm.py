@@ -41,7 +41,12 @@ def test_expand_hostlist(text, names):
 
 @pytest.mark.parametrize(
     ("stdout", "job_id"),
-    [("42\n", "42"), ("42;wireup-testbed\n", "42"), ("", ""), ("sbatch: error: Batch job submission failed", "")],
+    [
+        ("42\n", "42"),
+        ("42;wireup-testbed\n", "42"),
+        ("", ""),
+        ("sbatch: error: Batch job submission failed", ""),
+    ],
 )
 def test_sbatch_job_id(stdout, job_id):
     assert slurm.sbatch_job_id(stdout) == job_id
@@ -71,7 +76,12 @@ def test_parse_public_captures_in_their_own_column_order():
     rows = slurm.parse_sacct(
         capture("public_cluster_utils_87_sacct_step_signal.txt"), "JobID,NodeList,State,ExitCode"
     )
-    assert [r["jobid"] for r in rows] == ["239023", "239023.batch", "239023.extern", "239023.0"]  # header skipped
+    assert [r["jobid"] for r in rows] == [
+        "239023",
+        "239023.batch",
+        "239023.extern",
+        "239023.0",
+    ]  # header skipped
     assert (rows[3]["state"], rows[3]["rc"], rows[3]["signal"], rows[3]["nodes"]) == (
         "CANCELLED",
         0,
@@ -79,7 +89,11 @@ def test_parse_public_captures_in_their_own_column_order():
         ["galvani-cn001"],
     )
     ucloud = slurm.parse_sacct(capture("public_ucloud_70_sacct_b_failed.txt"), "JobID,State,ExitCode")
-    assert [(r["step"], r["state"], r["rc"]) for r in ucloud] == [("", "FAILED", 127), ("batch", "FAILED", 127), ("0", "FAILED", 127)]
+    assert [(r["step"], r["state"], r["rc"]) for r in ucloud] == [
+        ("", "FAILED", 127),
+        ("batch", "FAILED", 127),
+        ("0", "FAILED", 127),
+    ]
 
 
 def test_parse_mangled_output():
@@ -100,7 +114,13 @@ def test_parse_mangled_output():
 
 def test_verdict_completed():
     v = slurm.job_verdict(capture("testbed_22.05.8_sacct_completed.txt"), NODES)
-    assert (v["over"], v["ok"], v["first_failure"], v["timed_out"], v["running"]) == (True, True, "", False, [])
+    assert (v["over"], v["ok"], v["first_failure"], v["timed_out"], v["running"]) == (
+        True,
+        True,
+        "",
+        False,
+        [],
+    )
     assert v["reason"] == "Slurm job 4 COMPLETED: every node exited with code 0"
     assert {h: (n["state"], n["rc"], n["step"]) for h, n in v["nodes"].items()} == {
         "node1": ("exited", 0, "4.0"),
@@ -114,7 +134,11 @@ def test_verdict_failing_node_is_named_and_the_others_were_stopped():
     v = slurm.job_verdict(capture("testbed_22.05.8_sacct_node2_failed.txt"), NODES)
     assert (v["over"], v["ok"], v["first_failure"]) == (True, False, "node2")
     assert v["reason"] == "node2 exited with code 1 in Slurm job 5 (FAILED)"
-    assert {h: n["state"] for h, n in v["nodes"].items()} == {"node1": "stopped", "node2": "exited", "node3": "stopped"}
+    assert {h: n["state"] for h, n in v["nodes"].items()} == {
+        "node1": "stopped",
+        "node2": "exited",
+        "node3": "stopped",
+    }
 
 
 def test_verdict_every_node_failed_at_once():
@@ -215,19 +239,28 @@ def _sbatch_run(tmp_path, **env):
         **env,
     )
     result = subprocess.run(
-        ["/bin/bash", str(script), "--extra"], capture_output=True, text=True, env=full_env, timeout=60
+        ["/bin/bash", str(script), "--extra"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=60,
     )
     return ctx, job_dir, result
 
 
 def test_sbatch_runs_one_step_per_node_with_its_rank(tmp_path):
-    ctx, job_dir, result = _sbatch_run(tmp_path)
+    _ctx, job_dir, result = _sbatch_run(tmp_path)
     assert result.returncode == 0, result.stderr
     text = (job_dir / "job.sbatch").read_text()
     assert "#SBATCH --nodelist=wb-node1,wb-node2,wb-node3\n" in text  # the hosts' hostnames
     assert "#SBATCH --partition=gpu\n" in text
     steps = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    assert sorted((s["node"], s["rank"]) for s in steps) == [("wb-node1", "0"), ("wb-node2", "1"), ("wb-node3", "2")]
+    assert sorted((s["node"], s["rank"]) for s in steps) == [
+        ("wb-node1", "0"),
+        ("wb-node2", "1"),
+        ("wb-node3", "2"),
+    ]
     for s in steps:
         assert s["master"] == "wb-node1" and s["run"] == "slurm-77" and s["gloo"] == "eth0"
         assert s["quoted"] == 'it\'s "odd" $HOME'

@@ -12,10 +12,17 @@ sacct is read as ``sacct --parsable2 --noheader -j ID --format=JobID,State,ExitC
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 SACCT_FORMAT = "JobID,State,ExitCode,NodeList,End"
-_COLUMNS = {"jobid": "jobid", "jobidraw": "jobid", "state": "state", "exitcode": "exit_code", "nodelist": "nodelist", "end": "end"}
+_COLUMNS = {
+    "jobid": "jobid",
+    "jobidraw": "jobid",
+    "state": "state",
+    "exitcode": "exit_code",
+    "nodelist": "nodelist",
+    "end": "end",
+}
 _JOBID = re.compile(r"^(\d+)(?:_(\d+|\[[^\]]*\]))?(?:\+(\d+))?(?:\.(\w+))?$")
 _EXIT = re.compile(r"^(\d+):(\d+)$")
 # Job and step states (sacct's long names) that mean: not over yet.
@@ -82,8 +89,8 @@ def _expand_one(name: str) -> list[str]:
         return [name]
     head, tail = name[: m.start()], name[m.end() :]
     out = []
-    for rng in m.group(1).split(","):
-        rng = rng.strip()
+    for item in m.group(1).split(","):
+        rng = item.strip()
         if "-" in rng:
             lo, hi = rng.split("-", 1)
             if not (lo.isdigit() and hi.isdigit()):
@@ -111,7 +118,7 @@ def sbatch_job_id(stdout: str) -> str:
 def _end_time(text: str):
     """sacct's End ('2026-12-01T01:00:12', 'Unknown' while running) as epoch seconds, or None."""
     try:
-        return datetime.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
+        return datetime.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp()
     except ValueError:
         return None
 
@@ -193,7 +200,13 @@ def job_verdict(sacct_text: str, hosts, names=None, *, timed_out: bool = False) 
             # A node's latest step (a requeued job starts its steps again).
             nodes[host] = _node_state(max(mine, key=lambda r: int(r["step"])))
         elif job is None or job["state"] in ACTIVE:
-            nodes[host] = {"state": "running", "rc": None, "ended": None, "slurm_state": "PENDING", "step": ""}
+            nodes[host] = {
+                "state": "running",
+                "rc": None,
+                "ended": None,
+                "slurm_state": "PENDING",
+                "step": "",
+            }
         else:
             nodes[host] = {"state": "missing", "rc": None, "ended": None, "slurm_state": "", "step": ""}
     job_state = job["state"] if job else "PENDING"
