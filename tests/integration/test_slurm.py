@@ -56,7 +56,9 @@ def slurm_cluster(testbed):
     try:
         yield testbed
     finally:
+        t0 = time.monotonic()
         testbed_slurm.down(testbed)
+        print(f"slurm fixture teardown: {time.monotonic() - t0:.1f} s")
 
 
 def _summary(results):
