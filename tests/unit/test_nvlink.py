@@ -73,7 +73,6 @@ def test_mixed_speeds_and_plain_inactive_word():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("", "empty"),
         ("random words\n", "no 'GPU N: NAME"),
         ("\t Link 0: 26.562 GB/s\n", "comes before any 'GPU N"),
         ("GPU 0: NVIDIA H200 (UUID: GPU-1)\n\t Link 0: fast\n", "expected 'Link N: <speed> GB/s'"),

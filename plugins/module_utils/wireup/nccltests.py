@@ -316,9 +316,13 @@ def parse_text(text):
                 result["out_of_bounds_failed"] = match.group("s") == "FAILED" or int(match.group("v")) > 0
             result["complete"] = True
             continue
+        tokens = stripped.split()
+        lowered = [t.lower() for t in tokens]
+        if tokens and lowered[0] in ("size", "bytes") and "algbw" in lowered and "busbw" in lowered:
+            lead, section, _ = _parse_header(tokens)  # pasted copies may lose the leading "#"
+            continue
         if lead is None:
             continue
-        tokens = stripped.split()
         if not tokens or not re.match(r"^\d+$", tokens[0]):
             continue  # NCCL INFO lines, warnings and the like
         row_lead = dict(zip(lead, tokens[: len(lead)]))
@@ -510,10 +514,13 @@ def judged_busbw(row, halves):
 
 
 def _ranks(parsed):
+    """Ranks of the run: its device lines, else nGpus x nThreads of one process; None if unknown."""
     cfg = parsed.get("config") or {}
     if parsed.get("devices"):
         return len(parsed["devices"])
-    return int(cfg.get("ngpus") or 1) * int(cfg.get("nthreads") or 1)
+    if cfg.get("ngpus"):
+        return int(cfg["ngpus"]) * int(cfg.get("nthreads") or 1)
+    return None
 
 
 def data_errors(parsed, collective=None, check_delta=True):
@@ -523,7 +530,8 @@ def data_errors(parsed, collective=None, check_delta=True):
     collective = collective or parsed.get("collective") or ""
     rows = parsed.get("rows") or []
     halves = checked_halves(collective, rows)
-    nranks = max(_ranks(parsed), 1)
+    nranks = _ranks(parsed)
+    check_delta = check_delta and nranks is not None  # without the rank count, trust the OOB line
     found = []
     for row in rows:
         for half in halves:
