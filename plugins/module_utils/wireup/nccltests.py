@@ -325,6 +325,8 @@ def parse_text(text):
             continue
         if not tokens or not re.match(r"^\d+$", tokens[0]):
             continue  # NCCL INFO lines, warnings and the like
+        if "redop" in lead and len(tokens) == len(lead) + 2 * len(section) - 1:
+            tokens.insert(lead.index("redop"), "")  # old alltoall printed an empty redop cell
         row_lead = dict(zip(lead, tokens[: len(lead)]))
         rest = tokens[len(lead) :]
         if len(rest) < len(section):
@@ -583,6 +585,8 @@ def problems(parsed, rc=None, text=""):
             last = (parsed.get("rows") or [{}])[-1].get("size")
             cut = f", cut in the middle of {parsed['cut_line']!r}" if parsed.get("cut_line") else ""
             out.append(f"output stops mid-table after the {last} B row{cut}: no 'Avg bus bandwidth' footer")
+    # The lines naming the cause (NCCL's or CUDA's error string) before nccl-tests' trace lines.
+    failures.sort(key=lambda line: 0 if re.search(r"(?:NCCL|CUDA) (?:failure|error)", line) else 1)
     for line in failures[:3]:
         out.append(f'"{line}"')
     if len(failures) > 3:
