@@ -4,6 +4,7 @@
 #   site      site.yml twice (the second must report changed=0); site-once: once
 #   bench     bench.yml (the baseline)
 #   degraded  bench.yml with NCCL_P2P_DISABLE=1 injected through bench_env (must FAIL)
+#   verdicts  bench.yml on broadcast+alltoall (factor check), then with NCCL_TESTS_MIN_BW set (must FAIL)
 #   launch    launch.yml: Example 2 with NCCL on both GPUs
 #   results   pack results/ into $OUT/results.tgz
 set -o nounset -o pipefail
@@ -27,6 +28,9 @@ for step in "$@"; do
     site-once) play site1 site.yml ;;
     bench) play bench bench.yml -e bench_nccl_tune=true ;;
     degraded) play degraded bench.yml -e bench_max_bytes=1G -e '{"bench_env": {"NCCL_P2P_DISABLE": "1"}}' ;;
+    verdicts)
+      play verdicts-bcast bench.yml -e '{"bench_collectives": ["broadcast", "alltoall"]}'
+      play verdicts-minbw bench.yml -e bench_max_bytes=1G -e '{"bench_env": {"NCCL_TESTS_MIN_BW": "100000"}}' ;;
     launch) play launch launch.yml ;;
     results) tar -czf "$OUT/results.tgz" results && echo "== results packed" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;

@@ -72,7 +72,10 @@ def test_failed_binary_and_degraded_rerun_fail_against_expectation_and_baseline(
     rec = results.build_record("gpu-a01", "20261129T110000Z", rerun, ("20261129T100000Z", base))
     assert rec["verdict"] == "FAIL"
     assert rec["collectives"]["alltoall"]["verdict"]["verdict"] == "FAIL"
-    assert "alltoall_perf gave no results (rc 1)" in rec["collectives"]["alltoall"]["verdict"]["reason"]
+    assert rec["collectives"]["alltoall"]["verdict"]["reason"] == (
+        "alltoall_perf failed: exit code 1: testInternalError; "
+        "\"Failed: NCCL error alltoall.cu:81 'unhandled cuda error'\"; no result rows"
+    )
     codes = {(f["source"], f["code"]) for f in rec["findings"]}
     assert ("expectation", "bench_below_expected") in codes
     assert ("baseline", "baseline_busbw_drop") in codes

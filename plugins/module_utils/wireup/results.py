@@ -307,33 +307,25 @@ def build_record(host, run_id, node, baseline=None):
         # The text output is kept for audits and re-judging (the -J JSON carries the whole process
         # environment, so it is parsed but not stored).
         entry = {"expected": expected, "rc": item.get("rc"), "output": item.get("output") or ""}
-        try:
-            # -J JSON has full precision; the text still tells the nccl-tests version.
-            parsed = nccltests.parse(item.get("json") or item.get("output") or "")
-            if not parsed["version"]:
-                parsed["version"] = nccltests.tests_version(item.get("output") or "")
-        except ValueError as err:
+        # -J JSON has full precision (a cut-off JSON falls back to the text); the exit code, the
+        # footer and failure lines say whether nccl-tests itself trusted the run.
+        run = nccltests.assess(item.get("output") or "", item.get("rc"), item.get("json") or "")
+        parsed = run["parsed"]
+        rows = parsed["rows"] if parsed else []
+        entry.update(
+            rows=rows,
+            problems=run["problems"],
+            verdict=bandwidth.verdict(
+                rows, expected, pass_ratio, warn_ratio, min_bytes, problems=run["problems"], collective=name
+            ),
+        )
+        if parsed:
             entry.update(
-                rows=[],
-                verdict={
-                    "verdict": "FAIL",
-                    "measured_busbw": None,
-                    "size": None,
-                    "expected_busbw": expected["expected_busbw"],
-                    "ratio": None,
-                    "reason": f"{name}_perf gave no results (rc {item.get('rc')}): "
-                    f"{str(err).splitlines()[0]}",
-                },
-            )
-        else:
-            entry.update(
-                rows=parsed["rows"],
                 format=parsed["format"],
                 avg_busbw=parsed["avg_busbw"],
                 nccl_version=parsed["nccl_version"],
                 nccl_tests_version=parsed["version"],
                 ngpus=parsed["config"].get("ngpus"),
-                verdict=bandwidth.verdict(parsed["rows"], expected, pass_ratio, warn_ratio, min_bytes),
             )
         record["collectives"][name] = entry
         verdicts.append(entry["verdict"]["verdict"])

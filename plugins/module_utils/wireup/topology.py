@@ -71,6 +71,30 @@ def _cells(line):
     return [c.strip() for c in CELL_SPLIT_RE.split(line)]
 
 
+def _row_cells(line, tabbed):
+    """The cells of one matrix line. nvidia-smi separates cells with tabs and leaves a cell empty
+    where it knows no value (GB200's CPU Affinity, GPU NUMA ID N/A on older boards, the spacer
+    before GPU NUMA ID), so tab-separated lines keep their empty cells (only trailing ones go).
+    Space-aligned copies (pasted into tickets, tabs expanded) can only be split on runs of
+    spaces, where empty cells are lost."""
+    if not tabbed:
+        return [c for c in _cells(line) if c]
+    cells = [c.strip() for c in line.split("\t")]
+    while cells and not cells[-1]:
+        cells.pop()
+    return cells
+
+
+def _affinity_values(extra, trailing):
+    """Map the cells after the matrix to the affinity columns; nvidia-smi prints an extra empty
+    cell before "GPU NUMA ID" (its header is one tab stop wider), which is dropped here."""
+    if "GPU NUMA ID" in trailing and len(extra) == len(trailing) + 1:
+        spacer = trailing.index("GPU NUMA ID")
+        if not extra[spacer]:
+            extra = extra[:spacer] + extra[spacer + 1 :]
+    return extra
+
+
 def _require_text(text, what, command):
     if not isinstance(text, str):
         raise ValueError(f"{what}: expected the text output of `{command}`, got {type(text).__name__}")
@@ -126,6 +150,7 @@ def _split_matrix(text, what, command):
             f"{what}: no header line with GPU columns (expected a line like '\\tGPU0\\tGPU1...') "
             f"in the output of `{command}`"
         )
+    tabbed = "\t" in lines[header_idx]
     header = [c for c in _cells(lines[header_idx]) if c]
     devices, trailing = [], []
     for name in header:
@@ -148,7 +173,7 @@ def _split_matrix(text, what, command):
         if not stripped:
             continue
         if section == "matrix":
-            cells = [c for c in _cells(line) if c]
+            cells = _row_cells(line, tabbed and "\t" in line)
             if cells[0] not in devices:
                 raise ValueError(
                     f"{what}: unexpected row {cells[0]!r} in `{command}`; expected one of {devices}"
@@ -209,7 +234,7 @@ def parse_topo_matrix(text):
                     f"PHB, NODE or SYS (or a class the output's Legend defines) in `{command}`"
                 )
         matrix[name] = links
-        extra = cells[n:]
+        extra = _affinity_values(cells[n:], trailing)
         if len(extra) > len(trailing):
             raise ValueError(
                 f"{what}: row {name} has {len(extra)} values after the matrix but the header has only "
@@ -359,8 +384,13 @@ def parse_query_gpu_csv(text):
     what = "parse_query_gpu_csv"
     command = "nvidia-smi --query-gpu=... --format=csv"
     _require_text(text, what, command)
-    reader = csv.reader(io.StringIO(text.strip()), skipinitialspace=True)
-    rows = [r for r in reader if r and any(c.strip() for c in r)]
+    try:
+        reader = csv.reader(io.StringIO(text.strip()), skipinitialspace=True)
+        rows = [r for r in reader if r and any(c.strip() for c in r)]
+    except csv.Error as exc:
+        raise ValueError(f"{what}: the output of `{command}` is not CSV ({exc})") from exc
+    if not rows:
+        raise ValueError(f"{what}: the output of `{command}` has no values")
     header = [re.sub(r"\s*\[[^\]]*\]\s*$", "", h.strip()) for h in rows[0]]
     if not header or not all(re.match(r"^[a-z_][a-z0-9_.]*$", h) for h in header):
         raise ValueError(
@@ -374,7 +404,14 @@ def parse_query_gpu_csv(text):
                 f"{what}: line {number} has {len(row)} values, the header has {len(header)} fields "
                 f"({', '.join(header)})"
             )
-        result.append({field: _convert(field, value) for field, value in zip(header, row, strict=True)})
+        item = {field: _convert(field, value) for field, value in zip(header, row, strict=True)}
+        index = item.get("index")
+        if "index" in item and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
+            raise ValueError(
+                f"{what}: line {number} has index {row[header.index('index')].strip()!r}; expected a GPU "
+                f"number (0, 1, ...) in `{command}`"
+            )
+        result.append(item)
     return result
 
 
@@ -445,6 +482,32 @@ def _pcie(row):
     }
 
 
+def decode_output(data, command):
+    """Text of a command's raw output (bytes), or ValueError naming the first byte that is not
+    UTF-8: one stray byte must become a finding, not a module that cannot return its result."""
+    if isinstance(data, str):
+        return data
+    if not isinstance(data, (bytes, bytearray)):
+        raise ValueError(f"the output of `{command}` is {type(data).__name__}, not bytes or text")
+    try:
+        return bytes(data).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        around = bytes(data)[max(exc.start - 20, 0) : exc.end + 20]
+        raise ValueError(
+            f"the output of `{command}` is not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start} "
+            f"(near {around!r})"
+        ) from exc
+
+
+def gpu_count_of(query=None, topo=None):
+    """GPUs the node has, from parsed --query-gpu rows (else the topo -m matrix); None if unknown."""
+    if query:
+        return len(query)
+    if topo:
+        return len(topo["gpus"])
+    return None
+
+
 def build_topology(topo_m=None, p2p=None, nvlink_s=None, query_csv=None, smi_xml=None):
     """Combine the raw outputs into wireup's `gpu_topology` structure (see the role README).
 
@@ -453,7 +516,7 @@ def build_topology(topo_m=None, p2p=None, nvlink_s=None, query_csv=None, smi_xml
     """
     topo = parse_topo_matrix(topo_m) if topo_m is not None else None
     query = parse_query_gpu_csv(query_csv) if query_csv is not None else []
-    nvl = parse_nvlink_status(nvlink_s) if nvlink_s is not None else None
+    nvl = parse_nvlink_status(nvlink_s, gpu_count_of(query, topo)) if nvlink_s is not None else None
     xml = parse_smi_xml(smi_xml) if smi_xml is not None else None
     p2p_parsed = {mode: parse_topo_p2p(text, mode) for mode, text in (p2p or {}).items() if text is not None}
 
