@@ -15,7 +15,7 @@ description:
     wireup_nccltests_parse (output text or -J JSON -> dict), wireup_nccltests_busbw_max (output -> busbw at
     the largest size), wireup_bench_tune_pick (tuning sweep results -> best env), wireup_human_bytes,
     wireup_tuned_env_file (best env, origin -> the tuned env file's text), wireup_tuned_env_parse (that
-    text -> {values, origin}), wireup_bench_env_text ({K: V} -> "K=V K=V").
+    text -> values and origin), wireup_bench_env_text (a mapping -> "K=V K=V").
 """
 
 import pathlib

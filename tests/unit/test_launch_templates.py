@@ -119,8 +119,8 @@ FAKE_TOOL = """#!/usr/bin/env python3
 import json, os, sys
 keys = ["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_NVLS_ENABLE",
         "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "NCCL_DEBUG", "QUOTED",
-        "NCCL_MIN_NCHANNELS", "WIREUP_NCCL_TUNED_ENV", "WIREUP_JOB", "WIREUP_RUN_ID", "WIREUP_JOB_TAG", "WIREUP_HOST",
-        "WIREUP_NODE_RANK", "WIREUP_NNODES", "VIRTUAL_ENV"]
+        "NCCL_MIN_NCHANNELS", "WIREUP_NCCL_TUNED_ENV", "WIREUP_JOB", "WIREUP_RUN_ID", "WIREUP_JOB_TAG",
+        "WIREUP_HOST", "WIREUP_NODE_RANK", "WIREUP_NNODES", "VIRTUAL_ENV"]
 print(json.dumps({"tool": os.path.basename(sys.argv[0]), "argv": sys.argv[1:],
                   "env": {k: os.environ.get(k) for k in keys}}))
 """

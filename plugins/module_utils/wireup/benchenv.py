@@ -75,7 +75,9 @@ def tuned_env_file(best, origin):
     if bad:
         raise ValueError(f"tuned NCCL settings must be shell names, got {bad}")
     fields = ("run_id", "host", "written", "driver", "nccl", "nccl_tests", "size", "busbw", "default_busbw")
-    line = " ".join(f"{k}={shlex.quote(str(origin.get(k, '')))}" for k in fields if origin.get(k) not in (None, ""))
+    line = " ".join(
+        f"{k}={shlex.quote(str(origin.get(k, '')))}" for k in fields if origin.get(k) not in (None, "")
+    )
     out = [
         "# NCCL settings that beat the default all_reduce on this node, written by wireup's bench role.",
         "# bench.yml uses them only with bench_use_tuned_env=true; launch scripts source them.",
@@ -137,7 +139,11 @@ def change_probes(package_lists=None, files=None):
     for item in package_lists or []:
         name = str(item.get("path", "")).rsplit("/", 1)[-1]
         probes.append(
-            {"what": "nccl" if name.startswith("libnccl") else "driver", "path": item.get("path"), "mtime": item.get("mtime")}
+            {
+                "what": "nccl" if name.startswith("libnccl") else "driver",
+                "path": item.get("path"),
+                "mtime": item.get("mtime"),
+            }
         )
     for result in files or []:
         stat = result.get("stat") or {}
@@ -147,7 +153,7 @@ def change_probes(package_lists=None, files=None):
     return probes
 
 
-def tuned_env_state(path, text=None, mtime=None, versions=None, changes=None, used=False):
+def tuned_env_state(path, text=None, *, mtime=None, versions=None, changes=None, used=False):
     """The tuned env file as the report needs it.
 
     text None: no file. versions: the node's versions now ({driver, nccl}); changes: last_changes'
@@ -180,7 +186,9 @@ def tuned_env_state(path, text=None, mtime=None, versions=None, changes=None, us
     for key, label in (("driver", "driver"), ("nccl", "NCCL")):
         change = (changes or {}).get(key)
         if change and written_s is not None and change["mtime"] > written_s:
-            reasons.append(f"written {written}, before the last {label} change {change['time']} ({change['path']})")
+            reasons.append(
+                f"written {written}, before the last {label} change {change['time']} ({change['path']})"
+            )
     if not parsed["origin"]:
         state["origin_note"] = "no origin line (not written by wireup): its driver/NCCL versions are unknown"
     state["stale"] = bool(reasons)
@@ -194,12 +202,14 @@ def describe_tuned(state):
         return ""
     origin = state.get("origin") or {}
     made = (
-        f"written {state.get('written') or '?'} by run {origin.get('run_id', '?')} on {origin.get('host', '?')}"
-        f" (driver {origin.get('driver', '?')}, NCCL {origin.get('nccl', '?')})"
+        f"written {state.get('written') or '?'} by run {origin.get('run_id', '?')} "
+        f"on {origin.get('host', '?')} (driver {origin.get('driver', '?')}, NCCL {origin.get('nccl', '?')})"
         if origin
         else f"written {state.get('written') or '?'}, {state.get('origin_note', 'origin unknown')}"
     )
-    use = "used by this run's figures" if state.get("used") else "NOT used by this run's figures (default NCCL)"
+    use = (
+        "used by this run's figures" if state.get("used") else "NOT used by this run's figures (default NCCL)"
+    )
     stale = f"; STALE: {'; '.join(state['stale_reasons'])}" if state.get("stale") else ""
     return f"Tuned NCCL env {state.get('path')}: {format_env(state.get('values'))}, {made}; {use}{stale}."
 
@@ -238,7 +248,12 @@ def figure_env(given, tuned_state=None, seen=None):
 
     given: what wireup passed the process; tuned_state: tuned_env_state() of the file when the
     figure ran with it (None: default NCCL); seen: the process's own recorded variables."""
-    out = {"mode": "tuned" if tuned_state else "default", "vars": recorded(given), "seen": seen, "tuned_file": None}
+    out = {
+        "mode": "tuned" if tuned_state else "default",
+        "vars": recorded(given),
+        "seen": seen,
+        "tuned_file": None,
+    }
     if tuned_state:
         origin = tuned_state.get("origin") or {}
         out["tuned_file"] = {

@@ -348,9 +348,9 @@ def build_record(host, run_id, node, baseline=None):
         "tuned_env": benchenv.tuned_env_state(
             tuned.get("path", ""),
             tuned.get("text"),
-            tuned.get("mtime"),
-            node.get("versions"),
-            changes,
+            mtime=tuned.get("mtime"),
+            versions=node.get("versions"),
+            changes=changes,
             used=bool(tuned_used),
         )
         if tuned
@@ -441,15 +441,21 @@ def build_record(host, run_id, node, baseline=None):
         }
         seen = benchenv.torch_log_env(text)
         entry["env"] = benchenv.figure_env(torch_env, tuned_used, seen["vars"] if seen else None)
-        if seen and seen["tuned_env"] and not tuned_used:
-            # The launch script sourced a tuned env although the run asked for default NCCL.
+        if seen and bool(seen["tuned_env"]) != bool(tuned_used):
+            # The launch script sourced a tuned env although the run asked for default NCCL, or
+            # the other way round: the figure would be labelled with the wrong environment.
             record["findings"].append(
                 {
                     "severity": "warning",
                     "code": "bench_env_mismatch",
                     "gpus": [],
-                    "message": f"torch {name} ran with the tuned NCCL env {seen['tuned_env']} although this run "
-                    "measures default NCCL (bench_use_tuned_env=false)",
+                    "message": (
+                        f"torch {name} ran with the tuned NCCL env {seen['tuned_env']} although this run "
+                        "measures default NCCL (bench_use_tuned_env=false)"
+                        if seen["tuned_env"]
+                        else f"torch {name} sourced no tuned NCCL env although this run measures with "
+                        f"{(tuned_used or {}).get('path')} (bench_use_tuned_env=true)"
+                    ),
                     "source": "env",
                 }
             )
