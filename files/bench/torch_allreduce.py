@@ -103,7 +103,7 @@ def main(argv=None):
         # WIREUP_NCCL_TUNED_ENV: the tuned NCCL env file launch.sh sourced ('' when none).
         seen = {k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_PREFIXES)}
         tuned = os.environ.get("WIREUP_NCCL_TUNED_ENV", "")
-        print(json.dumps({"wireup_bench_env": seen, "tuned_env": tuned}, sort_keys=True), flush=True)
+        print(json.dumps({"wireup_bench_env": seen, "tuned_env": tuned}), flush=True)
 
     def sync():
         if use_cuda:

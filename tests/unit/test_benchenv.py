@@ -188,6 +188,9 @@ def test_torch_log_env_line_even_with_noise_glued():
     seen = benchenv.torch_log_env(text)
     assert seen["tuned_env"] == "/opt/wireup/nccl-tuned.env" and seen["vars"]["NCCL_NVLS_ENABLE"] == "0"
     assert benchenv.torch_log_env((NCCL / "torch_allreduce_gloo_3ranks.txt").read_text()) is None
+    # Key order does not matter (an earlier script wrote the line with sort_keys: tuned_env first).
+    line = json.dumps({"wireup_bench_env": {"GLOO_SOCKET_IFNAME": "host0"}, "tuned_env": ""}, sort_keys=True)
+    assert benchenv.torch_log_env(line) == {"vars": {"GLOO_SOCKET_IFNAME": "host0"}, "tuned_env": ""}
 
 
 def test_torch_script_ends_at_nccl_tests_largest_size():

@@ -231,8 +231,8 @@ def torch_log_env(text):
     """The recorded variables from the torch benchmark's ``{"wireup_bench_env": ...}`` line, with
     ``tuned_env`` (the file launch.sh sourced, '' when none); None when the log has no such line."""
     for line in (text or "").splitlines():
-        start = line.find('{"wireup_bench_env"')
-        if start < 0:
+        start = line.find("{")
+        if start < 0 or '"wireup_bench_env"' not in line:
             continue
         try:
             item, _ = json.JSONDecoder().raw_decode(line[start:])
