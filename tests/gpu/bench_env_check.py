@@ -15,7 +15,8 @@ import sys
 
 
 def main(results_dir):
-    runs = sorted(p for p in (pathlib.Path(results_dir) / "bench").iterdir() if p.is_dir())[-3:]
+    root = pathlib.Path(results_dir) / "bench"
+    runs = sorted(p for p in root.iterdir() if p.is_dir())[-3:] if root.is_dir() else []
     if len(runs) < 3:
         print(f"need 3 bench runs in {results_dir}/bench, found {len(runs)}")
         return 1
@@ -33,7 +34,10 @@ def main(results_dir):
             for name, fig in figures:
                 env = fig.get("env") or {}
                 verdict = (fig.get("verdict") or {}).get("verdict", "-")
-                print(f"  {name}: {verdict}, NCCL {env.get('mode')}, vars {env.get('vars')}, seen {env.get('seen')}")
+                print(
+                    f"  {name}: {verdict}, NCCL {env.get('mode')}, "
+                    f"vars {env.get('vars')}, seen {env.get('seen')}"
+                )
                 if env.get("mode") != "default":
                     bad.append(f"{run.name} {rec['host']} {name}: NCCL {env.get('mode')}, expected default")
             if index == 2 and tuned.get("present") and tuned.get("used"):

@@ -366,6 +366,17 @@ def test_report_names_every_figures_env_and_tuned_side_by_side(tmp_path, monkeyp
 
 def test_report_flags_a_stale_tuned_env_used_by_the_figures(tmp_path, monkeypatch):
     n = gpu_node(tuned_used=True, tuned_file=tuned_text(), nccl="2.29.1")
+    # bench_use_tuned_env: all_reduce with default NCCL and the tuned file's settings, nothing written.
+    n["tuning"] = {
+        "default_busbw": 349.0,
+        "best": {"NCCL_MIN_NCHANNELS": "32"},
+        "best_busbw": 355.1,
+        "candidates": [{"env": {}, "busbw": 349.0}, {"env": {"NCCL_MIN_NCHANNELS": "32"}, "busbw": 355.1}],
+        "size": "8G",
+        "path": "/opt/wireup/nccl-tuned.env",
+        "mode": "tuned_vs_default",
+        "env": DEVICE_ENV,
+    }
     rec = results.build_record("gpu-a01", "20261201T000000Z", n)
     md = _report(tmp_path, {"gpu-a01": rec}, monkeypatch)
     assert "used by this run's figures; STALE: measured with NCCL 2.28.9, NCCL 2.29.1 now" in md
@@ -375,6 +386,8 @@ def test_report_flags_a_stale_tuned_env_used_by_the_figures(tmp_path, monkeypatc
     assert "NCCL_MIN_NCHANNELS=32 NCCL_NVLS_ENABLE=0" in md
     assert "tuned_env_stale" in md
     assert "NCCL tuned" in report.summary_line(rec)
+    assert "| NCCL_MIN_NCHANNELS=32 (tuned env file) | 355.1 | +1.7% |" in md
+    assert "written to" not in md and "sweep:" not in md
 
 
 def _capture_figures(monkeypatch):

@@ -543,7 +543,7 @@ def _env_sections(record):
             )
         )
         out.append(("table", (["NCCL settings", "busbw GB/s", "vs default"], rows)))
-        if tuning.get("best"):
+        if tuning.get("best") and tuning.get("mode", "sweep") == "sweep":
             out.append(
                 (
                     "p",
