@@ -115,7 +115,7 @@ def test_report_files_html_self_contained_png_valid(tmp_path):
     assert "| gpu-a01 | FAIL | 2 | NV18 |" in md
     assert "| cpu-1 | N/A |" in md
     assert "baseline_busbw_drop" in md and "bench_below_expected" in md
-    assert "![busbw vs size on gpu-a01](busbw_gpu-a01.png)" in md
+    assert "![busbw and latency vs size on gpu-a01](busbw_gpu-a01.png)" in md
     assert "torch.distributed all_reduce" in md
     # HTML: every image inline, nothing fetched from elsewhere.
     images = re.findall(r'<img [^>]*src="([^"]+)"', page)
