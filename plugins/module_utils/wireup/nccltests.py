@@ -51,14 +51,25 @@ _VERSION_LINE = re.compile(
 )
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(?P<p>\S+)")
 _CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(?P<p>\S+)")
-_CONFIG = re.compile(
-    r"^#\s*nThread\s+(?P<nthreads>\d+)\s+nGpus\s+(?P<ngpus>\d+)\s+minBytes\s+(?P<min_bytes>\d+)\s+"
-    r"maxBytes\s+(?P<max_bytes>\d+)\s+step:\s*(?P<step>[\d.]+)\((?P<step_kind>\w+)\)"
-    r"\s+warmup iters:\s*(?P<warmup_iters>\d+)\s+iters:\s*(?P<iters>\d+)"
-)
+# The run's settings line, in every spelling seen: "# nThread 1 nGpus 8 minBytes 8 maxBytes ...
+# step: 2(factor) warmup iters: 5 iters: 20 ...", the same without "#" (nccl-tests 1.x, pasted copies),
+# rccl-tests' "nThreads: 1 nGpus: 4 nRanks: 1 ... warmupIters: 5" and "nGpus(perProc) 8" builds.
+_CONFIG_START = re.compile(r"^#?\s*(?:nThreads?:?\s+\d+\s+)?nGpus(?:\(perProc\))?:?\s+\d+\s+(?:nRanks:?\s+\d+\s+)?minBytes")
+_CONFIG_FIELDS = {
+    "nthreads": re.compile(r"\bnThreads?:?\s+(\d+)"),
+    "ngpus": re.compile(r"\bnGpus(?:\(perProc\))?:?\s+(\d+)"),
+    "min_bytes": re.compile(r"\bminBytes:?\s+(\d+)"),
+    "max_bytes": re.compile(r"\bmaxBytes:?\s+(\d+)"),
+    "warmup_iters": re.compile(r"\bwarmup(?: iters|Iters):\s*(\d+)"),
+    "iters": re.compile(r"(?<![A-Za-z] )\biters:\s*(\d+)"),
+}
+_CONFIG_STEP = re.compile(r"\bstep:\s*(?P<step>[\d.]+)\((?P<step_kind>\w+)\)")
+# "#  Rank  0 Group  0 Pid 1234 on host device  0 [0000:01:00] NAME"; nccl-tests 1.x printed no Group
+# and no Pid ("#   Rank  0 on     node03 device  0 [0x00] Tesla P100-PCIE-16GB").
 _DEVICE = re.compile(
-    r"^#\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+"
-    r"device\s+(?P<device>\d+)\s+\[(?P<bus_id>[0-9a-fA-Fx:.]+)\]\s+(?P<name>.*?)\s*$"
+    r"^#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?(?:Pid\s+(?P<pid>\d+)\s+)?"
+    r"(?:on\s+(?P<host>\S+)\s+)?(?:uses\s+)?device\s+(?P<device>\d+)\s+\[(?P<bus_id>[0-9a-fA-Fx:.]+)\]\s+"
+    r"(?P<name>.*?)\s*$"
 )
 _AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(?P<v>[-+0-9.eE]+|-?nan|N/A)\s*(?P<s>OK|FAILED)?")
 _OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(?P<v>\d+)\s*(?P<s>OK|FAILED)?")
@@ -250,6 +261,34 @@ def _section(values, names):
     return out
 
 
+def _config(line):
+    """The settings of the run from its nThread/nGpus line (keys missing from the line are None)."""
+    cfg = {}
+    for key, pattern in _CONFIG_FIELDS.items():
+        match = pattern.search(line)
+        cfg[key] = int(match.group(1)) if match else None
+    match = _CONFIG_STEP.search(line)
+    cfg["step"] = float(match.group("step")) if match else None
+    cfg["step_kind"] = match.group("step_kind") if match else None
+    return cfg
+
+
+def _settings_line(stripped, result):
+    """Record a settings or device line (with or without its "#"); False for any other line."""
+    if _CONFIG_START.match(stripped):
+        result["config"] = _config(stripped)
+        return True
+    match = _DEVICE.match(stripped)
+    if match:
+        dev = match.groupdict()
+        for key in ("rank", "group", "pid", "device"):
+            dev[key] = int(dev[key]) if dev[key] is not None else None
+        dev["host"] = dev["host"] or ""
+        result["devices"].append(dev)
+        return True
+    return False
+
+
 def parse_text(text):
     """Parse the text table printed by an nccl-tests binary."""
     result = _empty_result("text")
@@ -257,6 +296,8 @@ def parse_text(text):
     for line in _clean_lines(text):
         stripped = line.strip()
         if not stripped:
+            continue
+        if _settings_line(stripped, result):
             continue
         if stripped.startswith("#"):
             match = _VERSION_LINE.match(stripped)
@@ -268,21 +309,6 @@ def parse_text(text):
             match = _STARTING.match(stripped) or _CONCLUDED.match(stripped)
             if match:
                 result["program"] = result["program"] or match.group("p")
-                continue
-            match = _CONFIG.match(stripped)
-            if match:
-                cfg = match.groupdict()
-                result["config"] = {
-                    k: (cfg[k] if k == "step_kind" else float(cfg[k]) if k == "step" else int(cfg[k]))
-                    for k in cfg
-                }
-                continue
-            match = _DEVICE.match(stripped)
-            if match:
-                dev = match.groupdict()
-                for key in ("rank", "group", "pid", "device"):
-                    dev[key] = int(dev[key]) if dev[key] is not None else None
-                result["devices"].append(dev)
                 continue
             match = _AVG.match(stripped)
             if match:
