@@ -75,7 +75,12 @@ _AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(?P<v>[-+0-9.eE]+|-?nan|N/A)\s
 _OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(?P<v>\d+)\s*(?P<s>OK|FAILED)?")
 # What nccl-tests prints when a check fails (src/common.h: CUDACHECK, NCCLCHECK, TESTCHECK), and
 # NCCL's own fatal lines; the hostname prefix is kept in the quote.
-_FAILURE = re.compile(r"Test (?:NCCL|CUDA) failure|Test failure|NCCL failure|NCCL error|Segmentation fault")
+# nccl-tests 1.x printed "Cuda failure common.cu:891 'invalid device ordinal'" (no "Test"), and mpirun
+# reports ranks that died.
+_FAILURE = re.compile(
+    r"Test (?:NCCL|CUDA) failure|Test failure|NCCL failure|NCCL error|CUDA failure|Cuda failure"
+    r"|Segmentation fault|processes exited with non-zero status"
+)
 
 # nccl-tests checks no in-place result for these (src/alltoall.cu, alltoallv.cu, sendrecv.cu set
 # reportErrors = in_place ? 0 : 1 and print #wrong N/A; alltoall does not support in-place at all).
@@ -214,6 +219,23 @@ def failure_lines(text):
     return found
 
 
+def warn_lines(text):
+    """NCCL's WARN lines (stripped, in order, without repeats): not failures by themselves (a healthy
+    run may warn that libibverbs is missing), but the best clue when a run stops without one."""
+    found = []
+    for line in _clean_lines(text or ""):
+        stripped = line.strip()
+        if " NCCL WARN " in f" {stripped} " and stripped not in found:
+            found.append(stripped)
+    return found
+
+
+def _repeated_ranks(devices):
+    """(rank, group) pairs listed more than once: each process printed its own rank 0."""
+    keys = [(d.get("rank"), d.get("group")) for d in devices or []]
+    return sorted({k for k in keys if keys.count(k) > 1}, key=lambda k: (k[0] or 0, k[1] or 0))
+
+
 def _finish(result, text):
     if not result["rows"]:
         failures = failure_lines(text)
@@ -231,6 +253,15 @@ def _finish(result, text):
                 total += int(section["wrong"])
     result["wrong_total"] = total
     return result
+
+
+def _row_shaped(tokens, lead):
+    """A result row (or its cut-off start) has an integer size and count and a type name where the
+    header puts them; a driver's hex dump (`00000000 02005104 09000ac5 0000bfd2`) does not."""
+    for name, pattern in (("count", r"^\d+$"), ("type", r"^[A-Za-z][A-Za-z0-9_]*$")):
+        if name in lead and lead.index(name) < len(tokens) and not re.match(pattern, tokens[lead.index(name)]):
+            return False
+    return True
 
 
 def _parse_header(tokens):
@@ -349,8 +380,8 @@ def parse_text(text):
             continue
         if lead is None:
             continue
-        if not tokens or not re.match(r"^\d+$", tokens[0]):
-            continue  # NCCL INFO lines, warnings and the like
+        if not tokens or not re.match(r"^\d+$", tokens[0]) or not _row_shaped(tokens, lead):
+            continue  # NCCL INFO lines, warnings, hex dumps of a failed NIC and the like
         if "redop" in lead and len(tokens) == len(lead) + 2 * len(section) - 1:
             tokens.insert(lead.index("redop"), "")  # old alltoall printed an empty redop cell
         row_lead = dict(zip(lead, tokens[: len(lead)]))
@@ -607,16 +638,29 @@ def problems(parsed, rc=None, text=""):
             size, half, what = errors[0]
             more = f" (and {len(errors) - 1} more row halves)" if len(errors) > 1 else ""
             out.append(f"{what} at {size} B {half.replace('_', '-')}{more}")
+        repeated = _repeated_ranks(parsed.get("devices"))
+        if repeated:
+            rank = repeated[0][0]
+            hosts = sorted({d.get("host") or "?" for d in parsed["devices"] if d.get("rank") == rank})
+            out.append(
+                f"rank {rank} is listed {sum(1 for d in parsed['devices'] if d.get('rank') == rank)} times "
+                f"(on {', '.join(hosts)}): the processes ran alone instead of as one job (nccl-tests built "
+                "without MPI=1, or started by a launcher its MPI does not know)"
+            )
         if not parsed.get("complete"):
             last = (parsed.get("rows") or [{}])[-1].get("size")
             cut = f", cut in the middle of {parsed['cut_line']!r}" if parsed.get("cut_line") else ""
             out.append(f"output stops mid-table after the {last} B row{cut}: no 'Avg bus bandwidth' footer")
     # The lines naming the cause (NCCL's or CUDA's error string) before nccl-tests' trace lines.
-    failures.sort(key=lambda line: 0 if re.search(r"(?:NCCL|CUDA) (?:failure|error)", line) else 1)
+    failures.sort(key=lambda line: 0 if re.search(r"(?:NCCL|CUDA|Cuda) (?:failure|error)", line) else 1)
     for line in failures[:3]:
         out.append(f'"{line}"')
     if len(failures) > 3:
         out.append(f"{len(failures) - 3} more failure lines")
+    stopped = parsed is None or not parsed.get("complete")
+    warns = warn_lines(text) if stopped and not failures else []
+    if warns:
+        out.append(f'last NCCL WARN in the output: "{warns[-1]}"')
     return out
 
 
@@ -641,7 +685,7 @@ def assess(output, rc=None, json_text=""):
     found = problems(parsed, rc, output)
     if parsed is None:
         head = next((line.strip() for line in _clean_lines(output) if line.strip()), "")
-        if found and failure_lines(output):
+        if found and (failure_lines(output) or warn_lines(output)):
             found.append("no result rows")
         else:
             found.append(f'no result rows; the output starts with "{head}"' if head else "no output at all")
