@@ -54,7 +54,9 @@ _CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(?P<p>\S+)")
 # The run's settings line, in every spelling seen: "# nThread 1 nGpus 8 minBytes 8 maxBytes ...
 # step: 2(factor) warmup iters: 5 iters: 20 ...", the same without "#" (nccl-tests 1.x, pasted copies),
 # rccl-tests' "nThreads: 1 nGpus: 4 nRanks: 1 ... warmupIters: 5" and "nGpus(perProc) 8" builds.
-_CONFIG_START = re.compile(r"^#?\s*(?:nThreads?:?\s+\d+\s+)?nGpus(?:\(perProc\))?:?\s+\d+\s+(?:nRanks:?\s+\d+\s+)?minBytes")
+_CONFIG_START = re.compile(
+    r"^#?\s*(?:nThreads?:?\s+\d+\s+)?nGpus(?:\(perProc\))?:?\s+\d+\s+(?:nRanks:?\s+\d+\s+)?minBytes"
+)
 _CONFIG_FIELDS = {
     "nthreads": re.compile(r"\bnThreads?:?\s+(\d+)"),
     "ngpus": re.compile(r"\bnGpus(?:\(perProc\))?:?\s+(\d+)"),
@@ -259,7 +261,11 @@ def _row_shaped(tokens, lead):
     """A result row (or its cut-off start) has an integer size and count and a type name where the
     header puts them; a driver's hex dump (`00000000 02005104 09000ac5 0000bfd2`) does not."""
     for name, pattern in (("count", r"^\d+$"), ("type", r"^[A-Za-z][A-Za-z0-9_]*$")):
-        if name in lead and lead.index(name) < len(tokens) and not re.match(pattern, tokens[lead.index(name)]):
+        if (
+            name in lead
+            and lead.index(name) < len(tokens)
+            and not re.match(pattern, tokens[lead.index(name)])
+        ):
             return False
     return True
 
