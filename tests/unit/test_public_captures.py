@@ -51,6 +51,13 @@ TOPO_M = {
         ],
     ),
     "gpux2_club-3090-1125_topo_m_collapsed.txt": (2, ["NODE"], [], [("0-15", "0", None)] * 2),
+    "rtx6000adax4_stelline-esc8000a-e12_topo_m.txt": (
+        4,
+        ["NODE", "SYS"],
+        ["NIC0", "NIC1", "NIC2", "NIC3"],
+        [("0-31", "0", None)] * 2 + [("32-63", "1", None)] * 2,
+    ),
+    "gpux2_p100_gearshifft-82_topo_m_soc.txt": (2, ["SOC"], [], [("0-5", None, None), ("6-11", None, None)]),
 }
 
 
@@ -104,6 +111,58 @@ def test_prompt_on_the_header_line_and_a_legend_without_its_title():
     topo = topology.parse_topo_matrix(read("rtx5070x2_open-gpu-kernel-modules-12_topo_m_prompt.txt"))
     assert topo["links"] == [{"a": "GPU0", "b": "GPU1", "class": "PHB", "kind": "pcie", "nvlinks": 0}]
     assert list(topo["legend"]) == ["PHB"]
+
+
+def test_nic_legend_names_the_devices_of_a_two_socket_pcie_box():
+    # Real: luigifcruz/stelline docs (ASUS ESC8000A-E12, 4x RTX 6000 Ada, two dual-port NICs).
+    topo = topology.parse_topo_matrix(read("rtx6000adax4_stelline-esc8000a-e12_topo_m.txt"))
+    assert [n["device"] for n in topo["nics"]] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+    assert [g["nearest_nics"] for g in topo["gpus"]] == [["NIC0", "NIC1"]] * 2 + [["NIC2", "NIC3"]] * 2
+    assert (topo["best_link"], topo["worst_link"]) == ("NODE", "SYS")
+
+
+def test_soc_the_old_name_of_sys_is_a_host_link():
+    # Real: mpicbg-scicomp/gearshifft#82 (2017): a P100 and another GPU on two sockets, "SOC".
+    topo = topology.parse_topo_matrix(read("gpux2_p100_gearshifft-82_topo_m_soc.txt"))
+    gpu = {"pcie": {"gen_max": 3, "width_max": 16}}
+    speed = bandwidth.link_speed(topo["links"][0]["class"], gpu, gpu)
+    assert (speed["kind"], speed["gbps"]) == ("host", 15.76)
+    assert topology.rank_link_classes(["SOC", "PHB"]) == ["PHB", "SOC"]
+
+
+# ---------------------------------------------------------------- nvidia-smi --query-gpu
+@pytest.mark.parametrize(
+    ("name", "header", "missing"),
+    [
+        (
+            "gpu2gb_i3pystatus-776_query_gpu_noheader_na.txt",
+            "memory.total [MiB], memory.free [MiB], memory.used [MiB], temperature.gpu, fan.speed [%], "
+            "utilization.gpu [%], utilization.memory [%]",
+            "fan.speed",
+        ),
+        (
+            "gpu2gb_i3pystatus-776_query_gpu_noheader_not_supported.txt",
+            "memory.total [MiB], memory.free [MiB], memory.used [MiB], temperature.gpu, fan.speed [%], "
+            "utilization.gpu [%], utilization.memory [%]",
+            "fan.speed",
+        ),
+        (
+            "gb10_llama-swap-782_query_gpu_memory_na.txt",
+            "memory.used [MiB], memory.total [MiB], utilization.memory [%]",
+            "memory.total",
+        ),
+    ],
+)
+def test_query_gpu_values_without_header_are_refused_and_missing_cells_are_none(name, header, missing):
+    # The value lines are real (csv,noheader); wireup asks for the header, so a header-less output is
+    # refused with the fix. The header added here is the one nvidia-smi prints for those fields.
+    with pytest.raises(ValueError, match=r"not csv,noheader"):
+        topology.parse_query_gpu_csv(read(name))
+    row = topology.parse_query_gpu_csv(header + "\n" + read(name))[0]
+    assert row[missing] is None
+    assert [v for v in row.values() if v is not None] and all(
+        isinstance(v, int) for v in row.values() if v is not None
+    )
 
 
 # ---------------------------------------------------------------- nvidia-smi topo -p2p
@@ -370,6 +429,9 @@ def test_every_public_capture_is_checked_and_documented():
         "a100x8_nccl-tests-228_nvlink_s_cut.txt",
         "gb200_k8s-test-infra-371_nvlink_s_cut.txt",
         "v100x2_nccl-tests-107_two_processes_header.txt",
+        "gpu2gb_i3pystatus-776_query_gpu_noheader_na.txt",
+        "gpu2gb_i3pystatus-776_query_gpu_noheader_not_supported.txt",
+        "gb10_llama-swap-782_query_gpu_memory_na.txt",
     }
     files = {p.name for p in PUB.iterdir() if p.name != "README.md"}
     assert files == checked
