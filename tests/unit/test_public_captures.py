@@ -216,6 +216,33 @@ def test_nvlink_pastes_cut_with_dots_are_cut_off_not_missing_links(name, message
 # name: (collective for the verdict, rows, largest size, judged busbw there, devices, complete, problems)
 RUNS = {
     "gb200nvl72_coreweave-nccl-tests-43_all_reduce.txt": ("all_reduce", 5, 8589934592, 846.82, 1, True, []),
+    "p5x2_awsome-distributed-training_mpijob_tag_output_indented.txt": (
+        "all_reduce",
+        7,
+        2147483648,
+        437.89,
+        0,
+        True,
+        [],
+    ),
+    "p5x2_awsome-distributed-training_srun_label_all_reduce.txt": (
+        "all_reduce",
+        32,
+        17179869184,
+        487.26,
+        0,
+        False,
+        ["output stops mid-table after the 17179869184 B row: no 'Avg bus bandwidth' footer"],
+    ),
+    "p4dex2_awsome-distributed-training_srun_label_all_reduce.txt": (
+        "all_reduce",
+        29,
+        2147483648,
+        78.33,
+        0,
+        False,
+        ["output stops mid-table after the 2147483648 B row: no 'Avg bus bandwidth' footer"],
+    ),
     "multinode_nccl-tests-252_all_reduce_tail.txt": ("all_reduce", 5, 8589934592, 95.10, 0, True, []),
     "rtx4090x1_nixpkgs-251856_v2.13.6_all_gather.txt": ("all_gather", 1, 33554432, 0.0, 1, True, []),
     "rtx5090x1_nccl-tests-287_alltoall.txt": ("alltoall", 1, 33554432, 0.0, 1, True, []),
@@ -287,6 +314,17 @@ def test_nccl_tests_run_capture(name):
     )
     assert verdict["verdict"] == ("FAIL" if found or busbw < 75 else "PASS")
     assert verdict["size"] == size and verdict["measured_busbw"] == pytest.approx(busbw)
+
+
+def test_launcher_prefixes_srun_label_and_indented_tag_output():
+    # Real: aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/README.md: Slurm's
+    # `srun --label` ("0: ") on 2x p5.48xlarge, and an MPIJob log with `[1,0]<stdout>:` indented by the
+    # README's list, with a "..." line where rows were left out.
+    srun = nccltests.parse(read("p5x2_awsome-distributed-training_srun_label_all_reduce.txt"))
+    assert srun["rows"][0]["size"] == 8 and srun["rows"][-1]["in_place"]["busbw"] == 487.26
+    tagged = nccltests.parse(read("p5x2_awsome-distributed-training_mpijob_tag_output_indented.txt"))
+    assert [r["size"] for r in tagged["rows"]][:2] == [0, 67108864]
+    assert (tagged["avg_busbw"], tagged["out_of_bounds"], tagged["complete"]) == (52.9753, 0, True)
 
 
 def test_gb200_nvl72_rack_judged_on_its_in_place_half_at_8_gib():

@@ -44,7 +44,9 @@ import json
 import math
 import re
 
-_MPI_PREFIX = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:\s?")
+# Launcher prefixes: Open MPI's --tag-output (`[1,0]<stdout>:`, indented in pasted logs) and Slurm's
+# `srun --label` (`0: `, ` 0: ` with more than 10 tasks).
+_MPI_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<(?:stdout|stderr)>:\s?|\d+: )")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _VERSION_LINE = re.compile(
     r"^#\s*nccl-tests version\s+(?P<v>\S+)(?:\s+nccl-headers=(?P<h>\d+))?(?:\s+nccl-library=(?P<l>\d+))?"
