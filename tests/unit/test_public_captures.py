@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from wireup import bandwidth, nccltests, nvlink, topology
+from wireup import bandwidth, health, nccltests, nvlink, topology
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 PUB = FIXTURES / "public"
@@ -458,6 +458,24 @@ def test_settings_and_rank_lines_of_old_and_sibling_tools():
     ]
 
 
+# ---------------------------------------------------------------- kernel log
+def test_gpu_fallen_off_the_bus_without_an_xid_line_is_xid_79():
+    # Real: NVIDIA/NVSentinel#155 (driver 570.158.01): the message spans three lines, no "Xid".
+    log = read("gpu10de26b5_nvsentinel-155_dmesg_fallen_off_bus_no_xid.txt")
+    assert [(x["pci"], x["xid"], x["count"], x["severity"]) for x in health.parse_xid(log)] == [
+        ("0000:b3:00", 79, 1, "critical")
+    ]
+    topo = {"gpus": [{"index": 0, "bus_id": "00000000:B3:00.0"}], "gpu_count": 1}
+    items = [f for f in health.findings(topo, kernel_log=log) if f["code"] == "xid"]
+    assert [(f["severity"], f["gpus"]) for f in items] == [("critical", [0])]
+    # The same GPU with an Xid 79 line as well is one event, not two.
+    both = (
+        log
+        + "[ 1843.308200] NVRM: Xid (PCI:0000:b3:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+    )
+    assert [(x["xid"], x["count"]) for x in health.parse_xid(both)] == [(79, 1)]
+
+
 # ---------------------------------------------------------------- every capture is covered
 def test_every_public_capture_is_checked_and_documented():
     readme = (PUB / "README.md").read_text()
@@ -470,6 +488,7 @@ def test_every_public_capture_is_checked_and_documented():
         "gpu2gb_i3pystatus-776_query_gpu_noheader_na.txt",
         "gpu2gb_i3pystatus-776_query_gpu_noheader_not_supported.txt",
         "gb10_llama-swap-782_query_gpu_memory_na.txt",
+        "gpu10de26b5_nvsentinel-155_dmesg_fallen_off_bus_no_xid.txt",
     }
     files = {p.name for p in PUB.iterdir() if p.name != "README.md"}
     assert files == checked
