@@ -469,10 +469,8 @@ def test_gpu_fallen_off_the_bus_without_an_xid_line_is_xid_79():
     items = [f for f in health.findings(topo, kernel_log=log) if f["code"] == "xid"]
     assert [(f["severity"], f["gpus"]) for f in items] == [("critical", [0])]
     # The same GPU with an Xid 79 line as well is one event, not two.
-    both = (
-        log
-        + "[ 1843.308200] NVRM: Xid (PCI:0000:b3:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
-    )
+    xid_line = "[ 1843.308200] NVRM: Xid (PCI:0000:b3:00): 79, pid='<unknown>', name=<unknown>, "
+    both = log + xid_line + "GPU has fallen off the bus.\n"
     assert [(x["xid"], x["count"]) for x in health.parse_xid(both)] == [(79, 1)]
 
 
