@@ -58,6 +58,24 @@ TOPO_M = {
         [("0-31", "0", None)] * 2 + [("32-63", "1", None)] * 2,
     ),
     "gpux2_p100_gearshifft-82_topo_m_soc.txt": (2, ["SOC"], [], [("0-5", None, None), ("6-11", None, None)]),
+    "a100x4_nccl-tests-331_topo_m_nv4.txt": (
+        4,
+        ["NV4"],
+        ["NIC0", "NIC1", "NIC2", "NIC3"],
+        [("0", "0-1", None)] * 4,
+    ),
+    "rtx3090x4_open-gpu-kernel-modules-18_topo_m_nvlink_pairs.txt": (
+        4,
+        ["NV4", "PHB", "NODE"],
+        [],
+        [("0-23", "0", None)] * 4,
+    ),
+    "h100x8_nccl-1264_topo_m_cut.txt": (
+        8,
+        ["NV18"],
+        [f"NIC{i}" for i in range(10)],
+        [("0-55,112-167", "0", None)] * 4 + [("56-111,168-223", "1", None)] * 4,
+    ),
 }
 
 
@@ -119,6 +137,38 @@ def test_nic_legend_names_the_devices_of_a_two_socket_pcie_box():
     assert [n["device"] for n in topo["nics"]] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
     assert [g["nearest_nics"] for g in topo["gpus"]] == [["NIC0", "NIC1"]] * 2 + [["NIC2", "NIC3"]] * 2
     assert (topo["best_link"], topo["worst_link"]) == ("NODE", "SYS")
+
+
+def test_nvlink_pairs_over_pcie_are_judged_on_the_pcie_path():
+    # Real: aikitoria/open-gpu-kernel-modules#18 (driver 595.58.03): 4x RTX 3090, two NVLinked pairs
+    # (NV4) that reach each other over PHB and NODE. The PCIe gen/width and the NVLink speed below are
+    # set for the test (the paste has no --query-gpu or nvlink -s).
+    topo = topology.build_topology(
+        topo_m=read("rtx3090x4_open-gpu-kernel-modules-18_topo_m_nvlink_pairs.txt")
+    )
+    for gpu in topo["gpus"]:
+        gpu["pcie"] = {"gen_max": 4, "width_max": 16}
+        gpu["nvlink"] = {"speed_gbps": 14.062}
+    link = bandwidth.bottleneck(topo, "all_reduce")
+    assert (link["class"], link["kind"], link["gbps"], link["pair"]) == (
+        "NODE",
+        "host",
+        31.504,
+        ["GPU0", "GPU3"],
+    )
+    expected = bandwidth.expected_busbw(topo, "all_reduce")
+    assert expected["expected_busbw"] == 15.75 and expected["link_class"] == "NODE"
+
+
+def test_rows_of_a_cut_matrix_keep_every_gpu_and_nic_column():
+    # Real: github.com/NVIDIA/nccl/issues/1264, 8x H100 (driver 550.54.15), 10 NICs, tab-separated;
+    # the paste was cut after the NIC2 row. NIC rows end in four empty affinity cells.
+    topo = topology.parse_topo_matrix(read("h100x8_nccl-1264_topo_m_cut.txt"))
+    assert [g["nearest_nics"] for g in topo["gpus"]] == [
+        [n] for n in ("NIC0", "NIC1", "NIC2", "NIC5", "NIC6", "NIC7", "NIC8", "NIC9")
+    ]
+    assert sorted(topo["matrix"]) == [f"GPU{i}" for i in range(8)] + ["NIC0", "NIC1", "NIC2"]
+    assert topo["matrix"]["NIC2"]["GPU2"] == "PIX"
 
 
 def test_soc_the_old_name_of_sys_is_a_host_link():
