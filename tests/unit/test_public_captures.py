@@ -472,9 +472,9 @@ def test_two_processes_that_ran_alone_are_a_problem():
     text = (FIXTURES / "synthetic" / "nccltests" / "two_processes_without_mpi.txt").read_text()
     run = nccltests.assess(text, 0)
     assert run["problems"] == [
-        "rank 0 is listed 2 times (on ip-172-31-20-228, ip-172-31-22-230): the processes ran alone "
-        "instead of "
-        "as one job (nccl-tests built without MPI=1, or started by a launcher its MPI does not know)"
+        "rank 0 is listed 2 times (on ip-172-31-20-228, ip-172-31-22-230): the output holds more than one "
+        "run, e.g. processes that ran alone instead of as one job (nccl-tests built without MPI=1, or "
+        "started by a launcher its MPI does not know)"
     ]
     healthy = nccltests.assess((FIXTURES / "nccltests" / "h200x2_v2.19.6_all_reduce_perf.txt").read_text(), 0)
     assert healthy["problems"] == []

@@ -652,8 +652,9 @@ def problems(parsed, rc=None, text=""):
             hosts = sorted({d.get("host") or "?" for d in parsed["devices"] if d.get("rank") == rank})
             out.append(
                 f"rank {rank} is listed {sum(1 for d in parsed['devices'] if d.get('rank') == rank)} times "
-                f"(on {', '.join(hosts)}): the processes ran alone instead of as one job (nccl-tests built "
-                "without MPI=1, or started by a launcher its MPI does not know)"
+                f"(on {', '.join(hosts)}): the output holds more than one run, e.g. processes that ran "
+                "alone instead of as one job (nccl-tests built without MPI=1, or started by a launcher its "
+                "MPI does not know)"
             )
         if not parsed.get("complete"):
             last = (parsed.get("rows") or [{}])[-1].get("size")
