@@ -465,6 +465,21 @@ def test_hex_dump_of_a_failed_nic_is_not_a_row_or_a_cut_line():
     assert [r["size"] for r in parsed["rows"]] == [8388608] and parsed["cut_line"] == ""
 
 
+def test_a_row_with_nccl_info_printed_into_it_is_not_read():
+    # Real lines: github.com/NVIDIA/nccl/issues/1453 (NCCL_DEBUG=INFO under a launcher that prefixes
+    # "[0] "): the 8192 B row is split by INFO lines ("-1[0] host:pid:tid [0] NCCL INFO ...") and the
+    # 4096 B row's values arrive on their own line. The header line in front is nccl-tests' (added,
+    # the paste starts after it); the last row is the real 8 GiB row of the h200x2 capture, prefixed
+    # the same way.
+    header = "[0] #       size         count      type   redop    root     time   algbw   busbw #wrong"
+    header += "     time   algbw   busbw #wrong\n"
+    real = (FIXTURES / "nccltests" / "h200x2_v2.19.6_all_reduce_perf.txt").read_text().splitlines()
+    good = "[0] " + next(line for line in real if line.strip().startswith("8589934592")) + "\n"
+    parsed = nccltests.parse(header + read("h100_nccl-1453_info_interleaved_rows.txt") + good)
+    assert [(r["size"], r["in_place"]["busbw"]) for r in parsed["rows"]] == [(8589934592, 347.66)]
+    assert parsed["cut_line"] == ""
+
+
 def test_two_processes_that_ran_alone_are_a_problem():
     # The header is real (github.com/NVIDIA/nccl-tests/issues/107: mpirun -np 2 of a binary built
     # without MPI=1, both print "Rank 0"); the rows and footers after it are written (synthetic/).
@@ -537,6 +552,7 @@ def test_every_public_capture_is_checked_and_documented():
         "gpu2gb_i3pystatus-776_query_gpu_noheader_not_supported.txt",
         "gb10_llama-swap-782_query_gpu_memory_na.txt",
         "gpu10de26b5_nvsentinel-155_dmesg_fallen_off_bus_no_xid.txt",
+        "h100_nccl-1453_info_interleaved_rows.txt",
     }
     files = {p.name for p in PUB.iterdir() if p.name != "README.md"}
     assert files == checked

@@ -44,9 +44,12 @@ import json
 import math
 import re
 
-# Launcher prefixes: Open MPI's --tag-output (`[1,0]<stdout>:`, indented in pasted logs) and Slurm's
-# `srun --label` (`0: `, ` 0: ` with more than 10 tasks).
-_MPI_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<(?:stdout|stderr)>:\s?|\d+: )")
+# Launcher prefixes: Open MPI's --tag-output (`[1,0]<stdout>:`, indented in pasted logs), Slurm's
+# `srun --label` (`0: `, ` 0: ` with more than 10 tasks) and MPICH's -prepend-rank (`[0] `).
+_MPI_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<(?:stdout|stderr)>:\s?|\d+: |\[\d+\] )")
+# A table cell: a number (1e+00, -1, 0.00), N/A or nan. Anything else means other output was
+# printed into the row (NCCL_DEBUG=INFO lines land in the middle of a row) and the row is not read.
+_CELL = re.compile(r"^(?:-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|N/A|n/a|-?nan|-?inf)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _VERSION_LINE = re.compile(
     r"^#\s*nccl-tests version\s+(?P<v>\S+)(?:\s+nccl-headers=(?P<h>\d+))?(?:\s+nccl-library=(?P<l>\d+))?"
@@ -394,6 +397,9 @@ def parse_text(text):
             tokens.insert(lead.index("redop"), "")  # old alltoall printed an empty redop cell
         row_lead = dict(zip(lead, tokens[: len(lead)]))
         rest = tokens[len(lead) :]
+        numeric = [t for k, t in zip(lead, tokens) if k in ("size", "count", "root")] + rest
+        if not all(_CELL.match(t) for t in numeric[: len(numeric) - len(rest) + 2 * len(section)]):
+            continue  # other output printed into the row: its values cannot be trusted
         if len(rest) < len(section):
             result["cut_line"] = stripped  # a row cut off mid-print (a crash or a kill)
             continue
