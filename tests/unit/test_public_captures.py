@@ -247,7 +247,7 @@ def test_v100_inactive_links_of_a_pasted_gpu():
     ("name", "message"),
     [
         (
-            "a100x8_nccl-tests-228_nvlink_s_cut.txt",
+            "a100sxm4_nccl-tests-228_nvlink_s_cut.txt",
             "GPU 2 lists 1 links, other NVIDIA A100-SXM4-80GB GPUs 12",
         ),
         ("gb200_k8s-test-infra-371_nvlink_s_cut.txt", "GPU 1 lists 2 links, other NVIDIA GB200 GPUs 18"),
@@ -432,7 +432,7 @@ FAILED = {
         "HCA-14: Test NCCL failure common.cu:1204 'unhandled cuda error (run with NCCL_DEBUG=INFO for "
         "details) / '",
     ),
-    "v100x4x2_nccl-tests-24_ib_completion_error.txt": (
+    "gpux4x2_nccl-tests-24_ib_completion_error.txt": (
         None,
         "gpu5:6252:6325 [0] transport/net_ib.cu:788 NCCL WARN NET/IB : Got completion with error 4, "
         "opcode 1, len 0, "
@@ -456,7 +456,7 @@ def test_failed_run_is_fail_with_the_cause_quoted(name):
 
 def test_hex_dump_of_a_failed_nic_is_not_a_row_or_a_cut_line():
     # Real: github.com/NVIDIA/nccl-tests/issues/24: "00000000 02005104 09000ac5 0000bfd2" after the header.
-    text = read("v100x4x2_nccl-tests-24_ib_completion_error.txt")
+    text = read("gpux4x2_nccl-tests-24_ib_completion_error.txt")
     healthy_row = (
         "     8388608       2097152   float     sum    91.10   92.08  161.14  0e+00"
         "    94.94   88.36  154.63  0e+00\n"
@@ -475,7 +475,7 @@ def test_a_row_with_nccl_info_printed_into_it_is_not_read():
     header += "     time   algbw   busbw #wrong\n"
     real = (FIXTURES / "nccltests" / "h200x2_v2.19.6_all_reduce_perf.txt").read_text().splitlines()
     good = "[0] " + next(line for line in real if line.strip().startswith("8589934592")) + "\n"
-    parsed = nccltests.parse(header + read("h100_nccl-1453_info_interleaved_rows.txt") + good)
+    parsed = nccltests.parse(header + read("gpu_nccl-1453_info_interleaved_rows.txt") + good)
     assert [(r["size"], r["in_place"]["busbw"]) for r in parsed["rows"]] == [(8589934592, 347.66)]
     assert parsed["cut_line"] == ""
 
@@ -545,14 +545,14 @@ def test_every_public_capture_is_checked_and_documented():
     checked = set(TOPO_M) | set(TOPO_P2P) | set(RUNS) | set(FAILED)
     checked |= {
         "v100_azhpc-diagnostics-73_nvlink_s_inactive.txt",
-        "a100x8_nccl-tests-228_nvlink_s_cut.txt",
+        "a100sxm4_nccl-tests-228_nvlink_s_cut.txt",
         "gb200_k8s-test-infra-371_nvlink_s_cut.txt",
         "v100x2_nccl-tests-107_two_processes_header.txt",
         "gpu2gb_i3pystatus-776_query_gpu_noheader_na.txt",
         "gpu2gb_i3pystatus-776_query_gpu_noheader_not_supported.txt",
         "gb10_llama-swap-782_query_gpu_memory_na.txt",
         "gpu10de26b5_nvsentinel-155_dmesg_fallen_off_bus_no_xid.txt",
-        "h100_nccl-1453_info_interleaved_rows.txt",
+        "gpu_nccl-1453_info_interleaved_rows.txt",
     }
     files = {p.name for p in PUB.iterdir() if p.name != "README.md"}
     assert files == checked

@@ -31,7 +31,9 @@ Formats handled, as nccl-tests prints them (src/util.cu, src/common.cu):
   per-iteration columns (``i_min i_max i_p99 i_cv%``) and a trailing timestamp;
 - older tables (before 2.10 or so) with an ``error`` column (max delta, e.g. ``2e-07``) instead of
   ``#wrong``, without ``root`` or ``redop``, and the oldest ``bytes N type op ... res``;
-- mpirun line prefixes (``[1,0]<stdout>:``), NCCL INFO lines and other noise in between;
+- launcher line prefixes (Open MPI ``[1,0]<stdout>:``, Slurm ``srun --label`` ``0: ``, MPICH
+  ``[0] ``), NCCL INFO/WARN lines and other noise in between (a row with other output printed into
+  it is not read); settings and Rank lines without ``#`` or Pid (1.x), rccl-tests' spellings;
 - the ``-J`` JSON file (nccl-tests 2.18 and later), ``nwrong`` null when unchecked;
 - wireup's own torch.distributed benchmark (files/bench/torch_allreduce.py): one JSON object per line
   with ``"wireup_bench": "torch_allreduce"``.

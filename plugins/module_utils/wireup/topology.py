@@ -8,6 +8,8 @@ nvidia-smi's documentation and legends, checked against real captures (tests/fix
   (older drivers lack the last two; newer ones print an empty cell before "GPU NUMA ID"), a
   "Legend:" block and, on newer drivers, a "NIC Legend:" block (``NIC0: mlx5_0``). Old drivers name
   NIC columns by device (``mlx4_0``) and have no NIC legend.
+  Copies pasted into tickets are read too: tabs expanded or collapsed to one space, a shell
+  prompt on the header line, a legend without its ``Legend:`` title.
 * ``nvidia-smi topo -p2p r|w|n|a|p``: the same matrix shape with P2P status codes and a legend.
 * ``nvidia-smi --query-gpu=... --format=csv``: header-driven CSV.
 * ``nvidia-smi -L`` and ``nvidia-smi -q -x`` (only the fields wireup uses).
