@@ -243,6 +243,19 @@ def test_v100_inactive_links_of_a_pasted_gpu():
     assert out["totals"]["per_gpu_gbps"] == 103.124
 
 
+def test_a_gpu_whose_links_nvml_cannot_list_is_complete_not_cut_off():
+    # Real: siboehm/bench gpu/nvlink/README.md: 3x RTX A6000, GPUs 0-1 bridged (4 x 14.062 GB/s),
+    # GPU 2 followed by NVML's "Unable to retrieve NVLink information as all links are inActive".
+    out = nvlink.parse_nvlink_status(read("rtxa6000x3_siboehm-bench_nvlink_s_all_inactive_note.txt"), 3)
+    assert [(g["index"], g["active"], g["total_gbps"]) for g in out["gpus"]] == [
+        (0, 4, 56.248),
+        (1, 4, 56.248),
+        (2, 0, 0),
+    ]
+    assert out["gpus"][2]["all_inactive_note"] is True
+    assert (out["totals"]["gpus_with_nvlink"], out["totals"]["per_link_gbps"]) == (2, 14.062)
+
+
 @pytest.mark.parametrize(
     ("name", "message"),
     [
@@ -545,6 +558,7 @@ def test_every_public_capture_is_checked_and_documented():
     checked = set(TOPO_M) | set(TOPO_P2P) | set(RUNS) | set(FAILED)
     checked |= {
         "v100_azhpc-diagnostics-73_nvlink_s_inactive.txt",
+        "rtxa6000x3_siboehm-bench_nvlink_s_all_inactive_note.txt",
         "a100sxm4_nccl-tests-228_nvlink_s_cut.txt",
         "gb200_k8s-test-infra-371_nvlink_s_cut.txt",
         "v100x2_nccl-tests-107_two_processes_header.txt",
@@ -569,7 +583,15 @@ def _mutations(text):
 
 
 @pytest.mark.parametrize(
-    "name", sorted(set(TOPO_M) | set(TOPO_P2P) | {"v100_azhpc-diagnostics-73_nvlink_s_inactive.txt"})
+    "name",
+    sorted(
+        set(TOPO_M)
+        | set(TOPO_P2P)
+        | {
+            "v100_azhpc-diagnostics-73_nvlink_s_inactive.txt",
+            "rtxa6000x3_siboehm-bench_nvlink_s_all_inactive_note.txt",
+        }
+    ),
 )
 def test_mangled_public_captures_raise_only_value_error(name):
     parser = (
