@@ -493,6 +493,20 @@ def test_a_row_with_nccl_info_printed_into_it_is_not_read():
     assert parsed["cut_line"] == ""
 
 
+def test_nccl_warn_lines_of_a_completed_run_are_not_failures():
+    # A WARN line WRITTEN in NCCL's format (host:pid:tid [dev] file:line NCCL WARN ...) inside the real,
+    # complete h200x2 run: NCCL logs errors it recovers from, the run's own lines decide. The same
+    # words from nccl-tests itself (k80_nccl-tests-1: "Cuda failure common.cu:891 ...") stay a failure.
+    real = (FIXTURES / "nccltests" / "h200x2_v2.19.6_all_reduce_perf.txt").read_text()
+    warn = "vm:1363:1380 [0] transport/nvls.cc:100 NCCL WARN Cuda failure 1 'invalid argument'\n"
+    text = real.replace("#       size", warn + "#       size", 1)
+    assert warn.strip() in text
+    assert nccltests.assess(text, 0)["problems"] == []
+    assert nccltests.failure_lines(read("k80_nccl-tests-1_cuda_failure_mpirun.txt"))[0].startswith(
+        "Cuda failure"
+    )
+
+
 def test_two_processes_that_ran_alone_are_a_problem():
     # The header is real (github.com/NVIDIA/nccl-tests/issues/107: mpirun -np 2 of a binary built
     # without MPI=1, both print "Rank 0"); the rows and footers after it are written (synthetic/).

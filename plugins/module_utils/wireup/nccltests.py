@@ -90,6 +90,15 @@ _FAILURE = re.compile(
     r"Test (?:NCCL|CUDA) failure|Test failure|NCCL failure|NCCL error|CUDA failure|Cuda failure"
     r"|Segmentation fault|processes exited with non-zero status"
 )
+# NCCL's own INFO and WARN lines are not failures by themselves: NCCL also logs errors it recovers
+# from (a feature probe that fails, then a fallback). A run that stops quotes its last WARN instead
+# (warn_lines); a run that completes is judged on nccl-tests' own lines and numbers.
+_NCCL_LOG = re.compile(r"\bNCCL (?:INFO|WARN)\b")
+
+
+def _is_failure(line):
+    return bool(_FAILURE.search(line)) and not _NCCL_LOG.search(line)
+
 
 # nccl-tests checks no in-place result for these (src/alltoall.cu, alltoallv.cu, sendrecv.cu set
 # reportErrors = in_place ? 0 : 1 and print #wrong N/A; alltoall does not support in-place at all).
@@ -223,7 +232,7 @@ def failure_lines(text):
     found = []
     for line in _clean_lines(text or ""):
         stripped = line.strip()
-        if _FAILURE.search(stripped) and stripped not in found:
+        if _is_failure(stripped) and stripped not in found:
             found.append(stripped)
     return found
 
@@ -371,7 +380,7 @@ def parse_text(text):
             if tokens and lowered[0] in ("size", "bytes") and "algbw" in lowered and "busbw" in lowered:
                 lead, section, _ = _parse_header(tokens)
             continue
-        if _FAILURE.search(stripped):
+        if _is_failure(stripped):
             if stripped not in result["failures"]:
                 result["failures"].append(stripped)
             continue
