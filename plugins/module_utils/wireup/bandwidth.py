@@ -173,10 +173,22 @@ def bottleneck(topology, collective=None, overrides=None):
         speed["pair"] = [link.get("a"), link.get("b")]
         if speed["gbps"] is None:
             return dict(speed, gpus=len(gpus))  # an unknown link makes the whole set unknown
-        if worst is None or (speed["gbps"], factor(speed["kind"])) < (worst["gbps"], factor(worst["kind"])):
+        if worst is None or _rank(speed, factor) < _rank(worst, factor):
             worst = speed
     worst["gpus"] = len(gpus)
     return worst
+
+
+# Among PCIe paths of one speed and kind, the one crossing more of the host is named the bottleneck
+# (NODE rather than PHB on a box whose NVLink pairs meet over PCIe), as nvidia-smi's legend orders them.
+_PCIE_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
+
+
+def _rank(speed, factor):
+    """Sort key of a link for the bottleneck: slower, then less efficient, then a longer PCIe path."""
+    cls = speed.get("class")
+    hops = _PCIE_ORDER.index(cls) if cls in _PCIE_ORDER else -1
+    return (speed["gbps"], factor(speed["kind"]), -hops)
 
 
 def efficiency_for(kind, collective, overrides=None):

@@ -31,7 +31,9 @@ Formats handled, as nccl-tests prints them (src/util.cu, src/common.cu):
   per-iteration columns (``i_min i_max i_p99 i_cv%``) and a trailing timestamp;
 - older tables (before 2.10 or so) with an ``error`` column (max delta, e.g. ``2e-07``) instead of
   ``#wrong``, without ``root`` or ``redop``, and the oldest ``bytes N type op ... res``;
-- mpirun line prefixes (``[1,0]<stdout>:``), NCCL INFO lines and other noise in between;
+- launcher line prefixes (Open MPI ``[1,0]<stdout>:``, Slurm ``srun --label`` ``0: ``, MPICH
+  ``[0] ``), NCCL INFO/WARN lines and other noise in between (a row with other output printed into
+  it is not read); settings and Rank lines without ``#`` or Pid (1.x), rccl-tests' spellings;
 - the ``-J`` JSON file (nccl-tests 2.18 and later), ``nwrong`` null when unchecked;
 - wireup's own torch.distributed benchmark (files/bench/torch_allreduce.py): one JSON object per line
   with ``"wireup_bench": "torch_allreduce"``.
@@ -44,27 +46,59 @@ import json
 import math
 import re
 
-_MPI_PREFIX = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:\s?")
+# Launcher prefixes: Open MPI's --tag-output (`[1,0]<stdout>:`, indented in pasted logs), Slurm's
+# `srun --label` (`0: `, ` 0: ` with more than 10 tasks) and MPICH's -prepend-rank (`[0] `).
+_MPI_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<(?:stdout|stderr)>:\s?|\d+: |\[\d+\] )")
+# A table cell: a number (1e+00, -1, 0.00), N/A or nan. Anything else means other output was
+# printed into the row (NCCL_DEBUG=INFO lines land in the middle of a row) and the row is not read.
+_CELL = re.compile(r"^(?:-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|N/A|n/a|-?nan|-?inf)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _VERSION_LINE = re.compile(
     r"^#\s*nccl-tests version\s+(?P<v>\S+)(?:\s+nccl-headers=(?P<h>\d+))?(?:\s+nccl-library=(?P<l>\d+))?"
 )
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(?P<p>\S+)")
 _CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(?P<p>\S+)")
-_CONFIG = re.compile(
-    r"^#\s*nThread\s+(?P<nthreads>\d+)\s+nGpus\s+(?P<ngpus>\d+)\s+minBytes\s+(?P<min_bytes>\d+)\s+"
-    r"maxBytes\s+(?P<max_bytes>\d+)\s+step:\s*(?P<step>[\d.]+)\((?P<step_kind>\w+)\)"
-    r"\s+warmup iters:\s*(?P<warmup_iters>\d+)\s+iters:\s*(?P<iters>\d+)"
+# The run's settings line, in every spelling seen: "# nThread 1 nGpus 8 minBytes 8 maxBytes ...
+# step: 2(factor) warmup iters: 5 iters: 20 ...", the same without "#" (nccl-tests 1.x, pasted copies),
+# rccl-tests' "nThreads: 1 nGpus: 4 nRanks: 1 ... warmupIters: 5" and "nGpus(perProc) 8" builds.
+_CONFIG_START = re.compile(
+    r"^#?\s*(?:nThreads?:?\s+\d+\s+)?nGpus(?:\(perProc\))?:?\s+\d+\s+(?:nRanks:?\s+\d+\s+)?minBytes"
 )
+_CONFIG_FIELDS = {
+    "nthreads": re.compile(r"\bnThreads?:?\s+(\d+)"),
+    "ngpus": re.compile(r"\bnGpus(?:\(perProc\))?:?\s+(\d+)"),
+    "min_bytes": re.compile(r"\bminBytes:?\s+(\d+)"),
+    "max_bytes": re.compile(r"\bmaxBytes:?\s+(\d+)"),
+    "warmup_iters": re.compile(r"\bwarmup(?: iters|Iters):\s*(\d+)"),
+    "iters": re.compile(r"(?<![A-Za-z] )\biters:\s*(\d+)"),
+}
+_CONFIG_STEP = re.compile(r"\bstep:\s*(?P<step>[\d.]+)\((?P<step_kind>\w+)\)")
+# "#  Rank  0 Group  0 Pid 1234 on host device  0 [0000:01:00] NAME"; nccl-tests 1.x printed no Group
+# and no Pid ("#   Rank  0 on     node03 device  0 [0x00] Tesla P100-PCIE-16GB").
 _DEVICE = re.compile(
-    r"^#\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+"
-    r"device\s+(?P<device>\d+)\s+\[(?P<bus_id>[0-9a-fA-Fx:.]+)\]\s+(?P<name>.*?)\s*$"
+    r"^#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?(?:Pid\s+(?P<pid>\d+)\s+)?"
+    r"(?:on\s+(?P<host>\S+)\s+)?(?:uses\s+)?device\s+(?P<device>\d+)\s+\[(?P<bus_id>[0-9a-fA-Fx:.]+)\]\s+"
+    r"(?P<name>.*?)\s*$"
 )
 _AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(?P<v>[-+0-9.eE]+|-?nan|N/A)\s*(?P<s>OK|FAILED)?")
 _OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(?P<v>\d+)\s*(?P<s>OK|FAILED)?")
 # What nccl-tests prints when a check fails (src/common.h: CUDACHECK, NCCLCHECK, TESTCHECK), and
 # NCCL's own fatal lines; the hostname prefix is kept in the quote.
-_FAILURE = re.compile(r"Test (?:NCCL|CUDA) failure|Test failure|NCCL failure|NCCL error|Segmentation fault")
+# nccl-tests 1.x printed "Cuda failure common.cu:891 'invalid device ordinal'" (no "Test"), and mpirun
+# reports ranks that died.
+_FAILURE = re.compile(
+    r"Test (?:NCCL|CUDA) failure|Test failure|NCCL failure|NCCL error|CUDA failure|Cuda failure"
+    r"|Segmentation fault|processes exited with non-zero status"
+)
+# NCCL's own INFO and WARN lines are not failures by themselves: NCCL also logs errors it recovers
+# from (a feature probe that fails, then a fallback). A run that stops quotes its last WARN instead
+# (warn_lines); a run that completes is judged on nccl-tests' own lines and numbers.
+_NCCL_LOG = re.compile(r"\bNCCL (?:INFO|WARN)\b")
+
+
+def _is_failure(line):
+    return bool(_FAILURE.search(line)) and not _NCCL_LOG.search(line)
+
 
 # nccl-tests checks no in-place result for these (src/alltoall.cu, alltoallv.cu, sendrecv.cu set
 # reportErrors = in_place ? 0 : 1 and print #wrong N/A; alltoall does not support in-place at all).
@@ -198,9 +232,26 @@ def failure_lines(text):
     found = []
     for line in _clean_lines(text or ""):
         stripped = line.strip()
-        if _FAILURE.search(stripped) and stripped not in found:
+        if _is_failure(stripped) and stripped not in found:
             found.append(stripped)
     return found
+
+
+def warn_lines(text):
+    """NCCL's WARN lines (stripped, in order, without repeats): not failures by themselves (a healthy
+    run may warn that libibverbs is missing), but the best clue when a run stops without one."""
+    found = []
+    for line in _clean_lines(text or ""):
+        stripped = line.strip()
+        if " NCCL WARN " in f" {stripped} " and stripped not in found:
+            found.append(stripped)
+    return found
+
+
+def _repeated_ranks(devices):
+    """(rank, group) pairs listed more than once: each process printed its own rank 0."""
+    keys = [(d.get("rank"), d.get("group")) for d in devices or []]
+    return sorted({k for k in keys if keys.count(k) > 1}, key=lambda k: (k[0] or 0, k[1] or 0))
 
 
 def _finish(result, text):
@@ -220,6 +271,19 @@ def _finish(result, text):
                 total += int(section["wrong"])
     result["wrong_total"] = total
     return result
+
+
+def _row_shaped(tokens, lead):
+    """A result row (or its cut-off start) has an integer size and count and a type name where the
+    header puts them; a driver's hex dump (`00000000 02005104 09000ac5 0000bfd2`) does not."""
+    for name, pattern in (("count", r"^\d+$"), ("type", r"^[A-Za-z][A-Za-z0-9_]*$")):
+        if (
+            name in lead
+            and lead.index(name) < len(tokens)
+            and not re.match(pattern, tokens[lead.index(name)])
+        ):
+            return False
+    return True
 
 
 def _parse_header(tokens):
@@ -250,6 +314,34 @@ def _section(values, names):
     return out
 
 
+def _config(line):
+    """The settings of the run from its nThread/nGpus line (keys missing from the line are None)."""
+    cfg = {}
+    for key, pattern in _CONFIG_FIELDS.items():
+        match = pattern.search(line)
+        cfg[key] = int(match.group(1)) if match else None
+    match = _CONFIG_STEP.search(line)
+    cfg["step"] = float(match.group("step")) if match else None
+    cfg["step_kind"] = match.group("step_kind") if match else None
+    return cfg
+
+
+def _settings_line(stripped, result):
+    """Record a settings or device line (with or without its "#"); False for any other line."""
+    if _CONFIG_START.match(stripped):
+        result["config"] = _config(stripped)
+        return True
+    match = _DEVICE.match(stripped)
+    if match:
+        dev = match.groupdict()
+        for key in ("rank", "group", "pid", "device"):
+            dev[key] = int(dev[key]) if dev[key] is not None else None
+        dev["host"] = dev["host"] or ""
+        result["devices"].append(dev)
+        return True
+    return False
+
+
 def parse_text(text):
     """Parse the text table printed by an nccl-tests binary."""
     result = _empty_result("text")
@@ -257,6 +349,8 @@ def parse_text(text):
     for line in _clean_lines(text):
         stripped = line.strip()
         if not stripped:
+            continue
+        if _settings_line(stripped, result):
             continue
         if stripped.startswith("#"):
             match = _VERSION_LINE.match(stripped)
@@ -268,21 +362,6 @@ def parse_text(text):
             match = _STARTING.match(stripped) or _CONCLUDED.match(stripped)
             if match:
                 result["program"] = result["program"] or match.group("p")
-                continue
-            match = _CONFIG.match(stripped)
-            if match:
-                cfg = match.groupdict()
-                result["config"] = {
-                    k: (cfg[k] if k == "step_kind" else float(cfg[k]) if k == "step" else int(cfg[k]))
-                    for k in cfg
-                }
-                continue
-            match = _DEVICE.match(stripped)
-            if match:
-                dev = match.groupdict()
-                for key in ("rank", "group", "pid", "device"):
-                    dev[key] = int(dev[key]) if dev[key] is not None else None
-                result["devices"].append(dev)
                 continue
             match = _AVG.match(stripped)
             if match:
@@ -301,7 +380,7 @@ def parse_text(text):
             if tokens and lowered[0] in ("size", "bytes") and "algbw" in lowered and "busbw" in lowered:
                 lead, section, _ = _parse_header(tokens)
             continue
-        if _FAILURE.search(stripped):
+        if _is_failure(stripped):
             if stripped not in result["failures"]:
                 result["failures"].append(stripped)
             continue
@@ -323,12 +402,15 @@ def parse_text(text):
             continue
         if lead is None:
             continue
-        if not tokens or not re.match(r"^\d+$", tokens[0]):
-            continue  # NCCL INFO lines, warnings and the like
+        if not tokens or not re.match(r"^\d+$", tokens[0]) or not _row_shaped(tokens, lead):
+            continue  # NCCL INFO lines, warnings, hex dumps of a failed NIC and the like
         if "redop" in lead and len(tokens) == len(lead) + 2 * len(section) - 1:
             tokens.insert(lead.index("redop"), "")  # old alltoall printed an empty redop cell
         row_lead = dict(zip(lead, tokens[: len(lead)]))
         rest = tokens[len(lead) :]
+        numeric = [t for k, t in zip(lead, tokens) if k in ("size", "count", "root")] + rest
+        if not all(_CELL.match(t) for t in numeric[: len(numeric) - len(rest) + 2 * len(section)]):
+            continue  # other output printed into the row: its values cannot be trusted
         if len(rest) < len(section):
             result["cut_line"] = stripped  # a row cut off mid-print (a crash or a kill)
             continue
@@ -581,16 +663,30 @@ def problems(parsed, rc=None, text=""):
             size, half, what = errors[0]
             more = f" (and {len(errors) - 1} more row halves)" if len(errors) > 1 else ""
             out.append(f"{what} at {size} B {half.replace('_', '-')}{more}")
+        repeated = _repeated_ranks(parsed.get("devices"))
+        if repeated:
+            rank = repeated[0][0]
+            hosts = sorted({d.get("host") or "?" for d in parsed["devices"] if d.get("rank") == rank})
+            out.append(
+                f"rank {rank} is listed {sum(1 for d in parsed['devices'] if d.get('rank') == rank)} times "
+                f"(on {', '.join(hosts)}): the output holds more than one run, e.g. processes that ran "
+                "alone instead of as one job (nccl-tests built without MPI=1, or started by a launcher its "
+                "MPI does not know)"
+            )
         if not parsed.get("complete"):
             last = (parsed.get("rows") or [{}])[-1].get("size")
             cut = f", cut in the middle of {parsed['cut_line']!r}" if parsed.get("cut_line") else ""
             out.append(f"output stops mid-table after the {last} B row{cut}: no 'Avg bus bandwidth' footer")
     # The lines naming the cause (NCCL's or CUDA's error string) before nccl-tests' trace lines.
-    failures.sort(key=lambda line: 0 if re.search(r"(?:NCCL|CUDA) (?:failure|error)", line) else 1)
+    failures.sort(key=lambda line: 0 if re.search(r"(?:NCCL|CUDA|Cuda) (?:failure|error)", line) else 1)
     for line in failures[:3]:
         out.append(f'"{line}"')
     if len(failures) > 3:
         out.append(f"{len(failures) - 3} more failure lines")
+    stopped = parsed is None or not parsed.get("complete")
+    warns = warn_lines(text) if stopped and not failures else []
+    if warns:
+        out.append(f'last NCCL WARN in the output: "{warns[-1]}"')
     return out
 
 
@@ -615,7 +711,7 @@ def assess(output, rc=None, json_text=""):
     found = problems(parsed, rc, output)
     if parsed is None:
         head = next((line.strip() for line in _clean_lines(output) if line.strip()), "")
-        if found and failure_lines(output):
+        if found and (failure_lines(output) or warn_lines(output)):
             found.append("no result rows")
         else:
             found.append(f'no result rows; the output starts with "{head}"' if head else "no output at all")

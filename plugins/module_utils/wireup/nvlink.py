@@ -22,6 +22,11 @@ import re
 GPU_LINE_RE = re.compile(r"^GPU (\d+): (.+?) \(UUID: (\S+?)\)\s*$")
 LINK_LINE_RE = re.compile(r"^Link (\d+): (?:(\d+(?:\.\d+)?) GB/s|<?inactive>?)\s*$", re.IGNORECASE)
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# Printed instead of a GPU's Link lines when none of its links is up (seen with an RTX A6000 whose
+# NVLink bridge is on two other GPUs: siboehm/bench gpu/nvlink/README.md).
+ALL_INACTIVE_RE = re.compile(
+    r"Unable to retrieve NVLink information as all links are inActive", re.IGNORECASE
+)
 COMMAND = "nvidia-smi nvlink -s"
 
 
@@ -84,7 +89,13 @@ def parse_nvlink_status(text, gpu_count=None):
             )
         m = GPU_LINE_RE.match(line)
         if m:
-            current = {"index": int(m.group(1)), "name": m.group(2), "uuid": m.group(3), "links": []}
+            current = {
+                "index": int(m.group(1)),
+                "name": m.group(2),
+                "uuid": m.group(3),
+                "links": [],
+                "all_inactive_note": False,
+            }
             gpus.append(current)
             continue
         m = LINK_LINE_RE.match(line)
@@ -104,6 +115,9 @@ def parse_nvlink_status(text, gpu_count=None):
             )
         if re.match(r"^GPU \d+:", line):
             raise ValueError(f"{what}: line {number} {line!r}: expected 'GPU N: NAME (UUID: GPU-...)'")
+        if current is not None and ALL_INACTIVE_RE.search(line):
+            current["all_inactive_note"] = True  # NVML lists no link: none is up, the GPU is complete
+            continue
         # Other lines (driver notes such as "NVLink is not supported") carry no link state.
     if not gpus:
         raise ValueError(f"{what}: no 'GPU N: NAME (UUID: ...)' line in the output of `{COMMAND}`")
@@ -140,7 +154,7 @@ def _check_complete(gpus, gpu_count, what):
         listed.setdefault(gpu["name"], []).append(len(gpu["links"]))
     for gpu in gpus:
         most = max(listed[gpu["name"]])
-        if len(gpu["links"]) < most:
+        if len(gpu["links"]) < most and not gpu.get("all_inactive_note"):
             raise ValueError(
                 f"{what}: GPU {gpu['index']} lists {len(gpu['links'])} links, other {gpu['name']} GPUs "
                 f"{most}: the output of `{COMMAND}` is cut off"

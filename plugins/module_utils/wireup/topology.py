@@ -8,6 +8,8 @@ nvidia-smi's documentation and legends, checked against real captures (tests/fix
   (older drivers lack the last two; newer ones print an empty cell before "GPU NUMA ID"), a
   "Legend:" block and, on newer drivers, a "NIC Legend:" block (``NIC0: mlx5_0``). Old drivers name
   NIC columns by device (``mlx4_0``) and have no NIC legend.
+  Copies pasted into tickets are read too: tabs expanded or collapsed to one space, a shell
+  prompt on the header line, a legend without its ``Legend:`` title.
 * ``nvidia-smi topo -p2p r|w|n|a|p``: the same matrix shape with P2P status codes and a legend.
 * ``nvidia-smi --query-gpu=... --format=csv``: header-driven CSV.
 * ``nvidia-smi -L`` and ``nvidia-smi -q -x`` (only the fields wireup uses).
@@ -27,6 +29,7 @@ GPU_RE = re.compile(r"^GPU(\d+)$")
 NIC_RE = re.compile(r"^NIC(\d+)$")
 LEGEND_ENTRY_RE = re.compile(r"^\s*([A-Z#]+)\s+=\s+(.+?)\s*$")
 NIC_LEGEND_RE = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
+HEADER_TOKEN_RE = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID|\S+")
 
 AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 AFFINITY_KEYS = {
@@ -71,14 +74,24 @@ def _cells(line):
     return [c.strip() for c in CELL_SPLIT_RE.split(line)]
 
 
+def _header_cells(line):
+    """The names in a header line. Tab-separated output splits on tabs; a space-aligned copy
+    (tabs expanded, or collapsed to one space by a web page: `GPU0 GPU1`, `mlx5_10 mlx5_11`)
+    splits on any run of spaces, keeping the three two- and three-word affinity names whole."""
+    if "\t" in line:
+        return [c for c in _cells(line) if c]
+    return HEADER_TOKEN_RE.findall(line)
+
+
 def _row_cells(line, tabbed):
     """The cells of one matrix line. nvidia-smi separates cells with tabs and leaves a cell empty
     where it knows no value (GB200's CPU Affinity, GPU NUMA ID N/A on older boards, the spacer
     before GPU NUMA ID), so tab-separated lines keep their empty cells (only trailing ones go).
     Space-aligned copies (pasted into tickets, tabs expanded) can only be split on runs of
-    spaces, where empty cells are lost."""
+    spaces, where empty cells are lost; no cell value holds a space, so one space separates too
+    (tab expansion leaves a single space after an 8-character cell such as `mlx5_10`)."""
     if not tabbed:
-        return [c for c in _cells(line) if c]
+        return line.split()
     cells = [c.strip() for c in line.split("\t")]
     while cells and not cells[-1]:
         cells.pop()
@@ -136,14 +149,16 @@ def _split_matrix(text, what, command):
     """Return (header device names, trailing header columns, rows, legend lines, nic legend lines)."""
     _require_text(text, what, command)
     lines = strip_ansi(text).splitlines()
-    header_idx = None
+    header_idx = header = None
     for i, line in enumerate(lines):
-        cells = [c for c in _cells(line) if c]
-        if cells and cells[0] == "GPU0":
-            header_idx = i
-            break
-        if cells and GPU_RE.match(cells[0]) and len(cells) > 1 and GPU_RE.match(cells[1]):
-            header_idx = i
+        cells = _header_cells(line)
+        # The first GPU column; a shell prompt pasted on the same line may come before it.
+        start = next((k for k, c in enumerate(cells) if GPU_RE.match(c)), None)
+        if start is None:
+            continue
+        cells = cells[start:]
+        if cells[0] == "GPU0" or (len(cells) > 1 and GPU_RE.match(cells[1])):
+            header_idx, header = i, cells
             break
     if header_idx is None:
         raise ValueError(
@@ -151,7 +166,6 @@ def _split_matrix(text, what, command):
             f"in the output of `{command}`"
         )
     tabbed = "\t" in lines[header_idx]
-    header = [c for c in _cells(lines[header_idx]) if c]
     devices, trailing = [], []
     for name in header:
         if name in AFFINITY_COLUMNS:
@@ -172,6 +186,8 @@ def _split_matrix(text, what, command):
             continue
         if not stripped:
             continue
+        if section == "matrix" and LEGEND_ENTRY_RE.match(line):
+            section = "legend"  # a legend pasted without its "Legend:" title line
         if section == "matrix":
             cells = _row_cells(line, tabbed and "\t" in line)
             if cells[0] not in devices:
