@@ -14,7 +14,16 @@ events around the timed loop on the current stream; on CPU nodes (gloo) from a m
 between barriers. After the timed loop, one all-reduce of known values is checked: "wrong" counts
 the elements that differ from the expected sum (0 on a healthy run).
 
-wireup's parser (plugins/module_utils/wireup/nccltests.py, parse_torch) reads these lines back.
+Before the first size, rank 0 prints the environment it runs with (NCCL_*, GLOO_*, TORCH_*,
+CUDA_* ... and the tuned NCCL env file launch.sh sourced, if any):
+
+  {"wireup_bench_env": {"NCCL_NVLS_ENABLE": "0", ...}, "tuned_env": ""}
+
+The largest size is always --max-bytes itself (bench.yml passes nccl-tests' largest size), so
+torch and nccl-tests can be compared at the same size.
+
+wireup's parsers (plugins/module_utils/wireup/nccltests.py parse_torch, benchenv.torch_log_env)
+read these lines back.
 """
 
 import argparse
@@ -34,6 +43,8 @@ def parse_size(text):
 
 
 def sizes(min_bytes, max_bytes, factor):
+    """min, min*factor, ... up to max; max itself always comes last, so the largest size is the
+    one nccl-tests ran to (-e) even when the factors step over it."""
     out = []
     size = min_bytes
     while size <= max_bytes:
@@ -41,7 +52,14 @@ def sizes(min_bytes, max_bytes, factor):
         if factor <= 1:
             break
         size *= factor
+    if max_bytes >= min_bytes and (not out or out[-1] != max_bytes):
+        out.append(max_bytes)
     return out
+
+
+# Variables that change what NCCL, gloo or torch do; the benchmark prints them (and only them)
+# so each figure records the environment it ran with (plugins/module_utils/wireup/benchenv.py).
+RECORDED_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "CUDA_", "NVSHMEM_", "UCX_", "FI_", "LD_LIBRARY_PATH")
 
 
 def main(argv=None):
@@ -80,6 +98,12 @@ def main(argv=None):
     if use_cuda and hasattr(torch.cuda, "nccl"):
         version = torch.cuda.nccl.version()
         nccl_version = ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
+
+    if rank == 0:
+        # WIREUP_NCCL_TUNED_ENV: the tuned NCCL env file launch.sh sourced ('' when none).
+        seen = {k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_PREFIXES)}
+        tuned = os.environ.get("WIREUP_NCCL_TUNED_ENV", "")
+        print(json.dumps({"wireup_bench_env": seen, "tuned_env": tuned}), flush=True)
 
     def sync():
         if use_cuda:

@@ -1,5 +1,6 @@
-"""Filters exposing plugins/module_utils/wireup/nccltests.py and bandwidth.py to the nccl_tests
-and bench roles (nccl-tests output parsing, NVCC_GENCODE, verdict helpers).
+"""Filters exposing plugins/module_utils/wireup/nccltests.py, bandwidth.py and benchenv.py to the
+nccl_tests and bench roles (nccl-tests output parsing, NVCC_GENCODE, verdict helpers, the tuned
+NCCL env file).
 
 Thin wrappers: a ValueError becomes an AnsibleFilterError carrying the same message.
 """
@@ -12,7 +13,9 @@ short_description: nccl-tests parsing and build helpers for the nccl_tests and b
 description:
   - wireup_nvcc_gencode (compute capabilities -> {flags, arch}), wireup_nccltests_json_ok (tag -> bool),
     wireup_nccltests_parse (output text or -J JSON -> dict), wireup_nccltests_busbw_max (output -> busbw at
-    the largest size), wireup_bench_tune_pick (tuning sweep results -> best env), wireup_human_bytes.
+    the largest size), wireup_bench_tune_pick (tuning sweep results -> best env), wireup_human_bytes,
+    wireup_tuned_env_file (best env, origin -> the tuned env file's text), wireup_tuned_env_parse (that
+    text -> values and origin), wireup_bench_env_text (a mapping -> "K=V K=V").
 """
 
 import pathlib
@@ -22,7 +25,7 @@ from ansible.errors import AnsibleFilterError
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "module_utils"))
 
-from wireup import bandwidth, nccltests
+from wireup import bandwidth, benchenv, nccltests
 
 
 def _wrap(func):
@@ -67,4 +70,7 @@ class FilterModule:
             "wireup_nccltests_busbw_max": _wrap(busbw_max),
             "wireup_human_bytes": _wrap(bandwidth.human_bytes),
             "wireup_bench_tune_pick": _wrap(tune_pick),
+            "wireup_tuned_env_file": _wrap(benchenv.tuned_env_file),
+            "wireup_tuned_env_parse": _wrap(benchenv.parse_tuned_env),
+            "wireup_bench_env_text": _wrap(benchenv.format_env),
         }

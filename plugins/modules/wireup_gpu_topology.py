@@ -14,7 +14,8 @@ description:
   - Parses everything with the pure-Python C(wireup.topology), C(wireup.nvlink) and
     C(wireup.health) and returns structured topology plus findings. Changes nothing.
   - A failed or unparsable probe becomes a finding, not a module failure, so a sick node still
-    reports what it can; callers decide whether critical findings fail the play.
+    reports what it can; callers decide whether critical findings fail the play. nvidia-smi output
+    that is not UTF-8 is a C(parse_failed) finding too (its raw text keeps the bad bytes escaped).
 version_added: "1.0.0"
 author: wireup
 options:
@@ -95,6 +96,8 @@ from ansible.module_utils.wireup.health import (
 from ansible.module_utils.wireup.nvlink import parse_nvlink_status
 from ansible.module_utils.wireup.topology import (
     build_topology,
+    decode_output,
+    gpu_count_of,
     parse_query_gpu_csv,
     parse_smi_xml,
     parse_topo_matrix,
@@ -110,8 +113,20 @@ FABRIC_MANAGER_COMM = "nv-fabricmanage"  # /proc/PID/comm keeps 15 characters of
 
 
 def run(module, argv):
-    rc, out, err = module.run_command(argv, environ_update=ENV)
-    return rc, out, err
+    """(rc, stdout, stderr) as text; bytes that are not UTF-8 become U+FFFD (kernel log, lspci)."""
+    rc, out, err = module.run_command(argv, environ_update=ENV, encoding=None)
+    return rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def run_strict(module, argv, command):
+    """(rc, stdout, stderr, decode error): nvidia-smi output must be UTF-8 to be parsed. Raw bytes are
+    read (run_command's default decoding lets a stray byte through as a surrogate, and then the
+    whole result cannot be returned); a bad byte is reported, the text kept with it escaped."""
+    rc, out, err = module.run_command(argv, environ_update=ENV, encoding=None)
+    try:
+        return rc, decode_output(out, command), err.decode("utf-8", "replace"), None
+    except ValueError as exc:
+        return rc, out.decode("utf-8", "backslashreplace"), err.decode("utf-8", "replace"), str(exc)
 
 
 def fabric_manager_running():
@@ -170,6 +185,41 @@ def read_kernel_log(module):
     return None, None
 
 
+def parse_probes(texts, p2p_modes, extra):
+    """Parse what the probes printed; an output that does not parse is dropped with a parse_failed
+    finding (appended to extra), so the rest still makes a topology. Returns (topology, nvlink)."""
+    parsed = {}
+    order = ["query_gpu", "topo_m", "nvidia_smi_q_x", "nvlink_s"] + [f"topo_p2p_{m}" for m in p2p_modes]
+    for key in [k for k in order if k in texts]:
+        try:
+            if key == "query_gpu":
+                parsed[key] = parse_query_gpu_csv(texts[key])
+            elif key == "topo_m":
+                parsed[key] = parse_topo_matrix(texts[key])
+            elif key == "nvidia_smi_q_x":
+                parsed[key] = parse_smi_xml(texts[key])
+            elif key == "nvlink_s":
+                count = gpu_count_of(parsed.get("query_gpu"), parsed.get("topo_m"))
+                parsed[key] = parse_nvlink_status(texts[key], count)
+            else:
+                parsed[key] = parse_topo_p2p(texts[key], key.rsplit("_", 1)[1])
+        except ValueError as exc:
+            extra.append(finding("critical", "parse_failed", f"{key}: {exc}"))
+            del texts[key]
+    try:
+        topology = build_topology(
+            topo_m=texts.get("topo_m"),
+            p2p={m: texts.get(f"topo_p2p_{m}") for m in p2p_modes},
+            nvlink_s=texts.get("nvlink_s"),
+            query_csv=texts.get("query_gpu"),
+            smi_xml=texts.get("nvidia_smi_q_x"),
+        )
+    except ValueError as exc:  # the outputs parse alone but contradict each other
+        extra.append(finding("critical", "parse_failed", f"combining the nvidia-smi outputs: {exc}"))
+        topology = build_topology()
+    return topology, parsed.get("nvlink_s")
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -212,39 +262,17 @@ def main():
             ("-q -x", "nvidia_smi_q_x", [smi, "-q", "-x"]),
         ]
         for name, key, argv in probes:
-            rc, out, err = run(module, argv)
+            rc, out, err, bad = run_strict(module, argv, f"nvidia-smi {name}")
             raw[key] = out
             if rc != 0:
                 errors[name] = (err or out).strip()
                 raw[key + "_stderr"] = err
+            elif bad:
+                extra.append(finding("critical", "parse_failed", f"{key}: {bad}"))
             else:
                 texts[key] = out
 
-    parsers = {
-        "topo_m": parse_topo_matrix,
-        "nvlink_s": parse_nvlink_status,
-        "query_gpu": parse_query_gpu_csv,
-        "nvidia_smi_q_x": parse_smi_xml,
-    }
-    for key in list(texts):
-        parser = parsers.get(key)
-        try:
-            if parser:
-                parser(texts[key])
-            else:
-                parse_topo_p2p(texts[key], key.rsplit("_", 1)[1])
-        except ValueError as exc:
-            extra.append(finding("critical", "parse_failed", f"{key}: {exc}"))
-            del texts[key]
-
-    topology = build_topology(
-        topo_m=texts.get("topo_m"),
-        p2p={m: texts.get(f"topo_p2p_{m}") for m in params["p2p_modes"]},
-        nvlink_s=texts.get("nvlink_s"),
-        query_csv=texts.get("query_gpu"),
-        smi_xml=texts.get("nvidia_smi_q_x"),
-    )
-    nvlink = parse_nvlink_status(texts["nvlink_s"]) if "nvlink_s" in texts else None
+    topology, nvlink = parse_probes(texts, params["p2p_modes"], extra)
 
     source, kernel_log = read_kernel_log(module) if params["read_kernel_log"] else (None, None)
     xid_lines = [line for line in (kernel_log or "").splitlines() if "NVRM" in line]

@@ -4,6 +4,10 @@
 #   site      site.yml twice (the second must report changed=0); site-once: once
 #   bench     bench.yml (the baseline)
 #   degraded  bench.yml with NCCL_P2P_DISABLE=1 injected through bench_env (must FAIL)
+#   verdicts  bench.yml on broadcast+alltoall (factor check)
+#   bench-env bench.yml, then -e bench_nccl_tune=true, then plain again; bench_env_check.py then
+#             checks that every figure names its env and the plain runs measured default NCCL
+#   minbw     bench.yml with NCCL_TESTS_MIN_BW far above the machine (via bench_env): must end FAIL
 #   launch    launch.yml: Example 2 with NCCL on both GPUs
 #   results   pack results/ into $OUT/results.tgz
 set -o nounset -o pipefail
@@ -27,6 +31,17 @@ for step in "$@"; do
     site-once) play site1 site.yml ;;
     bench) play bench bench.yml -e bench_nccl_tune=true ;;
     degraded) play degraded bench.yml -e bench_max_bytes=1G -e '{"bench_env": {"NCCL_P2P_DISABLE": "1"}}' ;;
+    verdicts)
+      play verdicts-bcast bench.yml -e '{"bench_collectives": ["broadcast", "alltoall"]}' ;;
+    bench-env)
+      play bench-plain1 bench.yml -e bench_fail_on_fail=false
+      play bench-tune bench.yml -e bench_nccl_tune=true -e bench_fail_on_fail=false
+      play bench-plain2 bench.yml -e bench_fail_on_fail=false
+      grep -h "bench: \|bench tuning\|tuned env" "$OUT"/bench-plain1.log "$OUT"/bench-tune.log "$OUT"/bench-plain2.log | head -40
+      python3 tests/gpu/bench_env_check.py results 2>&1 | tee "$OUT/bench-env-check.txt" ;;
+    minbw)
+      play minbw bench.yml -e bench_torch=false -e '{"bench_env": {"NCCL_TESTS_MIN_BW": "100000"}}'
+      grep -E "FAIL|N/A" "$OUT/minbw.log" | tail -8 ;;
     launch) play launch launch.yml ;;
     results) tar -czf "$OUT/results.tgz" results && echo "== results packed" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+TUNED = "/opt/wireup/nccl-tuned.env"  # wireup_base_dir of group_vars/all.yml
 SKIP_LINES = (
     "gpu_topology skipped on {node}: no NVIDIA GPU found",
     "nccl_tests skipped on {node}: no NVIDIA GPU found",
@@ -67,7 +68,22 @@ def _bench(testbed, results_dir, **extra):
 def test_bench_on_cpu_nodes(torch_nodes, tmp_path):
     testbed = torch_nodes
     nodes = sorted(testbed.nodes)
-    results_dir = tmp_path / "results"
+    # A tuned NCCL env file on every node (hand-written: no origin line): a plain bench.yml reports
+    # it and leaves it unused; the second run asks for it (bench_use_tuned_env).
+    for node in nodes:
+        testbed.ssh(node, f"printf 'NCCL_MIN_NCHANNELS=4\\n' > {TUNED} && chmod 0640 {TUNED}")
+    try:
+        _bench_twice(testbed, nodes, tmp_path / "results")
+    finally:
+        for node in nodes:
+            testbed.ssh(node, f"rm -f {TUNED}", check=False)
+
+
+def _records(run):
+    return {p.stem: json.loads(p.read_text()) for p in run.glob("*.json")}
+
+
+def _bench_twice(testbed, nodes, results_dir):
     result = _bench(testbed, results_dir)
     assert result.rc == 0 and result.failed_hosts == [] and result.unreachable_hosts == [], (
         f"{result.failure_messages()}\n{result.stdout[-4000:]}"
@@ -85,7 +101,7 @@ def test_bench_on_cpu_nodes(torch_nodes, tmp_path):
     runs = sorted((results_dir / "bench").iterdir())
     assert len(runs) == 1
     run = runs[0]
-    records = {p.stem: json.loads(p.read_text()) for p in run.glob("*.json")}
+    records = _records(run)
     assert sorted(records) == nodes
     multi = [r["torch"]["multi_node"] for r in records.values() if "multi_node" in r["torch"]]
     assert len(multi) == 1, "the cluster-wide run is stored once, with the host that printed it"
@@ -98,11 +114,21 @@ def test_bench_on_cpu_nodes(torch_nodes, tmp_path):
     for rec in records.values():
         assert rec["verdict"] == "N/A" and rec["skipped"]
         assert rec["collectives"] == {}
+        assert rec["tuned_env"]["present"] and not rec["tuned_env"]["used"]
+        assert rec["tuned_env"]["values"] == {"NCCL_MIN_NCHANNELS": "4"}
+    # The gloo figure records the environment its processes saw: default NCCL (the tuned file on
+    # the nodes was not sourced), launch.sh's interface variables.
+    env = multi[0]["env"]
+    assert env["mode"] == "default" and env["tuned_file"] is None
+    assert env["seen"]["GLOO_SOCKET_IFNAME"] and env["seen"]["NCCL_SOCKET_IFNAME"]
+    assert "NCCL_MIN_NCHANNELS" not in env["seen"]
 
     # Reported: Markdown with the torch table, HTML with every plot inline, a valid PNG.
     md = (run / "report.md").read_text()
     assert "## torch.distributed all_reduce" in md
     assert re.search(r"\| node\d \| multi_node \| 3 \| gloo \| 16M \|", md)
+    assert re.search(r"\| torch multi_node \| default NCCL; GLOO_SOCKET_IFNAME=\S+ NCCL_SOCKET_IFNAME=", md)
+    assert "NCCL_MIN_NCHANNELS=4, written " in md and "NOT used by this run's figures (default NCCL)" in md
     page = (run / "report.html").read_text()
     images = re.findall(r'<img [^>]*src="([^"]+)"', page)
     assert images and all(src.startswith("data:image/png;base64,") for src in images)
@@ -114,12 +140,19 @@ def test_bench_on_cpu_nodes(torch_nodes, tmp_path):
         assert f"'{node}: N/A - " in out, node
     assert f"bench report: {run}/report.html" in out
 
-    # A second run gets its own folder; the first one is untouched.
+    # A second run gets its own folder; the first one is untouched. Asked for, the tuned env is
+    # used, and the figure says so.
     before = {p.name: p.read_bytes() for p in run.iterdir()}
-    again = _bench(testbed, results_dir, bench_torch=False)
+    again = _bench(testbed, results_dir, bench_use_tuned_env=True)
     assert again.rc == 0, again.failure_messages()
-    assert len(list((results_dir / "bench").iterdir())) == 2
+    runs = sorted((results_dir / "bench").iterdir())
+    assert len(runs) == 2
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+    records = _records(runs[1])
+    multi = next(r["torch"]["multi_node"] for r in records.values() if "multi_node" in r["torch"])
+    assert multi["env"]["mode"] == "tuned" and multi["env"]["seen"]["NCCL_MIN_NCHANNELS"] == "4"
+    assert multi["env"]["tuned_file"]["path"] == TUNED
+    assert not [f for r in records.values() for f in r["findings"] if f["code"] == "bench_env_mismatch"]
 
 
 def test_bad_threshold_is_refused(testbed, tmp_path):

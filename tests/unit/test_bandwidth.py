@@ -200,3 +200,93 @@ def test_pick_tuning():
     assert bandwidth.pick_tuning([{"env": {"NCCL_ALGO": "Tree"}, "busbw": 1.0}])["best"] == {}
     with pytest.raises(ValueError, match="bench_nccl_tune_min_gain"):
         bandwidth.pick_tuning(measured, 2)
+
+
+# ---------------------------------------------------------------- issue 11: verdicts that cannot lie
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "example-h200x2" / "healthy" / "localhost.json"
+
+
+def test_min_bw_failure_is_a_fail_with_the_cause_quoted():
+    # Real 1x H200 run that nccl-tests failed (rc 7), judged against the 2x H200 expectation: its
+    # rows alone (busbw 0 on one GPU) would be N/A at best; nccl-tests' own verdict wins.
+    run = nccltests.assess((FIX / "h200x1_v2.19.6_minbw_fail.txt").read_text(), 7)
+    exp = bandwidth.expected_busbw(H200, "all_reduce")
+    v = bandwidth.verdict(run["parsed"]["rows"], exp, problems=run["problems"], collective="all_reduce")
+    assert v["verdict"] == "FAIL"
+    assert v["reason"] == (
+        "all_reduce_perf failed: exit code 7: testNumResults: wrong results or the NCCL_TESTS_MIN_BW "
+        'average check failed; "Avg bus bandwidth : 0 FAILED" (below NCCL_TESTS_MIN_BW x 0.9); '
+        '".. vm pid 1210: Test failure common.cu:1454"'
+    )
+
+
+def test_aborted_run_with_small_rows_is_fail_not_na():
+    text = "\n".join((FIX / "h200x1_v2.19.6_truncated.txt").read_text().splitlines()[:25])
+    run = nccltests.assess(text, None)
+    v = bandwidth.verdict(
+        run["parsed"]["rows"], bandwidth.expected_busbw(H200, "all_reduce"), problems=run["problems"]
+    )
+    assert v["verdict"] == "FAIL" and "output stops mid-table after the 131072 B row" in v["reason"]
+
+
+def _dual_socket_pcie(n=4):
+    # PIX inside each socket's PCIe switch (GPU0-1, GPU2-3), SYS across the sockets; all Gen4 x16.
+    same = {(0, 1), (2, 3)}
+    return topo(n, lambda i, j: "PIX" if (i, j) in same else "SYS", gen=4)
+
+
+def test_pcie_tie_takes_the_worst_class():
+    exp = bandwidth.expected_busbw(_dual_socket_pcie(), "all_reduce")
+    assert exp["link_class"] == "SYS" and exp["link_kind"] == "host" and exp["efficiency"] == 0.5
+    assert exp["link_gbps"] == pytest.approx(31.504)
+    assert exp["expected_busbw"] == pytest.approx(15.75, abs=0.01)
+    # A healthy dual-socket box reaching ~0.5 of Gen4 x16 passes (with PIX first it was 72%: WARN).
+    rows = [
+        {
+            "size": 1 << 30,
+            "out_of_place": {"busbw": 15.9, "wrong": 0},
+            "in_place": {"busbw": 15.8, "wrong": 0},
+        }
+    ]
+    assert bandwidth.verdict(rows, exp)["verdict"] == "PASS"
+
+
+def _healthy(collective):
+    import json
+
+    return json.loads(DOCS.read_text())["collectives"][collective]["rows"]
+
+
+def test_alltoall_is_judged_out_of_place_and_passes_on_the_healthy_h200_run():
+    exp = bandwidth.expected_busbw(H200, "alltoall")
+    assert exp["efficiency"] == 0.70
+    v = bandwidth.verdict(_healthy("alltoall"), exp)
+    assert v["halves"] == ["out_of_place"]
+    assert v["measured_busbw"] == pytest.approx(338.37, abs=0.01)  # not the unchecked in-place 365.2
+    assert v["verdict"] == "PASS" and "(out-of-place)" in v["reason"]
+    # A run 20% below that healthy one no longer passes.
+    low = [
+        {**r, "out_of_place": {**r["out_of_place"], "busbw": r["out_of_place"]["busbw"] * 0.8}}
+        for r in _healthy("alltoall")
+    ]
+    assert bandwidth.verdict(low, exp)["verdict"] == "WARN"
+
+
+@pytest.mark.parametrize(("healthy", "verdict_20_below"), [(370.0, "WARN"), (310.0, "FAIL")])
+def test_broadcast_factor_passes_published_figures_and_not_20_percent_below(healthy, verdict_20_below):
+    # 370: NVLink4 busbw of non-allreduce collectives per NVIDIA/nccl-tests#212; 310: 8x H100
+    # broadcast in NVIDIA/nccl#1678.
+    exp = bandwidth.expected_busbw(H200, "broadcast")
+    assert exp["efficiency"] == 0.70
+
+    def row(busbw):
+        return [
+            {
+                "size": 8 << 30,
+                "out_of_place": {"busbw": busbw, "wrong": 0},
+                "in_place": {"busbw": busbw, "wrong": 0},
+            }
+        ]
+
+    assert bandwidth.verdict(row(healthy), exp)["verdict"] == "PASS"
+    assert bandwidth.verdict(row(healthy * 0.8), exp)["verdict"] == verdict_20_below

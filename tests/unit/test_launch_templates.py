@@ -85,6 +85,7 @@ def context(name, tmp_path, **overrides):
         ansible_managed="Ansible managed: do not edit",
         inventory_hostname=inv["host"],
         wireup_base_dir=str(base),
+        torchrun_launch_nccl_tuned_env=str(base / "nccl-tuned.env"),
         wireup_venv_path=str(base / "venv"),
         wireup_job_env=dict(DEVICE_ENV),
         torchrun_launch_program=str(base / "examples" / "ddp_multinode.py"),
@@ -120,8 +121,8 @@ FAKE_TOOL = """#!/usr/bin/env python3
 import json, os, sys
 keys = ["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_NVLS_ENABLE",
         "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "NCCL_DEBUG", "QUOTED",
-        "NCCL_MIN_NCHANNELS", "WIREUP_JOB", "WIREUP_RUN_ID", "WIREUP_JOB_TAG", "WIREUP_HOST",
-        "WIREUP_NODE_RANK", "WIREUP_NNODES", "VIRTUAL_ENV"]
+        "NCCL_MIN_NCHANNELS", "WIREUP_NCCL_TUNED_ENV", "WIREUP_JOB", "WIREUP_RUN_ID", "WIREUP_JOB_TAG",
+        "WIREUP_HOST", "WIREUP_NODE_RANK", "WIREUP_NNODES", "VIRTUAL_ENV"]
 print(json.dumps({"tool": os.path.basename(sys.argv[0]), "argv": sys.argv[1:],
                   "env": {k: os.environ.get(k) for k in keys}}))
 """
@@ -233,6 +234,20 @@ def test_tuned_env_is_sourced_and_job_env_wins_over_it(tmp_path):
     assert out["env"]["NCCL_MIN_NCHANNELS"] == "32"
     assert out["env"]["NCCL_NVLS_ENABLE"] == "0"  # wireup_job_env (the GPU machine's rule) wins
     assert "--nproc_per_node=2" in out["argv"] and "--rdzv_conf=is_host=1,join_timeout=300" in out["argv"]
+    assert out["env"]["WIREUP_NCCL_TUNED_ENV"] == str(base / "nccl-tuned.env")
+
+
+def test_tuned_env_not_sourced_when_path_empty(tmp_path):
+    # The bench role renders with an empty path unless bench_use_tuned_env: default NCCL.
+    ctx = context("one-node-2gpu", tmp_path, torchrun_launch_nccl_tuned_env="")
+    base = pathlib.Path(ctx["wireup_base_dir"])
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "nccl-tuned.env").write_text("NCCL_MIN_NCHANNELS=32\n")
+    script = render("jobs/launch.sh.j2", ctx, pathlib.Path(ctx["__torchrun_launch_job_dir"]) / "launch.sh")
+    env = run_launch(ctx, script)["env"]
+    assert env["NCCL_MIN_NCHANNELS"] is None and env["WIREUP_NCCL_TUNED_ENV"] is None
+    assert "nccl-tuned.env" not in script.read_text()
+    check_shell(script)
 
 
 def test_static_backend_and_python_launcher(tmp_path):

@@ -2,6 +2,7 @@
 
 import os
 import pathlib
+import re
 import subprocess
 
 import pytest
@@ -96,3 +97,35 @@ def test_every_role_has_its_documents():
         defaults = yaml.safe_load((role / "defaults/main.yml").read_text()) or {}
         missing = sorted(set(defaults) - set(options))
         assert not missing, f"{role.name}: defaults without argument_specs entries: {missing}"
+
+
+def _block_scalar_escapes(text):
+    """(line number, line) of every Jinja '\\n', '\\t' or '\\\\' escape written inside a YAML block
+    scalar (`>-`, `|`): there Jinja keeps the backslash (ansible-core 2.19), so '\\n' joins with a
+    backslash and an n, and a regex '\\\\s' matches a backslash (a regex's single '\\s' is right).
+    Double-quoted scalars turn the escape into the character first, so they are fine."""
+    found, block_indent = [], None
+    for number, line in enumerate(text.splitlines(), 1):
+        indent = len(line) - len(line.lstrip())
+        if block_indent is not None and line.strip() and indent <= block_indent:
+            block_indent = None
+        if block_indent is not None and re.search(r"\\[nt\\]", line):
+            found.append((number, line.strip()))
+        if line.rstrip().endswith((": >-", ": >", ": |", ": |-")):
+            block_indent = indent
+    return found
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        str(p.relative_to(ROOT)) for p in [*ROOT.glob("roles/*/tasks/*.yml"), *ROOT.glob("playbooks/*.yml")]
+    ),
+)
+def test_no_backslash_escape_in_block_scalars(path):
+    assert _block_scalar_escapes((ROOT / path).read_text()) == []
+
+
+def test_block_scalar_escape_check_finds_one():
+    text = "- set_fact:\n    x: >-\n      {{ a ~ '\\n' ~ b }}\n    y: \"{{ a ~ '\\n' }}\"\n"
+    assert _block_scalar_escapes(text) == [(3, "{{ a ~ '\\n' ~ b }}")]

@@ -230,3 +230,122 @@ def test_gencode_refuses(caps):
 )
 def test_supports_json(version, expected):
     assert nccltests.supports_json(version) is expected
+
+
+# ---------------------------------------------------------------- runs nccl-tests itself failed
+PUB = FIX.parent / "public"
+
+
+def test_min_bw_failure_text_rc7():
+    # Real: NCCL_TESTS_MIN_BW set on 1x H200; nccl-tests prints FAILED and exits 7.
+    run = nccltests.assess(read("h200x1_v2.19.6_minbw_fail.txt"), 7)
+    assert len(run["parsed"]["rows"]) == 6
+    assert run["parsed"]["avg_status"] == "FAILED" and run["parsed"]["complete"]
+    assert run["problems"] == [
+        "exit code 7: testNumResults: wrong results or the NCCL_TESTS_MIN_BW average check failed",
+        '"Avg bus bandwidth : 0 FAILED" (below NCCL_TESTS_MIN_BW x 0.9)',
+        '".. vm pid 1210: Test failure common.cu:1454"',
+    ]
+
+
+def test_min_bw_failure_json_alone_says_failed():
+    # The -J file of the same kind of run (okay: "false"), read without its exit code.
+    run = nccltests.assess(
+        read("h200x1_v2.19.6_minbw_fail_json.txt"), None, read("h200x1_v2.19.6_minbw_fail.json")
+    )
+    assert run["parsed"]["format"] == "json"
+    assert '"Avg bus bandwidth : 0 FAILED" (below NCCL_TESTS_MIN_BW x 0.9)' in run["problems"]
+    assert '".. vm pid 1222: Test failure common.cu:1454"' in run["problems"]
+
+
+def test_killed_run_stops_mid_table():
+    text = read("h200x1_v2.19.6_truncated.txt")
+    run = nccltests.assess(text, 137)
+    assert run["problems"][0] == "exit code 137: killed by SIGKILL (out of memory, or `timeout -s KILL`)"
+    assert "output stops mid-table after the 1073741824 B row" in run["problems"][1]
+    # Cut earlier, with only small rows and no exit code known: still a problem, never silence.
+    small = "\n".join(text.splitlines()[:20]) + "\n      16777216   4194304   float"
+    run = nccltests.assess(small, None)
+    assert len(run["parsed"]["rows"]) == 10
+    assert run["problems"] == [
+        "output stops mid-table after the 4096 B row, cut in the middle of "
+        "'16777216   4194304   float': no 'Avg bus bandwidth' footer"
+    ]
+
+
+def test_cut_json_falls_back_to_the_text():
+    js = read("h200x1_v2.19.6_minbw_fail.json")
+    run = nccltests.assess(read("h200x1_v2.19.6_minbw_fail_json.txt"), 7, js[: len(js) // 2])
+    assert run["parsed"]["format"] == "text" and len(run["parsed"]["rows"]) == 4
+
+
+def test_test_nccl_failure_lines_are_quoted_first():
+    # Public: github.com/NVIDIA/nccl-tests/issues/322 (an mpirun job whose ranks failed).
+    run = nccltests.assess((PUB / "hca_nccl-tests-322_test_nccl_failure.txt").read_text(), 3)
+    assert run["parsed"] is None
+    assert run["problems"][:2] == [
+        "exit code 3: testNcclError",
+        "\"HCA-14: Test NCCL failure common.cu:1204 'unhandled cuda error (run with NCCL_DEBUG=INFO "
+        "for details) / '\"",
+    ]
+    assert run["problems"][-1] == "no result rows"
+
+
+def test_out_of_bounds_failed_in_an_old_pasted_table():
+    # Public: github.com/NVIDIA/nccl-tests/issues/37 (headers and footer pasted without "#").
+    run = nccltests.assess((PUB / "v100x8_nccl-tests-37_all_gather_oob_failed.txt").read_text())
+    assert run["parsed"]["rows"][0]["out_of_place"]["error"] == 1.0
+    assert run["problems"] == ['"Out of bounds values : 2 FAILED"']
+
+
+def test_healthy_runs_have_no_problems():
+    for name in (
+        "h200x2_v2.19.6_all_reduce_perf.txt",
+        "h200x1_v2.19.6_alltoall.txt",
+        "h200x1_v2.19.6_sendrecv.txt",
+    ):
+        assert nccltests.assess(read(name), 0)["problems"] == []
+    assert (
+        nccltests.assess(read("h200x1_v2.19.6_alltoall.txt"), 0, read("h200x1_v2.19.6_alltoall.json"))[
+            "problems"
+        ]
+        == []
+    )
+
+
+def test_old_error_column_is_judged_by_nccl_tests_tolerance():
+    # 8 ranks, float: nccl-tests < 2.13 counted a half wrong above 1e-5 x 7; 5e-07 is healthy.
+    parsed = nccltests.parse(read("documented_v2.9_error_column.txt"))
+    assert nccltests.data_errors(parsed, "all_reduce") == []
+    bad = read("documented_v2.9_error_column.txt").replace("252.63  5e-07", "252.63  2e-03")
+    assert nccltests.data_errors(nccltests.parse(bad), "all_reduce") == [
+        (2147483648, "out_of_place", "max error 0.002 > 7e-05 allowed")
+    ]
+
+
+def test_old_alltoall_in_place_delta_is_not_judged():
+    # Public: github.com/NVIDIA/nccl-tests/issues/78, 64 ranks, healthy: in-place error 1e+00 is
+    # nccl-tests' own unsupported in-place alltoall, counted nowhere ("Out of bounds values : 0 OK").
+    parsed = nccltests.parse((PUB / "v100x64_nccl-tests-78_alltoall_error_column.txt").read_text())
+    assert parsed["rows"][0]["redop"] == "" and parsed["rows"][0]["in_place"]["error"] == 1.0
+    parsed["config"] = {"ngpus": 64}
+    assert nccltests.checked_halves("alltoall", parsed["rows"]) == ["out_of_place"]
+    assert nccltests.data_errors(parsed, "alltoall") == []
+    assert len(nccltests.data_errors(parsed, "all_gather")) == 2  # the same delta elsewhere is wrong
+    reduce = nccltests.parse((PUB / "v100x64_nccl-tests-78_all_reduce_error_column.txt").read_text())
+    reduce["config"] = {"ngpus": 64}
+    assert nccltests.data_errors(reduce, "all_reduce") == []  # 2e-06 < 1e-5 x 63
+
+
+@pytest.mark.parametrize(
+    ("name", "collective", "halves"),
+    [
+        ("h200x1_v2.19.6_alltoall.txt", "alltoall", ["out_of_place"]),
+        ("h200x1_v2.19.6_sendrecv.txt", "sendrecv", ["out_of_place"]),
+        ("h200x1_v2.19.6_broadcast.txt", "broadcast", ["out_of_place", "in_place"]),
+        ("h200x2_v2.19.6_all_reduce_perf.txt", "all_reduce", ["out_of_place", "in_place"]),
+        ("../public/rtx5090x1_nccl-tests-287_alltoall.txt", "alltoall", ["out_of_place"]),
+    ],
+)
+def test_checked_halves(name, collective, halves):
+    assert nccltests.checked_halves(collective, nccltests.parse(read(name))["rows"]) == halves

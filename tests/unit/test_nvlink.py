@@ -73,7 +73,6 @@ def test_mixed_speeds_and_plain_inactive_word():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("", "empty"),
         ("random words\n", "no 'GPU N: NAME"),
         ("\t Link 0: 26.562 GB/s\n", "comes before any 'GPU N"),
         ("GPU 0: NVIDIA H200 (UUID: GPU-1)\n\t Link 0: fast\n", "expected 'Link N: <speed> GB/s'"),
@@ -82,3 +81,37 @@ def test_mixed_speeds_and_plain_inactive_word():
 def test_garbage(text, message):
     with pytest.raises(ValueError, match=message):
         nvlink.parse_nvlink_status(text)
+
+
+# ---------------------------------------------------------------- issue 11: odd outputs
+H200_TEXT = (FIXTURES / "h200x2" / "nvlink_s.txt").read_text(encoding="utf-8")
+
+
+def test_empty_output_of_a_vm_without_nvlink_is_no_nvlink():
+    # Real: 1x H200 VM, driver 580.159.04, `nvidia-smi nvlink -s` printed nothing.
+    status = nvlink.parse_nvlink_status((FIXTURES / "h200x1" / "nvlink_s.txt").read_text(encoding="utf-8"))
+    assert status["gpus"] == [] and status["totals"]["gpus_with_nvlink"] == 0
+
+
+def test_bytes_are_refused_clearly():
+    with pytest.raises(ValueError, match=r"got bytes \(decode it first\)"):
+        nvlink.parse_nvlink_status(H200_TEXT.encode())
+
+
+def test_colour_codes_are_stripped_other_escapes_refused():
+    coloured = H200_TEXT.replace("GB/s", "\x1b[32mGB/s\x1b[0m")
+    assert nvlink.parse_nvlink_status(coloured) == nvlink.parse_nvlink_status(H200_TEXT)
+    with pytest.raises(ValueError, match="terminal control characters"):
+        nvlink.parse_nvlink_status(H200_TEXT.replace("Link 3:", "\x1b]0;Link 3:", 1))
+
+
+def test_cut_off_output_is_an_error_not_missing_links():
+    lines = H200_TEXT.splitlines()
+    with pytest.raises(ValueError, match="GPU 1 lists 7 links, other NVIDIA H200 GPUs 18: the output"):
+        nvlink.parse_nvlink_status("\n".join(lines[:27]))
+    with pytest.raises(ValueError, match=r"lists 1 GPU\(s\) but the node has 2"):
+        nvlink.parse_nvlink_status("\n".join(lines[:19]), gpu_count=2)
+    with pytest.raises(ValueError, match="expected 'GPU N: NAME"):
+        nvlink.parse_nvlink_status("\n".join(lines[:19]) + "\nGPU 1: NVIDIA H2")
+    with pytest.raises(ValueError, match="have a gap"):
+        nvlink.parse_nvlink_status(H200_TEXT.replace("GPU 1:", "GPU 2:"))

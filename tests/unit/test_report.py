@@ -72,7 +72,10 @@ def test_failed_binary_and_degraded_rerun_fail_against_expectation_and_baseline(
     rec = results.build_record("gpu-a01", "20261129T110000Z", rerun, ("20261129T100000Z", base))
     assert rec["verdict"] == "FAIL"
     assert rec["collectives"]["alltoall"]["verdict"]["verdict"] == "FAIL"
-    assert "alltoall_perf gave no results (rc 1)" in rec["collectives"]["alltoall"]["verdict"]["reason"]
+    assert rec["collectives"]["alltoall"]["verdict"]["reason"] == (
+        "alltoall_perf failed: exit code 1: testInternalError; "
+        "\"Failed: NCCL error alltoall.cu:81 'unhandled cuda error'\"; no result rows"
+    )
     codes = {(f["source"], f["code"]) for f in rec["findings"]}
     assert ("expectation", "bench_below_expected") in codes
     assert ("baseline", "baseline_busbw_drop") in codes
@@ -112,7 +115,7 @@ def test_report_files_html_self_contained_png_valid(tmp_path):
     assert "| gpu-a01 | FAIL | 2 | NV18 |" in md
     assert "| cpu-1 | N/A |" in md
     assert "baseline_busbw_drop" in md and "bench_below_expected" in md
-    assert "![busbw vs size on gpu-a01](busbw_gpu-a01.png)" in md
+    assert "![busbw and latency vs size on gpu-a01](busbw_gpu-a01.png)" in md
     assert "torch.distributed all_reduce" in md
     # HTML: every image inline, nothing fetched from elsewhere.
     images = re.findall(r'<img [^>]*src="([^"]+)"', page)

@@ -1,5 +1,6 @@
 """wireup.topology on the real 2x H200 capture and on synthetic cases written from the documented formats."""
 
+import contextlib
 import pathlib
 
 import pytest
@@ -543,3 +544,140 @@ def test_module_on_nvml_mismatch(tmp_path):
     ]
     assert result["topology"]["gpu_count"] == 0
     assert result["topology"]["raw"]["topo_m"].startswith("Failed to initialize NVML")
+
+
+# ---------------------------------------------------------------- issue 11: empty cells, odd bytes
+PUB = FIXTURES / "public"
+
+
+def test_empty_cpu_affinity_cell_does_not_shift_the_columns():
+    # GB200 layout written from the format: CPU Affinity empty, the spacer before GPU NUMA ID.
+    topo = topology.parse_topo_matrix(read(SYN / "gb200x4_empty_cpu_affinity" / "topo_m.txt"))
+    assert [(g["cpu_affinity"], g["numa_affinity"], g["gpu_numa_id"]) for g in topo["gpus"]] == [
+        (None, "0,3-9,11-17", "2"),
+        (None, "0,3-9,11-17", "10"),
+        (None, "1,19-25,27-33", "18"),
+        (None, "1,19-25,27-33", "26"),
+    ]
+    assert topo["nics"] == [{"name": "NIC0", "device": "mlx5_0"}, {"name": "NIC1", "device": "mlx5_1"}]
+
+
+def test_real_h200x1_capture_with_empty_spacer_cell():
+    topo = topology.parse_topo_matrix(read(FIXTURES / "h200x1" / "topo_m.txt"))
+    assert [(g["cpu_affinity"], g["numa_affinity"], g["gpu_numa_id"]) for g in topo["gpus"]] == [
+        ("0-15", "0", None)
+    ]
+    assert topo["links"] == []
+
+
+def test_space_aligned_copy_still_parses():
+    # Tabs expanded (a copy pasted into a ticket): the same links, the affinities read in order.
+    text = read(H200 / "topo_m.txt").expandtabs(8)
+    topo = topology.parse_topo_matrix(text)
+    assert topo["links"][0]["class"] == "NV18"
+    assert topo["gpus"][0]["cpu_affinity"] == "0-31" and topo["gpus"][0]["gpu_numa_id"] is None
+
+
+@pytest.mark.parametrize(
+    ("name", "gpus", "gpu0"),
+    [
+        ("rtx4090x8_go-gpuallocator-17_topo_m.txt", 8, ("0-55,112-167", "0", None)),
+        ("v100x8_nccl-tests-37_topo_m.txt", 8, ("0-95", None, None)),
+        ("rtx5090x2_club-3090-1229_topo_m.txt", 2, ("0-63", "0", None)),
+    ],
+)
+def test_public_captures(name, gpus, gpu0):
+    topo = topology.parse_topo_matrix(read(PUB / name))
+    assert len(topo["gpus"]) == gpus
+    g = topo["gpus"][0]
+    assert (g["cpu_affinity"], g["numa_affinity"], g["gpu_numa_id"]) == gpu0
+
+
+def test_bad_gpu_index_is_a_value_error():
+    text = read(H200 / "query_gpu.csv").replace("\n0, ", "\nGPU0, ", 1)
+    with pytest.raises(ValueError, match="line 2 has index 'GPU0'; expected a GPU number"):
+        topology.parse_query_gpu_csv(text)
+    with pytest.raises(ValueError, match="has no values"):
+        topology.parse_query_gpu_csv(",,,\n")
+
+
+def test_decode_output_names_the_bad_byte():
+    assert topology.decode_output(b"GPU0\tX\n", "nvidia-smi topo -m") == "GPU0\tX\n"
+    with pytest.raises(ValueError, match=r"not UTF-8: byte 0xff at offset 5"):
+        topology.decode_output(b"NVIDI\xffA H200", "nvidia-smi -L")
+
+
+def _mutations(text):
+    yield from (text[:i] for i in range(0, len(text), max(1, len(text) // 12)))
+    lines = text.splitlines(True)
+    yield from ("".join(lines[:i] + lines[i + 1 :]) for i in range(len(lines)))
+    yield text.replace("\t", "    ")
+    yield "\n".join(line.strip() for line in text.splitlines())
+    yield text.replace("X", "\x00").replace("NV", "\x1b[1mNV")
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        p
+        for p in FIXTURES.rglob("*")
+        if p.is_file() and p.name.startswith(("topo_m", "topo_p2p", "query_gpu", "nvlink_s", "nvidia_smi"))
+    ),
+    ids=str,
+)
+def test_mangled_inputs_raise_only_value_error(path):
+    from wireup import nvlink
+
+    parsers = {
+        "topo_m": topology.parse_topo_matrix,
+        "topo_p2p": lambda t: topology.parse_topo_p2p(t, "r"),
+        "query_gpu": topology.parse_query_gpu_csv,
+        "nvlink_s": nvlink.parse_nvlink_status,
+        "nvidia_smi_q": topology.parse_smi_xml,
+        "nvidia_smi_L": topology.parse_gpu_list,
+    }
+    parser = next(p for k, p in parsers.items() if path.name.startswith(k))
+    for text in _mutations(path.read_text(encoding="utf-8", errors="replace")):
+        with contextlib.suppress(ValueError):  # any other exception fails the test
+            parser(text)
+
+
+def test_module_survives_a_non_utf8_byte(tmp_path):
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    for name in ("topo_m.txt", "nvlink_s.txt", "nvidia_smi_q.xml", "topo_p2p_r.txt"):
+        (folder / name).write_bytes((H200 / name).read_bytes())
+    (folder / "query_gpu.csv").write_bytes(
+        (H200 / "query_gpu.csv").read_bytes().replace(b"NVIDIA H200", b"NVIDIA H2\xff0", 1)
+    )
+    result = run_module(tmp_path, folder, {"p2p_modes": ["r"]})
+    parse = [f["message"] for f in result["findings"] if f["code"] == "parse_failed"]
+    assert len(parse) == 1 and parse[0].startswith(
+        "query_gpu: the output of `nvidia-smi --query-gpu` is not UTF-8: byte 0xff"
+    )
+    assert "\\xff" in result["topology"]["raw"]["query_gpu"]
+    # The rest of the node is still read: the matrix and NVLink of both GPUs.
+    assert result["topology"]["gpu_count"] == 2 and result["topology"]["links"][0]["class"] == "NV18"
+
+
+def test_module_bad_gpu_index_is_a_finding(tmp_path):
+    folder = tmp_path / "badindex"
+    folder.mkdir()
+    for name in ("topo_m.txt", "nvlink_s.txt"):
+        (folder / name).write_text(read(H200 / name), encoding="utf-8")
+    (folder / "query_gpu.csv").write_text(
+        read(H200 / "query_gpu.csv").replace("\n1, ", "\nN/A?, ", 1), encoding="utf-8"
+    )
+    result = run_module(tmp_path, folder, {"p2p_modes": []})
+    assert any(f["code"] == "parse_failed" and "index 'N/A?'" in f["message"] for f in result["findings"])
+
+
+def test_module_single_gpu_vm_without_nvlink(tmp_path):
+    # Real 1x H200 VM: topo -m with an empty cell, `nvlink -s` prints nothing. No parse_failed.
+    folder = tmp_path / "h200x1"
+    folder.mkdir()
+    for name in ("topo_m.txt", "nvlink_s.txt"):
+        (folder / name).write_bytes((FIXTURES / "h200x1" / name).read_bytes())
+    result = run_module(tmp_path, folder, {"p2p_modes": []})
+    assert [f["code"] for f in result["findings"] if f["code"] == "parse_failed"] == []
+    assert result["topology"]["gpus"][0]["cpu_affinity"] == "0-15"

@@ -27,7 +27,8 @@ Rules (documented in roles/gpu_topology/README.md too):
   (user-space library upgraded without reloading the kernel module: reboot or reload nvidia).
 * nvml_failed (critical): other NVML/driver communication failures; probe_failed (warning): a
   probe command failed for another reason.
-* xid (critical or warning by Xid number): NVRM Xid errors in the kernel log since boot.
+* xid (critical or warning by Xid number): NVRM Xid errors in the kernel log since boot; a GPU
+  that "has fallen off the bus" without an Xid line (newer drivers) counts as Xid 79.
 * kernel_log_unreadable (info): the kernel log could not be read (containers refuse dmesg).
 * fabric_not_ready (critical): a GPU's NVSwitch fabric state is not Completed/Success.
 * fabric_manager_not_running (critical): NVSwitch devices on the node's PCI bus but no
@@ -61,6 +62,7 @@ XID_MEANINGS = {
 XID_RE = re.compile(
     r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})[^)]*\):\s*(\d+)\s*,?\s*(.*)"
 )
+FALLEN_PCI_RE = re.compile(r"\b([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?\b")
 NVML_MISMATCH_RE = re.compile(r"Driver/library version mismatch", re.IGNORECASE)
 NVML_FAILED_RE = re.compile(
     r"Failed to initialize NVML|couldn't communicate with the NVIDIA driver|No devices were found",
@@ -118,6 +120,28 @@ def parse_xid(text):
                 "detail": detail[:120],
             }
         seen[key]["count"] += 1
+    # Newer drivers (seen on 570.158.01) may report a lost GPU without an Xid line, over several lines:
+    # "NVRM: The NVIDIA GPU 0000:b3:00.0 / NVRM: (PCI ID: ...) installed in this system has /
+    # NVRM: fallen off the bus and is not responding to commands." It is Xid 79 all the same.
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        if "fallen off the bus" not in line or "NVRM" not in line or XID_RE.search(line):
+            continue
+        window = " ".join(lines[max(number - 2, 0) : number + 1])
+        found = FALLEN_PCI_RE.findall(window)
+        if not found:
+            continue
+        key = (found[-1].lower(), 79)
+        if key not in seen:  # an Xid 79 line for the same GPU already says it
+            severity, meaning = XID_MEANINGS[79]
+            seen[key] = {
+                "pci": key[0],
+                "xid": 79,
+                "count": 1,
+                "severity": severity,
+                "meaning": meaning,
+                "detail": "NVRM: fallen off the bus and is not responding to commands (no Xid line)",
+            }
     return list(seen.values())
 
 

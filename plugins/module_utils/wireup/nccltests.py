@@ -15,7 +15,15 @@ One entry point, :func:`parse`, takes the whole output of one test binary and re
                 "in_place": {...} | None}],
       "avg_busbw": float | None, "out_of_bounds": int | None,
       "wrong_total": int,                       # sum of #wrong over all rows (0 when unchecked)
+      "avg_status": "OK" | "FAILED" | "",       # NCCL_TESTS_MIN_BW check on the average line
+      "out_of_bounds_failed": bool,             # "Out of bounds values : N FAILED"
+      "failures": [str],                        # "Test NCCL failure ..." and the like, as printed
+      "complete": bool,                         # the footer (Out of bounds / Avg bus bandwidth) came
+      "cut_line": str,                          # a result row cut off mid-print, "" when none
     }
+
+:func:`assess` judges one run (exit code, text, -J JSON) and never raises: it returns the parsed
+result (or None) and every reason nccl-tests itself gives to distrust the run.
 
 Formats handled, as nccl-tests prints them (src/util.cu, src/common.cu):
 - current tables: ``size count type redop root time algbw busbw #wrong time algbw busbw #wrong``
@@ -23,7 +31,9 @@ Formats handled, as nccl-tests prints them (src/util.cu, src/common.cu):
   per-iteration columns (``i_min i_max i_p99 i_cv%``) and a trailing timestamp;
 - older tables (before 2.10 or so) with an ``error`` column (max delta, e.g. ``2e-07``) instead of
   ``#wrong``, without ``root`` or ``redop``, and the oldest ``bytes N type op ... res``;
-- mpirun line prefixes (``[1,0]<stdout>:``), NCCL INFO lines and other noise in between;
+- launcher line prefixes (Open MPI ``[1,0]<stdout>:``, Slurm ``srun --label`` ``0: ``, MPICH
+  ``[0] ``), NCCL INFO/WARN lines and other noise in between (a row with other output printed into
+  it is not read); settings and Rank lines without ``#`` or Pid (1.x), rccl-tests' spellings;
 - the ``-J`` JSON file (nccl-tests 2.18 and later), ``nwrong`` null when unchecked;
 - wireup's own torch.distributed benchmark (files/bench/torch_allreduce.py): one JSON object per line
   with ``"wireup_bench": "torch_allreduce"``.
@@ -36,24 +46,91 @@ import json
 import math
 import re
 
-_MPI_PREFIX = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:\s?")
+# Launcher prefixes: Open MPI's --tag-output (`[1,0]<stdout>:`, indented in pasted logs), Slurm's
+# `srun --label` (`0: `, ` 0: ` with more than 10 tasks) and MPICH's -prepend-rank (`[0] `).
+_MPI_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<(?:stdout|stderr)>:\s?|\d+: |\[\d+\] )")
+# A table cell: a number (1e+00, -1, 0.00), N/A or nan. Anything else means other output was
+# printed into the row (NCCL_DEBUG=INFO lines land in the middle of a row) and the row is not read.
+_CELL = re.compile(r"^(?:-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|N/A|n/a|-?nan|-?inf)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _VERSION_LINE = re.compile(
     r"^#\s*nccl-tests version\s+(?P<v>\S+)(?:\s+nccl-headers=(?P<h>\d+))?(?:\s+nccl-library=(?P<l>\d+))?"
 )
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(?P<p>\S+)")
 _CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(?P<p>\S+)")
-_CONFIG = re.compile(
-    r"^#\s*nThread\s+(?P<nthreads>\d+)\s+nGpus\s+(?P<ngpus>\d+)\s+minBytes\s+(?P<min_bytes>\d+)\s+"
-    r"maxBytes\s+(?P<max_bytes>\d+)\s+step:\s*(?P<step>[\d.]+)\((?P<step_kind>\w+)\)"
-    r"\s+warmup iters:\s*(?P<warmup_iters>\d+)\s+iters:\s*(?P<iters>\d+)"
+# The run's settings line, in every spelling seen: "# nThread 1 nGpus 8 minBytes 8 maxBytes ...
+# step: 2(factor) warmup iters: 5 iters: 20 ...", the same without "#" (nccl-tests 1.x, pasted copies),
+# rccl-tests' "nThreads: 1 nGpus: 4 nRanks: 1 ... warmupIters: 5" and "nGpus(perProc) 8" builds.
+_CONFIG_START = re.compile(
+    r"^#?\s*(?:nThreads?:?\s+\d+\s+)?nGpus(?:\(perProc\))?:?\s+\d+\s+(?:nRanks:?\s+\d+\s+)?minBytes"
 )
+_CONFIG_FIELDS = {
+    "nthreads": re.compile(r"\bnThreads?:?\s+(\d+)"),
+    "ngpus": re.compile(r"\bnGpus(?:\(perProc\))?:?\s+(\d+)"),
+    "min_bytes": re.compile(r"\bminBytes:?\s+(\d+)"),
+    "max_bytes": re.compile(r"\bmaxBytes:?\s+(\d+)"),
+    "warmup_iters": re.compile(r"\bwarmup(?: iters|Iters):\s*(\d+)"),
+    "iters": re.compile(r"(?<![A-Za-z] )\biters:\s*(\d+)"),
+}
+_CONFIG_STEP = re.compile(r"\bstep:\s*(?P<step>[\d.]+)\((?P<step_kind>\w+)\)")
+# "#  Rank  0 Group  0 Pid 1234 on host device  0 [0000:01:00] NAME"; nccl-tests 1.x printed no Group
+# and no Pid ("#   Rank  0 on     node03 device  0 [0x00] Tesla P100-PCIE-16GB").
 _DEVICE = re.compile(
-    r"^#\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+"
-    r"device\s+(?P<device>\d+)\s+\[(?P<bus_id>[0-9a-fA-Fx:.]+)\]\s+(?P<name>.*?)\s*$"
+    r"^#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?(?:Pid\s+(?P<pid>\d+)\s+)?"
+    r"(?:on\s+(?P<host>\S+)\s+)?(?:uses\s+)?device\s+(?P<device>\d+)\s+\[(?P<bus_id>[0-9a-fA-Fx:.]+)\]\s+"
+    r"(?P<name>.*?)\s*$"
 )
-_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<v>[-+0-9.eE]+|nan|N/A)")
-_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(?P<v>\d+)")
+_AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(?P<v>[-+0-9.eE]+|-?nan|N/A)\s*(?P<s>OK|FAILED)?")
+_OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(?P<v>\d+)\s*(?P<s>OK|FAILED)?")
+# What nccl-tests prints when a check fails (src/common.h: CUDACHECK, NCCLCHECK, TESTCHECK), and
+# NCCL's own fatal lines; the hostname prefix is kept in the quote.
+# nccl-tests 1.x printed "Cuda failure common.cu:891 'invalid device ordinal'" (no "Test"), and mpirun
+# reports ranks that died.
+_FAILURE = re.compile(
+    r"Test (?:NCCL|CUDA) failure|Test failure|NCCL failure|NCCL error|CUDA failure|Cuda failure"
+    r"|Segmentation fault|processes exited with non-zero status"
+)
+# NCCL's own INFO and WARN lines are not failures by themselves: NCCL also logs errors it recovers
+# from (a feature probe that fails, then a fallback). A run that stops quotes its last WARN instead
+# (warn_lines); a run that completes is judged on nccl-tests' own lines and numbers.
+_NCCL_LOG = re.compile(r"\bNCCL (?:INFO|WARN)\b")
+
+
+def _is_failure(line):
+    return bool(_FAILURE.search(line)) and not _NCCL_LOG.search(line)
+
+
+# nccl-tests checks no in-place result for these (src/alltoall.cu, alltoallv.cu, sendrecv.cu set
+# reportErrors = in_place ? 0 : 1 and print #wrong N/A; alltoall does not support in-place at all).
+UNCHECKED_IN_PLACE = frozenset({"alltoall", "alltoallv", "sendrecv"})
+HALVES = ("out_of_place", "in_place")
+
+# Tolerance of the old `error` column (max delta), from nccl-tests before 2.13 (src/common.cu:
+# DeltaMaxValue): a half counted as wrong when delta > DeltaMaxValue(type) * (nranks - 1).
+# Integer types had 1e-200 there, i.e. any delta.
+_DELTA_MAX = {
+    "half": 1e-2,
+    "float16": 1e-2,
+    "bfloat16": 1e-2,
+    "float": 1e-5,
+    "float32": 1e-5,
+    "double": 1e-12,
+}
+_INT_DELTA = 1e-200
+
+# nccl-tests' exit codes (src/common.h testResult_t) and the usual signals of a killed run.
+EXIT_CODES = {
+    1: "testInternalError",
+    2: "testCudaError",
+    3: "testNcclError",
+    4: "testTimeout",
+    5: "testNotImplemented",
+    6: "testInvalidUsage",
+    7: "testNumResults: wrong results or the NCCL_TESTS_MIN_BW average check failed",
+    124: "stopped by `timeout` (bench_timeout)",
+    137: "killed by SIGKILL (out of memory, or `timeout -s KILL`)",
+    143: "terminated by SIGTERM",
+}
 
 # Column names of the leading (per-row) part of the table, by every name nccl-tests has used.
 _LEAD_ALIASES = {
@@ -141,11 +218,47 @@ def _empty_result(fmt):
         "avg_busbw": None,
         "out_of_bounds": None,
         "wrong_total": 0,
+        "avg_status": "",
+        "out_of_bounds_failed": False,
+        "failures": [],
+        "complete": False,
+        "cut_line": "",
     }
+
+
+def failure_lines(text):
+    """The lines of an output that say a check failed (nccl-tests' CUDACHECK/NCCLCHECK/TESTCHECK,
+    NCCL errors), stripped, in order, without repeats."""
+    found = []
+    for line in _clean_lines(text or ""):
+        stripped = line.strip()
+        if _is_failure(stripped) and stripped not in found:
+            found.append(stripped)
+    return found
+
+
+def warn_lines(text):
+    """NCCL's WARN lines (stripped, in order, without repeats): not failures by themselves (a healthy
+    run may warn that libibverbs is missing), but the best clue when a run stops without one."""
+    found = []
+    for line in _clean_lines(text or ""):
+        stripped = line.strip()
+        if " NCCL WARN " in f" {stripped} " and stripped not in found:
+            found.append(stripped)
+    return found
+
+
+def _repeated_ranks(devices):
+    """(rank, group) pairs listed more than once: each process printed its own rank 0."""
+    keys = [(d.get("rank"), d.get("group")) for d in devices or []]
+    return sorted({k for k in keys if keys.count(k) > 1}, key=lambda k: (k[0] or 0, k[1] or 0))
 
 
 def _finish(result, text):
     if not result["rows"]:
+        failures = failure_lines(text)
+        if failures:
+            raise ValueError("no nccl-tests result rows; the run failed: " + " | ".join(failures[:3]))
         head = "\n".join(text.strip().splitlines()[:8])
         raise ValueError(f"no nccl-tests result rows found in the output; it starts with:\n{head}")
     if result["program"] and not result["collective"]:
@@ -158,6 +271,19 @@ def _finish(result, text):
                 total += int(section["wrong"])
     result["wrong_total"] = total
     return result
+
+
+def _row_shaped(tokens, lead):
+    """A result row (or its cut-off start) has an integer size and count and a type name where the
+    header puts them; a driver's hex dump (`00000000 02005104 09000ac5 0000bfd2`) does not."""
+    for name, pattern in (("count", r"^\d+$"), ("type", r"^[A-Za-z][A-Za-z0-9_]*$")):
+        if (
+            name in lead
+            and lead.index(name) < len(tokens)
+            and not re.match(pattern, tokens[lead.index(name)])
+        ):
+            return False
+    return True
 
 
 def _parse_header(tokens):
@@ -188,6 +314,34 @@ def _section(values, names):
     return out
 
 
+def _config(line):
+    """The settings of the run from its nThread/nGpus line (keys missing from the line are None)."""
+    cfg = {}
+    for key, pattern in _CONFIG_FIELDS.items():
+        match = pattern.search(line)
+        cfg[key] = int(match.group(1)) if match else None
+    match = _CONFIG_STEP.search(line)
+    cfg["step"] = float(match.group("step")) if match else None
+    cfg["step_kind"] = match.group("step_kind") if match else None
+    return cfg
+
+
+def _settings_line(stripped, result):
+    """Record a settings or device line (with or without its "#"); False for any other line."""
+    if _CONFIG_START.match(stripped):
+        result["config"] = _config(stripped)
+        return True
+    match = _DEVICE.match(stripped)
+    if match:
+        dev = match.groupdict()
+        for key in ("rank", "group", "pid", "device"):
+            dev[key] = int(dev[key]) if dev[key] is not None else None
+        dev["host"] = dev["host"] or ""
+        result["devices"].append(dev)
+        return True
+    return False
+
+
 def parse_text(text):
     """Parse the text table printed by an nccl-tests binary."""
     result = _empty_result("text")
@@ -195,6 +349,8 @@ def parse_text(text):
     for line in _clean_lines(text):
         stripped = line.strip()
         if not stripped:
+            continue
+        if _settings_line(stripped, result):
             continue
         if stripped.startswith("#"):
             match = _VERSION_LINE.match(stripped)
@@ -207,43 +363,57 @@ def parse_text(text):
             if match:
                 result["program"] = result["program"] or match.group("p")
                 continue
-            match = _CONFIG.match(stripped)
-            if match:
-                cfg = match.groupdict()
-                result["config"] = {
-                    k: (cfg[k] if k == "step_kind" else float(cfg[k]) if k == "step" else int(cfg[k]))
-                    for k in cfg
-                }
-                continue
-            match = _DEVICE.match(stripped)
-            if match:
-                dev = match.groupdict()
-                for key in ("rank", "group", "pid", "device"):
-                    dev[key] = int(dev[key]) if dev[key] is not None else None
-                result["devices"].append(dev)
-                continue
             match = _AVG.match(stripped)
             if match:
                 result["avg_busbw"] = _num(match.group("v"))
+                result["avg_status"] = match.group("s") or ""
+                result["complete"] = True
                 continue
             match = _OOB.match(stripped)
             if match:
                 result["out_of_bounds"] = int(match.group("v"))
+                result["out_of_bounds_failed"] = match.group("s") == "FAILED" or int(match.group("v")) > 0
+                result["complete"] = True
                 continue
             tokens = stripped.lstrip("#").split()
             lowered = [t.lower() for t in tokens]
             if tokens and lowered[0] in ("size", "bytes") and "algbw" in lowered and "busbw" in lowered:
                 lead, section, _ = _parse_header(tokens)
             continue
-        if lead is None:
+        if _is_failure(stripped):
+            if stripped not in result["failures"]:
+                result["failures"].append(stripped)
+            continue
+        match = _AVG.match(stripped) or _OOB.match(stripped)
+        if match:
+            # The oldest layouts print the footer without "#".
+            if match.re is _AVG:
+                result["avg_busbw"] = _num(match.group("v"))
+                result["avg_status"] = match.group("s") or ""
+            else:
+                result["out_of_bounds"] = int(match.group("v"))
+                result["out_of_bounds_failed"] = match.group("s") == "FAILED" or int(match.group("v")) > 0
+            result["complete"] = True
             continue
         tokens = stripped.split()
-        if not tokens or not re.match(r"^\d+$", tokens[0]):
-            continue  # NCCL INFO lines, warnings and the like
+        lowered = [t.lower() for t in tokens]
+        if tokens and lowered[0] in ("size", "bytes") and "algbw" in lowered and "busbw" in lowered:
+            lead, section, _ = _parse_header(tokens)  # pasted copies may lose the leading "#"
+            continue
+        if lead is None:
+            continue
+        if not tokens or not re.match(r"^\d+$", tokens[0]) or not _row_shaped(tokens, lead):
+            continue  # NCCL INFO lines, warnings, hex dumps of a failed NIC and the like
+        if "redop" in lead and len(tokens) == len(lead) + 2 * len(section) - 1:
+            tokens.insert(lead.index("redop"), "")  # old alltoall printed an empty redop cell
         row_lead = dict(zip(lead, tokens[: len(lead)]))
         rest = tokens[len(lead) :]
+        numeric = [t for k, t in zip(lead, tokens) if k in ("size", "count", "root")] + rest
+        if not all(_CELL.match(t) for t in numeric[: len(numeric) - len(rest) + 2 * len(section)]):
+            continue  # other output printed into the row: its values cannot be trusted
         if len(rest) < len(section):
-            continue  # a truncated line (a crash mid-print)
+            result["cut_line"] = stripped  # a row cut off mid-print (a crash or a kill)
+            continue
         if len(rest) >= 2 * len(section):
             oop = _section(rest[: len(section)], section)
             inp = _section(rest[len(section) : 2 * len(section)], section)
@@ -324,8 +494,14 @@ def parse_json(text):
         )
     avg = data.get("average_bus_bandwidth") or {}
     result["avg_busbw"] = _num(str(avg.get("bandwidth")))
+    # "okay" is "unchecked" without NCCL_TESTS_MIN_BW, else a boolean (as a string in 2.19).
+    okay = str(avg.get("okay", "")).lower()
+    result["avg_status"] = {"false": "FAILED", "true": "OK"}.get(okay, "")
     oob = data.get("out_of_bounds") or {}
     result["out_of_bounds"] = oob.get("count")
+    result["out_of_bounds_failed"] = str(oob.get("okay", "true")).lower() == "false" or bool(oob.get("count"))
+    result["complete"] = "average_bus_bandwidth" in data
+    result["failures"] = [str(e).strip() for e in data.get("errors") or [] if str(e).strip()]
     return _finish(result, text)
 
 
@@ -394,6 +570,152 @@ def parse(text):
     if '"wireup_bench"' in text:
         return parse_torch(text)
     return parse_text(text)
+
+
+def checked_halves(collective, rows):
+    """The halves (out_of_place, in_place) whose results nccl-tests validates for this collective.
+
+    In-place is never validated for alltoall/alltoallv/sendrecv. When the output shows validation
+    (a #wrong count or an error delta somewhere), a half that never carries one is dropped too; with
+    validation off (-c 0) every supported half is kept, as nothing else can be judged.
+    """
+    halves = [h for h in HALVES if not (h == "in_place" and collective in UNCHECKED_IN_PLACE)]
+    shown = [
+        h
+        for h in halves
+        if any(
+            (r.get(h) or {}).get("wrong") is not None or (r.get(h) or {}).get("error") is not None
+            for r in rows
+        )
+    ]
+    return shown or halves
+
+
+def judged_busbw(row, halves):
+    """The better busbw of the judged halves of one row (GB/s), or None."""
+    values = [row[h]["busbw"] for h in halves if row.get(h) and row[h].get("busbw") is not None]
+    return max(values) if values else None
+
+
+def _ranks(parsed):
+    """Ranks of the run: its device lines, else nGpus x nThreads of one process; None if unknown."""
+    cfg = parsed.get("config") or {}
+    if parsed.get("devices"):
+        return len(parsed["devices"])
+    if cfg.get("ngpus"):
+        return int(cfg["ngpus"]) * int(cfg.get("nthreads") or 1)
+    return None
+
+
+def data_errors(parsed, collective=None, check_delta=True):
+    """Wrong results in the judged halves: [(row size, half, what)] for #wrong > 0 or, in the old
+    `error` column, a delta above nccl-tests' tolerance for the type and rank count (only with
+    check_delta: the tolerance needs the rank count, from the devices or config of `parsed`)."""
+    collective = collective or parsed.get("collective") or ""
+    rows = parsed.get("rows") or []
+    halves = checked_halves(collective, rows)
+    nranks = _ranks(parsed)
+    check_delta = check_delta and nranks is not None  # without the rank count, trust the OOB line
+    found = []
+    for row in rows:
+        for half in halves:
+            section = row.get(half) or {}
+            if section.get("wrong"):
+                found.append((row.get("size"), half, f"{int(section['wrong'])} wrong elements"))
+                continue
+            delta = section.get("error")
+            if delta is None or not check_delta:
+                continue
+            limit = _DELTA_MAX.get(str(row.get("type", "")).lower(), _INT_DELTA) * (nranks - 1)
+            if delta > limit:
+                found.append((row.get("size"), half, f"max error {delta:g} > {limit:g} allowed"))
+    return found
+
+
+def _describe_rc(rc):
+    if rc < 0:
+        return f"exit code {rc}: killed by signal {-rc}"
+    meaning = EXIT_CODES.get(rc)
+    return f"exit code {rc}" + (f": {meaning}" if meaning else "")
+
+
+def problems(parsed, rc=None, text=""):
+    """Every reason nccl-tests gives to distrust a run, one line each, quoting the output.
+
+    parsed: parse()'s result or None (no rows); rc: the exit code (None: unknown); text: the
+    output, for the failure lines a JSON result does not carry.
+    """
+    out = []
+    failures = list((parsed or {}).get("failures") or [])
+    for line in failure_lines(text):
+        if line not in failures:
+            failures.append(line)
+    if rc not in (None, 0):
+        out.append(_describe_rc(int(rc)))
+    if parsed is not None:
+        if parsed.get("avg_status") == "FAILED":
+            avg = parsed.get("avg_busbw") or 0
+            out.append(f'"Avg bus bandwidth : {avg:g} FAILED" (below NCCL_TESTS_MIN_BW x 0.9)')
+        if parsed.get("out_of_bounds_failed"):
+            out.append(f'"Out of bounds values : {parsed.get("out_of_bounds") or 0} FAILED"')
+        errors = data_errors(parsed)
+        if errors:
+            size, half, what = errors[0]
+            more = f" (and {len(errors) - 1} more row halves)" if len(errors) > 1 else ""
+            out.append(f"{what} at {size} B {half.replace('_', '-')}{more}")
+        repeated = _repeated_ranks(parsed.get("devices"))
+        if repeated:
+            rank = repeated[0][0]
+            hosts = sorted({d.get("host") or "?" for d in parsed["devices"] if d.get("rank") == rank})
+            out.append(
+                f"rank {rank} is listed {sum(1 for d in parsed['devices'] if d.get('rank') == rank)} times "
+                f"(on {', '.join(hosts)}): the output holds more than one run, e.g. processes that ran "
+                "alone instead of as one job (nccl-tests built without MPI=1, or started by a launcher its "
+                "MPI does not know)"
+            )
+        if not parsed.get("complete"):
+            last = (parsed.get("rows") or [{}])[-1].get("size")
+            cut = f", cut in the middle of {parsed['cut_line']!r}" if parsed.get("cut_line") else ""
+            out.append(f"output stops mid-table after the {last} B row{cut}: no 'Avg bus bandwidth' footer")
+    # The lines naming the cause (NCCL's or CUDA's error string) before nccl-tests' trace lines.
+    failures.sort(key=lambda line: 0 if re.search(r"(?:NCCL|CUDA|Cuda) (?:failure|error)", line) else 1)
+    for line in failures[:3]:
+        out.append(f'"{line}"')
+    if len(failures) > 3:
+        out.append(f"{len(failures) - 3} more failure lines")
+    stopped = parsed is None or not parsed.get("complete")
+    warns = warn_lines(text) if stopped and not failures else []
+    if warns:
+        out.append(f'last NCCL WARN in the output: "{warns[-1]}"')
+    return out
+
+
+def assess(output, rc=None, json_text=""):
+    """Parse one nccl-tests run and list its problems; never raises.
+
+    The -J JSON (full precision) is preferred for the rows; a JSON that is cut off or invalid
+    (a killed run) falls back to the text. Returns {parsed: dict | None, problems: [str],
+    error: str} where error is the parse error when no rows were found.
+    """
+    output = output or ""
+    parsed, error = None, ""
+    candidates = [json_text, output] if json_text else [output]
+    for text in candidates:
+        try:
+            parsed = parse(text)
+            break
+        except ValueError as err:
+            error = error or str(err)
+    if parsed is not None and not parsed["version"]:
+        parsed["version"] = tests_version(output)
+    found = problems(parsed, rc, output)
+    if parsed is None:
+        head = next((line.strip() for line in _clean_lines(output) if line.strip()), "")
+        if found and (failure_lines(output) or warn_lines(output)):
+            found.append("no result rows")
+        else:
+            found.append(f'no result rows; the output starts with "{head}"' if head else "no output at all")
+    return {"parsed": parsed, "problems": found, "error": "" if parsed is not None else error}
 
 
 def best_busbw(row):

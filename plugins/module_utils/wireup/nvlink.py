@@ -7,13 +7,42 @@ The format (nvidia-smi's NVLink status):
     \t Link 1: <inactive>
 
 A GPU without NVLink prints its GPU line and no Link lines (or, on newer drivers, a line saying
-the links are all inactive / NVLink is not supported).
+the links are all inactive / NVLink is not supported); a machine without NVLink at all may print
+nothing (seen on a 1x H200 VM, driver 580.159.04: tests/fixtures/h200x1/nvlink_s.txt), which is
+not an error but "no NVLink".
+
+Garbage is a ValueError that says what was expected: bytes instead of text, a line that is cut off
+or carries terminal escapes that are not plain colour codes, a GPU listing fewer links than the
+other GPUs of its model (the output stopped mid-GPU), GPU numbers with a gap, or fewer GPUs than
+the caller knows the node has (gpu_count).
 """
 
 import re
 
 GPU_LINE_RE = re.compile(r"^GPU (\d+): (.+?) \(UUID: (\S+?)\)\s*$")
 LINK_LINE_RE = re.compile(r"^Link (\d+): (?:(\d+(?:\.\d+)?) GB/s|<?inactive>?)\s*$", re.IGNORECASE)
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# Printed instead of a GPU's Link lines when none of its links is up (seen with an RTX A6000 whose
+# NVLink bridge is on two other GPUs: siboehm/bench gpu/nvlink/README.md).
+ALL_INACTIVE_RE = re.compile(
+    r"Unable to retrieve NVLink information as all links are inActive", re.IGNORECASE
+)
+COMMAND = "nvidia-smi nvlink -s"
+
+
+def _empty():
+    return {
+        "gpus": [],
+        "totals": {
+            "gpus": 0,
+            "gpus_with_nvlink": 0,
+            "active_links": 0,
+            "inactive_links": 0,
+            "links_per_gpu": 0,
+            "per_link_gbps": None,
+            "per_gpu_gbps": 0.0,
+        },
+    }
 
 
 def _summarize(gpu):
@@ -29,7 +58,7 @@ def _summarize(gpu):
     return gpu
 
 
-def parse_nvlink_status(text):
+def parse_nvlink_status(text, gpu_count=None):
     """Parse ``nvidia-smi nvlink -s``.
 
     Returns {gpus: [{index, name, uuid, links: [{link, active, speed_gbps}], active, inactive,
@@ -37,26 +66,43 @@ def parse_nvlink_status(text):
     active_links, inactive_links, links_per_gpu, per_link_gbps, per_gpu_gbps}}.
     speed_gbps is unidirectional GB/s per link as nvidia-smi prints it; total_gbps is the sum over
     a GPU's active links; per_gpu_gbps is the smallest total among GPUs that have NVLink.
+    gpu_count: the GPUs the node has (from --query-gpu), to tell a cut-off output; None: unknown.
+    Empty output means no NVLink and gives no GPUs.
     """
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError("parse_nvlink_status: the output of `nvidia-smi nvlink -s` is empty")
+    what = "parse_nvlink_status"
+    if not isinstance(text, str):
+        raise ValueError(
+            f"{what}: expected the text output of `{COMMAND}`, got {type(text).__name__} (decode it first)"
+        )
+    if not text.strip():
+        return _empty()
     gpus = []
     current = None
     for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
+        line = ANSI_RE.sub("", raw).strip()
         if not line:
             continue
+        if "\x1b" in line or any(ord(c) < 32 and c != "\t" for c in line):
+            raise ValueError(
+                f"{what}: line {number} {raw!r} carries terminal control characters; run `{COMMAND}` "
+                "without a terminal (its output piped) or strip them"
+            )
         m = GPU_LINE_RE.match(line)
         if m:
-            current = {"index": int(m.group(1)), "name": m.group(2), "uuid": m.group(3), "links": []}
+            current = {
+                "index": int(m.group(1)),
+                "name": m.group(2),
+                "uuid": m.group(3),
+                "links": [],
+                "all_inactive_note": False,
+            }
             gpus.append(current)
             continue
         m = LINK_LINE_RE.match(line)
         if m:
             if current is None:
                 raise ValueError(
-                    f"parse_nvlink_status: line {number} {line!r} comes before any "
-                    "'GPU N: NAME (UUID: ...)' line"
+                    f"{what}: line {number} {line!r} comes before any 'GPU N: NAME (UUID: ...)' line"
                 )
             speed = float(m.group(2)) if m.group(2) is not None else None
             current["links"].append(
@@ -65,14 +111,17 @@ def parse_nvlink_status(text):
             continue
         if line.startswith("Link "):
             raise ValueError(
-                f"parse_nvlink_status: line {number} {line!r}: expected 'Link N: <speed> GB/s' "
-                "or 'Link N: <inactive>'"
+                f"{what}: line {number} {line!r}: expected 'Link N: <speed> GB/s' or 'Link N: <inactive>'"
             )
+        if re.match(r"^GPU \d+:", line):
+            raise ValueError(f"{what}: line {number} {line!r}: expected 'GPU N: NAME (UUID: GPU-...)'")
+        if current is not None and ALL_INACTIVE_RE.search(line):
+            current["all_inactive_note"] = True  # NVML lists no link: none is up, the GPU is complete
+            continue
         # Other lines (driver notes such as "NVLink is not supported") carry no link state.
     if not gpus:
-        raise ValueError(
-            "parse_nvlink_status: no 'GPU N: NAME (UUID: ...)' line in the output of `nvidia-smi nvlink -s`"
-        )
+        raise ValueError(f"{what}: no 'GPU N: NAME (UUID: ...)' line in the output of `{COMMAND}`")
+    _check_complete(gpus, gpu_count, what)
     for gpu in gpus:
         _summarize(gpu)
     with_links = [g for g in gpus if g["active"]]
@@ -87,3 +136,26 @@ def parse_nvlink_status(text):
         "per_gpu_gbps": min((g["total_gbps"] for g in with_links), default=0.0),
     }
     return {"gpus": gpus, "totals": totals}
+
+
+def _check_complete(gpus, gpu_count, what):
+    """A cut-off output loses GPUs or links silently: refuse gaps, short GPUs and missing GPUs."""
+    indexes = [g["index"] for g in gpus]
+    if indexes != list(range(indexes[0], indexes[0] + len(indexes))):
+        raise ValueError(f"{what}: GPU numbers {indexes} have a gap or repeat in `{COMMAND}`")
+    if gpu_count is not None and len(gpus) < gpu_count:
+        raise ValueError(
+            f"{what}: `{COMMAND}` lists {len(gpus)} GPU(s) but the node has {gpu_count}: the output "
+            "is cut off"
+        )
+    # nvidia-smi lists every link of a GPU, active or not: GPUs of one model list as many.
+    listed = {}
+    for gpu in gpus:
+        listed.setdefault(gpu["name"], []).append(len(gpu["links"]))
+    for gpu in gpus:
+        most = max(listed[gpu["name"]])
+        if len(gpu["links"]) < most and not gpu.get("all_inactive_note"):
+            raise ValueError(
+                f"{what}: GPU {gpu['index']} lists {len(gpu['links'])} links, other {gpu['name']} GPUs "
+                f"{most}: the output of `{COMMAND}` is cut off"
+            )

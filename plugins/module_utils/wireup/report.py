@@ -3,9 +3,12 @@
 write_report(run_dir, run_id, records) writes, into run_dir:
   report.md     summary table, per-host collectives vs expectation, torch benchmarks, findings
   report.html   the same, standalone: CSS inline, plots embedded as base64 PNG (no external URL)
-  busbw_<host>.png     bus bandwidth vs message size per collective, the expectation dashed
+  busbw_<host>.png     per collective: bus bandwidth vs message size (the expectation and the raw
+                       link speed dashed) over time per operation on log-log axes (small-message
+                       latency, which a linear busbw axis hides below ~64 KiB)
   topology_<host>.png  the GPU link matrix as a heatmap (NV# best ... SYS worst)
-  torch.png            torch.distributed all-reduce busbw vs size, single node and multi-node
+  torch.png            torch.distributed all-reduce busbw vs size, single node and multi-node, the
+                       expectation dashed (so a drop cannot hide behind a rescaled axis)
 Plots use matplotlib's Agg backend; without matplotlib the report still gets written and says
 that the plots were skipped. records is {host: record} as results.build_record makes them.
 """
@@ -15,7 +18,7 @@ import html
 import os
 import re
 
-from . import bandwidth
+from . import bandwidth, benchenv
 
 SEVERITY_ORDER = ("critical", "warning", "info")
 _NV = re.compile(r"^NV(\d+)$")
@@ -60,18 +63,25 @@ def summary_line(record):
         if v.get("expected_busbw"):
             parts.append(
                 f"{name} {v.get('verdict')} {_fmt(v.get('measured_busbw'))}/"
-                f"{_fmt(v.get('expected_busbw'))} GB/s"
+                f"{_fmt(v.get('expected_busbw'))} GB/s{_link_note(coll.get('of_link'))}"
             )
+        elif v.get("verdict", "N/A") == "N/A" and v.get("reason"):
+            parts.append(f"{name} N/A ({v['reason']})")
         else:
             parts.append(f"{name} {v.get('verdict', 'N/A')} {_fmt(v.get('measured_busbw'))} GB/s")
     for name, item in sorted((record.get("torch") or {}).items()):
         rows = item.get("rows") or []
         if rows:
             last = max(rows, key=lambda r: r.get("size") or 0)
+            like = item.get("vs_nccl_tests") or {}
             parts.append(
                 f"torch {name} ({item.get('world_size')} ranks, {item.get('backend')}) "
                 f"{_fmt(_best(last), 3)} GB/s at {human_bytes(last.get('size'))}"
+                + (f" = {_pct(like.get('ratio'))} of nccl-tests" if like.get("ratio") is not None else "")
             )
+    modes = sorted({(f.get("env") or {}).get("mode") for f in _figures(record)} - {None})
+    if modes:
+        parts.append("NCCL " + "+".join(modes))
     if record.get("skipped") and len(parts) == 1:
         return f"{host}: {record.get('verdict', 'N/A')} - {record['skipped']}"
     counts = _count(record.get("findings"))
@@ -82,6 +92,24 @@ def summary_line(record):
         + ("; ".join(parts) or "nothing measured")
         + f"; findings {counts['critical']} critical/{counts['warning']} warning; {baseline}"
     )
+
+
+def _pct(ratio):
+    return "-" if ratio is None else f"{ratio * 100:.0f}%"
+
+
+def _link_note(of_link):
+    """' (73% of the 478 GB/s NV18 link)' or ''."""
+    of_link = of_link or {}
+    if of_link.get("ratio") is None:
+        return ""
+    link = f"{of_link['link_gbps']:.0f} GB/s {of_link.get('link_class') or ''}".strip()
+    return f" ({_pct(of_link['ratio'])} of the {link} link)"
+
+
+def _figures(record):
+    """Every figure of a record (collectives, torch runs) as dicts carrying their "env"."""
+    return list((record.get("collectives") or {}).values()) + list((record.get("torch") or {}).values())
 
 
 # ---------------------------------------------------------------- plots
@@ -100,8 +128,9 @@ def _plot_busbw(plt, record, path):
     colls = record.get("collectives") or {}
     if not any(c.get("rows") for c in colls.values()):
         return False
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    fig, (ax, lat) = plt.subplots(1, 2, figsize=(12, 4.5), dpi=100)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    links = set()
     for i, (name, coll) in enumerate(sorted(colls.items())):
         points = [
             (r["size"], _best(r)) for r in coll.get("rows") or [] if r.get("size") and _best(r) is not None
@@ -113,16 +142,41 @@ def _plot_busbw(plt, record, path):
         exp = (coll.get("expected") or {}).get("expected_busbw")
         if exp:
             ax.axhline(exp, color=color, linestyle="--", linewidth=1, label=f"{name} expected {exp:.0f}")
+        link = (coll.get("expected") or {}).get("link_gbps")
+        if link:
+            links.add(link)
+        times = [(r["size"], _time(r)) for r in coll.get("rows") or [] if r.get("size") and _time(r)]
+        if times:
+            lat.plot([t[0] for t in times], [t[1] for t in times], marker=".", color=color, label=name)
+    for link in sorted(links):
+        ax.axhline(link, color="black", linestyle=":", linewidth=1, label=f"raw link {link:.0f}")
     ax.set_xscale("log", base=2)
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_title(f"{record.get('host')}: nccl-tests busbw, run {record.get('run_id')}")
+    ax.set_title(f"{record.get('host')}: nccl-tests busbw, run {record.get('run_id')}", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
+    lat.set_xscale("log", base=2)
+    lat.set_yscale("log")
+    lat.set_xlabel("message size (bytes)")
+    lat.set_ylabel("time per operation (us, best of out-of-place/in-place)")
+    lat.set_title("latency: small messages (tensor parallelism) live here", fontsize=9)
+    lat.grid(True, which="both", alpha=0.3)
+    lat.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, format="png")
     plt.close(fig)
     return True
+
+
+def _time(row):
+    values = [
+        row[k]["time_us"]
+        for k in ("out_of_place", "in_place")
+        if row.get(k) and row[k].get("time_us") is not None and row[k]["time_us"] > 0
+    ]
+    return min(values) if values else None
 
 
 def _class_score(cls):
@@ -177,12 +231,18 @@ def _plot_torch(plt, records, path):
                     if name == "multi_node"
                     else f"{host} {name} ({item.get('world_size')} ranks, {item.get('backend')})"
                 )
-                series.append((label, points))
+                series.append((label, points, (item.get("expected") or {}).get("expected_busbw")))
     if not series:
         return False
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
-    for label, points in series:
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=label)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (label, points, exp) in enumerate(series):
+        color = colors[i % len(colors)]
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", color=color, label=label)
+        if exp:
+            ax.axhline(exp, color=color, linestyle="--", linewidth=1, label=f"expected {exp:.0f}")
+    # From 0, so a 10x drop shows as one, not as a healthy curve on a rescaled axis.
+    ax.set_ylim(bottom=0)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("bus bandwidth (GB/s)")
@@ -262,9 +322,6 @@ def _sections(run_id, records, plots, plot_note):
         versions = record.get("versions") or {}
         if versions:
             out.append(("p", "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()) if v)))
-        env = record.get("env") or {}
-        if env:
-            out.append(("p", "Environment: " + " ".join(f"{k}={v}" for k, v in sorted(env.items()))))
         if record.get("skipped"):
             out.append(("p", record["skipped"]))
         colls = record.get("collectives") or {}
@@ -273,6 +330,7 @@ def _sections(run_id, records, plots, plot_note):
             for name, coll in sorted(colls.items()):
                 v = coll.get("verdict") or {}
                 e = coll.get("expected") or {}
+                link = coll.get("of_link") or {}
                 rows.append(
                     [
                         name,
@@ -280,8 +338,10 @@ def _sections(run_id, records, plots, plot_note):
                         human_bytes(v.get("size")) if v.get("size") else "-",
                         _fmt(v.get("measured_busbw")),
                         _fmt(e.get("expected_busbw")),
-                        "-" if v.get("ratio") is None else f"{v['ratio'] * 100:.0f}%",
-                        _fmt(coll.get("avg_busbw"), 2),
+                        _pct(v.get("ratio")),
+                        _fmt(link.get("link_gbps")),
+                        _pct(link.get("ratio")),
+                        (coll.get("env") or {}).get("mode", "-"),
                         v.get("reason", ""),
                     ]
                 )
@@ -295,31 +355,33 @@ def _sections(run_id, records, plots, plot_note):
                             "size",
                             "busbw GB/s",
                             "expected GB/s",
-                            "ratio",
-                            "avg busbw",
+                            "of expected",
+                            "raw link GB/s",
+                            "of raw link",
+                            "NCCL env",
                             "reason",
                         ],
                         rows,
                     ),
                 )
             )
-            basis = {(c.get("expected") or {}).get("basis") for c in colls.values()} - {None, ""}
-            if basis:
-                out.append(("p", "Expectation: " + "; ".join(sorted(basis))))
-        if plots.get(("busbw", host)):
-            out.append(("img", (plots[("busbw", host)], f"busbw vs size on {host}")))
-        if plots.get(("topology", host)):
-            out.append(("img", (plots[("topology", host)], f"topology of {host}")))
-        tuning = record.get("tuning") or {}
-        if tuning.get("best"):
             out.append(
                 (
                     "p",
-                    f"NCCL tuning: best {tuning['best']} ({_fmt(tuning.get('best_busbw'))} GB/s vs "
-                    f"{_fmt(tuning.get('default_busbw'))} GB/s default) written to "
-                    f"{tuning.get('path', '')}",
+                    '"of expected" judges the verdict against factors calibrated on known-good hardware '
+                    "(partly circular on the machine kind they were fitted on); "
+                    '"of raw link" is the busbw against the bottleneck link\'s raw speed: '
+                    "what the hardware could do (roles/bench/README.md).",
                 )
             )
+            basis = {(c.get("expected") or {}).get("basis") for c in colls.values()} - {None, ""}
+            if basis:
+                out.append(("p", "Expectation: " + "; ".join(sorted(basis))))
+        out += _env_sections(record)
+        if plots.get(("busbw", host)):
+            out.append(("img", (plots[("busbw", host)], f"busbw and latency vs size on {host}")))
+        if plots.get(("topology", host)):
+            out.append(("img", (plots[("topology", host)], f"topology of {host}")))
 
     torch_rows = []
     for host, record in sorted(records.items()):
@@ -360,6 +422,36 @@ def _sections(run_id, records, plots, plot_note):
                 ),
             )
         )
+        summary = _torch_summary(records)
+        if summary:
+            out.append(
+                (
+                    "p",
+                    'Largest size of each run. "of nccl-tests": torch busbw / nccl-tests all_reduce busbw at '
+                    "the same size and NCCL env (goal >= the threshold shown).",
+                )
+            )
+            out.append(
+                (
+                    "table",
+                    (
+                        [
+                            "host",
+                            "run",
+                            "backend",
+                            "size",
+                            "busbw GB/s",
+                            "verdict",
+                            "of expected",
+                            "of raw link",
+                            "nccl-tests GB/s",
+                            "of nccl-tests (goal)",
+                            "environment",
+                        ],
+                        summary,
+                    ),
+                )
+            )
         if plots.get(("torch", None)):
             out.append(("img", (plots[("torch", None)], "torch.distributed all_reduce busbw")))
 
@@ -388,6 +480,113 @@ def _sections(run_id, records, plots, plot_note):
     else:
         out.append(("p", "None."))
     return out
+
+
+def _env_sections(record):
+    """The environment of every figure of a host, the tuned env file, default vs tuned."""
+    out = []
+    groups = {}
+    for name, coll in sorted((record.get("collectives") or {}).items()):
+        groups.setdefault(benchenv.describe_figure_env(coll.get("env")), []).append(f"nccl-tests {name}")
+    for name, item in sorted((record.get("torch") or {}).items()):
+        groups.setdefault(benchenv.describe_figure_env(item.get("env")), []).append(f"torch {name}")
+    tuning = record.get("tuning") or {}
+    if tuning.get("candidates"):
+        groups.setdefault(
+            benchenv.describe_figure_env({"mode": "default", "vars": tuning.get("env") or {}, "seen": None}),
+            [],
+        ).append("all_reduce default vs other settings (each adds its own)")
+    if groups:
+        out.append(
+            (
+                "table",
+                (
+                    ["figures", "environment they ran with (what the process saw, where it said)"],
+                    [[", ".join(names), text] for text, names in sorted(groups.items(), key=lambda g: g[1])],
+                ),
+            )
+        )
+    elif record.get("env"):
+        out.append(("p", "Environment: " + benchenv.format_env(record["env"])))
+    tuned_line = benchenv.describe_tuned(record.get("tuned_env"))
+    if tuned_line:
+        out.append(("p", tuned_line))
+    if tuning.get("candidates"):
+        default = tuning.get("default_busbw")
+        rows = []
+        for cand in tuning["candidates"]:
+            env = cand.get("env") or {}
+            busbw = cand.get("busbw")
+            label = "default NCCL" if not env else benchenv.format_env(env)
+            if env and env == (record.get("tuned_env") or {}).get("values"):
+                label += " (tuned env file)"
+            rows.append(
+                [
+                    label,
+                    _fmt(busbw),
+                    "-"
+                    if busbw is None or not default or not env
+                    else f"{(busbw / default - 1) * 100:+.1f}%",
+                ]
+            )
+        size = tuning.get("size", "")
+        out.append(
+            (
+                "p",
+                f"all_reduce at {size}, default and tuned NCCL side by side"
+                + (
+                    f" (sweep: a setting must gain > {tuning.get('min_gain', 0.02) * 100:.0f}% to be stored)"
+                    if tuning.get("mode", "sweep") == "sweep"
+                    else ""
+                )
+                + ":",
+            )
+        )
+        out.append(("table", (["NCCL settings", "busbw GB/s", "vs default"], rows)))
+        if tuning.get("best") and tuning.get("mode", "sweep") == "sweep":
+            out.append(
+                (
+                    "p",
+                    f"NCCL tuning: best {benchenv.format_env(tuning['best'])} "
+                    f"({_fmt(tuning.get('best_busbw'))} GB/s vs {_fmt(tuning.get('default_busbw'))} GB/s "
+                    f"default) written to {tuning.get('path', '')}",
+                )
+            )
+    return out
+
+
+def _like_text(like):
+    if like.get("ratio") is None:
+        return "-"
+    return f"{_pct(like['ratio'])} at {human_bytes(like['size'])} (>= {_pct(like.get('goal'))})"
+
+
+def _torch_summary(records):
+    rows = []
+    for host, record in sorted(records.items()):
+        for name, item in sorted((record.get("torch") or {}).items()):
+            sized = [r for r in item.get("rows") or [] if r.get("size")]
+            if not sized:
+                continue
+            last = max(sized, key=lambda r: r["size"])
+            v = item.get("verdict") or {}
+            like = item.get("vs_nccl_tests") or {}
+            rows.append(
+                [
+                    host,
+                    name,
+                    item.get("backend"),
+                    human_bytes(last["size"]),
+                    _fmt(_best(last), 3),
+                    v.get("verdict", "not judged"),
+                    _pct(v.get("ratio")),
+                    _pct((item.get("of_link") or {}).get("ratio")),
+                    _fmt(like.get("nccl_tests_busbw")),
+                    _like_text(like),
+                    benchenv.describe_figure_env(item.get("env")),
+                ]
+            )
+    return rows
 
 
 def _render_md(sections):

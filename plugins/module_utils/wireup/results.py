@@ -21,7 +21,7 @@ import os
 import re
 import time
 
-from . import bandwidth, nccltests
+from . import bandwidth, benchenv, nccltests
 
 RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z(?:-\d+)?$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.@:-]+$")
@@ -266,12 +266,55 @@ def _topology_for_record(topology):
     return {k: v for k, v in (topology or {}).items() if k not in ("findings", "findings_count", "raw")}
 
 
+def _link_ratio(measured, expected):
+    """Measured busbw against the raw bottleneck link speed (not the calibrated expectation):
+    {link_gbps, link_class, ratio}; ratio None when either is unknown."""
+    link = (expected or {}).get("link_gbps")
+    ratio = round(measured / link, 3) if measured is not None and link else None
+    return {"link_gbps": link, "link_class": (expected or {}).get("link_class"), "ratio": ratio}
+
+
+def _torch_vs_nccl_tests(torch_rows, coll, goal):
+    """torch busbw / nccl-tests all_reduce busbw at the same size: the nccl-tests verdict's size when
+    torch measured it, else the largest size both measured. None without a common size."""
+    if not coll or not coll.get("rows"):
+        return None
+    size = _compare_size(torch_rows, coll["rows"], (coll.get("verdict") or {}).get("size"))
+    if size is None:
+        return None
+    mine, theirs = _row_busbw(torch_rows, size), _row_busbw(coll["rows"], size)
+    ratio = round(mine / theirs, 3) if mine is not None and theirs else None
+    return {"size": size, "torch_busbw": mine, "nccl_tests_busbw": theirs, "ratio": ratio, "goal": goal}
+
+
+def _figure_envs(node):
+    """(nccl-tests env, torch env given, tuned state of the file the figures used or None)."""
+    given = node.get("figure_env") or {}
+    tuned = node.get("tuned_env") or {}
+    used = None
+    if given.get("tuned_used"):
+        used = benchenv.tuned_env_state(
+            tuned.get("path", ""),
+            given.get("tuned_text") or "",
+            versions=node.get("versions"),
+            changes=_changes(tuned),
+            used=True,
+        )
+    return given.get("nccl_tests") or node.get("env") or {}, given.get("torch") or node.get("env") or {}, used
+
+
+def _changes(tuned):
+    return benchenv.last_changes(benchenv.change_probes(tuned.get("package_lists"), tuned.get("files")))
+
+
 def build_record(host, run_id, node, baseline=None):
     """One host's results record from what the bench role gathered on it.
 
-    node: {skipped: reason|"", topology: gpu_topology fact, nccl_tests: {collective: {output, rc}},
+    node: {skipped: reason|"", topology: gpu_topology fact, nccl_tests: {collective: {output, rc, json}},
            torch: {single_node|multi_node: log text}, env: {}, versions: {},
-           thresholds: {pass_ratio, warn_ratio, min_bytes, tolerance}, efficiency: {}, tuning: {}}
+           figure_env: {nccl_tests: {given env}, torch: {given env}, tuned_used: bool, tuned_text},
+           tuned_env: {path, text|None, mtime, package_lists, files} (see roles/bench/tasks/40-gather.yml),
+           thresholds: {pass_ratio, warn_ratio, min_bytes, tolerance, torch_goal}, efficiency: {}, tuning: {}}
     baseline: (run_id, record) of the host's last passing run, or None.
     """
     thresholds = node.get("thresholds") or {}
@@ -280,9 +323,13 @@ def build_record(host, run_id, node, baseline=None):
     min_bytes = int(thresholds.get("min_bytes", bandwidth.ONE_GIB))
     tolerance = float(thresholds.get("tolerance", 0.10))
     bandwidth.check_thresholds(pass_ratio, warn_ratio)
+    torch_goal = float(thresholds.get("torch_goal", 0.97))
     topology = node.get("topology") or {}
+    nccl_env, torch_env, tuned_used = _figure_envs(node)
+    tuned = node.get("tuned_env") or {}
+    changes = _changes(tuned)
     record = {
-        "schema": 1,
+        "schema": 2,
         "host": host,
         "run_id": run_id,
         "skipped": node.get("skipped") or "",
@@ -294,7 +341,21 @@ def build_record(host, run_id, node, baseline=None):
             "warn_ratio": warn_ratio,
             "min_bytes": min_bytes,
             "tolerance": tolerance,
+            "torch_goal": torch_goal,
         },
+        # The tuned env file on the node after the run (used or not), and when the driver and
+        # NCCL last changed there; every figure's own environment is in its "env".
+        "tuned_env": benchenv.tuned_env_state(
+            tuned.get("path", ""),
+            tuned.get("text"),
+            mtime=tuned.get("mtime"),
+            versions=node.get("versions"),
+            changes=changes,
+            used=bool(tuned_used),
+        )
+        if tuned
+        else {},
+        "last_changes": changes,
         "collectives": {},
         "torch": {},
         "tuning": node.get("tuning") or {},
@@ -306,35 +367,34 @@ def build_record(host, run_id, node, baseline=None):
         expected = bandwidth.expected_busbw(topology, name, node.get("efficiency"))
         # The text output is kept for audits and re-judging (the -J JSON carries the whole process
         # environment, so it is parsed but not stored).
-        entry = {"expected": expected, "rc": item.get("rc"), "output": item.get("output") or ""}
-        try:
-            # -J JSON has full precision; the text still tells the nccl-tests version.
-            parsed = nccltests.parse(item.get("json") or item.get("output") or "")
-            if not parsed["version"]:
-                parsed["version"] = nccltests.tests_version(item.get("output") or "")
-        except ValueError as err:
+        entry = {
+            "expected": expected,
+            "rc": item.get("rc"),
+            "output": item.get("output") or "",
+            "env": benchenv.figure_env(nccl_env, tuned_used, benchenv.nccl_json_env(item.get("json"))),
+        }
+        # -J JSON has full precision (a cut-off JSON falls back to the text); the exit code, the
+        # footer and failure lines say whether nccl-tests itself trusted the run.
+        run = nccltests.assess(item.get("output") or "", item.get("rc"), item.get("json") or "")
+        parsed = run["parsed"]
+        rows = parsed["rows"] if parsed else []
+        entry.update(
+            rows=rows,
+            problems=run["problems"],
+            verdict=bandwidth.verdict(
+                rows, expected, pass_ratio, warn_ratio, min_bytes, problems=run["problems"], collective=name
+            ),
+        )
+        if parsed:
             entry.update(
-                rows=[],
-                verdict={
-                    "verdict": "FAIL",
-                    "measured_busbw": None,
-                    "size": None,
-                    "expected_busbw": expected["expected_busbw"],
-                    "ratio": None,
-                    "reason": f"{name}_perf gave no results (rc {item.get('rc')}): "
-                    f"{str(err).splitlines()[0]}",
-                },
-            )
-        else:
-            entry.update(
-                rows=parsed["rows"],
                 format=parsed["format"],
-                avg_busbw=parsed["avg_busbw"],
+                # nccl-tests' "Avg bus bandwidth": the mean over ALL sizes, 8 B included, not a result.
+                avg_busbw_all_sizes=parsed["avg_busbw"],
                 nccl_version=parsed["nccl_version"],
                 nccl_tests_version=parsed["version"],
                 ngpus=parsed["config"].get("ngpus"),
-                verdict=bandwidth.verdict(parsed["rows"], expected, pass_ratio, warn_ratio, min_bytes),
             )
+        entry["of_link"] = _link_ratio(entry["verdict"].get("measured_busbw"), expected)
         record["collectives"][name] = entry
         verdicts.append(entry["verdict"]["verdict"])
         severity = _VERDICT_SEVERITY.get(entry["verdict"]["verdict"])
@@ -371,10 +431,46 @@ def build_record(host, run_id, node, baseline=None):
             "torch_version": parsed.get("torch_version", ""),
             "nccl_version": parsed["nccl_version"],
         }
+        seen = benchenv.torch_log_env(text)
+        entry["env"] = benchenv.figure_env(torch_env, tuned_used, seen["vars"] if seen else None)
+        if seen and bool(seen["tuned_env"]) != bool(tuned_used):
+            # The launch script sourced a tuned env although the run asked for default NCCL, or
+            # the other way round: the figure would be labelled with the wrong environment.
+            record["findings"].append(
+                {
+                    "severity": "warning",
+                    "code": "bench_env_mismatch",
+                    "gpus": [],
+                    "message": (
+                        f"torch {name} ran with the tuned NCCL env {seen['tuned_env']} although this run "
+                        "measures default NCCL (bench_use_tuned_env=false)"
+                        if seen["tuned_env"]
+                        else f"torch {name} sourced no tuned NCCL env although this run measures with "
+                        f"{(tuned_used or {}).get('path')} (bench_use_tuned_env=true)"
+                    ),
+                    "source": "env",
+                }
+            )
         if name == "single_node" and entry["backend"] == "nccl":
             expected = bandwidth.expected_busbw(topology, "all_reduce", node.get("efficiency"))
             entry["expected"] = expected
             entry["verdict"] = bandwidth.verdict(parsed["rows"], expected, pass_ratio, warn_ratio, min_bytes)
+            entry["of_link"] = _link_ratio(entry["verdict"].get("measured_busbw"), expected)
+            coll = record["collectives"].get("all_reduce")
+            entry["vs_nccl_tests"] = _torch_vs_nccl_tests(parsed["rows"], coll, torch_goal)
+            like = entry["vs_nccl_tests"]
+            if like and like["ratio"] is not None and like["ratio"] < torch_goal:
+                record["findings"].append(
+                    {
+                        "severity": "warning",
+                        "code": "bench_torch_below_nccl_tests",
+                        "gpus": [],
+                        "message": f"torch all_reduce {like['torch_busbw']:.1f} GB/s at "
+                        f"{bandwidth.human_bytes(like['size'])} is {like['ratio'] * 100:.0f}% of nccl-tests' "
+                        f"{like['nccl_tests_busbw']:.1f} GB/s (goal >= {torch_goal * 100:.0f}%)",
+                        "source": "torch",
+                    }
+                )
             verdicts.append(entry["verdict"]["verdict"])
             severity = _VERDICT_SEVERITY.get(entry["verdict"]["verdict"])
             if severity:
@@ -401,6 +497,18 @@ def build_record(host, run_id, node, baseline=None):
             )
         record["torch"][name] = entry
 
+    state = record["tuned_env"]
+    if state.get("stale"):
+        record["findings"].append(
+            {
+                "severity": "warning",
+                "code": "tuned_env_stale",
+                "gpus": [],
+                "message": f"tuned NCCL env {state['path']} is stale: {'; '.join(state['stale_reasons'])}; "
+                "rerun bench.yml -e bench_nccl_tune=true",
+                "source": "env",
+            }
+        )
     if baseline:
         record["findings"].extend(compare(record, baseline[1], tolerance))
     if node.get("failed"):

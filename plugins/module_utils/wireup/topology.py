@@ -8,6 +8,8 @@ nvidia-smi's documentation and legends, checked against real captures (tests/fix
   (older drivers lack the last two; newer ones print an empty cell before "GPU NUMA ID"), a
   "Legend:" block and, on newer drivers, a "NIC Legend:" block (``NIC0: mlx5_0``). Old drivers name
   NIC columns by device (``mlx4_0``) and have no NIC legend.
+  Copies pasted into tickets are read too: tabs expanded or collapsed to one space, a shell
+  prompt on the header line, a legend without its ``Legend:`` title.
 * ``nvidia-smi topo -p2p r|w|n|a|p``: the same matrix shape with P2P status codes and a legend.
 * ``nvidia-smi --query-gpu=... --format=csv``: header-driven CSV.
 * ``nvidia-smi -L`` and ``nvidia-smi -q -x`` (only the fields wireup uses).
@@ -27,6 +29,7 @@ GPU_RE = re.compile(r"^GPU(\d+)$")
 NIC_RE = re.compile(r"^NIC(\d+)$")
 LEGEND_ENTRY_RE = re.compile(r"^\s*([A-Z#]+)\s+=\s+(.+?)\s*$")
 NIC_LEGEND_RE = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
+HEADER_TOKEN_RE = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID|\S+")
 
 AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 AFFINITY_KEYS = {
@@ -71,6 +74,40 @@ def _cells(line):
     return [c.strip() for c in CELL_SPLIT_RE.split(line)]
 
 
+def _header_cells(line):
+    """The names in a header line. Tab-separated output splits on tabs; a space-aligned copy
+    (tabs expanded, or collapsed to one space by a web page: `GPU0 GPU1`, `mlx5_10 mlx5_11`)
+    splits on any run of spaces, keeping the three two- and three-word affinity names whole."""
+    if "\t" in line:
+        return [c for c in _cells(line) if c]
+    return HEADER_TOKEN_RE.findall(line)
+
+
+def _row_cells(line, tabbed):
+    """The cells of one matrix line. nvidia-smi separates cells with tabs and leaves a cell empty
+    where it knows no value (GB200's CPU Affinity, GPU NUMA ID N/A on older boards, the spacer
+    before GPU NUMA ID), so tab-separated lines keep their empty cells (only trailing ones go).
+    Space-aligned copies (pasted into tickets, tabs expanded) can only be split on runs of
+    spaces, where empty cells are lost; no cell value holds a space, so one space separates too
+    (tab expansion leaves a single space after an 8-character cell such as `mlx5_10`)."""
+    if not tabbed:
+        return line.split()
+    cells = [c.strip() for c in line.split("\t")]
+    while cells and not cells[-1]:
+        cells.pop()
+    return cells
+
+
+def _affinity_values(extra, trailing):
+    """Map the cells after the matrix to the affinity columns; nvidia-smi prints an extra empty
+    cell before "GPU NUMA ID" (its header is one tab stop wider), which is dropped here."""
+    if "GPU NUMA ID" in trailing and len(extra) == len(trailing) + 1:
+        spacer = trailing.index("GPU NUMA ID")
+        if not extra[spacer]:
+            extra = extra[:spacer] + extra[spacer + 1 :]
+    return extra
+
+
 def _require_text(text, what, command):
     if not isinstance(text, str):
         raise ValueError(f"{what}: expected the text output of `{command}`, got {type(text).__name__}")
@@ -112,21 +149,23 @@ def _split_matrix(text, what, command):
     """Return (header device names, trailing header columns, rows, legend lines, nic legend lines)."""
     _require_text(text, what, command)
     lines = strip_ansi(text).splitlines()
-    header_idx = None
+    header_idx = header = None
     for i, line in enumerate(lines):
-        cells = [c for c in _cells(line) if c]
-        if cells and cells[0] == "GPU0":
-            header_idx = i
-            break
-        if cells and GPU_RE.match(cells[0]) and len(cells) > 1 and GPU_RE.match(cells[1]):
-            header_idx = i
+        cells = _header_cells(line)
+        # The first GPU column; a shell prompt pasted on the same line may come before it.
+        start = next((k for k, c in enumerate(cells) if GPU_RE.match(c)), None)
+        if start is None:
+            continue
+        cells = cells[start:]
+        if cells[0] == "GPU0" or (len(cells) > 1 and GPU_RE.match(cells[1])):
+            header_idx, header = i, cells
             break
     if header_idx is None:
         raise ValueError(
             f"{what}: no header line with GPU columns (expected a line like '\\tGPU0\\tGPU1...') "
             f"in the output of `{command}`"
         )
-    header = [c for c in _cells(lines[header_idx]) if c]
+    tabbed = "\t" in lines[header_idx]
     devices, trailing = [], []
     for name in header:
         if name in AFFINITY_COLUMNS:
@@ -147,8 +186,10 @@ def _split_matrix(text, what, command):
             continue
         if not stripped:
             continue
+        if section == "matrix" and LEGEND_ENTRY_RE.match(line):
+            section = "legend"  # a legend pasted without its "Legend:" title line
         if section == "matrix":
-            cells = [c for c in _cells(line) if c]
+            cells = _row_cells(line, tabbed and "\t" in line)
             if cells[0] not in devices:
                 raise ValueError(
                     f"{what}: unexpected row {cells[0]!r} in `{command}`; expected one of {devices}"
@@ -209,7 +250,7 @@ def parse_topo_matrix(text):
                     f"PHB, NODE or SYS (or a class the output's Legend defines) in `{command}`"
                 )
         matrix[name] = links
-        extra = cells[n:]
+        extra = _affinity_values(cells[n:], trailing)
         if len(extra) > len(trailing):
             raise ValueError(
                 f"{what}: row {name} has {len(extra)} values after the matrix but the header has only "
@@ -359,8 +400,13 @@ def parse_query_gpu_csv(text):
     what = "parse_query_gpu_csv"
     command = "nvidia-smi --query-gpu=... --format=csv"
     _require_text(text, what, command)
-    reader = csv.reader(io.StringIO(text.strip()), skipinitialspace=True)
-    rows = [r for r in reader if r and any(c.strip() for c in r)]
+    try:
+        reader = csv.reader(io.StringIO(text.strip()), skipinitialspace=True)
+        rows = [r for r in reader if r and any(c.strip() for c in r)]
+    except csv.Error as exc:
+        raise ValueError(f"{what}: the output of `{command}` is not CSV ({exc})") from exc
+    if not rows:
+        raise ValueError(f"{what}: the output of `{command}` has no values")
     header = [re.sub(r"\s*\[[^\]]*\]\s*$", "", h.strip()) for h in rows[0]]
     if not header or not all(re.match(r"^[a-z_][a-z0-9_.]*$", h) for h in header):
         raise ValueError(
@@ -374,7 +420,14 @@ def parse_query_gpu_csv(text):
                 f"{what}: line {number} has {len(row)} values, the header has {len(header)} fields "
                 f"({', '.join(header)})"
             )
-        result.append({field: _convert(field, value) for field, value in zip(header, row, strict=True)})
+        item = {field: _convert(field, value) for field, value in zip(header, row, strict=True)}
+        index = item.get("index")
+        if "index" in item and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
+            raise ValueError(
+                f"{what}: line {number} has index {row[header.index('index')].strip()!r}; expected a GPU "
+                f"number (0, 1, ...) in `{command}`"
+            )
+        result.append(item)
     return result
 
 
@@ -445,6 +498,32 @@ def _pcie(row):
     }
 
 
+def decode_output(data, command):
+    """Text of a command's raw output (bytes), or ValueError naming the first byte that is not
+    UTF-8: one stray byte must become a finding, not a module that cannot return its result."""
+    if isinstance(data, str):
+        return data
+    if not isinstance(data, (bytes, bytearray)):
+        raise ValueError(f"the output of `{command}` is {type(data).__name__}, not bytes or text")
+    try:
+        return bytes(data).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        around = bytes(data)[max(exc.start - 20, 0) : exc.end + 20]
+        raise ValueError(
+            f"the output of `{command}` is not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start} "
+            f"(near {around!r})"
+        ) from exc
+
+
+def gpu_count_of(query=None, topo=None):
+    """GPUs the node has, from parsed --query-gpu rows (else the topo -m matrix); None if unknown."""
+    if query:
+        return len(query)
+    if topo:
+        return len(topo["gpus"])
+    return None
+
+
 def build_topology(topo_m=None, p2p=None, nvlink_s=None, query_csv=None, smi_xml=None):
     """Combine the raw outputs into wireup's `gpu_topology` structure (see the role README).
 
@@ -453,7 +532,7 @@ def build_topology(topo_m=None, p2p=None, nvlink_s=None, query_csv=None, smi_xml
     """
     topo = parse_topo_matrix(topo_m) if topo_m is not None else None
     query = parse_query_gpu_csv(query_csv) if query_csv is not None else []
-    nvl = parse_nvlink_status(nvlink_s) if nvlink_s is not None else None
+    nvl = parse_nvlink_status(nvlink_s, gpu_count_of(query, topo)) if nvlink_s is not None else None
     xml = parse_smi_xml(smi_xml) if smi_xml is not None else None
     p2p_parsed = {mode: parse_topo_p2p(text, mode) for mode, text in (p2p or {}).items() if text is not None}
 
