@@ -7,7 +7,7 @@ import pathlib
 import subprocess
 
 import pytest
-from test_launch_templates import context, fake_venv, render
+from test_launch_templates import ENV, ROLE, context, fake_venv, render
 
 from wireup import slurm
 
@@ -191,6 +191,21 @@ def test_node_names_and_nodelist_use_hostnames():
     plan = {"hosts": ["a", "b"], "nodes": {"a": {"hostname": "gpu01"}, "b": {"hostname": ""}}}
     assert slurm.node_names(plan) == {"a": "gpu01", "b": "b"}
     assert slurm.nodelist(plan) == "gpu01,b"
+
+
+@pytest.mark.parametrize("tuned", ["default", ""])
+def test_launch_sh_and_job_sbatch_render_one_env_block(tmp_path, tuned):
+    over = {} if tuned == "default" else {"torchrun_launch_nccl_tuned_env": ""}
+    ctx = context("explicit-interface-ib", tmp_path, **over)
+    node = ctx["__torchrun_launch_plan"]["nodes"][ctx["inventory_hostname"]]
+    block = ENV.get_template("jobs/job_env.sh.j2").render(**ctx, node=node)
+    assert "export NCCL_IB_HCA=" in block and "export NCCL_DEBUG=INFO" in block
+    for template in ("jobs/launch.sh.j2", "jobs/job.sbatch.j2"):
+        assert block in ENV.get_template(template).render(**ctx)
+        # The block's lines live in job_env.sh.j2 only, not in a copy of their own.
+        source = (ROLE / "templates" / template).read_text()
+        assert "GLOO_SOCKET_IFNAME" not in source and "wireup_job_env" not in source
+        assert "{% include 'jobs/job_env.sh.j2' %}" in source
 
 
 # --- job.sbatch against fake Slurm tools ---------------------------------------------------------
