@@ -1,10 +1,11 @@
-"""CLI: python -m tests.testbed {deps,up,down,status} (run from the repository root, as root)."""
+"""CLI: python -m tests.testbed {deps,up,down,status,slurm} (run from the repository root, as root)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from . import slurm
 from .system import TestbedError, install_deps, missing_packages
 from .testbed import Testbed, all_testbeds
 
@@ -29,6 +30,9 @@ def main(argv=None) -> int:
     for p in (p_stop, p_start):
         p.add_argument("node", help="inventory name, e.g. node2")
         p.add_argument("--name", default="default", help="testbed name (default: default)")
+    p_slurm = sub.add_parser("slurm", help="start a real Slurm on an up testbed (or stop it: --stop)")
+    p_slurm.add_argument("--name", default="default", help="testbed name (default: default)")
+    p_slurm.add_argument("--stop", action="store_true", help="stop Slurm's daemons instead")
     args = parser.parse_args(argv)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731  # stdout: the inventory path only
     try:
@@ -54,6 +58,16 @@ def main(argv=None) -> int:
             _known_node(tb, args.node)
             tb.start_node(args.node)
             log(f"{args.node}: running")
+        elif args.command == "slurm":
+            tb = Testbed(args.name, log=log)
+            if not tb.is_up():
+                raise TestbedError(
+                    f"testbed {args.name} is not up: python -m tests.testbed up --name {args.name}"
+                )
+            if args.stop:
+                slurm.down(tb, log=log)
+            else:
+                slurm.up(tb, log=log)
     except TestbedError as exc:
         print(f"testbed: {exc}", file=sys.stderr)
         return 1

@@ -17,12 +17,13 @@ from wireup import launch
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "torchrun_launch"
 FILTERS_PY = ROOT / "plugins" / "filter" / "wireup_launch.py"
+SLURM_FILTERS_PY = ROOT / "plugins" / "filter" / "wireup_slurm.py"
 DEVICE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
-def _wireup_filters():
-    namespace = {"__file__": str(FILTERS_PY), "__name__": "wireup_launch_filters"}
-    exec(compile(FILTERS_PY.read_text(), str(FILTERS_PY), "exec"), namespace)
+def _wireup_filters(path=FILTERS_PY):
+    namespace = {"__file__": str(path), "__name__": "wireup_filters_" + path.stem}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
     return namespace["FilterModule"]().filters()
 
 
@@ -34,6 +35,7 @@ ENV = jinja2.Environment(
 )
 ENV.filters.update(AnsibleCoreFilters().filters())
 ENV.filters.update(_wireup_filters())
+ENV.filters.update(_wireup_filters(SLURM_FILTERS_PY))
 
 
 def node(address, interface="eth0", gpus=0, ib=(), hostname=""):
@@ -165,7 +167,7 @@ def test_job_sbatch_passes_bash_n_and_shellcheck(name, tmp_path):
     assert f"#SBATCH --nodes={nnodes}\n" in text
     assert "#SBATCH --partition=gpu\n" in text and "#SBATCH --time=01:00:00\n" in text
     assert 'mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")' in text
-    assert "exec srun --ntasks-per-node=1" in text
+    assert 'srun --nodes=1 --ntasks=1 --nodelist="${nodes[rank]}"' in text
     for key, value in DEVICE_ENV.items():
         assert f"export {key}={value}\n" in text
     check_shell(path)

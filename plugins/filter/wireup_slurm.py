@@ -1,0 +1,38 @@
+"""Filters for torchrun_launch's Slurm path: thin wrappers around wireup.slurm (pure Python, unit-tested)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# Controller-side plugins cannot import custom ansible.module_utils packages: load ours by path.
+_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _MODULE_UTILS not in sys.path:
+    sys.path.insert(0, _MODULE_UTILS)
+
+from wireup import slurm
+
+
+def wireup_slurm_job_id(stdout):
+    return slurm.sbatch_job_id(str(stdout or ""))
+
+
+def wireup_slurm_verdict(sacct_stdout, plan, timed_out=False):
+    """The job's verdict from sacct's output over a launch plan's hosts (launch.job_verdict's shape)."""
+    plan = dict(plan)
+    return slurm.job_verdict(
+        str(sacct_stdout or ""), plan.get("hosts", []), slurm.node_names(plan), timed_out=bool(timed_out)
+    )
+
+
+def wireup_slurm_nodelist(plan):
+    return slurm.nodelist(dict(plan))
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "wireup_slurm_job_id": wireup_slurm_job_id,
+            "wireup_slurm_verdict": wireup_slurm_verdict,
+            "wireup_slurm_nodelist": wireup_slurm_nodelist,
+        }

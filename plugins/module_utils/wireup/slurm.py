@@ -1,0 +1,282 @@
+"""Slurm job state for torchrun_launch's Slurm path: hostlists, sbatch and sacct output, verdict.
+
+Pure Python (stdlib only, no Ansible imports), called through plugins/filter/wireup_slurm.py.
+The verdict has the shape of ``launch.job_verdict`` (over, ok, first_failure, timed_out, running,
+reason) plus per-node states in the shape of ``wireup-jobctl status`` (state running|exited|lost|
+stopped|missing, rc, ended), built from sacct's steps: job.sbatch starts one step per node
+(JOBID.0, JOBID.1, ...), so each node's exit code is its step's.
+
+sacct is read as ``sacct --parsable2 --noheader -j ID --format=JobID,State,ExitCode,NodeList,End``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+SACCT_FORMAT = "JobID,State,ExitCode,NodeList,End"
+_COLUMNS = {
+    "jobid": "jobid",
+    "jobidraw": "jobid",
+    "state": "state",
+    "exitcode": "exit_code",
+    "nodelist": "nodelist",
+    "end": "end",
+}
+_JOBID = re.compile(r"^(\d+)(?:_(\d+|\[[^\]]*\]))?(?:\+(\d+))?(?:\.(\w+))?$")
+_EXIT = re.compile(r"^(\d+):(\d+)$")
+# Job and step states (sacct's long names) that mean: not over yet.
+ACTIVE = frozenset(
+    {
+        "PENDING",
+        "RUNNING",
+        "REQUEUED",
+        "REQUEUE_FED",
+        "REQUEUE_HOLD",
+        "RESIZING",
+        "SUSPENDED",
+        "CONFIGURING",
+        "COMPLETING",
+        "SIGNALING",
+        "STAGE_OUT",
+        "STOPPED",
+        "RESV_DEL_HOLD",
+        "SPECIAL_EXIT",
+        "REVOKED",
+    }
+)
+# A step in one of these states was ended from outside: scancel, the time limit, preemption.
+_STOPPED = frozenset({"CANCELLED", "TIMEOUT", "PREEMPTED", "DEADLINE"})
+# The node (not the program) failed.
+_LOST = frozenset({"NODE_FAIL", "BOOT_FAIL"})
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's compressed host list -> names: 'node[1-3,7],gpu[01-02]-ib' -> node1, node2, ...
+
+    Zero padding is kept (gpu[08-10] -> gpu08, gpu09, gpu10). 'None assigned', '(null)' and ''
+    are no hosts. Several bracket groups in one name (rack[1-2]-n[1-2]) expand as a product.
+    """
+    text = (text or "").strip()
+    if not text or text in ("None assigned", "(null)", "None"):
+        return []
+    names: list[str] = []
+    for part in _split_top(text, ","):
+        names.extend(_expand_one(part.strip()))
+    return [n for n in names if n]
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    """Split on sep outside brackets."""
+    out, depth, cur = [], 0, []
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth = max(0, depth - 1)
+        if ch == sep and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    out.append("".join(cur))
+    return [p for p in out if p]
+
+
+def _expand_one(name: str) -> list[str]:
+    m = re.search(r"\[([^\]]*)\]", name)
+    if not m:
+        return [name]
+    head, tail = name[: m.start()], name[m.end() :]
+    out = []
+    for item in m.group(1).split(","):
+        rng = item.strip()
+        if "-" in rng:
+            lo, hi = rng.split("-", 1)
+            if not (lo.isdigit() and hi.isdigit()):
+                return [name]  # not a host range: keep the text as it is
+            width = len(lo) if lo.startswith("0") else 0
+            values = [str(i).zfill(width) for i in range(int(lo), int(hi) + 1)]
+        elif rng.isdigit():
+            values = [rng]
+        else:
+            return [name]
+        for v in values:
+            out.extend(_expand_one(head + v + tail))
+    return out
+
+
+def sbatch_job_id(stdout: str) -> str:
+    """The job id from `sbatch --parsable` ('123' or '123;cluster'); '' when there is none."""
+    for line in (stdout or "").splitlines():
+        first = line.strip().split(";", 1)[0]
+        if first.isdigit():
+            return first
+    return ""
+
+
+def _end_time(text: str):
+    """sacct's End ('2026-12-01T01:00:12', 'Unknown' while running) as epoch seconds, or None."""
+    try:
+        return datetime.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
+
+
+def parse_sacct(text: str, fmt: str = SACCT_FORMAT) -> list[dict]:
+    """Rows of `sacct --parsable2 --noheader --format=FMT` (by default SACCT_FORMAT; fmt names the
+    columns in their order, of JobID, State, ExitCode, NodeList, End; a header line is skipped).
+
+    Each row: jobid (as printed), job (the numeric job id), step ('' for the job, 'batch',
+    'extern', '0', '1', ...), state (first word: 'CANCELLED by 0' -> CANCELLED), rc and signal
+    (from ExitCode 'rc:signal'; None when unreadable), nodes (expanded NodeList), end (epoch or None).
+    Lines with too few fields, or a JobID that is not a Slurm job id, are skipped (truncated output).
+    """
+    columns = [_COLUMNS.get(c.strip().lower(), "") for c in fmt.split(",")]
+    rows = []
+    for raw in (text or "").splitlines():
+        line = raw.strip().strip("\x00")
+        if not line:
+            continue
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) < len(columns):
+            continue  # a truncated line
+        fields = {"jobid": "", "state": "", "exit_code": "", "nodelist": "", "end": ""}
+        fields.update((c, v) for c, v in zip(columns, parts, strict=False) if c)
+        m = _JOBID.match(fields["jobid"])
+        if not m or not fields["state"]:
+            continue
+        code = _EXIT.match(fields["exit_code"])
+        rows.append(
+            {
+                "jobid": fields["jobid"],
+                "job": m.group(1),
+                "step": m.group(4) or "",
+                "state": fields["state"].split()[0].upper().rstrip("+"),
+                "rc": int(code.group(1)) if code else None,
+                "signal": int(code.group(2)) if code else None,
+                "nodes": expand_hostlist(fields["nodelist"]),
+                "end": _end_time(fields.get("end", "")),
+            }
+        )
+    return rows
+
+
+def _node_state(row: dict) -> dict:
+    """One step row -> a wireup-jobctl-like state {state, rc, ended, slurm_state, step}."""
+    st = row["state"]
+    out = {"slurm_state": st, "step": row["jobid"], "rc": row["rc"], "ended": row["end"]}
+    if st in ACTIVE:
+        out.update(state="running", rc=None)
+    elif st in _STOPPED:
+        out["state"] = "stopped"
+    elif st in _LOST or (row["signal"] or 0) != 0:
+        out["state"] = "lost"
+    elif st in ("COMPLETED", "FAILED", "OUT_OF_MEMORY"):  # the program's exit code
+        out["state"] = "exited"
+    else:  # a state this code does not know: never taken for success
+        out["state"] = "lost"
+    return out
+
+
+def job_verdict(sacct_text: str, hosts, names=None, *, timed_out: bool = False) -> dict:
+    """How a Slurm job of job.sbatch went, per node, from sacct's rows.
+
+    ``hosts``: the job's inventory hosts; ``names``: {host: Slurm node name} (default: the host's
+    own name). Over when the job has a final state (or sacct has no row: then it is 'pending'
+    until the caller's time runs out). ``timed_out``: wireup stopped it because its time ran out.
+    """
+    hosts = list(hosts or [])
+    names = dict(names or {})
+    rows = parse_sacct(sacct_text)
+    job_rows = [r for r in rows if r["step"] == ""]
+    job = job_rows[0] if job_rows else None
+    steps = [r for r in rows if r["step"].isdigit()]
+    nodes = {}
+    for host in hosts:
+        slurm_name = names.get(host) or host
+        mine = [r for r in steps if slurm_name in r["nodes"]]
+        if mine:
+            # A node's latest step (a requeued job starts its steps again).
+            nodes[host] = _node_state(max(mine, key=lambda r: int(r["step"])))
+        elif job is None or job["state"] in ACTIVE:
+            nodes[host] = {
+                "state": "running",
+                "rc": None,
+                "ended": None,
+                "slurm_state": "PENDING",
+                "step": "",
+            }
+        else:
+            nodes[host] = {"state": "missing", "rc": None, "ended": None, "slurm_state": "", "step": ""}
+    job_state = job["state"] if job else "PENDING"
+    over = job is not None and job_state not in ACTIVE
+    # The first failure: earliest end; at the same second, a node that failed by itself (exit
+    # code, lost) before one that Slurm stopped because of it.
+    # When wireup cancelled the job (timed_out), a node Slurm stopped then did not fail by itself.
+    failed_states = ("lost", "missing") if timed_out else ("lost", "missing", "stopped")
+    failures = []
+    for host, st in nodes.items():
+        if st["state"] in failed_states or (st["state"] == "exited" and st["rc"] != 0):
+            end = st["ended"] if st["ended"] is not None else float("inf")
+            failures.append((end, st["state"] == "stopped", st["state"] == "missing", host))
+    # A job that ended before any step ran (cancelled while pending, batch script error): the job's
+    # own state says why, no node is to blame.
+    # Every node stopped by Slurm and none failed by itself: scancel from outside, the time limit.
+    only_stopped = all(f[1] for f in failures)
+    first = min(failures)[3] if failures and over and steps and not only_stopped else ""
+    running = sorted(h for h, st in nodes.items() if st["state"] == "running")
+    job_failed = over and job_state != "COMPLETED"
+    ok = over and not job_failed and not failures and not timed_out
+    where = f"Slurm job {job['job']}" if job else "the Slurm job"
+    if timed_out and over:
+        reason = f"{where} ran out of time (torchrun_launch_timeout) and was cancelled ({job_state})"
+    elif timed_out:
+        reason = f"{where} still {job_state.lower()} when torchrun_launch_timeout ran out"
+    elif first:
+        st = nodes[first]
+        how = {
+            "lost": f"was lost ({st['slurm_state']}, signal {st.get('rc')})"
+            if st["slurm_state"] in _LOST
+            else f"was killed ({st['slurm_state']})",
+            "missing": "never ran a step",
+            "stopped": f"was stopped ({st['slurm_state']})",
+        }.get(st["state"], f"exited with code {st['rc']}")
+        reason = f"{first} {how} in {where} ({job_state})"
+    elif over and failures and only_stopped:
+        reason = f"{where} was stopped by Slurm ({job_state}): scancel, its time limit or preemption"
+    elif job_failed:
+        reason = f"{where} ended {job_state} with exit code {job['rc']}:{job['signal']}" + (
+            "" if steps else " before any node ran its step"
+        )
+    elif over:
+        reason = f"{where} COMPLETED: every node exited with code 0"
+    elif job is None or job_state == "PENDING":
+        reason = f"{where} is pending"
+    else:
+        reason = f"{where} is {job_state.lower()} on {', '.join(running) or 'no node yet'}"
+    if timed_out and not over:
+        over = True
+    return {
+        "over": over,
+        "ok": ok,
+        "first_failure": first,
+        "timed_out": timed_out,
+        "running": running,
+        "reason": reason,
+        "job_id": job["job"] if job else "",
+        "job_state": job_state,
+        "job_exit_code": f"{job['rc']}:{job['signal']}" if job and job["rc"] is not None else "",
+        "nodes": nodes,
+    }
+
+
+def node_names(plan: dict) -> dict:
+    """{inventory host: Slurm node name} for a launch plan (hostname, else the inventory name)."""
+    nodes = plan.get("nodes", {})
+    return {h: str(nodes.get(h, {}).get("hostname") or h) for h in plan.get("hosts", [])}
+
+
+def nodelist(plan: dict) -> str:
+    """The Slurm node names of a launch plan's hosts, comma-separated (sbatch --nodelist)."""
+    return ",".join(node_names(plan).values())

@@ -1,0 +1,171 @@
+"""launch.yml's Slurm path (torchrun_launch_slurm: true) on a real Slurm: the session testbed's 3
+nodes with Debian 12's slurm-wlm 22.05 (tests/testbed/slurm.py: slurmctld, slurmdbd and MariaDB
+on node1, munge and slurmd on every node), brought up once for this module.
+
+- submit + success: Example 2 across 3 nodes x 2 processes (gloo) completes; sacct shows one
+  COMPLETED step per node; every node's log comes back.
+- failure: one rank exits 3 on the allocation's second node: the play fails naming that node,
+  the job is FAILED in sacct, the other nodes' steps were stopped by Slurm.
+- cancel: a job that outlives torchrun_launch_timeout is cancelled with scancel: CANCELLED in
+  sacct, the verdict says it timed out, and none of its processes is left on any node.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from tests.testbed import slurm as testbed_slurm
+
+from .harness import run_playbook
+
+pytestmark = pytest.mark.integration
+
+NODES = ["node1", "node2", "node3"]
+BASE = "/opt/wireup"
+FAST = {"wireup_nproc_per_node": 2, "torchrun_launch_poll_interval": 2, "torchrun_launch_slurm": True}
+SACCT = "sacct --parsable2 --noheader -j {} --format=JobID,State,ExitCode,NodeList,End"
+# A program whose rank LOCAL_RANK=1 on node rank IT_FAIL_NODE exits 3; the others sleep IT_SLEEP s.
+PROGRAM = f"{BASE}/it_slurm_rank.py"
+PROGRAM_TEXT = """import os, sys, time
+if os.environ.get("WIREUP_NODE_RANK") == os.environ.get("IT_FAIL_NODE") and os.environ["LOCAL_RANK"] == "1":
+    print("rank", os.environ["RANK"], "fails on purpose", flush=True)
+    sys.exit(3)
+print("rank", os.environ["RANK"], "on", os.environ["WIREUP_HOST"], "sleeps", flush=True)
+time.sleep(float(os.environ.get("IT_SLEEP", "1")))
+"""
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(testbed):
+    """The session testbed with torch venvs and a running Slurm (stopped again after the module)."""
+    have = [testbed.ssh(n, f"test -x {BASE}/venv/bin/torchrun", check=False).returncode == 0 for n in NODES]
+    if not all(have):
+        result = run_playbook(
+            "site.yml", testbed.inventory, {"pytorch_venv_extra_packages": []}, tags=["pytorch_venv"]
+        )
+        assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-3000:]}"
+    t0 = time.monotonic()
+    testbed_slurm.up(testbed)
+    print(f"slurm fixture: {time.monotonic() - t0:.1f} s")
+    for node in NODES:
+        testbed.ssh(node, f"mkdir -p {BASE} && cat > {PROGRAM} <<'EOF'\n{PROGRAM_TEXT}EOF")
+    try:
+        yield testbed
+    finally:
+        t0 = time.monotonic()
+        testbed_slurm.down(testbed)
+        print(f"slurm fixture teardown: {time.monotonic() - t0:.1f} s")
+
+
+def _summary(results):
+    [run_dir] = list((results / "jobs").iterdir())
+    return run_dir, json.loads((run_dir / "summary.json").read_text())
+
+
+def _sacct(tb, job_id):
+    """{step id: (state, exit code, nodes)} of a job, read on the controller."""
+    out = tb.ssh("node1", SACCT.format(job_id)).stdout
+    return {f[0]: (f[1], f[2], f[3]) for f in (line.split("|") for line in out.splitlines()) if len(f) >= 4}
+
+
+def _messages(result):
+    return {host: msg for host, _task, msg in result.failure_messages()}
+
+
+def test_example2_under_slurm_three_nodes_two_processes(slurm_cluster, tmp_path):
+    results = tmp_path / "results"
+    extra = dict(FAST, wireup_results_dir=str(results), torchrun_launch_job="it-slurm-ok")
+    result = run_playbook("launch.yml", slurm_cluster.inventory, extra)
+    assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-4000:]}"
+    run_dir, summary = _summary(results)
+    job_id = summary["slurm_job_id"]
+    assert run_dir.name == f"it-slurm-ok-slurm-{job_id}"
+    assert summary["verdict"]["ok"] is True and summary["world_size"] == 6
+    assert summary["verdict"]["reason"] == f"Slurm job {job_id} COMPLETED: every node exited with code 0"
+    assert {h: (n["state"], n["rc"], n["slurm_state"]) for h, n in summary["nodes"].items()} == dict.fromkeys(
+        NODES, ("exited", 0, "COMPLETED")
+    )
+    steps = _sacct(slurm_cluster, job_id)
+    assert steps[job_id][0] == "COMPLETED"
+    per_node = sorted(v[2] for k, v in steps.items() if re.fullmatch(rf"{job_id}\.\d+", k))
+    assert per_node == NODES  # one step per node
+    done = {}
+    for node in NODES:
+        log = (run_dir / f"{node}.log").read_text()
+        assert f"Slurm job {job_id} on {node}: node " in log
+        for m in re.finditer(
+            r"^rank (\d)/6 host (\S+) done: final loss ([0-9.]+).*replicas in sync: True$", log, re.M
+        ):
+            done[int(m.group(1))] = m.group(2)
+    assert sorted(done) == [0, 1, 2, 3, 4, 5]
+    assert sorted(set(done.values())) == NODES
+    assert "master node1" in (run_dir / f"slurm-{job_id}.out").read_text()
+
+
+def test_failing_rank_fails_the_job_naming_its_node(slurm_cluster, tmp_path):
+    results = tmp_path / "results"
+    extra = dict(
+        FAST,
+        wireup_results_dir=str(results),
+        torchrun_launch_job="it-slurm-fail",
+        torchrun_launch_program=PROGRAM,
+        torchrun_launch_env={"IT_FAIL_NODE": "1", "IT_SLEEP": "120"},
+        torchrun_launch_timeout=240,
+    )
+    result = run_playbook("launch.yml", slurm_cluster.inventory, extra)
+    assert result.rc != 0
+    _run_dir, summary = _summary(results)
+    job_id = summary["slurm_job_id"]
+    verdict = summary["verdict"]
+    assert (verdict["ok"], verdict["first_failure"], verdict["timed_out"]) == (False, "node2", False)
+    assert verdict["reason"] == f"node2 exited with code 1 in Slurm job {job_id} (FAILED)"
+    messages = _messages(result)
+    assert sorted(result.failed_hosts) == NODES
+    assert "failed (exitcode: 3) local_rank: 1" in messages["node2"]  # node2's log tail
+    for node in ("node1", "node3"):
+        assert "after node2 failed" in messages[node]
+        assert summary["nodes"][node]["state"] == "stopped"
+    steps = _sacct(slurm_cluster, job_id)
+    assert steps[job_id][:2] == ("FAILED", "1:0")
+    assert {v[2]: v[0] for k, v in steps.items() if re.fullmatch(rf"{job_id}\.\d+", k)} == {
+        "node1": "CANCELLED",
+        "node2": "FAILED",
+        "node3": "CANCELLED",
+    }
+
+
+def test_job_past_its_timeout_is_cancelled_with_scancel(slurm_cluster, tmp_path):
+    results = tmp_path / "results"
+    extra = dict(
+        FAST,
+        wireup_results_dir=str(results),
+        torchrun_launch_job="it-slurm-cancel",
+        torchrun_launch_program=PROGRAM,
+        torchrun_launch_env={"IT_SLEEP": "600"},
+        torchrun_launch_timeout=20,
+    )
+    t0 = time.monotonic()
+    result = run_playbook("launch.yml", slurm_cluster.inventory, extra)
+    took = time.monotonic() - t0
+    assert result.rc != 0
+    assert took < 150, f"the play took {took:.0f} s for a 20 s timeout"
+    _run_dir, summary = _summary(results)
+    job_id = summary["slurm_job_id"]
+    verdict = summary["verdict"]
+    assert (verdict["ok"], verdict["timed_out"], verdict["first_failure"]) == (False, True, "")
+    assert (
+        verdict["reason"]
+        == f"Slurm job {job_id} ran out of time (torchrun_launch_timeout) and was cancelled (CANCELLED)"
+    )
+    assert "ran out of time" in _messages(result)["node1"]
+    steps = _sacct(slurm_cluster, job_id)
+    assert steps[job_id][0].startswith("CANCELLED")
+    assert {v[0] for k, v in steps.items() if re.fullmatch(rf"{job_id}\.\d+", k)} == {"CANCELLED"}
+    assert slurm_cluster.ssh("node1", f"squeue --noheader -j {job_id}", check=False).stdout.strip() == ""
+    for node in NODES:
+        left = slurm_cluster.ssh(node, "pgrep -f '[i]t_slurm_rank.py' || true").stdout.split()
+        assert left == [], f"{node} still runs {left}"
