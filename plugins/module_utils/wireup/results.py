@@ -270,7 +270,8 @@ def build_record(host, run_id, node, baseline=None):
     """One host's results record from what the bench role gathered on it.
 
     node: {skipped: reason|"", topology: gpu_topology fact, nccl_tests: {collective: {output, rc}},
-           torch: {single_node|multi_node: log text}, env: {}, versions: {},
+           torch: {single_node|multi_node: log text}, env: {}, versions: {}, findings: [] (added
+           as they are, e.g. the cross-node run skipped),
            thresholds: {pass_ratio, warn_ratio, min_bytes, tolerance}, efficiency: {}, tuning: {}}
     baseline: (run_id, record) of the host's last passing run, or None.
     """
@@ -298,7 +299,8 @@ def build_record(host, run_id, node, baseline=None):
         "collectives": {},
         "torch": {},
         "tuning": node.get("tuning") or {},
-        "findings": [dict(f, source=f.get("source", "topology")) for f in topology.get("findings") or []],
+        "findings": [dict(f, source=f.get("source", "topology")) for f in topology.get("findings") or []]
+        + [dict(f) for f in node.get("findings") or []],
         "baseline": {"run_id": baseline[0]} if baseline else {},
     }
     verdicts = []
@@ -420,7 +422,40 @@ def store_run(results_dir, run_id, nodes):
     run_id, run_dir = reserve_run(results_dir, run_id)
     records = {}
     for host in sorted(nodes):
-        baseline = last_passing(results_dir, host, before_run_id=run_id)
-        records[host] = build_record(host, run_id, nodes[host], baseline)
+        if nodes[host].get("unreachable"):
+            records[host] = unreachable_record(host, run_id, nodes[host]["unreachable"])
+        else:
+            baseline = last_passing(results_dir, host, before_run_id=run_id)
+            records[host] = build_record(host, run_id, nodes[host], baseline)
         write_host(results_dir, run_id, host, records[host])
     return run_id, run_dir, records
+
+
+def unreachable_record(host, run_id, reason):
+    """The record of a node of the group that Ansible could not reach during the run: named in the
+    summary and the report with Ansible's reason, never a baseline (verdict UNREACHABLE)."""
+    reason = " ".join(str(reason or "no reason given").split())
+    return {
+        "schema": 1,
+        "host": host,
+        "run_id": run_id,
+        "verdict": "UNREACHABLE",
+        "skipped": f"unreachable, not benchmarked: {reason}",
+        "topology": {},
+        "env": {},
+        "versions": {},
+        "thresholds": {},
+        "collectives": {},
+        "torch": {},
+        "tuning": {},
+        "findings": [
+            {
+                "severity": "critical",
+                "code": "bench_host_unreachable",
+                "gpus": [],
+                "message": f"{host} was unreachable: {reason}",
+                "source": "ansible",
+            }
+        ],
+        "baseline": {},
+    }
