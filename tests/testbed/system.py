@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -82,11 +83,30 @@ def install_deps(log=print):
     if not pkgs:
         log("testbed deps: all host commands present")
         return []
-    log(f"testbed deps: apt-get install {' '.join(pkgs)}")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     run(["apt-get", "update", "-q"], env=env, capture=False)
-    run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *pkgs], env=env, capture=False)
+    argv = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *pkgs]
+    # systemd-container must match the host's systemd, so apt may upgrade systemd and its libraries
+    # on this machine: say so before doing it (apt's simulation names every upgrade).
+    upgrades = simulated_upgrades(run([*argv[:2], "-s", *argv[2:]], env=env).stdout)
+    log(f"testbed deps: apt-get install {' '.join(pkgs)}")
+    if upgrades:
+        log(
+            "testbed deps: this also UPGRADES packages already installed on this machine: "
+            + ", ".join(f"{name} {old} -> {new}" for name, old, new in upgrades)
+        )
+    run(argv, env=env, capture=False)
     return pkgs
+
+
+_SIMULATED_UPGRADE = re.compile(r"^Inst (\S+) \[([^\]]+)\] \((\S+)")
+
+
+def simulated_upgrades(text: str) -> list[tuple[str, str, str]]:
+    """[(package, installed version, new version)] of the upgrades in `apt-get -s install` output
+    ("Inst bash [5.2.15-2+b8] (5.2.15-2+b13 Debian:12.15/oldstable [amd64])"; new installs have no
+    [installed version])."""
+    return [m.groups() for m in map(_SIMULATED_UPGRADE.match, text.splitlines()) if m]
 
 
 def require_host():
