@@ -29,6 +29,14 @@ HOST_COMMANDS = {
     "mount": "mount",
     "getent": "libc-bin",
     "update-ca-certificates": "ca-certificates",
+    # The stand-in CUDA apt repository (fake_cuda_repo.py) is built and signed with these.
+    "gpg": "gnupg",
+    "dpkg-deb": "dpkg",
+}
+# Commands the checks need besides the testbed (`make test` installs them through `deps`; a check
+# that finds one missing fails there instead of skipping: tests/conftest.py).
+CHECK_COMMANDS = {
+    "shellcheck": "shellcheck",
 }
 
 
@@ -70,16 +78,18 @@ def ssh_argv(key_file, known_hosts, address: str, *, port: int | None = None, ex
     return [*argv, f"root@{address}"]
 
 
-def missing_packages():
-    """Debian packages whose commands are missing on this machine."""
-    return sorted({pkg for cmd, pkg in HOST_COMMANDS.items() if shutil.which(cmd) is None})
+def missing_packages(checks=False):
+    """Debian packages whose commands are missing on this machine (the testbed's; with
+    checks=True also those the test checks use)."""
+    wanted = {**HOST_COMMANDS, **(CHECK_COMMANDS if checks else {})}
+    return sorted({pkg for cmd, pkg in wanted.items() if shutil.which(cmd) is None})
 
 
 def install_deps(log=print):
-    """apt-get install the host packages the testbed needs (only those missing)."""
+    """apt-get install the host packages the testbed and the checks need (only those missing)."""
     if os.geteuid() != 0:
         raise TestbedError("the testbed needs root (network namespaces, bridges, mounts): run it as root")
-    pkgs = missing_packages()
+    pkgs = missing_packages(checks=True)
     if not pkgs:
         log("testbed deps: all host commands present")
         return []
