@@ -91,3 +91,41 @@ def test_a_skip_fails_under_make_test(tmp_path, no_skip, outcome):
     )  # fmt: skip
     assert outcome in result.stdout, result.stdout + result.stderr
     assert "frobnicate is not installed" in result.stdout
+
+
+FAKE_PLAYBOOK = """#!/bin/bash
+echo "ansible-playbook $*" >> calls.log
+[ "$3" != "${FAIL_AT:-none}" ]
+"""
+
+
+@pytest.mark.parametrize("fail_at", ["", "bench.yml"])
+def test_make_run_prints_the_time_of_each_phase(tmp_path, fail_at):
+    """`make run` on an inventory, with a stand-in ansible-playbook: one timing line per playbook,
+    the list again at the end, and the phase that failed still timed."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "requirements.txt").write_text("")
+    fake = bin_dir / "ansible-playbook"
+    fake.write_text(FAKE_PLAYBOOK)
+    fake.chmod(0o755)
+    os.utime(tmp_path / "requirements.txt", (1, 1))
+    result = subprocess.run(
+        ["make", "-f", str(REPO / "Makefile"), "--no-print-directory", "run",
+         f"BIN={bin_dir}", "INVENTORY=inv"],
+        cwd=tmp_path, env=dict(os.environ, FAIL_AT=fail_at or "none"), capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    out = result.stdout
+    ran = (tmp_path / "calls.log").read_text().splitlines()
+    if not fail_at:
+        assert result.returncode == 0, out + result.stderr
+        assert [line.split()[-1] for line in ran] == ["site.yml", "bench.yml", "launch.yml"]
+        for phase in ("site.yml (bootstrap)", "bench.yml (wiring proof)", "launch.yml (Example 2)"):
+            assert out.count(f"[phase] {phase}: ") == 1, out
+            assert f"  {phase}: " in out.split("Time per phase:")[1], out
+    else:
+        assert result.returncode != 0
+        assert [line.split()[-1] for line in ran] == ["site.yml", "bench.yml"]
+        assert "[phase] bench.yml (wiring proof): " in out, out
+        assert "launch.yml" not in out
