@@ -17,6 +17,7 @@ PIN_FORMATS = {
     "nccl_version": (r"^\d+\.\d+\.\d+$", '"2.28.9"'),
     "nccl_package_version": (r"^\d+\.\d+\.\d+-\d+\+cuda\d+\.\d+$", '"2.28.9-1+cuda13.0"'),
     "nccl_tests_version": (r"^v\d+\.\d+\.\d+$", '"v2.19.6"'),
+    "nccl_tests_commit": (r"^[0-9a-f]{40}$", '"a0b82b2260cf5152b9f8c061bbf7eaf0ba096432" (a full commit id)'),
     "pytorch_venv_torch_version": (r"^\d+\.\d+\.\d+$", '"2.13.0"'),
 }
 
