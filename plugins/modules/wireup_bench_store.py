@@ -152,11 +152,13 @@ def main():
             multi[host] = _read(logs.pop("multi_node"))
         nodes[host]["torch"] = {name: _read(path) for name, path in logs.items() if path}
     if multi:
-        # Only global rank 0 prints results; the cluster-wide run is kept with the host that printed
-        # them (or, when none did, with the first host, where it becomes a finding).
+        # Only global rank 0 prints results (or, when none did, the first host's log becomes a
+        # finding). Every node that took part ran each of those all-reduces, so each keeps them:
+        # a GPU-less node is judged on them against its own last passing run (issue 12).
         printed = [host for host, text in multi.items() if '"wireup_bench"' in text]
         owner = printed[0] if printed else sorted(multi)[0]
-        nodes[owner].setdefault("torch", {})["multi_node"] = multi[owner]
+        for host in multi:
+            nodes[host].setdefault("torch", {})["multi_node"] = multi[owner]
     try:
         run_id, run_dir, records = results.store_run(
             module.params["results_dir"], module.params["run_id"], nodes
