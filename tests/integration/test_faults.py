@@ -7,7 +7,9 @@ Runs on the session testbed; the dead-node test powers node3 off and boots it ag
 from __future__ import annotations
 
 import json
+import re
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -16,6 +18,7 @@ from .harness import run_playbook
 
 pytestmark = pytest.mark.integration
 
+REPO = Path(__file__).resolve().parents[2]
 ENTRY_PLAYBOOKS = ("site.yml", "bench.yml", "launch.yml")
 
 
@@ -134,3 +137,47 @@ def test_dead_node_is_named_and_the_live_nodes_are_judged(testbed, tmp_path):
     md = (run / "report.md").read_text()
     assert f"| {dead} | UNREACHABLE |" in md
     assert f"## {dead}: UNREACHABLE" in md
+
+
+def test_hash_checked_install_refuses_a_changed_wheel_then_installs(testbed_factory, tmp_path):
+    """pytorch_venv_requirements_file: pip --require-hashes from the testbed's wheelhouse. A lock
+    whose hash for one wheel differs (the wheel changed since it was vetted) fails before anything
+    is installed; the true lock installs, and the rerun starts no pip."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "plugins" / "module_utils"))
+    from wireup import wheelhouse
+
+    bed = testbed_factory("hash", nodes=1)
+    [node] = list(bed.nodes)
+    lock = wheelhouse.lock_directory(str(bed.www_dir / "wheels"))
+    good = tmp_path / "requirements-hashed.txt"
+    good.write_text(lock)
+    bad = tmp_path / "requirements-tampered.txt"
+    bad.write_text(re.sub(r"(torchinfo==\S+ --hash=sha256:)[0-9a-f]{64}", r"\g<1>" + "0" * 64, lock))
+    assert bad.read_text() != lock
+
+    refused = _timed("pytorch_venv, tampered lock", "site.yml", bed.inventory,
+                     {"pytorch_venv_requirements_file": str(bad)}, tags=["pytorch_venv"])  # fmt: skip
+    assert refused.failed_hosts == [node], refused.stats
+    messages = _messages(refused)
+    assert "could not install the hash-checked requirements" in messages, messages
+    assert "DO NOT MATCH THE HASHES" in messages or "Expected sha256" in messages, messages
+    assert bed.ssh(node, "test -e /opt/wireup/venv/bin/torchrun").returncode != 0
+
+    installed = _timed("pytorch_venv, true lock", "site.yml", bed.inventory,
+                       {"pytorch_venv_requirements_file": str(good)}, tags=["pytorch_venv"])  # fmt: skip
+    assert installed.rc == 0 and not installed.failed_hosts, installed.failure_messages()
+    ran = installed.task_results(
+        "PyTorch venv | Install every wheel of the requirements file, checked against its hash"
+    )
+    assert ran[node].get("changed"), ran
+    assert installed.task_results("PyTorch venv | Install torch==2.13.0+cpu") == {}
+    check = bed.ssh(
+        node, "/opt/wireup/venv/bin/python -c 'import torch, torchinfo, numpy; print(torch.__version__)'"
+    )
+    assert check.stdout.strip() == "2.13.0+cpu", check.stdout
+
+    again = _timed("pytorch_venv, rerun", "site.yml", bed.inventory,
+                   {"pytorch_venv_requirements_file": str(good)}, tags=["pytorch_venv"])  # fmt: skip
+    assert again.rc == 0 and again.stats["changed"][node] == 0, again.stats
