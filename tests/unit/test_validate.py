@@ -166,6 +166,17 @@ def test_relative_base_dirs_are_refused():
     assert validate.validate_settings({"wireup_base_dir": "/opt/wireup", "wireup_venv_path": "/opt/v"}) == []
 
 
+@pytest.mark.parametrize("value", [1, "3", "25%", "100%"])
+def test_good_driver_batch(value):
+    assert validate.validate_settings({"nvidia_driver_serial": value}) == []
+
+
+@pytest.mark.parametrize("value", [0, "0%", "150%", "abc", "-1", True, 2.5, ""])
+def test_bad_driver_batch(value):
+    [error] = validate.validate_settings({"nvidia_driver_serial": value})
+    assert error.startswith(f"nvidia_driver_serial={value!r} is not a batch size")
+
+
 def test_empty_group_names_the_variable_and_the_fix():
     [error] = validate.validate_cluster({"gpu_nodes": [], "all": ["a"]}, "gpu_nodes", "")
     assert error == (

@@ -191,12 +191,29 @@ def validate_abs_paths(values: dict) -> list[str]:
     return errors
 
 
+def validate_serial(name: str, value) -> list[str]:
+    """A play's `serial`: a whole number of hosts >= 1, or a percentage from 1% to 100%."""
+    text = str(value).strip()
+    if not isinstance(value, bool) and isinstance(value, int | str):
+        if text.isdigit() and int(text) >= 1:
+            return []
+        if text.endswith("%") and text[:-1].isdigit() and 1 <= int(text[:-1]) <= 100:
+            return []
+    return [
+        f"{name}={value!r} is not a batch size: use a whole number of nodes (e.g. 2) or a "
+        f"percentage (e.g. '25%')"
+    ]
+
+
 def validate_settings(values: dict) -> list[str]:
     """The cluster-wide wireup_* settings every entry playbook reads that argument_specs cannot
     fully check (ranges, absolute paths): one list of errors, each naming the variable and the fix."""
     errors = []
     if "wireup_master_port" in values:
         errors.extend(validate_port("wireup_master_port", values["wireup_master_port"]))
+    # Read by site.yml's driver play as its `serial` keyword, before that play's roles run.
+    if "nvidia_driver_serial" in values:
+        errors.extend(validate_serial("nvidia_driver_serial", values["nvidia_driver_serial"]))
     errors.extend(
         validate_abs_paths({k: values[k] for k in ("wireup_base_dir", "wireup_venv_path") if k in values})
     )
