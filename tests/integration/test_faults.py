@@ -181,3 +181,40 @@ def test_hash_checked_install_refuses_a_changed_wheel_then_installs(testbed_fact
     again = _timed("pytorch_venv, rerun", "site.yml", bed.inventory,
                    {"pytorch_venv_requirements_file": str(good)}, tags=["pytorch_venv"])  # fmt: skip
     assert again.rc == 0 and again.stats["changed"][node] == 0, again.stats
+
+
+def _fake_pip(testbed, node, seconds):
+    """A process on the node whose argv is the venv's pip, as an interrupted run leaves it."""
+    started = testbed.ssh(
+        node,
+        f"nohup bash -c 'exec -a /opt/wireup/venv/bin/pip sleep {seconds}' >/dev/null 2>&1 & echo $!",
+    )
+    return int(started.stdout.strip())
+
+
+def test_a_rerun_waits_for_the_pip_an_interrupted_run_left(testbed):
+    node = sorted(testbed.nodes)[0]
+    # Still running when the wait is over: the run stops and names the process.
+    pid = _fake_pip(testbed, node, 300)
+    try:
+        stopped = _timed("pytorch_venv --check, pip left running", "site.yml", testbed.inventory,
+                         {"pytorch_venv_pip_wait_timeout": 0}, tags=["pytorch_venv"], check=True,
+                         limit=node)  # fmt: skip
+    finally:
+        testbed.ssh(node, f"kill {pid}", check=False)
+    assert stopped.failed_hosts == [node], stopped.stats
+    assert f"pip PID {pid} still installs into /opt/wireup/venv after 0 s" in _messages(stopped)
+
+    # Ends while the rerun waits: the rerun says what it found, then goes on.
+    pid = _fake_pip(testbed, node, 8)
+    try:
+        waited = _timed("pytorch_venv --check, pip ending", "site.yml", testbed.inventory,
+                        {"pytorch_venv_pip_wait_timeout": 120}, tags=["pytorch_venv"], check=True,
+                        limit=node)  # fmt: skip
+    finally:
+        testbed.ssh(node, f"kill {pid}", check=False)
+    assert waited.rc == 0 and not waited.failed_hosts, waited.failure_messages()
+    [said] = waited.task_results("PyTorch venv | Say what an earlier run left installing").values()
+    text = " ".join(said["msg"].split())
+    assert f"found pip still installing into /opt/wireup/venv (an interrupted earlier run?): {pid}" in text
+    assert "instead of starting a second pip, then read the venv it left" in text
