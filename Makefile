@@ -20,7 +20,10 @@ ENTRY_PLAYBOOKS := site.yml bench.yml launch.yml
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
+# Debian's python3 makes venvs only with python3-venv (ensurepip) installed: a fresh machine gets it.
 $(BIN)/ansible-playbook: requirements.txt
+	$(PYTHON) -c 'import ensurepip' 2>/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.txt
@@ -30,7 +33,6 @@ venv: $(BIN)/ansible-playbook  ## create .venv with the pinned control-node tool
 
 deps:  ## install the system packages the testbed and the checks need (root, Debian/Ubuntu)
 	$(PYTHON) -m tests.testbed deps
-	command -v shellcheck >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck
 
 testbed-up: venv  ## bring up NODES (3) local testbed nodes (root)
 	$(BIN)/python -m tests.testbed up --name $(TESTBED) --nodes $(NODES)
@@ -42,14 +44,20 @@ testbed-down: venv  ## remove the local testbed (root)
 # processes; on a real cluster one process per GPU (wireup_nproc_per_node: auto).
 LAUNCH_ARGS ?= $(if $(INVENTORY),,-e wireup_nproc_per_node=2)
 
+# Each phase says how long it took when it ends (and the whole list at the end), so a slow phase
+# is seen without reading ~1,500 lines of play output; .run-phases.log keeps them for this run.
+PHASE = t0=$$(date +%s); trap 'echo "[phase] $(1): $$(( $$(date +%s) - t0 )) s" | tee -a .run-phases.log' EXIT;
+
 run: venv  ## bootstrap, benchmark and launch on INVENTORY (default: the local testbed)
-	@if [ -z "$(INVENTORY)" ]; then $(MAKE) --no-print-directory deps testbed-up; fi
-	$(BIN)/ansible-playbook -i $(RUN_INVENTORY) site.yml
-	$(BIN)/ansible-playbook -i $(RUN_INVENTORY) bench.yml
-	$(BIN)/ansible-playbook -i $(RUN_INVENTORY) launch.yml $(LAUNCH_ARGS)
+	@: > .run-phases.log
+	@if [ -z "$(INVENTORY)" ]; then $(call PHASE,host packages and testbed) $(MAKE) --no-print-directory deps testbed-up; fi
+	@$(call PHASE,site.yml (bootstrap)) $(BIN)/ansible-playbook -i $(RUN_INVENTORY) site.yml
+	@$(call PHASE,bench.yml (wiring proof)) $(BIN)/ansible-playbook -i $(RUN_INVENTORY) bench.yml
+	@$(call PHASE,launch.yml (Example 2)) $(BIN)/ansible-playbook -i $(RUN_INVENTORY) launch.yml $(LAUNCH_ARGS)
 	@echo
 	@echo "Done: site.yml (bootstrap), bench.yml (wiring proof) and launch.yml (Example 2) ran against"
-	@echo "$(RUN_INVENTORY)."
+	@echo "$(RUN_INVENTORY). Time per phase:"
+	@sed 's/^\[phase\] /  /' .run-phases.log
 	@echo "Bench report: $$(ls -1d $(CURDIR)/results/bench/*/ | tail -n 1)report.html (and report.md)"
 	@echo "Job logs:     $$(ls -1dt $(CURDIR)/results/jobs/ddp-multinode-*/ | head -n 1)"
 	@if [ -z "$(INVENTORY)" ]; then echo "The testbed is still up; remove it with: make testbed-down"; fi
@@ -75,10 +83,13 @@ unit: lint  ## static checks and unit tests (no root, no testbed)
 integration: venv  ## integration tests on the local testbed (root)
 	$(BIN)/pytest -q tests/integration
 
-test: unit integration  ## everything: static checks, unit and integration tests
+# What CI runs (.ci/run), from a fresh clone: the venv, the system packages (deps), then every
+# check; a check that would skip fails instead (WIREUP_NO_SKIP, tests/conftest.py).
+test: export WIREUP_NO_SKIP := 1
+test: venv deps unit integration  ## everything: installs what it needs, then static checks, unit and integration tests
 
 bench-provision: venv  ## provisioning-speed benchmark on the local testbed (root; ~30-40 min; docs/performance.md)
 	$(BIN)/python -m tests.perf.provision_bench $(BENCH_ARGS)
 
 clean:  ## remove the venv and caches (not results/)
-	rm -rf $(VENV) .pytest_cache .ruff_cache .ansible
+	rm -rf $(VENV) .pytest_cache .ruff_cache .ansible .run-phases.log

@@ -26,6 +26,11 @@ def wireup_nproc_errors(value):
     return validate.validate_nproc(value)
 
 
+def wireup_settings_errors(values):
+    """Errors in the cluster-wide wireup_* settings found in ``values`` (a dict of variables)."""
+    return validate.validate_settings(dict(values))
+
+
 def wireup_version_in(version, spec):
     return validate.check_version_range(str(version), str(spec))
 
@@ -44,6 +49,7 @@ class FilterModule:
             "wireup_pin_errors": wireup_pin_errors,
             "wireup_cluster_errors": wireup_cluster_errors,
             "wireup_nproc_errors": wireup_nproc_errors,
+            "wireup_settings_errors": wireup_settings_errors,
             "wireup_version_in": wireup_version_in,
             "wireup_master": wireup_master,
             "wireup_node_summary": wireup_node_summary,

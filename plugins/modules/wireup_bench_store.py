@@ -34,6 +34,18 @@ options:
       - Missing files are reported as findings, not errors.
     type: dict
     default: {}
+  unreachable:
+    description:
+      - "Hosts of the group that Ansible could not reach, with Ansible's reason: C({HOST: REASON})."
+      - Each gets a record with the verdict UNREACHABLE (named in the summary and the report, never
+        a baseline).
+    type: dict
+    default: {}
+  multi_node_skipped:
+    description:
+      - Why the torch benchmark across all nodes did not run (empty when it ran); a warning on every host.
+    type: str
+    default: ""
 author: wireup
 """
 
@@ -59,7 +71,7 @@ report:
   returned: success
   type: dict
 verdicts:
-  description: Verdict per host (PASS, WARN, FAIL, N/A).
+  description: Verdict per host (PASS, WARN, FAIL, N/A, UNREACHABLE).
   returned: success
   type: dict
 summary:
@@ -88,6 +100,16 @@ def _read(path):
         return ""
 
 
+def _multi_node_skipped(reason):
+    return {
+        "severity": "warning",
+        "code": "bench_torch_multi_skipped",
+        "gpus": [],
+        "message": f"torch benchmark across all nodes skipped: {reason}",
+        "source": "torch",
+    }
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -95,6 +117,8 @@ def main():
             "run_id": {"type": "str", "required": True},
             "nodes": {"type": "dict", "required": True},
             "torch_logs": {"type": "dict", "default": {}},
+            "unreachable": {"type": "dict", "default": {}},
+            "multi_node_skipped": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
@@ -111,6 +135,14 @@ def main():
             failed_hosts=[],
         )
     nodes = {host: dict(node or {}) for host, node in module.params["nodes"].items()}
+    if module.params["multi_node_skipped"]:
+        for node in nodes.values():
+            node["findings"] = [
+                *node.get("findings", []),
+                _multi_node_skipped(module.params["multi_node_skipped"]),
+            ]
+    for host, reason in sorted((module.params["unreachable"] or {}).items()):
+        nodes[host] = {"unreachable": str(reason or "")}
     multi = {}
     for host, given in sorted((module.params["torch_logs"] or {}).items()):
         if host not in nodes:
@@ -120,11 +152,13 @@ def main():
             multi[host] = _read(logs.pop("multi_node"))
         nodes[host]["torch"] = {name: _read(path) for name, path in logs.items() if path}
     if multi:
-        # Only global rank 0 prints results; the cluster-wide run is kept with the host that printed
-        # them (or, when none did, with the first host, where it becomes a finding).
+        # Only global rank 0 prints results (or, when none did, the first host's log becomes a
+        # finding). Every node that took part ran each of those all-reduces, so each keeps them:
+        # a GPU-less node is judged on them against its own last passing run (issue 12).
         printed = [host for host, text in multi.items() if '"wireup_bench"' in text]
         owner = printed[0] if printed else sorted(multi)[0]
-        nodes[owner].setdefault("torch", {})["multi_node"] = multi[owner]
+        for host in multi:
+            nodes[host].setdefault("torch", {})["multi_node"] = multi[owner]
     try:
         run_id, run_dir, records = results.store_run(
             module.params["results_dir"], module.params["run_id"], nodes

@@ -16,7 +16,9 @@ def main(argv=None) -> int:
         description="Local multi-node testbed for wireup (systemd-nspawn nodes).",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("deps", help="apt-get install the host packages the testbed needs, if missing")
+    sub.add_parser(
+        "deps", help="apt-get install the host packages the testbed and the checks need, if missing"
+    )
     p_up = sub.add_parser(
         "up", help="bring a testbed up (reused when already up) and print its inventory path"
     )
@@ -38,7 +40,7 @@ def main(argv=None) -> int:
     try:
         if args.command == "deps":
             install_deps(log=log)
-            left = missing_packages()
+            left = missing_packages(checks=True)
             if left:
                 raise TestbedError(f"still missing after apt-get: {' '.join(left)}")
         elif args.command == "up":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -28,6 +29,14 @@ HOST_COMMANDS = {
     "mount": "mount",
     "getent": "libc-bin",
     "update-ca-certificates": "ca-certificates",
+    # The stand-in CUDA apt repository (fake_cuda_repo.py) is built and signed with these.
+    "gpg": "gnupg",
+    "dpkg-deb": "dpkg",
+}
+# Commands the checks need besides the testbed (`make test` installs them through `deps`; a check
+# that finds one missing fails there instead of skipping: tests/conftest.py).
+CHECK_COMMANDS = {
+    "shellcheck": "shellcheck",
 }
 
 
@@ -69,24 +78,45 @@ def ssh_argv(key_file, known_hosts, address: str, *, port: int | None = None, ex
     return [*argv, f"root@{address}"]
 
 
-def missing_packages():
-    """Debian packages whose commands are missing on this machine."""
-    return sorted({pkg for cmd, pkg in HOST_COMMANDS.items() if shutil.which(cmd) is None})
+def missing_packages(checks=False):
+    """Debian packages whose commands are missing on this machine (the testbed's; with
+    checks=True also those the test checks use)."""
+    wanted = {**HOST_COMMANDS, **(CHECK_COMMANDS if checks else {})}
+    return sorted({pkg for cmd, pkg in wanted.items() if shutil.which(cmd) is None})
 
 
 def install_deps(log=print):
-    """apt-get install the host packages the testbed needs (only those missing)."""
+    """apt-get install the host packages the testbed and the checks need (only those missing)."""
     if os.geteuid() != 0:
         raise TestbedError("the testbed needs root (network namespaces, bridges, mounts): run it as root")
-    pkgs = missing_packages()
+    pkgs = missing_packages(checks=True)
     if not pkgs:
         log("testbed deps: all host commands present")
         return []
-    log(f"testbed deps: apt-get install {' '.join(pkgs)}")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     run(["apt-get", "update", "-q"], env=env, capture=False)
-    run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *pkgs], env=env, capture=False)
+    argv = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *pkgs]
+    # systemd-container must match the host's systemd, so apt may upgrade systemd and its libraries
+    # on this machine: say so before doing it (apt's simulation names every upgrade).
+    upgrades = simulated_upgrades(run([*argv[:2], "-s", *argv[2:]], env=env).stdout)
+    log(f"testbed deps: apt-get install {' '.join(pkgs)}")
+    if upgrades:
+        log(
+            "testbed deps: this also UPGRADES packages already installed on this machine: "
+            + ", ".join(f"{name} {old} -> {new}" for name, old, new in upgrades)
+        )
+    run(argv, env=env, capture=False)
     return pkgs
+
+
+_SIMULATED_UPGRADE = re.compile(r"^Inst (\S+) \[([^\]]+)\] \((\S+)")
+
+
+def simulated_upgrades(text: str) -> list[tuple[str, str, str]]:
+    """[(package, installed version, new version)] of the upgrades in `apt-get -s install` output
+    ("Inst bash [5.2.15-2+b8] (5.2.15-2+b13 Debian:12.15/oldstable [amd64])"; new installs have no
+    [installed version])."""
+    return [m.groups() for m in map(_SIMULATED_UPGRADE.match, text.splitlines()) if m]
 
 
 def require_host():

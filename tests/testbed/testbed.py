@@ -691,13 +691,23 @@ class Testbed:
         ]
         return out
 
+    def _not_up_advice(self) -> str:
+        """What to do about a testbed that is not fully up: nodes powered off with stop-node come
+        back with start-node; anything else (a crashed up, the file server gone) needs down, then up."""
+        stopped = [node for node in self.nodes if not self.node_running(node)]
+        http = self.state.get("http", {})
+        if self.state.get("ready") and stopped and is_our_process(http.get("pid"), http.get("start")):
+            starts = "; ".join(f"start-node {node} --name {self.name}" for node in stopped)
+            return f"up, {len(stopped)} node(s) stopped (boot again: python -m tests.testbed {starts})"
+        return "NOT fully up (run down, then up)"
+
     def describe(self) -> str:
         st = self.state
         if not st:
             return f"{self.name}: not up"
         owner = st.get("owner_pid")
         lines = [
-            f"{self.name}: {'up' if self.is_up() else 'NOT fully up (run down, then up)'}  "
+            f"{self.name}: {'up' if self.is_up() else self._not_up_advice()}  "
             f"bridge {st.get('bridge')} {st.get('subnet')}  files {self.www_url if 'port' in st else '-'}  "
             f"inventory {self.inventory}  (made by pid {owner})"
         ]

@@ -175,7 +175,72 @@ def test_summary_line_of_a_cpu_node_with_the_cluster_run():
         "torch": {"multi_node": (NCCL / "torch_allreduce_gloo_3ranks.txt").read_text()},
     }
     line = report.summary_line(results.build_record("node1", "20261129T100000Z", n))
+    # Issue 12: a GPU-less node is judged on its gloo run (it used to be N/A forever).
     assert line.startswith(
-        "node1: N/A - no NVIDIA GPU: GPU benchmarks skipped; torch multi_node (3 ranks, gloo)"
+        "node1: PASS - no NVIDIA GPU: GPU benchmarks skipped; torch multi_node (3 ranks, gloo)"
     )
     assert "GB/s at 4M" in line
+    assert line.endswith("no passing baseline")
+
+
+# --- issue 12, item 6: a GPU-less node's verdict, against its own history ---------------------------
+GLOO = (NCCL / "torch_allreduce_gloo_3ranks.txt").read_text()
+
+
+def _cpu_node(text=GLOO):
+    return {"skipped": "no NVIDIA GPU: GPU benchmarks skipped", "torch": {"multi_node": text}}
+
+
+def _scaled(text, factor):
+    """The same capture with every result line's busbw and algbw scaled (a slower rerun)."""
+    import json as _json
+
+    out = []
+    for line in text.splitlines():
+        if line.startswith("{") and '"wireup_bench"' in line:
+            data = _json.loads(line)
+            data["busbw"] *= factor
+            data["algbw"] *= factor
+            out.append(_json.dumps(data))
+        else:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_gpu_less_node_passes_then_is_compared_with_its_last_pass(tmp_path):
+    root = str(tmp_path)
+    first_id, _, first = results.store_run(root, "20261129T100000Z", {"node1": _cpu_node()})
+    assert first["node1"]["verdict"] == "PASS"
+    _, _, again = results.store_run(root, "20261129T110000Z", {"node1": _cpu_node()})
+    rec = again["node1"]
+    assert rec["verdict"] == "PASS" and rec["baseline"]["run_id"] == first_id
+    assert rec["baseline"]["torch"]["multi_node"]["change"] == pytest.approx(0.0)
+    line = report.summary_line(rec)
+    assert f"baseline {first_id} (torch multi_node " in line and "GB/s at 4M, +0%)" in line, line
+
+
+def test_gpu_less_node_slower_than_its_last_pass_warns(tmp_path):
+    root = str(tmp_path)
+    results.store_run(root, "20261129T100000Z", {"node1": _cpu_node()})
+    _, _, slow = results.store_run(root, "20261129T110000Z", {"node1": _cpu_node(_scaled(GLOO, 0.5))})
+    rec = slow["node1"]
+    assert rec["verdict"] == "WARN", rec["findings"]
+    [drop] = [f for f in rec["findings"] if f["code"] == "baseline_busbw_drop"]
+    assert drop["severity"] == "warning" and "50% below" in drop["message"]
+    assert "-50%)" in report.summary_line(rec)
+    # A WARN is no baseline: the next run is still compared with the first.
+    _, _, third = results.store_run(root, "20261129T120000Z", {"node1": _cpu_node()})
+    assert third["node1"]["baseline"]["run_id"] == "20261129T100000Z"
+
+
+def test_gpu_less_node_without_a_measurement_stays_na():
+    rec = results.build_record(
+        "node2", "20261129T100000Z", {"skipped": "no NVIDIA GPU: GPU benchmarks skipped"}
+    )
+    assert rec["verdict"] == "N/A"
+
+
+def test_a_gpu_node_is_not_judged_as_gpu_less():
+    rec = results.build_record("gpu-a01", "20261129T100000Z", good_node())
+    assert not results.is_gpu_less(rec)
+    assert "torch" not in rec["baseline"]

@@ -462,3 +462,66 @@ def test_probe_reads_torch_from_version_py_without_importing_it(tmp_path):
     # No usable version.py: the probe imports torch and reports why it failed.
     (pkg / "version.py").unlink()
     assert _run(PROBE_SCRIPT, "torch", env_path=tmp_path)["torch"]["error"] == "RuntimeError: imported"
+
+
+# --- issue 12: a pip left running by an interrupted run is waited for, never doubled -----------
+def _start_fake_pip(venv, seconds):
+    """A process whose argv is what the kernel makes of `VENV/bin/pip install ...`."""
+    import subprocess
+
+    (venv / "bin").mkdir(parents=True, exist_ok=True)
+    pip = venv / "bin" / "pip"
+    pip.write_text(f"#!/bin/sh\nsleep {seconds}\n")
+    pip.chmod(0o755)
+    return subprocess.Popen([str(pip), "install", "torch"])
+
+
+def test_probe_waits_for_an_earlier_pip_in_the_venv(tmp_path):
+    venv = tmp_path / "venv"
+    proc = _start_fake_pip(venv, 3)
+    try:
+        report = _run(PROBE_SCRIPT, env_path=tmp_path, probe={"venv": str(venv), "pip_wait": 30})
+    finally:
+        proc.kill()
+        proc.wait()
+    pip = report["pip"]
+    assert [p["pid"] for p in pip["found"]] == [proc.pid]
+    assert f"{venv}/bin/pip install torch" in pip["found"][0]["cmdline"]
+    assert pip["running"] == [] and 1 <= pip["waited_s"] <= 10, pip
+
+
+def test_probe_reports_a_pip_still_running_after_the_wait(tmp_path):
+    venv = tmp_path / "venv"
+    proc = _start_fake_pip(venv, 60)
+    try:
+        report = _run(PROBE_SCRIPT, env_path=tmp_path, probe={"venv": str(venv), "pip_wait": 0})
+    finally:
+        proc.kill()
+        proc.wait()
+    assert [p["pid"] for p in report["pip"]["running"]] == [proc.pid]
+    # Another venv's pip is none of this venv's business.
+    other = _run(PROBE_SCRIPT, env_path=tmp_path, probe={"venv": str(tmp_path / "other"), "pip_wait": 0})
+    assert other["pip"] == {"found": [], "waited_s": 0, "running": []}
+
+
+def test_pip_processes_recognises_the_ways_pip_runs(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("probe_python", PROBE_SCRIPT)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    proc = tmp_path / "proc"
+    cases = {
+        "101": ["/opt/v/bin/python3", "/opt/v/bin/pip", "install", "torch==2.13.0"],
+        "102": ["/opt/v/bin/python", "-m", "pip", "install", "numpy"],
+        "103": ["/opt/v/bin/pip3.11", "freeze"],
+        "201": ["/opt/other/bin/python3", "/opt/other/bin/pip", "install", "x"],
+        "202": ["/usr/bin/python3", "-m", "pip", "install", "x"],
+        "203": ["/opt/v/bin/python3", "/opt/v/bin/torchrun", "train.py"],
+        "204": ["grep", "/opt/v/bin/pip"],
+    }
+    for pid, argv in cases.items():
+        (proc / pid).mkdir(parents=True)
+        (proc / pid / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    (proc / "self").mkdir()
+    assert [p["pid"] for p in probe.pip_processes("/opt/v/", proc=str(proc))] == [101, 102, 103]

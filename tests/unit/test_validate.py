@@ -127,3 +127,59 @@ def test_master_of():
     assert validate.master_of(["n3", "n1", "n2"], "") == "n1"
     assert validate.master_of(["n3", "n1", "n2"], "n2") == "n2"
     assert validate.master_of([], "") == ""
+
+
+# Issue 12, item 3: wireup_master_port was checked only by the launch plan, after every benchmark.
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        (99999, "wireup_master_port=99999 must be a TCP port from 1024 to 65535"),
+        ("99999", "wireup_master_port='99999' must be a TCP port from 1024 to 65535"),
+        (80, "wireup_master_port=80 must be a TCP port from 1024 to 65535"),
+        ("abc", "wireup_master_port='abc' is not a port number"),
+        (True, "wireup_master_port=True is not a port number"),
+        (29500.5, "wireup_master_port=29500.5 is not a port number"),
+        ("", "wireup_master_port='' is not a port number"),
+    ],
+)
+def test_bad_master_port(value, fragment):
+    [error] = validate.validate_settings({"wireup_master_port": value})
+    assert fragment in error
+    assert "e.g. wireup_master_port: 29500" in error
+
+
+@pytest.mark.parametrize("value", [29500, "29500", 1024, 65535])
+def test_good_master_port(value):
+    assert validate.validate_settings({"wireup_master_port": value}) == []
+
+
+def test_relative_base_dirs_are_refused():
+    errors = validate.validate_settings(
+        {"wireup_base_dir": "opt/wireup", "wireup_venv_path": "", "wireup_master_port": 29500}
+    )
+    assert errors == [
+        "wireup_base_dir='opt/wireup' must be an absolute path (starting with /), "
+        "e.g. wireup_base_dir: /opt/wireup",
+        "wireup_venv_path='' must be an absolute path (starting with /), "
+        "e.g. wireup_venv_path: /opt/wireup/venv",
+    ]
+    assert validate.validate_settings({"wireup_base_dir": "/opt/wireup", "wireup_venv_path": "/opt/v"}) == []
+
+
+@pytest.mark.parametrize("value", [1, "3", "25%", "100%"])
+def test_good_driver_batch(value):
+    assert validate.validate_settings({"nvidia_driver_serial": value}) == []
+
+
+@pytest.mark.parametrize("value", [0, "0%", "150%", "abc", "-1", True, 2.5, ""])
+def test_bad_driver_batch(value):
+    [error] = validate.validate_settings({"nvidia_driver_serial": value})
+    assert error.startswith(f"nvidia_driver_serial={value!r} is not a batch size")
+
+
+def test_empty_group_names_the_variable_and_the_fix():
+    [error] = validate.validate_cluster({"gpu_nodes": [], "all": ["a"]}, "gpu_nodes", "")
+    assert error == (
+        "inventory group 'gpu_nodes' (wireup_node_group) has no hosts: add the cluster's nodes under "
+        "it, or run with -e wireup_node_group=<the group that holds them>"
+    )

@@ -54,6 +54,16 @@ def _count(findings):
     return counts
 
 
+def _baseline_change(base):
+    """' (torch multi_node 0.52 vs 0.55 GB/s at 16M, -5%)': what a GPU-less node was compared on."""
+    parts = [
+        f"torch {name} {_fmt(c['busbw'], 3)} vs {_fmt(c['baseline_busbw'], 3)} GB/s at "
+        f"{human_bytes(c['size'])}, {c['change'] * 100:+.0f}%"
+        for name, c in sorted((base.get("torch") or {}).items())
+    ]
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
 def summary_line(record):
     """One line per host for the end of the play."""
     host = record.get("host", "?")
@@ -87,6 +97,7 @@ def summary_line(record):
     counts = _count(record.get("findings"))
     base = record.get("baseline") or {}
     baseline = f"baseline {base['run_id']}" if base.get("run_id") else "no passing baseline"
+    baseline += _baseline_change(base)
     return (
         f"{host}: {record.get('verdict', 'N/A')} - "
         + ("; ".join(parts) or "nothing measured")

@@ -314,6 +314,7 @@ def build_record(host, run_id, node, baseline=None):
            torch: {single_node|multi_node: log text}, env: {}, versions: {},
            figure_env: {nccl_tests: {given env}, torch: {given env}, tuned_used: bool, tuned_text},
            tuned_env: {path, text|None, mtime, package_lists, files} (see roles/bench/tasks/40-gather.yml),
+           findings: [] (added as they are, e.g. the cross-node run skipped),
            thresholds: {pass_ratio, warn_ratio, min_bytes, tolerance, torch_goal}, efficiency: {}, tuning: {}}
     baseline: (run_id, record) of the host's last passing run, or None.
     """
@@ -359,7 +360,8 @@ def build_record(host, run_id, node, baseline=None):
         "collectives": {},
         "torch": {},
         "tuning": node.get("tuning") or {},
-        "findings": [dict(f, source=f.get("source", "topology")) for f in topology.get("findings") or []],
+        "findings": [dict(f, source=f.get("source", "topology")) for f in topology.get("findings") or []]
+        + [dict(f) for f in node.get("findings") or []],
         "baseline": {"run_id": baseline[0]} if baseline else {},
     }
     verdicts = []
@@ -511,12 +513,54 @@ def build_record(host, run_id, node, baseline=None):
         )
     if baseline:
         record["findings"].extend(compare(record, baseline[1], tolerance))
+    if is_gpu_less(record):
+        verdicts.append(judge_gpu_less(record, baseline[1] if baseline else None))
     if node.get("failed"):
         verdicts.append("FAIL")
     if any(f.get("severity") == "critical" for f in record["findings"]):
         verdicts.append("FAIL")
     record["verdict"] = bandwidth.worst_verdict(verdicts)
     return record
+
+
+def is_gpu_less(record):
+    """A node with torch.distributed results over gloo only and no nccl-tests: no GPU, so no
+    bandwidth to expect from a topology."""
+    torch = record.get("torch") or {}
+    return (
+        not record.get("collectives")
+        and any(entry.get("rows") for entry in torch.values())
+        and all(entry.get("backend") == "gloo" for entry in torch.values())
+    )
+
+
+def judge_gpu_less(record, baseline=None):
+    """The verdict of a GPU-less node, from its gloo all-reduce against the node's own history.
+
+    PASS: every value right and the busbw within bench_baseline_tolerance of the node's last
+    passing run (the first run has none and sets it); WARN: the busbw dropped beyond it (the
+    finding compare() made is turned into a warning: CPU and socket bandwidth on a shared machine
+    varies too much for a FAIL); wrong values are a critical finding already (FAIL). Records
+    baseline.torch: {name: {size, busbw, baseline_busbw, change}} so the summary shows the comparison.
+    """
+    dropped = False
+    for finding in record["findings"]:
+        if finding.get("code") == "baseline_busbw_drop" and finding.get("message", "").startswith("torch "):
+            finding["severity"] = "warning"
+            dropped = True
+    if baseline:
+        compared = {}
+        for name, entry in sorted(record["torch"].items()):
+            base = (baseline.get("torch") or {}).get(name)
+            if not base or base.get("world_size") != entry.get("world_size"):
+                continue
+            size = _compare_size(entry.get("rows"), base.get("rows"), None)
+            cur, old = _row_busbw(entry.get("rows"), size), _row_busbw(base.get("rows"), size)
+            if size is None or cur is None or not old:
+                continue
+            compared[name] = {"size": size, "busbw": cur, "baseline_busbw": old, "change": cur / old - 1.0}
+        record["baseline"]["torch"] = compared
+    return "WARN" if dropped else "PASS"
 
 
 def store_run(results_dir, run_id, nodes):
@@ -528,7 +572,40 @@ def store_run(results_dir, run_id, nodes):
     run_id, run_dir = reserve_run(results_dir, run_id)
     records = {}
     for host in sorted(nodes):
-        baseline = last_passing(results_dir, host, before_run_id=run_id)
-        records[host] = build_record(host, run_id, nodes[host], baseline)
+        if nodes[host].get("unreachable"):
+            records[host] = unreachable_record(host, run_id, nodes[host]["unreachable"])
+        else:
+            baseline = last_passing(results_dir, host, before_run_id=run_id)
+            records[host] = build_record(host, run_id, nodes[host], baseline)
         write_host(results_dir, run_id, host, records[host])
     return run_id, run_dir, records
+
+
+def unreachable_record(host, run_id, reason):
+    """The record of a node of the group that Ansible could not reach during the run: named in the
+    summary and the report with Ansible's reason, never a baseline (verdict UNREACHABLE)."""
+    reason = " ".join(str(reason or "no reason given").split())
+    return {
+        "schema": 1,
+        "host": host,
+        "run_id": run_id,
+        "verdict": "UNREACHABLE",
+        "skipped": f"unreachable, not benchmarked: {reason}",
+        "topology": {},
+        "env": {},
+        "versions": {},
+        "thresholds": {},
+        "collectives": {},
+        "torch": {},
+        "tuning": {},
+        "findings": [
+            {
+                "severity": "critical",
+                "code": "bench_host_unreachable",
+                "gpus": [],
+                "message": f"{host} was unreachable: {reason}",
+                "source": "ansible",
+            }
+        ],
+        "baseline": {},
+    }

@@ -17,6 +17,7 @@ PIN_FORMATS = {
     "nccl_version": (r"^\d+\.\d+\.\d+$", '"2.28.9"'),
     "nccl_package_version": (r"^\d+\.\d+\.\d+-\d+\+cuda\d+\.\d+$", '"2.28.9-1+cuda13.0"'),
     "nccl_tests_version": (r"^v\d+\.\d+\.\d+$", '"v2.19.6"'),
+    "nccl_tests_commit": (r"^[0-9a-f]{40}$", '"a0b82b2260cf5152b9f8c061bbf7eaf0ba096432" (a full commit id)'),
     "pytorch_venv_torch_version": (r"^\d+\.\d+\.\d+$", '"2.13.0"'),
 }
 
@@ -108,7 +109,10 @@ def validate_cluster(
             f"nodes under it, or run with -e wireup_node_group=<your group>"
         )
     elif not members:
-        errors.append(f"inventory group '{node_group}' (wireup_node_group) has no hosts: add the nodes")
+        errors.append(
+            f"inventory group '{node_group}' (wireup_node_group) has no hosts: add the cluster's nodes "
+            f"under it, or run with -e wireup_node_group=<the group that holds them>"
+        )
     if master_host and members and master_host not in members:
         errors.append(
             f"wireup_master_host={master_host!r} is not a host of group '{node_group}': name one of "
@@ -156,3 +160,61 @@ def master_of(members: list[str], master_host: str) -> str:
     if master_host:
         return master_host
     return sorted(members)[0] if members else ""
+
+
+def validate_port(name: str, value) -> list[str]:
+    """A TCP port others connect to: a whole number from 1024 to 65535 (no privileged ports:
+    the jobs run as the launch user, and a port below 1024 needs root to bind)."""
+    text = str(value).strip()
+    if isinstance(value, bool) or not isinstance(value, int | str) or not text.isdigit():
+        return [
+            f"{name}={value!r} is not a port number: use a whole number from 1024 to 65535, "
+            f"e.g. {name}: 29500"
+        ]
+    if not 1024 <= int(text) <= 65535:
+        return [f"{name}={value!r} must be a TCP port from 1024 to 65535, e.g. {name}: 29500"]
+    return []
+
+
+def validate_abs_paths(values: dict) -> list[str]:
+    """Paths the roles join others onto (``{{ wireup_base_dir }}/jobs``): empty or relative values
+    would put files into the connection user's working directory, so both are refused."""
+    examples = {"wireup_base_dir": "/opt/wireup", "wireup_venv_path": "/opt/wireup/venv"}
+    errors = []
+    for name in sorted(values):
+        value = values[name]
+        if not isinstance(value, str) or not value.startswith("/"):
+            example = examples.get(name, "/opt/wireup")
+            errors.append(
+                f"{name}={value!r} must be an absolute path (starting with /), e.g. {name}: {example}"
+            )
+    return errors
+
+
+def validate_serial(name: str, value) -> list[str]:
+    """A play's `serial`: a whole number of hosts >= 1, or a percentage from 1% to 100%."""
+    text = str(value).strip()
+    if not isinstance(value, bool) and isinstance(value, int | str):
+        if text.isdigit() and int(text) >= 1:
+            return []
+        if text.endswith("%") and text[:-1].isdigit() and 1 <= int(text[:-1]) <= 100:
+            return []
+    return [
+        f"{name}={value!r} is not a batch size: use a whole number of nodes (e.g. 2) or a "
+        f"percentage (e.g. '25%')"
+    ]
+
+
+def validate_settings(values: dict) -> list[str]:
+    """The cluster-wide wireup_* settings every entry playbook reads that argument_specs cannot
+    fully check (ranges, absolute paths): one list of errors, each naming the variable and the fix."""
+    errors = []
+    if "wireup_master_port" in values:
+        errors.extend(validate_port("wireup_master_port", values["wireup_master_port"]))
+    # Read by site.yml's driver play as its `serial` keyword, before that play's roles run.
+    if "nvidia_driver_serial" in values:
+        errors.extend(validate_serial("nvidia_driver_serial", values["nvidia_driver_serial"]))
+    errors.extend(
+        validate_abs_paths({k: values[k] for k in ("wireup_base_dir", "wireup_venv_path") if k in values})
+    )
+    return errors

@@ -18,7 +18,12 @@ starts none of them (issue 6, docs/performance.md):
   WIREUP_PROBE's `pth` file under site-packages; null when absent) and `installed` ({normalised
   name: version} read from the dist-info folders in the venv's own site-packages, without starting
   the venv's Python);
-- `fact`: the content of WIREUP_PROBE's `fact` file (null when absent).
+- `fact`: the content of WIREUP_PROBE's `fact` file (null when absent);
+- `pip`: pip processes already installing into the venv when the probe started (an interrupted
+  earlier run leaves them running on the node): `found` ([{pid, cmdline}]), `waited_s` (how long
+  the probe waited for them, at most WIREUP_PROBE's `pip_wait` seconds, before reading the venv)
+  and `running` (those still running then). Two pips in one venv corrupt it: the role waits
+  rather than start a second one.
 
 Reading only: the probe never writes anything.
 """
@@ -34,6 +39,7 @@ import stat
 import subprocess
 import sys
 import sysconfig
+import time
 import warnings
 
 
@@ -111,6 +117,8 @@ def probe_node(request):
             out["owner_exists"] = False
     out["os_packages"] = dpkg_installed(request.get("packages") or [])
     if request.get("venv"):
+        # Before reading the venv: what an earlier pip is still writing is not its state yet.
+        out["pip"] = wait_for_pip(request["venv"], float(request.get("pip_wait") or 0))
         out["venv"] = probe_venv(request["venv"], request.get("pth") or "")
     if request.get("fact"):
         out["fact"] = _read(request["fact"])
@@ -155,6 +163,60 @@ def dpkg_installed(packages):
             if name in installed:
                 installed[name] = True
     return installed
+
+
+_PIP = re.compile(r"^pip[0-9.]*$")
+_PYTHON = re.compile(r"^python[0-9.]*$")
+_INTERPRETER = re.compile(r"^(python[0-9.]*|sh|bash|dash)$")
+
+
+def pip_processes(venv, proc="/proc"):
+    """[{pid, cmdline}] of the processes running the venv's pip: `VENV/bin/pip ...` (the kernel
+    runs it as `VENV/bin/python VENV/bin/pip ...`) or `VENV/bin/python -m pip ...`."""
+    bindir = os.path.join(os.path.normpath(venv), "bin")
+    found = []
+    try:
+        names = os.listdir(proc)
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(os.path.join(proc, name, "cmdline"), "rb") as handle:
+                raw = handle.read()
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        argv = [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
+        if _runs_pip(argv, bindir):
+            found.append({"pid": int(name), "cmdline": " ".join(argv)[:300]})
+    return sorted(found, key=lambda item: item["pid"])
+
+
+def _runs_pip(argv, bindir):
+    def in_bin(arg, pattern):
+        path = os.path.normpath(arg)
+        return os.path.dirname(path) == bindir and pattern.match(os.path.basename(path))
+
+    if not argv:
+        return False
+    if in_bin(argv[0], _PIP):
+        return True
+    # The kernel runs a script as `INTERPRETER SCRIPT ARGS` (its #! line): not `grep .../bin/pip`.
+    if _INTERPRETER.match(os.path.basename(argv[0])) and len(argv) > 1 and in_bin(argv[1], _PIP):
+        return True
+    return bool(in_bin(argv[0], _PYTHON) and argv[1:3] == ["-m", "pip"])
+
+
+def wait_for_pip(venv, timeout, poll=2.0, processes=pip_processes):
+    """Wait up to `timeout` seconds for pip processes already installing into `venv` to end."""
+    found = processes(venv)
+    running, start = found, time.monotonic()
+    while running and time.monotonic() - start < timeout:
+        time.sleep(poll)
+        running = processes(venv)
+    waited = round(time.monotonic() - start) if found else 0
+    return {"found": found, "waited_s": waited, "running": running}
 
 
 def probe_venv(venv, pth_name):
