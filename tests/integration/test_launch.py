@@ -14,15 +14,21 @@ is turned off here.
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import re
+import statistics
+import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 
-from .harness import run_playbook
+from .harness import REPO_ROOT as REPO
+from .harness import run_playbook, write_playbook
 
 pytestmark = pytest.mark.integration
 
@@ -194,3 +200,80 @@ def test_precheck_master_unreachable(torch_nodes, tmp_path):
     for node in ("node2", "node3"):
         assert f"{node} cannot reach the master node1 at {nowhere}:29500 within 3 s" in messages[node]
     assert _runs(torch_nodes, job) == before  # no node started the job
+
+
+def test_waiting_costs_the_same_per_poll_over_a_thousand_polls(tmp_path):
+    """The wait of launch.yml makes 1000+ polls at a constant cost per poll (issue 13, item 3).
+
+    The poll mechanism tested directly, on the controller: the wait task of tasks/60-wait.yml and
+    the tasks after it verbatim, but for its action: the same `wireup-jobctl status` through `raw`
+    (a plain shell, local connection) instead of the command module, whose start costs 0.2-0.6 s
+    per poll here (4-10 min for 1000 polls, measured). The job ends once jobctl has
+    been asked 1005 times; a wrapper notes the time of every ask. Before, the wait was a task file
+    including itself once per round: ansible-core's include nesting died with RecursionError near
+    246 rounds, each round slower than the one before. The real task runs in the testbed tests.
+    """
+    polls = 1005
+    job = tmp_path / "jobs" / "it-polls"
+    (job / "logs").mkdir(parents=True)
+    asks = tmp_path / "asks.log"
+    launch_sh = job / "launch.sh"
+    launch_sh.write_text(
+        f"#!/usr/bin/env bash\nuntil [[ -f {asks} && $(wc -l <{asks}) -ge {polls} ]]; do sleep 0.05; done\n"
+    )
+    launch_sh.chmod(0o750)
+    jobctl = REPO / "roles" / "torchrun_launch" / "files" / "wireup-jobctl"
+    wrapper = tmp_path / "jobctl"
+    wrapper.write_text(
+        f'#!/usr/bin/env bash\n[[ $1 != status ]] || date +%s.%N >>{asks}\nexec {jobctl} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    env = dict(os.environ, WIREUP_JOBCTL_MANAGER="process")
+    subprocess.run([str(wrapper), "start", str(job), "r1"], check=True, env=env)
+
+    wait, *after = yaml.safe_load((REPO / "roles" / "torchrun_launch" / "tasks" / "60-wait.yml").read_text())
+    assert wait["ansible.builtin.command"]["argv"][1:] == [
+        "status",
+        "{{ __torchrun_launch_job_dir }}",
+        "{{ __torchrun_launch_run_id }}",
+        "{{ torchrun_launch_poll_interval }}",
+    ]
+    assert "until" in wait and "retries" in wait and wait["delay"] == 0
+    # Everything but the action verbatim: register, changed_when, failed_when, until, retries, delay.
+    probe = {k: v for k, v in wait.items() if k != "ansible.builtin.command"}
+    probe["ansible.builtin.raw"] = f"{wrapper} status {job} r1 0"
+    play = [
+        {
+            "hosts": "localhost",
+            "connection": "local",
+            "gather_facts": False,
+            "vars": {
+                "__torchrun_launch_run_id": "r1",
+                "__torchrun_launch_plan": {"hosts": ["localhost"]},
+                "torchrun_launch_poll_interval": 0,
+                "torchrun_launch_timeout": 900,
+            },
+            "tasks": [
+                probe,
+                *after,
+                {
+                    "name": "The job is over and went well",
+                    "ansible.builtin.assert": {
+                        "that": ["__torchrun_launch_verdict.ok", "__torchrun_launch_state.state == 'exited'"]
+                    },
+                },
+            ],
+        }
+    ]
+    playbook = write_playbook(tmp_path, "wait.yml", yaml.safe_dump(play, sort_keys=False))
+    started = time.monotonic()
+    result = run_playbook(playbook, REPO / "inventory" / "local.yml", timeout=900)
+    took = time.monotonic() - started
+    assert result.rc == 0, result.stdout[-3000:]
+    times = [float(line) for line in asks.read_text().split()]
+    assert len(times) >= polls
+    rounds = [b - a for a, b in itertools.pairwise(times)]
+    first, last = statistics.median(rounds[:200]), statistics.median(rounds[-200:])
+    print(f"{len(times)} polls in {took:.0f} s; median round {first:.3f} s first, {last:.3f} s last")
+    # Constant cost per poll: the last rounds are no slower than the first (2 busy cores: slack).
+    assert last < 1.5 * first + 0.02
