@@ -315,6 +315,27 @@ def test_detached_job_with_a_failed_rank_ends_everywhere_and_status_names_the_no
         assert "node2" in shown[node][0] or states[node]["state"] == "exited", shown[node]
 
 
+def test_hosts_block_unsafe_writes_only_where_etc_hosts_is_a_mount(torch_nodes, tmp_path):
+    """Container managers bind-mount /etc/hosts (a rename over it fails): there, and only there,
+    the block is written in place. node3 gets a bind-mounted /etc/hosts for this test."""
+    torch_nodes.ssh("node3", "cp /etc/hosts /run/hosts.bound && mount --bind /run/hosts.bound /etc/hosts")
+    try:
+        extra = dict(FAST, torchrun_launch_run=False, wireup_results_dir=str(tmp_path))
+        result = run_playbook("launch.yml", torch_nodes.inventory, extra)
+        assert result.rc == 0, result.failure_messages()
+        writes = result.task_results(
+            "Launch | Map the job hosts' names to their cluster addresses in /etc/hosts"
+        )
+        assert {h: r["invocation"]["module_args"]["unsafe_writes"] for h, r in writes.items()} == {
+            "node1": False,
+            "node2": False,
+            "node3": True,
+        }
+        assert "node1-ipv4-mapped" in torch_nodes.ssh("node3", "cat /etc/hosts").stdout
+    finally:
+        torch_nodes.ssh("node3", "umount /etc/hosts; rm -f /run/hosts.bound", check=False)
+
+
 def test_precheck_master_port_busy(torch_nodes, tmp_path):
     port = 29531
     job = "it-busy"
