@@ -148,8 +148,8 @@ def watchdog_pids(job):
 def cluster(tmp_path):
     started = []
 
-    def start(body, **kwargs):
-        jobs = make_cluster(tmp_path, body, free_port(), **kwargs)
+    def start(body, port=None, **kwargs):
+        jobs = make_cluster(tmp_path, body, port or free_port(), **kwargs)
         for host in HOSTS:
             jobctl("start", jobs[host], "r1")
             started.append(jobs[host])
@@ -203,3 +203,15 @@ def test_every_node_exiting_zero_ends_every_watchdog(cluster):
     assert all(status(j, "r1")["rc"] == 0 for j in jobs.values())
     assert wait_for(lambda: not any(watchdog_pids(j) for j in jobs.values()), 10)
     assert "every node exited with code 0" in (jobs["n1"] / "logs" / "r1.log").read_text()
+
+
+def test_a_taken_watchdog_port_ends_the_job_instead_of_leaving_it_unwatched(cluster):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        jobs = cluster("sleep 60\n", port=port, interval=0.2, timeout=1.5)
+        assert wait_for(lambda: status(jobs["n1"], "r1")["state"] == "stopped", 10)
+        assert f"port {port} is taken" in status(jobs["n1"], "r1")["reason"]
+        # The workers reach a socket that never answers: the master is silent, they stop too.
+        assert wait_for(lambda: all(status(jobs[h], "r1")["state"] == "stopped" for h in ("n2", "n3")), 15)
