@@ -13,7 +13,7 @@ TESTBED ?= default
 INVENTORY ?=
 TESTBED_INVENTORY := .testbed/$(TESTBED)/inventory.yml
 RUN_INVENTORY = $(if $(INVENTORY),$(INVENTORY),$(TESTBED_INVENTORY))
-ENTRY_PLAYBOOKS := site.yml bench.yml launch.yml
+ENTRY_PLAYBOOKS := site.yml bench.yml launch.yml jobs.yml
 
 .PHONY: help venv deps run lint unit integration test testbed-up testbed-down bench-provision clean
 
@@ -41,8 +41,9 @@ testbed-down: venv  ## remove the local testbed (root)
 	$(BIN)/python -m tests.testbed down --name $(TESTBED)
 
 # On the testbed (CPU nodes, gloo) Example 2 runs 2 processes per node, so ranks cross nodes and
-# processes; on a real cluster one process per GPU (wireup_nproc_per_node: auto).
-LAUNCH_ARGS ?= $(if $(INVENTORY),,-e wireup_nproc_per_node=2)
+# processes, and launch.yml waits for its result; on a real cluster one process per GPU
+# (wireup_nproc_per_node: auto) and the job starts detached (follow it with jobs.yml).
+LAUNCH_ARGS ?= $(if $(INVENTORY),,-e wireup_nproc_per_node=2 -e torchrun_launch_wait=true)
 
 # Each phase says how long it took when it ends (and the whole list at the end), so a slow phase
 # is seen without reading ~1,500 lines of play output; .run-phases.log keeps them for this run.

@@ -87,8 +87,12 @@ def worker(rank: int, world: int, args, port: int) -> None:
         f"rank {rank}/{world} host {host} done: final loss {loss.item():.6f}, "
         f"{args.steps} steps in {time.time() - started:.2f} s"
     )
-    dist.barrier()  # leave together: a rank tearing gloo down while a peer still talks aborts
-    dist.destroy_process_group()
+    dist.barrier()  # leave together: no rank exits while a peer still talks to it
+    # Done and written: leave without the process group's teardown, which races with the peers'
+    # (a gloo/c10d abort, SIGABRT, after a finished job). mp.spawn sees exit code 0.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def main():

@@ -25,7 +25,9 @@ def _node_facts(hostvars, host):
     gpu = node.get("gpu") or {}
     network = node.get("network") or {}
     facts = hv.get("ansible_facts") or {}
+    cpus = (hv.get("__torchrun_launch_cpus") or {}).get("stdout", "")
     return {
+        "cpus": int(cpus) if str(cpus).strip().isdigit() else None,
         "address": network.get("address") or "",
         "interface": network.get("interface") or "",
         "gpu_present": bool(gpu.get("present")),
@@ -46,6 +48,7 @@ def wireup_launch_plan(
     nproc_per_node="auto",
     play_hosts=None,
     rdzv_backend="c10d",
+    omp_threads="auto",
 ):
     """Plan a job over ``hosts``: ranks, master, endpoint, per-node processes and env inputs."""
     hosts = list(hosts or [])
@@ -67,6 +70,7 @@ def wireup_launch_plan(
         nproc_per_node=nproc,
         play_hosts=None if play_hosts is None else list(play_hosts),
         rdzv_backend=rdzv_backend,
+        omp_threads=omp_threads,
     )
 
 
@@ -110,6 +114,38 @@ def wireup_launch_verdict(states, play_hosts=None, timeout=0):
     return launch.job_verdict(dict(states), None if play_hosts is None else list(play_hosts), timeout)
 
 
+def wireup_launch_is_mount_point(mountinfo, path="/etc/hosts"):
+    return launch.is_mount_point(str(mountinfo or ""), path)
+
+
+def wireup_launch_watchdog_config(plan, host, **kwargs):
+    return launch.watchdog_config(dict(plan), host, **kwargs)
+
+
+def wireup_launch_watchdog_errors(port, interval, timeout, master_port):
+    return launch.watchdog_errors(port, interval, timeout, master_port)
+
+
+def wireup_launch_gpu_usage(text):
+    return launch.parse_gpu_usage(str(text or ""))
+
+
+def wireup_launch_status_line(status, host, gpus=None):
+    return launch.status_line(host, dict(status or {}), list(gpus or []))
+
+
+def wireup_launch_runs_table(hosts, hostvars, var="__torchrun_launch_list"):
+    """Rows of every run on the hosts, from each host's registered `wireup-jobctl list` output."""
+    per_host = {}
+    for host in hosts:
+        try:
+            registered = hostvars[host].get(var) or {}
+        except KeyError:
+            continue
+        per_host[host] = launch.parse_run_list(registered.get("stdout", ""))
+    return launch.runs_table(per_host)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -122,4 +158,10 @@ class FilterModule:
             "wireup_launch_first_failure": wireup_launch_first_failure,
             "wireup_launch_verdict": wireup_launch_verdict,
             "wireup_launch_results": wireup_launch_results,
+            "wireup_launch_is_mount_point": wireup_launch_is_mount_point,
+            "wireup_launch_watchdog_config": wireup_launch_watchdog_config,
+            "wireup_launch_watchdog_errors": wireup_launch_watchdog_errors,
+            "wireup_launch_gpu_usage": wireup_launch_gpu_usage,
+            "wireup_launch_status_line": wireup_launch_status_line,
+            "wireup_launch_runs_table": wireup_launch_runs_table,
         }

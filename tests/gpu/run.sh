@@ -8,7 +8,9 @@
 #   bench-env bench.yml, then -e bench_nccl_tune=true, then plain again; bench_env_check.py then
 #             checks that every figure names its env and the plain runs measured default NCCL
 #   minbw     bench.yml with NCCL_TESTS_MIN_BW far above the machine (via bench_env): must end FAIL
-#   launch    launch.yml: Example 2 with NCCL on both GPUs
+#   launch    launch.yml, waited: Example 2 with NCCL on the GPUs
+#   jobs      a detached Example 2 (long loop) on the GPUs: jobs.yml status while it runs, logs,
+#             stop, list; then no process of it may be left
 #   results   pack results/ into $OUT/results.tgz
 set -o nounset -o pipefail
 # shellcheck source=tests/gpu/env.sh
@@ -42,7 +44,23 @@ for step in "$@"; do
     minbw)
       play minbw bench.yml -e bench_torch=false -e '{"bench_env": {"NCCL_TESTS_MIN_BW": "100000"}}'
       grep -E "FAIL|N/A" "$OUT/minbw.log" | tail -8 ;;
-    launch) play launch launch.yml ;;
+    launch) play launch launch.yml -e torchrun_launch_wait=true ;;
+    jobs)
+      job=(-e torchrun_launch_job=gpu-detached)
+      play jobs-start launch.yml "${job[@]}" -e '{"torchrun_launch_args": ["--steps", "1000000", "--sleep", "0.01"]}'
+      sed -n '/Say how to follow/,/PLAY RECAP/p' "$OUT/jobs-start.log" | head -n 20
+      sleep 30
+      play jobs-status jobs.yml "${job[@]}"
+      sed -n '/Show this node.s part/,/PLAY RECAP/p' "$OUT/jobs-status.log" | grep -v RECAP
+      play jobs-logs jobs.yml "${job[@]}" -e torchrun_launch_action=logs
+      ls -l results/jobs/gpu-detached-*/
+      play jobs-stop jobs.yml "${job[@]}" -e torchrun_launch_action=stop
+      sed -n '/Say how the run stands/,/PLAY RECAP/p' "$OUT/jobs-stop.log" | grep -v RECAP
+      play jobs-list jobs.yml -e torchrun_launch_action=list
+      sed -n '/Show the runs/,/PLAY RECAP/p' "$OUT/jobs-list.log" | grep -v RECAP
+      echo "== processes of ddp_multinode.py left: $(pgrep -fc ddp_multinode.py || true)"
+      echo "== GPU compute processes left: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -c . || true)"
+      ;;
     results) tar -czf "$OUT/results.tgz" results && echo "== results packed" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac

@@ -14,21 +14,36 @@ is turned off here.
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import re
+import statistics
+import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 
-from .harness import run_playbook
+from .harness import REPO_ROOT as REPO
+from .harness import run_playbook, write_playbook
 
 pytestmark = pytest.mark.integration
 
 NODES = ["node1", "node2", "node3"]
 BASE = "/opt/wireup"
-FAST = {"wireup_nproc_per_node": 2, "torchrun_launch_poll_interval": 2, "torchrun_launch_stop_grace": 5}
+FAST = {
+    "wireup_nproc_per_node": 2,
+    "torchrun_launch_poll_interval": 2,
+    "torchrun_launch_stop_grace": 5,
+    "torchrun_launch_wait": True,
+}
+# A detached job: launch.yml starts it and returns; jobs.yml follows it.
+DETACHED = dict(
+    FAST, torchrun_launch_wait=False, torchrun_launch_watchdog_interval=2, torchrun_launch_watchdog_timeout=10
+)
 
 
 @pytest.fixture(scope="module")
@@ -90,10 +105,34 @@ def test_example2_three_nodes_two_processes_each(torch_nodes, tmp_path):
     assert sorted(done) == [0, 1, 2, 3, 4, 5]
     assert sorted(set(done.values())) == NODES  # two ranks on every node
 
-    # Every node resolves every job host's name through the managed block.
+    # Every node resolves every job host's name through the managed block, and the IPv4-mapped
+    # form of every address backwards (c10d's dual-stack store sees its peers so).
     hosts = torch_nodes.ssh("node2", "cat /etc/hosts").stdout
     for node in NODES:
         assert f"{torch_nodes.address(node)} {node}" in hosts
+        lookup = (
+            f'import socket; print(socket.getnameinfo(("::ffff:{torch_nodes.address(node)}", 1, 0, 0), 0)[0])'
+        )
+        mapped = torch_nodes.ssh("node2", f"python3 -c '{lookup}'").stdout.strip()
+        assert mapped == f"{node}-ipv4-mapped"
+    for node in NODES:
+        log = (run_dir / f"{node}.log").read_text()
+        # c10d's reverse lookups of its peers no longer reach the (absent) DNS.
+        assert "hostname of the client socket cannot be retrieved" not in log
+        # OMP_NUM_THREADS set per process from the node's CPUs: torchrun's banner is gone.
+        assert "Setting OMP_NUM_THREADS environment variable" not in log
+        mode = torch_nodes.ssh(
+            node, f"stat -c %a {BASE}/jobs/it-example2/logs/{summary['run_id']}.log"
+        ).stdout
+        assert mode.strip() == "640"  # the job's user and group only
+    # /etc/hosts is no mount point on these nodes: written atomically, not with unsafe writes.
+    writes = result.task_results("Launch | Map the job hosts' names to their cluster addresses in /etc/hosts")
+    assert {h: r["invocation"]["module_args"]["unsafe_writes"] for h, r in writes.items()} == dict.fromkeys(
+        NODES, False
+    )
+    # The pre-check's look at the listener reports no change.
+    listened = result.task_results("Launch | Wait for the listener on the master")
+    assert [r["changed"] for r in listened.values()] == [False]
     # Rendering is idempotent: a second, render-only run (torchrun_launch_run=false) changes nothing.
     again = run_playbook("launch.yml", torch_nodes.inventory, dict(extra, torchrun_launch_run=False))
     assert again.rc == 0, again.failure_messages()
@@ -116,22 +155,7 @@ def test_killed_process_fails_naming_the_node_and_stops_the_others(torch_nodes, 
     runner.start()
     try:
         # Wait until node2 trains, then kill one of its training processes (a crash on that node).
-        deadline = time.monotonic() + 400
-        pid = ""
-        while time.monotonic() < deadline and runner.is_alive():
-            probe = torch_nodes.ssh(
-                "node2",
-                f"set -e; cd {BASE}/jobs/{job}/runs 2>/dev/null; run=$(ls -t | head -n1); "
-                f'grep -q " step 10/" ../logs/$run.log 2>/dev/null || exit 0; '
-                'agent=$(ps -o pid=,args= -g "$(cat $run/pgid)" | '
-                "awk '/bin\\/torchrun/ {print $1; exit}'); "
-                'ps -o pid= --ppid "$agent" | head -n1',
-                check=False,
-            )
-            pid = probe.stdout.strip()
-            if pid:
-                break
-            time.sleep(2)
+        pid = _a_training_worker(torch_nodes, "node2", job) if runner.is_alive() else ""
         assert pid, "node2 never started training"
         torch_nodes.ssh("node2", f"kill -KILL {pid}")
     finally:
@@ -152,6 +176,164 @@ def test_killed_process_fails_naming_the_node_and_stops_the_others(torch_nodes, 
         next(Path(tmp_path / "results" / "jobs").iterdir()).joinpath("summary.json").read_text()
     )
     assert summary["verdict"]["first_failure"] == "node2"
+
+
+def _a_training_worker(testbed, node, job, seconds=400):
+    """PID of one training process of job's newest run on node, once it has trained 10 steps."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        pid = testbed.ssh(
+            node,
+            f"set -e; cd {BASE}/jobs/{job}/runs 2>/dev/null; run=$(ls -t | head -n1); "
+            f'grep -q " step 10/" ../logs/$run.log 2>/dev/null || exit 0; '
+            'agent=$(ps -o pid=,args= -g "$(cat $run/pgid)" | '
+            "awk '/bin\\/torchrun/ {print $1; exit}'); "
+            'ps -o pid= --ppid "$agent" | head -n1',
+            check=False,
+        ).stdout.strip()
+        if pid:
+            return pid
+        time.sleep(2)
+    return ""
+
+
+def _jobs(testbed, job, action, tmp_path):
+    extra = {
+        "torchrun_launch_job": job,
+        "torchrun_launch_action": action,
+        "wireup_results_dir": str(tmp_path),
+    }
+    return run_playbook("jobs.yml", testbed.inventory, extra)
+
+
+def _said(result, task):
+    return {h: r.get("msg") for h, r in result.task_results(task).items()}
+
+
+def _states(testbed, job):
+    """{node: wireup-jobctl status of job's newest run} read on each node."""
+    out = {}
+    for node in NODES:
+        line = testbed.ssh(
+            node,
+            f"ctl={BASE}/bin/wireup-jobctl; d={BASE}/jobs/{job}; $ctl status $d $($ctl latest $d)",
+        ).stdout
+        out[node] = json.loads(line)
+    return out
+
+
+def test_detached_job_runs_on_shows_running_and_stops_everywhere(torch_nodes, tmp_path):
+    job = "it-detached"
+    extra = dict(
+        DETACHED,
+        torchrun_launch_job=job,
+        wireup_results_dir=str(tmp_path),
+        torchrun_launch_args=["--steps", "100000", "--sleep", "0.05"],
+    )
+    started = time.monotonic()
+    result = run_playbook("launch.yml", torch_nodes.inventory, extra)
+    assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-3000:]}"
+    assert time.monotonic() - started < 120  # it returned: the job runs on
+    [follow] = _said(result, "Launch | Say how to follow the detached job").values()
+    assert any(
+        "jobs.yml -e torchrun_launch_job=it-detached -e torchrun_launch_action=stop" in m for m in follow
+    )
+    assert _a_training_worker(torch_nodes, "node3", job, seconds=180), "node3 never trained"
+    states = _states(torch_nodes, job)
+    run_id = torch_nodes.ssh("node1", f"{BASE}/bin/wireup-jobctl latest {BASE}/jobs/{job}").stdout.strip()
+    for node in NODES:
+        assert states[node]["state"] == "running"
+        # Under systemd: a transient unit whose cgroup holds torchrun and its workers.
+        unit = f"wireup-{job}-{run_id}.service"
+        assert states[node]["unit"] == unit
+        assert torch_nodes.ssh(node, f"systemctl is-active {unit}", check=False).stdout.strip() == "active"
+
+    status = _jobs(torch_nodes, job, "status", tmp_path)
+    assert status.rc == 0, status.failure_messages()
+    shown = _said(status, "Jobs | Show this node's part of the run")
+    for node in NODES:
+        assert shown[node][0].startswith(f"{node}: running since ")
+        assert any(" step " in line for line in shown[node][1:])  # its last log lines
+    [stands] = _said(status, "Jobs | Say how the run stands").values()
+    assert stands == f"job {job} run {run_id}: running on node1, node2, node3"
+
+    logs = _jobs(torch_nodes, job, "logs", tmp_path)
+    assert logs.rc == 0, logs.failure_messages()
+    for node in NODES:
+        assert " step " in (tmp_path / "jobs" / f"{job}-{run_id}" / f"{node}.log").read_text()
+
+    listed = _jobs(torch_nodes, job, "list", tmp_path)
+    assert listed.rc == 0, listed.failure_messages()
+    [rows] = _said(listed, "Jobs | Show the runs (newest first)").values()
+    assert any(row.startswith(f"{job} {run_id} started ") and "node2 running" in row for row in rows)
+
+    stopped = _jobs(torch_nodes, job, "stop", tmp_path)
+    assert stopped.rc == 0, stopped.failure_messages()
+    assert {h: stopped.stats["changed"][h] for h in NODES} == dict.fromkeys(NODES, 1)
+    for node, state in _states(torch_nodes, job).items():
+        assert state["state"] == "stopped" and state["reason"] == "stopped by jobs.yml"
+        assert _tagged_processes(torch_nodes, node, job) == [], f"{node} still runs processes of {job}"
+        unit = f"wireup-{job}-{run_id}.service"
+        assert torch_nodes.ssh(node, f"systemctl is-active {unit}", check=False).stdout.strip() != "active"
+        assert torch_nodes.ssh(node, "pgrep -f ddp_multinode.py", check=False).stdout.strip() == ""
+
+
+def test_detached_job_with_a_failed_rank_ends_everywhere_and_status_names_the_node(torch_nodes, tmp_path):
+    job = "it-detached-fail"
+    extra = dict(
+        DETACHED,
+        torchrun_launch_job=job,
+        wireup_results_dir=str(tmp_path),
+        torchrun_launch_args=["--steps", "100000", "--sleep", "0.05"],
+    )
+    result = run_playbook("launch.yml", torch_nodes.inventory, extra)
+    assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-3000:]}"
+    pid = _a_training_worker(torch_nodes, "node2", job, seconds=180)
+    assert pid, "node2 never trained"
+    torch_nodes.ssh("node2", f"kill -KILL {pid}")
+    killed = time.monotonic()
+    # Bounded: the watchdog's interval (2 s) + the stop grace (5 s), and slack for 2 busy cores.
+    deadline = killed + 60
+    while time.monotonic() < deadline and any(
+        s["state"] == "running" for s in _states(torch_nodes, job).values()
+    ):
+        time.sleep(1)
+    states = _states(torch_nodes, job)
+    assert all(s["state"] != "running" for s in states.values()), states
+    print(f"the job ended everywhere {time.monotonic() - killed:.0f} s after the kill")
+    assert states["node2"]["state"] == "exited" and states["node2"]["rc"] != 0
+    for node in NODES:
+        assert _tagged_processes(torch_nodes, node, job) == [], f"{node} still runs processes of {job}"
+    status = _jobs(torch_nodes, job, "status", tmp_path)
+    assert status.rc == 0, status.failure_messages()
+    [stands] = _said(status, "Jobs | Say how the run stands").values()
+    assert "FAILED: node2 exited with code" in stands
+    shown = _said(status, "Jobs | Show this node's part of the run")
+    assert shown["node2"][0].startswith("node2: exited with code ")
+    for node in ("node1", "node3"):
+        # Stopped by the watchdog naming node2, or failed by itself (gloo saw node2's ranks go).
+        assert "node2" in shown[node][0] or states[node]["state"] == "exited", shown[node]
+
+
+def test_hosts_block_unsafe_writes_only_where_etc_hosts_is_a_mount(torch_nodes, tmp_path):
+    """Container managers bind-mount /etc/hosts (a rename over it fails): there, and only there,
+    the block is written in place. node3 gets a bind-mounted /etc/hosts for this test."""
+    torch_nodes.ssh("node3", "cp /etc/hosts /run/hosts.bound && mount --bind /run/hosts.bound /etc/hosts")
+    try:
+        extra = dict(FAST, torchrun_launch_run=False, wireup_results_dir=str(tmp_path))
+        result = run_playbook("launch.yml", torch_nodes.inventory, extra)
+        assert result.rc == 0, result.failure_messages()
+        writes = result.task_results(
+            "Launch | Map the job hosts' names to their cluster addresses in /etc/hosts"
+        )
+        assert {h: r["invocation"]["module_args"]["unsafe_writes"] for h, r in writes.items()} == {
+            "node1": False,
+            "node2": False,
+            "node3": True,
+        }
+        assert "node1-ipv4-mapped" in torch_nodes.ssh("node3", "cat /etc/hosts").stdout
+    finally:
+        torch_nodes.ssh("node3", "umount /etc/hosts; rm -f /run/hosts.bound", check=False)
 
 
 def test_precheck_master_port_busy(torch_nodes, tmp_path):
@@ -194,3 +376,80 @@ def test_precheck_master_unreachable(torch_nodes, tmp_path):
     for node in ("node2", "node3"):
         assert f"{node} cannot reach the master node1 at {nowhere}:29500 within 3 s" in messages[node]
     assert _runs(torch_nodes, job) == before  # no node started the job
+
+
+def test_waiting_costs_the_same_per_poll_over_a_thousand_polls(tmp_path):
+    """The wait of launch.yml makes 1000+ polls at a constant cost per poll (issue 13, item 3).
+
+    The poll mechanism tested directly, on the controller: the wait task of tasks/60-wait.yml and
+    the tasks after it verbatim, but for its action: the same `wireup-jobctl status` through `raw`
+    (a plain shell, local connection) instead of the command module, whose start costs 0.2-0.6 s
+    per poll here (4-10 min for 1000 polls, measured). The job ends once jobctl has
+    been asked 1005 times; a wrapper notes the time of every ask. Before, the wait was a task file
+    including itself once per round: ansible-core's include nesting died with RecursionError near
+    246 rounds, each round slower than the one before. The real task runs in the testbed tests.
+    """
+    polls = 1005
+    job = tmp_path / "jobs" / "it-polls"
+    (job / "logs").mkdir(parents=True)
+    asks = tmp_path / "asks.log"
+    launch_sh = job / "launch.sh"
+    launch_sh.write_text(
+        f"#!/usr/bin/env bash\nuntil [[ -f {asks} && $(wc -l <{asks}) -ge {polls} ]]; do sleep 0.05; done\n"
+    )
+    launch_sh.chmod(0o750)
+    jobctl = REPO / "roles" / "torchrun_launch" / "files" / "wireup-jobctl"
+    wrapper = tmp_path / "jobctl"
+    wrapper.write_text(
+        f'#!/usr/bin/env bash\n[[ $1 != status ]] || date +%s.%N >>{asks}\nexec {jobctl} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    env = dict(os.environ, WIREUP_JOBCTL_MANAGER="process")
+    subprocess.run([str(wrapper), "start", str(job), "r1"], check=True, env=env)
+
+    wait, *after = yaml.safe_load((REPO / "roles" / "torchrun_launch" / "tasks" / "60-wait.yml").read_text())
+    assert wait["ansible.builtin.command"]["argv"][1:] == [
+        "status",
+        "{{ __torchrun_launch_job_dir }}",
+        "{{ __torchrun_launch_run_id }}",
+        "{{ torchrun_launch_poll_interval }}",
+    ]
+    assert "until" in wait and "retries" in wait and wait["delay"] == 0
+    # Everything but the action verbatim: register, changed_when, failed_when, until, retries, delay.
+    probe = {k: v for k, v in wait.items() if k != "ansible.builtin.command"}
+    probe["ansible.builtin.raw"] = f"{wrapper} status {job} r1 0"
+    play = [
+        {
+            "hosts": "localhost",
+            "connection": "local",
+            "gather_facts": False,
+            "vars": {
+                "__torchrun_launch_run_id": "r1",
+                "__torchrun_launch_plan": {"hosts": ["localhost"]},
+                "torchrun_launch_poll_interval": 0,
+                "torchrun_launch_timeout": 900,
+            },
+            "tasks": [
+                probe,
+                *after,
+                {
+                    "name": "The job is over and went well",
+                    "ansible.builtin.assert": {
+                        "that": ["__torchrun_launch_verdict.ok", "__torchrun_launch_state.state == 'exited'"]
+                    },
+                },
+            ],
+        }
+    ]
+    playbook = write_playbook(tmp_path, "wait.yml", yaml.safe_dump(play, sort_keys=False))
+    started = time.monotonic()
+    result = run_playbook(playbook, REPO / "inventory" / "local.yml", timeout=900)
+    took = time.monotonic() - started
+    assert result.rc == 0, result.stdout[-3000:]
+    times = [float(line) for line in asks.read_text().split()]
+    assert len(times) >= polls
+    rounds = [b - a for a, b in itertools.pairwise(times)]
+    first, last = statistics.median(rounds[:200]), statistics.median(rounds[-200:])
+    print(f"{len(times)} polls in {took:.0f} s; median round {first:.3f} s first, {last:.3f} s last")
+    # Constant cost per poll: the last rounds are no slower than the first (2 busy cores: slack).
+    assert last < 1.5 * first + 0.02

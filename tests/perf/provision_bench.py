@@ -601,6 +601,8 @@ class Bench:
             extravars=[
                 f"torchrun_launch_program={PROBE_NODE_PATH}",
                 "torchrun_launch_job=perf-launch",
+                # Waited, so the logs and summary.json come back (launch.yml detaches by default).
+                "torchrun_launch_wait=true",
                 f"wireup_results_dir={results}",
             ],
         )

@@ -1,5 +1,7 @@
 """wireup.launch: master choice, node ranks, processes per node, env checks, job verdicts."""
 
+import pathlib
+
 import pytest
 
 from wireup import launch
@@ -174,7 +176,7 @@ def test_hosts_entries_skip_localhost_and_ip_names():
         "localhost": node("10.40.0.13", hostname="localhost"),
         "same": node("10.40.0.14", hostname="same"),
     }
-    assert launch.hosts_entries(nodes) == [
+    assert launch.hosts_entries(nodes, mapped=False) == [
         "10.40.0.12 a02",
         "10.40.0.11 gpu-a01 a01",
         "10.40.0.14 same",
@@ -217,3 +219,114 @@ def test_verdict_timeout():
     assert v["over"] and v["timed_out"] and not v["ok"]
     assert v["reason"] == "still running after 60 s on n1"
     assert not launch.job_verdict({"n1": st("running", elapsed=10**6)}, ["n1"], 0)["over"]
+
+
+def test_hosts_entries_reverse_map_the_ipv4_mapped_form_under_another_name():
+    # c10d's dual-stack store sees peers as ::ffff:A.B.C.D and reverse-resolves them; glibc's
+    # files backend does not match that against the IPv4 line (seen on a Debian 12 testbed node:
+    # getnameinfo(::ffff:10.213.2.12) -> EAI_AGAIN -3 with "10.213.2.12 node2" in /etc/hosts).
+    nodes = {"n1": node("10.0.0.1", hostname="h1"), "n2": node("fd00::2", hostname="h2")}
+    assert launch.hosts_entries(nodes) == [
+        "10.0.0.1 n1 h1",
+        "fd00::2 n2 h2",
+        "::ffff:10.0.0.1 n1-ipv4-mapped",
+    ]
+    # Forward lookups of the real names stay what they were: the pre-check resolves only those.
+    assert launch.resolve_names(launch.plan(list(nodes), nodes)) == ["n1", "h1", "n2", "h2"]
+
+
+@pytest.mark.parametrize(
+    ("cpus", "nproc", "setting", "expected"),
+    [
+        (16, 1, "auto", "16"),
+        (16, 2, "auto", "8"),
+        (2, 8, "auto", "1"),
+        (None, 2, "auto", "1"),
+        (16, 2, 3, "3"),
+    ],
+)
+def test_omp_threads_per_process_from_the_node_cpus(cpus, nproc, setting, expected):
+    facts = dict(node("10.0.0.1"), cpus=cpus)
+    plan = launch.plan(["n1"], {"n1": facts}, nproc_per_node=nproc, omp_threads=setting)
+    assert plan["errors"] == []
+    assert plan["nodes"]["n1"]["env"] == {"OMP_NUM_THREADS": expected}
+
+
+@pytest.mark.parametrize("setting", [0, "many", True, -1])
+def test_bad_omp_threads_names_the_variable(setting):
+    plan = launch.plan(["n1"], {"n1": node("10.0.0.1")}, omp_threads=setting)
+    assert any("torchrun_launch_omp_threads" in e for e in plan["errors"])
+
+
+MOUNTINFO = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "mountinfo"
+
+
+def test_hosts_file_mount_decides_unsafe_writes():
+    bound = (MOUNTINFO / "debian12_nspawn_node_hosts_bind.txt").read_text()
+    plain = (MOUNTINFO / "debian12_nspawn_node.txt").read_text()
+    assert launch.is_mount_point(bound) is True
+    assert launch.is_mount_point(plain) is False
+    assert launch.is_mount_point(plain, "/proc") is True
+    # Octal escapes in mount points, mangled whitespace, truncated lines.
+    assert launch.is_mount_point("30 28 259:3 / /etc/hosts\\040old rw - ext4 /dev/x rw\n", "/etc/hosts old")
+    assert launch.is_mount_point("  30   28 259:3 /   /etc/hosts  rw - ext4 /dev/x rw\n") is True
+    assert launch.is_mount_point("30 28 259:3 /\n") is False
+    assert launch.is_mount_point("") is False
+
+
+def test_watchdog_config_and_errors():
+    nodes = {h: node(f"10.0.0.{i}") for i, h in enumerate(["a", "b", "c"], 1)}
+    plan = launch.plan(list(nodes), nodes)
+    cfg = launch.watchdog_config(
+        plan, "b", port=29501, interval=5, timeout=30, join_timeout=300, grace=15, job_dir="/opt/j"
+    )
+    assert cfg == {
+        "self": "b",
+        "master": "a",
+        "hosts": ["a", "b", "c"],
+        "addr": "10.0.0.1",
+        "bind": "",
+        "port": 29501,
+        "interval": 5.0,
+        "timeout": 30.0,
+        "join_timeout": 300.0,
+        "grace": 15,
+        "job_dir": "/opt/j",
+    }
+    assert launch.watchdog_errors(29501, 5, 30, 29500) == []
+    assert "wireup_master_port too" in launch.watchdog_errors(29500, 5, 30, 29500)[0]
+    assert "at least twice" in launch.watchdog_errors(29501, 5, 6, 29500)[0]
+    assert "TCP port" in launch.watchdog_errors("x", 5, 30, 29500)[0]
+
+
+def test_gpu_usage_rows_and_status_lines():
+    text = "0, 97, 40960, 143771\n1, [N/A], 10, 143771\nFailed to initialize NVML\n2, 3, 1\n"
+    gpus = launch.parse_gpu_usage(text)
+    assert gpus == [{"index": 0, "util": 97, "mem_used": 40960, "mem_total": 143771}]
+    running = {"state": "running", "rc": None, "started": 1796086923.5, "elapsed": 12.4, "reason": ""}
+    assert launch.status_line("n1", running, gpus) == (
+        "n1: running since 2026-12-01 01:02:03 UTC (12 s); GPU0 97% 40.0/140 GiB"
+    )
+    stopped = {"state": "stopped", "elapsed": 30, "reason": "stopped by the watchdog: n2 exited with code 1"}
+    assert launch.status_line("n3", stopped) == (
+        "n3: stopped after 30 s (stopped by the watchdog: n2 exited with code 1)"
+    )
+    assert (
+        launch.status_line("n2", {"state": "exited", "rc": 1, "elapsed": 3})
+        == "n2: exited with code 1 after 3 s"
+    )
+
+
+def test_run_list_merges_nodes_newest_first():
+    n1 = launch.parse_run_list(
+        '{"job": "a", "run_id": "r1", "state": "exited", "rc": 0, "started": 100.5}\n'
+        "garbage\n"
+        '{"job": "a", "run_id": "r2", "state": "running", "rc": null, "started": 200}\n'
+    )
+    n2 = launch.parse_run_list(
+        '{"job": "a", "run_id": "r2", "state": "stopped", "rc": null, "started": 200.1}\n'
+    )
+    assert launch.runs_table({"n2": n2, "n1": n1}) == [
+        "a r2 started 1970-01-01 00:03:20 UTC: n1 running, n2 stopped",
+        "a r1 started 1970-01-01 00:01:40 UTC: n1 exited 0",
+    ]

@@ -9,6 +9,7 @@ import os
 import pathlib
 import shutil
 import signal
+import stat
 import subprocess
 import time
 
@@ -119,3 +120,38 @@ def test_status_of_a_run_never_started(tmp_path):
     job = make_job(tmp_path, "true\n")
     assert status(job, "nope")["state"] == "missing"
     assert "bad run id" in jobctl("status", job, "../x", check=False).stderr
+
+
+def test_a_run_log_and_state_are_the_job_users_only(tmp_path, cleanup):
+    job = make_job(tmp_path, 'echo hi >>"$WIREUP_JOB_LOG"\n')
+    cleanup.append((job, "r5"))
+    jobctl("start", job, "r5")
+    assert status(job, "r5", 10)["state"] == "exited"
+    assert stat.S_IMODE((job / "logs" / "r5.log").stat().st_mode) == 0o640
+    assert stat.S_IMODE((job / "runs" / "r5" / "rc").stat().st_mode) == 0o640
+
+
+def test_latest_and_list(tmp_path, cleanup):
+    job = make_job(tmp_path, "exit 0\n")
+    assert jobctl("latest", job).stdout.strip() == ""
+    for run in ("b-first", "a-second"):  # newest by start time, not by name
+        cleanup.append((job, run))
+        jobctl("start", job, run)
+        status(job, run, 10)
+        time.sleep(0.05)
+    assert jobctl("latest", job).stdout.strip() == "a-second"
+    rows = [json.loads(line) for line in jobctl("list", job.parent).stdout.splitlines()]
+    assert sorted((r["job"], r["run_id"], r["state"], r["rc"]) for r in rows) == [
+        ("demo", "a-second", "exited", 0),
+        ("demo", "b-first", "exited", 0),
+    ]
+
+
+def test_stop_records_the_reason(tmp_path, cleanup):
+    job = make_job(tmp_path, "sleep 300\n")
+    cleanup.append((job, "r6"))
+    jobctl("start", job, "r6")
+    jobctl("stop", job, "r6", 2, "stopped by the watchdog: n2 exited with code 1")
+    st = status(job, "r6")
+    assert st["state"] == "stopped"
+    assert st["reason"] == "stopped by the watchdog: n2 exited with code 1"

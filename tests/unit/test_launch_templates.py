@@ -5,6 +5,7 @@ import json
 import os
 import pathlib
 import shutil
+import stat
 import subprocess
 
 import jinja2
@@ -122,7 +123,7 @@ import json, os, sys
 keys = ["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_NVLS_ENABLE",
         "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "NCCL_DEBUG", "QUOTED",
         "NCCL_MIN_NCHANNELS", "WIREUP_NCCL_TUNED_ENV", "WIREUP_JOB", "WIREUP_RUN_ID", "WIREUP_JOB_TAG",
-        "WIREUP_HOST", "WIREUP_NODE_RANK", "WIREUP_NNODES", "VIRTUAL_ENV"]
+        "WIREUP_HOST", "WIREUP_NODE_RANK", "WIREUP_NNODES", "VIRTUAL_ENV", "OMP_NUM_THREADS"]
 print(json.dumps({"tool": os.path.basename(sys.argv[0]), "argv": sys.argv[1:],
                   "env": {k: os.environ.get(k) for k in keys}}))
 """
@@ -282,3 +283,30 @@ def test_missing_venv_fails_with_the_fix(tmp_path):
     result = subprocess.run([str(script)], check=False, capture_output=True, text=True)
     assert result.returncode == 2
     assert "site.yml --tags pytorch_venv" in result.stderr
+
+
+def test_omp_threads_from_the_plan_and_the_job_env_wins(tmp_path):
+    # torchrun sets OMP_NUM_THREADS=1 and prints a warning banner unless it is set: the plan sets
+    # the node's CPUs / its processes (here 16 CPUs, 2 processes per node).
+    inv = INVENTORIES["three-cpu-nodes"]
+    nodes = {h: dict(f, cpus=16) for h, f in inv["nodes"].items()}
+    plan = launch.plan(list(nodes), nodes, **inv["kw"])
+    ctx = context("three-cpu-nodes", tmp_path, __torchrun_launch_plan=plan)
+    script = render("jobs/launch.sh.j2", ctx, pathlib.Path(ctx["__torchrun_launch_job_dir"]) / "launch.sh")
+    assert run_launch(ctx, script)["env"]["OMP_NUM_THREADS"] == "8"
+    ctx = context(
+        "three-cpu-nodes",
+        tmp_path / "b",
+        __torchrun_launch_plan=plan,
+        torchrun_launch_env={"OMP_NUM_THREADS": 3},
+    )
+    script = render("jobs/launch.sh.j2", ctx, pathlib.Path(ctx["__torchrun_launch_job_dir"]) / "launch.sh")
+    assert run_launch(ctx, script)["env"]["OMP_NUM_THREADS"] == "3"
+
+
+def test_the_job_log_is_not_world_readable(tmp_path):
+    ctx = context("three-cpu-nodes", tmp_path)
+    script = render("jobs/launch.sh.j2", ctx, pathlib.Path(ctx["__torchrun_launch_job_dir"]) / "launch.sh")
+    run_launch(ctx, script)
+    log = pathlib.Path(ctx["__torchrun_launch_job_dir"]) / "logs" / "t1.log"
+    assert stat.S_IMODE(log.stat().st_mode) == 0o640

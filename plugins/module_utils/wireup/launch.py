@@ -8,7 +8,9 @@ all of them at once.
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
+import json
 import re
 import shlex
 
@@ -102,6 +104,25 @@ def exports(env) -> list[str]:
     return [f"export {key}={shlex.quote(_scalar(value))}" for key, value in (env or {}).items()]
 
 
+def _omp_setting(setting) -> tuple[int, list[str]]:
+    """(fixed thread count or 0 for auto, errors) of torchrun_launch_omp_threads."""
+    if isinstance(setting, str) and setting.strip() == "auto":
+        return 0, []
+    whole = not isinstance(setting, bool) and (isinstance(setting, int) or str(setting).strip().isdigit())
+    if whole and int(setting) >= 1:
+        return int(setting), []
+    return 0, [f"torchrun_launch_omp_threads={setting!r} must be 'auto' or a whole number from 1"]
+
+
+def omp_threads_for(cpus, nproc) -> int:
+    """OpenMP threads per process: the node's CPUs shared by its processes, at least 1."""
+    try:
+        cpus, nproc = int(cpus), int(nproc)
+    except (TypeError, ValueError):
+        return 1
+    return max(1, cpus // nproc) if nproc > 0 and cpus > 0 else 1
+
+
 def master_of(hosts: list[str], master_host: str) -> str:
     """The rendezvous master: the named host, else the first of the sorted group."""
     if master_host:
@@ -120,6 +141,7 @@ def plan(
     nproc_per_node="auto",
     play_hosts=None,
     rdzv_backend: str = "c10d",
+    omp_threads="auto",
 ) -> dict:
     """Plan a job over ``hosts`` (inventory names of the job's group).
 
@@ -128,6 +150,10 @@ def plan(
     setting (each host's own wireup_nproc_per_node). ``play_hosts``, when given, are the hosts in
     the play: a job host outside it (``--limit``) would leave the rendezvous waiting forever, so
     it is an error.
+
+    ``omp_threads`` sets OMP_NUM_THREADS for every process (``env`` of each node): "auto" is
+    the node's CPUs (``cpus`` in its facts) divided by its processes, at least 1; a number is used
+    as is. torchrun would otherwise set 1 and print a banner saying so.
 
     Node ranks are the hosts' indexes in sorted order. With ``rdzv_backend="static"`` the master
     must be node 0 (it hosts the store), so it comes first and the others follow, sorted.
@@ -198,6 +224,8 @@ def plan(
     if rdzv_backend == "static" and master in order:
         order = [master] + [h for h in order if h != master]
     result["order"] = order
+    omp_fixed, omp_errors = _omp_setting(omp_threads)
+    errors.extend(omp_errors)
 
     world = 0
     for rank, host in enumerate(order):
@@ -221,6 +249,8 @@ def plan(
         if not address:
             errors.append(f"{host} has no cluster address: set wireup_address for {host} in the inventory")
         world += nproc
+        cpus = facts.get("cpus")
+        omp = omp_fixed or omp_threads_for(cpus, nproc)
         result["nodes"][host] = {
             "node_rank": rank,
             "nproc": nproc,
@@ -230,16 +260,28 @@ def plan(
             "interface": interface,
             "ib_hca": ib_hca(facts.get("infiniband")),
             "hostname": str(facts.get("hostname") or ""),
+            "cpus": int(cpus) if isinstance(cpus, int) or str(cpus or "").isdigit() else 0,
+            # Exported before wireup_job_env and torchrun_launch_env, which may override it.
+            "env": {"OMP_NUM_THREADS": str(omp)},
         }
     result["world_size"] = world
     return result
 
 
-def hosts_entries(plan_or_nodes: dict) -> list[str]:
+def hosts_entries(plan_or_nodes: dict, mapped: bool = True) -> list[str]:
     """/etc/hosts lines mapping each job host's inventory name and hostname to its address.
 
     Names that are IP addresses, ``localhost`` and names that are not valid host names are left
     out (an inventory may name nodes by address, and localhost must keep pointing at loopback).
+
+    With ``mapped``, each IPv4 address also gets a line for its IPv4-mapped IPv6 form
+    (``::ffff:A.B.C.D NAME-ipv4-mapped``). torch's c10d store listens on a dual-stack socket, so
+    the peers it accepts have such addresses, and it reverse-resolves every peer address
+    (getnameinfo without NI_NUMERICHOST in c10d/socket.cpp, formatSockAddr). glibc's files backend
+    does not match the mapped form against the IPv4 line; the lookup falls through to DNS, which
+    fails on a cluster without reverse DNS (EAI_AGAIN, -3), and c10d warns "The hostname of the
+    client socket cannot be retrieved. err=-3". The alias name keeps forward lookups of the real
+    names IPv4-only.
     """
     nodes = plan_or_nodes.get("nodes", plan_or_nodes)
     lines = []
@@ -261,13 +303,18 @@ def hosts_entries(plan_or_nodes: dict) -> list[str]:
                 names.append(short)
         if names:
             lines.append(f"{address} {' '.join(names)}")
+    if mapped:
+        for line in list(lines):
+            address, *names = line.split()
+            if _is_ip(address) and ipaddress.ip_address(address).version == 4:
+                lines.append(f"::ffff:{address} {names[0]}-ipv4-mapped")
     return lines
 
 
 def resolve_names(plan_or_nodes: dict) -> list[str]:
     """Names every node of the job must resolve: the hosts_entries' names."""
     names: list[str] = []
-    for line in hosts_entries(plan_or_nodes):
+    for line in hosts_entries(plan_or_nodes, mapped=False):
         for name in line.split()[1:]:
             if name not in names:
                 names.append(name)
@@ -334,3 +381,133 @@ def job_verdict(states: dict, play_hosts=None, timeout: float = 0) -> dict:
         "running": running,
         "reason": reason,
     }
+
+
+def is_mount_point(mountinfo: str, path: str = "/etc/hosts") -> bool:
+    """Whether ``path`` is a mount point in /proc/self/mountinfo text (field 5: mount point).
+
+    Container managers (docker, podman, systemd-nspawn with --bind) bind-mount /etc/hosts: a write
+    by rename over it fails there (EBUSY), so only there is an in-place (unsafe) write needed.
+    Octal escapes (``\\040`` for a space) are decoded.
+    """
+    for line in (mountinfo or "").splitlines():
+        fields = line.split()
+        if len(fields) >= 5:
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+            if point == path:
+                return True
+    return False
+
+
+def watchdog_config(plan_: dict, host: str, *, port, interval, timeout, join_timeout, grace, job_dir) -> dict:
+    """The watchdog.json of ``host``: who is master, where it listens, the time limits."""
+    addr = plan_.get("master_addr") or ""
+    return {
+        "self": host,
+        "master": plan_.get("master") or "",
+        "hosts": list(plan_.get("hosts") or []),
+        "addr": addr,
+        "bind": "::" if ":" in addr else "",
+        "port": int(port),
+        "interval": float(interval),
+        "timeout": float(timeout),
+        "join_timeout": float(join_timeout),
+        "grace": int(grace),
+        "job_dir": job_dir,
+    }
+
+
+def watchdog_errors(port, interval, timeout, master_port) -> list[str]:
+    errors = []
+    try:
+        port_n = int(port)
+    except (TypeError, ValueError):
+        port_n = 0
+    if isinstance(port, bool) or not 1024 <= port_n <= 65535:
+        errors.append(f"torchrun_launch_watchdog_port={port!r} must be a TCP port from 1024 to 65535")
+    elif str(port_n) == str(master_port):
+        errors.append(
+            f"torchrun_launch_watchdog_port={port_n} is wireup_master_port too (torchrun's rendezvous): "
+            "choose another port"
+        )
+    try:
+        ok = float(interval) > 0 and float(timeout) >= 2 * float(interval)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        errors.append(
+            f"torchrun_launch_watchdog_interval={interval!r} and "
+            f"torchrun_launch_watchdog_timeout={timeout!r}: "
+            "the interval must be positive and the timeout at least twice the interval"
+        )
+    return errors
+
+
+def parse_gpu_usage(text: str) -> list[dict]:
+    """Rows of ``nvidia-smi --query-gpu=index,utilization.gpu,memory.used,memory.total
+    --format=csv,noheader,nounits``: [{"index", "util", "mem_used", "mem_total"}] (MiB, %).
+
+    Lines that do not parse (errors, "[N/A]", truncated output) are skipped.
+    """
+    rows = []
+    for line in (text or "").splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) != 4 or not all(f.isdigit() for f in fields):
+            continue
+        index, util, used, total = map(int, fields)
+        rows.append({"index": index, "util": util, "mem_used": used, "mem_total": total})
+    return rows
+
+
+def status_line(host: str, status: dict, gpus=None) -> str:
+    """One node's state for people, e.g.
+    "node2: running since 2026-12-01 01:02:03 UTC (12 s); GPU0 97% 40.0/140 GiB"."""
+    state = (status or {}).get("state") or "unknown"
+    elapsed = (status or {}).get("elapsed")
+    text = f"{host}: {state}"
+    if state == "exited":
+        text += f" with code {status.get('rc')}"
+    started = (status or {}).get("started")
+    if state == "running" and isinstance(started, int | float) and not isinstance(started, bool):
+        when = datetime.datetime.fromtimestamp(float(started), datetime.UTC)
+        text += f" since {when:%Y-%m-%d %H:%M:%S} UTC"
+    if elapsed is not None:
+        text += f" after {float(elapsed):.0f} s" if state != "running" else f" ({float(elapsed):.0f} s)"
+    if status.get("reason"):
+        text += f" ({status['reason']})"
+    for gpu in gpus or []:
+        used, total = gpu["mem_used"] / 1024, gpu["mem_total"] / 1024
+        text += f"; GPU{gpu['index']} {gpu['util']}% {used:.1f}/{total:.0f} GiB"
+    return text
+
+
+def parse_run_list(text: str) -> list[dict]:
+    """The JSON lines of ``wireup-jobctl list`` (lines that are not JSON objects are skipped)."""
+    runs = []
+    for line in (text or "").splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and item.get("job") and item.get("run_id"):
+            runs.append(item)
+    return runs
+
+
+def runs_table(per_host: dict) -> list[str]:
+    """Rows "JOB RUN_ID started UTC: node1 running, node2 exited 0" over every node's run list,
+    newest first. ``per_host`` maps host -> list of runs (parse_run_list)."""
+    merged: dict[tuple[str, str], dict] = {}
+    for host in sorted(per_host):
+        for run in per_host[host] or []:
+            key = (run["job"], run["run_id"])
+            entry = merged.setdefault(key, {"started": run.get("started") or 0, "nodes": []})
+            state = run.get("state")
+            if state == "exited":
+                state = f"exited {run.get('rc')}"
+            entry["nodes"].append(f"{host} {state}")
+    rows = []
+    for (job, run_id), entry in sorted(merged.items(), key=lambda kv: -float(kv[1]["started"] or 0)):
+        when = datetime.datetime.fromtimestamp(float(entry["started"] or 0), datetime.UTC)
+        rows.append(f"{job} {run_id} started {when:%Y-%m-%d %H:%M:%S} UTC: {', '.join(entry['nodes'])}")
+    return rows
