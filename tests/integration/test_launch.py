@@ -293,10 +293,16 @@ def test_detached_job_with_a_failed_rank_ends_everywhere_and_status_names_the_no
     torch_nodes.ssh("node2", f"kill -KILL {pid}")
     killed = time.monotonic()
     # Bounded: the watchdog's interval (2 s) + the stop grace (5 s), and slack for 2 busy cores.
+    # Ended means no node runs it and no process of it is left: a node's status says "stopped"
+    # from the moment its stop begins, while its processes may still be in their grace period.
     deadline = killed + 60
-    while time.monotonic() < deadline and any(
-        s["state"] == "running" for s in _states(torch_nodes, job).values()
-    ):
+
+    def ended():
+        return all(s["state"] != "running" for s in _states(torch_nodes, job).values()) and not any(
+            _tagged_processes(torch_nodes, node, job) for node in NODES
+        )
+
+    while time.monotonic() < deadline and not ended():
         time.sleep(1)
     states = _states(torch_nodes, job)
     assert all(s["state"] != "running" for s in states.values()), states
