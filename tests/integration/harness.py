@@ -170,3 +170,17 @@ def write_playbook(directory, name, text):
     path = Path(directory) / name
     path.write_text(text)
     return path
+
+
+def ensure_torch_venvs(testbed, base: str = "/opt/wireup") -> None:
+    """Every node of the testbed has the venv with torch: installed by site.yml's pytorch_venv
+    (without the extra packages) unless an earlier test already made it."""
+    have = [
+        testbed.ssh(n, f"test -x {base}/venv/bin/torchrun", check=False).returncode == 0
+        for n in testbed.nodes
+    ]
+    if not all(have):
+        result = run_playbook(
+            "site.yml", testbed.inventory, {"pytorch_venv_extra_packages": []}, tags=["pytorch_venv"]
+        )
+        assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-3000:]}"

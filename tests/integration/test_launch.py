@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from .harness import REPO_ROOT as REPO
-from .harness import run_playbook, write_playbook
+from .harness import ensure_torch_venvs, run_playbook, write_playbook
 
 pytestmark = pytest.mark.integration
 
@@ -49,12 +49,7 @@ DETACHED = dict(
 @pytest.fixture(scope="module")
 def torch_nodes(testbed):
     """Every node has the venv with torch (installed by pytorch_venv unless already there)."""
-    have = [testbed.ssh(n, f"test -x {BASE}/venv/bin/torchrun", check=False).returncode == 0 for n in NODES]
-    if not all(have):
-        result = run_playbook(
-            "site.yml", testbed.inventory, {"pytorch_venv_extra_packages": []}, tags=["pytorch_venv"]
-        )
-        assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-3000:]}"
+    ensure_torch_venvs(testbed, BASE)
     return testbed
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from tests.testbed import slurm as testbed_slurm
 
-from .harness import run_playbook
+from .harness import ensure_torch_venvs, run_playbook
 
 pytestmark = pytest.mark.integration
 
@@ -42,12 +42,7 @@ time.sleep(float(os.environ.get("IT_SLEEP", "1")))
 @pytest.fixture(scope="module")
 def slurm_cluster(testbed):
     """The session testbed with torch venvs and a running Slurm (stopped again after the module)."""
-    have = [testbed.ssh(n, f"test -x {BASE}/venv/bin/torchrun", check=False).returncode == 0 for n in NODES]
-    if not all(have):
-        result = run_playbook(
-            "site.yml", testbed.inventory, {"pytorch_venv_extra_packages": []}, tags=["pytorch_venv"]
-        )
-        assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-3000:]}"
+    ensure_torch_venvs(testbed, BASE)
     t0 = time.monotonic()
     testbed_slurm.up(testbed)
     print(f"slurm fixture: {time.monotonic() - t0:.1f} s")
