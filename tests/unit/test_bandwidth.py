@@ -203,7 +203,13 @@ def test_pick_tuning():
 
 
 # ---------------------------------------------------------------- issue 11: verdicts that cannot lie
-DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "example-h200x2" / "healthy" / "localhost.json"
+DOCS = (
+    pathlib.Path(__file__).resolve().parents[2]
+    / "tests"
+    / "fixtures"
+    / "h200x2"
+    / "bench_record_2026-11-29_healthy.json"
+)
 
 
 def test_min_bw_failure_is_a_fail_with_the_cause_quoted():

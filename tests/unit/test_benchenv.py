@@ -15,7 +15,7 @@ from test_report import NCCL, good_node, h200_topology
 from wireup import benchenv, report, results
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-HEALTHY = REPO / "docs" / "example-h200x2" / "healthy" / "localhost.json"
+HEALTHY = REPO / "tests" / "fixtures" / "h200x2" / "bench_record_2026-11-29_healthy.json"
 ONE_GPU = "h200x1_v2.19.6_all_reduce_perf_1gpu"
 DRIVER, NCCL_VERSION = "580.159.04", "2.28.9"
 WRITTEN = "2026-11-30T12:00:00Z"
@@ -41,7 +41,7 @@ def tuned_text(nccl=NCCL_VERSION, written=WRITTEN):
 
 
 def torch_log(env=None, tuned=""):
-    """The single-node torch benchmark's output on 2x H200 (rows of docs/example-h200x2's healthy run,
+    """The single-node torch benchmark's output on 2x H200 (rows of the healthy 2026-11-29 bench record,
     torch 2.11.0+cu130), preceded by the environment line the script now prints."""
     rows = json.loads(HEALTHY.read_text())["torch"]["single_node"]["rows"]
     lines = [
