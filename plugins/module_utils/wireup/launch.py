@@ -14,6 +14,8 @@ import json
 import re
 import shlex
 
+from . import validate
+
 _SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _HOST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
@@ -123,13 +125,6 @@ def omp_threads_for(cpus, nproc) -> int:
     return max(1, cpus // nproc) if nproc > 0 and cpus > 0 else 1
 
 
-def master_of(hosts: list[str], master_host: str) -> str:
-    """The rendezvous master: the named host, else the first of the sorted group."""
-    if master_host:
-        return master_host
-    return sorted(hosts)[0] if hosts else ""
-
-
 def plan(
     hosts,
     nodes: dict,
@@ -187,7 +182,7 @@ def plan(
                 "a job needs every node of its group; run on the whole group or choose another group"
             )
 
-    master = master_of(hosts, master_host)
+    master = validate.master_of(hosts, master_host)
     if master not in hosts:
         errors.append(
             f"wireup_master_host={master_host!r} is not in {group_var}: name one of "
@@ -195,12 +190,10 @@ def plan(
         )
     result["master"] = master
 
-    try:
-        port = int(master_port)
-    except (TypeError, ValueError):
-        port = 0
-    if isinstance(master_port, bool) or not 1024 <= port <= 65535:
-        errors.append(f"wireup_master_port={master_port!r} must be a TCP port from 1024 to 65535")
+    # The one port rule preflight applies too (validate.validate_port).
+    port_errors = validate.validate_port("wireup_master_port", master_port)
+    errors.extend(port_errors)
+    port = 0 if port_errors else int(str(master_port).strip())
     result["master_port"] = port
 
     addr = str(master_addr or "").strip()
