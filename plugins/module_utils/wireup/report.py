@@ -19,6 +19,7 @@ import os
 import re
 
 from . import bandwidth, benchenv
+from .nccltests import best_busbw
 
 SEVERITY_ORDER = ("critical", "warning", "info")
 _NV = re.compile(r"^NV(\d+)$")
@@ -36,15 +37,6 @@ def human_bytes(size):
 
 def _fmt(value, digits=1):
     return "-" if value is None else f"{value:.{digits}f}"
-
-
-def _best(row):
-    values = [
-        row[k]["busbw"]
-        for k in ("out_of_place", "in_place")
-        if row.get(k) and row[k].get("busbw") is not None
-    ]
-    return max(values) if values else None
 
 
 def _count(findings):
@@ -86,7 +78,7 @@ def summary_line(record):
             like = item.get("vs_nccl_tests") or {}
             parts.append(
                 f"torch {name} ({item.get('world_size')} ranks, {item.get('backend')}) "
-                f"{_fmt(_best(last), 3)} GB/s at {human_bytes(last.get('size'))}"
+                f"{_fmt(best_busbw(last), 3)} GB/s at {human_bytes(last.get('size'))}"
                 + (f" = {_pct(like.get('ratio'))} of nccl-tests" if like.get("ratio") is not None else "")
             )
     modes = sorted({(f.get("env") or {}).get("mode") for f in _figures(record)} - {None})
@@ -144,7 +136,9 @@ def _plot_busbw(plt, record, path):
     links = set()
     for i, (name, coll) in enumerate(sorted(colls.items())):
         points = [
-            (r["size"], _best(r)) for r in coll.get("rows") or [] if r.get("size") and _best(r) is not None
+            (r["size"], best_busbw(r))
+            for r in coll.get("rows") or []
+            if r.get("size") and best_busbw(r) is not None
         ]
         if not points:
             continue
@@ -232,9 +226,9 @@ def _plot_torch(plt, records, path):
             if name == "multi_node" and item.get("reported_by") not in (None, host):
                 continue
             points = [
-                (r["size"], _best(r))
+                (r["size"], best_busbw(r))
                 for r in item.get("rows") or []
-                if r.get("size") and _best(r) is not None
+                if r.get("size") and best_busbw(r) is not None
             ]
             if points:
                 label = (
@@ -588,7 +582,7 @@ def _torch_summary(records):
                     name,
                     item.get("backend"),
                     human_bytes(last["size"]),
-                    _fmt(_best(last), 3),
+                    _fmt(best_busbw(last), 3),
                     v.get("verdict", "not judged"),
                     _pct(v.get("ratio")),
                     _pct((item.get("of_link") or {}).get("ratio")),
