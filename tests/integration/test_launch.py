@@ -382,8 +382,8 @@ def test_precheck_master_unreachable(torch_nodes, tmp_path):
 def test_waiting_costs_the_same_per_poll_over_a_thousand_polls(tmp_path):
     """The wait of launch.yml makes 1000+ polls at a constant cost per poll (issue 13, item 3).
 
-    The poll mechanism tested directly, on the controller: the wait task of tasks/60-wait.yml and
-    the tasks after it verbatim, but for its action: the same `wireup-jobctl status` through `raw`
+    The poll mechanism tested directly, on the controller: the wait task of tasks/wait.yml and
+    the verdict after it verbatim, but for its action: the same `wireup-jobctl status` through `raw`
     (a plain shell, local connection) instead of the command module, whose start costs 0.2-0.6 s
     per poll here (4-10 min for 1000 polls, measured). The job ends once jobctl has
     been asked 1005 times; a wrapper notes the time of every ask. Before, the wait was a task file
@@ -408,11 +408,13 @@ def test_waiting_costs_the_same_per_poll_over_a_thousand_polls(tmp_path):
     env = dict(os.environ, WIREUP_JOBCTL_MANAGER="process")
     subprocess.run([str(wrapper), "start", str(job), "r1"], check=True, env=env)
 
-    wait, *after = yaml.safe_load((REPO / "roles" / "torchrun_launch" / "tasks" / "60-wait.yml").read_text())
+    wait, verdict, *_ = yaml.safe_load(
+        (REPO / "roles" / "torchrun_launch" / "tasks" / "wait.yml").read_text()
+    )
     assert wait["ansible.builtin.command"]["argv"][1:] == [
         "status",
-        "{{ __torchrun_launch_job_dir }}",
-        "{{ __torchrun_launch_run_id }}",
+        "{{ __plan.job_dir }}",
+        "{{ __plan.run_id }}",
         "{{ torchrun_launch_poll_interval }}",
     ]
     assert "until" in wait and "retries" in wait and wait["delay"] == 0
@@ -425,18 +427,20 @@ def test_waiting_costs_the_same_per_poll_over_a_thousand_polls(tmp_path):
             "connection": "local",
             "gather_facts": False,
             "vars": {
-                "__torchrun_launch_run_id": "r1",
-                "__torchrun_launch_plan": {"hosts": ["localhost"]},
+                "__plan": {"hosts": ["localhost"], "job_dir": str(job), "run_id": "r1"},
                 "torchrun_launch_poll_interval": 0,
                 "torchrun_launch_timeout": 900,
             },
             "tasks": [
                 probe,
-                *after,
+                verdict,
                 {
                     "name": "The job is over and went well",
                     "ansible.builtin.assert": {
-                        "that": ["__torchrun_launch_verdict.ok", "__torchrun_launch_state.state == 'exited'"]
+                        "that": [
+                            "__torchrun_launch_verdict.ok",
+                            "(__torchrun_launch_status.stdout | from_json).state == 'exited'",
+                        ]
                     },
                 },
             ],

@@ -156,10 +156,20 @@ def _address_errors(addresses: dict) -> list[str]:
 
 
 def master_of(members: list[str], master_host: str) -> str:
-    """The rendezvous master: the named host, else the group's first in sorted order."""
-    if master_host:
+    """The rendezvous master: the named host when it is a member, else the group's first in sorted
+    order (a job over a group without wireup_master_host, e.g. bench's one-node groups)."""
+    if master_host and master_host in members:
         return master_host
     return sorted(members)[0] if members else ""
+
+
+_SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def shell_name_errors(name: str, keys) -> list[str]:
+    """Keys of an environment mapping exported by a bash script must be shell variable names."""
+    bad = [key for key in keys or [] if not isinstance(key, str) or not _SHELL_NAME.match(key)]
+    return [f"{name}: {key!r} is not a valid shell variable name (letters, digits, '_')" for key in bad]
 
 
 def validate_port(name: str, value) -> list[str]:
