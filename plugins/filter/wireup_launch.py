@@ -128,6 +128,16 @@ def wireup_launch_jobs_stands(jobs, hosts, hostvars, var, play_hosts=None):
     return launch.jobs_stands(dict(jobs), states, None if play_hosts is None else list(play_hosts))
 
 
+def wireup_launch_follow(plan, hostvars, inventory_sources=()):
+    started = {}
+    for host in plan.get("hosts", []):
+        try:
+            started[host] = (hostvars[host].get("__torchrun_launch_started") or {}).get("stdout", "")
+        except KeyError:
+            started[host] = ""
+    return launch.follow_lines(dict(plan), started, list(inventory_sources or []))
+
+
 def wireup_launch_runs_table(hosts, hostvars, var="__torchrun_launch_list"):
     """Rows of every run on the hosts, from each host's registered `wireup-jobctl list` output."""
     per_host = {}
@@ -156,5 +166,6 @@ class FilterModule:
             "wireup_launch_jobs_plan": wireup_launch_jobs_plan,
             "wireup_launch_jobs_node": wireup_launch_jobs_node,
             "wireup_launch_jobs_stands": wireup_launch_jobs_stands,
+            "wireup_launch_follow": wireup_launch_follow,
             "wireup_launch_runs_table": wireup_launch_runs_table,
         }

@@ -877,3 +877,19 @@ def jobs_stands(jobs: dict, states: dict, play_hosts=None) -> str:
         how = verdict["reason"]
     where = f"; logs in {jobs.get('results')}/" if jobs.get("action") == "logs" else ""
     return f"job {jobs.get('job')} run {jobs.get('run_id')}: {how}{where}"
+
+
+def follow_lines(plan_: dict, started: dict, inventory_sources=()) -> list[str]:
+    """What a detached run says once started: each node's start line (``started``: host ->
+    wireup-jobctl's answer), then how to follow, fetch, stop and list it with jobs.yml."""
+    inv = "".join(f" -i {source}" for source in inventory_sources or [])
+    job = f"ansible-playbook{inv} jobs.yml -e torchrun_launch_job={plan_.get('job')}"
+    return [
+        *(str(started.get(h) or "") for h in plan_.get("hosts", [])),
+        f"job {plan_.get('job')} run {plan_.get('run_id')} started on {plan_.get('nnodes')} node(s), "
+        f"{plan_.get('world_size')} process(es); it runs on without this playbook.",
+        f"status: {job}",
+        f"logs:   {job} -e torchrun_launch_action=logs   (to {plan_.get('results')}/)",
+        f"stop:   {job} -e torchrun_launch_action=stop",
+        f"list:   ansible-playbook{inv} jobs.yml -e torchrun_launch_action=list",
+    ]
