@@ -698,15 +698,12 @@ def precheck_errors(
                 "ansible-playbook site.yml --tags pytorch_venv"
             )
         errors.append(f"{host} lacks {' and '.join(missing)}: {'; '.join(fixes)}")
-    unresolved = [
-        r.get("item")
-        for r in (names or {}).get("results", [])
-        if r.get("failed")
-        or (
-            ((r.get("ansible_facts") or {}).get("getent_ahostsv4") or {None: None}).get(r.get("item"), "")
-            is None
-        )
-    ]
+    # ansible.builtin.getent with fail_key=false answers an unknown name with {name: None}.
+    unresolved = []
+    for r in (names or {}).get("results", []):
+        found = (r.get("ansible_facts") or {}).get("getent_ahostsv4") or {}
+        if r.get("failed") or found.get(r.get("item"), "") is None:
+            unresolved.append(r.get("item"))
     if unresolved:
         errors.append(
             f"{host} cannot resolve {', '.join(unresolved)}: torchrun needs the node's own hostname and gloo "
