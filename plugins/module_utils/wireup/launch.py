@@ -709,7 +709,9 @@ def precheck_errors(
             f"{host} cannot resolve {', '.join(unresolved)}: torchrun needs the node's own hostname and gloo "
             "the others' names; set torchrun_launch_manage_hosts: true or fix DNS."
         )
-    if connect and connect.get("failed"):
+    # The worker's wait_for runs with failed_when: false (so this assert names the fix), which also
+    # clears its "failed": a connect that worked reports the port's "state", a timeout only "msg".
+    if connect and not connect.get("skipped") and not connect.get("state"):
         errors.append(
             f"{host} cannot reach the master {plan_.get('master')} at {plan_.get('rdzv_endpoint')} within "
             f"{timeout} s: check routes and firewalls between the nodes and the master's "
