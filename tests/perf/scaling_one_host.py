@@ -156,30 +156,35 @@ def write_inventory(work: Path, names: list[str], addresses: dict[str, str]) -> 
 # result queue, forking workers); functions grouped by what they are. Workers are forked, so their
 # own work (templating task args, running the connection) shows as CPU of the children.
 CONTROLLER_GROUPS = (
-    ("forking workers", ("worker.py", "popen_fork.py", "process.py:")),
-    ("templating", ("template/", "jinja2/", "_template")),
-    ("results and callbacks", ("_process_pending_results", "callback", "stats.py")),
-    ("waiting (sleep/select)", ("time.sleep", "select", "poll", "_wait_on_pending_results")),
+    (
+        "queueing tasks: a forked worker per task and host",
+        ("strategy/__init__.py:_queue_task",),
+    ),
+    ("  of which fork() itself", ("posix.fork",)),
+    (
+        "building each host's variables (VariableManager.get_vars, also before queueing)",
+        ("vars/manager.py:get_vars",),
+    ),
+    ("reading the workers' results", ("strategy/__init__.py:_process_pending_results",)),
+    ("idle: waiting on workers and nodes (sleep)", ("time.sleep",)),
 )
 
 
-def controller_breakdown(stats_path: Path, wall: float) -> list[tuple[str, float]]:
-    """(group, seconds) of the main process's time from a cProfile file: the largest cumulative
-    time of any function in each group (groups overlap, so they are not summed), then the total."""
+def controller_breakdown(stats_path: Path, wall: float) -> list[tuple[str, float, int]]:
+    """(what, seconds, calls) of the main process's time from a cProfile file: the cumulative time
+    of the matching functions (the indented rows are part of the row above), then the wall time.
+    Templating and the connection run in the forked workers, which cProfile does not follow."""
     import pstats
 
     stats = pstats.Stats(str(stats_path)).stats
     rows = []
     for group, needles in CONTROLLER_GROUPS:
-        best = 0.0
-        for (filename, _line, func), (_cc, _nc, _tt, ct, _callers) in stats.items():
-            where = f"{filename}:{func}"
-            if any(n in where for n in needles):
-                best = max(best, ct)
-        rows.append((group, best))
-    total = sum(tt for (_cc, _nc, tt, _ct, _callers) in stats.values())
-    rows.append(("main process, all functions (own time)", total))
-    rows.append(("wall", wall))
+        seconds, calls = 0.0, 0
+        for (filename, _line, func), (_cc, nc, _tt, ct, _callers) in stats.items():
+            if any(n in f"{filename}:{func}" for n in needles):
+                seconds, calls = seconds + ct, calls + nc
+        rows.append((group, seconds, calls))
+    rows.append(("wall", wall, 0))
     return rows
 
 
@@ -287,8 +292,8 @@ def main(argv=None) -> int:
                 f" (slower than unprofiled; controller CPU incl. workers and ssh clients"
                 f" {res['controller_cpu']:.1f} s):"
             )
-            for group, secs in controller_breakdown(cprof, res["seconds"]):
-                print(f"  {secs:6.2f} s  {group}")
+            for group, secs, calls in controller_breakdown(cprof, res["seconds"]):
+                print(f"  {secs:6.2f} s  {group}" + (f" ({calls} calls)" if calls else ""))
     finally:
         sshd.terminate()  # our own sshd, by its PID
         sshd.wait(timeout=10)
