@@ -183,3 +183,27 @@ def test_empty_group_names_the_variable_and_the_fix():
         "inventory group 'gpu_nodes' (wireup_node_group) has no hosts: add the cluster's nodes under "
         "it, or run with -e wireup_node_group=<the group that holds them>"
     )
+
+
+@pytest.mark.parametrize("key", ["NCCL_DEBUG", "_X", "a1_b"])
+def test_shell_names_accepted(key):
+    assert validate.is_shell_name(key)
+    assert validate.shell_name_errors("bench_env", {key: "1"}) == []
+
+
+@pytest.mark.parametrize("key", ["1A", "NCCL-DEBUG", "A B", "", "X=1", 5, None])
+def test_shell_names_refused_name_the_variable(key):
+    assert not validate.is_shell_name(key)
+    (error,) = validate.shell_name_errors("bench_env", {key: "1"})
+    assert error.startswith("bench_env: ") and "not a valid shell variable name" in error
+
+
+def test_shell_name_errors_values_and_mapping():
+    assert validate.shell_name_errors("wireup_job_env", None) == []
+    assert validate.shell_name_errors("wireup_job_env", ["A=1"]) == [
+        "wireup_job_env must be a mapping of VARIABLE: value, not list"
+    ]
+    assert validate.shell_name_errors("wireup_job_env", {"A": [1], "B": None, "C": 2}) == [
+        "wireup_job_env: A must be a string or number, not list",
+        "wireup_job_env: B must be a string or number, not NoneType",
+    ]

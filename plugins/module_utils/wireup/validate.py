@@ -21,6 +21,32 @@ PIN_FORMATS = {
     "pytorch_venv_torch_version": (r"^\d+\.\d+\.\d+$", '"2.13.0"'),
 }
 
+# A variable name bash can export: the one rule for every env mapping wireup writes into a script
+# or an env file (wireup_job_env, bench_env, torchrun_launch_env, the tuned NCCL env file).
+SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def is_shell_name(key) -> bool:
+    """True when ``key`` is a string bash accepts as a variable name."""
+    return isinstance(key, str) and SHELL_NAME.match(key) is not None
+
+
+def shell_name_errors(var: str, env) -> list[str]:
+    """Errors of an env mapping that a bash script exports: ``env`` must be a mapping (None is
+    empty), its keys shell variable names, its values strings or numbers. ``var`` names the
+    variable in each message."""
+    if env is None:
+        return []
+    if not isinstance(env, dict):
+        return [f"{var} must be a mapping of VARIABLE: value, not {type(env).__name__}"]
+    errors = []
+    for key, value in env.items():
+        if not is_shell_name(key):
+            errors.append(f"{var}: {key!r} is not a valid shell variable name (letters, digits, '_')")
+        elif value is None or isinstance(value, dict | list | tuple | set):
+            errors.append(f"{var}: {key} must be a string or number, not {type(value).__name__}")
+    return errors
+
 
 def validate_pins(values: dict) -> list[str]:
     """Check the pinned versions' formats and their agreement with each other."""
