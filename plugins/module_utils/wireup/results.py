@@ -134,12 +134,7 @@ def _gpu_key(gpu):
 def _row_busbw(rows, size):
     for row in rows or []:
         if row.get("size") == size:
-            values = [
-                row[k]["busbw"]
-                for k in ("out_of_place", "in_place")
-                if row.get(k) and row[k].get("busbw") is not None
-            ]
-            return max(values) if values else None
+            return nccltests.best_busbw(row)
     return None
 
 
