@@ -520,8 +520,8 @@ def test_role_check_mode_summary_line(tmp_path):
 def test_role_skips_gpu_less_node_with_one_line(tmp_path):
     rc, out = run_role(tmp_path, H200, present=False, pci_count=0)
     assert rc == 0, out
-    assert "gpu_topology skipped on localhost: no NVIDIA GPU found (PCI vendor 10de)" in out
-    assert "Read topology" not in out
+    assert "gpu_topology localhost: skipped: no NVIDIA GPU found (PCI vendor 10de)" in out
+    assert "nvidia_smi_missing" not in out and "findings 0 critical" not in out
 
 
 def test_role_fails_on_critical_when_asked(tmp_path):

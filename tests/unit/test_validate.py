@@ -207,3 +207,75 @@ def test_shell_name_errors_values_and_mapping():
         "wireup_job_env: A must be a string or number, not list",
         "wireup_job_env: B must be a string or number, not NoneType",
     ]
+
+
+GOOD = {
+    "wireup_master_port": 29500,
+    "wireup_base_dir": "/opt/wireup",
+    "wireup_venv_path": "/opt/wireup/venv",
+    "wireup_nproc_per_node": "auto",
+    "wireup_job_env": {"NCCL_DEBUG": "WARN"},
+    "nccl_version": "2.28.9",
+    "bench_pass_ratio": 0.9,
+    "bench_warn_ratio": 0.75,
+}
+TWO_NODES = {"all": ["n1", "n2"], "gpu_nodes": ["n1", "n2"]}
+
+
+def test_inventory_errors_all_at_once_shared_ones_once():
+    bad = dict(GOOD, wireup_master_port=99999, bench_warn_ratio="0.95", bench_max_bytes="8GB")
+    errors = validate.inventory_errors(
+        {"n1": bad, "n2": dict(bad, nccl_version=2.28)}, TWO_NODES, "gpu_nodes", "n9"
+    )
+    assert errors[0].startswith("wireup_master_host='n9' is not a host of group 'gpu_nodes'")
+    assert (
+        "wireup_master_port=99999 must be a TCP port from 1024 to 65535, e.g. wireup_master_port: 29500"
+        in errors
+    )
+    assert (
+        "bench_warn_ratio (0.95) must not exceed bench_pass_ratio (0.9): lower bench_warn_ratio or "
+        "raise bench_pass_ratio" in errors
+    )
+    assert any(e.startswith("bench_max_bytes='8GB' is not a size") for e in errors)
+    # Only n2 has the number: its error names it.
+    assert any(e.startswith("n2: nccl_version=2.28 is a number") for e in errors), errors
+    assert validate.inventory_errors({"n1": GOOD, "n2": GOOD}, TWO_NODES, "gpu_nodes") == []
+
+
+def test_inventory_errors_env_names_renamed_and_ansible_core():
+    bad = dict(
+        GOOD,
+        wireup_job_env={"NCCL-DEBUG": "1"},
+        bench_env={"1X": "1"},
+        cuda_repo_toolkit_on_gpu_less_node=True,
+    )
+    errors = validate.inventory_errors(
+        {"n1": bad}, {"gpu_nodes": ["n1"]}, "gpu_nodes", "", ("2.18.1", ">=2.19.0,<2.20.0")
+    )
+    assert errors == [
+        "wireup_job_env: 'NCCL-DEBUG' is not a valid shell variable name (letters, digits, '_')",
+        "bench_env: '1X' is not a valid shell variable name (letters, digits, '_')",
+        "cuda_repo_toolkit_on_gpu_less_node is no longer read by wireup (the variable's name ends in "
+        "'nodes'): rename it to cuda_repo_toolkit_on_gpu_less_nodes",
+        "ansible-core 2.18.1 is outside wireup_ansible_core_range (>=2.19.0,<2.20.0): run wireup from its "
+        "venv (make venv; .venv/bin/ansible-playbook)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "fragment"),
+    [
+        ("bench_baseline_tolerance", 1.5, "must be a fraction from 0 to below 1"),
+        ("bench_step_factor", 0, "must be a whole number of at least 1"),
+        ("bench_pass_ratio", "high", "bench_pass_ratio='high' is not a number"),
+        ("bench_torch_goal_ratio", 0, "must be above 0"),
+        ("bench_nccl_tune_min_gain", -0.1, "must be a fraction from 0 to below 1"),
+    ],
+)
+def test_bench_errors_name_the_variable(name, value, fragment):
+    (error,) = validate.bench_errors({name: value})
+    assert error.startswith(name) and fragment in error
+
+
+def test_bench_errors_pass_over_the_roles_template_defaults():
+    assert validate.bench_errors({"bench_torch_max_bytes": "{{ bench_max_bytes }}"}) == []

@@ -24,7 +24,7 @@ expectation (one GPU, or unknown links) or without a size >= 1 GiB the verdict i
 
 import re
 
-from . import nccltests
+from . import nccltests, validate
 
 # PCIe usable rate per lane and direction in GB/s, after line encoding (8b/10b up to Gen2,
 # 128b/130b Gen3-5, FLIT Gen6). x16 Gen4 = 31.5, x16 Gen5 = 63.0.
@@ -247,11 +247,13 @@ def expected_busbw(topology, collective, overrides=None):
 
 
 def check_thresholds(pass_ratio, warn_ratio):
+    """Raise ValueError (naming the variable) unless the thresholds pass validate's one rule."""
     for name, value in (("bench_pass_ratio", pass_ratio), ("bench_warn_ratio", warn_ratio)):
-        if not isinstance(value, (int, float)) or not 0 < value <= 1.5:
+        if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError(f"{name} must be a number in (0, 1.5], got {value!r}")
-    if warn_ratio > pass_ratio:
-        raise ValueError(f"bench_warn_ratio ({warn_ratio}) must not exceed bench_pass_ratio ({pass_ratio})")
+    errors = validate.bench_threshold_errors({"bench_pass_ratio": pass_ratio, "bench_warn_ratio": warn_ratio})
+    if errors:
+        raise ValueError(errors[0])
 
 
 def verdict(
