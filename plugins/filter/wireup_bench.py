@@ -13,9 +13,10 @@ short_description: nccl-tests parsing and build helpers for the nccl_tests and b
 description:
   - wireup_nvcc_gencode (compute capabilities -> {flags, arch}), wireup_nccltests_json_ok (tag -> bool),
     wireup_nccltests_parse (output text or -J JSON -> dict), wireup_human_bytes.
-  - wireup_bench_plan (a node's facts and the bench settings -> the bench role's plan),
+  - wireup_bench_multi (the group, the play's hosts -> whether the cross-node torch run goes ahead),
+    wireup_bench_plan (a node's facts and the bench settings -> the bench role's plan),
     wireup_bench_tuning (plan, the comparison's registered runs -> ranking, the tuned env file's
-    text, one summary line), wireup_bench_nodes (hosts, hostvars -> what wireup_bench_store takes).
+    text, one summary line), wireup_bench_run (the group, hostvars -> what wireup_bench_store takes).
 """
 
 import pathlib
@@ -33,12 +34,20 @@ from wireup import bandwidth, bench, nccltests
 def bench_plan(node, settings, build=None, tuned_read=None, host=""):
     """wireup_node, the bench settings, nccl_tests_build (None when absent), the slurp result of
     the tuned env file -> bench.plan's answer."""
-    text = bench.decoded(tuned_read["content"]) if "content" in (tuned_read or {}) else ""
+    text = bench.decoded(tuned_read["content"]) if "content" in (tuned_read or {}) else None
     return bench.plan(dict(node or {}), dict(settings), dict(build) if build else None, text, str(host))
 
 
 def bench_tuning(plan, runs, run_id, host, *, node, build=None):
     return bench.tuning(plan, runs, bench.origin_of(run_id, host, node, build))
+
+
+def bench_multi(group, play_hosts_all, play_hosts, hostvars, *, name, torch_on):
+    """bench.multi_node's answer; each host's GPU presence is read from its wireup_node fact."""
+    present = {h: ((hostvars[h].get("wireup_node") or {}).get("gpu") or {}).get("present") for h in group}
+    return bench.multi_node(
+        group, play_hosts_all, play_hosts, name=name, torch_on=bool(torch_on), gpu_present=present
+    )
 
 
 # What each node's bench tasks registered (their names in the role), read on the controller.
@@ -56,14 +65,30 @@ _NODE_VARS = {
 }
 
 
-def bench_nodes(hosts, hostvars):
-    """{host: bench.node_results(...)} for the hosts that ran the bench role."""
-    out = {}
+def bench_run(group, hostvars, name=""):
+    """What the report play needs from the nodes of one bench run: {hosts (those that ran the
+    bench role), lost (nodes lost during the run), run_id, nodes (bench.node_results per host),
+    torch_logs, multi_skipped}. Raises ValueError when no host of the group ran the role."""
+    hosts = [h for h in group if hostvars[h].get("__bench_run_id")]
+    if not hosts:
+        raise ValueError(
+            f"No host of group {name} reached the bench role (all failed or unreachable, or the run was "
+            "limited to other hosts): nothing to report."
+        )
+    multi = hostvars[hosts[0]].get("__bench_multi") or {}
+    nodes = {}
     for host in hosts:
         hv = hostvars[host]
-        facts = {key: hv.get(name) for key, name in _NODE_VARS.items()}
-        out[host] = bench.node_results(dict(facts, host=host))
-    return out
+        facts = {key: hv.get(var) for key, var in _NODE_VARS.items()}
+        nodes[host] = bench.node_results(dict(facts, host=host))
+    return {
+        "hosts": hosts,
+        "lost": sorted(set(multi.get("lost") or []) - set(hosts)),
+        "run_id": hostvars[hosts[0]]["__bench_run_id"],
+        "nodes": nodes,
+        "torch_logs": {h: hostvars[h].get("__bench_torch_logs") or {} for h in hosts},
+        "multi_skipped": multi.get("skipped", ""),
+    }
 
 
 class FilterModule:
@@ -75,5 +100,6 @@ class FilterModule:
             "wireup_human_bytes": _wrap(bandwidth.human_bytes),
             "wireup_bench_plan": _wrap(bench_plan),
             "wireup_bench_tuning": _wrap(bench_tuning),
-            "wireup_bench_nodes": _wrap(bench_nodes),
+            "wireup_bench_run": _wrap(bench_run),
+            "wireup_bench_multi": _wrap(bench_multi),
         }

@@ -25,7 +25,7 @@ options:
     required: true
   nodes:
     description:
-      - Per host, what the bench role gathered (the filter wireup_bench_nodes builds it from the
+      - Per host, what the bench role gathered (the filter wireup_bench_run builds it from the
         hosts' registered results; plugins/module_utils/wireup/bench.py node_results says each field).
     type: dict
     required: true
@@ -89,7 +89,7 @@ EXAMPLES = r"""
   wireup_bench_store:
     results_dir: "{{ wireup_results_dir }}"
     run_id: "20261129T164455Z"
-    nodes: "{{ ansible_play_hosts | wireup_bench_nodes(hostvars) }}"
+    nodes: "{{ (groups.gpu_nodes | wireup_bench_run(hostvars)).nodes }}"
     thresholds: {pass_ratio: 0.9, warn_ratio: 0.75, min_bytes: 1073741824, tolerance: 0.1, torch_goal: 0.97}
 """
 

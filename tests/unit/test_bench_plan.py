@@ -205,3 +205,27 @@ def test_threshold_rule_is_one_rule():
     ]
     with pytest.raises(ValueError, match=r"bench_warn_ratio \(0\.8\) must not exceed bench_pass_ratio"):
         bandwidth.check_thresholds(0.5, 0.8)
+
+
+def test_python_fallback_thresholds_equal_the_role_defaults():
+    """Re-judging outside a play uses bandwidth.DEFAULT_THRESHOLDS: the same as the role's."""
+    assert bandwidth.DEFAULT_THRESHOLDS == {
+        "pass_ratio": DEFAULTS["bench_pass_ratio"],
+        "warn_ratio": DEFAULTS["bench_warn_ratio"],
+        "min_bytes": DEFAULTS["bench_verdict_min_bytes"],
+        "tolerance": DEFAULTS["bench_baseline_tolerance"],
+        "torch_goal": DEFAULTS["bench_torch_goal_ratio"],
+    }
+
+
+def test_multi_node_runs_only_with_every_node_left():
+    gpus = {"a": True, "b": False}
+    ran = bench.multi_node(["b", "a"], ["a", "b"], ["a", "b"], name="g", torch_on=True, gpu_present=gpus)
+    assert ran == {"run": True, "skipped": "", "lost": [], "gpu": False}
+    lost = bench.multi_node(["a", "b"], ["a", "b"], ["a"], name="g", torch_on=True, gpu_present=gpus)
+    assert not lost["run"] and lost["lost"] == ["b"]
+    assert lost["skipped"] == "not every node of g is left in this run (b unreachable or failed earlier)"
+    limited = bench.multi_node(["a", "b"], ["a"], ["a"], name="g", torch_on=True, gpu_present=gpus)
+    assert limited["skipped"] == "not every node of g is left in this run (b left out by --limit)"
+    off = bench.multi_node(["a", "b"], ["a"], ["a"], name="g", torch_on=False, gpu_present=gpus)
+    assert off["skipped"] == "" and not off["run"]

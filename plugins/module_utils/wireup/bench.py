@@ -45,13 +45,13 @@ def _torch_args(settings, max_bytes):
     return [*sizes, "--factor", str(settings["bench_torch_step_factor"]), *loops]
 
 
-def plan(node, settings, build=None, tuned_text="", host=""):
+def plan(node, settings, build=None, tuned_text=None, host=""):
     """Every decision of the bench role on one node.
 
     node: wireup_node ({gpu: {present, count}}); settings: the bench_* variables plus
     wireup_job_env and wireup_base_dir; build: nccl_tests_build or None; tuned_text: the tuned env
     file's text before the run ('' when there is none). Raises ValueError (naming the variable and
-    the fix) when the run cannot go on."""
+    the fix) when the run cannot go on. tuned_text None: there is no tuned env file."""
     gpu = (node or {}).get("gpu") or {}
     present, count = bool(gpu.get("present")), int(gpu.get("count") or 0)
     base = str(settings["wireup_base_dir"]).rstrip("/")
@@ -60,6 +60,7 @@ def plan(node, settings, build=None, tuned_text="", host=""):
     bench_env = dict(settings.get("bench_env") or {})
     notes = []
 
+    tuned_exists, tuned_text = tuned_text is not None, tuned_text or ""
     use_tuned = bool(settings.get("bench_use_tuned_env"))
     tuned_values = benchenv.parse_tuned_env(tuned_text)["values"] if use_tuned else {}
     if use_tuned and not tuned_values:
@@ -93,6 +94,15 @@ def plan(node, settings, build=None, tuned_text="", host=""):
         "torch_args_cpu": _torch_args(settings, settings["bench_torch_cpu_max_bytes"]),
         "notes": notes,
         "skipped": "",
+        # What the find task looks at after the plan: dpkg's file lists, the tuned env file, the
+        # driver's nvidia-smi and the NCCL library nccl-tests load (their times: benchenv).
+        "probe": {
+            "paths": sorted(
+                {"/var/lib/dpkg/info", base if tuned_exists else "", ld_path}
+                | {str(gpu.get("nvidia_smi") or "").rpartition("/")[0]} - {""}
+            ),
+            "patterns": [*PACKAGE_LIST_PATTERNS, TUNED_FILE, "nvidia-smi", "libnccl.so.2"],
+        },
     }
     if not present:
         out["skipped"] = "no NVIDIA GPU: GPU benchmarks skipped"
@@ -299,3 +309,28 @@ def node_results(facts):
         "gpus": (node.get("gpu") or {}).get("count"),
         "tuning": {k: v for k, v in tune.items() if k not in ("file_text", "summary")},
     }
+
+
+def multi_node(group, play_hosts_all, play_hosts, *, name, torch_on, gpu_present):
+    """The torch benchmark across all nodes: run it only when every node of the group is left in
+    this run (a node lost earlier has no facts to plan it with) and the group has two or more.
+
+    group: the node group's hosts, name: its name; gpu_present: {host: bool}. Returns {run,
+    skipped (the reason, '' when it runs or is off), lost (hosts lost earlier in this run), gpu
+    (every node has a GPU: nccl, else gloo sizes)}."""
+    group, left = sorted(group), set(play_hosts)
+    lost = sorted(set(play_hosts_all) - left)
+    out = {"run": False, "skipped": "", "lost": lost, "gpu": all(gpu_present.get(h) for h in group)}
+    if not torch_on or len(group) < 2:
+        return out
+    missing = [h for h in group if h not in left]
+    if not missing:
+        out["run"] = True
+        return out
+    why = (
+        f"{', '.join(lost)} unreachable or failed earlier"
+        if lost
+        else f"{', '.join(h for h in group if h not in set(play_hosts_all))} left out by --limit"
+    )
+    out["skipped"] = f"not every node of {name} is left in this run ({why})"
+    return out
