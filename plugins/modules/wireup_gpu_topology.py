@@ -19,12 +19,6 @@ description:
 version_added: "1.0.0"
 author: wireup
 options:
-  gpu_present:
-    description:
-      - Whether the node has an NVIDIA GPU on the PCI bus (preflight's C(wireup_node.gpu.present)).
-      - false reads nothing and returns an empty topology with one summary line saying so.
-    type: bool
-    default: true
   nvidia_smi:
     description: Path of nvidia-smi. Empty to search PATH and /usr/local/nvidia/bin.
     type: path
@@ -80,7 +74,7 @@ ansible_facts:
 topology:
   description: >-
     Structured topology with findings and raw texts; every field with an example is in
-    roles/gpu_topology/README.md (the fact's table). Empty dict with gpu_present=false.
+    roles/gpu_topology/README.md (the fact's table).
   returned: always
   type: dict
   contains:
@@ -334,7 +328,6 @@ def parse_probes(texts, p2p_modes, extra):
 def main():
     module = AnsibleModule(
         argument_spec={
-            "gpu_present": {"type": "bool", "default": True},
             "nvidia_smi": {"type": "path", "default": ""},
             "p2p_modes": {
                 "type": "list",
@@ -352,16 +345,6 @@ def main():
     if params["expected_gpus"] < 0:
         module.fail_json(
             msg=f"expected_gpus must be 0 (no check) or a positive number, got {params['expected_gpus']}"
-        )
-
-    if not params["gpu_present"]:
-        module.exit_json(
-            changed=False,
-            ansible_facts={"gpu_topology_facts": {}},
-            topology={},
-            findings=[],
-            findings_count={"critical": 0, "warning": 0, "info": 0},
-            summary=["skipped: no NVIDIA GPU found (PCI vendor 10de)"],
         )
 
     smi = params["nvidia_smi"] or module.get_bin_path("nvidia-smi", opt_dirs=["/usr/local/nvidia/bin"])

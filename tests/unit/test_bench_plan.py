@@ -77,6 +77,12 @@ def test_gpu_node_runs_every_collective_with_one_argv_each():
         "/opt/wireup/bench/all_reduce.json",
     ]
     assert plan["json"] and plan["torch_single"] and plan["compare"] == {} and plan["notes"] == []
+    assert plan["probe"]["paths"] == [
+        "/opt/wireup",
+        "/opt/wireup/venv/nvidia/nccl/lib",
+        "/usr/bin",
+        "/var/lib/dpkg/info",
+    ]
     # The venv's NCCL is on the loader's path; no tuned file was asked for.
     assert plan["nccl_env"] == {"NCCL_NVLS_ENABLE": "0", "LD_LIBRARY_PATH": BUILD["ld_library_path"]}
 
@@ -89,6 +95,9 @@ def test_cpu_node_skips_with_one_note_and_needs_no_build():
         "(PCI vendor 10de)"
     ]
     assert plan["torch_args_cpu"][:4] == ["--min-bytes", "1M", "--max-bytes", "16M"]
+    # A tuned file (empty here) but no nvidia-smi, no venv NCCL: no empty path is looked at.
+    assert plan["probe"]["paths"] == ["/opt/wireup", "/var/lib/dpkg/info"]
+    assert bench.plan(CPU_NODE, settings(), None, None, "node1")["probe"]["paths"] == ["/var/lib/dpkg/info"]
 
 
 def test_gpu_node_without_the_build_names_the_fix():
@@ -209,13 +218,13 @@ def test_threshold_rule_is_one_rule():
 
 def test_python_fallback_thresholds_equal_the_role_defaults():
     """Re-judging outside a play uses bandwidth.DEFAULT_THRESHOLDS: the same as the role's."""
-    assert bandwidth.DEFAULT_THRESHOLDS == {
+    assert {
         "pass_ratio": DEFAULTS["bench_pass_ratio"],
         "warn_ratio": DEFAULTS["bench_warn_ratio"],
         "min_bytes": DEFAULTS["bench_verdict_min_bytes"],
         "tolerance": DEFAULTS["bench_baseline_tolerance"],
         "torch_goal": DEFAULTS["bench_torch_goal_ratio"],
-    }
+    } == bandwidth.DEFAULT_THRESHOLDS
 
 
 def test_multi_node_runs_only_with_every_node_left():

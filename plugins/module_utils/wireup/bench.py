@@ -98,8 +98,13 @@ def plan(node, settings, build=None, tuned_text=None, host=""):
         # driver's nvidia-smi and the NCCL library nccl-tests load (their times: benchenv).
         "probe": {
             "paths": sorted(
-                {"/var/lib/dpkg/info", base if tuned_exists else "", ld_path}
-                | {str(gpu.get("nvidia_smi") or "").rpartition("/")[0]} - {""}
+                {
+                    "/var/lib/dpkg/info",
+                    base if tuned_exists else "",
+                    ld_path,
+                    str(gpu.get("nvidia_smi") or "").rpartition("/")[0],
+                }
+                - {""}
             ),
             "patterns": [*PACKAGE_LIST_PATTERNS, TUNED_FILE, "nvidia-smi", "libnccl.so.2"],
         },
