@@ -279,3 +279,48 @@ def test_bench_errors_name_the_variable(name, value, fragment):
 
 def test_bench_errors_pass_over_the_roles_template_defaults():
     assert validate.bench_errors({"bench_torch_max_bytes": "{{ bench_max_bytes }}"}) == []
+
+
+def _validate_filter():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "plugins/filter/wireup_validate.py"
+    spec = importlib.util.spec_from_file_location("wireup_validate_filter", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_one_check_reads_every_host_and_each_roles_argument_specs():
+    """The filter preflight's controller play calls: the roles' own files, each host's variables."""
+    import pathlib
+
+    roles = pathlib.Path(__file__).resolve().parents[2] / "roles"
+    plugin = _validate_filter()
+    hostvars = {
+        "n1": dict(GOOD, nvidia_driver_flavor="closed", ansible_host="10.0.0.1", wireup_testbed_name="x"),
+        "n2": dict(GOOD, bench_warn_ratio=0.95),
+    }
+    errors = plugin.wireup_inventory_errors(
+        ["n1", "n2"],
+        hostvars,
+        {"gpu_nodes": ["n1", "n2"]},
+        "gpu_nodes",
+        "",
+        roles_dir=str(roles),
+        roles=["nvidia_driver", "bench", "no_such_role"],
+        ansible_core=["2.19.4", ">=2.19.0,<2.20.0"],
+    )
+    assert errors == [
+        "n2: bench_warn_ratio (0.95) must not exceed bench_pass_ratio (0.9): lower bench_warn_ratio or "
+        "raise bench_pass_ratio",
+        "n1: nvidia_driver role: value of nvidia_driver_flavor must be one of: open, proprietary, got: "
+        "closed",
+    ]
+    # The roles' defaults fill what the inventory leaves out (bench_pass_ratio 0.9 for n1 and n2).
+    good = plugin.wireup_inventory_errors(
+        ["n1"], {"n1": dict(GOOD, bench_warn_ratio=0.85)}, {"gpu_nodes": ["n1"]}, "gpu_nodes",
+        roles_dir=str(roles), roles=["bench"],
+    )  # fmt: skip
+    assert good == []
