@@ -19,23 +19,13 @@ description:
 import pathlib
 import sys
 
-from ansible.errors import AnsibleFilterError
+_UTILS = str(pathlib.Path(__file__).resolve().parents[1] / "module_utils")
+if _UTILS not in sys.path:
+    sys.path.insert(0, _UTILS)
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "module_utils"))
+from wireup_plugin import wrap as _wrap
 
 from wireup import torch_index
-
-
-def _wrap(func):
-    def call(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except ValueError as exc:
-            raise AnsibleFilterError(str(exc)) from exc
-
-    call.__name__ = func.__name__
-    call.__doc__ = func.__doc__
-    return call
 
 
 class FilterModule:
