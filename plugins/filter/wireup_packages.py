@@ -11,7 +11,7 @@ name: wireup_packages
 short_description: NVIDIA package, version and repository choices for wireup's bootstrap roles
 description:
   - cuda_repo (one plan, the key check, the toolkit check) wireup_pkg_cuda_repo_plan,
-    wireup_pkg_verified_key, wireup_pkg_cuda_toolkit_problems;
+    wireup_pkg_cuda_repo_source_path, wireup_pkg_verified_key, wireup_pkg_cuda_toolkit_problems;
     nccl (one plan, the install check, its report lines) wireup_pkg_nccl_plan,
     wireup_pkg_nccl_install_problems, wireup_pkg_nccl_unmanaged_report, wireup_pkg_nccl_torch_comparison;
     nccl_tests (one plan, the source check) wireup_pkg_nccl_tests_plan, wireup_pkg_nccl_tests_source_problems;
@@ -46,6 +46,7 @@ class FilterModule:
         return {
             # cuda_repo
             "wireup_pkg_cuda_repo_plan": _wrap(packages.cuda_repo_plan),
+            "wireup_pkg_cuda_repo_source_path": _wrap(packages.cuda_repo_source_path),
             "wireup_pkg_verified_key": _wrap(packages.verified_key),
             "wireup_pkg_cuda_toolkit_problems": _wrap(packages.cuda_toolkit_problems),
             # nvidia_driver

@@ -270,7 +270,11 @@ def test_nccl_plan():
         "version": "2.28.9",
         "package_version": "2.28.9-1+cuda13.0",
         "cuda": "13.0",
-        "install": ["libnccl2", "libnccl-dev"],  # no package_facts given: nothing known installed
+        "install": ["libnccl2", "libnccl-dev"],  # nothing read: nothing known installed
+        "hold": ["libnccl2", "libnccl-dev"],
+        "pin_path": "/etc/apt/preferences.d/wireup-nccl.pref",
+        "pin": plan["pin"],
+        "apply": True,
     }
     assert p.nccl_plan("2.21.5-1+cuda12.4", "2.21.5", "12.4")["cuda"] == "12.4"
 
@@ -312,51 +316,87 @@ PIN = "2.28.9-1+cuda13.0"
 HEADER = '#define NCCL_MAJOR 2\n#define NCCL_MINOR 28\n#define NCCL_PATCH 9\n#define NCCL_SUFFIX ""\n'
 
 
-def _facts(**versions):
-    """ansible.builtin.package_facts' packages fact (apt manager) for the given name=version."""
-    return {
-        name.replace("_", "-"): [
-            {"name": name.replace("_", "-"), "version": v, "arch": "amd64", "category": "libs",
-             "origin": "", "source": "apt"}
-            for v in (vs if isinstance(vs, list) else [vs])
-        ]
-        for name, vs in versions.items()
-    }  # fmt: skip
+PIN_TEXT = (  # the pin file as the role's template wrote it before issue 14 (and the role writes now)
+    "#\n# Ansible managed\n#\n"
+    "# NCCL stays at exactly the pinned version, even when the repository offers a newer one.\n"
+    f"Package: libnccl2 libnccl-dev\nPin: version {PIN}\nPin-Priority: 1001\n"
+)
+PREF = "/etc/apt/preferences.d/wireup-nccl.pref"
+
+
+def _files(pin=PIN_TEXT, header=HEADER, mode="0644"):
+    """wireup_file_state's files for the role's read (None: the file is missing)."""
+
+    def one(content):
+        if content is None:
+            return {"exists": False}
+        return {
+            "exists": True,
+            "type": "file",
+            "mode": mode,
+            "owner": "root",
+            "group": "root",
+            "content": content,
+        }
+
+    return {PREF: one(pin), "/usr/include/nccl.h": one(header)}
+
+
+def _plan(dpkg, files=None):
+    return p.nccl_plan(
+        PIN, "2.28.9", "13.0", dpkg=dpkg, files=files or _files(), header_path="/usr/include/nccl.h"
+    )
 
 
 @pytest.mark.parametrize(
-    ("packages", "install"),
+    ("dpkg", "install", "hold"),
     [
-        # every rerun: both at the pin -> apt is not started
-        (_facts(libnccl2=PIN, libnccl_dev=PIN, bash="5.2.15-2+b2"), []),
-        # a fresh node: package_facts lists neither
-        (_facts(bash="5.2.15-2+b2"), NCCL_NAMES),
-        ({}, NCCL_NAMES),
-        # a new pin over an older NCCL
-        (_facts(libnccl2="2.27.7-1+cuda13.0", libnccl_dev="2.27.7-1+cuda13.0"), NCCL_NAMES),
-        # a newer build of the same release is drift too
-        (_facts(libnccl2="2.28.9-2+cuda13.0", libnccl_dev=PIN), ["libnccl2"]),
-        # one half removed
-        (_facts(libnccl2=PIN), ["libnccl-dev"]),
-        # two architectures of one package (multiarch), one at the pin
-        (_facts(libnccl2=["2.27.7-1+cuda13.0", PIN], libnccl_dev=PIN), []),
+        # every rerun: both at the pin and held -> nothing to apply, apt is not started
+        (f"libnccl2 hi  {PIN}\nlibnccl-dev hi  {PIN}\n", [], []),
+        # at the pin, one hold lost (apt-mark unhold) -> only that hold
+        (f"libnccl2 hi  {PIN}\nlibnccl-dev ii  {PIN}\n", [], ["libnccl-dev"]),
+        # a fresh node: dpkg knows neither (rc 1, stdout empty)
+        ("", NCCL_NAMES, NCCL_NAMES),
+        # a new pin over an older held NCCL
+        ("libnccl2 hi  2.27.7-1+cuda13.0\nlibnccl-dev hi  2.27.7-1+cuda13.0\n", NCCL_NAMES, []),
+        # removed but configuration left ("rc"), and one half-installed ("iF")
+        (f"libnccl2 rc  {PIN}\nlibnccl-dev iF  {PIN}\n", NCCL_NAMES, NCCL_NAMES),
+        # an upgrade to a newer build of the same release is drift too
+        (f"libnccl2 hi  2.28.9-2+cuda13.0\nlibnccl-dev hi  {PIN}\n", ["libnccl2"], []),
     ],
 )
-def test_nccl_plan_installs_only_what_is_off_the_pin(packages, install):
-    assert p.nccl_plan(PIN, "2.28.9", "13.0", packages, HEADER)["install"] == install
+def test_nccl_plan_from_dpkg(dpkg, install, hold):
+    plan = _plan(dpkg)
+    assert (plan["install"], plan["hold"]) == (install, hold)
+    assert plan["apply"] is bool(install or hold)
+    assert plan["pin"] == PIN_TEXT and plan["pin_path"] == PREF
+
+
+CONVERGED = f"libnccl2 hi  {PIN}\nlibnccl-dev hi  {PIN}\n"
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        _files(pin=None),  # pin file deleted
+        _files(pin=PIN_TEXT.replace("1001", "500")),  # edited by hand
+        _files(pin=PIN_TEXT.replace(PIN, "2.27.7-1+cuda13.0")),  # an older pin
+        _files(mode="0600"),  # apt (as _apt) could not read it
+    ],
+)
+def test_nccl_plan_rewrites_a_pin_file_that_differs(files):
+    assert _plan(CONVERGED, files)["apply"]
 
 
 def test_nccl_plan_checks_the_header_of_packages_at_the_pin():
-    at_pin = _facts(libnccl2=PIN, libnccl_dev=PIN)
-    assert p.nccl_plan(PIN, "2.28.9", "13.0", at_pin, HEADER)["install"] == []
-    assert (
-        p.nccl_plan(PIN, "2.28.9", "13.0", at_pin, None)["install"] == []
-    )  # not read (nccl_install_system off)
-    for header, said in [(HEADER.replace("PATCH 9", "PATCH 3"), "says 2.28.3"), ("", "says nothing")]:
+    assert not _plan(CONVERGED)["apply"]
+    for header, said in [(HEADER.replace("PATCH 9", "PATCH 3"), "says 2.28.3"), (None, "says nothing")]:
         with pytest.raises(p.PackageError, match=f"nccl_header_path.*{said}.*--reinstall libnccl-dev"):
-            p.nccl_plan(PIN, "2.28.9", "13.0", at_pin, header)
+            _plan(CONVERGED, _files(header=header))
     # Packages to install: the header is checked after the install instead.
-    assert p.nccl_plan(PIN, "2.28.9", "13.0", {}, "")["install"] == NCCL_NAMES
+    assert _plan("", _files(header=None))["install"] == NCCL_NAMES
+    # Not read (nccl_install_system: false): nothing checked, nothing known.
+    assert p.nccl_plan(PIN, "2.28.9", "13.0")["install"] == NCCL_NAMES
 
 
 def test_nccl_install_problems():
@@ -388,7 +428,7 @@ def test_nccl_unmanaged_report():
         (
             {"nccl_version": "2.27.7"},
             None,
-            "WARNING: torch in /v bundles NCCL 2.27.7; system NCCL 2.28.9; they differ",
+            "WARNING: nccl on gpu1: torch in /v bundles NCCL 2.27.7; system NCCL 2.28.9",
         ),
         # alone: files/torch_nccl.py's output (with the CRLF of a pty)
         (None, {"rc": 0, "stdout": "2.27.7\r\n"}, "WARNING: "),
@@ -400,7 +440,7 @@ def test_nccl_unmanaged_report():
     ],
 )
 def test_nccl_torch_comparison(venv_info, probe, expected):
-    line = p.nccl_torch_comparison("2.28.9", "/v", venv_info, probe)
+    line = p.nccl_torch_comparison("2.28.9", "gpu1", "/v", venv_info, probe)
     assert (expected in line) if expected else line == ""
     assert line.startswith("WARNING: ") is (expected.startswith("WARNING") or "2.27.7" in line)
 
@@ -502,6 +542,26 @@ def test_apt_lists_have_source():
 
 
 # --- cuda_repo's plan: from its one read of the node --------------------------------------------------
+# What ansible.builtin.deb822_repository writes for the role's source (fields in its sorted order).
+SOURCE = (
+    "X-Repolib-Name: wireup-cuda-ubuntu2404-x86-64\n"
+    "Signed-By: /etc/apt/keyrings/wireup-cuda.asc\n"
+    "Suites: /\n"
+    "Types: deb\n"
+    f"URIs: {NVIDIA_URL}\n"
+)
+
+
+def test_cuda_repo_source_current():
+    args = ("wireup-cuda-ubuntu2404-x86-64", NVIDIA_URL, "/etc/apt/keyrings/wireup-cuda.asc")
+    assert p.cuda_repo_source_current(SOURCE, *args)
+    assert p.cuda_repo_source_current("# edited by hand\n" + SOURCE.replace(": ", ":   "), *args)
+    assert not p.cuda_repo_source_current(SOURCE.replace("Signed-By", "X-Signed-By"), *args)
+    assert not p.cuda_repo_source_current("garbage without a colon\n", *args)
+    assert not p.cuda_repo_source_current(None, *args)
+    assert p.deb822_fields("A: 1\nB: x\n y\n") == {"A": "1", "B": "x\ny"}
+
+
 NODE = {
     "cuda_repo_distro": "ubuntu2404",
     "arch": {"cuda": "x86_64"},
@@ -524,31 +584,61 @@ CUDA_VARS = {
 }
 
 
-def _read(key=None, lists=()):
-    """What wireup_file_state returns for the role's read."""
-    state = {"exists": False} if key is None else {"exists": True, "type": "file", "content": key}
-    return {"files": {KEYRING: state}, "globs": {"/var/lib/apt/lists/*Packages*": list(lists)}}
+SOURCE_PATH = "/etc/apt/sources.list.d/wireup-cuda-ubuntu2404-x86-64.sources"
+
+
+def _read(key=None, lists=(), source=None, mode="0644"):
+    """What wireup_file_state returns for the role's read (None: the file is missing)."""
+
+    def one(content):
+        if content is None:
+            return {"exists": False}
+        return {
+            "exists": True,
+            "type": "file",
+            "mode": mode,
+            "owner": "root",
+            "group": "root",
+            "content": content,
+        }
+
+    files = {KEYRING: one(key), SOURCE_PATH: one(source)}
+    return {"files": files, "globs": {"/var/lib/apt/lists/*Packages*": list(lists)}}
 
 
 def test_cuda_repo_plan_on_a_fresh_node():
     plan = p.cuda_repo_plan(_read(), NODE, **CUDA_VARS)
     assert plan["url"] == NVIDIA_URL and plan["key_url"] == NVIDIA_URL + "3bf863cc.pub"
-    assert plan["source_name"] == "wireup-cuda-ubuntu2404-x86-64"
+    assert plan["source_name"] == "wireup-cuda-ubuntu2404-x86-64" and plan["source_path"] == SOURCE_PATH
+    assert p.cuda_repo_source_path(NODE) == SOURCE_PATH
     assert plan["fingerprints"] == [TEST_KEY_FPR]
-    assert (plan["key"], plan["download_key"], plan["lists_fetched"]) == ("", True, False)
+    assert (plan["key"], plan["download_key"], plan["lists_fetched"], plan["write"]) == (
+        "",
+        True,
+        False,
+        True,
+    )
     assert plan["toolkit"] | {"missing": ""} == {
         "wanted": True, "spec": "cuda-toolkit-13-0", "home": "/usr/local/cuda-13.0", "missing": "",
     }  # fmt: skip
     assert plan["report"] == ""
 
 
+FETCHED = [LISTS + "InRelease", LISTS + "Packages"]
+
+
 def test_cuda_repo_plan_on_a_converged_node_downloads_and_updates_nothing():
     plan = p.cuda_repo_plan(
-        _read(TEST_KEY, [LISTS + "InRelease", LISTS + "Packages"]),
+        _read(TEST_KEY, FETCHED, SOURCE),
         NODE | {"cuda": {"version": "13.0", "home": "/usr/local/cuda"}},
         **CUDA_VARS,
     )
-    assert (plan["key"], plan["download_key"], plan["lists_fetched"]) == (TEST_KEY, False, True)
+    assert (plan["key"], plan["download_key"], plan["lists_fetched"], plan["write"]) == (
+        TEST_KEY,
+        False,
+        True,
+        False,
+    )
     assert not plan["toolkit"]["wanted"]
     assert plan["report"] == "toolkit not installed: CUDA 13.0 already at /usr/local/cuda"
 
@@ -561,8 +651,24 @@ def test_cuda_repo_plan_on_a_converged_node_downloads_and_updates_nothing():
     ],
 )
 def test_cuda_repo_plan_replaces_a_key_that_is_not_trusted(key):
-    plan = p.cuda_repo_plan(_read(key), NODE, **CUDA_VARS)
-    assert (plan["key"], plan["download_key"]) == ("", True)
+    plan = p.cuda_repo_plan(_read(key, FETCHED, SOURCE), NODE, **CUDA_VARS)
+    assert (plan["key"], plan["download_key"], plan["write"]) == ("", True, True)
+
+
+@pytest.mark.parametrize(
+    ("read", "download"),
+    [
+        (_read(TEST_KEY, FETCHED, None), False),  # source deleted: rewritten, key kept (no download)
+        (_read(TEST_KEY, FETCHED, SOURCE.replace("x86_64/", "sbsa/")), False),  # another source
+        (_read(TEST_KEY, FETCHED, SOURCE + "Enabled: no\n"), False),  # more than the role's
+        (_read(TEST_KEY, FETCHED, SOURCE, mode="0600"), False),  # modes apt cannot read
+        (_read(TEST_KEY, [LISTS + "InRelease"], SOURCE), False),  # index never fetched (a run stopped)
+        (_read(None, FETCHED, SOURCE), True),  # key deleted
+    ],
+)
+def test_cuda_repo_plan_writes_when_anything_is_off(read, download):
+    plan = p.cuda_repo_plan(read, NODE, **CUDA_VARS)
+    assert plan["write"] and plan["download_key"] is download
 
 
 def test_cuda_repo_plan_key_checksum_pinned():

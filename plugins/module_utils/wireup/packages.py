@@ -185,6 +185,43 @@ def apt_lists_have_source(list_files, repo_url: str) -> bool:
     return any(name.startswith(prefix + "Packages") for name in names)
 
 
+def deb822_fields(text) -> dict:
+    """The fields of a one-stanza deb822 file ({'Types': 'deb', ...}); continuation lines are
+    joined with newlines; comments (#) are skipped. {} for no text."""
+    fields, key = {}, None
+    for line in (text or "").splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if line[0] in " \t" and key:
+            fields[key] += "\n" + line.strip()
+            continue
+        key, sep, value = line.partition(":")
+        if not sep:
+            return {"<unparsable>": line}
+        key = key.strip()
+        fields[key] = value.strip()
+    return fields
+
+
+def cuda_repo_source_current(text, name: str, repo_url: str, keyring_path: str) -> bool:
+    """True when a sources file already says exactly what the cuda_repo role's deb822 source says
+    (the fields ansible.builtin.deb822_repository writes for it, nothing more or less)."""
+    return deb822_fields(text) == {
+        "X-Repolib-Name": name,
+        "Signed-By": keyring_path,
+        "Suites": "/",
+        "Types": "deb",
+        "URIs": repo_url,
+    }
+
+
+def cuda_repo_source_path(node) -> str:
+    """Where ansible.builtin.deb822_repository writes the role's source for this node."""
+    node = node or {}
+    name = cuda_repo_source_name(node.get("cuda_repo_distro"), (node.get("arch") or {}).get("cuda"))
+    return f"/etc/apt/sources.list.d/{name}.sources"
+
+
 # --- OpenPGP key checks ---------------------------------------------------------------------------
 def _dearmor(text: str) -> bytes:
     lines = [line.strip() for line in text.strip().splitlines()]
@@ -330,17 +367,21 @@ def cuda_repo_plan(
 ) -> dict:
     """Everything the cuda_repo role decides, from its one read of the node and its variables.
 
-    ``state``: what wireup_file_state read ({files: {keyring_path: ...}, globs: {pattern: [paths]}});
-    ``node``: preflight's wireup_node (cuda_repo_distro, arch.cuda, gpu.present, cuda.version/home).
-    Returns the repository's URL, key URL and source name; ``key``: the installed key's text when
-    it is one of the trusted keys (else '' and ``download_key``); ``lists_fetched``: whether apt
-    has this repository's index; ``toolkit``: {wanted, spec, home, missing}; ``report``: the one
-    line the role prints when it leaves something alone ('' otherwise). Bad input raises
-    PackageError naming the variable and the fix.
+    ``state``: what wireup_file_state read ({files: {keyring_path: ..., source_path: ...},
+    globs: {pattern: [paths]}}); ``node``: preflight's wireup_node (cuda_repo_distro, arch.cuda,
+    gpu.present, cuda.version/home). Returns the repository's URL, key URL, source name and path;
+    ``key``: the installed key's text when it is one of the trusted keys (else '' and
+    ``download_key``); ``lists_fetched``: whether apt has this repository's index; ``write``:
+    whether the key, the source or apt's index need the builtins at all (a trusted key root:root
+    0644, the source exactly as deb822_repository writes it and the index fetched: a rerun runs
+    none of them); ``toolkit``: {wanted, spec, home, missing}; ``report``: the one line the role
+    prints when it leaves something alone ('' otherwise). Bad input raises PackageError naming
+    the variable and the fix.
     """
     node = node or {}
     distro, arch = node.get("cuda_repo_distro"), (node.get("arch") or {}).get("cuda")
     url = cuda_repo_url(base_url, distro, arch)
+    name, source_path = cuda_repo_source_name(distro, arch), cuda_repo_source_path(node)
     spec = cuda_toolkit_spec(version, toolkit_version)
     if not isinstance(fingerprints, list) or not fingerprints:
         raise PackageError(
@@ -350,9 +391,15 @@ def cuda_repo_plan(
     fingerprints = [normalize_fingerprint(f) for f in fingerprints]
     _require_str("cuda_repo_key_checksum", checksum, '"sha256:<64 hex digits>"')
     files = (state or {}).get("files") or {}
-    installed = (files.get(keyring_path) or {}).get("content")
+    key_file, source_file = files.get(keyring_path) or {}, files.get(source_path) or {}
+    installed = key_file.get("content")
     key = installed if manage_source and key_trusted(installed, fingerprints, checksum) else ""
     lists = [path for paths in ((state or {}).get("globs") or {}).values() for path in paths]
+    lists_fetched = apt_lists_have_source(lists, url)
+    key_in_place = bool(key) and _root_0644(key_file)
+    source_in_place = _root_0644(source_file, owner=False) and cuda_repo_source_current(
+        source_file.get("content"), name, url, keyring_path
+    )
     cuda = node.get("cuda") or {}
     has_release = cuda.get("version") == version
     gpu = bool((node.get("gpu") or {}).get("present"))
@@ -375,12 +422,14 @@ def cuda_repo_plan(
         "manage_source": bool(manage_source),
         "url": url,
         "key_url": cuda_repo_key_url(base_url, distro, arch, key_name),
-        "source_name": cuda_repo_source_name(distro, arch),
+        "source_name": name,
+        "source_path": source_path,
         "fingerprints": fingerprints,
         "checksum": checksum,
         "key": key,
         "download_key": bool(manage_source) and not key,
-        "lists_fetched": apt_lists_have_source(lists, url),
+        "lists_fetched": lists_fetched,
+        "write": bool(manage_source) and not (key_in_place and source_in_place and lists_fetched),
         "toolkit": {
             "wanted": not why,
             "spec": spec,
@@ -392,6 +441,14 @@ def cuda_repo_plan(
         },
         "report": "; ".join(report),
     }
+
+
+def _root_0644(file_state, owner: bool = True) -> bool:
+    """A regular file, mode 0644 (and root:root), as wireup_file_state read it."""
+    state = file_state or {}
+    wanted = ("file", "0644", "root", "root") if owner else ("file", "0644")
+    got = (state.get("type"), state.get("mode"), state.get("owner"), state.get("group"))
+    return got[: len(wanted)] == wanted
 
 
 def cuda_toolkit_problems(plan: dict, apt_result, check_mode: bool) -> list[str]:
@@ -509,12 +566,29 @@ def parse_nccl_package_version(value) -> dict:
     return match.groupdict()
 
 
-def nccl_plan(package_version, nccl_version, cuda_version, packages=None, header=None) -> dict:
+NCCL_PIN_PATH = "/etc/apt/preferences.d/wireup-nccl.pref"
+
+
+def nccl_pin(names, package_version: str) -> str:
+    """The apt preferences file that keeps the NCCL packages at exactly package_version (priority
+    1001: never a newer one from the repository), byte for byte what the role's template wrote
+    before issue 14, so upgrading wireup rewrites nothing."""
+    return (
+        "#\n# Ansible managed\n#\n"
+        "# NCCL stays at exactly the pinned version, even when the repository offers a newer one.\n"
+        f"Package: {' '.join(names)}\nPin: version {package_version}\nPin-Priority: 1001\n"
+    )
+
+
+def nccl_plan(package_version, nccl_version, cuda_version, *, dpkg=None, files=None, header_path="") -> dict:
     """Everything the nccl role decides: validated libnccl2/libnccl-dev specs, consistent with
-    nccl_version and the node's CUDA, and, from the node's package_facts (``packages``) and
-    nccl.h's text (``header``; None when not read), whether apt must install them (``install``).
-    Packages already at the pin while nccl.h says another version raise PackageError: another
-    package or a hand install replaced the header nccl-tests would compile against."""
+    nccl_version and the node's CUDA; from the role's one read of the node (``dpkg``: the output
+    of `dpkg-query -W -f '${Package} ${db:Status-Abbrev} ${Version}\\n'` for the packages, which
+    tells versions and holds, what package_facts cannot; ``files``: wireup_file_state's files,
+    the pin file and ``header_path``), which packages apt must install, which dpkg must hold, the
+    pin file's text and ``apply``: whether the pin, install and hold steps have anything to do
+    (a rerun runs none of them). Packages at the pin while nccl.h says another version raise
+    PackageError: another package or a hand install replaced the header builds compile against."""
     parsed = parse_nccl_package_version(package_version)
     _require_str("nccl_version", nccl_version, '"2.28.9"')
     if not _NCCL_RE.match(nccl_version):
@@ -531,10 +605,16 @@ def nccl_plan(package_version, nccl_version, cuda_version, packages=None, header
             f"gets CUDA {cuda_version} (nccl_cuda_version, from cuda_repo_version): use the "
             f"'+cuda{cuda_version}' build, e.g. \"{nccl_version}-{parsed['build']}+cuda{cuda_version}\""
         )
-    installed = {name: installed_versions(packages, name) for name in NCCL_PACKAGES}
-    install = [name for name in NCCL_PACKAGES if package_version not in installed[name]]
-    if header is not None and not install:
-        found = nccl_header_version(header)
+    names = list(NCCL_PACKAGES)
+    status = parse_dpkg_status(dpkg or "")
+    install = [n for n in names if status.get(n, {}).get("version") != package_version]
+    hold = [n for n in names if not status.get(n, {}).get("held")]
+    files = files or {}
+    pin = nccl_pin(names, package_version)
+    pin_file = files.get(NCCL_PIN_PATH) or {}
+    pin_current = _root_0644(pin_file) and pin_file.get("content") == pin
+    if files and not install:
+        found = nccl_header_version((files.get(header_path) or {}).get("content") or "")
         if found != parsed["version"]:
             raise PackageError(
                 f"libnccl2 and libnccl-dev are {package_version} but nccl.h (nccl_header_path) says "
@@ -543,21 +623,17 @@ def nccl_plan(package_version, nccl_version, cuda_version, packages=None, header
                 f"nccl_header_path"
             )
     return {
-        "names": list(NCCL_PACKAGES),
-        "specs": [f"{name}={package_version}" for name in NCCL_PACKAGES],
+        "names": names,
+        "specs": [f"{name}={package_version}" for name in names],
         "version": parsed["version"],
         "package_version": package_version,
         "cuda": parsed["cuda"],
         "install": install,
+        "hold": hold,
+        "pin_path": NCCL_PIN_PATH,
+        "pin": pin,
+        "apply": bool(install or hold or not pin_current),
     }
-
-
-def installed_versions(packages, name: str) -> list[str]:
-    """The versions of ``name`` that ansible.builtin.package_facts lists (its ``packages`` fact:
-    {name: [{version, arch, ...}]}); [] when not installed or not read."""
-    return [
-        str(entry.get("version")) for entry in (packages or {}).get(name) or [] if isinstance(entry, dict)
-    ]
 
 
 def nccl_install_problems(plan: dict, apt_result, header, check_mode: bool) -> list[str]:
@@ -592,7 +668,7 @@ def nccl_unmanaged_report(node_nccl) -> str:
     return f"system NCCL not installed (nccl_install_system: false); found on the node: {found}"
 
 
-def nccl_torch_comparison(system_version, venv_path: str, venv_info=None, probe=None) -> str:
+def nccl_torch_comparison(system_version, host: str, venv_path: str, venv_info=None, probe=None) -> str:
     """The nccl role's comparison of torch's bundled NCCL with the system NCCL, as one line ('' when
     there is nothing to compare: no venv yet). ``venv_info``: pytorch_venv_info (from a torch that
     imported), else ``probe``: the registered result of files/torch_nccl.py run by the venv's
@@ -606,7 +682,9 @@ def nccl_torch_comparison(system_version, venv_path: str, venv_info=None, probe=
         return ""
     differ = nccl_mismatch(system_version or "", torch)
     shown = torch or ("none (CPU build)" if torch_ok else "unknown: torch does not import")
-    line = f"torch in {venv_path} bundles NCCL {shown}; system NCCL {system_version or 'none'}"
+    line = (
+        f"nccl on {host}: torch in {venv_path} bundles NCCL {shown}; system NCCL {system_version or 'none'}"
+    )
     if differ:
         line = (
             f"WARNING: {line}; they differ in major.minor, so jobs (torch NCCL) and nccl-tests (system "
