@@ -272,6 +272,7 @@ def test_nccl_plan():
         "cuda": "13.0",
         "install": ["libnccl2", "libnccl-dev"],  # nothing read: nothing known installed
         "hold": ["libnccl2", "libnccl-dev"],
+        "known": [],
         "pin_path": "/etc/apt/preferences.d/wireup-nccl.pref",
         "pin": plan["pin"],
         "apply": True,
@@ -368,6 +369,8 @@ def _plan(dpkg, files=None):
 def test_nccl_plan_from_dpkg(dpkg, install, hold):
     plan = _plan(dpkg)
     assert (plan["install"], plan["hold"]) == (install, hold)
+    # Held in --check: only packages dpkg has installed (dpkg_selections fails on the others).
+    assert plan["known"] == ([] if dpkg == "" or " rc " in dpkg else NCCL_NAMES)
     assert plan["apply"] is bool(install or hold)
     assert plan["pin"] == PIN_TEXT and plan["pin_path"] == PREF
 

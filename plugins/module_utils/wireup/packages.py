@@ -630,6 +630,9 @@ def nccl_plan(package_version, nccl_version, cuda_version, *, dpkg=None, files=N
         "cuda": parsed["cuda"],
         "install": install,
         "hold": hold,
+        # dpkg_selections fails on a package dpkg has never seen: in --check on a fresh node (where
+        # apt installed nothing) only these are held.
+        "known": [n for n in names if n in status],
         "pin_path": NCCL_PIN_PATH,
         "pin": pin,
         "apply": bool(install or hold or not pin_current),
