@@ -119,8 +119,10 @@ def test_the_pinned_commit_is_built(tmp_path, upstream):
     build = tmp_path / "nccl-tests/build"
     assert (build / "all_reduce_perf").exists()
     stamp = (build / "wireup-build.stamp").read_text()
-    assert stamp == _plan(tmp_path, upstream, head)["stamp"] == (
-        "tag=v2.19.6\narch=90\nnccl=system 2.28.9 /usr/lib\nmpi=False\n"
+    assert (
+        stamp
+        == _plan(tmp_path, upstream, head)["stamp"]
+        == ("tag=v2.19.6\narch=90\nnccl=system 2.28.9 /usr/lib\nmpi=False\n")
     )
 
 

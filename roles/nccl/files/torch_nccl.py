@@ -26,6 +26,6 @@ else:  # other builds (NCCL linked in, a source build): ask torch itself
 
     try:
         version = torch.cuda.nccl.version()
-    except Exception:  # noqa: BLE001  # no NCCL in this build
+    except Exception:  # no NCCL in this build
         version = None
     print(".".join(map(str, version)) if isinstance(version, tuple) else version)
