@@ -74,21 +74,22 @@ def test_site_check_apply_idempotent(cluster):
     # (issue 6: the probes decide; docs/performance.md).
     for task in CONVERGED_SKIPS:
         assert again.task_results(task) == {}, f"second run ran {task!r}: {again.task_results(task)}"
-    # Builtins that carry their own idempotency (issue 14) run and report ok.
-    for task in CONVERGED_OK:
-        ran = again.task_results(task)
-        assert sorted(ran) == nodes and not any(r.get("changed") for r in ran.values()), (task, ran)
     assert sorted(again.task_results("NCCL | Compare torch's NCCL with the system NCCL")) == nodes
 
 
 # Tasks that must not run at all on a converged node.
 CONVERGED_SKIPS = [
+    "CUDA repo | Add the verified key and the deb822 source",
     "CUDA repo | Download the repository signing key",
     "CUDA repo | Create the keyring folder",
+    "CUDA repo | Install the verified key",
+    "CUDA repo | Add the deb822 source signed by that key only",
     "CUDA repo | Refresh the apt cache for the new source",
     "CUDA repo | Install the toolkit",
-    "NCCL | Install libnccl2 and libnccl-dev",
+    "NCCL | Pin, install and hold libnccl2 and libnccl-dev",
+    "NCCL | Pin the NCCL packages to the exact version",
     "NCCL | Install libnccl2 and libnccl-dev 2.28.9-1+cuda13.0",
+    "NCCL | Hold the NCCL packages",
     "NCCL | Read nccl.h after the install",
     "NCCL | Ask the venv which NCCL torch uses",
     "PyTorch venv | Install venv support for the system Python",
@@ -98,13 +99,6 @@ CONVERGED_SKIPS = [
     "PyTorch venv | Install torch==2.13.0+cpu",
     "PyTorch venv | Install torchinfo==1.8.0, numpy==2.3.5",
     "PyTorch venv | Write the local fact wireup_torch",
-]
-# Tasks that run on a converged node and change nothing: the builtins' own idempotency.
-CONVERGED_OK = [
-    "CUDA repo | Install the verified key",
-    "CUDA repo | Add the deb822 source signed by that key only",
-    "NCCL | Pin the NCCL packages to the exact version",
-    "NCCL | Hold the NCCL packages",
 ]
 
 
@@ -131,10 +125,6 @@ def test_site_repairs_drift_the_fast_path_would_hide(cluster):
     for task in (
         "CUDA repo | Add the deb822 source signed by that key only",
         "NCCL | Hold the NCCL packages",
-    ):
-        ran = result.task_results(task)
-        assert [h for h, r in ran.items() if r.get("changed")] == [node], (task, ran)
-    for task in (
         "PyTorch venv | Install torchinfo==1.8.0, numpy==2.3.5",
         "PyTorch venv | Write the local fact wireup_torch",
         "PyTorch venv | Keep the venv's system-site-packages setting",
