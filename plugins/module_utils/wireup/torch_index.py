@@ -628,7 +628,7 @@ def plan(probe_result, settings, node, check_mode=False, controller=None) -> dic
     }
     if probe is None:
         result = probe_result or {}
-        said = f"{result.get('stdout') or ''} {result.get('msg') or ''}".strip()[:300]
+        said = " ".join(f"{result.get('stdout') or ''} {result.get('msg') or ''}".split())[:300]
         errors.append(
             f"pytorch_venv_base_python {s['base_python']} does not run (rc {result.get('rc', 'none')}: "
             f"{said}): point it at the Python the venv should be built from"
