@@ -256,9 +256,11 @@ def test_a_pip_left_running_is_waited_for_then_reported_or_refused():
     pip = {"pid": 4242, "cmdline": "/opt/wireup/venv/bin/python3 /opt/wireup/venv/bin/pip install torch"}
     waited = _plan(_probe("converged", pip={"found": [pip], "running": [], "waited_s": 12}))
     assert waited["errors"] == []
+    note = waited["notes"][0]
     assert (
-        "PID 4242; waited 12 s" in waited["notes"][0] and "then read the venv it left" in waited["notes"][0]
+        "(an interrupted earlier run?): 4242 (/opt/wireup/venv/bin/python3 /opt/wireup/venv/bin/pip" in note
     )
+    assert "waited 12 s for it instead of starting a second pip, then read the venv it left" in note
     stuck = _plan(_probe("converged", pip={"found": [pip], "running": [pip], "waited_s": 0}))
     assert any("pytorch_venv_pip_wait_timeout" in e and "kill 4242" in e for e in stuck["errors"])
 

@@ -641,10 +641,11 @@ def plan(probe_result, settings, node, check_mode=False, controller=None) -> dic
     pip = probe.get("pip") or {}
     if pip.get("found"):
         pids = ", ".join(str(p["pid"]) for p in pip["found"])
+        cmdlines = "; ".join(p.get("cmdline", "") for p in pip["found"])[:200]
         then = "" if pip.get("running") else ", then read the venv it left"
         notes.append(
-            f"found pip still installing into {s['path']} (an interrupted earlier run?): PID {pids}; waited "
-            f"{pip.get('waited_s')} s for it instead of starting a second pip{then}"
+            f"found pip still installing into {s['path']} (an interrupted earlier run?): {pids} "
+            f"({cmdlines}); waited {pip.get('waited_s')} s for it instead of starting a second pip{then}"
         )
     if pip.get("running"):
         pids = [str(p["pid"]) for p in pip["running"]]
