@@ -96,12 +96,8 @@ CONVERGED_SKIPS = [
     "NCCL | Read nccl.h after the install",
     "NCCL | Ask the venv which NCCL torch uses",
     "PyTorch venv | Install venv support for the system Python",
-    "PyTorch venv | Create the venv directory",
-    "PyTorch venv | Create the virtualenv",
-    "PyTorch venv | Keep the venv's system-site-packages setting",
     "PyTorch venv | Install torch==2.13.0+cpu",
     "PyTorch venv | Install torchinfo==1.8.0, numpy==2.3.5",
-    "PyTorch venv | Write the local fact wireup_torch",
 ]
 
 
@@ -131,10 +127,10 @@ def test_site_repairs_drift_the_fast_path_would_hide(cluster):
         "PyTorch venv | Install torchinfo==1.8.0, numpy==2.3.5",
         "PyTorch venv | Write the local fact wireup_torch",
         "PyTorch venv | Keep the venv's system-site-packages setting",
-        "PyTorch venv | Create the venv directory",
+        "PyTorch venv | Create the venv directory and the local facts directory",
     ):
         ran = result.task_results(task)
-        assert sorted(ran) == [node] and ran[node].get("changed"), (task, ran)
+        assert {host for host, res in ran.items() if res.get("changed")} == {node}, (task, ran)
     assert "libnccl-dev" in cluster.ssh(node, "apt-mark showhold").stdout.split()
     # numpy is in the venv (issue 12: the CPU torch wheel does not bring it), so torchinfo imports
     # and torch prints no "Failed to initialize NumPy".

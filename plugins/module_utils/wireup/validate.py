@@ -9,6 +9,9 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 # variable -> (pattern, example). Pins are strings: YAML turns 580 or 13.0 into numbers, and
 # 13.10 would silently become 13.1, so numbers are refused with the fix spelled out.
 PIN_FORMATS = {
@@ -86,32 +89,17 @@ def validate_pins(values: dict) -> list[str]:
     return errors
 
 
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
-
-
 def check_version_range(version: str, spec: str) -> bool:
-    """True when ``version`` satisfies a spec like '>=2.19.0,<2.20.0'."""
-    ops = {
-        ">=": lambda a, b: a >= b,
-        "<=": lambda a, b: a <= b,
-        ">": lambda a, b: a > b,
-        "<": lambda a, b: a < b,
-        "==": lambda a, b: a == b,
-        "!=": lambda a, b: a != b,
-    }
-    have = _version_tuple(version)
-    for clause in (c.strip() for c in spec.split(",") if c.strip()):
-        match = re.match(r"^(>=|<=|==|!=|>|<)\s*(\d+(?:\.\d+)*)$", clause)
-        if not match:
-            raise ValueError(f"bad version clause {clause!r} in {spec!r}")
-        want = _version_tuple(match.group(2))
-        width = max(len(have), len(want))
-        a = have + (0,) * (width - len(have))
-        b = want + (0,) * (width - len(want))
-        if not ops[match.group(1)](a, b):
-            return False
-    return True
+    """True when ``version`` satisfies the PEP 440 range ``spec`` ('>=2.19.0,<2.20.0', '~=2.19',
+    '==2.11.*'), decided by packaging.specifiers (installed with ansible-core; this runs on the
+    controller only). A pre-release, post-release or local label counts as its release
+    (2.11.0a0+git12 and 2.11.0+cu130 are 2.11.0). ValueError when either does not parse."""
+    try:
+        wanted = SpecifierSet(str(spec))
+        release = Version(Version(str(version)).base_version)
+    except (InvalidSpecifier, InvalidVersion) as exc:
+        raise ValueError(f"bad version range {spec!r} or version {version!r}: {exc}") from exc
+    return wanted.contains(release, prereleases=True)
 
 
 def validate_nproc(value) -> list[str]:
