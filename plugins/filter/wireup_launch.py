@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import pathlib
 import sys
 
@@ -12,8 +13,17 @@ if _UTILS not in sys.path:
 from wireup import launch
 
 
+def _probed(hv):
+    """{path: text} of the role's one probe per node (a slurp loop over /proc/self files)."""
+    out = {}
+    for item in (hv.get("__torchrun_launch_probe") or {}).get("results", []) or []:
+        if item.get("content"):
+            out[item.get("item")] = base64.b64decode(item["content"]).decode("utf-8", "replace")
+    return out
+
+
 def _node_facts(hostvars, host):
-    """The few facts launch planning needs, read from a host's wireup_node and ansible_facts."""
+    """What launch planning needs of a host: preflight's wireup_node and the role's probe."""
     try:
         hv = hostvars[host]
     except KeyError:
@@ -23,89 +33,63 @@ def _node_facts(hostvars, host):
         return None
     gpu = node.get("gpu") or {}
     network = node.get("network") or {}
-    facts = hv.get("ansible_facts") or {}
-    cpus = (hv.get("__torchrun_launch_cpus") or {}).get("stdout", "")
+    probed = _probed(hv)
     return {
-        "cpus": int(cpus) if str(cpus).strip().isdigit() else None,
+        "cpus": launch.cpus_allowed(probed.get("/proc/self/status", "")) or None,
+        "hosts_mounted": launch.is_mount_point(probed.get("/proc/self/mountinfo", ""), "/etc/hosts"),
         "address": network.get("address") or "",
         "interface": network.get("interface") or "",
         "gpu_present": bool(gpu.get("present")),
         "gpu_count": int(gpu.get("count") or 0),
         "infiniband": list(node.get("infiniband") or []),
-        "hostname": facts.get("hostname") or "",
+        # preflight reads it (setup never runs); ansible_facts only where a play gathered facts.
+        "hostname": node.get("hostname") or (hv.get("ansible_facts") or {}).get("hostname") or "",
     }
 
 
-def wireup_launch_plan(
-    hosts,
-    hostvars,
-    *,
-    group="",
-    master_host="",
-    master_addr="",
-    master_port=29500,
-    nproc_per_node="auto",
-    play_hosts=None,
-    rdzv_backend="c10d",
-    omp_threads="auto",
-):
-    """Plan a job over ``hosts``: ranks, master, endpoint, per-node processes and env inputs."""
+def wireup_launch_plan(hosts, hostvars, **settings):
+    """launch.job_plan over ``hosts`` (the job's group) with every host's facts and its own
+    wireup_nproc_per_node (host_vars may differ from the group's)."""
     hosts = list(hosts or [])
-    nodes = {}
-    nproc = {}
+    nodes, nproc = {}, {}
+    default_nproc = settings.pop("nproc_per_node", "auto")
     for host in hosts:
         facts = _node_facts(hostvars, host)
         if facts is not None:
             nodes[host] = facts
-            # Each host's own wireup_nproc_per_node (host_vars may differ from the group's).
-            nproc[host] = hostvars[host].get("wireup_nproc_per_node", nproc_per_node)
-    return launch.plan(
-        hosts,
-        nodes,
-        group=group,
-        master_host=master_host or "",
-        master_addr=master_addr or "",
-        master_port=master_port,
-        nproc_per_node=nproc,
-        play_hosts=None if play_hosts is None else list(play_hosts),
-        rdzv_backend=rdzv_backend,
-        omp_threads=omp_threads,
-    )
+            nproc[host] = hostvars[host].get("wireup_nproc_per_node", default_nproc)
+    if settings.get("play_hosts") is not None:
+        settings["play_hosts"] = list(settings["play_hosts"])
+    for key in ("env", "job_env"):
+        if hasattr(settings.get(key), "items"):
+            settings[key] = dict(settings[key])
+    return launch.job_plan(hosts, nodes, nproc_per_node=nproc, **settings)
 
 
 def wireup_launch_exports(env):
     return launch.exports(dict(env or {}))
 
 
-def wireup_launch_env_errors(env, var):
-    return launch.env_errors(env if env is None or not hasattr(env, "items") else dict(env), var)
-
-
-def wireup_launch_job_errors(job, var="torchrun_launch_job"):
-    return launch.job_name_errors(job, var)
-
-
 def wireup_launch_hosts_entries(plan):
     return launch.hosts_entries(dict(plan))
 
 
-def wireup_launch_resolve_names(plan):
-    return launch.resolve_names(dict(plan))
-
-
-def wireup_launch_first_failure(states):
-    return launch.first_failure(dict(states))
+def wireup_launch_status(stdout):
+    return launch.parse_status(str(stdout or ""))
 
 
 def wireup_launch_results(hosts, hostvars, var="__torchrun_launch_result"):
-    """{host: hostvars[host][var]} for the job's hosts; a host that never got there is 'gone'."""
+    """{host: hostvars[host][var]} for the job's hosts; a registered wireup-jobctl answer is read
+    as its status; a host that never got there is 'gone'."""
     out = {}
     for host in hosts:
         try:
             value = hostvars[host].get(var)
         except KeyError:
             value = None
-        out[host] = value if value is not None else {"state": "gone"}
+        if value is not None and "stdout" in value and "state" not in value:
+            value = launch.parse_status(value["stdout"])
+        out[host] = dict(value) if value is not None else {"state": "gone"}
     return out
 
 
@@ -113,24 +97,44 @@ def wireup_launch_verdict(states, play_hosts=None, timeout=0):
     return launch.job_verdict(dict(states), None if play_hosts is None else list(play_hosts), timeout)
 
 
-def wireup_launch_is_mount_point(mountinfo, path="/etc/hosts"):
-    return launch.is_mount_point(str(mountinfo or ""), path)
+def wireup_launch_precheck_errors(plan, host, play_hosts, **probes):
+    return launch.precheck_errors(dict(plan), host, list(play_hosts or []), **probes)
 
 
-def wireup_launch_watchdog_config(plan, host, **kwargs):
-    return launch.watchdog_config(dict(plan), host, **kwargs)
+def wireup_launch_result(status, plan, host, verdict, **extra):
+    status = launch.parse_status(status) if isinstance(status, str) else dict(status or {})
+    return launch.node_result(dict(plan), host, status, dict(verdict or {}), **extra)
 
 
-def wireup_launch_watchdog_errors(port, interval, timeout, master_port):
-    return launch.watchdog_errors(port, interval, timeout, master_port)
+def wireup_launch_summary(results, plan, verdict, **kwargs):
+    return launch.summary(dict(plan), dict(results), dict(verdict or {}), **kwargs)
 
 
-def wireup_launch_gpu_usage(text):
-    return launch.parse_gpu_usage(str(text or ""))
+def wireup_launch_report(result, plan, verdict, **kwargs):
+    return launch.report(dict(plan), dict(result or {}), dict(verdict or {}), **kwargs)
 
 
-def wireup_launch_status_line(status, host, gpus=None):
-    return launch.status_line(host, dict(status or {}), list(gpus or []))
+def wireup_launch_jobs_plan(plan, action, run_id="", latest=None, **kwargs):
+    return launch.jobs_plan(dict(plan), action, run_id or "", dict(latest or {}), **kwargs)
+
+
+def wireup_launch_jobs_node(result, jobs, host, jobctl, gpus_text=""):
+    return launch.jobs_node(dict(jobs), host, dict(result or {}), jobctl, str(gpus_text or ""))
+
+
+def wireup_launch_jobs_stands(jobs, hosts, hostvars, var, play_hosts=None):
+    states = wireup_launch_results(hosts, hostvars, var)
+    return launch.jobs_stands(dict(jobs), states, None if play_hosts is None else list(play_hosts))
+
+
+def wireup_launch_follow(plan, hostvars, inventory_sources=()):
+    started = {}
+    for host in plan.get("hosts", []):
+        try:
+            started[host] = (hostvars[host].get("__torchrun_launch_started") or {}).get("stdout", "")
+        except KeyError:
+            started[host] = ""
+    return launch.follow_lines(dict(plan), started, list(inventory_sources or []))
 
 
 def wireup_launch_runs_table(hosts, hostvars, var="__torchrun_launch_list"):
@@ -150,17 +154,17 @@ class FilterModule:
         return {
             "wireup_launch_plan": wireup_launch_plan,
             "wireup_launch_exports": wireup_launch_exports,
-            "wireup_launch_env_errors": wireup_launch_env_errors,
-            "wireup_launch_job_errors": wireup_launch_job_errors,
             "wireup_launch_hosts_entries": wireup_launch_hosts_entries,
-            "wireup_launch_resolve_names": wireup_launch_resolve_names,
-            "wireup_launch_first_failure": wireup_launch_first_failure,
-            "wireup_launch_verdict": wireup_launch_verdict,
+            "wireup_launch_status": wireup_launch_status,
             "wireup_launch_results": wireup_launch_results,
-            "wireup_launch_is_mount_point": wireup_launch_is_mount_point,
-            "wireup_launch_watchdog_config": wireup_launch_watchdog_config,
-            "wireup_launch_watchdog_errors": wireup_launch_watchdog_errors,
-            "wireup_launch_gpu_usage": wireup_launch_gpu_usage,
-            "wireup_launch_status_line": wireup_launch_status_line,
+            "wireup_launch_verdict": wireup_launch_verdict,
+            "wireup_launch_precheck_errors": wireup_launch_precheck_errors,
+            "wireup_launch_result": wireup_launch_result,
+            "wireup_launch_summary": wireup_launch_summary,
+            "wireup_launch_report": wireup_launch_report,
+            "wireup_launch_jobs_plan": wireup_launch_jobs_plan,
+            "wireup_launch_jobs_node": wireup_launch_jobs_node,
+            "wireup_launch_jobs_stands": wireup_launch_jobs_stands,
+            "wireup_launch_follow": wireup_launch_follow,
             "wireup_launch_runs_table": wireup_launch_runs_table,
         }

@@ -24,6 +24,10 @@ def wireup_slurm_verdict(sacct_stdout, plan, timed_out=False):
     )
 
 
+def wireup_slurm_plan(sbatch_stdout, plan, **kwargs):
+    return slurm.run_plan(str(sbatch_stdout or ""), dict(plan), **kwargs)
+
+
 def wireup_slurm_nodelist(plan):
     return slurm.nodelist(dict(plan))
 
@@ -34,4 +38,5 @@ class FilterModule:
             "wireup_slurm_job_id": wireup_slurm_job_id,
             "wireup_slurm_verdict": wireup_slurm_verdict,
             "wireup_slurm_nodelist": wireup_slurm_nodelist,
+            "wireup_slurm_plan": wireup_slurm_plan,
         }

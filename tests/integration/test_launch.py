@@ -382,8 +382,8 @@ def test_precheck_master_unreachable(torch_nodes, tmp_path):
 def test_waiting_costs_the_same_per_poll_over_a_thousand_polls(tmp_path):
     """The wait of launch.yml makes 1000+ polls at a constant cost per poll (issue 13, item 3).
 
-    The poll mechanism tested directly, on the controller: the wait task of tasks/60-wait.yml and
-    the tasks after it verbatim, but for its action: the same `wireup-jobctl status` through `raw`
+    The poll mechanism tested directly, on the controller: the wait task of tasks/wait.yml and
+    the verdict after it verbatim, but for its action: the same `wireup-jobctl status` through `raw`
     (a plain shell, local connection) instead of the command module, whose start costs 0.2-0.6 s
     per poll here (4-10 min for 1000 polls, measured). The job ends once jobctl has
     been asked 1005 times; a wrapper notes the time of every ask. Before, the wait was a task file
@@ -408,11 +408,13 @@ def test_waiting_costs_the_same_per_poll_over_a_thousand_polls(tmp_path):
     env = dict(os.environ, WIREUP_JOBCTL_MANAGER="process")
     subprocess.run([str(wrapper), "start", str(job), "r1"], check=True, env=env)
 
-    wait, *after = yaml.safe_load((REPO / "roles" / "torchrun_launch" / "tasks" / "60-wait.yml").read_text())
+    wait, verdict, *_ = yaml.safe_load(
+        (REPO / "roles" / "torchrun_launch" / "tasks" / "wait.yml").read_text()
+    )
     assert wait["ansible.builtin.command"]["argv"][1:] == [
         "status",
-        "{{ __torchrun_launch_job_dir }}",
-        "{{ __torchrun_launch_run_id }}",
+        "{{ __plan.job_dir }}",
+        "{{ __plan.run_id }}",
         "{{ torchrun_launch_poll_interval }}",
     ]
     assert "until" in wait and "retries" in wait and wait["delay"] == 0
@@ -425,18 +427,20 @@ def test_waiting_costs_the_same_per_poll_over_a_thousand_polls(tmp_path):
             "connection": "local",
             "gather_facts": False,
             "vars": {
-                "__torchrun_launch_run_id": "r1",
-                "__torchrun_launch_plan": {"hosts": ["localhost"]},
+                "__plan": {"hosts": ["localhost"], "job_dir": str(job), "run_id": "r1"},
                 "torchrun_launch_poll_interval": 0,
                 "torchrun_launch_timeout": 900,
             },
             "tasks": [
                 probe,
-                *after,
+                verdict,
                 {
                     "name": "The job is over and went well",
                     "ansible.builtin.assert": {
-                        "that": ["__torchrun_launch_verdict.ok", "__torchrun_launch_state.state == 'exited'"]
+                        "that": [
+                            "__torchrun_launch_verdict.ok",
+                            "(__torchrun_launch_status.stdout | from_json).state == 'exited'",
+                        ]
                     },
                 },
             ],
@@ -454,3 +458,50 @@ def test_waiting_costs_the_same_per_poll_over_a_thousand_polls(tmp_path):
     print(f"{len(times)} polls in {took:.0f} s; median round {first:.3f} s first, {last:.3f} s last")
     # Constant cost per poll: the last rounds are no slower than the first (2 busy cores: slack).
     assert last < 1.5 * first + 0.02
+
+
+def test_run_entry_point_on_one_node_groups_with_a_master_elsewhere(torch_nodes, tmp_path):
+    """The bench role's way in (`tasks_from: run`, one-node groups, serial: 1), with
+    wireup_master_host naming another node: each one-node job takes its own host as master.
+    Before, the plan failed on node1 and node3 ("wireup_master_host='node2' is not in
+    torchrun_launch_group=...")."""
+    play = [
+        {"ansible.builtin.import_playbook": str(REPO / "playbooks" / "preflight.yml")},
+        {
+            "hosts": "gpu_nodes",
+            "gather_facts": False,
+            "serial": 1,
+            "tasks": [
+                {"ansible.builtin.group_by": {"key": "it_solo_{{ inventory_hostname }}"}},
+                {
+                    "ansible.builtin.include_role": {"name": "torchrun_launch", "tasks_from": "run"},
+                    "vars": {
+                        "torchrun_launch_job": "it-solo",
+                        "torchrun_launch_group": "it_solo_{{ inventory_hostname }}",
+                        "torchrun_launch_program": f"{BASE}/examples/ddp_multinode.py",
+                        "torchrun_launch_args": ["--steps", "2"],
+                        "torchrun_launch_run_id": "solo1",
+                    },
+                },
+                {
+                    "name": "The run came back",
+                    "ansible.builtin.assert": {
+                        "that": [
+                            "__torchrun_launch_result.state == 'exited'",
+                            "__torchrun_launch_result.rc == 0",
+                            "__torchrun_launch_result.log is file",
+                        ]
+                    },
+                },
+            ],
+        },
+    ]
+    playbook = write_playbook(tmp_path, "solo.yml", yaml.safe_dump(play, sort_keys=False))
+    extra = dict(FAST, wireup_master_host="node2", wireup_results_dir=str(tmp_path / "results"))
+    result = run_playbook(playbook, torch_nodes.inventory, extra)
+    assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-3000:]}"
+    assert {h: result.stats["ok"][h] > 0 for h in NODES} == dict.fromkeys(NODES, True)
+    summaries = sorted(
+        p.name for p in (tmp_path / "results" / "jobs" / "it-solo-solo1").glob("summary-*.json")
+    )
+    assert summaries == [f"summary-it_solo_{n}.json" for n in NODES]

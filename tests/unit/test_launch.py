@@ -53,11 +53,13 @@ def test_static_backend_puts_the_master_first():
     assert plan["nodes"]["node1"]["node_rank"] == 1
 
 
-def test_master_outside_the_group_names_the_variable():
-    plan = launch.plan(list(THREE), THREE, master_host="gpu-z9", group="gpu_nodes")
-    assert any(
-        "wireup_master_host='gpu-z9' is not in torchrun_launch_group='gpu_nodes'" in e for e in plan["errors"]
-    )
+def test_master_outside_a_job_group_is_its_first_host():
+    # wireup_master_host is preflight's check (a host of wireup_node_group); a job over another
+    # group without it (bench's one-node groups) takes that group's first host. Before, the plan
+    # failed such a job: "wireup_master_host='node1' is not in torchrun_launch_group=...".
+    plan = launch.plan(["node2"], THREE, master_host="node1", group="wireup_bench_solo_node2")
+    assert plan["errors"] == []
+    assert plan["master"] == "node2" and plan["rdzv_endpoint"] == "10.0.0.12:29500"
 
 
 def test_explicit_master_addr_overrides_the_facts():
@@ -130,10 +132,13 @@ def test_empty_group_and_missing_addresses():
     assert any("a has no cluster interface" in e and "wireup_interface" in e for e in plan["errors"])
 
 
-@pytest.mark.parametrize("port", [80, 70000, "x", True])
-def test_bad_master_port(port):
-    plan = launch.plan(list(THREE), THREE, master_port=port)
-    assert any(e.startswith("wireup_master_port=") for e in plan["errors"])
+def test_master_port_is_preflights_check_not_repeated_in_the_plan():
+    # validate.validate_port runs in preflight before the role; the plan only uses the port.
+    plan = launch.plan(list(THREE), THREE, master_port="29611")
+    assert plan["errors"] == [] and plan["rdzv_endpoint"] == "10.0.0.11:29611"
+    assert not any(
+        "wireup_master_port" in e for e in launch.plan(list(THREE), THREE, master_port=80)["errors"]
+    )
 
 
 def test_ib_hca_exact_names_sorted():
@@ -147,6 +152,13 @@ def test_env_checks_and_exports_quote_values():
     errors = launch.env_errors({"1BAD": "x", "GOOD": {"a": 1}, "with-dash": "y"}, "torchrun_launch_env")
     assert len(errors) == 3
     assert all(e.startswith("torchrun_launch_env: ") for e in errors)
+    # The name rule is validate.shell_name_errors (preflight's for wireup_job_env's names).
+    assert (
+        errors[0] == "torchrun_launch_env: '1BAD' is not a valid shell variable name (letters, digits, '_')"
+    )
+    assert launch.env_errors({"1BAD": "x", "GOOD": [1]}, "wireup_job_env", names=False) == [
+        "wireup_job_env: GOOD must be a string or number, not list"
+    ]
     assert launch.env_errors(["A=1"], "wireup_job_env") == [
         "wireup_job_env must be a mapping of VARIABLE: value, not list"
     ]

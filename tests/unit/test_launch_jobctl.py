@@ -155,3 +155,25 @@ def test_stop_records_the_reason(tmp_path, cleanup):
     st = status(job, "r6")
     assert st["state"] == "stopped"
     assert st["reason"] == "stopped by the watchdog: n2 exited with code 1"
+
+
+def test_stop_answers_with_the_final_status_and_status_with_the_log_tail(tmp_path, cleanup):
+    """One call per node at the end of a waited run (stop, then its state) and for jobs.yml's
+    status (the state, then the log's last lines): the answer launch.parse_status reads."""
+    job = make_job(tmp_path, 'for i in 1 2 3 4; do echo "line $i" >>"$WIREUP_JOB_LOG"; done\nsleep 300\n')
+    cleanup.append((job, "r7"))
+    jobctl("start", job, "r7")
+    deadline = time.time() + 10
+    while "line 4" not in (job / "logs" / "r7.log").read_text() and time.time() < deadline:
+        time.sleep(0.1)
+    said, line, *tail = [*jobctl("status", job, "r7", 0, 2).stdout.splitlines(), ""]
+    assert json.loads(said)["state"] == "running"
+    assert [line, *tail][:2] == ["line 3", "line 4"]
+    first, last = jobctl("stop", job, "r7", 1, "stopped by a test").stdout.splitlines()
+    assert first.startswith("stopped run r7")
+    assert (json.loads(last)["state"], json.loads(last)["reason"]) == ("stopped", "stopped by a test")
+    # Nothing left to stop: it says so, and still answers with the state.
+    first, last = jobctl("stop", job, "r7", 1).stdout.splitlines()
+    assert first.startswith("run r7 of") and json.loads(last)["state"] == "stopped"
+    never = jobctl("stop", job, "r8", 1).stdout.splitlines()
+    assert never[0].endswith("never started: nothing to stop") and json.loads(never[1])["state"] == "missing"

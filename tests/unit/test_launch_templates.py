@@ -92,7 +92,7 @@ def context(name, tmp_path, **overrides):
         torchrun_launch_program=str(base / "examples" / "ddp_multinode.py"),
         torchrun_launch_args=["--steps", 5, "two words"],
         torchrun_launch_env={"NCCL_DEBUG": "INFO", "QUOTED": 'it\'s "odd" $HOME'},
-        __torchrun_launch_plan=plan,
+        __torchrun_launch_plan=dict(plan, job_dir=str(base / "jobs" / "ddp-multinode")),
         __torchrun_launch_job_dir=str(base / "jobs" / "ddp-multinode"),
     )
     ctx.update(overrides)
@@ -100,6 +100,11 @@ def context(name, tmp_path, **overrides):
 
 
 def render(template, ctx, dest):
+    # launch.job_plan's job_dir, for the layout-only plans these tests build with launch.plan.
+    ctx = dict(
+        ctx,
+        __torchrun_launch_plan=dict(ctx["__torchrun_launch_plan"], job_dir=ctx["__torchrun_launch_job_dir"]),
+    )
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(ENV.get_template(template).render(**ctx))
     dest.chmod(0o750)

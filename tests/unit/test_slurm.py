@@ -206,6 +206,8 @@ def test_launch_sh_and_job_sbatch_render_one_env_block(tmp_path, tuned):
         source = (ROLE / "templates" / template).read_text()
         assert "GLOO_SOCKET_IFNAME" not in source and "wireup_job_env" not in source
         assert "{% include 'jobs/job_env.sh.j2' %}" in source
+        # The venv check and the program's argv too: program.sh.j2 only.
+        assert "{% include 'jobs/program.sh.j2' %}" in source and "bin/activate" not in source
 
 
 # --- job.sbatch against fake Slurm tools ---------------------------------------------------------

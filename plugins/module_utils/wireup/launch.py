@@ -16,7 +16,6 @@ import shlex
 
 from . import validate
 
-_SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _HOST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 _HCA_NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
@@ -49,7 +48,11 @@ def resolve_nproc(
     An explicit number may not exceed the GPUs found on a GPU node; on a GPU-less node it is the
     number of CPU processes and any positive number is allowed.
     """
-    if isinstance(setting, str) and setting.strip() == "auto":
+    # The format is preflight's rule (validate.validate_nproc); the GPUs found are this plan's.
+    format_errors = validate.validate_nproc(setting)
+    if format_errors:
+        return 0, format_errors
+    if setting == "auto":
         if not gpu_present:
             return 1, []
         if gpu_count < 1:
@@ -58,13 +61,7 @@ def resolve_nproc(
                 "GPU to run on: install/load the driver (ansible-playbook site.yml) or set a number"
             ]
         return gpu_count, []
-    if isinstance(setting, bool) or not (
-        isinstance(setting, int) or (isinstance(setting, str) and setting.strip().isdigit())
-    ):
-        return 0, [f"{var}={setting!r} is not 'auto' or a positive whole number: fix it"]
     nproc = int(setting)
-    if nproc < 1:
-        return 0, [f"{var}={setting!r} must be at least 1 (or 'auto')"]
     if gpu_present and nproc > gpu_count:
         return nproc, [
             f"{var}={nproc} exceeds the {gpu_count} GPU(s) found on {host}: lower it to "
@@ -80,17 +77,16 @@ def ib_hca(devices) -> str:
     return "=" + ",".join(names) if names else ""
 
 
-def env_errors(env, var: str) -> list[str]:
-    """Keys must be shell variable names, values scalars (they are exported by a bash script)."""
+def env_errors(env, var: str, names: bool = True) -> list[str]:
+    """Values must be scalars (a bash script exports them); keys shell variable names, by
+    validate.shell_name_errors (``names=False`` where preflight checked the names already)."""
     if env is None:
         return []
     if not isinstance(env, dict):
         return [f"{var} must be a mapping of VARIABLE: value, not {type(env).__name__}"]
-    errors = []
+    errors = validate.shell_name_errors(var, env) if names else []
     for key, value in env.items():
-        if not isinstance(key, str) or not _SHELL_NAME.match(key):
-            errors.append(f"{var}: {key!r} is not a valid shell variable name (letters, digits, '_')")
-        elif value is None or isinstance(value, dict | list | tuple | set):
+        if value is None or isinstance(value, dict | list | tuple | set):
             errors.append(f"{var}: {key} must be a string or number, not {type(value).__name__}")
     return errors
 
@@ -182,18 +178,13 @@ def plan(
                 "a job needs every node of its group; run on the whole group or choose another group"
             )
 
+    # wireup_master_host (in wireup_node_group) and wireup_master_port (validate.validate_port) are
+    # preflight's checks, run before this role: here they are only used. A job over another group
+    # that lacks wireup_master_host (bench's one-node groups) takes its first host.
     master = validate.master_of(hosts, master_host)
-    if master not in hosts:
-        errors.append(
-            f"wireup_master_host={master_host!r} is not in {group_var}: name one of "
-            f"{', '.join(hosts)} or leave it empty for the first in sorted order"
-        )
     result["master"] = master
-
-    # The one port rule preflight applies too (validate.validate_port).
-    port_errors = validate.validate_port("wireup_master_port", master_port)
-    errors.extend(port_errors)
-    port = 0 if port_errors else int(str(master_port).strip())
+    port_ok = not validate.validate_port("wireup_master_port", master_port)
+    port = int(str(master_port).strip()) if port_ok else 0
     result["master_port"] = port
 
     addr = str(master_addr or "").strip()
@@ -254,6 +245,8 @@ def plan(
             "ib_hca": ib_hca(facts.get("infiniband")),
             "hostname": str(facts.get("hostname") or ""),
             "cpus": int(cpus) if isinstance(cpus, int) or str(cpus or "").isdigit() else 0,
+            # /etc/hosts is a mount point (docker, podman): only an in-place write works there.
+            "hosts_mounted": bool(facts.get("hosts_mounted")),
             # Exported before wireup_job_env and torchrun_launch_env, which may override it.
             "env": {"OMP_NUM_THREADS": str(omp)},
         }
@@ -504,3 +497,398 @@ def runs_table(per_host: dict) -> list[str]:
         when = datetime.datetime.fromtimestamp(float(entry["started"] or 0), datetime.UTC)
         rows.append(f"{job} {run_id} started {when:%Y-%m-%d %H:%M:%S} UTC: {', '.join(entry['nodes'])}")
     return rows
+
+
+def cpus_allowed(status_text: str) -> int:
+    """CPUs a process may run on, from /proc/self/status's ``Cpus_allowed_list`` (e.g. "0-3,8"):
+    what ``nproc`` counts (the affinity mask; cgroup quotas are not counted). 0 when unreadable."""
+    for line in (status_text or "").splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() != "Cpus_allowed_list":
+            continue
+        total = 0
+        for part in value.strip().split(","):
+            low, dash, high = part.strip().partition("-")
+            if not low.isdigit() or (dash and (not high.isdigit() or int(high) < int(low))):
+                return 0
+            total += int(high) - int(low) + 1 if dash else 1
+        return total
+    return 0
+
+
+def job_plan(
+    hosts,
+    nodes: dict,
+    *,
+    job: str,
+    program: str,
+    base_dir: str,
+    venv_path: str,
+    results_dir: str,
+    group: str = "",
+    node_group: str = "",
+    launcher: str = "torchrun",
+    env=None,
+    job_env=None,
+    run_id: str = "",
+    run: bool = True,
+    wait: bool = False,
+    slurm: bool = False,
+    check_mode: bool = False,
+    precheck: bool = True,
+    install_examples: bool = True,
+    examples_src: str = "",
+    watchdog: bool = True,
+    watchdog_port=0,
+    watchdog_interval=5,
+    watchdog_timeout=30,
+    join_timeout=300,
+    stop_grace=15,
+    **layout,
+) -> dict:
+    """The whole of one torchrun_launch run: ``plan`` (``layout`` is its keyword arguments) plus
+    every decision the role's tasks execute and every error of the job's own variables.
+
+    Adds: ``job``, ``job_dir``, ``jobctl``, ``run_id``, ``results`` (the controller's folder of
+    this run), ``summary`` (its file name), ``mode`` (render: only write the files, the run is
+    off or this is check mode; slurm; start: wireup-jobctl), ``wait``, ``precheck``,
+    ``watchdog`` ({on, port, config}), ``results_root``, the file tasks' items ``dirs``, ``copies`` and
+    ``templates``, ``precheck_paths``, ``show`` (one line per node) and per node ``names`` (to
+    resolve), ``listen`` and ``connect`` (the master-port pre-check's part of each node).
+    Inventory-only checks of the shared wireup_* variables are preflight's, not repeated here.
+    """
+    result = plan(hosts, nodes, group=group, **layout)
+    errors = result["errors"]
+    errors.extend(job_name_errors(job))
+    errors.extend(env_errors(env, "torchrun_launch_env"))
+    errors.extend(env_errors(job_env, "wireup_job_env", names=False))  # names: preflight's
+    multi = result["nnodes"] > 1
+    if launcher == "python" and multi:
+        errors.append(
+            f"torchrun_launch_launcher=python runs a one-node program: torchrun_launch_group={group} holds "
+            f"{result['nnodes']} hosts; name a group with one host or use torchrun"
+        )
+    if not str(program or "").startswith("/"):
+        errors.append(f"torchrun_launch_program={program} must be an absolute path on the nodes")
+    job_dir = f"{base_dir}/jobs/{job}"
+    watchdog_on = bool(watchdog) and launcher == "torchrun" and multi
+    port = int(watchdog_port or 0) or int(result["master_port"] or 0) + 1
+    if watchdog_on:
+        errors.extend(watchdog_errors(port, watchdog_interval, watchdog_timeout, result["master_port"]))
+    mode = "render" if not run or check_mode else "slurm" if slurm else "start"
+    torchrun_checks = precheck and mode == "start" and launcher == "torchrun"
+    names = resolve_names(result)
+    for node in result["nodes"].values():
+        own = [node["hostname"]] if node["hostname"] and node["hostname"] not in names else []
+        node.update(names=names + own, listen=torchrun_checks and node["is_master"])
+        node["connect"] = torchrun_checks and not node["is_master"]
+    result["show"] = [
+        f"job {job}: {host} is node {n['node_rank']} of {result['nnodes']}, {n['nproc']} process(es) "
+        f"({result['world_size']} in all, OMP_NUM_THREADS {n['env']['OMP_NUM_THREADS']}), master "
+        f"{result['master']} at {result['rdzv_endpoint']}, interface {n['interface']}"
+        + (f", NCCL_IB_HCA {n['ib_hca']}" if n["ib_hca"] else "")
+        for host, n in sorted(result["nodes"].items(), key=lambda kv: kv[1]["node_rank"])
+    ]
+    templates = [{"src": "jobs/launch.sh.j2", "dest": f"{job_dir}/launch.sh", "mode": "0750", "bash": True}]
+    if slurm:
+        templates.append(
+            {"src": "jobs/job.sbatch.j2", "dest": f"{job_dir}/job.sbatch", "mode": "0750", "bash": True}
+        )
+    if watchdog_on:
+        templates.append({"src": "jobs/watchdog.json.j2", "dest": f"{job_dir}/watchdog.json", "mode": "0644"})
+    copies = [
+        {"src": name, "dest": f"{base_dir}/bin/{name}", "mode": "0755"}
+        for name in ("wireup-jobctl", "wireup-watchdog", "wireup-listen")
+    ]
+    if install_examples:
+        copies.append({"src": examples_src, "dest": f"{base_dir}/examples/", "mode": "0644"})
+    # Logs and run records are the job user's and group's only (0750 folders, 0640 logs).
+    dirs = [
+        {"path": path, "state": "directory", "mode": mode}
+        for path, mode in (
+            (f"{base_dir}/bin", "0755"),
+            (f"{base_dir}/jobs", "0755"),
+            (job_dir, "0755"),
+            (f"{job_dir}/logs", "0750"),
+            (f"{job_dir}/runs", "0750"),
+        )
+    ]
+    if not watchdog_on:
+        dirs.append({"path": f"{job_dir}/watchdog.json", "state": "absent"})
+    result.update(
+        job=job,
+        job_dir=job_dir,
+        jobctl=f"{base_dir}/bin/wireup-jobctl",
+        run_id=run_id,
+        results_root=f"{results_dir}/jobs",
+        results=f"{results_dir}/jobs/{job}-{run_id}",
+        summary=f"summary-{group}.json" if group and node_group and group != node_group else "summary.json",
+        mode=mode,
+        wait=bool(wait),
+        precheck=bool(precheck) and mode == "start",
+        precheck_paths=[program, f"{venv_path}/bin/{'python' if launcher == 'python' else 'torchrun'}"],
+        watchdog={
+            "on": watchdog_on,
+            "port": port,
+            "config": watchdog_config(
+                result,
+                "",
+                port=port if watchdog_on else 0,
+                interval=watchdog_interval,
+                timeout=watchdog_timeout,
+                join_timeout=join_timeout,
+                grace=stop_grace,
+                job_dir=job_dir,
+            ),
+        },
+        dirs=dirs,
+        copies=copies,
+        templates=templates,
+    )
+    return result
+
+
+def parse_status(stdout: str) -> dict:
+    """A ``wireup-jobctl`` answer: its first line that is a JSON object is the run's status
+    (``stop`` prints what it did before it, ``status ... WAIT LINES`` the log's last lines after
+    it, in ``tail``). ``{"state": "unknown"}`` when there is none."""
+    lines = (stdout or "").splitlines()
+    for index, line in enumerate(lines):
+        try:
+            status = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(status, dict):
+            return dict(status, said=lines[:index], tail=lines[index + 1 :])
+    return {"state": "unknown", "said": lines, "tail": []}
+
+
+def _missing_program(result) -> bool:
+    """A command result whose executable does not exist (the command module's own failure)."""
+    return (
+        bool(result) and result.get("rc") == 2 and "No such file or directory" in str(result.get("msg", ""))
+    )
+
+
+def precheck_errors(
+    plan_: dict, host: str, play_hosts, *, paths=None, names=None, connect=None, listener=None, timeout=5
+) -> list[str]:
+    """The pre-start checks of one node, from the registered results of its probes (stat of the
+    program and venv, getent of every name, the worker's connect to the master port, the master's
+    listener); a job host that left the play fails every node (the others would wait for it)."""
+    errors = []
+    gone = [h for h in plan_.get("hosts", []) if h not in set(play_hosts or [])]
+    if gone:
+        errors.append(
+            f"not starting job {plan_.get('job')}: {', '.join(gone)} dropped out of the play "
+            "(failed or unreachable; see above)"
+        )
+    program, venv_bin = (plan_.get("precheck_paths") or ["", ""])[:2]
+    missing = [
+        r.get("item") for r in (paths or {}).get("results", []) if not (r.get("stat") or {}).get("exists")
+    ]
+    if missing:
+        fixes = []
+        if program in missing:
+            fixes.append(f"copy torchrun_launch_program={program} to every node of the job first")
+        if venv_bin in missing:
+            venv = venv_bin.rsplit("/bin/", 1)[0]
+            fixes.append(
+                f"create the venv (wireup_venv_path={venv}) with "
+                "ansible-playbook site.yml --tags pytorch_venv"
+            )
+        errors.append(f"{host} lacks {' and '.join(missing)}: {'; '.join(fixes)}")
+    # ansible.builtin.getent with fail_key=false answers an unknown name with {name: None}.
+    unresolved = []
+    for r in (names or {}).get("results", []):
+        found = (r.get("ansible_facts") or {}).get("getent_ahostsv4") or {}
+        if r.get("failed") or found.get(r.get("item"), "") is None:
+            unresolved.append(r.get("item"))
+    if unresolved:
+        errors.append(
+            f"{host} cannot resolve {', '.join(unresolved)}: torchrun needs the node's own hostname and gloo "
+            "the others' names; set torchrun_launch_manage_hosts: true or fix DNS."
+        )
+    # The worker's wait_for runs with failed_when: false (so this assert names the fix), which also
+    # clears its "failed": a connect that worked reports the port's "state", a timeout only "msg".
+    if connect and not connect.get("skipped") and not connect.get("state"):
+        errors.append(
+            f"{host} cannot reach the master {plan_.get('master')} at {plan_.get('rdzv_endpoint')} within "
+            f"{timeout} s: check routes and firewalls between the nodes and the master's "
+            "wireup_address/wireup_interface (or torchrun_launch_master_addr)"
+        )
+    if listener and not listener.get("skipped") and listener.get("rc", 1) != 0:
+        why = listener.get("stderr") or listener.get("msg") or "no answer from the listener"
+        errors.append(
+            f"port {plan_.get('master_port')} is in use on the master {host} ({str(why).strip()}): stop what "
+            "listens there (a job still running?) or choose another wireup_master_port"
+        )
+    return errors
+
+
+def node_result(plan_: dict, host: str, status: dict, verdict: dict, **extra) -> dict:
+    """What one node of a run reports (``__torchrun_launch_result``; the bench role reads ``log``)."""
+    node = plan_.get("nodes", {}).get(host, {})
+    out = {k: v for k, v in (status or {}).items() if k not in ("said", "tail")}
+    out.update(
+        host=host,
+        node_rank=node.get("node_rank"),
+        nproc=node.get("nproc"),
+        node_log=out.get("log", ""),
+        log=f"{plan_.get('results')}/{host}.log",
+        verdict={k: v for k, v in (verdict or {}).items() if k != "nodes"},
+    )
+    out.update(extra)
+    return out
+
+
+def summary(plan_: dict, results: dict, verdict: dict, *, program: str, args, slurm_job_id: str = "") -> dict:
+    """summary.json of a run, written on the controller by its first host."""
+    out = {"job": plan_.get("job"), "run_id": plan_.get("run_id")}
+    if slurm_job_id:
+        out["slurm_job_id"] = slurm_job_id
+    out.update(program=program, args=list(args or []))
+    if not slurm_job_id:
+        out.update(master=plan_.get("master"), rdzv_endpoint=plan_.get("rdzv_endpoint"))
+    out.update(
+        world_size=plan_.get("world_size"),
+        verdict={k: v for k, v in (verdict or {}).items() if k != "nodes"},
+        nodes=results,
+    )
+    return out
+
+
+def report(
+    plan_: dict, result: dict, verdict: dict, *, log_text: str = "", tail: int = 40, timeout=0
+) -> dict:
+    """{"ok": the node's line (the master's also says where the logs are), "failed": the failure
+    message: the reason and the failing node's log tail, or on the others whom they followed}."""
+    host, job, run_id = result.get("host"), plan_.get("job"), plan_.get("run_id")
+    rc = f" {result['rc']}" if result.get("rc") is not None else ""
+    slurm_id = result.get("slurm_job_id")
+    first = verdict.get("first_failure") or ""
+    last = "\n".join((log_text or "").splitlines()[-int(tail) :]) if int(tail) > 0 else ""
+    own_tail = f"Last {tail} lines of {result.get('log')}:\n{last}"
+    if slurm_id:
+        ok = (
+            f"{job} Slurm job {slurm_id} on {host} (step {result.get('step') or 'none'}): "
+            f"{result.get('slurm_state') or 'no step'}{rc}; log {result.get('log')}"
+        )
+        failed = f"job {job} (Slurm job {slurm_id}) failed: {verdict.get('reason')}.\n"
+        own = result.get("slurm_state") or "no step"
+    else:
+        ok = (
+            f"{job} run {run_id} on {host} (node {result.get('node_rank')}, "
+            f"{result.get('nproc')} process(es)): {result.get('state')}{rc} after {result.get('elapsed')} s; "
+            f"log {result.get('log')}"
+        )
+        hint = (
+            f" (torchrun_launch_timeout={timeout}: raise it if the job needs longer)"
+            if verdict.get("timed_out")
+            else ""
+        )
+        failed = f"job {job} run {run_id} failed: {verdict.get('reason')}{hint}; stopped on every node.\n"
+        own = result.get("state", "") + (f" with code {result['rc']}" if result.get("rc") is not None else "")
+    if first and first != host:
+        failed += f"{host}: {own} after {first} failed; see {first}'s log tail for the cause."
+    else:
+        failed += own_tail
+    if host == plan_.get("master"):
+        where = f"logs and summary in {plan_.get('results')}/"
+        ok += (
+            f"; job {job} run {run_id} on {plan_.get('nnodes')} node(s), {plan_.get('world_size')} "
+            f"process(es): completed; {where}"
+        )
+        failed += f"\n{where}"
+    return {"ok": ok, "failed": failed}
+
+
+def _no_jobctl(host: str, jobctl: str) -> str:
+    return (
+        f"{host} has no {jobctl}: wireup never launched a job here (ansible-playbook launch.yml installs it)"
+    )
+
+
+def jobs_plan(
+    plan_: dict, action: str, run_id: str = "", latest=None, *, stop_grace=15, lines=5, check_mode=False
+) -> dict:
+    """What jobs.yml does on every node: ``argv`` of its one wireup-jobctl call for ``action``
+    (status, logs, stop, list; in check mode a stop only reads the status), the run (``run_id``,
+    else the master's newest from ``latest``, the registered ``wireup-jobctl latest``), its
+    results folder, and the errors that stop it."""
+    jobctl, job_dir, master = plan_.get("jobctl"), plan_.get("job_dir"), plan_.get("master")
+    errors = []
+    if action != "list" and not run_id:
+        if _missing_program(latest):
+            errors.append(_no_jobctl(master, jobctl))
+        run_id = str((latest or {}).get("stdout") or "").strip()
+        if not run_id and not errors:
+            errors.append(
+                f"job {plan_.get('job')} has no run on {master}: start one with ansible-playbook "
+                f"launch.yml -e torchrun_launch_job={plan_.get('job')}, or list the runs with "
+                "-e torchrun_launch_action=list"
+            )
+    argv = {
+        "status": [jobctl, "status", job_dir, run_id, "0", str(lines)],
+        "logs": [jobctl, "status", job_dir, run_id],
+        "stop": [jobctl, "stop", job_dir, run_id, str(stop_grace), "stopped by jobs.yml"],
+        "list": [jobctl, "list", job_dir.rsplit("/", 1)[0]],
+    }["status" if check_mode and action == "stop" else action]
+    return {
+        "action": action,
+        "job": plan_.get("job"),
+        "run_id": run_id,
+        "results": f"{plan_.get('results_root')}/{plan_.get('job')}-{run_id}",
+        "argv": argv,
+        "errors": errors,
+    }
+
+
+def jobs_node(jobs: dict, host: str, result: dict, jobctl: str, gpus_text: str = "") -> dict:
+    """One node's answer to jobs.yml: {"errors", "status", "lines"} (its status line, then the
+    log's last lines; for list, how many runs it has)."""
+    if jobs.get("errors"):
+        return {"errors": list(jobs["errors"]), "status": {}, "lines": []}
+    if _missing_program(result):
+        return {"errors": [_no_jobctl(host, jobctl)], "status": {}, "lines": []}
+    if (result or {}).get("rc", 0) != 0:
+        why = (result or {}).get("stderr") or (result or {}).get("msg") or ""
+        return {"errors": [f"{host}: wireup-jobctl failed: {why}"], "status": {}, "lines": []}
+    if jobs.get("action") == "list":
+        runs = parse_run_list((result or {}).get("stdout", ""))
+        return {"errors": [], "status": {}, "lines": [f"{host}: {len(runs)} run(s)"]}
+    status = parse_status((result or {}).get("stdout", ""))
+    lines = [status_line(host, status, parse_gpu_usage(gpus_text)), *status.get("tail", [])]
+    return {"errors": [], "status": status, "lines": lines}
+
+
+def jobs_stands(jobs: dict, states: dict, play_hosts=None) -> str:
+    """The line for the whole run: running on which nodes, FAILED naming the first failing node,
+    stopped, or the verdict's reason; for logs, where they are."""
+    verdict = job_verdict(states, play_hosts)
+    if verdict["running"] and not verdict["first_failure"]:
+        how = "running on " + ", ".join(verdict["running"])
+    elif verdict["first_failure"]:
+        how = "FAILED: " + verdict["reason"]
+    elif any((s or {}).get("state") == "stopped" for s in states.values()):
+        how = "stopped"
+    else:
+        how = verdict["reason"]
+    where = f"; logs in {jobs.get('results')}/" if jobs.get("action") == "logs" else ""
+    return f"job {jobs.get('job')} run {jobs.get('run_id')}: {how}{where}"
+
+
+def follow_lines(plan_: dict, started: dict, inventory_sources=()) -> list[str]:
+    """What a detached run says once started: each node's start line (``started``: host ->
+    wireup-jobctl's answer), then how to follow, fetch, stop and list it with jobs.yml."""
+    inv = "".join(f" -i {source}" for source in inventory_sources or [])
+    job = f"ansible-playbook{inv} jobs.yml -e torchrun_launch_job={plan_.get('job')}"
+    return [
+        *(str(started.get(h) or "") for h in plan_.get("hosts", [])),
+        f"job {plan_.get('job')} run {plan_.get('run_id')} started on {plan_.get('nnodes')} node(s), "
+        f"{plan_.get('world_size')} process(es); it runs on without this playbook.",
+        f"status: {job}",
+        f"logs:   {job} -e torchrun_launch_action=logs   (to {plan_.get('results')}/)",
+        f"stop:   {job} -e torchrun_launch_action=stop",
+        f"list:   ansible-playbook{inv} jobs.yml -e torchrun_launch_action=list",
+    ]

@@ -280,3 +280,21 @@ def node_names(plan: dict) -> dict:
 def nodelist(plan: dict) -> str:
     """The Slurm node names of a launch plan's hosts, comma-separated (sbatch --nodelist)."""
     return ",".join(node_names(plan).values())
+
+
+def run_plan(sbatch_stdout: str, plan: dict, *, timeout=1800, poll_interval=5, stop_grace=15) -> dict:
+    """The Slurm path's decisions once sbatch answered: the job id, the run id and results folder
+    (JOB-slurm-ID), sacct's argv, how many looks fit in torchrun_launch_timeout (at least one; the
+    last one ends the wait whatever it says) and how many after a scancel; errors when sbatch
+    printed no job id."""
+    job_id = sbatch_job_id(sbatch_stdout or "")
+    run_id = f"slurm-{job_id}"
+    return {
+        "job_id": job_id,
+        "run_id": run_id,
+        "results": f"{plan.get('results_root')}/{plan.get('job')}-{run_id}",
+        "sacct_argv": ["sacct", "--parsable2", "--noheader", "-j", job_id, f"--format={SACCT_FORMAT}"],
+        "looks": max(1, -(-int(timeout) // max(1, int(poll_interval)))),
+        "cancel_looks": (int(stop_grace) + 30) // 2,
+        "errors": [] if job_id else [f"sbatch printed no job id: {(sbatch_stdout or '').strip()!r}"],
+    }

@@ -178,8 +178,9 @@ def _address_errors(addresses: dict) -> list[str]:
 
 
 def master_of(members: list[str], master_host: str) -> str:
-    """The rendezvous master: the named host, else the group's first in sorted order."""
-    if master_host:
+    """The rendezvous master: the named host when it is a member, else the group's first in sorted
+    order (a job over a group without wireup_master_host, e.g. bench's one-node groups)."""
+    if master_host and master_host in members:
         return master_host
     return sorted(members)[0] if members else ""
 

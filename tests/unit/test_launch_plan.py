@@ -1,0 +1,385 @@
+"""launch.job_plan and what the torchrun_launch tasks execute from it: the one probe per node,
+the pre-check verdict, the end of a run, jobs.yml's call per node, and the Slurm path's plan."""
+
+import base64
+import pathlib
+
+import pytest
+
+from wireup import launch, slurm
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def node(address, hostname="", gpus=0, cpus=None):
+    return {
+        "address": address,
+        "interface": "eth0",
+        "gpu_present": gpus > 0,
+        "gpu_count": gpus,
+        "infiniband": [],
+        "hostname": hostname,
+        "cpus": cpus,
+    }
+
+
+NODES = {f"n{i}": node(f"10.0.0.{i}", hostname=f"h{i}", cpus=8) for i in (1, 2, 3)}
+BASE = {
+    "job": "j1",
+    "program": "/opt/wireup/examples/ddp_multinode.py",
+    "base_dir": "/opt/wireup",
+    "venv_path": "/opt/wireup/venv",
+    "results_dir": "/tmp/results",
+    "run_id": "r1",
+    "group": "gpu_nodes",
+    "node_group": "gpu_nodes",
+    "nproc_per_node": 2,
+}
+
+
+def job(nodes=None, **kw):
+    nodes = NODES if nodes is None else nodes
+    return launch.job_plan(list(nodes), nodes, **dict(BASE, **kw))
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("debian12_host_2cpu.txt", 2),
+        ("debian12_nspawn_node.txt", 2),
+        ("debian12_nspawn_node_taskset_1.txt", 1),
+    ],
+)
+def test_cpus_allowed_on_real_proc_status(name, expected):
+    assert launch.cpus_allowed((FIXTURES / "proc_status" / name).read_text()) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Cpus_allowed_list:\t0-63,128-191\n", 128),
+        ("Cpus_allowed_list:   0,2,4-5  \n", 4),
+        ("Cpus_allowed_list:\t5-3\n", 0),  # mangled
+        ("Cpus_allowed_list:\t0-\n", 0),  # truncated
+        ("Name:\tcat\n", 0),  # no such line
+        ("", 0),
+    ],
+)
+def test_cpus_allowed_odd_lines(text, expected):
+    assert launch.cpus_allowed(text) == expected
+
+
+def test_the_plan_holds_every_decision_of_a_detached_run():
+    p = job()
+    assert p["errors"] == []
+    assert (p["mode"], p["wait"], p["precheck"], p["master"]) == ("start", False, True, "n1")
+    assert p["job_dir"] == "/opt/wireup/jobs/j1" and p["jobctl"] == "/opt/wireup/bin/wireup-jobctl"
+    assert p["results"] == "/tmp/results/jobs/j1-r1" and p["summary"] == "summary.json"
+    assert [t["dest"] for t in p["templates"]] == [
+        "/opt/wireup/jobs/j1/launch.sh",
+        "/opt/wireup/jobs/j1/watchdog.json",
+    ]
+    assert not any(d["state"] == "absent" for d in p["dirs"])
+    assert p["watchdog"]["on"] and p["watchdog"]["port"] == 29501
+    assert p["watchdog"]["config"]["hosts"] == ["n1", "n2", "n3"] and p["watchdog"]["config"]["port"] == 29501
+    assert [(h, n["listen"], n["connect"]) for h, n in p["nodes"].items()] == [
+        ("n1", True, False),
+        ("n2", False, True),
+        ("n3", False, True),
+    ]
+    # Every job host's names, the node's own hostname among them.
+    assert p["nodes"]["n2"]["names"] == ["n1", "h1", "n2", "h2", "n3", "h3"]
+    assert p["precheck_paths"] == ["/opt/wireup/examples/ddp_multinode.py", "/opt/wireup/venv/bin/torchrun"]
+    assert p["show"][1] == (
+        "job j1: n2 is node 1 of 3, 2 process(es) (6 in all, OMP_NUM_THREADS 4), master n1 at "
+        "10.0.0.1:29500, interface eth0"
+    )
+
+
+@pytest.mark.parametrize(
+    ("kw", "mode"),
+    [
+        ({"run": False}, "render"),
+        ({"check_mode": True}, "render"),
+        ({"slurm": True}, "slurm"),
+        ({"slurm": True, "check_mode": True}, "render"),
+    ],
+)
+def test_run_mode(kw, mode):
+    p = job(**kw)
+    assert p["mode"] == mode
+    # Port checks only before a wireup-jobctl start.
+    assert not any(n["listen"] or n["connect"] for n in p["nodes"].values())
+    assert ("/opt/wireup/jobs/j1/job.sbatch" in [t["dest"] for t in p["templates"]]) is bool(kw.get("slurm"))
+
+
+def test_one_node_job_has_no_watchdog_and_removes_its_settings():
+    p = job({"n1": NODES["n1"]}, group="wireup_bench_solo_n1", install_examples=False)
+    assert not p["watchdog"]["on"]
+    assert {"path": "/opt/wireup/jobs/j1/watchdog.json", "state": "absent"} in p["dirs"]
+    assert p["summary"] == "summary-wireup_bench_solo_n1.json"
+    assert [c["dest"] for c in p["copies"]] == [
+        f"/opt/wireup/bin/{n}" for n in ("wireup-jobctl", "wireup-watchdog", "wireup-listen")
+    ]
+
+
+def test_job_errors_name_the_variable_and_the_fix():
+    p = job(
+        job="a b",
+        program="train.py",
+        launcher="python",
+        env={"1X": "y"},
+        job_env={"A": ["list"]},
+        watchdog_port=29500,
+    )
+    assert p["errors"] == [
+        "torchrun_launch_job='a b' is not a usable job name: use 1-64 letters, digits, '_', '.' or '-', "
+        "starting with a letter or digit",
+        "torchrun_launch_env: '1X' is not a valid shell variable name (letters, digits, '_')",
+        "wireup_job_env: A must be a string or number, not list",
+        "torchrun_launch_launcher=python runs a one-node program: torchrun_launch_group=gpu_nodes holds 3 "
+        "hosts; name a group with one host or use torchrun",
+        "torchrun_launch_program=train.py must be an absolute path on the nodes",
+    ]
+    assert "wireup_master_port too" in job(watchdog_port=29500)["errors"][0]
+
+
+def _stat(path, exists):
+    return {"item": path, "stat": {"exists": exists}}
+
+
+def _getent(name, found):
+    return {
+        "item": name,
+        "ansible_facts": {"getent_ahostsv4": {"10.0.0.1": ["STREAM", name]} if found else {name: None}},
+    }
+
+
+def test_precheck_errors_from_the_registered_probes():
+    p = job()
+    play = ["n1", "n2", "n3"]
+    ok = launch.precheck_errors(
+        p,
+        "n2",
+        play,
+        paths={"results": [_stat(x, True) for x in p["precheck_paths"]]},
+        names={"results": [_getent("h1", True)]},
+        connect={"state": "started", "port": 29500, "elapsed": 0, "failed": False},
+        listener={"skipped": True},
+    )
+    assert ok == []
+    errors = launch.precheck_errors(
+        p,
+        "n2",
+        ["n1", "n2"],
+        paths={"results": [_stat(p["precheck_paths"][0], True), _stat(p["precheck_paths"][1], False)]},
+        names={"results": [_getent("h1", True), _getent("h2", False), {"item": "h3", "failed": True}]},
+        # As registered under failed_when: false (its "failed" cleared; only the message says it).
+        connect={"msg": "Timeout when waiting for 10.0.0.1:29500", "elapsed": 3, "failed": False},
+        timeout=3,
+    )
+    assert errors == [
+        "not starting job j1: n3 dropped out of the play (failed or unreachable; see above)",
+        "n2 lacks /opt/wireup/venv/bin/torchrun: create the venv (wireup_venv_path=/opt/wireup/venv) with "
+        "ansible-playbook site.yml --tags pytorch_venv",
+        "n2 cannot resolve h2, h3: torchrun needs the node's own hostname and gloo the others' names; set "
+        "torchrun_launch_manage_hosts: true or fix DNS.",
+        "n2 cannot reach the master n1 at 10.0.0.1:29500 within 3 s: check routes and firewalls between the "
+        "nodes and the master's wireup_address/wireup_interface (or torchrun_launch_master_addr)",
+    ]
+    busy = launch.precheck_errors(
+        p,
+        "n1",
+        play,
+        listener={"finished": 1, "rc": 1, "stderr": "cannot listen on port 29500: Address already in use\n"},
+    )
+    assert busy == [
+        "port 29500 is in use on the master n1 (cannot listen on port 29500: Address already in use): "
+        "stop what listens there (a job still running?) or choose another wireup_master_port"
+    ]
+
+
+def test_parse_status_of_stop_and_of_status_with_the_log_tail():
+    line = '{"state": "stopped", "rc": null, "elapsed": 3.0, "log": "/j/logs/r1.log", "reason": "x"}'
+    st = launch.parse_status(f"stopped run r1 of /j\n{line}\n")
+    assert (st["state"], st["said"], st["tail"]) == ("stopped", ["stopped run r1 of /j"], [])
+    st = launch.parse_status(f"{line}\nrank 0 step 3\n{{not json\n")
+    assert st["tail"] == ["rank 0 step 3", "{not json"]
+    assert launch.parse_status("wireup-jobctl: bad run id ''")["state"] == "unknown"
+
+
+def _result(p, host, state, rc, verdict):
+    status = {"state": state, "rc": rc, "elapsed": 4.0, "log": "/opt/wireup/jobs/j1/logs/r1.log"}
+    return launch.node_result(p, host, status, verdict)
+
+
+def test_report_of_a_failed_run_shows_the_first_failure_tail_and_names_it_elsewhere():
+    p = job()
+    verdict = launch.job_verdict(
+        {
+            "n1": {"state": "stopped"},
+            "n2": {"state": "exited", "rc": 1, "ended": 2},
+            "n3": {"state": "stopped"},
+        },
+        ["n1", "n2", "n3"],
+    )
+    log = "\n".join(f"line {i}" for i in range(100))
+    failing = launch.report(p, _result(p, "n2", "exited", 1, verdict), verdict, log_text=log, tail=3)
+    assert failing["failed"] == (
+        "job j1 run r1 failed: n2 exited with code 1; stopped on every node.\n"
+        "Last 3 lines of /tmp/results/jobs/j1-r1/n2.log:\nline 97\nline 98\nline 99"
+    )
+    other = launch.report(p, _result(p, "n1", "stopped", None, verdict), verdict)
+    assert other["failed"] == (
+        "job j1 run r1 failed: n2 exited with code 1; stopped on every node.\n"
+        "n1: stopped after n2 failed; see n2's log tail for the cause.\n"
+        "logs and summary in /tmp/results/jobs/j1-r1/"
+    )
+    ok = launch.job_verdict({h: {"state": "exited", "rc": 0} for h in NODES}, list(NODES))
+    assert launch.report(p, _result(p, "n1", "exited", 0, ok), ok)["ok"] == (
+        "j1 run r1 on n1 (node 0, 2 process(es)): exited 0 after 4.0 s; log /tmp/results/jobs/j1-r1/n1.log; "
+        "job j1 run r1 on 3 node(s), 6 process(es): completed; logs and summary in /tmp/results/jobs/j1-r1/"
+    )
+
+
+def test_summary_keeps_its_keys():
+    p = job()
+    verdict = {
+        "over": True,
+        "ok": True,
+        "first_failure": "",
+        "timed_out": False,
+        "running": [],
+        "reason": "r",
+    }
+    s = launch.summary(p, {"n1": {}}, verdict, program="/p.py", args=["--x"])
+    assert list(s) == [
+        "job",
+        "run_id",
+        "program",
+        "args",
+        "master",
+        "rdzv_endpoint",
+        "world_size",
+        "verdict",
+        "nodes",
+    ]
+    s = launch.summary(p, {}, dict(verdict, nodes={}), program="/p.py", args=[], slurm_job_id="42")
+    assert list(s) == ["job", "run_id", "slurm_job_id", "program", "args", "world_size", "verdict", "nodes"]
+    assert "nodes" not in s["verdict"]
+
+
+def test_jobs_plan_one_call_per_node_and_its_errors():
+    p = job(run_id="")
+    jobs = launch.jobs_plan(p, "status", "", {"stdout": "r9\n", "rc": 0})
+    assert jobs["argv"] == ["/opt/wireup/bin/wireup-jobctl", "status", "/opt/wireup/jobs/j1", "r9", "0", "5"]
+    assert jobs["results"] == "/tmp/results/jobs/j1-r9" and jobs["errors"] == []
+    stop = launch.jobs_plan(p, "stop", "r2", None, stop_grace=7)
+    assert stop["argv"][1:] == ["stop", "/opt/wireup/jobs/j1", "r2", "7", "stopped by jobs.yml"]
+    assert launch.jobs_plan(p, "stop", "r2", None, check_mode=True)["argv"][1] == "status"
+    assert launch.jobs_plan(p, "list")["argv"] == [
+        "/opt/wireup/bin/wireup-jobctl",
+        "list",
+        "/opt/wireup/jobs",
+    ]
+    never = launch.jobs_plan(p, "logs", "", {"stdout": "", "rc": 0})
+    assert never["errors"] == [
+        "job j1 has no run on n1: start one with ansible-playbook launch.yml -e torchrun_launch_job=j1, or "
+        "list the runs with -e torchrun_launch_action=list"
+    ]
+    missing = {"rc": 2, "msg": "[Errno 2] No such file or directory: b'/opt/wireup/bin/wireup-jobctl'"}
+    assert launch.jobs_plan(p, "status", "", missing)["errors"] == [
+        "n1 has no /opt/wireup/bin/wireup-jobctl: wireup never launched a job here (ansible-playbook "
+        "launch.yml installs it)"
+    ]
+
+
+def test_jobs_node_and_the_line_for_the_run():
+    p = job()
+    jobs = launch.jobs_plan(p, "status", "r1")
+    running = '{"state": "running", "rc": null, "started": 1796086923.5, "elapsed": 12.4, "log": "/l"}'
+    answer = {"rc": 0, "stdout": f"{running}\nrank 1 step 7"}
+    shown = launch.jobs_node(jobs, "n2", answer, p["jobctl"], "0, 97, 40960, 143771\n")
+    assert shown["errors"] == []
+    assert shown["lines"] == [
+        "n2: running since 2026-12-01 01:02:03 UTC (12 s); GPU0 97% 40.0/140 GiB",
+        "rank 1 step 7",
+    ]
+    missing = {"rc": 2, "msg": "[Errno 2] No such file or directory: b'/opt/wireup/bin/wireup-jobctl'"}
+    assert (
+        "n3 has no /opt/wireup/bin/wireup-jobctl"
+        in launch.jobs_node(jobs, "n3", missing, p["jobctl"])["errors"][0]
+    )
+    states = {
+        "n1": {"state": "exited", "rc": 0},
+        "n2": {"state": "exited", "rc": 1, "ended": 3},
+        "n3": {"state": "stopped"},
+    }
+    assert launch.jobs_stands(jobs, states, list(states)) == "job j1 run r1: FAILED: n2 exited with code 1"
+    running_all = {h: {"state": "running"} for h in states}
+    logs = launch.jobs_plan(p, "logs", "r1")
+    assert launch.jobs_stands(logs, running_all, list(states)) == (
+        "job j1 run r1: running on n1, n2, n3; logs in /tmp/results/jobs/j1-r1/"
+    )
+
+
+def test_slurm_run_plan():
+    p = job(slurm=True)
+    sp = slurm.run_plan("4711;cluster\n", p, timeout=20, poll_interval=2, stop_grace=5)
+    assert sp == {
+        "job_id": "4711",
+        "run_id": "slurm-4711",
+        "results": "/tmp/results/jobs/j1-slurm-4711",
+        "sacct_argv": [
+            "sacct",
+            "--parsable2",
+            "--noheader",
+            "-j",
+            "4711",
+            "--format=JobID,State,ExitCode,NodeList,End",
+        ],
+        "looks": 10,
+        "cancel_looks": 17,
+        "errors": [],
+    }
+    assert slurm.run_plan("", p)["errors"] == ["sbatch printed no job id: ''"]
+
+
+def _filters():
+    path = ROOT / "plugins" / "filter" / "wireup_launch.py"
+    namespace = {"__file__": str(path), "__name__": "wireup_filters_launch"}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    return namespace["FilterModule"]().filters()
+
+
+def test_the_filter_reads_the_probe_and_preflights_hostname():
+    """Without a fact-gathering play (launch.yml runs none) ansible_facts has no hostname: the
+    node's own hostname comes from preflight's wireup_node. Before, it was read from ansible_facts
+    only, so the /etc/hosts block missed a node whose hostname differs from its inventory name."""
+    status = (FIXTURES / "proc_status" / "debian12_nspawn_node_taskset_1.txt").read_bytes()
+    mounts = (FIXTURES / "mountinfo" / "debian12_nspawn_node_hosts_bind.txt").read_bytes()
+    probe = {
+        "results": [
+            {"item": "/proc/self/status", "content": base64.b64encode(status).decode()},
+            {"item": "/proc/self/mountinfo", "content": base64.b64encode(mounts).decode()},
+        ]
+    }
+    hostvars = {
+        "n1": {
+            "wireup_node": {
+                "gpu": {"present": False, "count": 0},
+                "network": {"address": "10.0.0.1", "interface": "eth0"},
+                "infiniband": [],
+                "hostname": "box-17",
+            },
+            "ansible_facts": {},
+            "__torchrun_launch_probe": probe,
+        }
+    }
+    settings = dict(BASE, nproc_per_node="auto")
+    p = _filters()["wireup_launch_plan"](["n1"], hostvars, **settings)
+    assert p["errors"] == []
+    assert p["nodes"]["n1"]["hostname"] == "box-17"
+    assert launch.hosts_entries(p, mapped=False) == ["10.0.0.1 n1 box-17"]
+    assert p["nodes"]["n1"]["cpus"] == 1 and p["nodes"]["n1"]["hosts_mounted"] is True
