@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import base64
-import os
+import pathlib
 import sys
 
-# Controller-side plugins cannot import custom ansible.module_utils packages: load ours by path.
-_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
-if _MODULE_UTILS not in sys.path:
-    sys.path.insert(0, _MODULE_UTILS)
+_UTILS = str(pathlib.Path(__file__).resolve().parents[1] / "module_utils")
+if _UTILS not in sys.path:
+    sys.path.insert(0, _UTILS)
 
 from wireup import launch
 

@@ -10,63 +10,47 @@ DOCUMENTATION = """
 name: wireup_packages
 short_description: NVIDIA package, version and repository choices for wireup's bootstrap roles
 description:
-  - wireup_pkg_cuda_repo_url, wireup_pkg_cuda_repo_key_url, wireup_pkg_cuda_repo_source_name,
-    wireup_pkg_cuda_toolkit_spec, wireup_pkg_cuda_home, wireup_pkg_apt_policy_has_source,
-    wireup_pkg_apt_lists_prefix, wireup_pkg_apt_lists_have_source, wireup_pkg_cuda_repo_source_current,
-    wireup_pkg_key_trusted, wireup_pkg_installed_key_trusted, wireup_pkg_installed_source_current,
-    wireup_pkg_check_key, wireup_pkg_driver_plan, wireup_pkg_deb_upstream_version,
-    wireup_pkg_fabricmanager_plan, wireup_pkg_kernel_headers, wireup_pkg_nccl_plan,
-    wireup_pkg_dpkg_status, wireup_pkg_dpkg_drift, wireup_pkg_torch_nccl_version,
-    wireup_pkg_nccl_header_version, wireup_pkg_nccl_mismatch.
+  - cuda_repo (one plan, the key check, the toolkit check) wireup_pkg_cuda_repo_plan,
+    wireup_pkg_cuda_repo_source_path, wireup_pkg_verified_key, wireup_pkg_cuda_toolkit_problems;
+    nccl (one plan, the install check, its report lines) wireup_pkg_nccl_plan,
+    wireup_pkg_nccl_install_problems, wireup_pkg_nccl_unmanaged_report, wireup_pkg_nccl_torch_comparison;
+    nccl_tests (one plan, the source check) wireup_pkg_nccl_tests_plan, wireup_pkg_nccl_tests_source_problems;
+    nvidia_driver wireup_pkg_driver_plan, wireup_pkg_deb_upstream_version,
+    wireup_pkg_fabricmanager_plan, wireup_pkg_kernel_headers, wireup_pkg_dpkg_status.
 """
 
 import pathlib
 import sys
 
-from ansible.errors import AnsibleFilterError
+_UTILS = str(pathlib.Path(__file__).resolve().parents[1] / "module_utils")
+if _UTILS not in sys.path:
+    sys.path.insert(0, _UTILS)
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "module_utils"))
+from wireup_plugin import wrap as _wrap
 
 from wireup import packages
-from wireup.node import parse_nccl_header
-
-
-def _wrap(func):
-    def call(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except ValueError as exc:  # PackageError and the parsers' ValueError
-            raise AnsibleFilterError(str(exc)) from exc
-
-    call.__name__ = func.__name__
-    call.__doc__ = func.__doc__
-    return call
 
 
 class FilterModule:
     def filters(self):
         return {
-            "wireup_pkg_cuda_repo_url": _wrap(packages.cuda_repo_url),
-            "wireup_pkg_cuda_repo_key_url": _wrap(packages.cuda_repo_key_url),
-            "wireup_pkg_cuda_repo_source_name": _wrap(packages.cuda_repo_source_name),
-            "wireup_pkg_cuda_toolkit_spec": _wrap(packages.cuda_toolkit_spec),
-            "wireup_pkg_cuda_home": _wrap(packages.cuda_home),
-            "wireup_pkg_apt_policy_has_source": _wrap(packages.apt_policy_has_source),
-            "wireup_pkg_check_key": _wrap(packages.check_key),
-            "wireup_pkg_key_trusted": _wrap(packages.key_trusted),
-            "wireup_pkg_installed_key_trusted": _wrap(packages.installed_key_trusted),
-            "wireup_pkg_installed_source_current": _wrap(packages.installed_source_current),
-            "wireup_pkg_apt_lists_prefix": _wrap(packages.apt_lists_prefix),
-            "wireup_pkg_apt_lists_have_source": _wrap(packages.apt_lists_have_source),
-            "wireup_pkg_cuda_repo_source_current": _wrap(packages.cuda_repo_source_current),
+            # cuda_repo
+            "wireup_pkg_cuda_repo_plan": _wrap(packages.cuda_repo_plan),
+            "wireup_pkg_cuda_repo_source_path": _wrap(packages.cuda_repo_source_path),
+            "wireup_pkg_verified_key": _wrap(packages.verified_key),
+            "wireup_pkg_cuda_toolkit_problems": _wrap(packages.cuda_toolkit_problems),
+            # nvidia_driver
             "wireup_pkg_driver_plan": _wrap(packages.driver_plan),
             "wireup_pkg_deb_upstream_version": _wrap(packages.deb_upstream_version),
             "wireup_pkg_fabricmanager_plan": _wrap(packages.fabricmanager_plan),
             "wireup_pkg_kernel_headers": _wrap(packages.kernel_headers_package),
-            "wireup_pkg_nccl_plan": _wrap(packages.nccl_plan),
             "wireup_pkg_dpkg_status": _wrap(packages.parse_dpkg_status),
-            "wireup_pkg_dpkg_drift": _wrap(packages.dpkg_drift),
-            "wireup_pkg_torch_nccl_version": _wrap(packages.parse_torch_nccl_version),
-            "wireup_pkg_nccl_header_version": _wrap(parse_nccl_header),
-            "wireup_pkg_nccl_mismatch": _wrap(packages.nccl_mismatch),
+            # nccl
+            "wireup_pkg_nccl_plan": _wrap(packages.nccl_plan),
+            "wireup_pkg_nccl_install_problems": _wrap(packages.nccl_install_problems),
+            "wireup_pkg_nccl_unmanaged_report": _wrap(packages.nccl_unmanaged_report),
+            "wireup_pkg_nccl_torch_comparison": _wrap(packages.nccl_torch_comparison),
+            # nccl_tests
+            "wireup_pkg_nccl_tests_plan": _wrap(packages.nccl_tests_plan),
+            "wireup_pkg_nccl_tests_source_problems": _wrap(packages.nccl_tests_source_problems),
         }

@@ -1,53 +1,49 @@
-"""Filters exposing plugins/module_utils/wireup/torch_index.py (PyTorch wheel choice and checks).
+"""Filters exposing plugins/module_utils/wireup/torch_index.py to the pytorch_venv role.
 
-Thin wrappers: the table and the rules live in wireup.torch_index; a ValueError becomes an
-AnsibleFilterError carrying the same message (it names the variable and the fix).
+Thin wrappers: the table, the rules and the plan live in wireup.torch_index; a ValueError becomes
+an AnsibleFilterError carrying the same message (it names the variable and the fix).
 """
 
 from __future__ import annotations
 
 DOCUMENTATION = """
 name: wireup_torch
-short_description: PyTorch wheel variant, index URL and checks for the pytorch_venv role
+short_description: The pytorch_venv role's plan, and the reading of its verification
 description:
-  - wireup_torch_choice (variant, index URL, pip requirement for a node),
-    wireup_torch_check_spec, wireup_torch_version_in_range, wireup_torch_python_ok,
-    wireup_torch_preinstalled, wireup_torch_verify_problems, wireup_torch_fact,
-    wireup_torch_summary, wireup_torch_pip_missing (pinned requirements the venv lacks).
+  - wireup_torch_probe_request (what the role's probe is asked), wireup_torch_plan (every decision
+    and error for one node, from the probe and the role's variables), wireup_torch_verified
+    (problems, the pytorch_venv_info fact and the report line, from the verification),
+    wireup_torch_pip_failure (the message for a failed pip task).
 """
 
+import os
 import pathlib
 import sys
 
-from ansible.errors import AnsibleFilterError
+_UTILS = str(pathlib.Path(__file__).resolve().parents[1] / "module_utils")
+if _UTILS not in sys.path:
+    sys.path.insert(0, _UTILS)
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "module_utils"))
+from wireup_plugin import wrap as _wrap
 
 from wireup import torch_index
 
 
-def _wrap(func):
-    def call(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except ValueError as exc:
-            raise AnsibleFilterError(str(exc)) from exc
-
-    call.__name__ = func.__name__
-    call.__doc__ = func.__doc__
-    return call
+def plan(probe_result, settings, node, check_mode=False):
+    """torch_index.plan, with the two facts only the controller knows (its own files)."""
+    settings = dict(settings)
+    controller = {
+        "wheelhouse_dir": os.path.isdir(str(settings.get("pytorch_venv_wheelhouse_dir") or "")),
+        "requirements_file": os.path.isfile(str(settings.get("pytorch_venv_requirements_file") or "")),
+    }
+    return torch_index.plan(probe_result, settings, dict(node), bool(check_mode), controller)
 
 
 class FilterModule:
     def filters(self):
         return {
-            "wireup_torch_choice": _wrap(torch_index.choose),
-            "wireup_torch_check_spec": _wrap(torch_index.check_spec),
-            "wireup_torch_version_in_range": _wrap(torch_index.version_in_range),
-            "wireup_torch_python_ok": _wrap(torch_index.python_ok),
-            "wireup_torch_preinstalled": _wrap(torch_index.preinstalled),
-            "wireup_torch_verify_problems": _wrap(torch_index.verify_problems),
-            "wireup_torch_fact": _wrap(torch_index.fact),
-            "wireup_torch_summary": _wrap(torch_index.summary),
-            "wireup_torch_pip_missing": _wrap(torch_index.pip_missing),
+            "wireup_torch_probe_request": _wrap(torch_index.probe_request),
+            "wireup_torch_plan": _wrap(plan),
+            "wireup_torch_verified": _wrap(torch_index.verified),
+            "wireup_torch_pip_failure": _wrap(torch_index.pip_failure),
         }

@@ -24,9 +24,42 @@ options:
     type: str
     required: true
   nodes:
-    description: Per host, what the bench role gathered (see roles/bench/README.md).
+    description:
+      - Per host, what the bench role gathered (the filter wireup_bench_run builds it from the
+        hosts' registered results; plugins/module_utils/wireup/bench.py node_results says each field).
     type: dict
     required: true
+  thresholds:
+    description:
+      - The run's verdict thresholds, the same for every host (bench_pass_ratio, bench_warn_ratio,
+        bench_verdict_min_bytes, bench_baseline_tolerance, bench_torch_goal_ratio).
+    type: dict
+    required: true
+    suboptions:
+      pass_ratio:
+        description: PASS at or above this fraction of the expected bus bandwidth.
+        type: float
+        required: true
+      warn_ratio:
+        description: WARN at or above this fraction, FAIL below.
+        type: float
+        required: true
+      min_bytes:
+        description: The verdict is taken at the largest size at or above this many bytes.
+        type: int
+        required: true
+      tolerance:
+        description: A drop larger than this fraction against the last passing run is a finding.
+        type: float
+        required: true
+      torch_goal:
+        description: torch busbw / nccl-tests busbw below this is a finding.
+        type: float
+        required: true
+  efficiency:
+    description: Efficiency factors overriding the built-in table (bench_efficiency).
+    type: dict
+    default: {}
   torch_logs:
     description:
       - "Per host, torch benchmark log files on the controller:
@@ -34,11 +67,13 @@ options:
       - Missing files are reported as findings, not errors.
     type: dict
     default: {}
-  unreachable:
+  lost:
     description:
-      - "Hosts of the group that Ansible could not reach, with Ansible's reason: C({HOST: REASON})."
-      - Each gets a record with the verdict UNREACHABLE (named in the summary and the report, never
-        a baseline).
+      - "Hosts of the group lost during the run, with Ansible's reason when it cannot reach them now:
+        C({HOST: REASON})."
+      - With a reason, a record with the verdict UNREACHABLE (named in the summary and the report,
+        never a baseline); with an empty one (the node answers now, so it failed earlier in the run),
+        a record without bench data.
     type: dict
     default: {}
   multi_node_skipped:
@@ -54,7 +89,8 @@ EXAMPLES = r"""
   wireup_bench_store:
     results_dir: "{{ wireup_results_dir }}"
     run_id: "20261129T164455Z"
-    nodes: "{{ nodes }}"
+    nodes: "{{ (groups.gpu_nodes | wireup_bench_run(hostvars)).nodes }}"
+    thresholds: {pass_ratio: 0.9, warn_ratio: 0.75, min_bytes: 1073741824, tolerance: 0.1, torch_goal: 0.97}
 """
 
 RETURN = r"""
@@ -67,9 +103,23 @@ run_dir:
   returned: success
   type: str
 report:
-  description: Paths of report.md, report.html and the PNGs.
+  description: The report's files (empty in check mode).
   returned: success
   type: dict
+  contains:
+    md:
+      description: Path of report.md.
+      type: str
+    html:
+      description: Path of report.html (self-contained).
+      type: str
+    pngs:
+      description: Paths of the PNG plots written.
+      type: list
+      elements: str
+    plots:
+      description: Whether PNG plots were drawn (false without matplotlib on the controller).
+      type: bool
 verdicts:
   description: Verdict per host (PASS, WARN, FAIL, N/A, UNREACHABLE).
   returned: success
@@ -90,6 +140,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.wireup import report, results
+from ansible.module_utils.wireup.bench import NO_DATA
 
 
 def _read(path):
@@ -117,7 +168,19 @@ def main():
             "run_id": {"type": "str", "required": True},
             "nodes": {"type": "dict", "required": True},
             "torch_logs": {"type": "dict", "default": {}},
-            "unreachable": {"type": "dict", "default": {}},
+            "thresholds": {
+                "type": "dict",
+                "required": True,
+                "options": {
+                    "pass_ratio": {"type": "float", "required": True},
+                    "warn_ratio": {"type": "float", "required": True},
+                    "min_bytes": {"type": "int", "required": True},
+                    "tolerance": {"type": "float", "required": True},
+                    "torch_goal": {"type": "float", "required": True},
+                },
+            },
+            "efficiency": {"type": "dict", "default": {}},
+            "lost": {"type": "dict", "default": {}},
             "multi_node_skipped": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
@@ -134,15 +197,17 @@ def main():
             summary=[],
             failed_hosts=[],
         )
-    nodes = {host: dict(node or {}) for host, node in module.params["nodes"].items()}
+    # The run-wide settings reach every host's judgement from here (not from the hosts' facts).
+    run_wide = {"thresholds": module.params["thresholds"], "efficiency": module.params["efficiency"] or {}}
+    nodes = {host: dict(node or {}, **run_wide) for host, node in module.params["nodes"].items()}
     if module.params["multi_node_skipped"]:
         for node in nodes.values():
             node["findings"] = [
                 *node.get("findings", []),
                 _multi_node_skipped(module.params["multi_node_skipped"]),
             ]
-    for host, reason in sorted((module.params["unreachable"] or {}).items()):
-        nodes[host] = {"unreachable": str(reason or "")}
+    for host, reason in sorted((module.params["lost"] or {}).items()):
+        nodes[host] = {"unreachable": str(reason)} if reason else dict(NO_DATA, **run_wide)
     multi = {}
     for host, given in sorted((module.params["torch_logs"] or {}).items()):
         if host not in nodes:

@@ -32,7 +32,7 @@ author: wireup
 """
 
 EXAMPLES = r"""
-- name: Read the key, the source and apt's lists of a repository
+- name: Read the key, the source and apt's lists of a repository (as the cuda_repo role does)
   wireup_file_state:
     paths: [/etc/apt/keyrings/cuda.asc, /etc/apt/sources.list.d/cuda.sources]
     globs: ["/var/lib/apt/lists/developer.download.nvidia.com_compute_cuda_repos_ubuntu2404_x86%5f64_*"]
@@ -40,13 +40,23 @@ EXAMPLES = r"""
 
 RETURN = r"""
 files:
-  description: >-
-    {path: {exists, type (file, directory, other), mode (e.g. "0644"), owner, group, size, sha256,
-    content (text, or null when binary or larger than max_bytes)}}; only C(exists) for a missing path.
+  description: One entry per path in I(paths), keyed by the path; only C(exists) for a missing path.
   returned: always
   type: dict
+  contains:
+    exists: {description: Whether the path exists, type: bool}
+    type: {description: "C(file), C(directory) or C(other)", type: str}
+    mode: {description: Permission bits, four octal digits, type: str, sample: "0644"}
+    owner: {description: Owner's name (the uid when it has none), type: str}
+    group: {description: Group's name (the gid when it has none), type: str}
+    size: {description: Size in bytes, type: int}
+    sha256: {description: SHA-256 of a regular file's bytes, type: str}
+    content:
+      description: A regular file's text; null when it is not UTF-8 or larger than I(max_bytes).
+      type: str
+    error: {description: Why a regular file could not be read (only then), type: str}
 globs:
-  description: "{pattern: [matching paths, sorted]}."
+  description: "{pattern: [matching paths, sorted]} for each pattern in I(globs)."
   returned: always
   type: dict
 """

@@ -59,25 +59,129 @@ EXAMPLES = r"""
     expected_gpus: 8
     p2p_modes: [r, w]
   register: __gpu_topology_probe
+# The fact gpu_topology_facts is set; __gpu_topology_probe.summary holds the lines to print.
 """
 
 RETURN = r"""
-topology:
-  description: >-
-    Structured topology (gpus, nics, matrix, links, link_classes, best_link, worst_link, p2p,
-    nvlink totals, kernel_log, acs, fabric) with findings, findings_count and raw texts.
-    See roles/gpu_topology/README.md for every field.
+ansible_facts:
+  description: The fact C(gpu_topology_facts), the same dict as C(topology).
   returned: always
   type: dict
+  contains:
+    gpu_topology_facts:
+      description: As C(topology).
+      type: dict
+topology:
+  description: >-
+    Structured topology with findings and raw texts; every field with an example is in
+    roles/gpu_topology/README.md (the fact's table).
+  returned: always
+  type: dict
+  contains:
+    gpu_count:
+      description: GPUs nvidia-smi lists.
+      type: int
+    driver_version:
+      description: Driver version from query-gpu or C(-q -x).
+      type: str
+    cuda_version:
+      description: CUDA version the driver supports (C(-q -x)).
+      type: str
+    gpus:
+      description: One entry per GPU by index (index, name, uuid, bus_id, compute_cap, memory_total_mib,
+        persistence_mode, pcie, cpu_affinity, numa_affinity, gpu_numa_id, nearest_nics, nvlink,
+        fabric_state, fabric_status).
+      type: list
+      elements: dict
+    nics:
+      description: NIC columns of C(topo -m) (name, device).
+      type: list
+      elements: dict
+    matrix:
+      description: The whole C(topo -m) matrix, GPU and NIC rows and columns.
+      type: dict
+    links:
+      description: Every GPU pair once (a, b, class, kind nvlink|pcie, nvlinks).
+      type: list
+      elements: dict
+    link_classes:
+      description: Classes among GPU pairs, best first.
+      type: list
+      elements: str
+    best_link:
+      description: First of link_classes (null with one GPU).
+      type: str
+    worst_link:
+      description: Last of link_classes, the bottleneck of an all-GPU collective.
+      type: str
+    affinity_columns:
+      description: Which affinity columns this driver prints.
+      type: list
+      elements: str
+    p2p:
+      description: Per P2P mode read, C({matrix, not_ok, all_ok}).
+      type: dict
+    nvlink:
+      description: Node totals from C(nvlink -s) (gpus, gpus_with_nvlink, active_links, inactive_links,
+        links_per_gpu, per_link_gbps, per_gpu_gbps); null when it failed.
+      type: dict
+    kernel_log:
+      description: C({readable, source, xid}) from the kernel log since boot.
+      type: dict
+    acs:
+      description: C({checked, readable, bridges}) from lspci.
+      type: dict
+    fabric:
+      description: C({nvswitches, manager_running}).
+      type: dict
+    findings:
+      description: As the C(findings) return value.
+      type: list
+      elements: dict
+    findings_count:
+      description: As the C(findings_count) return value.
+      type: dict
+    raw:
+      description: The commands' stdout unchanged (plus C(<key>_stderr) where one failed) and the kernel
+        log's NVRM lines.
+      type: dict
 findings:
-  description: Health findings, critical first; each has severity, code, gpus and a one-line message.
+  description: Health findings, critical first.
   returned: always
   type: list
   elements: dict
+  contains:
+    severity:
+      description: critical, warning or info.
+      type: str
+    code:
+      description: The rule that fired (the table in roles/gpu_topology/README.md).
+      type: str
+    gpus:
+      description: GPU indexes concerned (empty for the whole node).
+      type: list
+    message:
+      description: One line naming what is wrong and what to do.
+      type: str
 findings_count:
-  description: Number of findings per severity (critical, warning, info).
+  description: Number of findings per severity.
   returned: always
   type: dict
+  contains:
+    critical:
+      description: Critical findings.
+      type: int
+    warning:
+      description: Warnings.
+      type: int
+    info:
+      description: Notes.
+      type: int
+summary:
+  description: What the role prints, one summary line, then one line per critical or warning finding.
+  returned: always
+  type: list
+  elements: str
 """
 
 import os
@@ -95,13 +199,14 @@ from ansible.module_utils.wireup.health import (
 )
 from ansible.module_utils.wireup.nvlink import parse_nvlink_status
 from ansible.module_utils.wireup.topology import (
-    build_topology,
+    combine_topology,
     decode_output,
     gpu_count_of,
     parse_query_gpu_csv,
     parse_smi_xml,
     parse_topo_matrix,
     parse_topo_p2p,
+    summary_lines,
 )
 
 QUERY_FIELDS = (
@@ -186,8 +291,9 @@ def read_kernel_log(module):
 
 
 def parse_probes(texts, p2p_modes, extra):
-    """Parse what the probes printed; an output that does not parse is dropped with a parse_failed
-    finding (appended to extra), so the rest still makes a topology. Returns (topology, nvlink)."""
+    """Parse what the probes printed, each text once; an output that does not parse is dropped with a
+    parse_failed finding (appended to extra), so the rest still makes a topology. Returns
+    (topology, nvlink)."""
     parsed = {}
     order = ["query_gpu", "topo_m", "nvidia_smi_q_x", "nvlink_s"] + [f"topo_p2p_{m}" for m in p2p_modes]
     for key in [k for k in order if k in texts]:
@@ -205,18 +311,17 @@ def parse_probes(texts, p2p_modes, extra):
                 parsed[key] = parse_topo_p2p(texts[key], key.rsplit("_", 1)[1])
         except ValueError as exc:
             extra.append(finding("critical", "parse_failed", f"{key}: {exc}"))
-            del texts[key]
     try:
-        topology = build_topology(
-            topo_m=texts.get("topo_m"),
-            p2p={m: texts.get(f"topo_p2p_{m}") for m in p2p_modes},
-            nvlink_s=texts.get("nvlink_s"),
-            query_csv=texts.get("query_gpu"),
-            smi_xml=texts.get("nvidia_smi_q_x"),
+        topology = combine_topology(
+            topo=parsed.get("topo_m"),
+            p2p={m: parsed[f"topo_p2p_{m}"] for m in p2p_modes if f"topo_p2p_{m}" in parsed},
+            nvlink=parsed.get("nvlink_s"),
+            query=parsed.get("query_gpu"),
+            xml=parsed.get("nvidia_smi_q_x"),
         )
     except ValueError as exc:  # the outputs parse alone but contradict each other
         extra.append(finding("critical", "parse_failed", f"combining the nvidia-smi outputs: {exc}"))
-        topology = build_topology()
+        topology = combine_topology()
     return topology, parsed.get("nvlink_s")
 
 
@@ -321,7 +426,12 @@ def main():
     topology["findings_count"] = count_by_severity(items)
     topology["raw"] = raw
     module.exit_json(
-        changed=False, topology=topology, findings=items, findings_count=topology["findings_count"]
+        changed=False,
+        ansible_facts={"gpu_topology_facts": topology},
+        topology=topology,
+        findings=items,
+        findings_count=topology["findings_count"],
+        summary=summary_lines(topology),
     )
 
 

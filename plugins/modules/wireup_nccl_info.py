@@ -6,14 +6,18 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: wireup_nccl_info
-short_description: Locate NCCL headers and library (system or a venv's NCCL wheel), read the version
+short_description: Find nvcc, the NCCL to build nccl-tests against, and the last build, in one read
 description:
   - For I(source=system), looks for C(nccl.h) and C(libnccl.so*) under I(nccl_home) when given, else in
     the compiler's usual places (/usr/include, /usr/lib/<triplet>, /usr/lib64, I(cuda_home)).
   - For I(source=venv), asks I(venv_python) where it imports C(nvidia.nccl) from (its own
     site-packages, or those of a base interpreter it reuses)
     (the nvidia-nccl-cu* wheel PyTorch depends on).
-  - Reads the version from C(nccl.h). Changes nothing.
+  - Reads the version from C(nccl.h), whether I(cuda_home) has an executable C(bin/nvcc), the CPUs
+    this process may use, and, with I(build_dir), the last build's stamp and binary.
+  - Changes nothing and fails only on bad arguments; what it could not find is reported in
+    C(nccl.problem), which the nccl_tests role's plan (wireup.packages.nccl_tests_plan) turns into
+    a message naming the variable to fix.
 options:
   source:
     description: Which NCCL to use.
@@ -30,27 +34,58 @@ options:
     description: CUDA toolkit directory, searched last for system NCCL.
     type: path
     default: /usr/local/cuda
+  build_dir:
+    description: An nccl-tests build directory whose stamp (wireup-build.stamp) and all_reduce_perf to report.
+    type: path
 author: wireup
 """
 
 EXAMPLES = r"""
-- name: Find the venv's NCCL
+- name: Find the venv's NCCL and the last build
   wireup_nccl_info:
     source: venv
     venv_python: /opt/wireup/venv/bin/python
+    build_dir: /opt/wireup/nccl-tests/build
 """
 
 RETURN = r"""
+cuda_home:
+  description: The CUDA toolkit directory looked at.
+  returned: always
+  type: str
+nvcc:
+  description: Whether I(cuda_home)/bin/nvcc is an executable file.
+  returned: always
+  type: bool
+nproc:
+  description: CPUs this process may run on (for make -j).
+  returned: always
+  type: int
 nccl:
-  description: What was found.
-  returned: success
+  description: What was found (only C(problem) when nothing usable was).
+  returned: always
   type: dict
   contains:
     home: {description: NCCL_HOME for the build, empty for system paths, type: str}
     include_dir: {description: Directory of nccl.h, type: str}
     lib_dir: {description: Directory of libnccl.so.2, type: str}
-    version: {description: Version from nccl.h, type: str, sample: "2.28.9"}
+    version:
+      description: Version from nccl.h (empty when it has no NCCL_MAJOR/MINOR/PATCH defines).
+      type: str
+      sample: "2.28.9"
     has_dev_link: {description: Whether lib_dir has libnccl.so (the linker needs it), type: bool}
+    problem:
+      description: >-
+        Why no NCCL was found: C(kind) (venv_python, venv_probe, wheel, home_header, home_lib or
+        system), C(path) (what was looked at) and C(detail).
+      type: dict
+build:
+  description: The last build in I(build_dir) (absent without I(build_dir)).
+  returned: when build_dir is given
+  type: dict
+  contains:
+    stamp: {description: Text of build_dir/wireup-build.stamp, null when missing, type: str}
+    binary: {description: Whether build_dir/all_reduce_perf exists, type: bool}
 """
 
 import glob
@@ -58,6 +93,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.wireup.nccltests import nccl_header_version
+from ansible.module_utils.wireup.packages import BUILD_STAMP
 
 SYSTEM_INCLUDES = ["/usr/include", "/usr/local/include"]
 SYSTEM_LIBS = [
@@ -87,6 +123,44 @@ def _first_lib(dirs):
     return None
 
 
+def _read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def find_nccl(module, params):
+    """{home, include_dir, lib_dir} of the NCCL to build against, or {problem: {kind, path, detail}}."""
+    home = params["nccl_home"] or ""
+    if not home and params["source"] == "venv":
+        python = params["venv_python"] or ""
+        if not python or not os.access(python, os.X_OK):
+            return {"problem": {"kind": "venv_python", "path": python, "detail": ""}}
+        # Ask the venv's Python where it imports nvidia.nccl from: a venv that reuses a base
+        # interpreter's packages (system site packages, .pth files) has it outside its own folder.
+        rc, out, err = module.run_command([python, "-c", FIND_NCCL_WHEEL], environ_update={"LC_ALL": "C"})
+        if rc != 0:
+            return {"problem": {"kind": "venv_probe", "path": python, "detail": err.strip()}}
+        home = out.strip()
+        if not home or not os.path.isdir(home):
+            return {"problem": {"kind": "wheel", "path": python, "detail": ""}}
+    if home:
+        include_dir, lib_dir = os.path.join(home, "include"), os.path.join(home, "lib")
+        if not os.path.isfile(os.path.join(include_dir, "nccl.h")):
+            return {"problem": {"kind": "home_header", "path": include_dir, "detail": ""}}
+        if not glob.glob(os.path.join(lib_dir, "libnccl.so*")):
+            return {"problem": {"kind": "home_lib", "path": lib_dir, "detail": ""}}
+        return {"home": home, "include_dir": include_dir, "lib_dir": lib_dir}
+    includes = [*SYSTEM_INCLUDES, os.path.join(params["cuda_home"], "include")]
+    include_dir = next((d for d in includes if os.path.isfile(os.path.join(d, "nccl.h"))), None)
+    lib_dir = _first_lib([*SYSTEM_LIBS, os.path.join(params["cuda_home"], "lib64")])
+    if include_dir is None or lib_dir is None:
+        return {"problem": {"kind": "system", "path": "", "detail": ""}}
+    return {"home": "", "include_dir": include_dir, "lib_dir": lib_dir}
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -94,61 +168,30 @@ def main():
             "venv_python": {"type": "path"},
             "nccl_home": {"type": "path"},
             "cuda_home": {"type": "path", "default": "/usr/local/cuda"},
+            "build_dir": {"type": "path"},
         },
         supports_check_mode=True,
     )
     params = module.params
-    home = params["nccl_home"] or ""
-    if not home and params["source"] == "venv":
-        python = params["venv_python"]
-        if not python or not os.access(python, os.X_OK):
-            module.fail_json(
-                msg=f"nccl_tests_venv_python {python!r} is not an executable Python: run site.yml "
-                "(pytorch_venv) first, or point nccl_tests_venv_python at the venv whose NCCL to use"
-            )
-        # Ask the venv's Python where it imports nvidia.nccl from: a venv that reuses a base
-        # interpreter's packages (system site packages, .pth files) has it outside its own folder.
-        rc, out, err = module.run_command([python, "-c", FIND_NCCL_WHEEL], environ_update={"LC_ALL": "C"})
-        if rc != 0:
-            module.fail_json(msg=f"{python} could not look for the NCCL wheel: {err.strip()}")
-        home = out.strip()
-        if not home or not os.path.isdir(home):
-            module.fail_json(
-                msg=f"no NCCL wheel importable by {python} (nvidia.nccl): pip install nvidia-nccl-cu13 "
-                "into that venv, or set nccl_tests_nccl_source=system"
-            )
-    if home:
-        include_dir = os.path.join(home, "include")
-        lib_dir = os.path.join(home, "lib")
-        if not os.path.isfile(os.path.join(include_dir, "nccl.h")):
-            module.fail_json(
-                msg=f"{include_dir}/nccl.h is missing: nccl_tests_nccl_home must hold include/nccl.h"
-            )
-        if not glob.glob(os.path.join(lib_dir, "libnccl.so*")):
-            module.fail_json(
-                msg=f"no libnccl.so* in {lib_dir}: nccl_tests_nccl_home must hold lib/libnccl.so.2"
-            )
-    else:
-        includes = [*SYSTEM_INCLUDES, os.path.join(params["cuda_home"], "include")]
-        include_dir = next((d for d in includes if os.path.isfile(os.path.join(d, "nccl.h"))), None)
-        lib_dir = _first_lib([*SYSTEM_LIBS, os.path.join(params["cuda_home"], "lib64")])
-        if include_dir is None or lib_dir is None:
-            module.fail_json(
-                msg="no system NCCL (nccl.h and libnccl.so) found: run site.yml (the nccl role installs "
-                "libnccl-dev), or set nccl_tests_nccl_source=venv or nccl_tests_nccl_home"
-            )
-    with open(os.path.join(include_dir, "nccl.h"), encoding="utf-8", errors="replace") as handle:
-        version = nccl_header_version(handle.read())
-    module.exit_json(
-        changed=False,
-        nccl={
-            "home": home,
-            "include_dir": include_dir,
-            "lib_dir": lib_dir,
-            "version": version,
-            "has_dev_link": os.path.exists(os.path.join(lib_dir, "libnccl.so")),
-        },
-    )
+    nccl = find_nccl(module, params)
+    if "problem" not in nccl:
+        # nccl.h is read once, here.
+        nccl["version"] = nccl_header_version(_read(os.path.join(nccl["include_dir"], "nccl.h")) or "")
+        nccl["has_dev_link"] = os.path.exists(os.path.join(nccl["lib_dir"], "libnccl.so"))
+    nvcc = os.path.join(params["cuda_home"], "bin", "nvcc")
+    result = {
+        "changed": False,
+        "cuda_home": params["cuda_home"],
+        "nvcc": os.path.isfile(nvcc) and os.access(nvcc, os.X_OK),
+        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
+        "nccl": nccl,
+    }
+    if params["build_dir"]:
+        result["build"] = {
+            "stamp": _read(os.path.join(params["build_dir"], BUILD_STAMP)),
+            "binary": os.path.exists(os.path.join(params["build_dir"], "all_reduce_perf")),
+        }
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,22 @@ options:
     description: Where the CUDA toolkit lives.
     type: path
     default: /usr/local/cuda
+  connection:
+    description: The node's C(ansible_connection); C(local) sets C(wireup_node.is_local).
+    type: str
+    default: ""
+  master:
+    description: The rendezvous master's inventory name, returned as the fact C(wireup_master).
+    type: str
+    default: ""
+  min_free_mb:
+    description: Free MiB needed on the filesystem holding venv_path; fewer fails the node (0 checks nothing).
+    type: int
+    default: 0
+  require_supported_os:
+    description: Fail a node whose OS wireup does not support (Ubuntu 22.04/24.04, Debian 12).
+    type: bool
+    default: true
 author: wireup
 """
 
@@ -44,9 +60,64 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ansible_facts:
-  description: C(wireup_node), documented in roles/preflight/README.md.
-  returned: always
+  description: The facts C(wireup_node) and C(wireup_master); roles/preflight/README.md shows examples.
+  returned: success
   type: dict
+  contains:
+    wireup_master:
+      description: The rendezvous master's inventory name (the C(master) option).
+      type: str
+    wireup_node:
+      description: What wireup knows about the node.
+      type: dict
+      contains:
+        os:
+          description: C({id, version, codename, pretty_name, supported}) from /etc/os-release.
+          type: dict
+        cuda_repo_distro:
+          description: The CUDA repository's name for this OS (e.g. C(ubuntu2404)); empty when unsupported.
+          type: str
+        arch:
+          description: C({machine, deb, cuda}) names of the architecture (deb empty when unsupported).
+          type: dict
+        gpu:
+          description: C({present, pci_count, count, models, compute_capabilities, nvidia_smi, ...}); GPUs
+            counted on the PCI bus (vendor 10de), nvidia-smi adds the rest.
+          type: dict
+        driver:
+          description: C({loaded, version, branch, kernel_module}) of the NVIDIA driver.
+          type: dict
+        cuda:
+          description: C({version, full, home, nvcc}) of the CUDA toolkit.
+          type: dict
+        nccl:
+          description: C({version, package, source}) of the system NCCL (dpkg, else nccl.h).
+          type: dict
+        network:
+          description: C({interface, address}) of the cluster network.
+          type: dict
+        infiniband:
+          description: InfiniBand devices under /sys/class/infiniband.
+          type: list
+          elements: str
+        disk:
+          description: C({path, free_mb}) of the filesystem holding venv_path.
+          type: dict
+        secure_boot:
+          description: Whether UEFI Secure Boot is on (null when unknown).
+          type: bool
+        hostname:
+          description: The node's name up to the first dot.
+          type: str
+        python:
+          description: C({executable, version}) of the Python running the module.
+          type: dict
+        service_mgr:
+          description: C(systemd) or the init process's name.
+          type: str
+        is_local:
+          description: Whether the node is the control node itself (C(connection) is C(local)).
+          type: bool
 """
 
 import contextlib
@@ -209,6 +280,10 @@ def main():
             "interface": {"type": "str", "default": ""},
             "address": {"type": "str", "default": ""},
             "cuda_home": {"type": "path", "default": "/usr/local/cuda"},
+            "connection": {"type": "str", "default": ""},
+            "master": {"type": "str", "default": ""},
+            "min_free_mb": {"type": "int", "default": 0},
+            "require_supported_os": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
     )
@@ -241,8 +316,13 @@ def main():
         "service_mgr": node.service_manager(
             os.path.isdir("/run/systemd/system"), _read("/proc/1/comm") or ""
         ),
+        # The control node itself (ansible_connection local): never rebooted, files copied directly.
+        "is_local": params["connection"] == "local",
     }
-    module.exit_json(changed=False, ansible_facts={"wireup_node": facts})
+    errors = node.node_errors(facts, params["min_free_mb"], params["require_supported_os"])
+    if errors:
+        module.fail_json(msg="; ".join(errors), wireup_node=facts)
+    module.exit_json(changed=False, ansible_facts={"wireup_node": facts, "wireup_master": params["master"]})
 
 
 if __name__ == "__main__":

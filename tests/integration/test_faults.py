@@ -214,7 +214,7 @@ def test_a_rerun_waits_for_the_pip_an_interrupted_run_left(testbed):
     finally:
         testbed.ssh(node, f"kill {pid}", check=False)
     assert waited.rc == 0 and not waited.failed_hosts, waited.failure_messages()
-    [said] = waited.task_results("PyTorch venv | Say what an earlier run left installing").values()
+    [said] = waited.task_results("PyTorch venv | Report torch").values()
     text = " ".join(said["msg"].split())
     assert f"found pip still installing into /opt/wireup/venv (an interrupted earlier run?): {pid}" in text
     assert "instead of starting a second pip, then read the venv it left" in text

@@ -388,6 +388,42 @@ def markdown(meta: dict, summary: dict, goal_rows, launch: dict, *, configs, siz
 
 
 # --- running ansible-playbook ----------------------------------------------------------------------
+# Actions that run on the controller only: a task with one of them (or a skipped task) starts no
+# module on the node, but still costs the controller a worker fork per host.
+CONTROLLER_ACTIONS = frozenset(
+    a
+    for name in (
+        "set_fact",
+        "assert",
+        "debug",
+        "fail",
+        "meta",
+        "include_tasks",
+        "import_tasks",
+        "include_role",
+        "import_role",
+        "include_vars",
+        "validate_argument_spec",
+        "group_by",
+        "add_host",
+        "set_stats",
+        "pause",
+        "noop",
+    )
+    for a in (name, f"ansible.builtin.{name}", f"ansible.legacy.{name}")
+)
+
+
+def task_counts(profile: dict, host: str) -> dict:
+    """Task entries that ran for `host` in one profiled run, and how many of them started a module
+    on the node (not skipped, not a controller-only action). Delegated tasks count where they ran."""
+    ran = [t for t in profile.get("tasks", []) if host in t.get("hosts", [])]
+    module = [
+        t for t in ran if host not in t.get("skipped", []) and t.get("action", "") not in CONTROLLER_ACTIONS
+    ]
+    return {"tasks": len(ran), "module_tasks": len(module), "no_module_tasks": len(ran) - len(module)}
+
+
 class Bench:
     def __init__(self, args, workdir: Path):
         self.args = args
@@ -816,6 +852,12 @@ def run(args) -> int:
         )
         for t in tasks[: args.profile_top]:
             print(f"  {t['seconds']:6.2f} s  x{t['starts']:<3} {t['name']}  ({t['path']})")
+        for host in p["nodes"][:1]:
+            n = task_counts(p["profile"], host)
+            print(
+                f"  tasks run for {host}: {n['tasks']} ({n['module_tasks']} started a module on it,"
+                f" {n['no_module_tasks']} did not)"
+            )
         changed = [t for t in tasks if t["changed"]]
         for t in changed:
             print(f"  CHANGED on a rerun: {t['name']} on {', '.join(t['changed'])} ({t['path']})")

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.perf.provision_bench import parse_recap
+from tests.perf.provision_bench import parse_recap, task_counts
 from tests.testbed.system import ssh_argv
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -152,7 +152,45 @@ def write_inventory(work: Path, names: list[str], addresses: dict[str, str]) -> 
     return path
 
 
-def playbook(work: Path, inventory: Path, label: str, profile: Path | None = None) -> dict:
+# Where the controller's time goes: one rerun under cProfile (main process only: the strategy, the
+# result queue, forking workers); functions grouped by what they are. Workers are forked, so their
+# own work (templating task args, running the connection) shows as CPU of the children.
+CONTROLLER_GROUPS = (
+    (
+        "queueing tasks: a forked worker per task and host",
+        ("strategy/__init__.py:_queue_task",),
+    ),
+    ("  of which fork() itself", ("posix.fork",)),
+    (
+        "building each host's variables (VariableManager.get_vars, also before queueing)",
+        ("vars/manager.py:get_vars",),
+    ),
+    ("reading the workers' results", ("strategy/__init__.py:_process_pending_results",)),
+    ("idle: waiting on workers and nodes (sleep)", ("time.sleep",)),
+)
+
+
+def controller_breakdown(stats_path: Path, wall: float) -> list[tuple[str, float, int]]:
+    """(what, seconds, calls) of the main process's time from a cProfile file: the cumulative time
+    of the matching functions (the indented rows are part of the row above), then the wall time.
+    Templating and the connection run in the forked workers, which cProfile does not follow."""
+    import pstats
+
+    stats = pstats.Stats(str(stats_path)).stats
+    rows = []
+    for group, needles in CONTROLLER_GROUPS:
+        seconds, calls = 0.0, 0
+        for (filename, _line, func), (_cc, nc, _tt, ct, _callers) in stats.items():
+            if any(n in f"{filename}:{func}" for n in needles):
+                seconds, calls = seconds + ct, calls + nc
+        rows.append((group, seconds, calls))
+    rows.append(("wall", wall, 0))
+    return rows
+
+
+def playbook(
+    work: Path, inventory: Path, label: str, profile: Path | None = None, cprofile: Path | None = None
+) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
     env.update(
         ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"),
@@ -166,10 +204,14 @@ def playbook(work: Path, inventory: Path, label: str, profile: Path | None = Non
             WIREUP_PERF_PROFILE=str(profile),
         )
     out = work / f"{label}.log"
+    argv = [shutil.which("ansible-playbook"), "-i", str(inventory), "site.yml"]
+    if cprofile:
+        argv = [sys.executable, "-m", "cProfile", "-o", str(cprofile), *argv]
     t0 = time.monotonic()
+    before = os.times()
     with out.open("w") as fh:
         proc = subprocess.run(
-            [shutil.which("ansible-playbook"), "-i", str(inventory), "site.yml"],
+            argv,
             cwd=REPO_ROOT,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -178,12 +220,22 @@ def playbook(work: Path, inventory: Path, label: str, profile: Path | None = Non
             check=False,
         )
     seconds = time.monotonic() - t0
+    after = os.times()
+    # CPU of ansible-playbook and everything it waited for (workers, ssh clients); not the
+    # ControlPersist masters, which detach.
+    controller_cpu = (after.children_user - before.children_user) + (
+        after.children_system - before.children_system
+    )
     recap = parse_recap(out.read_text(errors="replace"))
     nodes = {h: r for h, r in recap.items() if h != "localhost"}
     clean = proc.returncode == 0 and all(r["failed"] == 0 and r["unreachable"] == 0 for r in nodes.values())
     changed = sum(r["changed"] for r in nodes.values())
-    log(f"{label}: {seconds:.1f} s, rc {proc.returncode}, changed {changed}, hosts {len(nodes)}")
+    log(
+        f"{label}: {seconds:.1f} s, rc {proc.returncode}, changed {changed}, hosts {len(nodes)},"
+        f" controller CPU {controller_cpu:.1f} s"
+    )
     return {
+        "controller_cpu": controller_cpu,
         "label": label,
         "seconds": seconds,
         "rc": proc.returncode,
@@ -228,6 +280,20 @@ def main(argv=None) -> int:
                 print(f"Slowest tasks of a rerun on {size} node(s):")
                 for task in tasks[:12]:
                     print(f"  {task['seconds']:6.2f} s  {task['name']}")
+                counts = task_counts(json.loads(prof.read_text()), "n1")
+                print(
+                    f"  tasks run for n1: {counts['tasks']} ({counts['module_tasks']} started a module"
+                    f" on it, {counts['no_module_tasks']} did not)"
+                )
+            cprof = out / f"cprofile-{args.nodes}n.prof"
+            res = playbook(work, many, f"cprofile-{args.nodes}n", cprofile=cprof)
+            print(
+                f"Where the controller's time goes, one rerun on {args.nodes} nodes under cProfile"
+                f" (slower than unprofiled; controller CPU incl. workers and ssh clients"
+                f" {res['controller_cpu']:.1f} s):"
+            )
+            for group, secs, calls in controller_breakdown(cprof, res["seconds"]):
+                print(f"  {secs:6.2f} s  {group}" + (f" ({calls} calls)" if calls else ""))
     finally:
         sshd.terminate()  # our own sshd, by its PID
         sshd.wait(timeout=10)
@@ -250,6 +316,12 @@ def main(argv=None) -> int:
             for s in (1, args.nodes)
         )
         + f" | {ratio:.2f} |",
+        "| controller CPU per rerun, median | "
+        + " | ".join(
+            f"{statistics.median(r['controller_cpu'] for r in runs if r['size'] == s):.1f} s"
+            for s in (1, args.nodes)
+        )
+        + " | |",
     ]
     if bad:
         table.append(f"\nFLAGGED (failed or changed): {', '.join(bad)}")

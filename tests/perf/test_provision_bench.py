@@ -191,3 +191,39 @@ def test_scaling_one_host_inventory(tmp_path):
         assert host["wireup_address"].startswith("192.0.2.")  # TEST-NET-1: never contacted
         assert host["pytorch_venv_system_site_packages"] is True  # tests/gpu/inventory.yml's settings
     assert len({h["wireup_address"] for h in hosts.values()}) == len(names)
+
+
+def test_task_counts_split_module_and_controller_tasks():
+    from tests.perf.provision_bench import task_counts
+
+    profile = {
+        "tasks": [
+            {"action": "ansible.builtin.apt", "hosts": ["n1", "n2"], "skipped": []},
+            {"action": "ansible.builtin.apt", "hosts": ["n1"], "skipped": ["n1"]},
+            {"action": "ansible.builtin.set_fact", "hosts": ["n1"], "skipped": []},
+            {"action": "wireup_node_facts", "hosts": ["n2"], "skipped": []},
+            {"action": "ansible.builtin.assert", "hosts": ["localhost"], "skipped": []},
+        ]
+    }
+    assert task_counts(profile, "n1") == {"tasks": 3, "module_tasks": 1, "no_module_tasks": 2}
+    assert task_counts(profile, "n2") == {"tasks": 2, "module_tasks": 2, "no_module_tasks": 0}
+    assert task_counts({}, "n1") == {"tasks": 0, "module_tasks": 0, "no_module_tasks": 0}
+
+
+def test_controller_breakdown_reads_a_cprofile(tmp_path):
+    import cProfile
+    import time
+
+    from tests.perf.scaling_one_host import controller_breakdown
+
+    prof = cProfile.Profile()
+    prof.enable()
+    time.sleep(0.05)
+    prof.disable()
+    path = tmp_path / "x.prof"
+    prof.dump_stats(str(path))
+    rows = {what: (secs, calls) for what, secs, calls in controller_breakdown(path, 1.5)}
+    assert rows["wall"] == (1.5, 0)
+    assert rows["idle: waiting on workers and nodes (sleep)"][0] >= 0.04
+    assert rows["idle: waiting on workers and nodes (sleep)"][1] == 1
+    assert rows["  of which fork() itself"] == (0.0, 0)

@@ -9,7 +9,6 @@ import pathlib
 import time
 
 import pytest
-import yaml
 from test_report import NCCL, good_node, h200_topology
 
 from wireup import benchenv, report, results
@@ -426,34 +425,3 @@ def test_torch_plot_draws_the_expectation_from_zero(tmp_path, monkeypatch):
     expected = rec["torch"]["single_node"]["expected"]["expected_busbw"]
     assert any(list(line.get_ydata()) == [expected, expected] for line in ax.get_lines())
     assert ax.get_ylim()[1] >= expected
-
-
-# ---------------------------------------------------------------- the role's environment rules
-def _role_var(name, **context):
-    """Render one of roles/bench/vars/main.yml's expressions as Ansible would (core filters)."""
-    jinja2 = pytest.importorskip("jinja2")
-    core = pytest.importorskip("ansible.plugins.filter.core")
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    env.filters.update(core.FilterModule().filters())
-    text = yaml.safe_load((REPO / "roles/bench/vars/main.yml").read_text())[name]
-    expr = text.strip()
-    assert expr.startswith("{{") and expr.endswith("}}")
-    return env.compile_expression(expr[2:-2].strip())(**context)
-
-
-@pytest.mark.parametrize("used", [False, True])
-def test_nccl_tests_env_tuned_only_when_used_and_job_env_wins(used):
-    context = {
-        "wireup_job_env": {"NCCL_NVLS_ENABLE": "0"},
-        "bench_env": {"NCCL_P2P_DISABLE": "1"},
-        "nccl_tests_build": {"ld_library_path": "/venv/nvidia/nccl/lib"},
-        "__bench_tuned_used": used,
-        "__bench_tuned_values": {"NCCL_MIN_NCHANNELS": "32", "NCCL_NVLS_ENABLE": "1"},
-    }
-    context["__bench_nccl_env_default"] = _role_var("__bench_nccl_env_default", **context)
-    env = _role_var("__bench_nccl_env", **context)
-    assert env["NCCL_NVLS_ENABLE"] == "0" and env["NCCL_P2P_DISABLE"] == "1"
-    assert env["LD_LIBRARY_PATH"] == "/venv/nvidia/nccl/lib"
-    assert ("NCCL_MIN_NCHANNELS" in env) is used
-    torch = _role_var("__bench_torch_env_given", **context)
-    assert torch["NCCL_NVLS_ENABLE"] == "0" and ("NCCL_MIN_NCHANNELS" in torch) is used

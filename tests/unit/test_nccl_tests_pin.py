@@ -1,12 +1,14 @@
 """nccl-tests is built from the commit its tag was pinned to (issue 12, item 8): the clone of
 nccl_tests_version must land on nccl_tests_commit, and a moved tag fails before any build.
 
-Runs the role's source step on this machine (local connection) against a throw-away git
-repository served as file://, since GitHub is unreachable here and in CI.
+Runs the role's build step (tasks/build.yml, with the plan wireup.packages.nccl_tests_plan makes)
+on this machine (local connection) against a throw-away git repository served as file://, since
+GitHub is unreachable here and in CI; its Makefile builds nothing.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -16,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wireup import validate
+from wireup import packages, validate
 
 REPO = Path(__file__).resolve().parents[2]
 # Read from a fetched NVIDIA/nccl-tests on 2026-12-01: `git rev-parse v2.19.6^{commit}`.
@@ -29,7 +31,7 @@ PLAY = """
     - name: Fetch the source as the role does
       ansible.builtin.include_role:
         name: nccl_tests
-        tasks_from: 20-source
+        tasks_from: build
 """
 
 
@@ -66,11 +68,27 @@ def upstream(tmp_path):
     repo = tmp_path / "upstream"
     (repo / "src").mkdir(parents=True)
     (repo / "src/Makefile").write_text("all:\n")
+    (repo / "Makefile").write_text("all:\n\tmkdir -p $(BUILDDIR) && touch $(BUILDDIR)/all_reduce_perf\n")
     _git(repo, "init", "-q", "-b", "master")
     _git(repo, "add", ".")
     _git(repo, "commit", "-q", "-m", "reviewed")
     _git(repo, "tag", "v2.19.6")
     return repo
+
+
+def _plan(tmp_path, upstream, commit):
+    info = {
+        "cuda_home": "/usr/local/cuda",
+        "nvcc": True,
+        "nproc": 2,
+        "nccl": {"home": "", "include_dir": "/usr/include", "lib_dir": "/usr/lib", "version": "2.28.9"},
+        "build": {"stamp": None, "binary": False},
+    }
+    return packages.nccl_tests_plan(
+        info, {"gpu": {"compute_capabilities": ["9.0"]}}, host="localhost", version="v2.19.6",
+        commit=commit, git_url=f"file://{upstream}", source="", source_kind="git", strip_components=1,
+        nccl_source="system", mpi=False, mpi_home="", make_jobs=0, base_dir=str(tmp_path / "nccl-tests"),
+    )  # fmt: skip
 
 
 def _fetch(tmp_path, upstream, commit):
@@ -86,9 +104,7 @@ def _fetch(tmp_path, upstream, commit):
     cmd = [
         str(Path(sys.executable).parent / "ansible-playbook"),
         "-i", str(REPO / "inventory/local.yml"), str(play),
-        "-e", f"nccl_tests_git_url=file://{upstream}",
-        "-e", f"__nccl_tests_src={tmp_path / 'src'}",
-        "-e", f"nccl_tests_commit={commit}",
+        "-e", json.dumps({"__nccl_tests": _plan(tmp_path, upstream, commit)}),
     ]  # fmt: skip
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False, cwd=REPO)
     return proc.returncode, " ".join((proc.stdout + proc.stderr).split())
@@ -98,7 +114,16 @@ def test_the_pinned_commit_is_built(tmp_path, upstream):
     head = _git(upstream, "rev-parse", "HEAD").strip()
     rc, out = _fetch(tmp_path, upstream, head)
     assert rc == 0, out
-    assert _git(tmp_path / "src", "rev-parse", "HEAD").strip() == head
+    assert _git(tmp_path / "nccl-tests/src-v2.19.6", "rev-parse", "HEAD").strip() == head
+    # Built (the stand-in Makefile's binary), and the stamp the next run's plan compares is written last.
+    build = tmp_path / "nccl-tests/build"
+    assert (build / "all_reduce_perf").exists()
+    stamp = (build / "wireup-build.stamp").read_text()
+    assert (
+        stamp
+        == _plan(tmp_path, upstream, head)["stamp"]
+        == ("tag=v2.19.6\narch=90\nnccl=system 2.28.9 /usr/lib\nmpi=False\n")
+    )
 
 
 def test_a_moved_tag_fails_naming_both_commits(tmp_path, upstream):
@@ -110,3 +135,4 @@ def test_a_moved_tag_fails_naming_both_commits(tmp_path, upstream):
     rc, out = _fetch(tmp_path, upstream, reviewed)
     assert rc != 0, out
     assert f"tag v2.19.6 is commit {moved}, not the pinned nccl_tests_commit {reviewed}" in out, out
+    assert not (tmp_path / "nccl-tests/build/all_reduce_perf").exists()  # stopped before the build

@@ -198,3 +198,21 @@ def test_summary_lines():
 )
 def test_service_manager(booted, comm, expected):
     assert node.service_manager(booted, comm) == expected
+
+
+def test_node_errors_name_the_fix():
+    facts = {
+        "os": {"id": "centos", "pretty_name": "CentOS Stream 9", "supported": False},
+        "arch": {"machine": "ppc64le", "deb": ""},
+        "disk": {"path": "/opt", "free_mb": 100},
+    }
+    assert node.node_errors(facts, 8192) == [
+        "CentOS Stream 9 is not supported: wireup supports Ubuntu 22.04/24.04 and Debian 12 "
+        "(set preflight_require_supported_os: false to try anyway)",
+        "ppc64le is not supported: wireup supports x86_64 and aarch64",
+        "/opt has 100 MiB free, fewer than preflight_min_free_mb (8192): free space there or move "
+        "wireup_venv_path",
+    ]
+    ok = {"os": {"id": "debian", "supported": True}, "arch": {"machine": "x86_64", "deb": "amd64"}}
+    assert node.node_errors(dict(ok, disk={"path": "/", "free_mb": 9000}), 8192) == []
+    assert node.node_errors(dict(facts, arch=ok["arch"], disk={"free_mb": 0}), 0, False) == []

@@ -520,8 +520,8 @@ def test_role_check_mode_summary_line(tmp_path):
 def test_role_skips_gpu_less_node_with_one_line(tmp_path):
     rc, out = run_role(tmp_path, H200, present=False, pci_count=0)
     assert rc == 0, out
-    assert "gpu_topology skipped on localhost: no NVIDIA GPU found (PCI vendor 10de)" in out
-    assert "Read topology" not in out
+    assert "gpu_topology localhost: skipped: no NVIDIA GPU found (PCI vendor 10de)" in out
+    assert "nvidia_smi_missing" not in out and "findings 0 critical" not in out
 
 
 def test_role_fails_on_critical_when_asked(tmp_path):
@@ -681,3 +681,54 @@ def test_module_single_gpu_vm_without_nvlink(tmp_path):
     result = run_module(tmp_path, folder, {"p2p_modes": []})
     assert [f["code"] for f in result["findings"] if f["code"] == "parse_failed"] == []
     assert result["topology"]["gpus"][0]["cpu_affinity"] == "0-15"
+
+
+def _module_main_file(monkeypatch):
+    """plugins/modules/wireup_gpu_topology.py imported with ansible.module_utils.wireup as ours."""
+    import importlib.util
+    import sys
+
+    import wireup
+    from wireup import health, nvlink, topology
+
+    for name, mod in (("", wireup), (".health", health), (".nvlink", nvlink), (".topology", topology)):
+        monkeypatch.setitem(sys.modules, "ansible.module_utils.wireup" + name, mod)
+    path = pathlib.Path(__file__).resolve().parents[2] / "plugins/modules/wireup_gpu_topology.py"
+    spec = importlib.util.spec_from_file_location("wireup_gpu_topology_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_module_parses_each_output_once(monkeypatch):
+    module = _module_main_file(monkeypatch)
+    calls = []
+
+    def counted(name, func):
+        def call(*args, **kwargs):
+            calls.append(name)
+            return func(*args, **kwargs)
+
+        return call
+
+    for name in (
+        "parse_topo_matrix",
+        "parse_nvlink_status",
+        "parse_query_gpu_csv",
+        "parse_smi_xml",
+        "parse_topo_p2p",
+    ):
+        monkeypatch.setattr(module, name, counted(name, getattr(module, name)))
+        monkeypatch.setattr(topology, name, counted(name, getattr(topology, name)))
+    texts = {
+        "topo_m": read(H200 / "topo_m.txt"),
+        "nvlink_s": read(H200 / "nvlink_s.txt"),
+        "query_gpu": read(H200 / "query_gpu.csv"),
+        "topo_p2p_r": read(H200 / "topo_p2p_r.txt"),
+    }
+    extra = []
+    topo, nvl = module.parse_probes(texts, ["r"], extra)
+    assert extra == [] and topo["gpu_count"] == 2 and nvl["totals"]["links_per_gpu"] == 18
+    assert sorted(calls) == sorted(
+        ["parse_topo_matrix", "parse_nvlink_status", "parse_query_gpu_csv", "parse_topo_p2p"]
+    ), calls

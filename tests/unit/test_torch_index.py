@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from wireup import torch_index
+from wireup import packages, torch_index
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Captures from the lent 2x H200 machine, copied from ../shared/fixtures/h200x2.
@@ -329,10 +329,10 @@ def _fake_venv(root, series, packages, cfg="include-system-site-packages = false
     return site
 
 
-def test_probe_script_reports_the_venv_owner_packages_and_fact(tmp_path):
+def test_probe_script_reports_the_venv_owner_and_dpkg(tmp_path):
     series = ".".join(map(str, sys.version_info[:2]))
     venv = tmp_path / "venv"
-    site = _fake_venv(
+    _fake_venv(
         venv,
         series,
         [
@@ -340,70 +340,39 @@ def test_probe_script_reports_the_venv_owner_packages_and_fact(tmp_path):
             ("Typing_Extensions-4.12.2.dist-info", "Typing_Extensions", "4.12.2"),
             ("nvidia_nccl_cu13-2.28.9.dist-info", "nvidia-nccl-cu13", "2.28.9"),
         ],
-        cfg="include-system-site-packages = False\n",
     )
-    (site / "wireup-base-site.pth").write_text("/opt/base/site\n")
-    fact = tmp_path / "wireup_torch.fact"
-    fact.write_text('{"torch_version": "2.13.0+cpu"}\n')
     me = pwd.getpwuid(os.geteuid()).pw_name
     report = _run(
         PROBE_SCRIPT,
         env_path=tmp_path,
-        probe={
-            "owner": me,
-            "packages": ["wireup-no-such-package"],
-            "venv": str(venv),
-            "pth": "wireup-base-site.pth",
-            "fact": str(fact),
-        },
+        probe={"owner": me, "packages": ["wireup-no-such-package"], "venv": str(venv)},
     )
     assert report["user"] == me
     assert report["owner_exists"] is True
-    # dpkg knows no such package (and a machine without dpkg reports null: apt then decides)
-    assert report["os_packages"] in ({"wireup-no-such-package": False}, None)
-    assert report["venv"]["dir"]["owner"] == me
-    assert report["venv"]["dir"]["mode"] == f"{venv.stat().st_mode & 0o7777:04o}"
-    assert report["venv"]["python"] is True
-    assert report["venv"]["system_site_packages"] == "false"
-    assert report["venv"]["pth"] == "/opt/base/site\n"
-    assert report["venv"]["installed"] == {
-        "torch": "2.13.0+cpu",
-        "typing-extensions": "4.12.2",
-        "nvidia-nccl-cu13": "2.28.9",
+    # dpkg's own lines, parsed on the controller (none for an unknown package; null without dpkg)
+    assert report["dpkg"] is None or packages.parse_dpkg_status(report["dpkg"]) == {}
+    assert report["venv"] == {
+        "python": True,
+        "installed": {"torch": "2.13.0+cpu", "typing-extensions": "4.12.2", "nvidia-nccl-cu13": "2.28.9"},
     }
-    assert report["fact"] == fact.read_text()
+    # The venv's folder, pyvenv.cfg, links and the fact file are left to the builtin modules.
+    assert set(report) >= {"python_version", "site_dirs", "has_venv", "has_ensurepip", "pip"}
+    assert not {"os_packages", "fact"} & set(report)
     # What the role then decides from it: pip has nothing to do.
-    assert (
-        torch_index.pip_missing(
-            ["torch==2.13.0+cpu", "typing_extensions==4.12.2"], report["venv"]["installed"]
-        )
-        == []
-    )
+    installed = report["venv"]["installed"]
+    assert torch_index.pip_missing(["torch==2.13.0+cpu", "typing_extensions==4.12.2"], installed) == []
 
 
 def test_probe_script_on_a_fresh_node(tmp_path):
     report = _run(
         PROBE_SCRIPT,
         env_path=tmp_path,
-        probe={
-            "owner": "wireup-no-such-user",
-            "packages": [],
-            "venv": str(tmp_path / "absent"),
-            "pth": "wireup-base-site.pth",
-            "fact": str(tmp_path / "absent.fact"),
-        },
+        probe={"owner": "wireup-no-such-user", "packages": [], "venv": str(tmp_path / "absent")},
     )
     assert report["owner_exists"] is False
-    assert report["os_packages"] == {}
-    assert report["venv"] == {
-        "dir": None,
-        "python": False,
-        "system_site_packages": None,
-        "pth": None,
-        "torchrun": None,
-        "installed": {},
-    }
-    assert report["fact"] is None
+    assert report["dpkg"] == ""
+    assert report["venv"] == {"python": False, "installed": {}}
+    assert report["torch"] is None
     assert "user" in report
 
 

@@ -60,15 +60,23 @@ def test_pins_must_agree():
         ("2.19", ">=2.19.0", True),
         ("2.11.0+cu130", ">=2.11", True),
         ("2.10.1", "!=2.10.1", False),
+        # PEP 440 through packaging.specifiers: compatible release and wildcards, which the
+        # hand-written parser refused; a release candidate counts as its release.
+        ("2.19.1", "~=2.19", True),
+        ("2.20.0", "~=2.19.0", False),
+        ("2.19.3", "==2.19.*", True),
+        ("2.19.0rc1", ">=2.19.0,<2.20.0", True),
+        ("2.20.0.dev0", "<2.20", False),
     ],
 )
 def test_version_range(version, spec, ok):
     assert validate.check_version_range(version, spec) is ok
 
 
-def test_version_range_rejects_bad_clause():
-    with pytest.raises(ValueError, match="bad version clause"):
-        validate.check_version_range("2.19.1", "~=2.19")
+@pytest.mark.parametrize(("version", "spec"), [("2.19.1", "=>2.19"), ("2.19.1", ">=2.19;<3"), ("two", ">=2")])
+def test_version_range_rejects_what_does_not_parse(version, spec):
+    with pytest.raises(ValueError, match="bad version range"):
+        validate.check_version_range(version, spec)
 
 
 @pytest.mark.parametrize(
@@ -183,3 +191,144 @@ def test_empty_group_names_the_variable_and_the_fix():
         "inventory group 'gpu_nodes' (wireup_node_group) has no hosts: add the cluster's nodes under "
         "it, or run with -e wireup_node_group=<the group that holds them>"
     )
+
+
+@pytest.mark.parametrize("key", ["NCCL_DEBUG", "_X", "a1_b"])
+def test_shell_names_accepted(key):
+    assert validate.is_shell_name(key)
+    assert validate.shell_name_errors("bench_env", {key: "1"}) == []
+
+
+@pytest.mark.parametrize("key", ["1A", "NCCL-DEBUG", "A B", "", "X=1", 5, None])
+def test_shell_names_refused_name_the_variable(key):
+    assert not validate.is_shell_name(key)
+    (error,) = validate.shell_name_errors("bench_env", {key: "1"})
+    assert error.startswith("bench_env: ") and "not a valid shell variable name" in error
+
+
+def test_shell_name_errors_values_and_mapping():
+    assert validate.shell_name_errors("wireup_job_env", None) == []
+    assert validate.shell_name_errors("wireup_job_env", ["A=1"]) == [
+        "wireup_job_env must be a mapping of VARIABLE: value, not list"
+    ]
+    assert validate.shell_name_errors("wireup_job_env", {"A": [1], "B": None, "C": 2}) == [
+        "wireup_job_env: A must be a string or number, not list",
+        "wireup_job_env: B must be a string or number, not NoneType",
+    ]
+
+
+GOOD = {
+    "wireup_master_port": 29500,
+    "wireup_base_dir": "/opt/wireup",
+    "wireup_venv_path": "/opt/wireup/venv",
+    "wireup_nproc_per_node": "auto",
+    "wireup_job_env": {"NCCL_DEBUG": "WARN"},
+    "nccl_version": "2.28.9",
+    "bench_pass_ratio": 0.9,
+    "bench_warn_ratio": 0.75,
+}
+TWO_NODES = {"all": ["n1", "n2"], "gpu_nodes": ["n1", "n2"]}
+
+
+def test_inventory_errors_all_at_once_shared_ones_once():
+    bad = dict(GOOD, wireup_master_port=99999, bench_warn_ratio="0.95", bench_max_bytes="8GB")
+    errors = validate.inventory_errors(
+        {"n1": bad, "n2": dict(bad, nccl_version=2.28)}, TWO_NODES, "gpu_nodes", "n9"
+    )
+    assert errors[0].startswith("wireup_master_host='n9' is not a host of group 'gpu_nodes'")
+    assert (
+        "wireup_master_port=99999 must be a TCP port from 1024 to 65535, e.g. wireup_master_port: 29500"
+        in errors
+    )
+    assert (
+        "bench_warn_ratio (0.95) must not exceed bench_pass_ratio (0.9): lower bench_warn_ratio or "
+        "raise bench_pass_ratio" in errors
+    )
+    assert any(e.startswith("bench_max_bytes='8GB' is not a size") for e in errors)
+    # Only n2 has the number: its error names it.
+    assert any(e.startswith("n2: nccl_version=2.28 is a number") for e in errors), errors
+    assert validate.inventory_errors({"n1": GOOD, "n2": GOOD}, TWO_NODES, "gpu_nodes") == []
+
+
+def test_inventory_errors_env_names_renamed_and_ansible_core():
+    bad = dict(
+        GOOD,
+        wireup_job_env={"NCCL-DEBUG": "1"},
+        bench_env={"1X": "1"},
+        cuda_repo_toolkit_on_gpu_less_node=True,
+    )
+    errors = validate.inventory_errors(
+        {"n1": bad}, {"gpu_nodes": ["n1"]}, "gpu_nodes", "", ("2.18.1", ">=2.19.0,<2.20.0")
+    )
+    assert errors == [
+        "wireup_job_env: 'NCCL-DEBUG' is not a valid shell variable name (letters, digits, '_')",
+        "bench_env: '1X' is not a valid shell variable name (letters, digits, '_')",
+        "cuda_repo_toolkit_on_gpu_less_node is no longer read by wireup (the variable's name ends in "
+        "'nodes'): rename it to cuda_repo_toolkit_on_gpu_less_nodes",
+        "ansible-core 2.18.1 is outside wireup_ansible_core_range (>=2.19.0,<2.20.0): run wireup from its "
+        "venv (make venv; .venv/bin/ansible-playbook)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "fragment"),
+    [
+        ("bench_baseline_tolerance", 1.5, "must be a fraction from 0 to below 1"),
+        ("bench_step_factor", 0, "must be a whole number of at least 1"),
+        ("bench_pass_ratio", "high", "bench_pass_ratio='high' is not a number"),
+        ("bench_torch_goal_ratio", 0, "must be above 0"),
+        ("bench_nccl_tune_min_gain", -0.1, "must be a fraction from 0 to below 1"),
+    ],
+)
+def test_bench_errors_name_the_variable(name, value, fragment):
+    (error,) = validate.bench_errors({name: value})
+    assert error.startswith(name) and fragment in error
+
+
+def test_bench_errors_pass_over_the_roles_template_defaults():
+    assert validate.bench_errors({"bench_torch_max_bytes": "{{ bench_max_bytes }}"}) == []
+
+
+def _validate_filter():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "plugins/filter/wireup_validate.py"
+    spec = importlib.util.spec_from_file_location("wireup_validate_filter", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_one_check_reads_every_host_and_each_roles_argument_specs():
+    """The filter preflight's controller play calls: the roles' own files, each host's variables."""
+    import pathlib
+
+    roles = pathlib.Path(__file__).resolve().parents[2] / "roles"
+    plugin = _validate_filter()
+    hostvars = {
+        "n1": dict(GOOD, nvidia_driver_flavor="closed", ansible_host="10.0.0.1", wireup_testbed_name="x"),
+        "n2": dict(GOOD, bench_warn_ratio=0.95),
+    }
+    errors = plugin.wireup_inventory_errors(
+        ["n1", "n2"],
+        hostvars,
+        {"gpu_nodes": ["n1", "n2"]},
+        "gpu_nodes",
+        "",
+        roles_dir=str(roles),
+        roles=["nvidia_driver", "bench", "no_such_role"],
+        ansible_core=["2.19.4", ">=2.19.0,<2.20.0"],
+    )
+    assert errors == [
+        "n2: bench_warn_ratio (0.95) must not exceed bench_pass_ratio (0.9): lower bench_warn_ratio or "
+        "raise bench_pass_ratio",
+        "n1: nvidia_driver role: value of nvidia_driver_flavor must be one of: open, proprietary, got: "
+        "closed",
+    ]
+    # The roles' defaults fill what the inventory leaves out (bench_pass_ratio 0.9 for n1 and n2).
+    good = plugin.wireup_inventory_errors(
+        ["n1"], {"n1": dict(GOOD, bench_warn_ratio=0.85)}, {"gpu_nodes": ["n1"]}, "gpu_nodes",
+        roles_dir=str(roles), roles=["bench"],
+    )  # fmt: skip
+    assert good == []

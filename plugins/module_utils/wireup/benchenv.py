@@ -22,14 +22,14 @@ files it unpacks keep the package's build time), the ``nvidia-smi`` binary, and 
 
 import calendar
 import json
-import re
 import shlex
 import time
+
+from . import validate
 
 # Variables worth recording from a process's environment: they change what NCCL, gloo or torch
 # do. The rest of the environment is neither recorded nor stored (it may hold secrets).
 RECORDED_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "CUDA_", "NVSHMEM_", "UCX_", "FI_", "LD_LIBRARY_PATH")
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ORIGIN_PREFIX = "# wireup:"
 _TIME_FMT = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -71,7 +71,7 @@ def tuned_env_file(best, origin):
 
     best: {NCCL_X: value}; origin: {run_id, host, written (UTC text), driver, nccl, nccl_tests,
     size, busbw, default_busbw}. Raises ValueError for a name that is not a shell name."""
-    bad = sorted(k for k in best if not _NAME.match(str(k)))
+    bad = sorted(str(k) for k in best if not validate.is_shell_name(k))
     if bad:
         raise ValueError(f"tuned NCCL settings must be shell names, got {bad}")
     fields = ("run_id", "host", "written", "driver", "nccl", "nccl_tests", "size", "busbw", "default_busbw")
@@ -105,7 +105,7 @@ def parse_tuned_env(text):
         if line.startswith("export "):
             line = line[len("export ") :].strip()
         key, sep, value = line.partition("=")
-        if not sep or not _NAME.match(key):
+        if not sep or not validate.is_shell_name(key):
             continue
         try:
             words = shlex.split(value)

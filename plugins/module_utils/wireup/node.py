@@ -268,3 +268,23 @@ def summary(facts: dict, master: str) -> str:
             f"master {master}",
         ]
     )
+
+
+def node_errors(facts: dict, min_free_mb: int = 0, require_supported_os: bool = True) -> list[str]:
+    """What makes a node unfit for wireup (it fails alone; the others go on): an unsupported OS
+    or architecture, too little free disk for the venv. Each message names the fix."""
+    errors = []
+    os_facts, arch, disk = facts["os"], facts["arch"], facts["disk"]
+    if require_supported_os and not os_facts.get("supported"):
+        errors.append(
+            f"{os_facts.get('pretty_name') or os_facts.get('id')} is not supported: wireup supports Ubuntu "
+            f"22.04/24.04 and Debian 12 (set preflight_require_supported_os: false to try anyway)"
+        )
+    if not arch.get("deb"):
+        errors.append(f"{arch.get('machine')} is not supported: wireup supports x86_64 and aarch64")
+    if disk.get("free_mb") is not None and disk["free_mb"] < int(min_free_mb):
+        errors.append(
+            f"{disk.get('path')} has {disk['free_mb']} MiB free, fewer than preflight_min_free_mb "
+            f"({min_free_mb}): free space there or move wireup_venv_path"
+        )
+    return errors

@@ -134,12 +134,7 @@ def _gpu_key(gpu):
 def _row_busbw(rows, size):
     for row in rows or []:
         if row.get("size") == size:
-            values = [
-                row[k]["busbw"]
-                for k in ("out_of_place", "in_place")
-                if row.get(k) and row[k].get("busbw") is not None
-            ]
-            return max(values) if values else None
+            return nccltests.best_busbw(row)
     return None
 
 
@@ -166,7 +161,7 @@ def _drop(label, cur, base, *, size, tolerance, base_run):
     )
 
 
-def compare(current, baseline, tolerance=0.10):
+def compare(current, baseline, tolerance=bandwidth.DEFAULT_THRESHOLDS["tolerance"]):
     """Findings of `current` against `baseline` (both host records); [] when nothing changed."""
     if not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
         raise ValueError(f"bench_baseline_tolerance must be a fraction in [0, 1), got {tolerance!r}")
@@ -313,18 +308,18 @@ def build_record(host, run_id, node, baseline=None):
     node: {skipped: reason|"", topology: gpu_topology fact, nccl_tests: {collective: {output, rc, json}},
            torch: {single_node|multi_node: log text}, env: {}, versions: {},
            figure_env: {nccl_tests: {given env}, torch: {given env}, tuned_used: bool, tuned_text},
-           tuned_env: {path, text|None, mtime, package_lists, files} (see roles/bench/tasks/40-gather.yml),
+           tuned_env: {path, text|None, mtime, package_lists, files} (see wireup/bench.py node_results),
            findings: [] (added as they are, e.g. the cross-node run skipped),
            thresholds: {pass_ratio, warn_ratio, min_bytes, tolerance, torch_goal}, efficiency: {}, tuning: {}}
     baseline: (run_id, record) of the host's last passing run, or None.
     """
-    thresholds = node.get("thresholds") or {}
-    pass_ratio = float(thresholds.get("pass_ratio", 0.9))
-    warn_ratio = float(thresholds.get("warn_ratio", 0.75))
-    min_bytes = int(thresholds.get("min_bytes", bandwidth.ONE_GIB))
-    tolerance = float(thresholds.get("tolerance", 0.10))
+    thresholds = {**bandwidth.DEFAULT_THRESHOLDS, **(node.get("thresholds") or {})}
+    pass_ratio = float(thresholds["pass_ratio"])
+    warn_ratio = float(thresholds["warn_ratio"])
+    min_bytes = int(thresholds["min_bytes"])
+    tolerance = float(thresholds["tolerance"])
     bandwidth.check_thresholds(pass_ratio, warn_ratio)
-    torch_goal = float(thresholds.get("torch_goal", 0.97))
+    torch_goal = float(thresholds["torch_goal"])
     topology = node.get("topology") or {}
     nccl_env, torch_env, tuned_used = _figure_envs(node)
     tuned = node.get("tuned_env") or {}

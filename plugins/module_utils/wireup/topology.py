@@ -532,9 +532,22 @@ def build_topology(topo_m=None, p2p=None, nvlink_s=None, query_csv=None, smi_xml
     """
     topo = parse_topo_matrix(topo_m) if topo_m is not None else None
     query = parse_query_gpu_csv(query_csv) if query_csv is not None else []
-    nvl = parse_nvlink_status(nvlink_s, gpu_count_of(query, topo)) if nvlink_s is not None else None
-    xml = parse_smi_xml(smi_xml) if smi_xml is not None else None
-    p2p_parsed = {mode: parse_topo_p2p(text, mode) for mode, text in (p2p or {}).items() if text is not None}
+    return combine_topology(
+        topo=topo,
+        p2p={mode: parse_topo_p2p(text, mode) for mode, text in (p2p or {}).items() if text is not None},
+        nvlink=parse_nvlink_status(nvlink_s, gpu_count_of(query, topo)) if nvlink_s is not None else None,
+        query=query,
+        xml=parse_smi_xml(smi_xml) if smi_xml is not None else None,
+    )
+
+
+def combine_topology(topo=None, p2p=None, nvlink=None, query=None, xml=None):
+    """build_topology's answer from outputs already parsed (each parsed once, by the module):
+    topo from parse_topo_matrix, p2p {mode: parse_topo_p2p}, nvlink from parse_nvlink_status, query
+    from parse_query_gpu_csv, xml from parse_smi_xml; None (or empty) where absent."""
+    query = query or []
+    nvl = nvlink
+    p2p_parsed = p2p or {}
 
     topo_gpus = {g["index"]: g for g in topo["gpus"]} if topo else {}
     nvl_gpus = {g["index"]: g for g in nvl["gpus"]} if nvl else {}
@@ -600,3 +613,24 @@ def build_topology(topo_m=None, p2p=None, nvlink_s=None, query_csv=None, smi_xml
         },
         "nvlink": nvl["totals"] if nvl else None,
     }
+
+
+def summary_lines(topology):
+    """What the gpu_topology role prints for a node: one summary line, then one line per critical or
+    warning finding ('severity: message')."""
+    models = sorted({g["name"] for g in topology.get("gpus") or [] if g.get("name")})
+    gpus = f"{topology.get('gpu_count', 0)} GPU(s)" + (f" ({', '.join(models)})" if models else "")
+    nvlink = topology.get("nvlink") or {}
+    links = (
+        f"{nvlink['links_per_gpu']}x{nvlink['per_link_gbps']} GB/s per GPU"
+        if nvlink.get("links_per_gpu")
+        else "none"
+    )
+    count = topology.get("findings_count") or {}
+    line = (
+        f"{gpus}, links {'/'.join(topology.get('link_classes') or []) or 'none'}, NVLink {links}, "
+        f"NICs {len(topology.get('nics') or [])}, findings {count.get('critical', 0)} critical / "
+        f"{count.get('warning', 0)} warning / {count.get('info', 0)} info"
+    )
+    findings = topology.get("findings") or []
+    return [line, *(f"{f['severity']}: {f['message']}" for f in findings if f["severity"] != "info")]

@@ -1,5 +1,7 @@
-"""Which PyTorch wheel a node gets, whether a preinstalled torch is good enough, and whether the
-installed torch works: pure functions (stdlib only) behind the pytorch_venv role.
+"""Which PyTorch wheel a node gets, whether a preinstalled torch is good enough, whether the
+installed torch works, and `plan`: every decision and message of the pytorch_venv role for one
+node. Pure functions (stdlib, and packaging for PEP 440 versions: it ships with ansible-core, and
+this module runs on the controller only, through plugins/filter/wireup_torch.py).
 
 Why the DRIVER decides, not the toolkit: a PyTorch CUDA wheel bundles its own CUDA runtime
 (cudart, cuBLAS, cuDNN, NCCL come as nvidia-* wheels), so the node's CUDA toolkit is never loaded
@@ -21,7 +23,15 @@ Sources (checked 2026-11-29):
 
 from __future__ import annotations
 
+import json
 import re
+from urllib.parse import urlsplit
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from .packages import parse_dpkg_status
+from .validate import check_version_range
 
 # Release series -> architecture -> wheel variants on download.pytorch.org/whl/<variant>.
 # aarch64 means Linux arm64 servers (CUDA "sbsa"). Every variant's wheel carries the local
@@ -311,62 +321,27 @@ def _choose_cuda(series, variants, drv, toolkit_version, match_toolkit) -> tuple
     )
 
 
-def _parse_spec(spec) -> list[tuple[str, str]]:
-    if not isinstance(spec, str) or not spec.strip():
-        raise TorchIndexError(
-            f"pytorch_venv_accept_preinstalled={spec!r} is not a version range: use e.g. '>=2.11' "
-            f"or '>=2.11,<3'"
-        )
-    clauses = []
-    for part in spec.split(","):
-        match = re.match(r"^\s*(~=|==|!=|>=|<=|>|<)\s*(\d+(?:\.\d+)*)(\.\*)?\s*$", part)
-        if not match or (match.group(3) and match.group(1) not in ("==", "!=")):
-            raise TorchIndexError(
-                f"pytorch_venv_accept_preinstalled={spec!r}: clause {part.strip()!r} is not like "
-                f"'>=2.11', '<3', '==2.11.*' or '~=2.11'"
-            )
-        clauses.append((match.group(1), match.group(2) + (match.group(3) or "")))
-    return clauses
-
-
 def check_spec(spec) -> str:
-    """'' when the range parses, else the message."""
-    try:
-        _parse_spec(spec)
-    except TorchIndexError as exc:
-        return str(exc)
-    return ""
+    """'' when pytorch_venv_accept_preinstalled is a PEP 440 range, else the message."""
+    if isinstance(spec, str) and spec.strip():
+        try:
+            SpecifierSet(spec)
+            return ""
+        except InvalidSpecifier:
+            pass
+    return (
+        f"pytorch_venv_accept_preinstalled={spec!r} is not a version range: use e.g. '>=2.11', "
+        f"'>=2.11,<3', '==2.11.*' or '~=2.11'"
+    )
 
 
 def version_in_range(version, spec) -> bool:
-    """PEP 440-style range check on the release numbers; a local label (+cu130) is ignored and a
-    pre-release counts as its release."""
-    have = _nums(str(version).split("+", 1)[0])
-    for op, want_text in _parse_spec(spec):
-        wildcard = want_text.endswith(".*")
-        want = _nums(want_text[:-2] if wildcard else want_text)
-        if wildcard:
-            equal = _pad(have, len(want))[: len(want)] == want
-            if (op == "==") != equal:
-                return False
-            continue
-        size = max(len(have), len(want))
-        a, b = _pad(have, size), _pad(want, size)
-        if op == "~=":
-            prefix = want[:-1] if len(want) > 1 else want
-            ok = a >= b and _pad(have, len(prefix))[: len(prefix)] == prefix
-        else:
-            ok = {
-                "==": a == b,
-                "!=": a != b,
-                ">=": a >= b,
-                "<=": a <= b,
-                ">": a > b,
-                "<": a < b,
-            }[op]
-        if not ok:
-            return False
-    return True
+    """validate.check_version_range (packaging.specifiers): a local label (+cu130) is ignored and
+    a pre-release counts as its release. ValueError naming the variable for a bad range."""
+    problem = check_spec(spec)
+    if problem:
+        raise TorchIndexError(problem)
+    return check_version_range(str(version), spec)
 
 
 def python_ok(python_version, torch_version) -> str:
@@ -463,35 +438,22 @@ def verify_problems(report, gpu_present, gpu_count, venv_path="") -> list[str]:
 _PINNED_REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*==\s*([A-Za-z0-9.+!_-]+)\s*$")
 
 
-def _split_version(version: str):
-    """'2.13.0+cpu' -> ((2, 13), '', 'cpu'): release without trailing zeros, the rest of the public
-    version (pre/post/dev, normalised loosely), the local label. None when it is not a version."""
-    text = str(version).strip().lower().lstrip("v")
-    public, _, local = text.partition("+")
-    match = re.match(r"^(\d+(?:\.\d+)*)(.*)$", public)
-    if not match:
-        return None
-    release = [int(n) for n in match.group(1).split(".")]
-    while len(release) > 1 and release[-1] == 0:
-        release.pop()
-    rest = re.sub(r"[-_.]", "", match.group(2))
-    return tuple(release), rest, re.sub(r"[-_]", ".", local)
-
-
 def pip_satisfied(requirement: str, installed: dict) -> bool:
     """Whether a pinned requirement ('name==version', as pytorch_venv demands) is met by what the
-    venv has installed ({normalised name: version}, from the role's probe), with PEP 440's rules
-    for '==': release segments compare zero-padded, and a pin without a local label ('+cu130')
-    accepts any local label. Anything else (extras, a range, an unparsable version) is 'not met',
-    so pip decides: this only lets a rerun skip pip when the answer is certain."""
+    venv has installed ({normalised name: version}, from the role's probe), by PEP 440's '=='
+    (packaging.specifiers): release segments compare zero-padded, and a pin without a local label
+    ('+cu130') accepts any local label. Anything else (extras, a range, an unparsable version) is
+    'not met', so pip decides: this only lets a rerun skip pip when the answer is certain."""
     match = _PINNED_REQ.match(str(requirement))
     if not match or match.group(2):
         return False
     name = re.sub(r"[-_.]+", "-", match.group(1)).lower()
-    have, want = _split_version(installed.get(name, "")), _split_version(match.group(3))
-    if have is None or want is None:
+    try:
+        return SpecifierSet(f"=={match.group(3)}").contains(
+            Version(installed.get(name, "")), prereleases=True
+        )
+    except (InvalidSpecifier, InvalidVersion):
         return False
-    return have[:2] == want[:2] and (not want[2] or have[2] == want[2])
 
 
 def pip_missing(requirements, installed) -> list:
@@ -533,3 +495,354 @@ def summary(info, hostname="") -> str:
         f"pytorch_venv{where}: torch {info.get('torch_version')} ({origin}), CUDA {cuda}, NCCL {nccl}, "
         f"{gpus}, venv {info.get('venv')}"
     )
+
+
+# --- The role's plan: every decision and every message of pytorch_venv, from its inputs and one probe
+
+
+PTH_NAME = "wireup-base-site.pth"
+FACT_NAME = "wireup_torch.fact"
+_PINNED_EXTRA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9.+!_-]+$")
+_PIP_COMMON = {
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    "PIP_NO_INPUT": "1",
+    "PIP_NO_CACHE_DIR": "1",
+    "PIP_PROGRESS_BAR": "off",
+}
+TORCHRUN = """#!{venv}/bin/python
+# torchrun for the torch reused from {base} (written by pytorch_venv).
+import sys
+
+from torch.distributed.run import main
+
+if __name__ == "__main__":
+    sys.exit(main())
+"""
+
+
+def probe_request(settings) -> dict:
+    """What files/probe_python.py is asked (its WIREUP_PROBE environment variable)."""
+    s = _Settings(settings)
+    return {
+        "owner": s["owner"],
+        "packages": list(s["os_packages"] or []),
+        "venv": s["path"],
+        "pip_wait": s["pip_wait_timeout"],
+        "torch": bool(s["system_site_packages"]),
+    }
+
+
+class _Settings(dict):
+    """settings['path'] -> the role variable pytorch_venv_path."""
+
+    def __getitem__(self, key):
+        return self.get(f"pytorch_venv_{key}")
+
+
+def read_probe(result) -> dict | None:
+    """The probe's JSON (its last line of output) from the registered script result, or None."""
+    result = result or {}
+    lines = result.get("stdout_lines") or str(result.get("stdout") or "").splitlines()
+    if result.get("rc") != 0 or not lines or not lines[-1].startswith("{"):
+        return None
+    try:
+        return json.loads(lines[-1])
+    except ValueError:
+        return None
+
+
+def input_errors(settings, controller=None) -> list[str]:
+    """The checks that need no node (paths, sources, pins): each names the variable and the fix.
+    controller: {'wheelhouse_dir': is a directory, 'requirements_file': is a file} on the controller."""
+    s, controller = _Settings(settings), controller or {}
+    errors = []
+    for name in ("path", "base_python", "wheelhouse_node_dir"):
+        if not str(s[name] or "").startswith("/"):
+            errors.append(f"pytorch_venv_{name}={s[name]!r} must be an absolute path (starting with /)")
+    url, folder = str(s["wheelhouse_url"] or ""), str(s["wheelhouse_dir"] or "")
+    if url and folder:
+        errors.append(
+            "set at most one of pytorch_venv_wheelhouse_url and pytorch_venv_wheelhouse_dir (both are set)"
+        )
+    if url and not re.match(r"^(https?|file)://", url):
+        errors.append(f"pytorch_venv_wheelhouse_url={url!r} must be an http(s):// or file:// URL")
+    if folder and not controller.get("wheelhouse_dir"):
+        errors.append(
+            f"pytorch_venv_wheelhouse_dir={folder!r} is not a directory on the controller: point it at "
+            f"the wheelhouse folder, or leave it empty"
+        )
+    if not s["owner"] or not s["group"]:
+        errors.append("pytorch_venv_owner and pytorch_venv_group must not be empty")
+    if s["requirements_file"] and not ((url or folder) and controller.get("requirements_file")):
+        errors.append(
+            f"pytorch_venv_requirements_file={s['requirements_file']} needs a wheelhouse "
+            f"(pytorch_venv_wheelhouse_url or pytorch_venv_wheelhouse_dir) and must be a file on the "
+            f"controller: make it with "
+            f"python3 plugins/module_utils/wireup/wheelhouse.py WHEELHOUSE > FILE"
+        )
+    unpinned = [p for p in s["extra_packages"] or [] if not _PINNED_EXTRA.match(str(p))]
+    if unpinned:
+        errors.append(
+            f"pytorch_venv_extra_packages entries must be pinned as name==version (reruns stay changed=0 "
+            f"and every node gets the same build); fix: {', '.join(map(str, unpinned))}"
+        )
+    if s["system_site_packages"]:
+        errors.append(check_spec(s["accept_preinstalled"]))
+    return [e for e in errors if e]
+
+
+def plan(probe_result, settings, node, check_mode=False, controller=None) -> dict:
+    """Every decision of the pytorch_venv role for one node, and every error, at once.
+
+    probe_result: the registered result of files/probe_python.py (run by the base interpreter);
+    settings: the pytorch_venv_* variables; node: preflight's wireup_node; check_mode: ansible's;
+    controller: see input_errors. Returns {'errors': [...]} plus what the tasks execute: 'apt'
+    (packages to install), 'venv_argv', 'venv_ready', 'pyvenv_flag', 'pth', 'torchrun', 'become',
+    'pip' (what to install, its environment and failure messages), 'verify', 'verify_env',
+    'notes' (lines for the report), 'dirs', 'fact_path', 'choice', 'preinstalled', 'gpu'.
+    """
+    s, node = _Settings(settings), node or {}
+    errors = input_errors(settings, controller)
+    gpu = node.get("gpu") or {}
+    driver = node.get("driver") or {}
+    choice = choose(
+        str(s["torch_version"]),
+        (node.get("arch") or {}).get("machine", ""),
+        bool(gpu.get("present")),
+        driver_version=driver.get("version", "") if driver.get("loaded") else "",
+        driver_branch=s["driver_branch"] or "",
+        toolkit_version=(node.get("cuda") or {}).get("version", "") or "",
+        override=s["cuda_variant"] or "auto",
+        extra_variants=s["torch_variants"] or {},
+        match_toolkit=bool(s["match_toolkit"]),
+        index_base_url=s["index_base_url"] or DEFAULT_INDEX_BASE_URL,
+        pin_variant=bool(s["pin_variant"]),
+    )
+    if not choice["ok"]:
+        errors.append(choice["error"])
+    probe = read_probe(probe_result)
+    out = {
+        "errors": errors,
+        "choice": choice,
+        "gpu": {"present": bool(gpu.get("present")), "count": int(gpu.get("count") or 0)},
+    }
+    if probe is None:
+        result = probe_result or {}
+        said = " ".join(f"{result.get('stdout') or ''} {result.get('msg') or ''}".split())[:300]
+        errors.append(
+            f"pytorch_venv_base_python {s['base_python']} does not run (rc {result.get('rc', 'none')}: "
+            f"{said}): point it at the Python the venv should be built from"
+        )
+        return out
+    if errors:
+        return out
+    notes = []
+    venv = probe.get("venv") or {}
+    pip = probe.get("pip") or {}
+    if pip.get("found"):
+        pids = ", ".join(str(p["pid"]) for p in pip["found"])
+        cmdlines = "; ".join(p.get("cmdline", "") for p in pip["found"])[:200]
+        then = "" if pip.get("running") else ", then read the venv it left"
+        notes.append(
+            f"found pip still installing into {s['path']} (an interrupted earlier run?): {pids} "
+            f"({cmdlines}); waited {pip.get('waited_s')} s for it instead of starting a second pip{then}"
+        )
+    if pip.get("running"):
+        pids = [str(p["pid"]) for p in pip["running"]]
+        errors.append(
+            f"pip PID {', '.join(pids)} still installs into {s['path']} after {pip.get('waited_s')} s "
+            f"(pytorch_venv_pip_wait_timeout): let it finish and rerun, or stop it (kill {' '.join(pids)}) "
+            f"and rerun"
+        )
+    if not probe.get("owner_exists") and not s["create_owner"]:
+        errors.append(
+            f"pytorch_venv_owner '{s['owner']}' does not exist on the node: create it, set "
+            f"pytorch_venv_create_owner: true, or pick an existing user"
+        )
+    problem = python_ok(probe.get("python_version", "0"), str(s["torch_version"]))
+    if problem:
+        errors.append(problem)
+
+    if s["system_site_packages"]:
+        decision = preinstalled(
+            probe.get("torch"), s["accept_preinstalled"], bool(gpu.get("present")), choice
+        )
+        action = (
+            "reusing it, torch is not installed into the venv"
+            if decision["use"]
+            else f"installing {choice['requirement']}"
+        )
+        notes.append(f"{decision['reason']}; {action}")
+    else:
+        decision = {
+            "use": False,
+            "version": "",
+            "cuda": "",
+            "reason": "pytorch_venv_system_site_packages is false",
+        }
+
+    # apt: the listed packages dpkg lacks, for the system interpreter of Debian/Ubuntu only. A
+    # python3-venv among them brings venv and ensurepip: the plan counts on them after apt.
+    apt = []
+    if str(s["base_python"]).startswith("/usr/bin/") and (node.get("os") or {}).get("id") in (
+        "debian",
+        "ubuntu",
+    ):
+        have = parse_dpkg_status(probe.get("dpkg") or "") if probe.get("dpkg") is not None else {}
+        apt = [p for p in s["os_packages"] or [] if p not in have]
+    brings_venv = any(re.match(r"^python3(\.\d+)?-venv$", p) for p in apt)
+    has_venv = bool(probe.get("has_venv")) or brings_venv
+    has_ensurepip = bool(probe.get("has_ensurepip")) or brings_venv
+    needs_pip = not decision["use"] or bool(s["extra_packages"])
+    if not (has_venv and (has_ensurepip or not needs_pip)):
+        errors.append(
+            f"{s['base_python']} lacks the venv/ensurepip modules: install python3-venv (keep it in "
+            f"pytorch_venv_os_packages), point pytorch_venv_base_python at an interpreter that has them, or, "
+            f"when the base's torch is reused, set pytorch_venv_extra_packages: [] (a venv without pip of "
+            f"its own is then enough)"
+        )
+
+    # pip: only what the venv lacks (a venv made in this run has nothing yet).
+    installed = (venv.get("installed") or {}) if venv.get("python") else {}
+    torch_todo = [] if decision["use"] else pip_missing(choice["requirement"], installed)
+    extras_todo = pip_missing(list(s["extra_packages"] or []), installed)
+    out["pip"] = pip_plan(s, node, choice, (torch_todo, extras_todo), check_mode)
+
+    # The venv: python -m venv once; its files kept in line with the variables on every run.
+    series = probe.get("python_series", "")
+    link = bool(s["system_site_packages"]) and bool(probe.get("is_venv"))
+    ready = bool(venv.get("python")) or not check_mode
+    out.update(
+        apt=apt,
+        become=probe.get("user") != s["owner"],
+        venv_argv=[s["base_python"], "-m", "venv"]
+        + (["--system-site-packages"] if s["system_site_packages"] else [])
+        + ([] if has_ensurepip else ["--without-pip"])
+        + [s["path"]],
+        venv_ready=ready,
+        pyvenv_flag=str(bool(s["system_site_packages"])).lower(),
+        # The .pth and torchrun go into the venv: none before it exists (check mode).
+        pth={
+            "path": f"{s['path']}/lib/python{series}/site-packages/{PTH_NAME}",
+            "content": "".join(f"{d}\n" for d in probe.get("site_dirs") or []) if link and ready else None,
+        },
+        torchrun=TORCHRUN.format(venv=s["path"], base=s["base_python"]) if decision["use"] and ready else "",
+        preinstalled=decision,
+        notes=notes,
+        # In check mode nothing was installed: verify only a venv that exists and pip leaves alone.
+        verify=ready and not (check_mode and out["pip"]["run"]),
+        skip_verify=f"check mode: {s['path']} is not built yet; torch is verified on the real run",
+        verify_env={**(s["verify_env"] or {}), "PYTHONDONTWRITEBYTECODE": "1"},
+        dirs=[
+            {"path": s["path"], "owner": s["owner"], "group": s["group"]},
+            {"path": s["fact_dir"], "owner": "root", "group": "root"},
+        ],
+        fact_path=f"{s['fact_dir']}/{FACT_NAME}",
+    )
+    return out
+
+
+def pip_plan(s, node, choice, todo, check_mode) -> dict:
+    """What pip installs (only what the venv lacks), from where (pip's environment, never
+    extra_args: the pip module reports every task with extra_args as changed in check mode),
+    and the message for each install that fails."""
+    torch_todo, extras_todo = todo
+    url, folder = str(s["wheelhouse_url"] or ""), str(s["wheelhouse_dir"] or "")
+    find_links = url or (folder if node.get("is_local") else s["wheelhouse_node_dir"])
+    if url or folder:
+        index = extra_index = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": find_links}
+        if url.startswith("http://"):
+            index = extra_index = {**index, "PIP_TRUSTED_HOST": urlsplit(url).hostname or ""}
+        source = extra_source = f"wheelhouse {find_links}"
+    else:
+        index = {"PIP_INDEX_URL": choice["index_url"]}
+        extra_index = {"PIP_INDEX_URL": s["extra_index_url"]} if s["extra_index_url"] else {}
+        source, extra_source = (
+            f"index {choice['index_url']}",
+            s["extra_index_url"] or "pip's configured index",
+        )
+    hashed = bool(s["requirements_file"]) and bool(torch_todo or extras_todo)
+    fix = "Fix: put the wheels in the wheelhouse (pytorch_venv_wheelhouse_url or pytorch_venv_wheelhouse_dir)"
+    requirements = f"{s['path']}/wireup-requirements-hashed.txt" if hashed else ""
+    # pip reads a controller wheelhouse from its copy on the node (a local node's in place).
+    copies = []
+    if folder and not node.get("is_local") and (torch_todo or extras_todo):
+        copies.append({"src": folder.rstrip("/") + "/", "dest": f"{s['wheelhouse_node_dir']}/"})
+    if hashed:
+        copies.append({"src": s["requirements_file"], "dest": requirements})
+    return {
+        "run": bool(torch_todo or extras_todo),
+        "copies": copies,
+        "torch": [] if hashed else torch_todo,
+        "extras": [] if hashed else extras_todo,
+        "env": {**_PIP_COMMON, **index},
+        "extras_env": {**_PIP_COMMON, **extra_index},
+        # Hash-checked instead: exactly the wheels of pytorch_venv_requirements_file, each checked
+        # against its sha256. In check mode the file is not on a fresh node yet.
+        "requirements": requirements,
+        "hashed": hashed and not check_mode,
+        "failures": {
+            "torch": f"pip could not install {choice['requirement']} ({choice.get('reason', '')}) from "
+            f"{source}: {{error}}. {fix}, or change pytorch_venv_torch_version, pytorch_venv_cuda_variant "
+            f"or pytorch_venv_index_base_url.",
+            "extras": f"pip could not install {', '.join(s['extra_packages'] or [])} from {extra_source}: "
+            f"{{error}}. {fix}, set pytorch_venv_extra_index_url, or change pytorch_venv_extra_packages.",
+            "hashed": f"pip could not install the hash-checked requirements {s['requirements_file']} from "
+            f"wheelhouse {find_links}: {{error}}. Fix: a hash mismatch means a wheel changed since the file "
+            f"was made: check the wheelhouse, then make the file again (python3 "
+            f"plugins/module_utils/wireup/wheelhouse.py WHEELHOUSE); a missing wheel must be added to it.",
+        },
+    }
+
+
+def pip_failure(result, the_plan, hostname="") -> str:
+    """The message for a failed pip task (ansible_failed_result in the role's rescue): which
+    install failed (from the module's arguments), pip's last words, and the fix from the plan."""
+    result = result or {}
+    args = (result.get("invocation") or {}).get("module_args") or {}
+    failures = ((the_plan or {}).get("pip") or {}).get("failures") or {}
+    text = str(result.get("stderr") or result.get("msg") or "").strip()
+    lines = text.splitlines() or [""]
+    if args.get("requirements"):
+        key, error = "hashed", " ".join(lines[-4:])[:600]
+    else:
+        key = "torch" if args.get("name") == the_plan["pip"]["torch"] else "extras"
+        error = lines[-1]
+    where = f" on {hostname}" if hostname else ""
+    return f"pytorch_venv{where}: " + failures.get(key, "pip failed: {error}").replace("{error}", error)
+
+
+def verify_report(result) -> dict:
+    """verify_torch.py's JSON (its last line) from the registered script result; an import
+    error when the script printed none."""
+    result = result or {}
+    lines = result.get("stdout_lines") or str(result.get("stdout") or "").splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, ValueError):
+        said = " ".join(lines[-3:]) or str(result.get("msg") or "")
+        return {"import_error": f"the verification printed no report (rc {result.get('rc')}): {said[:300]}"}
+
+
+def verified(result, the_plan, settings_path="", hostname="") -> dict:
+    """From the verification's registered result and the plan: {'problems': [...], 'info': the
+    pytorch_venv_info fact, 'summary': the report line}. A verification the plan skipped (check
+    mode before the venv exists) has no problems and says why."""
+    the_plan = the_plan or {}
+    notes = list(the_plan.get("notes") or [])
+    if not the_plan.get("verify") or (result or {}).get("skipped"):
+        where = f" on {hostname}" if hostname else ""
+        return {
+            "problems": [],
+            "info": {},
+            "summary": "; ".join([f"pytorch_venv{where}: {the_plan.get('skip_verify')}", *notes]),
+        }
+    report = verify_report(result)
+    gpu = the_plan.get("gpu") or {}
+    venv = settings_path or the_plan.get("dirs", [{}])[0].get("path", "")
+    info = fact(report, the_plan.get("choice"), the_plan.get("preinstalled"), venv, the_plan["venv_argv"][0])
+    return {
+        "problems": verify_problems(report, gpu.get("present"), gpu.get("count", 0), venv),
+        "info": info,
+        "summary": "; ".join([summary(info, hostname), *notes]),
+    }

@@ -9,6 +9,9 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 # variable -> (pattern, example). Pins are strings: YAML turns 580 or 13.0 into numbers, and
 # 13.10 would silently become 13.1, so numbers are refused with the fix spelled out.
 PIN_FORMATS = {
@@ -20,6 +23,40 @@ PIN_FORMATS = {
     "nccl_tests_commit": (r"^[0-9a-f]{40}$", '"a0b82b2260cf5152b9f8c061bbf7eaf0ba096432" (a full commit id)'),
     "pytorch_venv_torch_version": (r"^\d+\.\d+\.\d+$", '"2.13.0"'),
 }
+
+# A variable name bash can export: the one rule for every env mapping wireup writes into a script
+# or an env file (wireup_job_env, bench_env, torchrun_launch_env, the tuned NCCL env file).
+SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def is_shell_name(key) -> bool:
+    """True when ``key`` is a string bash accepts as a variable name."""
+    return isinstance(key, str) and SHELL_NAME.match(key) is not None
+
+
+def _kind(value) -> str:
+    """The plain type name of a value (Ansible hands over tagged subclasses of str, dict ...)."""
+    for kind in (bool, int, float, str, dict, list, tuple, set):
+        if isinstance(value, kind):
+            return kind.__name__
+    return type(value).__name__
+
+
+def shell_name_errors(var: str, env) -> list[str]:
+    """Errors of an env mapping that a bash script exports: ``env`` must be a mapping (None is
+    empty), its keys shell variable names, its values strings or numbers. ``var`` names the
+    variable in each message."""
+    if env is None:
+        return []
+    if not isinstance(env, dict):
+        return [f"{var} must be a mapping of VARIABLE: value, not {_kind(env)}"]
+    errors = []
+    for key, value in env.items():
+        if not is_shell_name(key):
+            errors.append(f"{var}: {key!r} is not a valid shell variable name (letters, digits, '_')")
+        elif value is None or isinstance(value, dict | list | tuple | set):
+            errors.append(f"{var}: {key} must be a string or number, not {_kind(value)}")
+    return errors
 
 
 def validate_pins(values: dict) -> list[str]:
@@ -52,32 +89,17 @@ def validate_pins(values: dict) -> list[str]:
     return errors
 
 
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
-
-
 def check_version_range(version: str, spec: str) -> bool:
-    """True when ``version`` satisfies a spec like '>=2.19.0,<2.20.0'."""
-    ops = {
-        ">=": lambda a, b: a >= b,
-        "<=": lambda a, b: a <= b,
-        ">": lambda a, b: a > b,
-        "<": lambda a, b: a < b,
-        "==": lambda a, b: a == b,
-        "!=": lambda a, b: a != b,
-    }
-    have = _version_tuple(version)
-    for clause in (c.strip() for c in spec.split(",") if c.strip()):
-        match = re.match(r"^(>=|<=|==|!=|>|<)\s*(\d+(?:\.\d+)*)$", clause)
-        if not match:
-            raise ValueError(f"bad version clause {clause!r} in {spec!r}")
-        want = _version_tuple(match.group(2))
-        width = max(len(have), len(want))
-        a = have + (0,) * (width - len(have))
-        b = want + (0,) * (width - len(want))
-        if not ops[match.group(1)](a, b):
-            return False
-    return True
+    """True when ``version`` satisfies the PEP 440 range ``spec`` ('>=2.19.0,<2.20.0', '~=2.19',
+    '==2.11.*'), decided by packaging.specifiers (installed with ansible-core; this runs on the
+    controller only). A pre-release, post-release or local label counts as its release
+    (2.11.0a0+git12 and 2.11.0+cu130 are 2.11.0). ValueError when either does not parse."""
+    try:
+        wanted = SpecifierSet(str(spec))
+        release = Version(Version(str(version)).base_version)
+    except (InvalidSpecifier, InvalidVersion) as exc:
+        raise ValueError(f"bad version range {spec!r} or version {version!r}: {exc}") from exc
+    return wanted.contains(release, prereleases=True)
 
 
 def validate_nproc(value) -> list[str]:
@@ -163,15 +185,6 @@ def master_of(members: list[str], master_host: str) -> str:
     return sorted(members)[0] if members else ""
 
 
-_SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def shell_name_errors(name: str, keys) -> list[str]:
-    """Keys of an environment mapping exported by a bash script must be shell variable names."""
-    bad = [key for key in keys or [] if not isinstance(key, str) or not _SHELL_NAME.match(key)]
-    return [f"{name}: {key!r} is not a valid shell variable name (letters, digits, '_')" for key in bad]
-
-
 def validate_port(name: str, value) -> list[str]:
     """A TCP port others connect to: a whole number from 1024 to 65535 (no privileged ports:
     the jobs run as the launch user, and a port below 1024 needs root to bind)."""
@@ -227,4 +240,170 @@ def validate_settings(values: dict) -> list[str]:
     errors.extend(
         validate_abs_paths({k: values[k] for k in ("wireup_base_dir", "wireup_venv_path") if k in values})
     )
+    return errors
+
+
+# ---------------------------------------------------------------- bench settings
+_SIZE = re.compile(r"^[0-9]+[KMG]?$")
+BENCH_SIZES = (
+    "bench_min_bytes",
+    "bench_max_bytes",
+    "bench_torch_min_bytes",
+    "bench_torch_max_bytes",
+    "bench_torch_cpu_max_bytes",
+)
+
+
+def _number(values, name, errors):
+    """values[name] as a float, or None (with an error) when it is not a number."""
+    value = values.get(name)
+    if isinstance(value, bool):
+        value = None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        errors.append(f"{name}={value!r} is not a number: fix it in group_vars/host_vars or -e")
+        return None
+
+
+def bench_threshold_errors(values: dict) -> list[str]:
+    """The verdict thresholds' rule (the one place it is written): 0 < bench_warn_ratio <=
+    bench_pass_ratio <= 1.5. Only the names present in ``values`` are checked."""
+    errors: list[str] = []
+    ratios = {}
+    for name in ("bench_pass_ratio", "bench_warn_ratio"):
+        if name in values:
+            ratio = _number(values, name, errors)
+            if ratio is not None and not 0 < ratio <= 1.5:
+                errors.append(f"{name} must be a number in (0, 1.5], got {values[name]!r}")
+            elif ratio is not None:
+                ratios[name] = ratio
+    if len(ratios) == 2 and ratios["bench_warn_ratio"] > ratios["bench_pass_ratio"]:
+        errors.append(
+            f"bench_warn_ratio ({values['bench_warn_ratio']}) must not exceed bench_pass_ratio "
+            f"({values['bench_pass_ratio']}): lower bench_warn_ratio or raise bench_pass_ratio"
+        )
+    return errors
+
+
+def bench_errors(values: dict) -> list[str]:
+    """Every bench_* setting that can be judged without a node: thresholds, tolerance, factors,
+    sizes in nccl-tests' syntax, bench_env names. Only names present in ``values`` are checked;
+    values that are still templates ('{{ ... }}', the roles' own defaults) are passed over."""
+    values = {k: v for k, v in values.items() if not (isinstance(v, str) and "{{" in v)}
+    errors = bench_threshold_errors(values)
+    ranges = {
+        "bench_baseline_tolerance": (0.0, 1.0, "a fraction from 0 to below 1, e.g. 0.10"),
+        "bench_nccl_tune_min_gain": (0.0, 1.0, "a fraction from 0 to below 1, e.g. 0.02"),
+    }
+    for name, (low, high, what) in ranges.items():
+        if name in values:
+            value = _number(values, name, errors)
+            if value is not None and not low <= value < high:
+                errors.append(f"{name}={values[name]!r} must be {what}")
+    if "bench_torch_goal_ratio" in values:
+        value = _number(values, "bench_torch_goal_ratio", errors)
+        if value is not None and value <= 0:
+            errors.append(
+                f"bench_torch_goal_ratio={values['bench_torch_goal_ratio']!r} must be above 0, e.g. 0.97"
+            )
+    for name in ("bench_step_factor", "bench_torch_step_factor", "bench_iterations", "bench_timeout"):
+        if name in values:
+            text = str(values[name]).strip()
+            if isinstance(values[name], bool) or not text.isdigit() or int(text) < 1:
+                errors.append(f"{name}={values[name]!r} must be a whole number of at least 1")
+    if "bench_warmup_iterations" in values:
+        text = str(values["bench_warmup_iterations"]).strip()
+        if isinstance(values["bench_warmup_iterations"], bool) or not text.isdigit():
+            errors.append(
+                f"bench_warmup_iterations={values['bench_warmup_iterations']!r} must be a whole number"
+            )
+    for name in BENCH_SIZES:
+        if name in values and not _SIZE.match(str(values[name])):
+            errors.append(
+                f"{name}={values[name]!r} is not a size in nccl-tests' syntax: use bytes or K/M/G, "
+                f"like 8, 64K, 1M or 8G"
+            )
+    if "bench_env" in values:
+        errors.extend(shell_name_errors("bench_env", values["bench_env"]))
+    return errors
+
+
+# ---------------------------------------------------------------- renamed and removed variables
+# Old name -> (new name or "", what to do). A value under an old name would be silently ignored
+# (Ansible does not know which variables a role reads), so the inventory check names the new one.
+RENAMED = {
+    "cuda_repo_toolkit_on_gpu_less_node": (
+        "cuda_repo_toolkit_on_gpu_less_nodes",
+        "the variable's name ends in 'nodes'",
+    ),
+    "gpu_topology": (
+        "gpu_topology_facts",
+        "gpu_topology is the gpu_topology role's fact, set by the role (now named gpu_topology_facts); "
+        "it is not an input",
+    ),
+    "bench_thresholds": (
+        "bench_pass_ratio",
+        "the thresholds are bench_pass_ratio, bench_warn_ratio, bench_verdict_min_bytes",
+    ),
+}
+
+
+def renamed_errors(names) -> list[str]:
+    """An error for every variable set under an old or removed name, naming the new one."""
+    errors = []
+    for name in sorted(set(names) & set(RENAMED)):
+        new, why = RENAMED[name]
+        fix = f"rename it to {new}" if new else "remove it"
+        errors.append(f"{name} is no longer read by wireup ({why}): {fix}")
+    return errors
+
+
+# ---------------------------------------------------------------- the one inventory check
+# Env mappings exported by bash scripts; each key must be a shell name.
+ENV_MAPPINGS = ("wireup_job_env", "bench_env", "torchrun_launch_env")
+
+
+def host_errors(values: dict) -> list[str]:
+    """Every check of one host's variables that needs no node (values: its variables as the
+    inventory, group_vars, host_vars and -e set them, over the roles' defaults)."""
+    errors = validate_pins(values)
+    if "wireup_nproc_per_node" in values:
+        errors += validate_nproc(values["wireup_nproc_per_node"])
+    errors += validate_settings(values)
+    for name in ENV_MAPPINGS:
+        if name in values and name != "bench_env":
+            errors += shell_name_errors(name, values[name])
+    errors += bench_errors({k: v for k, v in values.items() if k.startswith("bench_")})
+    errors += renamed_errors(values)
+    return errors
+
+
+def inventory_errors(
+    hosts: dict,
+    groups: dict,
+    node_group: str,
+    master_host: str = "",
+    ansible_core: tuple[str, str] | None = None,
+) -> list[str]:
+    """Every inventory-only check, run once before any node is touched (as kubespray's
+    validate_inventory): the cluster's shape, then each host's variables (pins, processes per
+    node, ports, paths, env names, bench settings, renamed variables), then the control node's
+    ansible-core. An error every host shares is given once; else it names its hosts.
+
+    hosts: {host: {variable: value}}; ansible_core: (version, wireup_ansible_core_range)."""
+    errors = validate_cluster(dict(groups), node_group, master_host)
+    seen: dict[str, list[str]] = {}
+    for host in sorted(hosts):
+        for error in host_errors(dict(hosts[host])):
+            seen.setdefault(error, []).append(host)
+    for error, where in seen.items():
+        errors.append(error if len(where) == len(hosts) else f"{', '.join(where)}: {error}")
+    if ansible_core:
+        version, spec = ansible_core
+        if not check_version_range(str(version), str(spec)):
+            errors.append(
+                f"ansible-core {version} is outside wireup_ansible_core_range ({spec}): run wireup from "
+                f"its venv (make venv; .venv/bin/ansible-playbook)"
+            )
     return errors

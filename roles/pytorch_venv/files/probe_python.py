@@ -1,41 +1,39 @@
-"""Report, as JSON, what the pytorch_venv role needs to know about a node, in one run.
+"""Report, as JSON, what the pytorch_venv role needs to know about a node that no Ansible module
+reports cheaply, in one run.
 
 Run by ansible.builtin.script with the base interpreter. Prints one JSON object (last line): the
 interpreter's version, whether it is itself a virtualenv, its site-packages directories, whether it
-can create a venv with pip (Debian/Ubuntu split `ensurepip` into python3-venv), and, with the
-argument `torch`, the torch it would import (version, CUDA build, path: from torch/version.py,
-without importing it; by importing it only where that file says nothing), or why it cannot.
+can create a venv with pip (Debian/Ubuntu split `ensurepip` into python3-venv), and, when
+WIREUP_PROBE's `torch` is true, the torch it would import (version, CUDA build, path: from
+torch/version.py, without importing it; by importing it only where that file says nothing).
 
-With the environment variable WIREUP_PROBE (a JSON object) it also reports the state the role
-would otherwise ask for in a dozen separate tasks, so that a rerun on a converged node
-starts none of them (issue 6, docs/performance.md):
+From WIREUP_PROBE (a JSON object; torch_index.probe_request writes it) it also reports:
 
 - `user`: who runs the tasks; `owner_exists`: whether WIREUP_PROBE's `owner` is a user;
-- `os_packages`: {package: installed?} from dpkg for WIREUP_PROBE's `packages` (null without dpkg);
-- `venv`: for WIREUP_PROBE's `venv` folder: `dir` (owner, group, mode; null when absent),
-  `python` (bin/python runs), `torchrun` (bin/torchrun's content), `system_site_packages`
-  (pyvenv.cfg's include-system-site-packages, lower case; null when absent), `pth` (content of
-  WIREUP_PROBE's `pth` file under site-packages; null when absent) and `installed` ({normalised
-  name: version} read from the dist-info folders in the venv's own site-packages, without starting
-  the venv's Python);
-- `fact`: the content of WIREUP_PROBE's `fact` file (null when absent);
-- `pip`: pip processes already installing into the venv when the probe started (an interrupted
-  earlier run leaves them running on the node): `found` ([{pid, cmdline}]), `waited_s` (how long
-  the probe waited for them, at most WIREUP_PROBE's `pip_wait` seconds, before reading the venv)
-  and `running` (those still running then). Two pips in one venv corrupt it: the role waits
-  rather than start a second one.
+- `dpkg`: dpkg-query's lines for WIREUP_PROBE's `packages`, unparsed, in the format
+  wireup.packages.parse_dpkg_status reads on the controller (null without dpkg-query). Not
+  package_facts: that loads apt's whole cache on every run (0.75 s on a testbed node against
+  0.05 s for dpkg-query), the cost a rerun must not pay;
+- `pip`: pip processes already installing into WIREUP_PROBE's `venv` when the probe started (an
+  interrupted earlier run leaves them running on the node): `found` ([{pid, cmdline}]),
+  `waited_s` (how long the probe waited for them, at most `pip_wait` seconds, before reading the
+  venv) and `running` (those still running then). Two pips in one venv corrupt it: the role waits
+  rather than start a second one;
+- `venv`: `python` (bin/python exists) and `installed` ({normalised name: version} read from the
+  dist-info folders in the venv's own site-packages, without starting the venv's Python), so a
+  rerun starts pip only for a pin the venv lacks.
 
-Reading only: the probe never writes anything.
+The venv's folder, pyvenv.cfg, links and the fact file are not read here: the builtin modules
+(file, lineinfile, copy) that keep them compare for themselves. Reading only: the probe never
+writes anything.
 """
 
-import grp
 import importlib.util
 import json
 import os
 import pwd
 import re
 import shutil
-import stat
 import subprocess
 import sys
 import sysconfig
@@ -66,9 +64,9 @@ def main():
         "has_ensurepip": importlib.util.find_spec("ensurepip") is not None,
         "torch": None,
     }
-    if "torch" in sys.argv[1:]:
-        out["torch"] = probe_torch()
     request = json.loads(os.environ.get("WIREUP_PROBE") or "{}")
+    if request.get("torch") or "torch" in sys.argv[1:]:
+        out["torch"] = probe_torch()
     if request:
         out.update(probe_node(request))
     print(json.dumps(out, sort_keys=True))
@@ -115,13 +113,11 @@ def probe_node(request):
             out["owner_exists"] = True
         except KeyError:
             out["owner_exists"] = False
-    out["os_packages"] = dpkg_installed(request.get("packages") or [])
+    out["dpkg"] = dpkg_lines(request.get("packages") or [])
     if request.get("venv"):
         # Before reading the venv: what an earlier pip is still writing is not its state yet.
         out["pip"] = wait_for_pip(request["venv"], float(request.get("pip_wait") or 0))
-        out["venv"] = probe_venv(request["venv"], request.get("pth") or "")
-    if request.get("fact"):
-        out["fact"] = _read(request["fact"])
+        out["venv"] = probe_venv(request["venv"])
     return out
 
 
@@ -142,27 +138,20 @@ def _read(path):
         return f"<unreadable: {exc}>"
 
 
-def dpkg_installed(packages):
-    """{package: installed?} from dpkg; None where there is no dpkg (the role then runs apt)."""
+def dpkg_lines(packages):
+    """dpkg-query's lines for `packages` (what parse_dpkg_status reads); None without dpkg."""
     if not packages:
-        return {}
+        return ""
     if shutil.which("dpkg-query") is None:
         return None
     result = subprocess.run(
-        ["dpkg-query", "-W", "-f=${Package} ${db:Status-Abbrev}\n", *packages],
+        ["dpkg-query", "-W", "-f=${Package} ${db:Status-Abbrev} ${Version}\n", *packages],
         capture_output=True,
         text=True,
         env={**os.environ, "LC_ALL": "C"},
         check=False,
     )
-    installed = {name: False for name in packages}
-    for line in result.stdout.splitlines():
-        fields = line.split()
-        if len(fields) >= 2 and fields[1] in ("ii", "hi"):
-            name = fields[0].split(":", 1)[0]
-            if name in installed:
-                installed[name] = True
-    return installed
+    return result.stdout
 
 
 _PIP = re.compile(r"^pip[0-9.]*$")
@@ -219,41 +208,14 @@ def wait_for_pip(venv, timeout, poll=2.0, processes=pip_processes):
     return {"found": found, "waited_s": waited, "running": running}
 
 
-def probe_venv(venv, pth_name):
-    out = {
-        "dir": None,
-        "python": False,
-        "system_site_packages": None,
-        "pth": None,
-        "torchrun": None,
-        "installed": {},
-    }
-    try:
-        info = os.stat(venv)
-    except OSError:
-        return out
-    if not stat.S_ISDIR(info.st_mode):
-        out["dir"] = {"owner": "", "group": "", "mode": "not a directory"}
-        return out
-    out["dir"] = {
-        "owner": _name(pwd.getpwuid, info.st_uid),
-        "group": _name(grp.getgrgid, info.st_gid),
-        "mode": f"{stat.S_IMODE(info.st_mode):04o}",
-    }
+def probe_venv(venv):
     python = os.path.join(venv, "bin", "python")
-    out["python"] = os.path.isfile(python) and os.access(python, os.X_OK)
-    out["torchrun"] = _read(os.path.join(venv, "bin", "torchrun"))
-    cfg = _read(os.path.join(venv, "pyvenv.cfg"))
-    for line in (cfg or "").splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip() == "include-system-site-packages":
-            out["system_site_packages"] = value.strip().lower()
     series = ".".join(str(n) for n in sys.version_info[:2])
     site = os.path.join(venv, "lib", f"python{series}", "site-packages")
-    if pth_name:
-        out["pth"] = _read(os.path.join(site, pth_name))
-    out["installed"] = installed_distributions(site)
-    return out
+    return {
+        "python": os.path.isfile(python) and os.access(python, os.X_OK),
+        "installed": installed_distributions(site),
+    }
 
 
 def installed_distributions(site):

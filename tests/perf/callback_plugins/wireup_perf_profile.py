@@ -56,10 +56,12 @@ class CallbackModule(CallbackBase):
                 "name": task.get_name(),
                 "path": task.get_path() or "",
                 "role": task._role.get_name() if getattr(task, "_role", None) else "",
+                "action": task.action,
                 "seconds": 0.0,
                 "starts": 0,
                 "hosts": [],
                 "changed": [],
+                "skipped": [],
             },
         )
         rec["starts"] += 1
@@ -93,6 +95,9 @@ class CallbackModule(CallbackBase):
 
     def v2_runner_on_skipped(self, result):
         self._result(result)
+        rec = self._tasks.get(self._current)
+        if rec is not None and result._host.get_name() not in rec["skipped"]:
+            rec["skipped"].append(result._host.get_name())
 
     def v2_playbook_on_stats(self, stats):
         self._close()
