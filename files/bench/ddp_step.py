@@ -205,11 +205,11 @@ def main(argv=None):
         torch.manual_seed(1234)  # the same weights on every rank and configuration
         blocks = []
         for _ in range(layers):
-            linear = nn.Linear(width, width)
+            linear = nn.Linear(width, width, device=device)  # made and initialised in place
             nn.init.kaiming_normal_(linear.weight, nonlinearity="relu")  # keeps activations O(1)
             nn.init.zeros_(linear.bias)
             blocks += [linear, nn.ReLU()]
-        return nn.Sequential(*blocks).to(device)
+        return nn.Sequential(*blocks)
 
     def timed(ddp, optimizer, data, quiet_comm):
         def step():
