@@ -4,7 +4,8 @@
 Run under torchrun (one process per GPU, or one per CPU node). A synthetic model of --params
 parameters (a stack of Linear(width, width) + ReLU layers) trains at a fixed batch per rank with
 DistributedDataParallel. For each model size, per configuration, after --warmup untimed steps it
-times --iters steps (forward, backward, SGD step; the slowest rank's time of each step):
+times --iters steps of each (forward, backward, SGD step; the slowest rank's time of each step),
+the configurations interleaved in a rotating order so that a busy moment hits them all alike:
 
   compute   the same step under no_sync(): no gradient all-reduce at all
   none      the full DDP step: gradient buckets all-reduced, overlapped with backward
@@ -121,7 +122,7 @@ def parse_args(argv=None):
     parser.add_argument(
         "--params",
         default="auto",
-        help="model sizes, comma-separated (125M,1G); auto: 1G on GPUs, 2M on CPU",
+        help="model sizes, comma-separated (125M,1G); auto: 1G on GPUs, 1M on CPU",
     )
     parser.add_argument("--width", type=int, default=0, help="layer width (default 4096 on GPUs, 512 on CPU)")
     parser.add_argument(
@@ -178,7 +179,7 @@ def main(argv=None):
         nccl_version = ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
     sizes = [
         parse_count(p)
-        for p in (("1G" if use_cuda else "2M") if args.params == "auto" else args.params).split(",")
+        for p in (("1G" if use_cuda else "1M") if args.params == "auto" else args.params).split(",")
     ]
     width_default = 4096 if use_cuda else 512
     batch = args.batch or (4096 if use_cuda else 64)
@@ -211,43 +212,27 @@ def main(argv=None):
             blocks += [linear, nn.ReLU()]
         return nn.Sequential(*blocks)
 
-    def timed(ddp, optimizer, data, quiet_comm):
-        def step():
-            optimizer.zero_grad(set_to_none=True)
-            with autocast():
-                if quiet_comm:
-                    with ddp.no_sync():
-                        loss = ddp(data).float().pow(2).mean()
-                        loss.backward()
-                else:
+    def step(ddp, optimizer, quiet_comm, data):
+        optimizer.zero_grad(set_to_none=True)
+        with autocast():
+            if quiet_comm:
+                with ddp.no_sync():
                     loss = ddp(data).float().pow(2).mean()
                     loss.backward()
-            optimizer.step()
-
-        for _ in range(args.warmup):
-            step()
-        sync()
-        dist.barrier()
-        times = []
-        for _ in range(args.iters):
-            sync()
-            begin = time.perf_counter()
-            step()
-            sync()
-            times.append(time.perf_counter() - begin)
-        # Each step's time is the slowest rank's: a step ends for the job when its last rank ends.
-        slowest = torch.tensor(times, dtype=torch.float64, device=device)
-        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-        return spread(slowest.tolist())
+            else:
+                loss = ddp(data).float().pow(2).mean()
+                loss.backward()
+        optimizer.step()
 
     out_lines = []
     for params in sizes:
         width, layers = plan_model(params, args.width or width_default)
         configs = {}
+        runs = {}
         grad_bytes = 0
         actual = 0
-        # compute-only runs on the model of the plain DDP step (no hook), then its full steps;
-        # every hook gets a fresh model and DDP wrapper (a DDP model takes one hook, once).
+        # compute-only runs on the model of the plain DDP step (no hook), under no_sync(); every
+        # hook gets a model and DDP wrapper of its own (a DDP model takes one hook, once).
         for hook in ["none", *[h for h in args.hook_list if h != "none"]]:
             why = hook_unavailable(hook, backend)
             if why:
@@ -261,17 +246,39 @@ def main(argv=None):
             )
             register_hook(ddp, hook, args.powersgd_rank)
             optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-6)
-            gen = torch.Generator(device="cpu").manual_seed(4321 + rank)
-            data = torch.randn(batch, width, generator=gen).to(device)
             if hook == "none":
-                configs["compute"] = timed(ddp, optimizer, data, quiet_comm=True)
+                runs["compute"] = (ddp, optimizer, True)
             if hook in args.hook_list:
-                configs[hook] = timed(ddp, optimizer, data, quiet_comm=False)
-                if hook == "powersgd":
-                    configs[hook]["rank"] = args.powersgd_rank
-            del ddp, optimizer, model, data
-            if use_cuda:
-                torch.cuda.empty_cache()
+                runs[hook] = (ddp, optimizer, False)
+        gen = torch.Generator(device="cpu").manual_seed(4321 + rank)
+        data = torch.randn(batch, width, generator=gen).to(device)
+        names = list(runs)
+        for _ in range(args.warmup):
+            for name in names:
+                step(*runs[name], data)
+        sync()
+        dist.barrier()
+        # Interleaved, in an order that rotates each round: a busy moment of the machine (a shared
+        # CPU, another job's traffic) falls on every configuration alike instead of on one of them.
+        times = {name: [] for name in names}
+        for i in range(args.iters):
+            k = i % len(names)
+            for name in names[k:] + names[:k]:
+                sync()
+                begin = time.perf_counter()
+                step(*runs[name], data)
+                sync()
+                times[name].append(time.perf_counter() - begin)
+        for name in names:
+            # Each step's time is the slowest rank's: a step ends for the job when its last rank ends.
+            slowest = torch.tensor(times[name], dtype=torch.float64, device=device)
+            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+            configs[name] = spread(slowest.tolist())
+        if "powersgd" in configs and "steps" in configs["powersgd"]:
+            configs["powersgd"]["rank"] = args.powersgd_rank
+        del runs, data
+        if use_cuda:
+            torch.cuda.empty_cache()
         line = {
             "wireup_bench": "ddp_step",
             "params": actual,
