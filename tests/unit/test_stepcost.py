@@ -311,12 +311,15 @@ def test_report_section_table_chart_and_summary(tmp_path):
     assert (
         "### DDP step on gpu1 (one node, 2 ranks)" in md and "### DDP step on gpu2 (one node, 2 ranks)" in md
     )
-    assert md.count("### DDP step on the group (1 nodes, 2 ranks)") == 1
+    assert md.count("### DDP step on the group (1 node, 2 ranks)") == 1
     assert (
         "| 1G | nccl | bf16-autocast | bf16 compression | 40.00 | 52.40 | 52.40-52.40 | 12.40 | 24% | -23% |"
         in md
     )
-    assert "bf16 compression cuts the step by 23%." in md
+    assert (
+        "bf16 compression cuts the step by 23%. Gradient all-reduce as the step saw it: 4 GB of gradients in"
+        in md
+    )
     assert "| 525K | gloo | fp32 | bf16 |" in md and "gloo has no bfloat16 all-reduce" in md
     for name in ("stepcost_gpu1.png", "stepcost_gpu2.png", "stepcost_group.png"):
         assert (tmp_path / name).read_bytes().startswith(PNG_MAGIC)

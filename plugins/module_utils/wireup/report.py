@@ -695,7 +695,8 @@ def stepcost_groups(records):
             out.append(
                 (
                     "group",
-                    f"the group ({figs[0].get('nnodes')} nodes, {figs[0].get('world_size')} ranks)",
+                    f"the group ({figs[0].get('nnodes')} node{'' if figs[0].get('nnodes') == 1 else 's'}, "
+                    f"{figs[0].get('world_size')} ranks)",
                     figs,
                 )
             )
@@ -731,7 +732,7 @@ def stepcost_plots(plt, records, run_dir):
         ax.set_xticks(list(xs), [b[0] for b in bars], fontsize=8)
         ax.set_ylim(bottom=0)
         ax.set_ylabel("median step time (ms)")
-        ax.set_title(f"DDP step on {title}: compute vs exposed communication per comm hook", fontsize=9)
+        ax.set_title(f"DDP step on {title}:\ncompute vs exposed communication per comm hook", fontsize=9)
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend(fontsize=7)
         fig_.tight_layout()
@@ -806,7 +807,7 @@ def stepcost_sections(records, plots):
             if eff.get("busbw") is not None:
                 line += (
                     " Gradient all-reduce as the step saw it: "
-                    f"{bandwidth.human_bytes(fig.get('grad_bytes'))} in "
+                    f"{(fig.get('grad_bytes') or 0) / 1e9:.3g} GB of gradients in "
                     f"{_fmt((fig.get('hooks') or {}).get('none', {}).get('exposed_ms'), 2)} ms exposed = "
                     f"{_fmt(eff['busbw'])} GB/s busbw"
                 )
