@@ -122,7 +122,7 @@ def parse_args(argv=None):
     parser.add_argument(
         "--params",
         default="auto",
-        help="model sizes, comma-separated (125M,1G); auto: 1G on GPUs, 1M on CPU",
+        help="model sizes, comma-separated (125M,1G); auto: 500M on GPUs, 1M on CPU",
     )
     parser.add_argument("--width", type=int, default=0, help="layer width (default 4096 on GPUs, 512 on CPU)")
     parser.add_argument(
@@ -179,7 +179,7 @@ def main(argv=None):
         nccl_version = ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
     sizes = [
         parse_count(p)
-        for p in (("1G" if use_cuda else "1M") if args.params == "auto" else args.params).split(",")
+        for p in (("500M" if use_cuda else "1M") if args.params == "auto" else args.params).split(",")
     ]
     width_default = 4096 if use_cuda else 512
     batch = args.batch or (4096 if use_cuda else 64)
