@@ -276,7 +276,8 @@ def main(argv=None):
             configs[name] = spread(slowest.tolist())
         if "powersgd" in configs and "steps" in configs["powersgd"]:
             configs["powersgd"]["rank"] = args.powersgd_rank
-        del runs, data
+        # Free this size's models before the next size is made (the loop names hold the last one).
+        runs = data = model = ddp = optimizer = None
         if use_cuda:
             torch.cuda.empty_cache()
         line = {
