@@ -216,7 +216,7 @@ def test_stepcost_alone(torch_nodes, tmp_path):
     took = time.monotonic() - start
     print(f"[bench] bench.yml --tags stepcost rc={result.rc} in {took:.0f} s")
     assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-4000:]}"
-    assert took < 300
+    assert took < 420  # 180 s seen with the 2 cores shared by 7 sessions (load 17); ~40 s alone
     out = " ".join(result.stdout.split())
     assert "torch_allreduce.py" not in out and "all_reduce_perf" not in out
     [run] = sorted((results_dir / "bench").iterdir())
@@ -231,9 +231,9 @@ def test_stepcost_alone(torch_nodes, tmp_path):
     assert "## What communication costs a DDP step" in md
     assert "### DDP step on the group (3 nodes, 3 ranks)" in md
     assert (run / "stepcost_group.png").read_bytes().startswith(PNG_MAGIC)
-    assert re.search(r"'node1: N/A - DDP step multi_node 1.05M \(3 ranks\): comm \d+% of [0-9.]+ ms", out), (
-        out[-3000:]
-    )
+    assert re.search(
+        r"'node1: N/A - .*; DDP step multi_node 1.05M \(3 ranks\): comm \d+% of [0-9.]+ ms", out
+    ), out[-3000:]
 
     # The program itself, one process on one node: no gradient all-reduce, and it says so.
     direct = testbed.ssh(
