@@ -11,6 +11,9 @@
 #   launch    launch.yml, waited: Example 2 with NCCL on the GPUs
 #   jobs      a detached Example 2 (long loop) on the GPUs: jobs.yml status while it runs, logs,
 #             stop, list; then no process of it may be left
+#   stepcost  the DDP step benchmark (issue 16) on every GPU, two model sizes (200M, 1G): by hand
+#             with torchrun (JSON lines in $OUT), then bench.yml --tags stepcost (report, chart),
+#             each healthy and with NCCL_P2P_DISABLE=1 (traffic through host memory)
 #   results   pack results/ into $OUT/results.tgz
 set -o nounset -o pipefail
 # shellcheck source=tests/gpu/env.sh
@@ -60,6 +63,32 @@ for step in "$@"; do
       sed -n '/Show the runs/,/PLAY RECAP/p' "$OUT/jobs-list.log" | grep -v RECAP
       echo "== processes of ddp_multinode.py left: $(pgrep -fc ddp_multinode.py || true)"
       echo "== GPU compute processes left: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -c . || true)"
+      ;;
+    stepcost)
+      gpus=$(nvidia-smi -L | grep -c '^GPU')
+      sizes='["200M", "1G"]'
+      for case in healthy p2p-off; do
+        p2p=(); [ "$case" = p2p-off ] && p2p=(env NCCL_P2P_DISABLE=1)
+        start=$SECONDS
+        "${p2p[@]}" timeout 600 python3 -m torch.distributed.run --standalone --nproc-per-node "$gpus" files/bench/ddp_step.py \
+          --params 200M,1G --out "$OUT/stepcost-$case.jsonl" >"$OUT/stepcost-$case-torchrun.log" 2>&1
+        echo "== stepcost $case by hand ($gpus GPUs): rc=$? in $((SECONDS - start)) s"
+        env=''; [ "$case" = p2p-off ] && env=', "bench_env": {"NCCL_P2P_DISABLE": "1"}'
+        play "stepcost-$case" bench.yml --tags stepcost -e bench_fail_on_fail=false \
+          -e "{\"bench_stepcost_params\": $sizes$env}"
+        grep -o "DDP step single_node [^;']*" "$OUT/stepcost-$case.log" | head -4
+      done
+      python3 - "$OUT" <<'PY'
+import json, pathlib, sys
+sys.path.insert(0, "plugins/module_utils")
+from wireup import stepcost
+for path in sorted(pathlib.Path(sys.argv[1]).glob("stepcost-*.jsonl")):
+    for line in path.read_text().splitlines():
+        fig = stepcost.figure(json.loads(line))
+        hooks = ", ".join(f"{h} {e['step_ms']:.1f} ms" for h, e in fig["hooks"].items() if e.get("step_ms"))
+        print(f"== {path.stem} {stepcost.human_count(fig['params'])}: compute {fig['compute_ms']:.1f} ms; {hooks}")
+        print(f"   {fig['sentence']}")
+PY
       ;;
     results) tar -czf "$OUT/results.tgz" results && echo "== results packed" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
