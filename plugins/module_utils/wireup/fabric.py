@@ -390,7 +390,8 @@ def gpu_nic_closeness(topo, nic_facts=None):
     rows = []
     out = []
     for gpu in topo.get("gpus", []):
-        links = topo["matrix"].get(gpu["name"], {})
+        # parse_topo_matrix names rows GPU0...; build_topology's gpus carry the model as name.
+        links = topo.get("matrix", {}).get(f"GPU{gpu['index']}", {})
         classes = {n: links.get(n) for n in usable if links.get(n)}
         if not classes:
             rows.append({"gpu": gpu["index"], "nics": [], "class": None, "close": False})
