@@ -96,7 +96,7 @@ def test_many_nodes_rounds_do_not_grow_with_n():
 def test_bad_inputs_are_errors_naming_the_variable():
     assert "bench_fabric_pass_ratio" in pairwise.plan(N4, pass_ratio=1.5)["errors"][0]
     bad = pairwise.plan(N4, [{"round": 1, "pair": ["n1", "zz"], "busbw": 1.0}])
-    assert "outside the reachable nodes" in bad["errors"][0]
+    assert "outside the nodes" in bad["errors"][0]
 
 
 @pytest.mark.parametrize("noise", [0.55, 0.6])
@@ -111,3 +111,18 @@ def test_a_noisy_pair_is_cleared_on_retest(noise):
     results += [{"round": 2, "pair": pr, "busbw": 1.0} for pr in p["next_pairs"]]
     p = pairwise.plan(N4, results)
     assert p["done"] and p["bad"] == [] and p["good"] == N4
+
+
+def test_expectation_per_pair_and_a_node_lost_after_its_round():
+    results = [
+        {"round": 1, "pair": ["n1", "n2"], "busbw": 40.0},
+        {"round": 1, "pair": ["n3", "n4"], "busbw": None, "error": "timed out after 120 s"},
+    ]
+    expected = {"n1+n2": 42.0, "n3+n4": 42.0}
+    p = pairwise.plan(N4, results, expected_gbs=expected, unreachable=["n4"])
+    assert p["errors"] == [] and p["pairs"][0]["reference_gbs"] == 42.0
+    assert p["nodes"]["n4"]["state"] == "unreachable"
+    assert p["next_pairs"] == [["n1", "n3"]]
+    results.append({"round": 2, "pair": ["n1", "n3"], "busbw": 41.0})
+    p = pairwise.plan(N4, results, expected_gbs=expected | {"n1+n3": 42.0}, unreachable=["n4"])
+    assert p["done"] and p["bad"] == [] and p["good"] == ["n1", "n2", "n3"]

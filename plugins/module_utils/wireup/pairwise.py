@@ -32,11 +32,13 @@ def first_round(nodes):
     return [[names[i], names[i + 1]] for i in range(0, len(names) - 1, 2)]
 
 
-def _key(pair):
+def pair_key(pair):
     return "+".join(sorted(pair))
 
 
 def _reference(results, expected_gbs):
+    if isinstance(expected_gbs, dict):
+        return None, "expected"
     if expected_gbs:
         return float(expected_gbs), "expected"
     first = [
@@ -62,6 +64,8 @@ def plan(nodes, results=(), *, expected_gbs=None, pass_ratio=0.7, unreachable=()
     """Decide the next round and every node's state from the results so far.
 
     nodes: inventory names; results: [{round, pair: [a, b], busbw (GB/s) or None, error: str}];
+    expected_gbs: one figure for every pair, or {"a+b": figure} per pair (sorted names joined by
+    "+"; a pair without one passes on a figure alone), or None for the first round's median;
     unreachable: names Ansible could not reach (left out). Returns {round (the next round's
     number), next_pairs ([] when done), done, reference_gbs, reference_kind ('expected', 'median'
     or 'none'), pairs [{pair, round, busbw, ratio, verdict, error}], nodes {name: {state,
@@ -74,28 +78,32 @@ def plan(nodes, results=(), *, expected_gbs=None, pass_ratio=0.7, unreachable=()
     errors = []
     for r in results:
         pair = r.get("pair") or []
-        if len(pair) != 2 or any(p not in live for p in pair):
-            errors.append(f"pair result {pair!r} names a node outside the reachable nodes {live}")
+        if len(pair) != 2 or any(p not in nodes for p in pair):
+            errors.append(f"pair result {pair!r} names a node outside the nodes {sorted(nodes)}")
     if errors:
         return {"errors": errors}
     reference, kind = _reference(results, expected_gbs)
     judged = []
     for r in results:
-        verdict = judge_pair(r, reference, pass_ratio)
+        ref = reference
+        if isinstance(expected_gbs, dict):
+            ref = expected_gbs.get(pair_key(r["pair"]))
+            ref = float(ref) if ref else None
+        verdict = judge_pair(r, ref, pass_ratio)
         judged.append(
             {
                 "pair": sorted(r["pair"]),
                 "round": r.get("round"),
                 "busbw": r.get("busbw"),
-                "ratio": round(r["busbw"] / reference, 3)
-                if reference and r.get("busbw") is not None
-                else None,
+                "reference_gbs": round(ref, 3) if ref else None,
+                "ratio": round(r["busbw"] / ref, 3) if ref and r.get("busbw") is not None else None,
                 "verdict": verdict,
                 "error": r.get("error") or "",
             }
         )
     good = sorted({n for j in judged if j["verdict"] == "PASS" for n in j["pair"]})
     tested = {n for j in judged for n in j["pair"]}
+    good = [n for n in good if n in live]
     state = {}
     for n in live:
         mine = [j for j in judged if n in j["pair"]]
