@@ -60,7 +60,7 @@ options:
     type: path
     default: ""
   run_id:
-    description: The bench run id.
+    description: The fabric run id; empty takes a new one (UTC time), returned in record.run_id.
     type: str
     default: ""
   tolerance:
@@ -189,8 +189,9 @@ def main():
         module.fail_json(msg="; ".join(plan["errors"]), plan=plan)
     out = {"changed": False, "plan": plan}
     if p["store"]:
-        if not p["results_dir"] or not p["run_id"]:
-            module.fail_json(msg="store needs results_dir and run_id")
+        if not p["results_dir"]:
+            module.fail_json(msg="store needs results_dir (wireup_results_dir)")
+        p["run_id"] = p["run_id"] or results.new_run_id()
         fabric_dir = os.path.join(p["results_dir"], "fabric")
         record = fabricrun.build_record(p["run_id"], plan, p["nics"])
         record["findings"] += fabricrun.compare(record, _previous(fabric_dir, p["run_id"]), p["tolerance"])
