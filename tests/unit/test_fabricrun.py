@@ -153,3 +153,34 @@ def test_node_findings_closeness_and_mismatch():
     codes = [f["code"] for f in out]
     assert "gpu_without_close_nic" in codes and "nic_rate_low" in codes and "fabric_rate_mismatch" in codes
     assert all(f["nodes"] for f in out)
+
+
+def test_latest_verdicts_and_the_launch_filter(tmp_path):
+    import importlib.util
+
+    root = tmp_path / "results"
+    for run_id, verdicts in (("20261201T010000Z", {"n3": "FAIL"}), ("20261201T020000Z", {"n3": "PASS"})):
+        (root / "fabric" / run_id).mkdir(parents=True)
+        rec = {
+            "run_id": run_id,
+            "verdicts": verdicts,
+            "nodes": {"n3": {"evidence": ["round 1 with n4: slow"]}},
+        }
+        (root / "fabric" / run_id / "fabric.json").write_text(json.dumps(rec))
+    (root / "bench" / "20261201T030000Z").mkdir(parents=True)
+    (root / "bench" / "20261201T030000Z" / "n1.json").write_text(
+        json.dumps({"verdict": "FAIL", "findings": [{"severity": "critical", "message": "NVLink down"}]})
+    )
+    bench, record = fabricrun.latest_verdicts(str(root), ["n1", "n3"])
+    assert bench == {"n1": {"verdict": "FAIL", "run_id": "20261201T030000Z", "reason": "NVLink down"}}
+    assert record["run_id"] == "20261201T020000Z"  # the newest fabric run, where n3 passed
+    spec = importlib.util.spec_from_file_location(
+        "wireup_fabric_filter",
+        pathlib.Path(__file__).resolve().parents[2] / "plugins/filter/wireup_fabric.py",
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    refuse = mod.FilterModule().filters()["wireup_launch_refusals"]
+    assert refuse(["n1", "n3"], root) == {"n1": "bench run 20261201T030000Z FAILed on n1: NVLink down"}
+    # an empty store refuses nobody
+    assert refuse(["n1"], tmp_path / "none") == {}

@@ -299,3 +299,48 @@ def refusals(hosts, bench_verdicts=None, fabric_record=None):
             ev = "; ".join(rec.get("nodes", {}).get(host, {}).get("evidence", []))
             out[host] = f"fabric run {rec.get('run_id', '?')} named {host} bad: {ev}"
     return out
+
+
+def latest_verdicts(results_dir, hosts):
+    """(bench_verdicts, fabric_record) from the controller's store, for :func:`refusals`: each
+    host's record in its newest intra-node bench run (results/bench/<run>/<host>.json) and the
+    newest fabric run (results/fabric/<run>/fabric.json). Missing or unreadable files count as no
+    verdict (a node never benchmarked is not refused)."""
+    import json
+    import os
+
+    from . import results as store
+
+    bench = {}
+    runs = store.list_runs(results_dir)
+    for host in hosts:
+        for run_id in reversed(runs):
+            try:
+                record = store.read_host(results_dir, run_id, host)
+            except (OSError, ValueError):
+                continue
+            critical = [
+                f.get("message", "") for f in record.get("findings", []) if f.get("severity") == "critical"
+            ]
+            bench[host] = {
+                "verdict": record.get("verdict"),
+                "run_id": run_id,
+                "reason": "; ".join(critical[:3]),
+            }
+            break
+    fabric_dir = os.path.join(results_dir, "fabric")
+    record = None
+    try:
+        names = sorted(
+            (d for d in os.listdir(fabric_dir) if store.RUN_ID_RE.match(d)), key=store._run_sort_key
+        )
+    except OSError:
+        names = []
+    for name in reversed(names):
+        try:
+            with open(os.path.join(fabric_dir, name, "fabric.json"), encoding="utf-8") as fh:
+                record = json.load(fh)
+            break
+        except (OSError, ValueError):
+            continue
+    return bench, record
