@@ -11,6 +11,8 @@
 #   launch    launch.yml, waited: Example 2 with NCCL on the GPUs
 #   jobs      a detached Example 2 (long loop) on the GPUs: jobs.yml status while it runs, logs,
 #             stop, list; then no process of it may be left
+#   fabric    the fabric bench and launch Example 2 across two inventory hosts on this one machine
+#             (tests/gpu/fabric_two_hosts.py: ssh on loopback, one GPU each, distinct NCCL_HOSTID)
 #   results   pack results/ into $OUT/results.tgz
 set -o nounset -o pipefail
 # shellcheck source=tests/gpu/env.sh
@@ -61,6 +63,11 @@ for step in "$@"; do
       echo "== processes of ddp_multinode.py left: $(pgrep -fc ddp_multinode.py || true)"
       echo "== GPU compute processes left: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -c . || true)"
       ;;
+    fabric)
+      start=$SECONDS
+      python3 -m tests.gpu.fabric_two_hosts >"$OUT/fabric.txt" 2>&1
+      echo "== fabric: rc=$? in $((SECONDS - start)) s"
+      tail -n 40 "$OUT/fabric.txt" ;;
     results) tar -czf "$OUT/results.tgz" results && echo "== results packed" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac

@@ -184,3 +184,12 @@ def test_latest_verdicts_and_the_launch_filter(tmp_path):
     assert refuse(["n1", "n3"], root) == {"n1": "bench run 20261201T030000Z FAILed on n1: NVLink down"}
     # an empty store refuses nobody
     assert refuse(["n1"], tmp_path / "none") == {}
+
+
+def test_socket_expectation_follows_the_interface_nccl_named():
+    facts = nics("testbed_veth")  # host0 at 10000 Mb/s; NCCL's log names lo (no speed): 10 Gb/s
+    r = fabricrun.pair_result(1, ["a", "b"], twohost(1.0), OK, nics={"a": facts, "b": facts})
+    assert r["expected"]["network_gbs"] == 1.25
+    ib = nics("ndr8_healthy")  # eno1 25G listed; lo is not an interface the facts keep: unchanged
+    assert fabric.on_interface(ib, "eno1")["rail_gbps"] == 25.0
+    assert fabric.on_interface(ib, "nope") is ib

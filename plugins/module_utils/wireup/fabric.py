@@ -316,6 +316,23 @@ def usable_network(facts):
     return {"transport": None, "rails": 0, "rail_gbps": None, "devices": []}
 
 
+def on_interface(facts, ifname):
+    """The facts with the socket rail set to interface ``ifname`` (the one NCCL says it used):
+    its speed, or NCCL's 10 Gb/s default when sysfs has none. Unknown interface: facts unchanged."""
+    iface = next((i for i in facts.get("interfaces", []) if i["name"] == ifname), None)
+    if iface is None:
+        return facts
+    speed = iface.get("speed_mbps")
+    return dict(
+        facts,
+        transport="socket",
+        rails=1,
+        rail_gbps=speed / 1000.0 if speed else SOCKET_DEFAULT_GBPS,
+        devices=[ifname],
+        speed_assumed=not speed,
+    )
+
+
 def node_findings(facts):
     """Findings about one node's NICs (see roles/gpu_topology/README.md, "Network facts")."""
     out = []

@@ -83,8 +83,15 @@ def pair_result(round_no, pair, logs, launch, *, nics=None, gpus_per_node=None, 
         gdr = next((t["gdrdma"] for t in transports.values() if t.get("gdrdma") is not None), None)
         ranks = min((gpus_per_node or {}).get(h) or 1 for h in pair)
         intra = [v for h, v in (intra_node_gbs or {}).items() if h in pair and v and ranks > 1]
+        facts = {h: nics[h] for h in pair}
+        if used == "socket":
+            # The expectation follows the interface NCCL used, where its log names one.
+            facts = {
+                h: fabric.on_interface(f, (transports.get(h, {}).get("socket_interfaces") or [None])[0])
+                for h, f in facts.items()
+            }
         expected = fabric.expected_busbw(
-            {h: nics[h] for h in pair},
+            facts,
             ranks,
             intra_node_gbs=min(intra) if intra else None,
             transport=used if used in ("ib", "socket") else None,
