@@ -90,14 +90,17 @@ def main() -> int:
     cluster = {"n1": "10.250.0.2", "n2": "10.250.0.3"}
     count = gpus()
     devices = {"n1": "0", "n2": "1" if count >= 2 else "0"}
-    log(f"{count} GPU(s); hosts {names}, GPUs {devices}, cluster addresses {cluster} on {DUMMY}")
-    subprocess.run(["ip", "link", "add", DUMMY, "type", "dummy"], check=True)
+    log(f"{count} GPU(s); hosts {names}, GPUs {devices}, cluster addresses {cluster}")
+    # A kernel without the dummy driver: the cluster addresses go on lo (the interface NCCL then
+    # names is lo; the address is not a loopback one, which is what preflight checks).
+    made = subprocess.run(["ip", "link", "add", DUMMY, "type", "dummy"], check=False).returncode == 0
+    iface = DUMMY if made else "lo"
     failures = []
     sshd = None
     try:
         for addr in cluster.values():
-            subprocess.run(["ip", "addr", "add", f"{addr}/24", "dev", DUMMY], check=True)
-        subprocess.run(["ip", "link", "set", DUMMY, "up"], check=True)
+            subprocess.run(["ip", "addr", "add", f"{addr}/{24 if made else 32}", "dev", iface], check=True)
+        subprocess.run(["ip", "link", "set", iface, "up"], check=True)
         sshd = start_sshd(work, list(ssh_addr.values()))
         inv_path = write_inventory(work, names, ssh_addr)
         inv = yaml.safe_load(inv_path.read_text())
@@ -105,7 +108,7 @@ def main() -> int:
             base = f"/opt/wireup-fabric/{name}"
             host.update(
                 wireup_address=cluster[name],
-                wireup_interface=DUMMY,
+                wireup_interface=iface,
                 wireup_base_dir=base,
                 wireup_venv_path=f"{base}/venv",
                 pytorch_venv_fact_dir=f"{base}/facts",
@@ -187,7 +190,11 @@ def main() -> int:
         if sshd is not None:
             sshd.terminate()  # our own sshd, by its PID
             sshd.wait(timeout=10)
-        subprocess.run(["ip", "link", "del", DUMMY], check=False)
+        if made:
+            subprocess.run(["ip", "link", "del", DUMMY], check=False)
+        else:
+            for addr in cluster.values():
+                subprocess.run(["ip", "addr", "del", f"{addr}/32", "dev", "lo"], check=False)
         for path in work.glob("*.log"):
             shutil.copy(path, out)
     print("fabric two hosts: " + ("OK" if not failures else "FAILED: " + "; ".join(failures)))
