@@ -190,11 +190,8 @@ def build_record(run_id, judged, nics):
         "unreachable": judged.get("unreachable", []),
         "rounds": max([p.get("round") or 0 for p in judged.get("pairs", [])] or [0]),
         "findings": judged.get("findings", []),
-        "nics": {
-            h: {k: f.get(k) for k in ("transport", "rails", "rail_gbps", "devices")}
-            for h, f in (nics or {}).items()
-            if f
-        },
+        # Each node's NIC facts as gpu_topology_nics gave them (ports, interfaces, peermem, IOMMU).
+        "nics": {h: f for h, f in (nics or {}).items() if f},
     }
 
 
