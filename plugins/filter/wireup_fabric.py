@@ -10,8 +10,9 @@ DOCUMENTATION = """
 name: wireup_fabric
 short_description: launch.yml's refusal of nodes that FAILed their latest bench
 description:
-  - wireup_launch_refusals (hosts, results_dir -> {host: reason}) for each host whose newest intra-node
-    bench record or newest fabric run says FAIL (fabricrun.refusals over fabricrun.latest_verdicts).
+  - "wireup_launch_refusals: hosts and results_dir in, a mapping host -> reason out, for each host whose
+    newest intra-node bench record or newest fabric run says FAIL (fabricrun.refusals over
+    fabricrun.latest_verdicts)."
 """
 
 import pathlib
