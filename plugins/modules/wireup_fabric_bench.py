@@ -201,8 +201,12 @@ def main():
             os.makedirs(run_dir, exist_ok=True)
             with open(paths["json"], "w", encoding="utf-8") as fh:
                 json.dump(record, fh, indent=2, sort_keys=True)
+            text = fabricrun.markdown(record)
+            if fabricrun.plot(record, os.path.join(run_dir, "fabric.png")):
+                paths["png"] = os.path.join(run_dir, "fabric.png")
+                text += "\n![pair busbw against the reference](fabric.png)\n"
             with open(paths["md"], "w", encoding="utf-8") as fh:
-                fh.write(fabricrun.markdown(record))
+                fh.write(text)
             out["changed"] = True
         out["report"] = paths
         out["record"] = record

@@ -88,7 +88,7 @@ def gloo_round(speeds, pairs, round_no):
     return out
 
 
-def test_judge_names_the_slow_node_and_the_record_and_report_say_so():
+def test_judge_names_the_slow_node_and_the_record_and_report_say_so(tmp_path):
     nodes = ["n1", "n2", "n3", "n4"]
     speeds = {"n1": 0.40, "n2": 0.42, "n3": 0.02, "n4": 0.41}
     veth = {n: nics("testbed_veth") for n in nodes}
@@ -106,6 +106,9 @@ def test_judge_names_the_slow_node_and_the_record_and_report_say_so():
     md = fabricrun.markdown(rec)
     assert "| 1 | n3 + n4 | 0.02 |" in md and "FAIL **<-**" in md
     assert "| n3 | FAIL | round 1 with n4" in md
+    png = tmp_path / "fabric.png"
+    assert fabricrun.plot(rec, str(png)) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert fabricrun.plot({"pairs": []}, str(tmp_path / "none.png")) is False
     # launch refuses n3 only
     assert list(fabricrun.refusals(nodes, {}, rec)) == ["n3"]
     assert "fabric run 20261201T040000Z named n3 bad" in fabricrun.refusals(["n3"], {}, rec)["n3"]

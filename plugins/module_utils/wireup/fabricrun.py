@@ -348,3 +348,36 @@ def latest_verdicts(results_dir, hosts):
         except (OSError, ValueError):
             continue
     return bench, record
+
+
+def plot(record, path):
+    """Bar chart of the pairs' busbw (failing pairs red, marked), each pair's reference as a line.
+    Returns False when there is nothing to plot or matplotlib is missing (the report says so)."""
+    from .report import _pyplot
+
+    pairs = [p for p in record.get("pairs", []) if p.get("busbw") is not None or p.get("error")]
+    plt = _pyplot() if pairs else None
+    if plt is None:
+        return False
+    labels = [f"r{p['round']} {'+'.join(p['pair'])}" for p in pairs]
+    values = [p.get("busbw") or 0.0 for p in pairs]
+    refs = [p.get("reference_gbs") or record.get("reference_gbs") for p in pairs]
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(pairs) + 2), 4), dpi=100)
+    colors = ["tab:red" if p["verdict"] == "FAIL" else "tab:green" for p in pairs]
+    bars = ax.bar(range(len(pairs)), values, color=colors)
+    for i, ref in enumerate(refs):
+        if ref:
+            ax.hlines(ref, i - 0.45, i + 0.45, colors="black", linestyles="dashed")
+    for bar, p in zip(bars, pairs, strict=True):
+        if p["verdict"] == "FAIL":
+            ax.annotate(
+                "FAIL", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom"
+            )
+    ax.set_xticks(range(len(pairs)), labels, rotation=30, ha="right")
+    ax.set_ylabel("all-reduce busbw (GB/s)")
+    kind = "expected" if record.get("reference_kind") == "expected" else "median of round 1"
+    ax.set_title(f"Fabric pairs, run {record.get('run_id')} (dashed: reference, {kind})")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
