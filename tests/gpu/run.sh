@@ -46,9 +46,10 @@ for step in "$@"; do
     minbw)
       play minbw bench.yml -e bench_torch=false -e '{"bench_env": {"NCCL_TESTS_MIN_BW": "100000"}}'
       grep -E "FAIL|N/A" "$OUT/minbw.log" | tail -8 ;;
-    launch) play launch launch.yml -e torchrun_launch_wait=true ;;
+    # The degraded and minbw steps leave a FAIL verdict on purpose: launch.yml would refuse the node.
+    launch) play launch launch.yml -e torchrun_launch_wait=true -e wireup_launch_refuse_failed=false ;;
     jobs)
-      job=(-e torchrun_launch_job=gpu-detached)
+      job=(-e torchrun_launch_job=gpu-detached -e wireup_launch_refuse_failed=false)
       play jobs-start launch.yml "${job[@]}" -e '{"torchrun_launch_args": ["--steps", "1000000", "--sleep", "0.01"]}'
       sed -n '/Say how to follow/,/PLAY RECAP/p' "$OUT/jobs-start.log" | head -n 20
       sleep 30
