@@ -14,6 +14,8 @@
 #   stepcost  the DDP step benchmark (issue 16) on every GPU, two model sizes (200M, 1G): by hand
 #             with torchrun (JSON lines in $OUT), then bench.yml --tags stepcost (report, chart),
 #             each healthy and with NCCL_P2P_DISABLE=1 (traffic through host memory)
+#   fabric    the fabric bench and launch Example 2 across two inventory hosts on this one machine
+#             (tests/gpu/fabric_two_hosts.py: ssh on loopback, one GPU each, distinct NCCL_HOSTID)
 #   results   pack results/ into $OUT/results.tgz
 set -o nounset -o pipefail
 # shellcheck source=tests/gpu/env.sh
@@ -47,9 +49,10 @@ for step in "$@"; do
     minbw)
       play minbw bench.yml -e bench_torch=false -e '{"bench_env": {"NCCL_TESTS_MIN_BW": "100000"}}'
       grep -E "FAIL|N/A" "$OUT/minbw.log" | tail -8 ;;
-    launch) play launch launch.yml -e torchrun_launch_wait=true ;;
+    # The degraded and minbw steps leave a FAIL verdict on purpose: launch.yml would refuse the node.
+    launch) play launch launch.yml -e torchrun_launch_wait=true -e wireup_launch_refuse_failed=false ;;
     jobs)
-      job=(-e torchrun_launch_job=gpu-detached)
+      job=(-e torchrun_launch_job=gpu-detached -e wireup_launch_refuse_failed=false)
       play jobs-start launch.yml "${job[@]}" -e '{"torchrun_launch_args": ["--steps", "1000000", "--sleep", "0.01"]}'
       sed -n '/Say how to follow/,/PLAY RECAP/p' "$OUT/jobs-start.log" | head -n 20
       sleep 30
@@ -90,6 +93,11 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("stepcost-*.jsonl")):
         print(f"   {fig['sentence']}")
 PY
       ;;
+    fabric)
+      start=$SECONDS
+      python3 -m tests.gpu.fabric_two_hosts >"$OUT/fabric.txt" 2>&1
+      echo "== fabric: rc=$? in $((SECONDS - start)) s"
+      tail -n 40 "$OUT/fabric.txt" ;;
     results) tar -czf "$OUT/results.tgz" results && echo "== results packed" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
