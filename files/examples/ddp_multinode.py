@@ -3,7 +3,7 @@
 
 Launch it on every node with the script wireup renders (ansible-playbook launch.yml), or by hand:
     torchrun --nnodes=N --nproc_per_node=P --rdzv_backend=c10d --rdzv_endpoint=MASTER:29500 \
-        --rdzv_id=demo ddp_multinode.py --steps 20
+        --rdzv_id=demo ddp_multinode.py --steps 20 [--comm-hook {none,fp16,bf16,powersgd}]
 NCCL is used when CUDA is available (each process takes the GPU of its local rank), gloo otherwise.
 A small model trains for a few steps on synthetic data from a fixed seed; every rank prints its loss
 with its rank, the world size and its host, and at the end checks that all replicas hold the same
@@ -27,6 +27,26 @@ def say(line: str) -> None:
     os.write(sys.stdout.fileno(), (line + "\n").encode())
 
 
+COMM_HOOKS = ("none", "fp16", "bf16", "powersgd")
+
+
+def register_comm_hook(ddp, name: str) -> None:
+    """Register the --comm-hook on the DDP model: fp16/bf16 compress each gradient bucket for the
+    all-reduce, powersgd sends a rank-1 approximation (from the second step on); none keeps DDP's
+    own all-reduce. What each costs or saves on your wiring: bench.yml --tags stepcost."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+    if name == "fp16":
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif name == "bf16":
+        ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
+    elif name == "powersgd":
+        state = powerSGD_hook.PowerSGDState(
+            process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2
+        )
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+
+
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20, help="training steps (default 20)")
@@ -34,6 +54,12 @@ def parse_args():
     parser.add_argument("--seed", type=int, default=1234, help="seed of the model and the data")
     parser.add_argument(
         "--backend", choices=["auto", "nccl", "gloo"], default="auto", help="auto: nccl with CUDA, else gloo"
+    )
+    parser.add_argument(
+        "--comm-hook",
+        choices=COMM_HOOKS,
+        default="none",
+        help="DDP comm hook: none (default), fp16 or bf16 compression (bf16 needs NCCL), powersgd",
     )
     parser.add_argument(
         "--sleep",
@@ -56,6 +82,10 @@ def main():
 
     use_cuda = torch.cuda.is_available() and args.backend != "gloo"
     backend = args.backend if args.backend != "auto" else ("nccl" if use_cuda else "gloo")
+    if args.comm_hook == "bf16" and backend != "nccl":
+        sys.exit(
+            "ddp_multinode.py: --comm-hook bf16 needs NCCL (GPUs): gloo has no bfloat16 all-reduce; use fp16"
+        )
     if use_cuda:
         if local_rank >= torch.cuda.device_count():
             gpus = torch.cuda.device_count()
@@ -69,6 +99,7 @@ def main():
     torch.manual_seed(args.seed)  # the same initial weights on every rank
     model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).to(device)
     ddp = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
+    register_comm_hook(ddp, args.comm_hook)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
     loss_fn = nn.MSELoss()
     data = torch.Generator().manual_seed(args.seed + rank)  # each rank its own shard of the data
@@ -100,7 +131,8 @@ def main():
     in_sync = torch.allclose(lo, hi, rtol=0, atol=1e-9)
     say(
         f"rank {rank}/{world} host {host} done: final loss {loss.item():.6f}, "
-        f"{args.steps} steps in {time.time() - started:.2f} s, replicas in sync: {in_sync}"
+        f"{args.steps} steps in {time.time() - started:.2f} s, comm hook {args.comm_hook}, "
+        f"replicas in sync: {in_sync}"
     )
     if not in_sync:
         say(f"rank {rank}: replicas differ after training ({lo.item()} vs {hi.item()})")

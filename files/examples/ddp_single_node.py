@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Example 1: single-node DDP with torch.multiprocessing.spawn (no torchrun needed).
 
-    python ddp_single_node.py [--nproc N] [--steps 20]
+    python ddp_single_node.py [--nproc N] [--steps 20] [--comm-hook {none,fp16,bf16,powersgd}]
 One process per GPU (NCCL) when CUDA is available, else --nproc CPU processes (gloo, default 2).
 A small model trains for a few steps on synthetic data from a fixed seed; every rank prints its loss
 with its rank, the world size and its host. Through wireup: ansible-playbook launch.yml
@@ -27,6 +27,26 @@ def say(line: str) -> None:
     os.write(sys.stdout.fileno(), (line + "\n").encode())
 
 
+COMM_HOOKS = ("none", "fp16", "bf16", "powersgd")
+
+
+def register_comm_hook(ddp, name: str) -> None:
+    """Register the --comm-hook on the DDP model: fp16/bf16 compress each gradient bucket for the
+    all-reduce, powersgd sends a rank-1 approximation (from the second step on); none keeps DDP's
+    own all-reduce. What each costs or saves on your wiring: bench.yml --tags stepcost."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+    if name == "fp16":
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif name == "bf16":
+        ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
+    elif name == "powersgd":
+        state = powerSGD_hook.PowerSGDState(
+            process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2
+        )
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+
+
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -37,6 +57,12 @@ def parse_args():
     parser.add_argument("--seed", type=int, default=1234, help="seed of the model and the data")
     parser.add_argument(
         "--backend", choices=["auto", "nccl", "gloo"], default="auto", help="auto: nccl with CUDA, else gloo"
+    )
+    parser.add_argument(
+        "--comm-hook",
+        choices=COMM_HOOKS,
+        default="none",
+        help="DDP comm hook: none (default), fp16 or bf16 compression (bf16 needs NCCL), powersgd",
     )
     return parser.parse_args()
 
@@ -63,6 +89,7 @@ def worker(rank: int, world: int, args, port: int) -> None:
     torch.manual_seed(args.seed)  # the same initial weights on every rank
     model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).to(device)
     ddp = DistributedDataParallel(model, device_ids=[rank] if use_cuda else None)
+    register_comm_hook(ddp, args.comm_hook)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
     loss_fn = nn.MSELoss()
     data = torch.Generator().manual_seed(args.seed + rank)
@@ -85,7 +112,7 @@ def worker(rank: int, world: int, args, port: int) -> None:
             )
     say(
         f"rank {rank}/{world} host {host} done: final loss {loss.item():.6f}, "
-        f"{args.steps} steps in {time.time() - started:.2f} s"
+        f"{args.steps} steps in {time.time() - started:.2f} s, comm hook {args.comm_hook}"
     )
     dist.barrier()  # leave together: no rank exits while a peer still talks to it
     # Done and written: leave without the process group's teardown, which races with the peers'
@@ -99,6 +126,9 @@ def main():
     args = parse_args()
     gpus = torch.cuda.device_count() if torch.cuda.is_available() and args.backend != "gloo" else 0
     world = args.nproc or gpus or 2
+    backend = args.backend if args.backend != "auto" else ("nccl" if gpus else "gloo")
+    if args.comm_hook == "bf16" and backend != "nccl":
+        sys.exit("ddp_single_node.py: --comm-hook bf16 needs NCCL (GPUs): gloo has no bfloat16 all-reduce")
     if gpus and world > gpus:
         sys.exit(f"ddp_single_node.py: --nproc {world} exceeds the {gpus} GPU(s) found")
     mp.spawn(worker, args=(world, args, free_port()), nprocs=world, join=True)

@@ -42,11 +42,17 @@ def bench_tuning(plan, runs, run_id, host, *, node, build=None):
     return bench.tuning(plan, runs, bench.origin_of(run_id, host, node, build))
 
 
-def bench_multi(group, play_hosts_all, play_hosts, hostvars, *, name, torch_on):
+def bench_multi(group, play_hosts_all, play_hosts, hostvars, *, name, torch_on, stepcost_on=False):
     """bench.multi_node's answer; each host's GPU presence is read from its wireup_node fact."""
     present = {h: ((hostvars[h].get("wireup_node") or {}).get("gpu") or {}).get("present") for h in group}
     return bench.multi_node(
-        group, play_hosts_all, play_hosts, name=name, torch_on=bool(torch_on), gpu_present=present
+        group,
+        play_hosts_all,
+        play_hosts,
+        name=name,
+        torch_on=bool(torch_on),
+        gpu_present=present,
+        stepcost_on=bool(stepcost_on),
     )
 
 

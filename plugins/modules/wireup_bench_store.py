@@ -139,7 +139,7 @@ failed_hosts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.wireup import report, results
+from ansible.module_utils.wireup import report, results, stepcost
 from ansible.module_utils.wireup.bench import NO_DATA
 
 
@@ -212,7 +212,7 @@ def main():
     for host, given in sorted((module.params["torch_logs"] or {}).items()):
         if host not in nodes:
             continue
-        logs = dict(given or {})
+        logs = {name: path for name, path in (given or {}).items() if not name.startswith("stepcost_")}
         if logs.get("multi_node"):
             multi[host] = _read(logs.pop("multi_node"))
         nodes[host]["torch"] = {name: _read(path) for name, path in logs.items() if path}
@@ -224,6 +224,19 @@ def main():
         owner = printed[0] if printed else sorted(multi)[0]
         for host in multi:
             nodes[host].setdefault("torch", {})["multi_node"] = multi[owner]
+    # The DDP step benchmark's logs (stepcost_single_node, stepcost_multi_node; issue 16).
+    steps = {
+        host: {
+            name[9:]: _read(path)
+            for name, path in (given or {}).items()
+            if name.startswith("stepcost_") and path
+        }
+        for host, given in (module.params["torch_logs"] or {}).items()
+        if host in nodes
+    }
+    for host, texts in stepcost.spread_logs(steps).items():
+        if texts:
+            nodes[host]["stepcost"] = texts
     try:
         run_id, run_dir, records = results.store_run(
             module.params["results_dir"], module.params["run_id"], nodes

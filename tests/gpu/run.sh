@@ -11,6 +11,11 @@
 #   launch    launch.yml, waited: Example 2 with NCCL on the GPUs
 #   jobs      a detached Example 2 (long loop) on the GPUs: jobs.yml status while it runs, logs,
 #             stop, list; then no process of it may be left
+#   stepcost  the DDP step benchmark (issue 16) on every GPU, two model sizes (200M, 1G): by hand
+#             with torchrun (JSON lines in $OUT), then bench.yml --tags stepcost (report, chart),
+#             each healthy and with NCCL_P2P_DISABLE=1 (traffic through host memory)
+#   fabric    the fabric bench and launch Example 2 across two inventory hosts on this one machine
+#             (tests/gpu/fabric_two_hosts.py: ssh on loopback, one GPU each, distinct NCCL_HOSTID)
 #   results   pack results/ into $OUT/results.tgz
 set -o nounset -o pipefail
 # shellcheck source=tests/gpu/env.sh
@@ -44,9 +49,10 @@ for step in "$@"; do
     minbw)
       play minbw bench.yml -e bench_torch=false -e '{"bench_env": {"NCCL_TESTS_MIN_BW": "100000"}}'
       grep -E "FAIL|N/A" "$OUT/minbw.log" | tail -8 ;;
-    launch) play launch launch.yml -e torchrun_launch_wait=true ;;
+    # The degraded and minbw steps leave a FAIL verdict on purpose: launch.yml would refuse the node.
+    launch) play launch launch.yml -e torchrun_launch_wait=true -e wireup_launch_refuse_failed=false ;;
     jobs)
-      job=(-e torchrun_launch_job=gpu-detached)
+      job=(-e torchrun_launch_job=gpu-detached -e wireup_launch_refuse_failed=false)
       play jobs-start launch.yml "${job[@]}" -e '{"torchrun_launch_args": ["--steps", "1000000", "--sleep", "0.01"]}'
       sed -n '/Say how to follow/,/PLAY RECAP/p' "$OUT/jobs-start.log" | head -n 20
       sleep 30
@@ -61,6 +67,37 @@ for step in "$@"; do
       echo "== processes of ddp_multinode.py left: $(pgrep -fc ddp_multinode.py || true)"
       echo "== GPU compute processes left: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -c . || true)"
       ;;
+    stepcost)
+      gpus=$(nvidia-smi -L | grep -c '^GPU')
+      sizes='["200M", "1G"]'
+      for case in healthy p2p-off; do
+        p2p=(); [ "$case" = p2p-off ] && p2p=(env NCCL_P2P_DISABLE=1)
+        start=$SECONDS
+        "${p2p[@]}" timeout 600 python3 -m torch.distributed.run --standalone --nproc-per-node "$gpus" files/bench/ddp_step.py \
+          --params 200M,1G --out "$OUT/stepcost-$case.jsonl" >"$OUT/stepcost-$case-torchrun.log" 2>&1
+        echo "== stepcost $case by hand ($gpus GPUs): rc=$? in $((SECONDS - start)) s"
+        env=''; [ "$case" = p2p-off ] && env=', "bench_env": {"NCCL_P2P_DISABLE": "1"}'
+        play "stepcost-$case" bench.yml --tags stepcost -e bench_fail_on_fail=false \
+          -e "{\"bench_stepcost_params\": $sizes$env}"
+        grep -o "DDP step single_node [^;']*" "$OUT/stepcost-$case.log" | head -4
+      done
+      python3 - "$OUT" <<'PY'
+import json, pathlib, sys
+sys.path.insert(0, "plugins/module_utils")
+from wireup import stepcost
+for path in sorted(pathlib.Path(sys.argv[1]).glob("stepcost-*.jsonl")):
+    for line in path.read_text().splitlines():
+        fig = stepcost.figure(json.loads(line))
+        hooks = ", ".join(f"{h} {e['step_ms']:.1f} ms" for h, e in fig["hooks"].items() if e.get("step_ms"))
+        print(f"== {path.stem} {stepcost.human_count(fig['params'])}: compute {fig['compute_ms']:.1f} ms; {hooks}")
+        print(f"   {fig['sentence']}")
+PY
+      ;;
+    fabric)
+      start=$SECONDS
+      python3 -m tests.gpu.fabric_two_hosts >"$OUT/fabric.txt" 2>&1
+      echo "== fabric: rc=$? in $((SECONDS - start)) s"
+      tail -n 40 "$OUT/fabric.txt" ;;
     results) tar -czf "$OUT/results.tgz" results && echo "== results packed" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac

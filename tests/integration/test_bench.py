@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from wireup import stepcost
+
 from .harness import run_playbook
 
 pytestmark = pytest.mark.integration
@@ -127,6 +129,12 @@ def _bench_twice(testbed, nodes, results_dir):
     assert env["seen"]["GLOO_SOCKET_IFNAME"] and env["seen"]["NCCL_SOCKET_IFNAME"]
     assert "NCCL_MIN_NCHANNELS" not in env["seen"]
 
+    # The DDP step benchmark ran across the group by default (gloo, the CPU size), and every node
+    # keeps the group's figure.
+    steps = [r["stepcost"]["multi_node"] for r in records.values()]
+    assert steps[0] == steps[1] == steps[2]
+    check_stepcost(steps[0], 3)
+
     # Reported: Markdown with the torch table, HTML with every plot inline, a valid PNG.
     md = (run / "report.md").read_text()
     assert "## torch.distributed all_reduce" in md
@@ -150,7 +158,9 @@ def _bench_twice(testbed, nodes, results_dir):
     # shows the comparison (PASS, or WARN when the shared CPUs made gloo more than
     # bench_baseline_tolerance slower).
     before = {p.name: p.read_bytes() for p in run.iterdir()}
-    again = _bench(testbed, results_dir, bench_use_tuned_env=True)
+    # (Without the step benchmark this time: its history is tested in tests/unit/test_stepcost.py,
+    # and test_stepcost_alone runs it alone.)
+    again = _bench(testbed, results_dir, bench_use_tuned_env=True, bench_stepcost=False)
     assert again.rc == 0, again.failure_messages()
     runs = sorted((results_dir / "bench").iterdir())
     assert len(runs) == 2
@@ -167,6 +177,76 @@ def _bench_twice(testbed, nodes, results_dir):
             r"16M, [+-]\d+%\)'",
             again_out,
         ), again_out[-3000:]
+
+
+def check_stepcost(figures, world):
+    """Sane, internally consistent DDP step figures of a gloo group (issue 16)."""
+    [fig] = figures
+    assert fig["world_size"] == world and fig["backend"] == "gloo" and fig["precision"] == "fp32"
+    assert fig["params"] == 1050624 and fig["grad_bytes"] == 4 * fig["params"]  # 1M asked: 4 x 512x512+512
+    assert fig["hooks"]["bf16"] == {
+        "skipped": "bf16_compress needs NCCL (GPU): gloo has no bfloat16 all-reduce"
+    }
+    for hook in ("none", "fp16", "powersgd"):
+        entry = fig["hooks"][hook]
+        assert entry["step_ms"] > 0 and 0.0 <= entry["share"] <= 1.0
+        assert entry["exposed_ms"] >= 0
+        if not entry["clamped"]:
+            assert entry["exposed_ms"] == pytest.approx(entry["step_ms"] - fig["compute_ms"], abs=1e-3)
+        # Compute-only is not slower than the full step beyond the noise of a shared 2-core machine.
+        assert fig["compute_ms"] <= entry["step_ms"] * 1.25, (hook, fig)
+    assert fig["share"] == fig["hooks"]["none"]["share"]
+    assert fig["sentence"].startswith(("Communication is ", "The full DDP step")), fig["sentence"]
+    assert fig["verdict"] == "PASS"
+
+
+def test_stepcost_alone(torch_nodes, tmp_path):
+    """`--tags stepcost`: the DDP step benchmark alone across the 3 gloo nodes, stored, reported,
+    within a bounded time; then the program itself on one node, one process (no communication)."""
+    testbed = torch_nodes
+    results_dir = tmp_path / "results"
+    start = time.monotonic()
+    result = run_playbook(
+        "bench.yml",
+        testbed.inventory,
+        {"wireup_results_dir": str(results_dir), "bench_iterations": 5, "bench_warmup_iterations": 2},
+        tags=["stepcost"],
+        timeout=600,
+    )
+    took = time.monotonic() - start
+    print(f"[bench] bench.yml --tags stepcost rc={result.rc} in {took:.0f} s")
+    assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-4000:]}"
+    assert took < 420  # 180 s seen with the 2 cores shared by 7 sessions (load 17); ~40 s alone
+    out = " ".join(result.stdout.split())
+    assert "torch_allreduce.py" not in out and "all_reduce_perf" not in out
+    [run] = sorted((results_dir / "bench").iterdir())
+    records = _records(run)
+    assert sorted(records) == sorted(testbed.nodes)
+    for rec in records.values():
+        assert rec["torch"] == {} and rec["collectives"] == {}
+        check_stepcost(rec["stepcost"]["multi_node"], 3)
+        # A run of the step benchmark alone is no baseline for the bandwidth figures.
+        assert rec["verdict"] == "N/A"
+    md = (run / "report.md").read_text()
+    assert "## What communication costs a DDP step" in md
+    assert "### DDP step on the group (3 nodes, 3 ranks)" in md
+    assert (run / "stepcost_group.png").read_bytes().startswith(PNG_MAGIC)
+    assert re.search(
+        r"'node1: N/A - .*; DDP step multi_node 1.05M \(3 ranks\): comm \d+% of [0-9.]+ ms", out
+    ), out[-3000:]
+
+    # The program itself, one process on one node: no gradient all-reduce, and it says so.
+    direct = testbed.ssh(
+        "node1",
+        "cd /tmp && OMP_NUM_THREADS=1 timeout 120 /opt/wireup/venv/bin/torchrun --standalone "
+        "--nproc-per-node 1 /opt/wireup/bench/ddp_step.py --params 300K --warmup 3 --iters 3 "
+        "--hooks none,fp16",
+        timeout=150,
+    )
+    figures = [stepcost.figure(r) for r in stepcost.parse_log(direct.stdout)]
+    [fig] = figures
+    assert fig["world_size"] == 1 and fig["share"] == 0.0 and set(fig["hooks"]) == {"none", "fp16"}
+    assert fig["sentence"].startswith("One process: DDP has no gradient all-reduce")
 
 
 def test_bad_threshold_is_refused(testbed, tmp_path):

@@ -230,7 +230,7 @@ def test_python_fallback_thresholds_equal_the_role_defaults():
 def test_multi_node_runs_only_with_every_node_left():
     gpus = {"a": True, "b": False}
     ran = bench.multi_node(["b", "a"], ["a", "b"], ["a", "b"], name="g", torch_on=True, gpu_present=gpus)
-    assert ran == {"run": True, "skipped": "", "lost": [], "gpu": False}
+    assert ran == {"run": True, "skipped": "", "lost": [], "gpu": False, "stepcost": False}
     lost = bench.multi_node(["a", "b"], ["a", "b"], ["a"], name="g", torch_on=True, gpu_present=gpus)
     assert not lost["run"] and lost["lost"] == ["b"]
     assert lost["skipped"] == "not every node of g is left in this run (b unreachable or failed earlier)"
@@ -238,3 +238,39 @@ def test_multi_node_runs_only_with_every_node_left():
     assert limited["skipped"] == "not every node of g is left in this run (b left out by --limit)"
     off = bench.multi_node(["a", "b"], ["a"], ["a"], name="g", torch_on=False, gpu_present=gpus)
     assert off["skipped"] == "" and not off["run"]
+
+
+def test_stepcost_runs_on_gpu_nodes_alone_and_its_args():
+    plan = bench.plan(GPU_NODE, settings(), BUILD, "", "gpu-a01")
+    assert plan["stepcost_single"] and not plan["stepcost_only"]
+    args = plan["stepcost_args_gpu"]
+    assert args[:4] == [
+        "--params",
+        ",".join(DEFAULTS["bench_stepcost_params"]),
+        "--hooks",
+        "none,fp16,bf16,powersgd",
+    ]
+    assert args[args.index("--warmup") + 1] == str(max(DEFAULTS["bench_warmup_iterations"], 3))
+    assert "--backend" not in args
+    assert plan["stepcost_args_cpu"][-2:] == ["--backend", "gloo"]
+    cpu = bench.plan(CPU_NODE, settings(), None, "", "cpu-1")
+    assert not cpu["stepcost_single"] and cpu["stepcost"]
+    assert not bench.plan(GPU_NODE, settings(bench_stepcost=False), BUILD, "", "g")["stepcost_single"]
+
+
+def test_stepcost_tag_alone_needs_no_build_and_runs_no_collective():
+    plan = bench.plan(GPU_NODE, settings(stepcost_only=True), None, "", "gpu-a01")
+    assert plan["nccl_runs"] == [] and plan["compare"] == {} and not plan["torch_single"]
+    assert plan["stepcost_single"]
+
+
+def test_multi_node_stepcost_needs_every_node_too():
+    gpu = {"a": True, "b": True}
+    both = bench.multi_node(
+        ["a", "b"], ["a", "b"], ["a", "b"], name="g", torch_on=False, gpu_present=gpu, stepcost_on=True
+    )
+    assert both["stepcost"] and not both["run"]
+    lost = bench.multi_node(
+        ["a", "b"], ["a", "b"], ["a"], name="g", torch_on=True, gpu_present=gpu, stepcost_on=True
+    )
+    assert not lost["stepcost"] and not lost["run"] and "b unreachable" in lost["skipped"]

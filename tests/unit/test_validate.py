@@ -278,11 +278,23 @@ def test_inventory_errors_env_names_renamed_and_ansible_core():
         ("bench_pass_ratio", "high", "bench_pass_ratio='high' is not a number"),
         ("bench_torch_goal_ratio", 0, "must be above 0"),
         ("bench_nccl_tune_min_gain", -0.1, "must be a fraction from 0 to below 1"),
+        ("bench_stepcost_params", ["500M", "big"], "must be a list of parameter counts like 2M"),
+        ("bench_stepcost_cpu_params", [], "must be a list of parameter counts like 2M"),
+        ("bench_stepcost_hooks", [], "must name at least one hook"),
     ],
 )
 def test_bench_errors_name_the_variable(name, value, fragment):
     (error,) = validate.bench_errors({name: value})
     assert error.startswith(name) and fragment in error
+
+
+def test_bench_errors_accept_the_stepcost_defaults():
+    assert (
+        validate.bench_errors(
+            {"bench_stepcost_params": ["500M", "1.5G"], "bench_stepcost_cpu_params": ["1M"]}
+        )
+        == []
+    )
 
 
 def test_bench_errors_pass_over_the_roles_template_defaults():

@@ -45,6 +45,19 @@ def _torch_args(settings, max_bytes):
     return [*sizes, "--factor", str(settings["bench_torch_step_factor"]), *loops]
 
 
+def _stepcost_args(settings, params, gloo):
+    """files/bench/ddp_step.py's arguments (issue 16): sizes, hooks, warm-up (at least 3), steps."""
+    args = [
+        "--params",
+        ",".join(str(p) for p in params),
+        "--hooks",
+        ",".join(settings["bench_stepcost_hooks"]),
+    ]
+    args += ["--warmup", str(max(int(settings["bench_warmup_iterations"]), 3))]
+    args += ["--iters", str(settings["bench_iterations"])]
+    return [*args, "--backend", "gloo"] if gloo else args
+
+
 def plan(node, settings, build=None, tuned_text=None, host=""):
     """Every decision of the bench role on one node.
 
@@ -92,6 +105,13 @@ def plan(node, settings, build=None, tuned_text=None, host=""):
         "torch_single": bool(settings.get("bench_torch")) and present and count >= 2,
         "torch_args_gpu": _torch_args(settings, settings["bench_torch_max_bytes"]),
         "torch_args_cpu": _torch_args(settings, settings["bench_torch_cpu_max_bytes"]),
+        # The DDP step benchmark: each GPU node alone (1+ GPUs), and the group (torch_multi.yml).
+        "stepcost": bool(settings.get("bench_stepcost", False)),
+        "stepcost_single": bool(settings.get("bench_stepcost", False)) and present,
+        "stepcost_args_gpu": _stepcost_args(settings, settings.get("bench_stepcost_params") or [], False),
+        "stepcost_args_cpu": _stepcost_args(settings, settings.get("bench_stepcost_cpu_params") or [], True),
+        # `--tags stepcost` alone: the step benchmark only (no nccl-tests, no torch all-reduce).
+        "stepcost_only": bool(settings.get("stepcost_only", False)),
         "notes": notes,
         "skipped": "",
         # What the find task looks at after the plan: dpkg's file lists, the tuned env file, the
@@ -115,6 +135,9 @@ def plan(node, settings, build=None, tuned_text=None, host=""):
             f"bench: nccl-tests and the single-node torch benchmark skipped on {host}: no NVIDIA GPU "
             "found (PCI vendor 10de)"
         )
+        return out
+    if out["stepcost_only"]:
+        out["torch_single"] = False
         return out
     if not build:
         raise ValueError(
@@ -316,21 +339,23 @@ def node_results(facts):
     }
 
 
-def multi_node(group, play_hosts_all, play_hosts, *, name, torch_on, gpu_present):
+def multi_node(group, play_hosts_all, play_hosts, *, name, torch_on, gpu_present, stepcost_on=False):
     """The torch benchmark across all nodes: run it only when every node of the group is left in
     this run (a node lost earlier has no facts to plan it with) and the group has two or more.
 
     group: the node group's hosts, name: its name; gpu_present: {host: bool}. Returns {run,
     skipped (the reason, '' when it runs or is off), lost (hosts lost earlier in this run), gpu
-    (every node has a GPU: nccl, else gloo sizes)}."""
+    (every node has a GPU: nccl, else gloo sizes), stepcost (the DDP step benchmark across the
+    group runs: stepcost_on and the same conditions)}."""
     group, left = sorted(group), set(play_hosts)
     lost = sorted(set(play_hosts_all) - left)
     out = {"run": False, "skipped": "", "lost": lost, "gpu": all(gpu_present.get(h) for h in group)}
-    if not torch_on or len(group) < 2:
+    out["stepcost"] = False
+    if not (torch_on or stepcost_on) or len(group) < 2:
         return out
     missing = [h for h in group if h not in left]
     if not missing:
-        out["run"] = True
+        out["run"], out["stepcost"] = bool(torch_on), bool(stepcost_on)
         return out
     why = (
         f"{', '.join(lost)} unreachable or failed earlier"

@@ -18,7 +18,7 @@ import html
 import os
 import re
 
-from . import bandwidth, benchenv
+from . import bandwidth, benchenv, stepcost
 from .nccltests import best_busbw
 
 SEVERITY_ORDER = ("critical", "warning", "info")
@@ -81,6 +81,7 @@ def summary_line(record):
                 f"{_fmt(best_busbw(last), 3)} GB/s at {human_bytes(last.get('size'))}"
                 + (f" = {_pct(like.get('ratio'))} of nccl-tests" if like.get("ratio") is not None else "")
             )
+    parts += stepcost.summary(record)
     modes = sorted({(f.get("env") or {}).get("mode") for f in _figures(record)} - {None})
     if modes:
         parts.append("NCCL " + "+".join(modes))
@@ -460,6 +461,7 @@ def _sections(run_id, records, plots, plot_note):
         if plots.get(("torch", None)):
             out.append(("img", (plots[("torch", None)], "torch.distributed all_reduce busbw")))
 
+    out += stepcost_sections(records, plots)
     finding_rows = []
     for host, record in sorted(records.items()):
         for item in sorted(
@@ -662,6 +664,7 @@ def write_report(run_dir, run_id, records):
                 plots[("topology", host)] = name
         if _plot_torch(plt, records, os.path.join(run_dir, "torch.png")):
             plots[("torch", None)] = "torch.png"
+        plots.update(stepcost_plots(plt, records, run_dir))
     sections = _sections(run_id, records, plots, note)
     md_path = os.path.join(run_dir, "report.md")
     html_path = os.path.join(run_dir, "report.html")
@@ -675,3 +678,153 @@ def write_report(run_dir, run_id, records):
         "pngs": sorted(os.path.join(run_dir, p) for p in plots.values()),
         "plots": bool(plots),
     }
+
+
+# ---------------------------------------------------------------- DDP step cost (issue 16)
+def stepcost_groups(records):
+    """[(key, title, figures)]: each host's single-node figures, then the group's multi-node ones
+    once (every host that took part keeps the same figures; the first host's are shown)."""
+    out = []
+    for host, record in sorted(records.items()):
+        figs = (record.get("stepcost") or {}).get("single_node")
+        if figs:
+            out.append((host, f"{host} (one node, {figs[0].get('world_size')} ranks)", figs))
+    for _host, record in sorted(records.items()):
+        figs = (record.get("stepcost") or {}).get("multi_node")
+        if figs:
+            out.append(
+                (
+                    "group",
+                    f"the group ({figs[0].get('nnodes')} node{'' if figs[0].get('nnodes') == 1 else 's'}, "
+                    f"{figs[0].get('world_size')} ranks)",
+                    figs,
+                )
+            )
+            break
+    return out
+
+
+def stepcost_plots(plt, records, run_dir):
+    """One bar chart per host and one for the group: per model size and hook, compute-only and
+    exposed communication stacked ({("stepcost", key): file})."""
+    plots = {}
+    for key, title, figs in stepcost_groups(records):
+        bars = []
+        for fig in figs:
+            size = stepcost.human_count(fig.get("params"))
+            for hook, entry in (fig.get("hooks") or {}).items():
+                if entry.get("step_ms") is None:
+                    continue
+                comm = entry.get("exposed_ms") or 0.0
+                bars.append((f"{size}\n{hook}", entry["step_ms"] - comm, comm))
+        if not bars:
+            continue
+        fig_, ax = plt.subplots(figsize=(max(5.0, 0.8 * len(bars) + 2), 4.0), dpi=100)
+        xs = range(len(bars))
+        ax.bar(xs, [b[1] for b in bars], color="#7f9fbf", label="compute (no_sync step)")
+        ax.bar(
+            xs,
+            [b[2] for b in bars],
+            bottom=[b[1] for b in bars],
+            color="#d9534f",
+            label="exposed communication",
+        )
+        ax.set_xticks(list(xs), [b[0] for b in bars], fontsize=8)
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel("median step time (ms)")
+        ax.set_title(f"DDP step on {title}:\ncompute vs exposed communication per comm hook", fontsize=9)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=7)
+        fig_.tight_layout()
+        name = f"stepcost_{_safe(key)}.png"
+        fig_.savefig(os.path.join(run_dir, name), format="png")
+        plt.close(fig_)
+        plots[("stepcost", key)] = name
+    return plots
+
+
+def stepcost_sections(records, plots):
+    """The report's DDP step section: per host and for the group, a table per model size and hook,
+    the sentence, the effective all-reduce bandwidth against the reference, the chart."""
+    groups = stepcost_groups(records)
+    if not groups:
+        return []
+    out = [
+        ("h", (2, "What communication costs a DDP step")),
+        (
+            "p",
+            "files/bench/ddp_step.py: a synthetic model trained with DistributedDataParallel. Exposed "
+            "communication = median full step - median compute-only step (no_sync); share = exposed / full "
+            "step; a hook's change is its full step against the step without a hook (roles/bench/README.md).",
+        ),
+    ]
+    for key, title, figs in groups:
+        out.append(("h", (3, f"DDP step on {title}")))
+        rows = []
+        for fig in figs:
+            for hook, entry in (fig.get("hooks") or {}).items():
+                spread = entry.get("spread_ms") or [None, None]
+                rows.append(
+                    [
+                        stepcost.human_count(fig.get("params")),
+                        fig.get("backend"),
+                        fig.get("precision"),
+                        entry.get("label") or hook,
+                        _fmt(fig.get("compute_ms"), 2),
+                        _fmt(entry.get("step_ms"), 2),
+                        "-" if spread[0] is None else f"{spread[0]:.2f}-{spread[1]:.2f}",
+                        _fmt(entry.get("exposed_ms"), 2),
+                        _pct(entry.get("share")),
+                        "-" if entry.get("vs_none") is None else f"{entry['vs_none'] * 100:+.0f}%",
+                        entry.get("skipped") or ("inconsistent" if entry.get("inconsistent") else ""),
+                    ]
+                )
+        out.append(
+            (
+                "table",
+                (
+                    [
+                        "params",
+                        "backend",
+                        "precision",
+                        "hook",
+                        "compute ms",
+                        "step ms",
+                        "step p25-p75",
+                        "exposed comm ms",
+                        "comm share",
+                        "vs no hook",
+                        "note",
+                    ],
+                    rows,
+                ),
+            )
+        )
+        for fig in figs:
+            eff = fig.get("effective") or {}
+            ref = eff.get("reference") or {}
+            line = f"{stepcost.human_count(fig.get('params'))} params: {fig.get('sentence', '')}"
+            if eff.get("busbw") is not None:
+                line += (
+                    " Gradient all-reduce as the step saw it: "
+                    f"{(fig.get('grad_bytes') or 0) / 1e9:.3g} GB of gradients in "
+                    f"{_fmt((fig.get('hooks') or {}).get('none', {}).get('exposed_ms'), 2)} ms exposed = "
+                    f"{_fmt(eff['busbw'])} GB/s busbw"
+                )
+                if ref:
+                    line += (
+                        f", {_pct(eff.get('ratio'))} of the {_fmt(ref.get('busbw'))} GB/s "
+                        f"{ref.get('source')} at {human_bytes(ref.get('size'))} (run {ref.get('run_id')})"
+                    )
+                line += "."
+            base = fig.get("baseline") or {}
+            if base.get("run_id"):
+                line += (
+                    f" Against the last passing run {base['run_id']}: "
+                    f"{_fmt(base.get('baseline_step_ms'), 2)} ms, "
+                    f"{base.get('change', 0) * 100:+.0f}% ({fig.get('verdict')})."
+                )
+            out.append(("p", line))
+        if plots.get(("stepcost", key)):
+            out.append(("img", (plots[("stepcost", key)], f"DDP step cost on {title}")))
+    return out

@@ -21,7 +21,7 @@ import os
 import re
 import time
 
-from . import bandwidth, benchenv, nccltests
+from . import bandwidth, benchenv, nccltests, stepcost
 
 RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z(?:-\d+)?$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.@:-]+$")
@@ -494,6 +494,12 @@ def build_record(host, run_id, node, baseline=None):
             )
         record["torch"][name] = entry
 
+    # The DDP step benchmark (issue 16): its own figures, findings and verdicts (stepcost.py).
+    record["stepcost"], found, judged = stepcost.judge_host(
+        node.get("stepcost"), record, baseline and baseline[1], tolerance
+    )
+    record["findings"] += found
+    verdicts += judged
     state = record["tuned_env"]
     if state.get("stale"):
         record["findings"].append(

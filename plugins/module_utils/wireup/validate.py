@@ -324,9 +324,20 @@ def bench_errors(values: dict) -> list[str]:
                 f"{name}={values[name]!r} is not a size in nccl-tests' syntax: use bytes or K/M/G, "
                 f"like 8, 64K, 1M or 8G"
             )
+    for name in ("bench_stepcost_params", "bench_stepcost_cpu_params"):
+        sizes = values.get(name)
+        if name in values and (
+            not isinstance(sizes, list) or not sizes or not all(_PARAMS.match(str(p)) for p in sizes)
+        ):
+            errors.append(f"{name}={sizes!r} must be a list of parameter counts like 2M, 125M or 1G")
+    if "bench_stepcost_hooks" in values and not values["bench_stepcost_hooks"]:
+        errors.append("bench_stepcost_hooks must name at least one hook (none, fp16, bf16, powersgd)")
     if "bench_env" in values:
         errors.extend(shell_name_errors("bench_env", values["bench_env"]))
     return errors
+
+
+_PARAMS = re.compile(r"^[0-9]+(\.[0-9]+)?[KMG]?$")
 
 
 # ---------------------------------------------------------------- renamed and removed variables

@@ -1,0 +1,545 @@
+"""Network facts of a node and the inter-node bandwidth they promise (pure Python, stdlib only).
+
+Files in, dict out. The probe (:func:`read_tree`) copies the few sysfs/procfs files wireup reads
+into ``{path: text}``; every decision is made by the functions below from that dict, so the unit
+tests run them on trees written from the kernel's sysfs ABI documents
+(Documentation/ABI/stable/sysfs-class-infiniband, Documentation/ABI/testing/sysfs-class-net).
+
+What is read, per the ABI documents and drivers/infiniband/core/sysfs.c:
+
+* ``/sys/class/infiniband/<hca>/ports/<n>/state``: ``4: ACTIVE`` (DOWN, INIT, ARMED, ACTIVE,
+  ACTIVE_DEFER); ``phys_state``: ``5: LinkUp`` (Sleep, Polling, Disabled, ...); ``rate``: active
+  width x speed, ``400 Gb/sec (4X NDR)``, ``2.5 Gb/sec (1X SDR)``; ``link_layer``: ``InfiniBand``
+  or ``Ethernet`` (RoCE); ``gid_attrs/types/<i>``: ``IB/RoCE v1`` or ``RoCE v2``;
+  ``gid_attrs/ndevs/<i>``: the netdev of a RoCE GID. ``/sys/class/infiniband/<hca>/device`` links
+  to the PCI function (its basename is the PCI address).
+* ``/sys/class/net/<if>/speed`` (Mb/s; -1 or unreadable when the link is down or the driver
+  does not know), ``mtu``, ``operstate`` (RFC 2863: up, down, dormant, unknown, ...), ``type``
+  (ARPHRD: 1 Ethernet, 32 InfiniBand/IPoIB, 772 loopback), ``device`` (a link to the bus device;
+  absent for virtual interfaces: veth, bridges, bonds).
+* ``/proc/modules``: ``nvidia_peermem`` (driver >= 470) or ``nv_peer_mem`` (the older Mellanox
+  module) loaded = GPUDirect RDMA can register GPU memory with the HCA (NCCL's troubleshooting
+  guide, "GPU Direct RDMA"); DMA-BUF (kernel >= 5.12 with the open driver) also works without it.
+* ``/proc/cmdline`` and ``/sys/kernel/iommu_groups/<g>/type`` (``identity`` = passthrough,
+  ``DMA``/``DMA-FQ`` = translated): NCCL's troubleshooting guide says IOMMU translation on bare
+  metal hurts GPU peer and GPU-NIC traffic; ``iommu=pt`` keeps it out of the way.
+"""
+
+import os
+import re
+
+from .health import finding
+from .topology import link_class_key
+
+IB_ROOT = "sys/class/infiniband"
+NET_ROOT = "sys/class/net"
+IOMMU_ROOT = "sys/kernel/iommu_groups"
+PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
+SOCKET_DEFAULT_GBPS = 10.0
+
+STATE_RE = re.compile(r"^\s*(\d+)\s*:\s*(\S+)\s*$")
+RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec(?:\s*\((\d+)X\s*([A-Za-z0-9]*)\))?")
+ARPHRD = {1: "ether", 32: "infiniband", 772: "loopback", 65534: "none"}
+# Interface names that never carry training traffic between nodes.
+SKIP_NET = re.compile(r"^(lo|docker\d*|virbr\d*|cni\d*|flannel.*|cali.*|vxlan.*|tun\d*|tap\d*)$")
+
+# Fraction of the per-node NIC bandwidth that NCCL's all-reduce busbw reaches across nodes, per
+# transport. nccl-tests' doc/PERFORMANCE.md defines busbw so that it "reflects how optimally the
+# hardware is used" and compares to the hardware's peak: across nodes a ring crosses each node's
+# NICs, so busbw tops out at the node's NIC bandwidth (rails x rate). Where the factors come from
+# (roles/bench/README.md repeats this table):
+# - ib_gdr 0.90: NDR 8x400G clusters report 360-370 GB/s all_reduce busbw of 400 GB/s in
+#   NVIDIA's DGX H100 reference figures; NVIDIA/nccl#1412 reached 93 of ~100 GB/s once GDR was on.
+# - ib 0.75: NVIDIA/nccl#1412 measured 33 GB/s before enabling GDR on the same 4x NIC nodes
+#   (host bounce buffers; the CPU memory copy bounds it); 0.75 is the optimistic side.
+# - roce_gdr 0.85, roce 0.70: RoCE pays congestion control and lossy-fabric retries over IB.
+# - socket 0.45: NCCL's socket transport (kernel TCP, NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS
+#   streams) reaches about half a 100 GbE link; its own "Could not get speed" default is 10 Gbps.
+# - gloo 0.30: torch's gloo over TCP on CPU tensors (the testbed): CPU-bound, judged against the
+#   median of the pairs rather than this figure where the link is a veth.
+TRANSPORT_EFFICIENCY = {
+    "ib_gdr": 0.90,
+    "ib": 0.75,
+    "roce_gdr": 0.85,
+    "roce": 0.70,
+    "socket": 0.45,
+    "gloo": 0.30,
+}
+
+
+def read_tree(root="/", ib_root=IB_ROOT, net_root=NET_ROOT):
+    """Read the files this module parses under ``root`` into {relative path: text}.
+
+    Symbolic links that name devices (``device``) are kept as ``path -> target basename``; a file
+    that cannot be read (a down link's ``speed`` raises EINVAL) is stored as None. Bounded: only
+    the files listed in the module docstring, GID tables to their first 4 entries.
+    """
+    out = {}
+
+    def grab(rel):
+        path = os.path.join(root, rel)
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                out[rel] = fh.read(65536)
+        except OSError:
+            out[rel] = None
+
+    def link(rel):
+        path = os.path.join(root, rel)
+        if os.path.islink(path) or os.path.exists(path):
+            try:
+                out[rel] = os.path.basename(os.path.realpath(path))
+            except OSError:
+                out[rel] = None
+
+    def listdir(rel):
+        try:
+            return sorted(os.listdir(os.path.join(root, rel)))
+        except OSError:
+            return []
+
+    for hca in listdir(ib_root):
+        base = f"{ib_root}/{hca}"
+        link(f"{base}/device")
+        for port in listdir(f"{base}/ports"):
+            pbase = f"{base}/ports/{port}"
+            for name in ("state", "phys_state", "rate", "link_layer"):
+                grab(f"{pbase}/{name}")
+            for idx in listdir(f"{pbase}/gid_attrs/types")[:4]:
+                grab(f"{pbase}/gid_attrs/types/{idx}")
+                grab(f"{pbase}/gid_attrs/ndevs/{idx}")
+    for ifname in listdir(net_root):
+        base = f"{net_root}/{ifname}"
+        for name in ("speed", "mtu", "operstate", "type"):
+            grab(f"{base}/{name}")
+        link(f"{base}/device")
+    grab("proc/modules")
+    grab("proc/cmdline")
+    for group in listdir(IOMMU_ROOT)[:1]:
+        grab(f"{IOMMU_ROOT}/{group}/type")
+    if not listdir(IOMMU_ROOT):
+        out[f"{IOMMU_ROOT}"] = None
+    return out
+
+
+def _text(files, rel):
+    value = files.get(rel)
+    return value.strip() if isinstance(value, str) else None
+
+
+def _int(value):
+    try:
+        return int(value.strip())
+    except (AttributeError, ValueError):
+        return None
+
+
+def parse_state(text):
+    """``4: ACTIVE`` -> (4, 'ACTIVE'); None or garbage -> (None, None)."""
+    m = STATE_RE.match(text or "")
+    return (int(m.group(1)), m.group(2)) if m else (None, None)
+
+
+def parse_rate(text):
+    """``400 Gb/sec (4X NDR)`` -> {gbps: 400.0, width: 4, speed: 'NDR'}; garbage -> None."""
+    m = RATE_RE.match(text or "")
+    if not m:
+        return None
+    return {
+        "gbps": float(m.group(1)),
+        "width": int(m.group(2)) if m.group(2) else None,
+        "speed": m.group(3) or None,
+    }
+
+
+def parse_modules(text):
+    """Names of the loaded kernel modules in ``/proc/modules`` (first column; state Live)."""
+    names = set()
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if parts and (len(parts) < 5 or parts[4] in ("Live", "Loading")):
+            names.add(parts[0])
+    return names
+
+
+def iommu_mode(cmdline, group_type, has_groups):
+    """'off', 'passthrough', 'translated' or 'unknown' from the kernel command line and the
+    first IOMMU group's type (the kernel sets one default domain type for all groups)."""
+    args = (cmdline or "").split()
+    if group_type:
+        t = group_type.strip()
+        if t == "identity":
+            return "passthrough"
+        if t.startswith("DMA"):
+            return "translated"
+    if not has_groups:
+        if any(a in ("intel_iommu=on", "amd_iommu=on") for a in args) and "iommu=pt" not in args:
+            return "unknown"
+        return "off"
+    if "iommu=pt" in args:
+        return "passthrough"
+    return "unknown"
+
+
+def parse_nic_facts(files):
+    """Build the NIC facts from :func:`read_tree`'s dict.
+
+    Returns {ib_ports: [...], interfaces: [...], peermem: {loaded, module}, iommu: {mode},
+    transport: 'ib'|'roce'|'socket'|None, rails: int, rail_gbps: float|None, findings: [...]}.
+    ``ib_ports`` lists every HCA port (state, phys_state, rate, link layer, RoCE version, netdev,
+    PCI address); ``interfaces`` every netdev but loopback and container bridges. ``transport``,
+    ``rails`` and ``rail_gbps`` describe what NCCL would use between nodes: active IB ports first,
+    then active RoCE ports, else the fastest Ethernet/IPoIB interface that is up (sockets).
+    """
+    if not isinstance(files, dict):
+        raise ValueError(f"parse_nic_facts: expected a dict of sysfs files, got {type(files).__name__}")
+    ports = []
+    port_re = re.compile(rf"^{re.escape(IB_ROOT)}/([^/]+)/ports/(\d+)/state$")
+    for rel in sorted(files):
+        m = port_re.match(rel)
+        if not m:
+            continue
+        hca, num = m.group(1), int(m.group(2))
+        base = f"{IB_ROOT}/{hca}/ports/{num}"
+        code, state = parse_state(_text(files, rel))
+        pcode, phys = parse_state(_text(files, f"{base}/phys_state"))
+        rate = parse_rate(_text(files, f"{base}/rate"))
+        layer = _text(files, f"{base}/link_layer")
+        gid_types = [_text(files, k) for k in sorted(files) if k.startswith(f"{base}/gid_attrs/types/")]
+        ndevs = [_text(files, k) for k in sorted(files) if k.startswith(f"{base}/gid_attrs/ndevs/")]
+        roce = None
+        if layer == "Ethernet":
+            kinds = [t for t in gid_types if t]
+            roce = "RoCE v2" if "RoCE v2" in kinds else (kinds[0] if kinds else "RoCE")
+        ports.append(
+            {
+                "hca": hca,
+                "port": num,
+                "name": f"{hca}:{num}",
+                "state": state,
+                "state_code": code,
+                "phys_state": phys,
+                "phys_state_code": pcode,
+                "rate_gbps": rate["gbps"] if rate else None,
+                "width": rate["width"] if rate else None,
+                "speed": rate["speed"] if rate else None,
+                "rate": _text(files, f"{base}/rate"),
+                "link_layer": layer,
+                "roce": roce,
+                "netdev": next((n for n in ndevs if n), None),
+                "pci": _text(files, f"{IB_ROOT}/{hca}/device"),
+                "active": state == "ACTIVE" and (phys is None or phys == "LinkUp"),
+            }
+        )
+    ifaces = []
+    if_re = re.compile(rf"^{re.escape(NET_ROOT)}/([^/]+)/operstate$")
+    for rel in sorted(files):
+        m = if_re.match(rel)
+        if not m or SKIP_NET.match(m.group(1)):
+            continue
+        name = m.group(1)
+        base = f"{NET_ROOT}/{name}"
+        arp = _int(_text(files, f"{base}/type"))
+        speed = _int(_text(files, f"{base}/speed"))
+        if arp == 772:
+            continue
+        ifaces.append(
+            {
+                "name": name,
+                "operstate": _text(files, rel),
+                "speed_mbps": speed if speed is not None and speed > 0 else None,
+                "mtu": _int(_text(files, f"{base}/mtu")),
+                "type": ARPHRD.get(arp, str(arp) if arp is not None else None),
+                "pci": _text(files, f"{base}/device"),
+                "virtual": files.get(f"{base}/device") is None,
+            }
+        )
+    mods = parse_modules(files.get("proc/modules"))
+    loaded = next((m for m in PEERMEM_MODULES if m in mods), None)
+    group_types = [v for k, v in files.items() if k.startswith(f"{IOMMU_ROOT}/") and k.endswith("/type")]
+    mode = iommu_mode(
+        files.get("proc/cmdline"),
+        next((t for t in group_types if isinstance(t, str)), None),
+        bool(group_types),
+    )
+    facts = {
+        "ib_ports": ports,
+        "interfaces": ifaces,
+        "peermem": {
+            "loaded": loaded is not None,
+            "module": loaded,
+            "modules_read": files.get("proc/modules") is not None,
+        },
+        "iommu": {"mode": mode},
+    }
+    facts.update(usable_network(facts))
+    facts["findings"] = node_findings(facts)
+    return facts
+
+
+def usable_network(facts):
+    """What NCCL would carry inter-node traffic on: {transport, rails, rail_gbps, devices}.
+
+    IB ports that are ACTIVE first (NCCL's IB transport prefers them), then active RoCE ports,
+    else sockets over the fastest interface that is up. ``rail_gbps`` is the slowest active rail
+    (NCCL splits channels evenly over rails, so the slowest one paces them all)."""
+    active = [p for p in facts.get("ib_ports", []) if p.get("active")]
+    ib = [p for p in active if p.get("link_layer") != "Ethernet"]
+    roce = [p for p in active if p.get("link_layer") == "Ethernet"]
+    for kind, group in (("ib", ib), ("roce", roce)):
+        rates = [p["rate_gbps"] for p in group if p.get("rate_gbps")]
+        if group and rates:
+            return {
+                "transport": kind,
+                "rails": len(group),
+                "rail_gbps": min(rates),
+                "devices": [p["name"] for p in group],
+            }
+    up = [i for i in facts.get("interfaces", []) if i.get("operstate") in ("up", "unknown")]
+    if up:
+        best = max(
+            up, key=lambda i: (i["speed_mbps"] is not None, not i["virtual"], i["speed_mbps"] or 0, i["name"])
+        )
+        if best["speed_mbps"]:
+            gbps, assumed = best["speed_mbps"] / 1000.0, False
+        else:
+            # NCCL does the same: "Could not get speed from /sys/class/net/eth0/speed. Defaulting to
+            # 10 Gbps." (tests/fixtures/ncclinfo/h200x1_nccl-2.28.9_one_rank_all_reduce.txt)
+            gbps, assumed = SOCKET_DEFAULT_GBPS, True
+        return {
+            "transport": "socket",
+            "rails": 1,
+            "rail_gbps": gbps,
+            "devices": [best["name"]],
+            "speed_assumed": assumed,
+        }
+    return {"transport": None, "rails": 0, "rail_gbps": None, "devices": []}
+
+
+def on_interface(facts, ifname):
+    """The facts with the socket rail set to interface ``ifname`` (the one NCCL says it used):
+    its speed, or NCCL's 10 Gb/s default when sysfs has none. Unknown interface: facts unchanged."""
+    iface = next((i for i in facts.get("interfaces", []) if i["name"] == ifname), None)
+    if iface is None:
+        return facts
+    speed = iface.get("speed_mbps")
+    return dict(
+        facts,
+        transport="socket",
+        rails=1,
+        rail_gbps=speed / 1000.0 if speed else SOCKET_DEFAULT_GBPS,
+        devices=[ifname],
+        speed_assumed=not speed,
+    )
+
+
+def node_findings(facts):
+    """Findings about one node's NICs (see roles/gpu_topology/README.md, "Network facts")."""
+    out = []
+    ports = facts.get("ib_ports", [])
+    for p in ports:
+        if not p.get("active"):
+            out.append(
+                finding(
+                    "warning",
+                    "nic_port_down",
+                    f"{p['name']} is {p.get('state') or 'unknown'}/{p.get('phys_state') or 'unknown'} "
+                    f"({p.get('link_layer') or 'unknown link layer'}): it carries no traffic",
+                )
+            )
+    active = [p for p in ports if p.get("active") and p.get("rate_gbps")]
+    for layer in {p.get("link_layer") for p in active}:
+        same = [p for p in active if p.get("link_layer") == layer]
+        top = max(p["rate_gbps"] for p in same)
+        widest = max((p["width"] or 0) for p in same)
+        for p in same:
+            if p["rate_gbps"] < top or (p["width"] or 0) < widest:
+                out.append(
+                    finding(
+                        "critical",
+                        "nic_rate_low",
+                        f"{p['name']} runs at {p['rate']} where other {layer} ports of this node run at "
+                        f"{top:g} Gb/sec: a degraded cable, port or width "
+                        "(the slowest rail paces every ring)",
+                    )
+                )
+    if any(p.get("link_layer") == "InfiniBand" for p in active) or any(p.get("roce") for p in active):
+        peer = facts.get("peermem", {})
+        if peer.get("modules_read", True) and not peer.get("loaded"):
+            out.append(
+                finding(
+                    "warning",
+                    "peermem_missing",
+                    "RDMA NICs are up but neither nvidia_peermem nor nv_peer_mem is loaded: NCCL cannot use "
+                    "GPUDirect RDMA (unless the driver and kernel support DMA-BUF) and stages through host "
+                    "memory; load it with `modprobe nvidia_peermem`",
+                )
+            )
+        if facts.get("iommu", {}).get("mode") == "translated":
+            out.append(
+                finding(
+                    "warning",
+                    "iommu_translated",
+                    "the IOMMU translates DMA (iommu group type DMA): NCCL's troubleshooting guide advises "
+                    "iommu=pt on bare metal for GPU-NIC traffic",
+                )
+            )
+    return out
+
+
+CLOSE_CLASSES = ("PIX", "PXB")
+
+
+def gpu_nic_closeness(topo, nic_facts=None):
+    """Which NIC sits closest to each GPU, from parse_topo_matrix's output (its NIC columns).
+
+    Returns {gpus: [{gpu, nics, class, close}], findings: [...]}. ``close`` is True where the best
+    class is PIX or PXB (same PCIe switch, the path NCCL's GPUDirect RDMA wants). NICs whose
+    device (``mlx5_0``) is an inactive port in ``nic_facts`` are left out. A finding for each GPU
+    without a close NIC, only on nodes with two NICs or more (one NIC cannot be close to all)."""
+    nics = topo.get("nics", [])
+    inactive = set()
+    if nic_facts:
+        for p in nic_facts.get("ib_ports", []):
+            if not p.get("active"):
+                inactive.add(p["hca"])
+    usable = [n["name"] for n in nics if (n.get("device") or n["name"]) not in inactive]
+    rows = []
+    out = []
+    for gpu in topo.get("gpus", []):
+        # parse_topo_matrix names rows GPU0...; build_topology's gpus carry the model as name.
+        links = topo.get("matrix", {}).get(f"GPU{gpu['index']}", {})
+        classes = {n: links.get(n) for n in usable if links.get(n)}
+        if not classes:
+            rows.append({"gpu": gpu["index"], "nics": [], "class": None, "close": False})
+            continue
+        best = min(classes.values(), key=link_class_key)
+        names = [n for n, c in classes.items() if c == best]
+        devices = [next((x.get("device") or x["name"] for x in nics if x["name"] == n), n) for n in names]
+        close = best in CLOSE_CLASSES
+        rows.append({"gpu": gpu["index"], "nics": devices, "class": best, "close": close})
+        if not close and len(usable) >= 2:
+            out.append(
+                finding(
+                    "warning",
+                    "gpu_without_close_nic",
+                    f"GPU{gpu['index']}'s nearest NIC ({', '.join(devices)}) is {best}, "
+                    "not on its PCIe switch "
+                    "(PIX/PXB): its inter-node traffic crosses the CPU (no GPUDirect RDMA by default)",
+                    gpus=[gpu["index"]],
+                )
+            )
+    return {"gpus": rows, "findings": out}
+
+
+def cross_node_findings(nodes):
+    """Findings across nodes: {host: nic facts} -> mismatched rates, MTUs or transports.
+
+    Each finding names the nodes that differ from the most common value."""
+    out = []
+
+    def odd_ones(values, what, code, unit):
+        present = {h: v for h, v in values.items() if v is not None}
+        if len(set(present.values())) <= 1:
+            return
+        counts = {}
+        for v in present.values():
+            counts[v] = counts.get(v, 0) + 1
+        common = max(counts, key=lambda v: (counts[v], v))
+        odd = sorted(h for h, v in present.items() if v != common)
+        detail = ", ".join(
+            f"{h} {present[h]:g}{unit}" if isinstance(present[h], float) else f"{h} {present[h]}{unit}"
+            for h in odd
+        )
+        f = finding(
+            "critical" if code == "fabric_rate_mismatch" else "warning",
+            code,
+            f"{what} differs across nodes: most run {common:g}{unit}"
+            if isinstance(common, float)
+            else f"{what} differs across nodes: most run {common}{unit}",
+        )
+        f["message"] += f"; {detail}"
+        f["nodes"] = odd
+        out.append(f)
+
+    odd_ones(
+        {h: f.get("transport") for h, f in nodes.items()},
+        "the inter-node transport",
+        "fabric_transport_mismatch",
+        "",
+    )
+    odd_ones(
+        {h: (float(f["rails"] * f["rail_gbps"]) if f.get("rail_gbps") else None) for h, f in nodes.items()},
+        "usable NIC bandwidth (rails x rate)",
+        "fabric_rate_mismatch",
+        " Gb/s",
+    )
+
+    def mtu_of(f):
+        names = set(f.get("devices", []))
+        mtus = [i["mtu"] for i in f.get("interfaces", []) if i["name"] in names and i.get("mtu")]
+        if not mtus:
+            netdevs = {p.get("netdev") for p in f.get("ib_ports", []) if p["name"] in names}
+            mtus = [i["mtu"] for i in f.get("interfaces", []) if i["name"] in netdevs and i.get("mtu")]
+        return min(mtus) if mtus else None
+
+    odd_ones(
+        {h: mtu_of(f) for h, f in nodes.items()},
+        "the MTU of the inter-node interface",
+        "fabric_mtu_mismatch",
+        "",
+    )
+    return out
+
+
+def expected_busbw(
+    nic_facts_by_node, gpus_per_node, *, intra_node_gbs=None, transport=None, gdr=None, overrides=None
+):
+    """Expected all-reduce busbw (GB/s) of a group of nodes, or None with the reason.
+
+    busbw across nodes tops out at one node's NIC bandwidth (nccl-tests doc/PERFORMANCE.md: busbw
+    is comparable to the hardware's peak; a ring enters and leaves every node through its NICs):
+    usable = rails x rate of the slowest node, rails capped at the GPUs per node in the job (each
+    GPU drives its nearest rail). The node's own fabric (NVLink, PCIe) bounds it too: the result
+    is min(usable, intra-node expected) x the transport's efficiency. ``transport`` is what NCCL
+    used (from its INFO log) where known, else what the facts promise; ``gdr`` likewise.
+    Returns {expected_gbs, network_gbs, bottleneck, transport, efficiency, slowest} or
+    {expected_gbs: None, reason}."""
+    eff_table = dict(TRANSPORT_EFFICIENCY)
+    eff_table.update(overrides or {})
+    if not nic_facts_by_node:
+        return {"expected_gbs": None, "reason": "no node has NIC facts"}
+    per_node = {}
+    for host, facts in nic_facts_by_node.items():
+        if not facts or not facts.get("rail_gbps"):
+            return {"expected_gbs": None, "reason": f"{host}: no usable NIC with a known rate"}
+        rails = facts["rails"]
+        if gpus_per_node:
+            rails = min(rails, max(1, int(gpus_per_node)))
+        per_node[host] = rails * facts["rail_gbps"] / 8.0  # Gb/s -> GB/s
+    slowest = min(per_node, key=lambda h: (per_node[h], h))
+    network = per_node[slowest]
+    kind = transport or nic_facts_by_node[slowest].get("transport")
+    if kind in ("ib", "roce"):
+        use_gdr = (
+            gdr
+            if gdr is not None
+            else all(f.get("peermem", {}).get("loaded") for f in nic_facts_by_node.values())
+        )
+        key = f"{kind}_gdr" if use_gdr else kind
+    else:
+        key = kind
+    if key not in eff_table:
+        return {"expected_gbs": None, "reason": f"no efficiency known for transport {kind!r}"}
+    bottleneck = "network"
+    base = network
+    if intra_node_gbs and intra_node_gbs < network:
+        base, bottleneck = intra_node_gbs, "intra-node"
+    return {
+        "expected_gbs": round(base * eff_table[key], 3),
+        "network_gbs": round(network, 3),
+        "bottleneck": bottleneck,
+        "transport": key,
+        "efficiency": eff_table[key],
+        "slowest": slowest,
+    }

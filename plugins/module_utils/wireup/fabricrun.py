@@ -1,0 +1,383 @@
+"""The fabric bench's judgement, record, history and report section (pure Python, stdlib only).
+
+The bench role runs the pairs that :func:`pairwise.plan` asks for (one two-node torchrun job per
+pair, NCCL_DEBUG=INFO); after each round the controller hands every pair's logs here:
+
+* :func:`pair_result` reads one pair's logs: busbw at the largest size from the benchmark's JSON
+  line (nccltests.parse_torch), what NCCL chose on each node (ncclinfo.parse_nccl_info), the
+  transport findings, and the expectation for that pair (fabric.expected_busbw from both nodes'
+  NIC facts and the transport NCCL really used). CPU/gloo pairs have no expectation: gloo's speed
+  on CPU tensors depends on the CPUs more than on the link, so they are judged against the median.
+* :func:`judge` runs the planner over all results so far and adds the node findings (NIC facts,
+  GPU-NIC closeness, nodes that disagree on rates, MTUs or transport).
+* :func:`build_record`, :func:`compare` (history: a changed NIC rate or a node whose best pair
+  dropped against its last passing run) and :func:`markdown` make what the store writes.
+* :func:`refusals` is launch's rule: the nodes whose latest bench verdict FAILed.
+"""
+
+from . import fabric, ncclinfo, nccltests, pairwise
+from .health import finding
+
+
+def _busbw(text):
+    """(busbw GB/s at the largest size, size, backend) from the benchmark's JSON lines."""
+    try:
+        parsed = nccltests.parse_torch(text or "")
+    except ValueError:
+        return None, None, None
+    rows = [r for r in parsed.get("rows", []) if (r.get("in_place") or {}).get("busbw") is not None]
+    if not rows:
+        return None, None, (parsed.get("config") or {}).get("backend")
+    top = max(rows, key=lambda r: r.get("size") or 0)
+    return float(top["in_place"]["busbw"]), top.get("size"), (parsed.get("config") or {}).get("backend")
+
+
+def _transport_summary(info):
+    return {
+        "network": info.get("network"),
+        "inter_node": info.get("inter_node"),
+        "gdrdma": info.get("gdrdma"),
+        "ib_devices": [f"{d['device']}:{d['port']}/{d['link_layer']}" for d in info.get("ib_devices", [])],
+        "socket_interfaces": [s["name"] for s in info.get("socket_interfaces", [])],
+        "intra_node": info.get("intra_node", []),
+        "channels": info.get("channels"),
+        "ib_no_device": info.get("ib_no_device"),
+        "evidence": info.get("evidence", {}).get("inter_node") or info.get("evidence", {}).get("network"),
+    }
+
+
+def pair_result(round_no, pair, logs, launch, *, nics=None, gpus_per_node=None, intra_node_gbs=None):
+    """Judge-ready result of one pair's job.
+
+    logs: {host: log text or None}; launch: {host: {ok, reason}} (the launch role's verdict as each
+    member saw it); nics: {host: gpu_topology_nics}; gpus_per_node: {host: ranks it ran};
+    intra_node_gbs: {host: the node's intra-node expected busbw} (bounds the expectation)."""
+    nics = nics or {}
+    busbw, size, backend = None, None, None
+    for host in sorted(pair):
+        value, s, b = _busbw(logs.get(host))
+        if value is not None:
+            busbw, size, backend = value, s, b
+            break
+    transports, findings = {}, []
+    for host in sorted(pair):
+        text = logs.get(host)
+        try:
+            info = ncclinfo.parse_nccl_info(text) if text else None
+        except ValueError:
+            info = None
+        if info:
+            transports[host] = _transport_summary(info)
+            for f in ncclinfo.transport_findings(info, nics.get(host), host=host):
+                f["nodes"] = [host]
+                findings.append(f)
+    errors = [
+        f"{h}: {v.get('reason') or 'failed'}" for h, v in sorted(launch.items()) if not v.get("ok", False)
+    ]
+    error = "; ".join(dict.fromkeys(errors))
+    if not error and busbw is None:
+        error = "the job ended without a bandwidth line (see its logs)"
+    expected = None
+    if backend == "nccl" and all(nics.get(h) for h in pair):
+        used = next((t["inter_node"] for t in transports.values() if t.get("inter_node")), None)
+        gdr = next((t["gdrdma"] for t in transports.values() if t.get("gdrdma") is not None), None)
+        ranks = min((gpus_per_node or {}).get(h) or 1 for h in pair)
+        intra = [v for h, v in (intra_node_gbs or {}).items() if h in pair and v and ranks > 1]
+        facts = {h: nics[h] for h in pair}
+        if used == "socket":
+            # The expectation follows the interface NCCL used, where its log names one.
+            facts = {
+                h: fabric.on_interface(f, (transports.get(h, {}).get("socket_interfaces") or [None])[0])
+                for h, f in facts.items()
+            }
+        expected = fabric.expected_busbw(
+            facts,
+            ranks,
+            intra_node_gbs=min(intra) if intra else None,
+            transport=used if used in ("ib", "socket") else None,
+            gdr=gdr,
+        )
+    return {
+        "round": round_no,
+        "pair": sorted(pair),
+        "busbw": busbw if not error else None,
+        "measured_busbw": busbw,
+        "size": size,
+        "backend": backend,
+        "error": error,
+        "expected": expected,
+        "transports": transports,
+        "findings": findings,
+    }
+
+
+def node_findings(nics, topologies=None):
+    """Findings from the facts alone: each node's NIC findings, GPU-NIC closeness, cross-node."""
+    out = []
+    for host, facts in sorted((nics or {}).items()):
+        if not facts:
+            continue
+        for f in facts.get("findings", []):
+            out.append(dict(f, nodes=[host], message=f"{host}: {f['message']}"))
+        topo = (topologies or {}).get(host)
+        if topo and topo.get("nics"):
+            for f in fabric.gpu_nic_closeness(topo, facts)["findings"]:
+                out.append(dict(f, nodes=[host], message=f"{host}: {f['message']}"))
+    present = {h: f for h, f in (nics or {}).items() if f}
+    if len(present) >= 2:
+        out.extend(fabric.cross_node_findings(present))
+    return out
+
+
+def judge(nodes, pair_results, *, unreachable=(), nics=None, topologies=None, pass_ratio=0.7, max_rounds=6):
+    """The planner over every pair result so far, plus the findings. Returns pairwise.plan's dict
+    with ``pair_details`` (the results as given), ``findings`` and ``verdicts`` {host: PASS|FAIL|
+    UNREACHABLE|N/A} (N/A: undetermined)."""
+    pair_results = list(pair_results)
+    expected = {}
+    for r in pair_results:
+        e = r.get("expected") or {}
+        if e.get("expected_gbs"):
+            expected[pairwise.pair_key(r["pair"])] = e["expected_gbs"]
+    use = expected if expected and len(expected) == len(pair_results) else None
+    p = pairwise.plan(
+        nodes,
+        [
+            {"round": r["round"], "pair": r["pair"], "busbw": r["busbw"], "error": r["error"]}
+            for r in pair_results
+        ],
+        expected_gbs=use,
+        pass_ratio=pass_ratio,
+        unreachable=unreachable,
+        max_rounds=max_rounds,
+    )
+    if p.get("errors"):
+        return p
+    findings = node_findings(nics, topologies)
+    for r in pair_results:
+        findings.extend(r.get("findings", []))
+    for host in p["bad"]:
+        f = finding(
+            "critical",
+            "fabric_bad_node",
+            f"{host}: every pair with it failed: " + "; ".join(p["nodes"][host]["evidence"]),
+        )
+        f["nodes"] = [host]
+        findings.append(f)
+    for host in p["unreachable"]:
+        f = finding("critical", "fabric_unreachable", f"{host}: unreachable, not tested")
+        f["nodes"] = [host]
+        findings.append(f)
+    verdict = {"good": "PASS", "bad": "FAIL", "unreachable": "UNREACHABLE"}
+    p["verdicts"] = {h: verdict.get(s["state"], "N/A") for h, s in p["nodes"].items()}
+    p["pair_details"] = pair_results
+    p["findings"] = findings
+    return p
+
+
+def build_record(run_id, judged, nics):
+    """The run's JSON record (results/fabric/<run id>/fabric.json)."""
+    return {
+        "run_id": run_id,
+        "kind": "fabric",
+        "reference_kind": judged.get("reference_kind"),
+        "reference_gbs": judged.get("reference_gbs"),
+        "pairs": judged.get("pairs", []),
+        "pair_details": judged.get("pair_details", []),
+        "nodes": judged.get("nodes", {}),
+        "verdicts": judged.get("verdicts", {}),
+        "bad": judged.get("bad", []),
+        "unreachable": judged.get("unreachable", []),
+        "rounds": max([p.get("round") or 0 for p in judged.get("pairs", [])] or [0]),
+        "findings": judged.get("findings", []),
+        # Each node's NIC facts as gpu_topology_nics gave them (ports, interfaces, peermem, IOMMU).
+        "nics": {h: f for h, f in (nics or {}).items() if f},
+    }
+
+
+def _best(record, host):
+    figures = [
+        p["busbw"] for p in record.get("pairs", []) if host in p["pair"] and p.get("busbw") is not None
+    ]
+    return max(figures) if figures else None
+
+
+def compare(current, previous, tolerance=0.10):
+    """Findings against the last run: a node's usable NIC bandwidth that changed, and a node whose
+    best pair figure dropped by more than ``tolerance`` against the last run where it PASSed."""
+    out = []
+    if not previous:
+        return out
+    for host, now in sorted(current.get("nics", {}).items()):
+        before = previous.get("nics", {}).get(host)
+        if before and (before.get("rails"), before.get("rail_gbps")) != (
+            now.get("rails"),
+            now.get("rail_gbps"),
+        ):
+            f = finding(
+                "warning",
+                "fabric_nic_changed",
+                f"{host}: usable NICs changed from {before.get('rails')} x {before.get('rail_gbps')} Gb/s "
+                f"to {now.get('rails')} x {now.get('rail_gbps')} Gb/s since run {previous.get('run_id')}",
+            )
+            f["nodes"] = [host]
+            out.append(f)
+    for host in sorted(current.get("verdicts", {})):
+        if previous.get("verdicts", {}).get(host) != "PASS":
+            continue
+        now, before = _best(current, host), _best(previous, host)
+        if now is not None and before and now < (1 - tolerance) * before:
+            f = finding(
+                "warning",
+                "fabric_pair_dropped",
+                f"{host}: best pair busbw {now:.3g} GB/s, {100 * (1 - now / before):.0f}% below "
+                f"{before:.3g} GB/s in its last passing run {previous.get('run_id')}",
+            )
+            f["nodes"] = [host]
+            out.append(f)
+    return out
+
+
+def _fmt(value, spec):
+    return format(value, spec) if value is not None else "n/a"
+
+
+def markdown(record):
+    """The report section (Markdown)."""
+    ref = record.get("reference_kind")
+    lines = [
+        f"## Fabric (run {record['run_id']})",
+        "",
+        f"{len(record.get('verdicts', {}))} node(s) in {record.get('rounds', 0)} round(s) of disjoint pairs; "
+        + (
+            "each pair judged against its expected busbw (NIC facts x transport efficiency)"
+            if ref == "expected"
+            else f"pairs judged against the median of the first round ({record.get('reference_gbs')} GB/s)"
+        )
+        + ".",
+        "",
+        "| round | pair | busbw GB/s | reference GB/s | ratio | verdict | transport |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    details = {(d["round"], "+".join(d["pair"])): d for d in record.get("pair_details", [])}
+    for p in record.get("pairs", []):
+        d = details.get((p["round"], "+".join(p["pair"])), {})
+        kinds = sorted(
+            {t.get("inter_node") or t.get("network") or "?" for t in d.get("transports", {}).values()}
+        )
+        ref_gbs = p.get("reference_gbs") or record.get("reference_gbs")
+        mark = " **<-**" if p["verdict"] == "FAIL" else ""
+        lines.append(
+            f"| {p['round']} | {' + '.join(p['pair'])} | "
+            f"{_fmt(p.get('busbw'), '.3g')} | {_fmt(ref_gbs, '.3g')} | "
+            f"{_fmt(p.get('ratio'), '.2f')} | {p['verdict']}{mark} | "
+            f"{', '.join(kinds) if kinds else d.get('backend') or 'n/a'} |"
+        )
+        if p.get("error"):
+            lines.append(f"|  | error: {p['error'][:200]} |  |  |  |  |  |")
+    lines += ["", "| node | verdict | evidence |", "|---|---|---|"]
+    for host, v in sorted(record.get("verdicts", {}).items()):
+        ev = "; ".join(record.get("nodes", {}).get(host, {}).get("evidence", []))
+        lines.append(f"| {host} | {v} | {ev} |")
+    if record.get("findings"):
+        lines += ["", "Findings:", ""]
+        for f in record["findings"]:
+            quote = f" (NCCL: `{f['evidence']}`)" if f.get("evidence") else ""
+            lines.append(f"- {f['severity']} `{f['code']}`: {f['message']}{quote}")
+    return "\n".join(lines) + "\n"
+
+
+def refusals(hosts, bench_verdicts=None, fabric_record=None):
+    """Launch's rule: {host: reason} for each host whose latest intra-node bench verdict
+    (bench_verdicts {host: {verdict, reason}}) or latest fabric verdict is FAIL."""
+    out = {}
+    for host in hosts:
+        b = (bench_verdicts or {}).get(host) or {}
+        if b.get("verdict") == "FAIL":
+            out[host] = (
+                f"bench run {b.get('run_id', '?')} FAILed on {host}: {b.get('reason') or 'see its report'}"
+            )
+            continue
+        rec = fabric_record or {}
+        if rec.get("verdicts", {}).get(host) == "FAIL":
+            ev = "; ".join(rec.get("nodes", {}).get(host, {}).get("evidence", []))
+            out[host] = f"fabric run {rec.get('run_id', '?')} named {host} bad: {ev}"
+    return out
+
+
+def latest_verdicts(results_dir, hosts):
+    """(bench_verdicts, fabric_record) from the controller's store, for :func:`refusals`: each
+    host's record in its newest intra-node bench run (results/bench/<run>/<host>.json) and the
+    newest fabric run (results/fabric/<run>/fabric.json). Missing or unreadable files count as no
+    verdict (a node never benchmarked is not refused)."""
+    import json
+    import os
+
+    from . import results as store
+
+    bench = {}
+    runs = store.list_runs(results_dir)
+    for host in hosts:
+        for run_id in reversed(runs):
+            try:
+                record = store.read_host(results_dir, run_id, host)
+            except (OSError, ValueError):
+                continue
+            critical = [
+                f.get("message", "") for f in record.get("findings", []) if f.get("severity") == "critical"
+            ]
+            bench[host] = {
+                "verdict": record.get("verdict"),
+                "run_id": run_id,
+                "reason": "; ".join(critical[:3]),
+            }
+            break
+    fabric_dir = os.path.join(results_dir, "fabric")
+    record = None
+    try:
+        names = sorted(
+            (d for d in os.listdir(fabric_dir) if store.RUN_ID_RE.match(d)), key=store._run_sort_key
+        )
+    except OSError:
+        names = []
+    for name in reversed(names):
+        try:
+            with open(os.path.join(fabric_dir, name, "fabric.json"), encoding="utf-8") as fh:
+                record = json.load(fh)
+            break
+        except (OSError, ValueError):
+            continue
+    return bench, record
+
+
+def plot(record, path):
+    """Bar chart of the pairs' busbw (failing pairs red, marked), each pair's reference as a line.
+    Returns False when there is nothing to plot or matplotlib is missing (the report says so)."""
+    from .report import _pyplot
+
+    pairs = [p for p in record.get("pairs", []) if p.get("busbw") is not None or p.get("error")]
+    plt = _pyplot() if pairs else None
+    if plt is None:
+        return False
+    labels = [f"r{p['round']} {'+'.join(p['pair'])}" for p in pairs]
+    values = [p.get("busbw") or 0.0 for p in pairs]
+    refs = [p.get("reference_gbs") or record.get("reference_gbs") for p in pairs]
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(pairs) + 2), 4), dpi=100)
+    colors = ["tab:red" if p["verdict"] == "FAIL" else "tab:green" for p in pairs]
+    bars = ax.bar(range(len(pairs)), values, color=colors)
+    for i, ref in enumerate(refs):
+        if ref:
+            ax.hlines(ref, i - 0.45, i + 0.45, colors="black", linestyles="dashed")
+    for bar, p in zip(bars, pairs, strict=True):
+        if p["verdict"] == "FAIL":
+            ax.annotate(
+                "FAIL", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom"
+            )
+    ax.set_xticks(range(len(pairs)), labels, rotation=30, ha="right")
+    ax.set_ylabel("all-reduce busbw (GB/s)")
+    kind = "expected" if record.get("reference_kind") == "expected" else "median of round 1"
+    ax.set_title(f"Fabric pairs, run {record.get('run_id')} (dashed: reference, {kind})")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True

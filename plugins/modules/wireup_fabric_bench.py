@@ -1,0 +1,217 @@
+#!/usr/bin/python
+"""Ansible module (controller): judge the fabric bench's pairs so far, plan the next round, store."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: wireup_fabric_bench
+short_description: Judge the fabric bench's node pairs, plan the next round, store the run
+description:
+  - Runs on the controller. Reads each pair job's logs (the benchmark's JSON line and NCCL's INFO
+    lines), judges the pairs and plans the next round with
+    C(plugins/module_utils/wireup/fabricrun.py) and C(pairwise.py); with I(store), writes
+    C(<results_dir>/fabric/<run_id>/fabric.json) and C(fabric.md).
+  - With no results it only returns the first round.
+options:
+  nodes:
+    description: Inventory names of the node group.
+    type: list
+    elements: str
+    required: true
+  results:
+    description: >-
+      One entry per node per pair job - round, pair (two names), host, log (its path on the
+      controller, may be empty), ok (the launch verdict), reason.
+    type: list
+    elements: dict
+    default: []
+  unreachable:
+    description: Nodes Ansible could not reach (left out of the pairs, named in the report).
+    type: list
+    elements: str
+    default: []
+  nics:
+    description: Each node's C(gpu_topology_nics).
+    type: dict
+    default: {}
+  topologies:
+    description: Each GPU node's C(gpu_topology) (for GPU-NIC closeness).
+    type: dict
+    default: {}
+  ranks:
+    description: Processes per node each pair job ran (bounds the rails used).
+    type: dict
+    default: {}
+  pass_ratio:
+    description: A pair passes at this fraction of its reference (expected figure or median).
+    type: float
+    default: 0.7
+  max_rounds:
+    description: Rounds at most.
+    type: int
+    default: 4
+  store:
+    description: Write the run's record and report section.
+    type: bool
+    default: false
+  results_dir:
+    description: The controller's results folder.
+    type: path
+    default: ""
+  run_id:
+    description: The fabric run id; empty takes a new one (UTC time), returned in record.run_id.
+    type: str
+    default: ""
+  tolerance:
+    description: A node's best pair below (1 - tolerance) x its last passing figure is a finding.
+    type: float
+    default: 0.10
+author: wireup
+"""
+
+EXAMPLES = r"""
+- name: Judge the round
+  wireup_fabric_bench:
+    nodes: "{{ groups['gpu_nodes'] }}"
+    results: "{{ results }}"
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+plan:
+  description: >-
+    round (next), next_pairs, done, reference_gbs, reference_kind, pairs [{pair, round, busbw,
+    reference_gbs, ratio, verdict, error}], nodes {host: {state, evidence}}, bad, good, unreachable,
+    verdicts {host: PASS|FAIL|UNREACHABLE|N/A}, findings, pair_details, rounds_for_n, errors.
+  returned: always
+  type: dict
+report:
+  description: Paths of fabric.json and fabric.md when stored.
+  returned: when store
+  type: dict
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.wireup import bandwidth, fabricrun, results
+
+
+def _read(path):
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def _previous(fabric_dir, run_id):
+    try:
+        runs = sorted(d for d in os.listdir(fabric_dir) if d != run_id and results.RUN_ID_RE.match(d))
+    except OSError:
+        return None
+    for d in reversed(runs):
+        text = _read(os.path.join(fabric_dir, d, "fabric.json"))
+        if text:
+            try:
+                return json.loads(text)
+            except ValueError:
+                continue
+    return None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "nodes": {"type": "list", "elements": "str", "required": True},
+            "results": {"type": "list", "elements": "dict", "default": []},
+            "unreachable": {"type": "list", "elements": "str", "default": []},
+            "nics": {"type": "dict", "default": {}},
+            "topologies": {"type": "dict", "default": {}},
+            "ranks": {"type": "dict", "default": {}},
+            "pass_ratio": {"type": "float", "default": 0.7},
+            "max_rounds": {"type": "int", "default": 4},
+            "store": {"type": "bool", "default": False},
+            "results_dir": {"type": "path", "default": ""},
+            "run_id": {"type": "str", "default": ""},
+            "tolerance": {"type": "float", "default": 0.10},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    jobs = {}
+    for r in p["results"]:
+        pair = sorted(r.get("pair") or [])
+        key = (int(r.get("round") or 0), tuple(pair))
+        job = jobs.setdefault(key, {"logs": {}, "launch": {}})
+        host = r.get("host")
+        if host:
+            job["logs"][host] = _read(r.get("log"))
+            job["launch"][host] = {"ok": bool(r.get("ok")), "reason": r.get("reason") or ""}
+    intra = {}
+    for host, topo in p["topologies"].items():
+        try:
+            intra[host] = bandwidth.expected_busbw(topo, "all_reduce")["expected_busbw"] if topo else None
+        except (KeyError, TypeError, ValueError):
+            intra[host] = None
+    pair_results = []
+    for (round_no, pair), job in sorted(jobs.items()):
+        # A member that never reported (lost mid-round) failed its part of the job.
+        for host in pair:
+            job["launch"].setdefault(
+                host, {"ok": False, "reason": "no result (unreachable or failed during the round)"}
+            )
+        pair_results.append(
+            fabricrun.pair_result(
+                round_no,
+                list(pair),
+                job["logs"],
+                job["launch"],
+                nics=p["nics"],
+                gpus_per_node=p["ranks"],
+                intra_node_gbs=intra,
+            )
+        )
+    plan = fabricrun.judge(
+        p["nodes"],
+        pair_results,
+        unreachable=p["unreachable"],
+        nics=p["nics"],
+        topologies=p["topologies"],
+        pass_ratio=p["pass_ratio"],
+        max_rounds=p["max_rounds"],
+    )
+    if plan.get("errors"):
+        module.fail_json(msg="; ".join(plan["errors"]), plan=plan)
+    out = {"changed": False, "plan": plan}
+    if p["store"]:
+        if not p["results_dir"]:
+            module.fail_json(msg="store needs results_dir (wireup_results_dir)")
+        p["run_id"] = p["run_id"] or results.new_run_id()
+        fabric_dir = os.path.join(p["results_dir"], "fabric")
+        record = fabricrun.build_record(p["run_id"], plan, p["nics"])
+        record["findings"] += fabricrun.compare(record, _previous(fabric_dir, p["run_id"]), p["tolerance"])
+        run_dir = os.path.join(fabric_dir, p["run_id"])
+        paths = {"json": os.path.join(run_dir, "fabric.json"), "md": os.path.join(run_dir, "fabric.md")}
+        if not module.check_mode:
+            os.makedirs(run_dir, exist_ok=True)
+            with open(paths["json"], "w", encoding="utf-8") as fh:
+                json.dump(record, fh, indent=2, sort_keys=True)
+            text = fabricrun.markdown(record)
+            if fabricrun.plot(record, os.path.join(run_dir, "fabric.png")):
+                paths["png"] = os.path.join(run_dir, "fabric.png")
+                text += "\n![pair busbw against the reference](fabric.png)\n"
+            with open(paths["md"], "w", encoding="utf-8") as fh:
+                fh.write(text)
+            out["changed"] = True
+        out["report"] = paths
+        out["record"] = record
+    module.exit_json(**out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""The fabric bench on 4 testbed nodes (gloo on CPU): shape one node's traffic with tc (a token
+bucket of 200 Mbit/s on its interface, from inside its namespace) and that node, only it, is named
+bad with its pairs' figures against the others; remove the shaping and take another node's link
+down: the shaped node passes again and the down node is named unreachable, within a bounded time.
+In between, launch.yml refuses to start a job on the node the fabric bench named bad.
+Each run is bounded (ansible-runner timeout, bench_fabric_timeout per pair job)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from .harness import ensure_torch_venvs, run_playbook
+
+pytestmark = pytest.mark.integration
+
+SHAPE = "tc qdisc replace dev host0 root tbf rate 200mbit burst 64kb latency 100ms"
+UNSHAPE = "tc qdisc del dev host0 root"
+
+
+@pytest.fixture(scope="module")
+def fabric_bed(testbed_factory):
+    bed = testbed_factory("fabric", nodes=4)
+    ensure_torch_venvs(bed)
+    return bed
+
+
+def _fabric(bed, results_dir):
+    start = time.monotonic()
+    result = run_playbook(
+        "bench.yml",
+        bed.inventory,
+        {"wireup_results_dir": str(results_dir), "bench_fabric_timeout": 180},
+        tags=["fabric"],
+        timeout=1200,
+    )
+    took = time.monotonic() - start
+    print(f"[fabric] bench.yml --tags fabric rc={result.rc} in {took:.0f} s")
+    runs = sorted((results_dir / "fabric").iterdir())
+    record = json.loads((runs[-1] / "fabric.json").read_text())
+    return result, record, (runs[-1] / "fabric.md").read_text(), took
+
+
+def test_shaped_node_is_named_then_passes_and_a_down_node_is_unreachable(fabric_bed, tmp_path):
+    bed = fabric_bed
+    results = tmp_path / "results"
+    bed.ssh("node3", SHAPE)
+    try:
+        result, record, md, _ = _fabric(bed, results)
+    finally:
+        bed.ssh("node3", UNSHAPE, check=False)
+    # node3 and only node3: every pair with it fails, its first partner is cleared by a second pair.
+    assert record["bad"] == ["node3"], md
+    assert record["verdicts"] == {"node1": "PASS", "node2": "PASS", "node3": "FAIL", "node4": "PASS"}, md
+    assert record["rounds"] == 2 and record["reference_kind"] == "median"
+    slow = [p for p in record["pairs"] if "node3" in p["pair"]]
+    fast = [p for p in record["pairs"] if "node3" not in p["pair"]]
+    assert len(slow) == 2 and all(p["verdict"] == "FAIL" for p in slow)
+    assert max(p["busbw"] for p in slow) < 0.5 * min(p["busbw"] for p in fast)
+    assert all(d["backend"] == "gloo" for d in record["pair_details"])
+    # the recap fails node3 alone, with its evidence
+    assert result.failed_hosts == ["node3"] and result.unreachable_hosts == []
+    assert any("fabric verdict FAIL on node3" in m for _, _, m in result.failure_messages("node3"))
+    assert "| node3 | FAIL | round 1 with node4:" in md
+
+    # launch.yml refuses to start a job while node3's latest fabric verdict is FAIL.
+    launch = run_playbook("launch.yml", bed.inventory, {"wireup_results_dir": str(results)}, timeout=600)
+    refused = " ".join(m for _, _, m in launch.failure_messages())
+    assert launch.rc != 0 and "launch refused: fabric run" in refused and "named node3 bad" in refused, (
+        refused
+    )
+
+    # Shaping removed, node4's link down (the host side of its veth): node3 passes, node4 is
+    # named unreachable (not waited for), the three others pair up in two rounds (odd count).
+    veth = bed.state["nodes"]["node4"]["veth"]
+    subprocess.run(["ip", "link", "set", veth, "down"], check=True)
+    try:
+        result, record, md, took = _fabric(bed, results)
+    finally:
+        subprocess.run(["ip", "link", "set", veth, "up"], check=True)
+    assert record["unreachable"] == ["node4"] and record["bad"] == [], md
+    assert record["verdicts"] == {
+        "node1": "PASS",
+        "node2": "PASS",
+        "node3": "PASS",
+        "node4": "UNREACHABLE",
+    }, md
+    assert record["rounds"] == 2
+    assert result.unreachable_hosts == ["node4"] and result.failed_hosts == []
+    assert "fabric_unreachable" in {f["code"] for f in record["findings"]}
+    assert took < 900

@@ -1,0 +1,212 @@
+"""wireup.fabric: NIC facts from sysfs trees written from the kernel's ABI documents, GPU-NIC
+closeness from the NIC columns of real `topo -m` outputs, cross-node findings and the expected
+inter-node busbw."""
+
+import pathlib
+import shutil
+
+import pytest
+
+from wireup import fabric, topology
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
+SYSFS = FIXTURES / "sysfs"
+PUBLIC = FIXTURES / "public"
+
+
+def facts(name):
+    return fabric.parse_nic_facts(fabric.read_tree(str(SYSFS / name)))
+
+
+def codes(items):
+    return sorted(f["code"] for f in items)
+
+
+def test_healthy_ndr_node_has_eight_rails_and_no_finding():
+    f = facts("ndr8_healthy")
+    assert (f["transport"], f["rails"], f["rail_gbps"]) == ("ib", 8, 400.0)
+    port = f["ib_ports"][0]
+    assert port["state"] == "ACTIVE" and port["phys_state"] == "LinkUp"
+    assert (port["width"], port["speed"], port["link_layer"], port["pci"]) == (
+        4,
+        "NDR",
+        "InfiniBand",
+        "0000:18:00.0",
+    )
+    assert f["peermem"] == {"loaded": True, "module": "nvidia_peermem", "modules_read": True}
+    assert f["iommu"]["mode"] == "passthrough"
+    assert f["findings"] == []
+    # eno1 (Ethernet, 25G, MTU 9000) is listed; lo is not.
+    assert next(i["name"] for i in f["interfaces"]) == "eno1"
+    assert "lo" not in [i["name"] for i in f["interfaces"]]
+
+
+def test_down_port_and_hdr_rail_are_findings_and_leave_the_usable_rails():
+    f = facts("ndr8_one_rail_hdr_one_down")
+    assert codes(f["findings"]) == ["nic_port_down", "nic_rate_low"]
+    assert "mlx5_7:1 is DOWN/Disabled" in f["findings"][0]["message"]
+    assert "mlx5_5:1 runs at 200 Gb/sec (4X HDR)" in f["findings"][1]["message"]
+    # 7 active rails, paced by the slowest (HDR) one.
+    assert (f["rails"], f["rail_gbps"]) == (7, 200.0)
+    # The down IPoIB interface has no readable speed.
+    down = next(i for i in f["interfaces"] if i["operstate"] == "down")
+    assert down["speed_mbps"] is None and down["type"] == "infiniband"
+
+
+def test_roce_without_peermem_and_translating_iommu():
+    f = facts("roce2_no_peermem_iommu_dma")
+    assert (f["transport"], f["rails"]) == ("roce", 2)
+    assert f["ib_ports"][0]["roce"] == "RoCE v2" and f["ib_ports"][0]["netdev"] == "ens1f0np0"
+    assert codes(f["findings"]) == ["iommu_translated", "peermem_missing"]
+    assert [i["name"] for i in f["interfaces"]] == ["ens1f0np0", "ens1f1np1"]  # docker0 skipped
+
+
+def test_testbed_veth_is_a_virtual_socket_rail():
+    f = facts("testbed_veth")
+    assert (f["transport"], f["rails"], f["rail_gbps"], f["devices"]) == ("socket", 1, 10.0, ["host0"])
+    assert f["interfaces"][0]["virtual"] is True and f["speed_assumed"] is False
+    assert f["ib_ports"] == [] and f["findings"] == [] and f["iommu"]["mode"] == "off"
+
+
+def test_h200_vm_unknown_speed_takes_ncclss_own_10g_default():
+    f = facts("h200vm_virtio_no_ib")
+    assert (f["transport"], f["devices"], f["rail_gbps"], f["speed_assumed"]) == (
+        "socket",
+        ["eth0"],
+        10.0,
+        True,
+    )
+    assert f["interfaces"][0]["speed_mbps"] is None  # sysfs says -1
+
+
+def test_missing_root_gives_no_nic_and_no_crash(tmp_path):
+    f = fabric.parse_nic_facts(fabric.read_tree(str(tmp_path)))
+    assert f["transport"] is None and f["ib_ports"] == [] and f["interfaces"] == []
+    # /proc/modules unreadable: no peermem verdict either way
+    assert f["peermem"]["modules_read"] is False
+
+
+def test_mangled_sysfs_values_are_unknown_not_errors(tmp_path):
+    root = tmp_path / "t"
+    shutil.copytree(SYSFS / "ndr8_healthy", root, symlinks=True)
+    port = root / "sys/class/infiniband/mlx5_0/ports/1"
+    (port / "rate").write_text("\x00garbage\n")
+    (port / "state").write_bytes(b"4:\xff ACTIVE")
+    (root / "sys/class/net/eno1/mtu").write_text("")
+    f = fabric.parse_nic_facts(fabric.read_tree(str(root)))
+    p0 = f["ib_ports"][0]
+    assert p0["rate_gbps"] is None and p0["state"] is None and p0["active"] is False
+    assert next(i for i in f["interfaces"] if i["name"] == "eno1")["mtu"] is None
+    assert "nic_port_down" in codes(f["findings"])
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("400 Gb/sec (4X NDR)", {"gbps": 400.0, "width": 4, "speed": "NDR"}),
+        ("2.5 Gb/sec (1X SDR)", {"gbps": 2.5, "width": 1, "speed": "SDR"}),
+        ("25 Gb/sec (1X EDR)\n", {"gbps": 25.0, "width": 1, "speed": "EDR"}),
+        ("100 Gb/sec", {"gbps": 100.0, "width": None, "speed": None}),
+        ("", None),
+        ("fast", None),
+    ],
+)
+def test_parse_rate(text, expected):
+    assert fabric.parse_rate(text) == expected
+
+
+def test_parse_modules_ignores_unloading_modules():
+    text = "nvidia_peermem 16384 0 - Unloading 0x0\nnv_peer_mem 1 0 - Live 0x0\n"
+    assert fabric.parse_modules(text) == {"nv_peer_mem"}
+
+
+def test_closeness_on_h100x8_with_ten_nics():
+    topo = topology.parse_topo_matrix((PUBLIC / "h100x8_nccl-1264_topo_m_cut.txt").read_text())
+    c = fabric.gpu_nic_closeness(topo)
+    assert [g["class"] for g in c["gpus"]] == ["PIX"] * 8
+    assert c["gpus"][3]["nics"] == ["NIC5"] and c["findings"] == []
+
+
+def test_closeness_names_gpus_without_a_close_nic():
+    topo = topology.parse_topo_matrix((PUBLIC / "rtx4090x8_go-gpuallocator-17_topo_m.txt").read_text())
+    c = fabric.gpu_nic_closeness(topo)
+    far = [g["gpu"] for g in c["gpus"] if not g["close"]]
+    assert far and [f["gpus"][0] for f in c["findings"]] == far
+    assert all(f["code"] == "gpu_without_close_nic" for f in c["findings"])
+
+
+def test_closeness_skips_inactive_nics_by_device_name():
+    topo = topology.parse_topo_matrix((PUBLIC / "h100x4_nccl-1617_topo_m.txt").read_text())
+    nics = {"ib_ports": [{"hca": n["name"], "active": n["name"] != "NIC0"} for n in topo["nics"]]}
+    c = fabric.gpu_nic_closeness(topo, nics)
+    assert c["gpus"][0]["class"] == "SYS" and not c["gpus"][0]["close"]
+    assert [f["gpus"] for f in c["findings"]] == [[0]]
+
+
+def test_single_nic_node_has_no_closeness_finding():
+    topo = topology.parse_topo_matrix((FIXTURES / "h200x2" / "topo_m.txt").read_text())
+    assert fabric.gpu_nic_closeness(topo) == {
+        "gpus": [
+            {"gpu": 0, "nics": [], "class": None, "close": False},
+            {"gpu": 1, "nics": [], "class": None, "close": False},
+        ],
+        "findings": [],
+    }
+
+
+def test_cross_node_findings_name_the_odd_node():
+    nodes = {"a": facts("ndr8_healthy"), "b": facts("ndr8_healthy"), "c": facts("ndr8_one_rail_hdr_one_down")}
+    out = fabric.cross_node_findings(nodes)
+    assert codes(out) == ["fabric_rate_mismatch"]
+    assert out[0]["nodes"] == ["c"] and "c 1400 Gb/s" in out[0]["message"]
+    mixed = fabric.cross_node_findings(
+        {"a": facts("ndr8_healthy"), "r": facts("roce2_no_peermem_iommu_dma"), "b": facts("ndr8_healthy")}
+    )
+    assert {f["code"]: f["nodes"] for f in mixed}["fabric_transport_mismatch"] == ["r"]
+
+
+def test_cross_node_mtu_mismatch():
+    a = facts("testbed_veth")
+    b = facts("testbed_veth")
+    c = facts("testbed_veth")
+    c["interfaces"][0]["mtu"] = 9000
+    out = fabric.cross_node_findings({"a": a, "b": b, "c": c})
+    assert [(f["code"], f["nodes"]) for f in out] == [("fabric_mtu_mismatch", ["c"])]
+
+
+def test_expected_busbw_from_the_slowest_node():
+    nodes = {"a": facts("ndr8_healthy"), "c": facts("ndr8_one_rail_hdr_one_down")}
+    e = fabric.expected_busbw(nodes, gpus_per_node=8, intra_node_gbs=344.0)
+    # c: 7 rails x 200 Gb/s = 175 GB/s < a's 400 GB/s; below the intra-node figure; IB with GDR.
+    assert e["slowest"] == "c" and e["network_gbs"] == 175.0 and e["bottleneck"] == "network"
+    assert e["transport"] == "ib_gdr" and e["expected_gbs"] == pytest.approx(175.0 * 0.90)
+    # one GPU per node drives one rail
+    one = fabric.expected_busbw({"a": facts("ndr8_healthy")}, gpus_per_node=1)
+    assert one["network_gbs"] == 50.0
+    # the intra-node figure bounds it when it is lower
+    low = fabric.expected_busbw({"a": facts("ndr8_healthy")}, gpus_per_node=8, intra_node_gbs=100.0)
+    assert low["bottleneck"] == "intra-node" and low["expected_gbs"] == pytest.approx(90.0)
+
+
+def test_expected_busbw_follows_what_nccl_used():
+    nodes = {"a": facts("ndr8_healthy"), "b": facts("ndr8_healthy")}
+    e = fabric.expected_busbw(nodes, 8, transport="socket")
+    assert e["transport"] == "socket" and e["efficiency"] == 0.45
+    assert fabric.expected_busbw(nodes, 8, gdr=False)["transport"] == "ib"
+    roce = fabric.expected_busbw({"r": facts("roce2_no_peermem_iommu_dma")}, 2)
+    assert roce["transport"] == "roce" and roce["expected_gbs"] == pytest.approx(50.0 * 0.70)
+
+
+def test_expected_busbw_without_facts_says_why():
+    assert fabric.expected_busbw({}, 1)["reason"] == "no node has NIC facts"
+    none = fabric.expected_busbw({"x": fabric.parse_nic_facts({})}, 1)
+    assert none["expected_gbs"] is None and "x: no usable NIC" in none["reason"]
+    assert (
+        "no efficiency"
+        in fabric.expected_busbw({"a": facts("testbed_veth")}, 1, transport="carrier-pigeon")["reason"]
+    )
+
+
+def test_parse_nic_facts_rejects_non_dict():
+    with pytest.raises(ValueError, match="expected a dict"):
+        fabric.parse_nic_facts("sys")

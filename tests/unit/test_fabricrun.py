@@ -1,0 +1,198 @@
+"""wireup.fabricrun: a pair's logs -> its result; all pairs -> the verdicts, record, history,
+report section and launch's refusals. The NCCL lines are today's real H200 two-host capture; the
+benchmark's JSON line is the one files/bench/torch_allreduce.py prints (appended here)."""
+
+import json
+import pathlib
+
+from wireup import fabric, fabricrun
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
+LOGS = FIXTURES / "ncclinfo"
+
+
+def nics(name):
+    return fabric.parse_nic_facts(fabric.read_tree(str(FIXTURES / "sysfs" / name)))
+
+
+def bench_line(busbw, backend="nccl", size=1 << 30):
+    return json.dumps(
+        {
+            "wireup_bench": "torch_allreduce",
+            "size": size,
+            "count": size // 4,
+            "dtype": "float32",
+            "time_us": 1.0,
+            "algbw": busbw,
+            "busbw": busbw,
+            "wrong": 0,
+            "world_size": 2,
+            "nnodes": 2,
+            "backend": backend,
+        }
+    )
+
+
+def twohost(busbw):
+    r0 = (LOGS / "h200x1_nccl-2.28.9_twohost_socket_rank0.txt").read_text() + bench_line(busbw) + "\n"
+    r1 = (LOGS / "h200x1_nccl-2.28.9_twohost_socket_rank1.txt").read_text()
+    return {"a": r0, "b": r1}
+
+
+OK = {"a": {"ok": True}, "b": {"ok": True}}
+
+
+def test_socket_pair_on_the_h200_vm_expects_nccls_10g_default():
+    vm = nics("h200vm_virtio_no_ib")
+    r = fabricrun.pair_result(
+        1, ["b", "a"], twohost(0.50), OK, nics={"a": vm, "b": vm}, gpus_per_node={"a": 1, "b": 1}
+    )
+    assert r["pair"] == ["a", "b"] and r["busbw"] == 0.50 and r["error"] == ""
+    assert r["expected"]["transport"] == "socket" and r["expected"]["expected_gbs"] == 0.562
+    assert r["transports"]["a"]["inter_node"] == "socket" and r["transports"]["a"]["socket_interfaces"] == [
+        "lo"
+    ]
+    assert r["transports"]["a"]["evidence"].endswith("via NET/Socket/0")
+    assert r["findings"] == []
+
+
+def test_socket_pair_where_ib_is_up_is_a_finding_per_node():
+    ib = nics("ndr8_healthy")
+    r = fabricrun.pair_result(1, ["a", "b"], twohost(0.5), OK, nics={"a": ib, "b": ib})
+    assert [(f["code"], f["nodes"]) for f in r["findings"]] == [
+        ("nccl_socket_with_ib_up", ["a"]),
+        ("nccl_socket_with_ib_up", ["b"]),
+    ]
+    # the expectation follows the transport NCCL used, not the IB it should have used
+    assert r["expected"]["transport"] == "socket"
+
+
+def test_failed_job_and_missing_figure_are_errors():
+    r = fabricrun.pair_result(
+        1,
+        ["a", "b"],
+        {"a": None, "b": None},
+        {"a": {"ok": False, "reason": "timed out after 60 s"}, "b": {"ok": True}},
+    )
+    assert r["busbw"] is None and r["error"] == "a: timed out after 60 s"
+    r = fabricrun.pair_result(1, ["a", "b"], {"a": "garbage", "b": ""}, OK)
+    assert "without a bandwidth line" in r["error"]
+
+
+def gloo_round(speeds, pairs, round_no):
+    out = []
+    for a, b in pairs:
+        fig = min(speeds[a], speeds[b])
+        logs = {a: bench_line(fig, backend="gloo", size=16 << 20), b: ""}
+        out.append(fabricrun.pair_result(round_no, [a, b], logs, {a: {"ok": True}, b: {"ok": True}}))
+    return out
+
+
+def test_judge_names_the_slow_node_and_the_record_and_report_say_so(tmp_path):
+    nodes = ["n1", "n2", "n3", "n4"]
+    speeds = {"n1": 0.40, "n2": 0.42, "n3": 0.02, "n4": 0.41}
+    veth = {n: nics("testbed_veth") for n in nodes}
+    p = fabricrun.judge(nodes, [], nics=veth)
+    results = gloo_round(speeds, p["next_pairs"], 1)
+    p = fabricrun.judge(nodes, results, nics=veth)
+    assert p["next_pairs"] == [["n1", "n3"], ["n2", "n4"]]
+    results += gloo_round(speeds, p["next_pairs"], 2)
+    p = fabricrun.judge(nodes, results, nics=veth, unreachable=[])
+    assert p["done"] and p["bad"] == ["n3"]
+    assert p["verdicts"] == {"n1": "PASS", "n2": "PASS", "n3": "FAIL", "n4": "PASS"}
+    assert [f["code"] for f in p["findings"]] == ["fabric_bad_node"]
+    rec = fabricrun.build_record("20261201T040000Z", p, veth)
+    assert rec["rounds"] == 2 and rec["reference_kind"] == "median"
+    md = fabricrun.markdown(rec)
+    assert "| 1 | n3 + n4 | 0.02 |" in md and "FAIL **<-**" in md
+    assert "| n3 | FAIL | round 1 with n4" in md
+    png = tmp_path / "fabric.png"
+    assert fabricrun.plot(rec, str(png)) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert fabricrun.plot({"pairs": []}, str(tmp_path / "none.png")) is False
+    # launch refuses n3 only
+    assert list(fabricrun.refusals(nodes, {}, rec)) == ["n3"]
+    assert "fabric run 20261201T040000Z named n3 bad" in fabricrun.refusals(["n3"], {}, rec)["n3"]
+    bench = {"n1": {"verdict": "FAIL", "run_id": "R", "reason": "all_reduce 12 GB/s of 344"}}
+    assert fabricrun.refusals(["n1", "n2"], bench, rec) == {
+        "n1": "bench run R FAILed on n1: all_reduce 12 GB/s of 344"
+    }
+
+
+def test_unreachable_node_is_named_not_waited_for():
+    nodes = ["n1", "n2", "n3", "n4"]
+    p = fabricrun.judge(nodes, [], unreachable=["n2"])
+    assert p["next_pairs"] == [["n1", "n3"]] and p["verdicts"]["n2"] == "UNREACHABLE"
+    assert any(f["code"] == "fabric_unreachable" for f in p["findings"])
+
+
+def test_history_nic_change_and_drop():
+    prev = {
+        "run_id": "P",
+        "nics": {"a": {"rails": 8, "rail_gbps": 400.0}},
+        "verdicts": {"a": "PASS"},
+        "pairs": [{"pair": ["a", "b"], "busbw": 40.0}],
+    }
+    cur = {
+        "run_id": "C",
+        "nics": {"a": {"rails": 7, "rail_gbps": 400.0}},
+        "verdicts": {"a": "PASS"},
+        "pairs": [{"pair": ["a", "b"], "busbw": 30.0}],
+    }
+    out = fabricrun.compare(cur, prev)
+    assert [f["code"] for f in out] == ["fabric_nic_changed", "fabric_pair_dropped"]
+    assert "25% below 40 GB/s" in out[1]["message"]
+    assert fabricrun.compare(cur, None) == []
+
+
+def test_node_findings_closeness_and_mismatch():
+    from wireup import topology
+
+    topo = topology.parse_topo_matrix(
+        (FIXTURES / "public" / "rtx4090x8_go-gpuallocator-17_topo_m.txt").read_text()
+    )
+    out = fabricrun.node_findings(
+        {"a": nics("ndr8_healthy"), "b": nics("ndr8_one_rail_hdr_one_down")}, {"a": topo}
+    )
+    codes = [f["code"] for f in out]
+    assert "gpu_without_close_nic" in codes and "nic_rate_low" in codes and "fabric_rate_mismatch" in codes
+    assert all(f["nodes"] for f in out)
+
+
+def test_latest_verdicts_and_the_launch_filter(tmp_path):
+    import importlib.util
+
+    root = tmp_path / "results"
+    for run_id, verdicts in (("20261201T010000Z", {"n3": "FAIL"}), ("20261201T020000Z", {"n3": "PASS"})):
+        (root / "fabric" / run_id).mkdir(parents=True)
+        rec = {
+            "run_id": run_id,
+            "verdicts": verdicts,
+            "nodes": {"n3": {"evidence": ["round 1 with n4: slow"]}},
+        }
+        (root / "fabric" / run_id / "fabric.json").write_text(json.dumps(rec))
+    (root / "bench" / "20261201T030000Z").mkdir(parents=True)
+    (root / "bench" / "20261201T030000Z" / "n1.json").write_text(
+        json.dumps({"verdict": "FAIL", "findings": [{"severity": "critical", "message": "NVLink down"}]})
+    )
+    bench, record = fabricrun.latest_verdicts(str(root), ["n1", "n3"])
+    assert bench == {"n1": {"verdict": "FAIL", "run_id": "20261201T030000Z", "reason": "NVLink down"}}
+    assert record["run_id"] == "20261201T020000Z"  # the newest fabric run, where n3 passed
+    spec = importlib.util.spec_from_file_location(
+        "wireup_fabric_filter",
+        pathlib.Path(__file__).resolve().parents[2] / "plugins/filter/wireup_fabric.py",
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    refuse = mod.FilterModule().filters()["wireup_launch_refusals"]
+    assert refuse(["n1", "n3"], root) == {"n1": "bench run 20261201T030000Z FAILed on n1: NVLink down"}
+    # an empty store refuses nobody
+    assert refuse(["n1"], tmp_path / "none") == {}
+
+
+def test_socket_expectation_follows_the_interface_nccl_named():
+    facts = nics("testbed_veth")  # host0 at 10000 Mb/s; NCCL's log names lo (no speed): 10 Gb/s
+    r = fabricrun.pair_result(1, ["a", "b"], twohost(1.0), OK, nics={"a": facts, "b": facts})
+    assert r["expected"]["network_gbs"] == 1.25
+    ib = nics("ndr8_healthy")  # eno1 25G listed; lo is not an interface the facts keep: unchanged
+    assert fabric.on_interface(ib, "eno1")["rail_gbps"] == 25.0
+    assert fabric.on_interface(ib, "nope") is ib
