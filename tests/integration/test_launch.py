@@ -497,7 +497,9 @@ def test_run_entry_point_on_one_node_groups_with_a_master_elsewhere(torch_nodes,
         },
     ]
     playbook = write_playbook(tmp_path, "solo.yml", yaml.safe_dump(play, sort_keys=False))
-    extra = dict(FAST, wireup_master_host="node2", wireup_results_dir=str(tmp_path / "results"))
+    # A playbook outside the repository does not see its group_vars/: pass them as extra vars.
+    shared = yaml.safe_load((REPO / "group_vars" / "all.yml").read_text())
+    extra = dict(shared, **FAST, wireup_master_host="node2", wireup_results_dir=str(tmp_path / "results"))
     result = run_playbook(playbook, torch_nodes.inventory, extra)
     assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-3000:]}"
     assert {h: result.stats["ok"][h] > 0 for h in NODES} == dict.fromkeys(NODES, True)
