@@ -14,8 +14,8 @@ description:
     wireup_pkg_cuda_toolkit_spec, wireup_pkg_cuda_home, wireup_pkg_apt_policy_has_source,
     wireup_pkg_apt_lists_prefix, wireup_pkg_apt_lists_have_source, wireup_pkg_cuda_repo_source_current,
     wireup_pkg_key_trusted, wireup_pkg_installed_key_trusted, wireup_pkg_installed_source_current,
-    wireup_pkg_check_key, wireup_pkg_driver_plan, wireup_pkg_deb_upstream_version,
-    wireup_pkg_fabricmanager_plan, wireup_pkg_kernel_headers, wireup_pkg_nccl_plan,
+    wireup_pkg_check_key, wireup_pkg_driver_plan, wireup_pkg_driver_install_specs,
+    wireup_pkg_driver_report, wireup_pkg_nccl_plan,
     wireup_pkg_dpkg_status, wireup_pkg_dpkg_drift, wireup_pkg_torch_nccl_version,
     wireup_pkg_nccl_header_version, wireup_pkg_nccl_mismatch.
 """
@@ -27,7 +27,7 @@ from ansible.errors import AnsibleFilterError
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "module_utils"))
 
-from wireup import packages
+from wireup import driver, packages
 from wireup.node import parse_nccl_header
 
 
@@ -59,10 +59,10 @@ class FilterModule:
             "wireup_pkg_apt_lists_prefix": _wrap(packages.apt_lists_prefix),
             "wireup_pkg_apt_lists_have_source": _wrap(packages.apt_lists_have_source),
             "wireup_pkg_cuda_repo_source_current": _wrap(packages.cuda_repo_source_current),
-            "wireup_pkg_driver_plan": _wrap(packages.driver_plan),
-            "wireup_pkg_deb_upstream_version": _wrap(packages.deb_upstream_version),
-            "wireup_pkg_fabricmanager_plan": _wrap(packages.fabricmanager_plan),
-            "wireup_pkg_kernel_headers": _wrap(packages.kernel_headers_package),
+            # nvidia_driver: wireup.driver (one plan, the install specs, the run's one line)
+            "wireup_pkg_driver_plan": _wrap(driver.plan),
+            "wireup_pkg_driver_install_specs": _wrap(driver.install_specs),
+            "wireup_pkg_driver_report": _wrap(driver.report),
             "wireup_pkg_nccl_plan": _wrap(packages.nccl_plan),
             "wireup_pkg_dpkg_status": _wrap(packages.parse_dpkg_status),
             "wireup_pkg_dpkg_drift": _wrap(packages.dpkg_drift),
