@@ -19,7 +19,9 @@ _NVSWITCH_CLASS_PREFIX = "0x0680"
 SUPPORTED_OS = {
     ("ubuntu", "22.04"): "ubuntu2204",
     ("ubuntu", "24.04"): "ubuntu2404",
+    ("ubuntu", "26.04"): "ubuntu2604",
     ("debian", "12"): "debian12",
+    ("debian", "13"): "debian13",
 }
 # uname -m -> (Debian architecture, CUDA repository architecture). arm64 servers (Grace) use the
 # "sbsa" repositories.
