@@ -46,6 +46,7 @@ def test_os_release_and_support():
     }
     assert node.os_support("ubuntu", "24.04") == {"supported": True, "cuda_repo_distro": "ubuntu2404"}
     assert node.os_support("debian", "12") == {"supported": True, "cuda_repo_distro": "debian12"}
+    assert node.os_support("ubuntu", "26.04") == {"supported": True, "cuda_repo_distro": "ubuntu2604"}
     assert node.os_support("ubuntu", "20.04") == {"supported": False, "cuda_repo_distro": ""}
     assert node.os_support("rocky", "9.4")["supported"] is False
 
@@ -198,3 +199,12 @@ def test_summary_lines():
 )
 def test_service_manager(booted, comm, expected):
     assert node.service_manager(booted, comm) == expected
+
+
+def test_debian_13_is_supported():
+    facts = node.parse_os_release((NODE / "os_release_debian13.txt").read_text())
+    assert (facts["id"], facts["version"], facts["codename"]) == ("debian", "13", "trixie")
+    assert node.os_support(facts["id"], facts["version"]) == {
+        "supported": True,
+        "cuda_repo_distro": "debian13",
+    }
