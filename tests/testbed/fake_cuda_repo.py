@@ -208,6 +208,10 @@ def _driver_debs(out: Path, arch: str, *versions: str) -> list[Path]:
       are "610-2ubuntu1" and the like) and the first such version its per-version variant
       nvidia-driver-pinning-V. Its content, an apt preferences file locking the driver packages to
       the branch (or version), is the stand-in's: the public sources do not show NVIDIA's file.
+    From public sources: the names, the versions' form, the pinning packages' versions, Fabric
+    Manager's Provides. The stand-in's own simplification: a metapackage depends on
+    nvidia-persistenced of its version only (NVIDIA's pull in the DKMS module and the libraries,
+    whose control fields the public sources do not show).
     """
     deb_arch = DEB_ARCH[arch]
     idle = (

@@ -388,11 +388,15 @@ def install_specs(
     apt_err: str = "",
     *,
     check_mode=False,
+    lock_ready=True,
     branch="580",
     host="this node",
 ) -> dict:
     """The apt specs of the plan's ``install``, with the driver and Fabric Manager at apt's candidate
     version of the driver (under the branch lock) so both are the same version.
+    ``lock_ready``: the pin file was already as planned (in --check an unwritten pin file, like a
+    pinning package not installed yet, leaves apt's candidates unlocked: the versions are unknown and
+    apt's own simulation would fail on dependencies of another branch).
     Returns {specs, error, message, driver}: ``error`` stops the run, ``message`` is what --check says
     instead, ``driver`` whether the driver packages themselves are among the specs."""
     names = the_plan["names"]
@@ -409,6 +413,16 @@ def install_specs(
             "message": "",
             "driver": False,
         }
+    lock = the_plan.get("pinning_package") or "the pin file"
+    unlocked = not lock_ready or the_plan.get("pinning_package") in the_plan["install"]
+    if check_mode and unlocked:
+        return {
+            "specs": [],
+            "error": "",
+            "message": the_plan["summary"]
+            + f"; the exact version of branch {branch} once {lock} is in place",
+            "driver": False,
+        }
     if not version or not of_branch:
         offered = (
             f"apt offers {names[0]} {version}, not of branch {branch}"
@@ -416,7 +430,6 @@ def install_specs(
             else f"{', '.join(names)} not available from {host}'s apt sources "
             f"(apt said: {str(apt_err).strip()})"
         )
-        lock = the_plan.get("pinning_package") or "the pin file"
         if check_mode:
             return {
                 "specs": [],
