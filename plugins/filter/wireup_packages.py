@@ -15,8 +15,9 @@ description:
     nccl (one plan, the install check, its report lines) wireup_pkg_nccl_plan,
     wireup_pkg_nccl_install_problems, wireup_pkg_nccl_unmanaged_report, wireup_pkg_nccl_torch_comparison;
     nccl_tests (one plan, the source check) wireup_pkg_nccl_tests_plan, wireup_pkg_nccl_tests_source_problems;
-    nvidia_driver wireup_pkg_driver_plan, wireup_pkg_deb_upstream_version,
-    wireup_pkg_fabricmanager_plan, wireup_pkg_kernel_headers, wireup_pkg_dpkg_status.
+    nvidia_driver (wireup.driver: one plan, the install specs, the run's one line)
+    wireup_pkg_driver_plan, wireup_pkg_driver_install_specs, wireup_pkg_driver_report;
+    wireup_pkg_dpkg_status.
 """
 
 import pathlib
@@ -28,7 +29,7 @@ if _UTILS not in sys.path:
 
 from wireup_plugin import wrap as _wrap
 
-from wireup import packages
+from wireup import driver, packages
 
 
 class FilterModule:
@@ -39,11 +40,10 @@ class FilterModule:
             "wireup_pkg_cuda_repo_source_path": _wrap(packages.cuda_repo_source_path),
             "wireup_pkg_verified_key": _wrap(packages.verified_key),
             "wireup_pkg_cuda_toolkit_problems": _wrap(packages.cuda_toolkit_problems),
-            # nvidia_driver
-            "wireup_pkg_driver_plan": _wrap(packages.driver_plan),
-            "wireup_pkg_deb_upstream_version": _wrap(packages.deb_upstream_version),
-            "wireup_pkg_fabricmanager_plan": _wrap(packages.fabricmanager_plan),
-            "wireup_pkg_kernel_headers": _wrap(packages.kernel_headers_package),
+            # nvidia_driver: wireup.driver (one plan, the install specs, the run's one line)
+            "wireup_pkg_driver_plan": _wrap(driver.plan),
+            "wireup_pkg_driver_install_specs": _wrap(driver.install_specs),
+            "wireup_pkg_driver_report": _wrap(driver.report),
             "wireup_pkg_dpkg_status": _wrap(packages.parse_dpkg_status),
             # nccl
             "wireup_pkg_nccl_plan": _wrap(packages.nccl_plan),

@@ -300,6 +300,8 @@ def main():
         "os": dict(os_facts, supported=support["supported"]),
         "cuda_repo_distro": support["cuda_repo_distro"],
         "arch": node.arch_names(os.uname().machine),
+        # uname -r: nvidia_driver installs linux-headers-<kernel> for DKMS.
+        "kernel": os.uname().release,
         "gpu": gpu,
         "driver": _driver_facts(inventory),
         "cuda": _cuda_facts(module, params["cuda_home"]),

@@ -72,14 +72,14 @@ def testbed():
 
 @pytest.fixture(scope="session")
 def testbed_factory():
-    """make(suffix, nodes=1) -> another Testbed (fresh nodes, own bridge/subnet/port), up.
+    """make(suffix, nodes=1, suites=None) -> another Testbed (fresh nodes, own bridge/subnet/port), up.
     All of them are taken down at the end of the session."""
     made = []
 
-    def make(suffix: str, nodes: int = 1):
+    def make(suffix: str, nodes: int = 1, suites=None):
         tb = Testbed(f"{SESSION_NAME}-{suffix}")
         made.append(tb)
-        return tb.up(nodes=nodes)
+        return tb.up(nodes=nodes, suites=suites)
 
     try:
         yield make

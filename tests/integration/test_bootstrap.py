@@ -135,8 +135,12 @@ DRIVER_PLAY = """\
              'kernel_module': ''}}}}, recursive=true) }}}}
       tags: [always]
   roles:
+    # As in site.yml: cuda_repo first, the driver's source.
+    - {{role: cuda_repo, tags: [cuda_repo]}}
     - {{role: nvidia_driver, tags: [nvidia_driver]}}
 """
+
+REPORT = "NVIDIA driver | Report what the driver role did"
 
 
 def test_driver_install_path_on_a_pretend_gpu_node(testbed, repo_vars, tmp_path):
@@ -147,12 +151,13 @@ def test_driver_install_path_on_a_pretend_gpu_node(testbed, repo_vars, tmp_path)
     # No kernel headers for the host's kernel in a container; no reboot of a testbed node.
     extra = {**repo_vars, "nvidia_driver_kernel_headers": False, "nvidia_driver_reboot": False}
 
-    check = run_playbook(play, testbed.inventory, extra, check=True, limit=node, tags=["nvidia_driver"])
+    tags = ["cuda_repo", "nvidia_driver"]
+    check = run_playbook(play, testbed.inventory, extra, check=True, limit=node, tags=tags)
     assert check.rc == 0, check.failure_messages() or check.stdout[-3000:]
 
-    first = run_playbook(play, testbed.inventory, extra, limit=node, tags=["nvidia_driver"])
+    first = run_playbook(play, testbed.inventory, extra, limit=node, tags=tags)
     assert first.rc == 0, first.failure_messages() or first.stdout[-3000:]
-    reboot = _debug_msgs(first, "NVIDIA driver | Report that a reboot is required")
+    reboot = _debug_msgs(first, REPORT)
     assert "reboot required" in reboot.get(node, ""), reboot
 
     holds = set(testbed.ssh(node, "apt-mark showhold").stdout.split())
@@ -168,13 +173,11 @@ def test_driver_install_path_on_a_pretend_gpu_node(testbed, repo_vars, tmp_path)
         state = testbed.ssh(node, f"systemctl is-enabled {unit}; systemctl is-active {unit}").stdout.split()
         assert state == ["enabled", "active"], (unit, state)
 
-    second = run_playbook(play, testbed.inventory, extra, limit=node, tags=["nvidia_driver"])
+    second = run_playbook(play, testbed.inventory, extra, limit=node, tags=tags)
     assert second.rc == 0, second.failure_messages()
     assert second.stats["changed"].get(node) == 0, second.stats
     # The driver is installed but not loaded (no reboot yet): still reported.
-    assert "reboot required" in _debug_msgs(second, "NVIDIA driver | Report that a reboot is required").get(
-        node, ""
-    )
+    assert "reboot required" in _debug_msgs(second, REPORT).get(node, "")
 
 
 PRETEND_PLAY = """\
@@ -235,7 +238,7 @@ def test_image_provided_stack_left_alone_and_secure_boot_stop(testbed, repo_vars
     lines = " | ".join(
         msg
         for task in (
-            "NVIDIA driver | Leave alone a running driver of the branch that dpkg did not install",
+            REPORT,
             "CUDA repo | Report what is left alone",
             "NCCL | Report that the system NCCL is not managed here",
         )

@@ -24,6 +24,11 @@ def main(argv=None) -> int:
     )
     p_up.add_argument("--name", default="default", help="testbed name (default: default)")
     p_up.add_argument("--nodes", type=int, default=3, help="number of nodes (default: 3)")
+    p_up.add_argument(
+        "--suites",
+        default="",
+        help="Debian suite per node, comma-separated (bookworm or trixie; default bookworm)",
+    )
     p_down = sub.add_parser("down", help="stop a testbed's processes and remove everything it made")
     p_down.add_argument("--name", default="default", help="testbed name (default: default)")
     sub.add_parser("status", help="list this checkout's testbeds and their nodes")
@@ -44,7 +49,8 @@ def main(argv=None) -> int:
             if left:
                 raise TestbedError(f"still missing after apt-get: {' '.join(left)}")
         elif args.command == "up":
-            tb = Testbed(args.name, log=log).up(nodes=args.nodes)
+            suites = [x for x in args.suites.split(",") if x] or None
+            tb = Testbed(args.name, log=log).up(nodes=args.nodes, suites=suites)
             print(tb.inventory)
         elif args.command == "down":
             Testbed(args.name, log=log).down()

@@ -20,7 +20,9 @@ from .system import CACHE_DIR, TestbedError, flock, run
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Bump when the golden tree's post-processing below changes (the key then changes too).
 GOLDEN_RECIPE = 3
+# Debian suites a node can run: Debian 12 (the default, as this machine and CI) and Debian 13.
 SUITE = "bookworm"
+SUITES = ("bookworm", "trixie")
 # Debian 12 packages every node gets. Ansible builtin modules: apt (python3-apt), pip
 # (python3-packaging), deb822_repository (python3-debian), apt keys (gnupg), become (sudo, acl),
 # unarchive (unzip, xz-utils); systemd boots the node so service tasks run for real.
@@ -141,10 +143,38 @@ def node_pip_conf(settings=None):
 
 
 # --- golden root filesystem --------------------------------------------------------------------
-def golden_key():
+def check_suite(suite: str) -> str:
+    if suite not in SUITES:
+        raise TestbedError(
+            f"Debian suite {suite!r} is not one the testbed builds: use one of {', '.join(SUITES)}"
+        )
+    return suite
+
+
+def host_codename() -> str:
+    """This machine's Debian codename (its apt sources name it)."""
+    text = Path("/etc/os-release").read_text() if Path("/etc/os-release").exists() else ""
+    m = re.search(r"^VERSION_CODENAME=\"?(\w+)", text, re.M)
+    return m.group(1) if m else SUITE
+
+
+def node_apt_sources(suite: str, files=None) -> dict:
+    """This machine's apt sources for a node of ``suite``: the Debian archive's entries name the
+    node's suite (bookworm-updates -> trixie-updates, ...); other sources stay as they are."""
+    host = host_codename()
+    out = {}
+    for path, text in (files or apt_source_files()).items():
+        debian = any(u.rstrip("/").endswith(("/debian", "/debian-security")) for u in apt_uris({path: text}))
+        out[path] = (
+            re.sub(rf"\b{host}(?=[-\s/]|$)", suite, text, flags=re.M) if debian and suite != host else text
+        )
+    return out
+
+
+def golden_key(suite: str = SUITE):
     """Changes whenever the package list, mirror, recipe, CA certificates or apt sources change."""
     h = hashlib.sha256()
-    h.update(json.dumps([GOLDEN_RECIPE, SUITE, sorted(PACKAGES), debian_mirror(), node_pip_conf()]).encode())
+    h.update(json.dumps([GOLDEN_RECIPE, suite, sorted(PACKAGES), debian_mirror(), node_pip_conf()]).encode())
     for path in sorted(HOST_CA_DIR.glob("*.crt")) + sorted(apt_source_files()):
         h.update(str(path).encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
@@ -159,7 +189,7 @@ def _write(root: Path, rel: str, text: str, mode=0o644):
     path.chmod(mode)
 
 
-def _finish_golden(root: Path):
+def _finish_golden(root: Path, suite: str = SUITE):
     """Post-process a fresh mmdebstrap tree: sshd, networkd, apt/pip config, CA certs, no DNS."""
     for key in root.glob("etc/ssh/ssh_host_*"):
         key.unlink()
@@ -181,7 +211,7 @@ def _finish_golden(root: Path):
     for old in [root / "etc/apt/sources.list", *root.glob("etc/apt/sources.list.d/*")]:
         if old.is_file():
             old.unlink()
-    for path, text in apt_source_files().items():
+    for path, text in node_apt_sources(suite).items():
         _write(root, str(path), text)
     _write(root, "/etc/pip.conf", node_pip_conf())
     # The registries are reached through this machine's TLS-inspecting front: trust its CAs.
@@ -196,14 +226,15 @@ def _finish_golden(root: Path):
     (root / "root/.ssh").mkdir(mode=0o700, exist_ok=True)
 
 
-def golden_rootfs(log=print) -> Path:
-    """Path of the golden Debian 12 tree for the current key; built (33 s or so) if missing."""
-    key = golden_key()
-    final = CACHE_DIR / f"golden-{SUITE}-{key}"
+def golden_rootfs(log=print, suite: str = SUITE) -> Path:
+    """Path of the golden tree of a Debian suite (bookworm: Debian 12, trixie: Debian 13) for the
+    current key; built (33 s or so) if missing."""
+    key = golden_key(check_suite(suite))
+    final = CACHE_DIR / f"golden-{suite}-{key}"
     with flock(CACHE_DIR / "golden.lock"):
         if (final / ".wireup-complete").exists():
             return final
-        tmp = CACHE_DIR / f"golden-{SUITE}-{key}.tmp"
+        tmp = CACHE_DIR / f"golden-{suite}-{key}.tmp"
         if tmp.exists():
             shutil.rmtree(tmp)  # left by a crashed build (we hold the lock: nobody else builds it)
         t0 = time.monotonic()
@@ -214,25 +245,25 @@ def golden_rootfs(log=print) -> Path:
                 "--variant=apt",
                 "--quiet",
                 f"--include={','.join(PACKAGES)}",
-                SUITE,
+                suite,
                 tmp,
                 debian_mirror(),
             ]
         )
-        _finish_golden(tmp)
+        _finish_golden(tmp, suite)
         (tmp / ".wireup-complete").write_text(json.dumps({"key": key, "packages": PACKAGES}) + "\n")
         if final.exists():
             shutil.rmtree(final)
         tmp.rename(final)
         log(f"golden rootfs built in {time.monotonic() - t0:.0f} s")
-        _prune_goldens(keep=final, log=log)
+        _prune_goldens(keep=final, suite=suite, log=log)
         return final
 
 
-def _prune_goldens(keep: Path, log=print):
+def _prune_goldens(keep: Path, suite: str = SUITE, log=print):
     """Remove golden trees of earlier keys that no running node has mounted (300 MB each)."""
     mounts = Path("/proc/self/mountinfo").read_text()
-    for old in CACHE_DIR.glob(f"golden-{SUITE}-*"):
+    for old in CACHE_DIR.glob(f"golden-{suite}-*"):
         if (
             old != keep
             and old.is_dir()

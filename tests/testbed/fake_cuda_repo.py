@@ -11,15 +11,18 @@ and point ``cuda_repo_base_url`` at it, exactly as a site would point it at an i
         cuda-toolkit-13-0_13.0.2-1_amd64.deb -> cuda-nvcc-13-0_13.0.88-1_amd64.deb
             (/usr/local/cuda-13.0/bin/nvcc printing nvcc's real --version text; /usr/local/cuda
             through update-alternatives, as cuda-toolkit-config-common does)
-        nvidia-open-580 / nvidia-driver-580-open / cuda-drivers-580, nvidia-persistenced,
-        nvidia-fabricmanager 580.95.05-1 (services that idle; no kernel module)
+        driver packages of two eras (no kernel module; services that idle), see _driver_debs:
+          up to 580, branch in the name: nvidia-open-580 / nvidia-driver-580-open / cuda-drivers-580
+          from 590, NVIDIA's pinning packages: nvidia-driver-pinning-590 / -595 / -590.48.01
+          unversioned nvidia-open, cuda-drivers, nvidia-persistenced, nvidia-fabricmanager at
+          580.95.05-1, 590.48.01-1 and 595.45.04-1 (a newer branch the 590 lock must refuse)
 
 The .deb files are real packages built with dpkg-deb; libnccl.so.2 is a real shared object
 (compiled with the host's cc when there is one) whose ncclGetVersion returns the version, and
 nccl.h carries NCCL_MAJOR/MINOR/PATCH. The repository is signed with a throwaway RSA key made
 in a temporary GNUPGHOME. Building again with the same parameters reuses what is there.
 
-CLI: python -m tests.testbed.fake_cuda_repo --www DIR [--distro debian12] [--arch x86_64]
+CLI: python -m tests.testbed.fake_cuda_repo --www DIR [--distro debian12 --distro debian13] [--arch x86_64]
 prints JSON: base_url_path, key_name, fingerprint, key_sha256, packages.
 """
 
@@ -47,8 +50,12 @@ DEFAULTS = {
     "cuda_toolkit": "13.0.2-1",
     "nvcc": "13.0.88",
     "driver": "580.95.05",
+    # From branch 590 (pinning packages, unversioned names), and a newer branch the lock must refuse.
+    "driver_next": "590.48.01",
+    "driver_newest": "595.45.04",
 }
-FORMAT = 1  # bump when the repository's content changes, so cached builds are rebuilt
+DISTROS = ("debian12", "debian13")
+FORMAT = 2  # bump when the repository's content changes, so cached builds are rebuilt
 
 NVCC_TEXT = """nvcc: NVIDIA (R) Cuda compiler driver
 Copyright (c) 2005-2025 NVIDIA Corporation
@@ -186,11 +193,26 @@ def _cuda_debs(out: Path, arch: str, cuda: str, toolkit: str, nvcc: str) -> list
     return [nvcc_deb, meta]
 
 
-def _driver_debs(out: Path, arch: str, version: str) -> list[Path]:
-    """Driver metapackages under NVIDIA's names, and the two services the driver role manages.
-    No kernel module: testbed nodes have no GPU; the packages exist so apt, pins and holds run."""
-    branch = version.split(".", 1)[0]
-    deb_version = f"{version}-1"
+def _driver_debs(out: Path, arch: str, *versions: str) -> list[Path]:
+    """Driver packages of both eras, with the names, versions, Depends and Provides NVIDIA's packages
+    declare as far as public sources show them (roles/nvidia_driver/README.md), and the two services
+    the driver role manages. No kernel module: testbed nodes have no GPU; the packages exist so apt,
+    pins, pinning packages, holds and branch switches run for real.
+
+    - Per version V (branch B): nvidia-persistenced, nvidia-fabricmanager (Provides
+      nvidia-fabricmanager-B, as NVIDIA's repository does from 580), the unversioned metapackages
+      nvidia-open and cuda-drivers (Depends: nvidia-persistenced (= V-1)).
+    - Branches up to 580 also get the branch-named metapackages nvidia-open-B (Debian),
+      nvidia-driver-B-open (Ubuntu) and cuda-drivers-B.
+    - Branches from 590 get NVIDIA's pinning package nvidia-driver-pinning-B (version "B-1"; Ubuntu's
+      are "610-2ubuntu1" and the like) and the first such version its per-version variant
+      nvidia-driver-pinning-V. Its content, an apt preferences file locking the driver packages to
+      the branch (or version), is the stand-in's: the public sources do not show NVIDIA's file.
+    From public sources: the names, the versions' form, the pinning packages' versions, Fabric
+    Manager's Provides. The stand-in's own simplification: a metapackage depends on
+    nvidia-persistenced of its version only (NVIDIA's pull in the DKMS module and the libraries,
+    whose control fields the public sources do not show).
+    """
     deb_arch = DEB_ARCH[arch]
     idle = (
         "#!/bin/sh\n# wireup testbed stand-in: idles as the daemon would without GPUs\nexec sleep infinity\n"
@@ -202,32 +224,57 @@ def _driver_debs(out: Path, arch: str, version: str) -> list[Path]:
             "[Install]\nWantedBy=multi-user.target\n"
         )
 
-    debs = [
-        _deb(
+    def meta(name, deb_version, version):
+        return _deb(
             out,
-            {"Package": "nvidia-persistenced", "Version": deb_version, "Architecture": deb_arch},
-            {"/usr/bin/nvidia-persistenced": (idle, 0o755),
-             "/usr/lib/systemd/system/nvidia-persistenced.service":
-                 (unit("NVIDIA Persistence Daemon", "/usr/bin/nvidia-persistenced"), 0o644)},
-        ),
-        _deb(
+            {"Package": name, "Version": deb_version, "Architecture": deb_arch,
+             "Depends": f"nvidia-persistenced (= {deb_version})", "Section": "multiverse/metapackages"},
+            {f"/usr/share/doc/{name}/README": (f"NVIDIA driver {version} (wireup stand-in)\n", 0o644)},
+        )  # fmt: skip
+
+    def pinning(name, version_glob):
+        pref = (
+            f"# {name} (wireup testbed stand-in): locks the NVIDIA driver packages to {version_glob}\n"
+            "Package: nvidia-* libnvidia-* cuda-drivers* xserver-xorg-video-nvidia* libxnvctrl*\n"
+            f"Pin: version {version_glob}\nPin-Priority: 1000\n"
+        )
+        return _deb(
             out,
-            {"Package": "nvidia-fabricmanager", "Version": deb_version, "Architecture": deb_arch,
-             "Provides": f"nvidia-fabricmanager-{branch} (= {deb_version})"},
-            {"/usr/bin/nv-fabricmanager": (idle, 0o755),
-             "/usr/lib/systemd/system/nvidia-fabricmanager.service":
-                 (unit("NVIDIA fabric manager service", "/usr/bin/nv-fabricmanager"), 0o644)},
-        ),
-    ]  # fmt: skip
-    for name in (f"nvidia-open-{branch}", f"nvidia-driver-{branch}-open", f"cuda-drivers-{branch}"):
-        debs.append(
+            {"Package": name, "Version": name.rsplit("-", 1)[1].split(".")[0] + "-1", "Architecture": "all",
+             "Section": "multiverse/metapackages"},
+            {f"/etc/apt/preferences.d/{name}": (pref, 0o644)},
+        )  # fmt: skip
+
+    debs, pinned = [], set()
+    for version in versions:
+        branch = version.split(".", 1)[0]
+        deb_version = f"{version}-1"
+        debs += [
             _deb(
                 out,
-                {"Package": name, "Version": deb_version, "Architecture": deb_arch,
-                 "Depends": f"nvidia-persistenced (= {deb_version})", "Section": "multiverse/metapackages"},
-                {f"/usr/share/doc/{name}/README": (f"NVIDIA driver {version} (wireup stand-in)\n", 0o644)},
-            )
-        )  # fmt: skip
+                {"Package": "nvidia-persistenced", "Version": deb_version, "Architecture": deb_arch},
+                {"/usr/bin/nvidia-persistenced": (idle, 0o755),
+                 "/usr/lib/systemd/system/nvidia-persistenced.service":
+                     (unit("NVIDIA Persistence Daemon", "/usr/bin/nvidia-persistenced"), 0o644)},
+            ),
+            _deb(
+                out,
+                {"Package": "nvidia-fabricmanager", "Version": deb_version, "Architecture": deb_arch,
+                 "Provides": f"nvidia-fabricmanager-{branch} (= {deb_version})"},
+                {"/usr/bin/nv-fabricmanager": (idle, 0o755),
+                 "/usr/lib/systemd/system/nvidia-fabricmanager.service":
+                     (unit("NVIDIA fabric manager service", "/usr/bin/nv-fabricmanager"), 0o644)},
+            ),
+            meta("nvidia-open", deb_version, version),
+            meta("cuda-drivers", deb_version, version),
+        ]  # fmt: skip
+        if int(branch) < 590:
+            for name in (f"nvidia-open-{branch}", f"nvidia-driver-{branch}-open", f"cuda-drivers-{branch}"):
+                debs.append(meta(name, deb_version, version))
+        elif branch not in pinned:
+            pinned.add(branch)
+            debs.append(pinning(f"nvidia-driver-pinning-{branch}", f"{branch}.*"))
+            debs.append(pinning(f"nvidia-driver-pinning-{version}", f"{version}-*"))
     return debs
 
 
@@ -266,7 +313,7 @@ def _release(repo: Path, arch: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build(www_dir, distros=("debian12",), arches=("x86_64",), force=False, **versions) -> dict:
+def build(www_dir, distros=DISTROS, arches=("x86_64",), force=False, **versions) -> dict:
     """Write <www_dir>/cuda/<distro>/<arch>/ for each pair; return what the tests need."""
     opts = {**DEFAULTS, **versions}
     root = Path(www_dir) / "cuda"
@@ -312,7 +359,7 @@ def build(www_dir, distros=("debian12",), arches=("x86_64",), force=False, **ver
                     *_nccl_debs(repo, arch, opts["nccl"]),
                     *_nccl_debs(repo, arch, opts["nccl_newer"]),
                     *_cuda_debs(repo, arch, opts["cuda"], opts["cuda_toolkit"], opts["nvcc"]),
-                    *_driver_debs(repo, arch, opts["driver"]),
+                    *_driver_debs(repo, arch, opts["driver"], opts["driver_next"], opts["driver_newest"]),
                 ]
                 _index(repo, debs)
                 release = _release(repo, arch)
@@ -336,12 +383,12 @@ def build(www_dir, distros=("debian12",), arches=("x86_64",), force=False, **ver
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--www", required=True, help="the testbed's www dir (wireup_testbed_www_dir)")
-    parser.add_argument("--distro", action="append", help="debian12 (default), ubuntu2204, ubuntu2404")
+    parser.add_argument("--distro", action="append", help="debian12 and debian13 (default), ubuntu2204, ...")
     parser.add_argument("--arch", action="append", help="x86_64 (default) or sbsa")
     parser.add_argument("--force", action="store_true", help="rebuild even if an identical build exists")
     args = parser.parse_args(argv)
     try:
-        meta = build(args.www, tuple(args.distro or ["debian12"]), tuple(args.arch or ["x86_64"]), args.force)
+        meta = build(args.www, tuple(args.distro or DISTROS), tuple(args.arch or ["x86_64"]), args.force)
     except FakeRepoError as exc:
         print(f"fake_cuda_repo: {exc}", file=sys.stderr)
         return 1

@@ -176,23 +176,31 @@ class Testbed:
         digest = hashlib.sha256(str(self.dir).encode()).hexdigest()[:16]
         return flock(RUN_DIR / "locks" / f"{self.name}-{digest}.lock")
 
-    def up(self, nodes: int = 3):
-        """Bring the testbed up (or reuse it when it is already up with that many nodes)."""
+    def up(self, nodes: int = 3, suites=None):
+        """Bring the testbed up (or reuse it when it is already up with those nodes). ``suites``: the
+        Debian suite of each node in order (default all bookworm), e.g. ("bookworm", "trixie")."""
         require_host()
+        suites = list(suites or [cache.SUITE] * nodes)
+        if len(suites) != nodes:
+            raise TestbedError(
+                f"suites={suites!r} names {len(suites)} nodes, not {nodes}: give one suite per node"
+            )
+        for suite in suites:
+            cache.check_suite(suite)
         with self._lock():
             self.state = self._load()
-            return self._up(nodes)
+            return self._up(nodes, suites)
 
     def down(self):
         """Remove everything this testbed made, as recorded in state.json. Safe to repeat."""
         with self._lock():
             self._down()
 
-    def _up(self, nodes: int):
+    def _up(self, nodes: int, suites: list):
         if not 1 <= nodes <= MAX_NODES:
             raise TestbedError(f"--nodes {nodes} is out of range: use 1 to {MAX_NODES}")
         if self.is_up():
-            if len(self.state["nodes"]) == nodes:
+            if [rec.get("suite", cache.SUITE) for rec in self.nodes.values()] == suites:
                 self.log(f"testbed {self.name} is already up ({nodes} nodes); reusing it")
                 return self
             raise TestbedError(
@@ -203,10 +211,10 @@ class Testbed:
             self.log(f"testbed {self.name}: cleaning up an earlier run that is not fully up")
             self._down()
         t0 = time.monotonic()
-        golden = cache.golden_rootfs(log=self.log)
+        golden = {suite: cache.golden_rootfs(log=self.log, suite=suite) for suite in dict.fromkeys(suites)}
         wheels = cache.wheelhouse(log=self.log)
         try:
-            self._create(nodes, golden, wheels)
+            self._create(suites, golden, wheels)
         except BaseException:
             self.log(f"testbed {self.name}: bring-up failed; removing what was made")
             with contextlib.suppress(Exception):
@@ -218,13 +226,13 @@ class Testbed:
         )
         return self
 
-    def _create(self, nodes, golden, wheels):
+    def _create(self, suites, golden, wheels):
         self.dir.mkdir(parents=True, exist_ok=True)
         self.state = {
             "name": self.name,
             "state_dir": str(self.dir),
             "owner_pid": os.getpid(),
-            "golden": str(golden),
+            "golden": {suite: str(path) for suite, path in golden.items()},
             "nodes": {},
             "ready": False,
         }
@@ -264,8 +272,8 @@ class Testbed:
         repo = fake_cuda_repo.build(self.www_dir)
         keep = ("base_url_path", "key_name", "fingerprint", "key_sha256")
         self.state["cuda_repo"] = {k: repo[k] for k in keep}
-        for k in range(1, nodes + 1):
-            self._make_node(k, golden)
+        for k, suite in enumerate(suites, start=1):
+            self._make_node(k, golden[suite], suite)
         self.known_hosts.write_text(
             "".join(f"{rec['address']} {rec['host_key']}\n" for rec in self.nodes.values())
         )
@@ -403,7 +411,7 @@ class Testbed:
             time.sleep(0.1)
         raise TestbedError(f"file server on {self.www_url} did not start: see {self.dir / 'www.log'}")
 
-    def _make_node(self, k: int, golden: Path):
+    def _make_node(self, k: int, golden: Path, suite: str = cache.SUITE):
         st = self.state
         # Same names in every testbed (each has its own inventory): node1..nodeN.
         name = f"node{k}"
@@ -419,6 +427,7 @@ class Testbed:
             "work": str(ndir / "work"),
             "log": str(ndir / "console.log"),
             "mounted": False,
+            "suite": suite,
         }
         rec["veth"] = "vb-" + rec["machine"]
         st["nodes"][name] = rec

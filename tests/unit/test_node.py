@@ -46,6 +46,7 @@ def test_os_release_and_support():
     }
     assert node.os_support("ubuntu", "24.04") == {"supported": True, "cuda_repo_distro": "ubuntu2404"}
     assert node.os_support("debian", "12") == {"supported": True, "cuda_repo_distro": "debian12"}
+    assert node.os_support("ubuntu", "26.04") == {"supported": True, "cuda_repo_distro": "ubuntu2604"}
     assert node.os_support("ubuntu", "20.04") == {"supported": False, "cuda_repo_distro": ""}
     assert node.os_support("rocky", "9.4")["supported"] is False
 
@@ -207,7 +208,8 @@ def test_node_errors_name_the_fix():
         "disk": {"path": "/opt", "free_mb": 100},
     }
     assert node.node_errors(facts, 8192) == [
-        "CentOS Stream 9 is not supported: wireup supports Ubuntu 22.04/24.04 and Debian 12 "
+        "CentOS Stream 9 is not supported: wireup supports Ubuntu 22.04/24.04/26.04 "
+        "and Debian 12/13 "
         "(set preflight_require_supported_os: false to try anyway)",
         "ppc64le is not supported: wireup supports x86_64 and aarch64",
         "/opt has 100 MiB free, fewer than preflight_min_free_mb (8192): free space there or move "
@@ -216,3 +218,12 @@ def test_node_errors_name_the_fix():
     ok = {"os": {"id": "debian", "supported": True}, "arch": {"machine": "x86_64", "deb": "amd64"}}
     assert node.node_errors(dict(ok, disk={"path": "/", "free_mb": 9000}), 8192) == []
     assert node.node_errors(dict(facts, arch=ok["arch"], disk={"free_mb": 0}), 0, False) == []
+
+
+def test_debian_13_is_supported():
+    facts = node.parse_os_release((NODE / "os_release_debian13.txt").read_text())
+    assert (facts["id"], facts["version"], facts["codename"]) == ("debian", "13", "trixie")
+    assert node.os_support(facts["id"], facts["version"]) == {
+        "supported": True,
+        "cuda_repo_distro": "debian13",
+    }

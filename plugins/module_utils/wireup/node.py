@@ -19,7 +19,9 @@ _NVSWITCH_CLASS_PREFIX = "0x0680"
 SUPPORTED_OS = {
     ("ubuntu", "22.04"): "ubuntu2204",
     ("ubuntu", "24.04"): "ubuntu2404",
+    ("ubuntu", "26.04"): "ubuntu2604",
     ("debian", "12"): "debian12",
+    ("debian", "13"): "debian13",
 }
 # uname -m -> (Debian architecture, CUDA repository architecture). arm64 servers (Grace) use the
 # "sbsa" repositories.
@@ -278,7 +280,7 @@ def node_errors(facts: dict, min_free_mb: int = 0, require_supported_os: bool = 
     if require_supported_os and not os_facts.get("supported"):
         errors.append(
             f"{os_facts.get('pretty_name') or os_facts.get('id')} is not supported: wireup supports Ubuntu "
-            f"22.04/24.04 and Debian 12 (set preflight_require_supported_os: false to try anyway)"
+            f"22.04/24.04/26.04 and Debian 12/13 (set preflight_require_supported_os: false to try anyway)"
         )
     if not arch.get("deb"):
         errors.append(f"{arch.get('machine')} is not supported: wireup supports x86_64 and aarch64")

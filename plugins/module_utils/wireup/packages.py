@@ -6,17 +6,10 @@ pins every choice. Bad input raises ``PackageError`` whose message names the var
 
 Naming facts encoded here (checked against NVIDIA's and Ubuntu's repositories):
 - NVIDIA's CUDA repository lives at ``<base>/<distro>/<arch>/`` (a flat apt repository, suite
-  ``/``), with ``<distro>`` one of debian12/ubuntu2204/ubuntu2404 and ``<arch>`` x86_64 or sbsa
-  (arm64 servers). Its signing key is published beside it (``3bf863cc.pub`` since 2022).
-- Driver metapackages in that repository: ``nvidia-driver-<branch>-open`` (Ubuntu, open kernel
-  module), ``nvidia-open-<branch>`` (Debian, open), ``cuda-drivers-<branch>`` (proprietary).
-  Ubuntu's own archive names the server drivers ``nvidia-driver-<branch>-server[-open]``.
-- Fabric Manager: from branch 580 on, NVIDIA's repository ships one unversioned package
-  ``nvidia-fabricmanager`` whose version carries the driver version (580.x.y-1);
-  ``nvidia-fabricmanager-580`` is only a virtual name there, so apt cannot install it at a
-  version. Older branches, and Ubuntu's archive for every branch, use
-  ``nvidia-fabricmanager-<branch>``. NVIDIA's gpu-driver-container installs it the same way
-  (``nvidia-fabricmanager=${DRIVER_VERSION}*`` for >= 580) and holds it.
+  ``/``), with ``<distro>`` one of debian12/debian13/ubuntu2204/ubuntu2404/ubuntu2604 and
+  ``<arch>`` x86_64 or sbsa (arm64 servers). Its signing key is published beside it
+  (``3bf863cc.pub`` since 2022).
+- Driver and Fabric Manager package names per branch era: wireup.driver.
 - NCCL packages: ``libnccl2`` and ``libnccl-dev`` at ``<nccl>-<build>+cuda<major>.<minor>``.
 """
 
@@ -28,25 +21,10 @@ import re
 
 from .nccltests import gencode, nccl_header_version, supports_json
 
-SUPPORTED_DISTROS = ("debian12", "ubuntu2204", "ubuntu2404")
+SUPPORTED_DISTROS = ("debian12", "debian13", "ubuntu2204", "ubuntu2404", "ubuntu2604")
 # CUDA repository architecture -> Debian architecture.
 CUDA_ARCHES = {"x86_64": "amd64", "sbsa": "arm64"}
-DRIVER_FLAVORS = ("open", "proprietary")
-DRIVER_SOURCES = ("cuda", "distro")
 NCCL_PACKAGES = ("libnccl2", "libnccl-dev")
-# First branch whose NVIDIA-repository Fabric Manager package is the unversioned name.
-FABRICMANAGER_UNVERSIONED_FROM = 580
-# Packages a driver branch pin (apt preferences) covers: everything NVIDIA versions with the driver.
-DRIVER_PIN_PACKAGES = (
-    "nvidia-*",
-    "libnvidia-*",
-    "cuda-drivers*",
-    "xserver-xorg-video-nvidia*",
-    "libxnvctrl*",
-)
-
-_BRANCH_RE = re.compile(r"^\d{3}$")
-_DRIVER_VERSION_RE = re.compile(r"^(\d{3})\.\d+(?:\.\d+)?$")
 _CUDA_RE = re.compile(r"^(\d+)\.(\d+)$")
 _NCCL_PKG_RE = re.compile(r"^(?P<version>\d+\.\d+\.\d+)-(?P<build>\d+)\+cuda(?P<cuda>\d+\.\d+)$")
 _NCCL_RE = re.compile(r"^\d+\.\d+\.\d+$")
@@ -461,96 +439,7 @@ def cuda_toolkit_problems(plan: dict, apt_result, check_mode: bool) -> list[str]
     return [f"{plan['toolkit']['missing']}; apt said: {str(result.get('msg', '')).strip()}"]
 
 
-# --- NVIDIA driver --------------------------------------------------------------------------------
-def check_branch(branch) -> str:
-    _require_str("nvidia_driver_branch", branch, '"580"')
-    if not _BRANCH_RE.match(branch):
-        raise PackageError(
-            f'nvidia_driver_branch={branch!r} is malformed: expected three digits such as "580"'
-        )
-    return branch
-
-
-def driver_plan(branch, flavor: str, distro: str, source: str = "cuda", driver_version="") -> dict:
-    """Driver packages to install and hold, and the apt pin that keeps them on the branch.
-
-    ``driver_version``: optional exact upstream version ("580.95.05") within the branch.
-    """
-    check_branch(branch)
-    check_distro(distro)
-    if flavor not in DRIVER_FLAVORS:
-        raise PackageError(
-            f"nvidia_driver_flavor={flavor!r} is not one of {', '.join(DRIVER_FLAVORS)}: use open "
-            f"(Turing and newer, required for Blackwell) or proprietary"
-        )
-    if source not in DRIVER_SOURCES:
-        raise PackageError(
-            f"nvidia_driver_source={source!r} is not one of {', '.join(DRIVER_SOURCES)}: cuda installs "
-            f"from NVIDIA's CUDA repository (cuda_repo), distro from the distribution's archive"
-        )
-    _require_str("nvidia_driver_version", driver_version, '"580.95.05"')
-    if driver_version:
-        match = _DRIVER_VERSION_RE.match(driver_version)
-        if not match or match.group(1) != branch:
-            raise PackageError(
-                f"nvidia_driver_version={driver_version!r} is not a version of branch "
-                f'nvidia_driver_branch={branch!r}: use "{branch}.<minor>.<patch>" or "" for the newest'
-            )
-    is_debian = distro.startswith("debian")
-    if source == "distro":
-        if is_debian:
-            raise PackageError(
-                f"nvidia_driver_source=distro on {distro}: Debian's archive has no branch-pinned "
-                f"driver packages; set nvidia_driver_source: cuda (NVIDIA's repository, cuda_repo role)"
-            )
-        names = [f"nvidia-driver-{branch}-server" + ("-open" if flavor == "open" else "")]
-    elif flavor == "open":
-        names = [f"nvidia-open-{branch}" if is_debian else f"nvidia-driver-{branch}-open"]
-    else:
-        names = [f"cuda-drivers-{branch}"]
-    pin_version = f"{driver_version}-*" if driver_version else f"{branch}.*"
-    specs = [f"{name}={driver_version}-*" if driver_version else name for name in names]
-    return {
-        "names": names,
-        "specs": specs,
-        "hold": names,
-        "pin_packages": list(DRIVER_PIN_PACKAGES),
-        "pin_version": pin_version,
-    }
-
-
-def deb_upstream_version(deb_version) -> str:
-    """Debian version -> upstream part: '1:580.95.05-0ubuntu1' -> '580.95.05'."""
-    _require_str("deb_version", deb_version, '"580.95.05-1"')
-    if not deb_version:
-        return ""
-    version = deb_version.split(":", 1)[-1]
-    return version.rsplit("-", 1)[0] if "-" in version else version
-
-
-def fabricmanager_plan(branch, source: str, driver_version) -> dict:
-    """Fabric Manager package of exactly the running/installed driver version."""
-    check_branch(branch)
-    _require_str("driver_version", driver_version, '"580.95.05"')
-    match = _DRIVER_VERSION_RE.match(driver_version or "")
-    if not match or match.group(1) != branch:
-        raise PackageError(
-            f"the installed driver version {driver_version!r} is not of nvidia_driver_branch={branch!r}: "
-            f"Fabric Manager must match the driver exactly; install the driver of that branch first"
-        )
-    if source == "cuda" and int(branch) >= FABRICMANAGER_UNVERSIONED_FROM:
-        name = "nvidia-fabricmanager"
-    else:
-        name = f"nvidia-fabricmanager-{branch}"
-    return {"name": name, "spec": f"{name}={driver_version}-*", "version_glob": f"{driver_version}-*"}
-
-
-def kernel_headers_package(kernel_release) -> str:
-    """Headers for the running kernel: 'linux-headers-<uname -r>' on Debian and Ubuntu alike."""
-    _require_str("kernel_release", kernel_release, '"6.1.0-26-amd64"')
-    if not re.match(r"^\d+\.\d+[\w.+~-]*$", kernel_release):
-        raise PackageError(f"uname -r gave {kernel_release!r}: not a kernel release")
-    return f"linux-headers-{kernel_release}"
+# --- NVIDIA driver: plugins/module_utils/wireup/driver.py -----------------------------------------
 
 
 # --- NCCL -----------------------------------------------------------------------------------------
