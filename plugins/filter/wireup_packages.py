@@ -15,7 +15,7 @@ description:
     nccl (one plan, the install check, its report lines) wireup_pkg_nccl_plan,
     wireup_pkg_nccl_install_problems, wireup_pkg_nccl_unmanaged_report, wireup_pkg_nccl_torch_comparison;
     nccl_tests (one plan, the source check) wireup_pkg_nccl_tests_plan, wireup_pkg_nccl_tests_source_problems;
-    nvidia_driver (wireup.driver: one plan, the install specs, the run's one line)
+    nvidia_driver (wireup.driver - one plan, the install specs, the run one-line report)
     wireup_pkg_driver_plan, wireup_pkg_driver_install_specs, wireup_pkg_driver_report;
     wireup_pkg_dpkg_status.
 """
