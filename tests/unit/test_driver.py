@@ -326,3 +326,27 @@ def test_check_mode_before_the_pin_file_is_written_asks_apt_nothing():
     assert ready["specs"] == ["nvidia-open-580=580.95.05-1", "nvidia-fabricmanager=580.95.05-*"]
     # A real run writes the lock first: lock_ready does not matter there.
     assert d.install_specs(plan, show, lock_ready=False, branch="580")["specs"] == ready["specs"]
+
+
+def test_plan_reads_the_roles_dpkg_query_like_package_facts():
+    """The role reads dpkg-query (package_facts needs python3-apt in Ansible's interpreter, which the
+    GPU machine's venv lacks: it failed there); both shapes give the same plan. Held and removed
+    (rc: config files left) packages as dpkg-query prints them."""
+    from wireup import packages
+
+    text = (
+        "nvidia-open-580 hi 580.95.05-1\n"
+        "nvidia-fabricmanager ii 580.95.05-1\n"
+        "nvidia-open-575 rc 575.57.08-1\n"
+        "linux-headers-6.1.0-26-amd64 ii 6.1.112-1\n"
+        "nvidia-settings un <none>\n"
+    )
+    dpkg = packages.parse_dpkg_status(text)
+    facts = _pkgs(
+        nvidia_open_580="580.95.05-1",
+        nvidia_fabricmanager="580.95.05-1",
+        linux_headers_6_1_0_26_amd64="6.1.112-1",
+    )
+    facts = {k.replace("6-1-0-26-amd64", "6.1.0-26-amd64"): v for k, v in facts.items()}
+    assert d.plan(NODE, dpkg, host="n1") == d.plan(NODE, facts, host="n1")
+    assert d.plan(NODE, dpkg, host="n1")["install"] == []

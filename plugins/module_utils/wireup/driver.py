@@ -1,6 +1,6 @@
 """The NVIDIA driver role's plan: every decision nvidia_driver makes, as pure functions.
 
-Node facts (preflight's ``wireup_node``), the installed packages (``package_facts``) and the
+Node facts (preflight's ``wireup_node``), the installed packages (dpkg-query, parse_dpkg_status) and the
 role's variables in; one plan out: packages to remove, install and hold, the branch lock (wireup's
 apt pin file, or NVIDIA's pinning package), services, the reboot, Secure Boot's verdict and the
 one-line report. No Ansible imports; the ``wireup_driver`` filter wraps these and
@@ -163,10 +163,13 @@ def packages_for(branch, flavor: str, distro: str, source: str = "cuda", version
 
 
 def _installed(packages) -> dict:
-    """package_facts' ``packages`` ({name: [{version: ...}, ...]}) -> {name: deb version}."""
+    """packages.parse_dpkg_status' {name: {version, held}} (the role's read), or package_facts'
+    ``packages`` ({name: [{version: ...}, ...]}) -> {name: deb version}."""
     found = {}
     for name, entries in (packages or {}).items():
-        if isinstance(entries, list) and entries:
+        if isinstance(entries, dict):
+            found[name] = str(entries.get("version", ""))
+        elif isinstance(entries, list) and entries:
             found[name] = str(entries[0].get("version", ""))
         elif isinstance(entries, str):
             found[name] = entries
@@ -222,7 +225,7 @@ def plan(
 ) -> dict:
     """Every decision of the nvidia_driver role for one node.
 
-    ``node``: preflight's wireup_node; ``packages``: package_facts' packages (installed ones).
+    ``node``: preflight's wireup_node; ``packages``: the installed ones (parse_dpkg_status' dict).
     Returns ``manage`` (False: GPU-less node or a driver the image brings, left alone), the lock
     (``pin_file`` or ``pinning_package``), ``remove`` (other branches'/eras' metapackages and pinning
     packages), ``install`` (specs still missing; empty on a converged node), ``names`` (the driver
