@@ -13,6 +13,7 @@ description:
   - wireup_torch_probe_request (what the role's probe is asked), wireup_torch_plan (every decision
     and error for one node, from the probe and the role's variables), wireup_torch_verified
     (problems, the pytorch_venv_info fact and the report line, from the verification),
+    wireup_torch_managed_paths and wireup_torch_venv_drift (what the venv's builtins would change),
     wireup_torch_pip_failure (the message for a failed pip task).
 """
 
@@ -44,6 +45,8 @@ class FilterModule:
         return {
             "wireup_torch_probe_request": _wrap(torch_index.probe_request),
             "wireup_torch_plan": _wrap(plan),
+            "wireup_torch_managed_paths": _wrap(torch_index.managed_paths),
+            "wireup_torch_venv_drift": _wrap(torch_index.venv_drift),
             "wireup_torch_verified": _wrap(torch_index.verified),
             "wireup_torch_pip_failure": _wrap(torch_index.pip_failure),
         }

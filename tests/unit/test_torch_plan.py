@@ -388,3 +388,89 @@ def test_verified_reads_the_real_verification_script():
         {"rc": 0, "stdout_lines": [json.dumps(one_gpu)]}, plan, "/opt/wireup/venv"
     )
     assert "torch sees 1 GPU(s) in /opt/wireup/venv, preflight found 2" in verified["problems"][0]
+
+
+def _converged_files(the_plan, owner="root", group="root"):
+    venv = the_plan["dirs"][0]["path"]
+    files = {
+        d["path"]: {
+            "exists": True,
+            "type": "directory",
+            "mode": "0755",
+            "owner": d["owner"],
+            "group": d["group"],
+        }
+        for d in the_plan["dirs"]
+    }
+    files[f"{venv}/bin/python"] = {"exists": True, "type": "file"}
+    files[f"{venv}/pyvenv.cfg"] = {
+        "exists": True,
+        "type": "file",
+        "content": f"home = /usr/bin\ninclude-system-site-packages = {the_plan['pyvenv_flag']}\n",
+    }
+    if the_plan["pth"]["content"] is not None:
+        files[the_plan["pth"]["path"]] = {
+            "exists": True,
+            "content": the_plan["pth"]["content"],
+            "mode": "0644",
+            "owner": owner,
+            "group": group,
+        }
+    if the_plan["torchrun"]:
+        files[f"{venv}/bin/torchrun"] = {
+            "exists": True,
+            "content": the_plan["torchrun"],
+            "mode": "0755",
+            "owner": owner,
+            "group": group,
+        }
+    return files
+
+
+def _drift_plan(**over):
+    base = {
+        "apt": [],
+        "dirs": [
+            {"path": "/opt/wireup/venv", "owner": "root", "group": "root"},
+            {"path": "/etc/ansible/facts.d", "owner": "root", "group": "root"},
+        ],
+        "venv_ready": True,
+        "pyvenv_flag": "true",
+        "pth": {
+            "path": "/opt/wireup/venv/lib/python3.12/site-packages/wireup-base.pth",
+            "content": "/opt/torch/lib\n",
+        },
+        "torchrun": "#!/opt/wireup/venv/bin/python\n",
+        "fact_path": "/etc/ansible/facts.d/wireup_torch.fact",
+    }
+    return {**base, **over}
+
+
+def test_venv_drift_none_on_a_converged_node_and_each_difference_named():
+    the_plan = _drift_plan()
+    files = _converged_files(the_plan)
+    assert torch_index.venv_drift(the_plan, files, "root", "root") == []
+    paths = torch_index.managed_paths(the_plan)
+    assert set(files) <= set(paths) and the_plan["fact_path"] in paths
+    # each drift the integration tests make by hand, one at a time
+    cases = {
+        "folder /opt/wireup/venv": ("/opt/wireup/venv", {"mode": "0700"}),
+        "/opt/wireup/venv/pyvenv.cfg include-system-site-packages": (
+            "/opt/wireup/venv/pyvenv.cfg",
+            {"content": "include-system-site-packages = false\n"},
+        ),
+        the_plan["pth"]["path"]: (the_plan["pth"]["path"], {"content": "/elsewhere\n"}),
+        "/opt/wireup/venv/bin/torchrun": ("/opt/wireup/venv/bin/torchrun", {"mode": "0644"}),
+        "/opt/wireup/venv/bin/python": ("/opt/wireup/venv/bin/python", {"exists": False}),
+    }
+    for name, (path, change) in cases.items():
+        changed = {**files, path: {**files[path], **change}}
+        if change.get("exists") is False:
+            changed[path] = {"exists": False}
+        assert torch_index.venv_drift(the_plan, changed, "root", "root") == [name]
+    assert torch_index.venv_drift(_drift_plan(apt=["python3-venv"]), files, "root", "root") == [
+        "apt packages python3-venv"
+    ]
+    stale = _drift_plan(pth={"path": the_plan["pth"]["path"], "content": None})
+    assert torch_index.venv_drift(stale, files, "root", "root") == [f"stale {the_plan['pth']['path']}"]
+    assert torch_index.venv_drift(the_plan, {}, "root", "root")[0] == "folder /opt/wireup/venv"

@@ -846,3 +846,60 @@ def verified(result, the_plan, settings_path="", hostname="") -> dict:
         "info": info,
         "summary": "; ".join([summary(info, hostname), *notes]),
     }
+
+
+def managed_paths(the_plan) -> list[str]:
+    """What the venv's builtin tasks manage, read in one wireup_file_state run before them."""
+    venv = the_plan["dirs"][0]["path"]
+    paths = [d["path"] for d in the_plan["dirs"]]
+    paths += [f"{venv}/bin/python", f"{venv}/pyvenv.cfg", the_plan["pth"]["path"], f"{venv}/bin/torchrun"]
+    return [*paths, the_plan["fact_path"]]
+
+
+def venv_drift(the_plan, files, owner: str, group: str) -> list[str]:
+    """What differs between the node (wireup_file_state's ``files``) and the plan: the venv's
+    builtin tasks (apt, folders, python -m venv, pyvenv.cfg, the .pth, torchrun) run only for a
+    difference, so a converged rerun starts none of them (each costs a module run on the node,
+    0.4-1.0 s on the GPU machine). Their own idempotency still decides what they change."""
+    files = files or {}
+
+    def get(path):
+        return files.get(path) or {"exists": False}
+
+    drift = []
+    if the_plan.get("apt"):
+        drift.append(f"apt packages {', '.join(the_plan['apt'])}")
+    for folder in the_plan["dirs"]:
+        got = get(folder["path"])
+        want = ("directory", "0755", folder["owner"], folder["group"])
+        if (got.get("type"), got.get("mode"), got.get("owner"), got.get("group")) != want:
+            drift.append(f"folder {folder['path']}")
+    venv = the_plan["dirs"][0]["path"]
+    if not get(f"{venv}/bin/python")["exists"]:
+        drift.append(f"{venv}/bin/python")
+    if the_plan.get("venv_ready"):
+        cfg = get(f"{venv}/pyvenv.cfg").get("content") or ""
+        flag = re.search(r"(?m)^include-system-site-packages\s*=\s*(\S+)", cfg)
+        if not flag or flag.group(1) != the_plan["pyvenv_flag"]:
+            drift.append(f"{venv}/pyvenv.cfg include-system-site-packages")
+    pth = get(the_plan["pth"]["path"])
+    if the_plan["pth"]["content"] is None:
+        if pth["exists"]:
+            drift.append(f"stale {the_plan['pth']['path']}")
+    elif (pth.get("content"), pth.get("mode"), pth.get("owner"), pth.get("group")) != (
+        the_plan["pth"]["content"],
+        "0644",
+        owner,
+        group,
+    ):
+        drift.append(the_plan["pth"]["path"])
+    if the_plan.get("torchrun"):
+        run = get(f"{venv}/bin/torchrun")
+        if (run.get("content"), run.get("mode"), run.get("owner"), run.get("group")) != (
+            the_plan["torchrun"],
+            "0755",
+            owner,
+            group,
+        ):
+            drift.append(f"{venv}/bin/torchrun")
+    return drift
