@@ -177,3 +177,26 @@ def test_stop_answers_with_the_final_status_and_status_with_the_log_tail(tmp_pat
     assert first.startswith("run r7 of") and json.loads(last)["state"] == "stopped"
     never = jobctl("stop", job, "r8", 1).stdout.splitlines()
     assert never[0].endswith("never started: nothing to stop") and json.loads(never[1])["state"] == "missing"
+
+
+def test_systemd_unit_names_differ_for_one_job_in_two_base_dirs(tmp_path):
+    """Two inventory hosts on one machine (each its own wireup_base_dir) start the same job and
+    run id: their transient units must not share a name (on the GPU machine the second host's
+    job never started, and the first waited for it until the watchdog stopped the run)."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    calls = tmp_path / "calls"
+    (fake / "systemd-run").write_text(f'#!/usr/bin/env bash\necho "$@" >>{calls}\n')
+    (fake / "systemd-run").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "WIREUP_JOBCTL_MANAGER": "systemd"}
+    units = []
+    for base in ("n1", "n2"):
+        job = make_job(tmp_path / base, "echo hi\n")
+        # The fake starts nothing, so start then says the run did not start (rc 2): the names matter here.
+        subprocess.run(
+            [str(JOBCTL), "start", job, "r1"], check=False, env=env, capture_output=True, timeout=60
+        )
+        units.append((job / "runs" / "r1" / "unit").read_text().strip())
+    assert units[0] != units[1]
+    assert all(u.startswith("wireup-demo-r1-") and u.endswith(".service") for u in units)
+    assert calls.read_text().count("--unit=") == 2
