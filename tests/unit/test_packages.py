@@ -71,7 +71,7 @@ def test_cuda_repo_url_bad_input_names_the_variable(args, names):
         p.cuda_repo_url(*args)
 
 
-@pytest.mark.parametrize("key_name", ["", "../evil.pub", "keys/3bf863cc.pub"])
+@pytest.mark.parametrize("key_name", ["../evil.pub", "keys/3bf863cc.pub"])
 def test_cuda_repo_key_name_must_be_a_file_name(key_name):
     with pytest.raises(p.PackageError, match="cuda_repo_key_name"):
         p.cuda_repo_key_url(NVIDIA_BASE, "ubuntu2404", "x86_64", key_name)
@@ -784,3 +784,28 @@ def test_nccl_tests_source_problems():
     [tree] = p.nccl_tests_source_problems(plan | {"source_kind": "archive"}, {"skipped": True}, False, False)
     assert "src/Makefile is missing" in tree and "nccl_tests_source_strip_components" in tree
     assert p.nccl_tests_source_problems(plan, {}, False, True) == []  # --check: nothing fetched
+
+
+@pytest.mark.parametrize(
+    ("distro", "key"),
+    [
+        ("debian12", "3bf863cc.pub"),
+        ("ubuntu2404", "3bf863cc.pub"),
+        ("debian13", "8793F200.pub"),
+        ("ubuntu2604", "8793F200.pub"),
+    ],
+)
+def test_empty_key_name_picks_nvidias_key_for_the_distribution(distro, key):
+    assert p.cuda_repo_key_url(NVIDIA_BASE, distro, "x86_64", "") == f"{NVIDIA_BASE}/{distro}/x86_64/{key}"
+    # a name given is used as given
+    assert p.cuda_repo_key_url(NVIDIA_BASE, distro, "x86_64", "mine.pub").endswith("/mine.pub")
+
+
+def test_role_defaults_trust_both_nvidia_keys():
+    import yaml
+
+    defaults = yaml.safe_load(
+        (pathlib.Path(__file__).resolve().parents[2] / "roles/cuda_repo/defaults/main.yml").read_text()
+    )
+    assert defaults["cuda_repo_key_name"] == ""
+    assert {f[-8:] for f in defaults["cuda_repo_key_fingerprints"]} == {"3BF863CC", "8793F200"}

@@ -87,9 +87,20 @@ def cuda_repo_url(base_url, distro: str, arch: str) -> str:
     return f"{base}/{check_distro(distro)}/{check_cuda_arch(arch)}/"
 
 
+# The signing key NVIDIA publishes beside each repository (NVIDIA/cuda-repo-management's README,
+# "GPG keys": debian12 3bf863cc, debian13 8793F200; Debian 13 rejects the SHA-1-bound 3bf863cc).
+# ubuntu2604: no published name found yet; it is assumed to follow debian13 (set cuda_repo_key_name
+# to override). Used when cuda_repo_key_name is "" (the default).
+CUDA_REPO_KEYS = {"debian13": "8793F200.pub", "ubuntu2604": "8793F200.pub"}
+CUDA_REPO_KEY_DEFAULT = "3bf863cc.pub"
+
+
 def cuda_repo_key_url(base_url, distro: str, arch: str, key_name) -> str:
-    """Where the repository's signing key is published (beside the repository)."""
+    """Where the repository's signing key is published (beside the repository); key_name ""
+    means NVIDIA's key for the distribution (CUDA_REPO_KEYS)."""
     _require_str("cuda_repo_key_name", key_name, '"3bf863cc.pub"')
+    if key_name == "":
+        key_name = CUDA_REPO_KEYS.get(distro, CUDA_REPO_KEY_DEFAULT)
     if not key_name or "/" in key_name:
         raise PackageError(
             f"cuda_repo_key_name={key_name!r} must be a file name inside the repository folder, "
