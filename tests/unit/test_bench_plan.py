@@ -261,6 +261,14 @@ def test_stepcost_runs_on_gpu_nodes_alone_and_its_args():
 def test_stepcost_tag_alone_needs_no_build_and_runs_no_collective():
     plan = bench.plan(GPU_NODE, settings(stepcost_only=True), None, "", "gpu-a01")
     assert plan["nccl_runs"] == [] and plan["compare"] == {} and not plan["torch_single"]
+    assert plan["scripts"] == ["ddp_step.py"]
+    assert bench.plan(GPU_NODE, settings(), BUILD, "", "g")["scripts"] == [
+        "torch_allreduce.py",
+        "ddp_step.py",
+    ]
+    assert bench.plan(CPU_NODE, settings(bench_stepcost=False), None, "", "c")["scripts"] == [
+        "torch_allreduce.py"
+    ]
     assert plan["stepcost_single"]
 
 

@@ -112,6 +112,9 @@ def plan(node, settings, build=None, tuned_text=None, host=""):
         "stepcost_args_cpu": _stepcost_args(settings, settings.get("bench_stepcost_cpu_params") or [], True),
         # `--tags stepcost` alone: the step benchmark only (no nccl-tests, no torch all-reduce).
         "stepcost_only": bool(settings.get("stepcost_only", False)),
+        # What files/bench/ ships into bench_dir for the torch jobs.
+        "scripts": (["torch_allreduce.py"] if not settings.get("stepcost_only") else [])
+        + (["ddp_step.py"] if settings.get("bench_stepcost", False) else []),
         "notes": notes,
         "skipped": "",
         # What the find task looks at after the plan: dpkg's file lists, the tuned env file, the
