@@ -238,9 +238,10 @@ def test_detached_job_runs_on_shows_running_and_stops_everywhere(torch_nodes, tm
     run_id = torch_nodes.ssh("node1", f"{BASE}/bin/wireup-jobctl latest {BASE}/jobs/{job}").stdout.strip()
     for node in NODES:
         assert states[node]["state"] == "running"
-        # Under systemd: a transient unit whose cgroup holds torchrun and its workers.
-        unit = f"wireup-{job}-{run_id}.service"
-        assert states[node]["unit"] == unit
+        # Under systemd: a transient unit whose cgroup holds torchrun and its workers; its name
+        # carries the job folder's checksum (two inventory hosts on one machine must not collide).
+        unit = states[node]["unit"]
+        assert re.fullmatch(rf"wireup-{re.escape(job)}-{re.escape(run_id)}-[0-9]+\.service", unit), unit
         assert torch_nodes.ssh(node, f"systemctl is-active {unit}", check=False).stdout.strip() == "active"
 
     status = _jobs(torch_nodes, job, "status", tmp_path)
@@ -268,7 +269,7 @@ def test_detached_job_runs_on_shows_running_and_stops_everywhere(torch_nodes, tm
     for node, state in _states(torch_nodes, job).items():
         assert state["state"] == "stopped" and state["reason"] == "stopped by jobs.yml"
         assert _tagged_processes(torch_nodes, node, job) == [], f"{node} still runs processes of {job}"
-        unit = f"wireup-{job}-{run_id}.service"
+        unit = state["unit"]
         assert torch_nodes.ssh(node, f"systemctl is-active {unit}", check=False).stdout.strip() != "active"
         assert torch_nodes.ssh(node, "pgrep -f ddp_multinode.py", check=False).stdout.strip() == ""
 
