@@ -313,8 +313,15 @@ def test_detached_job_with_a_failed_rank_ends_everywhere_and_status_names_the_no
     shown = _said(status, "Jobs | Show this node's part of the run")
     assert shown["node2"][0].startswith("node2: exited with code ")
     for node in ("node1", "node3"):
-        # Stopped by the watchdog naming node2, or failed by itself (gloo saw node2's ranks go).
-        assert "node2" in shown[node][0] or states[node]["state"] == "exited", shown[node]
+        # Stopped by the watchdog naming node2, or failed by itself (gloo saw node2's ranks go),
+        # or stopped by the watchdog naming a node that did fail that way (node1 may exit on
+        # node2's loss before the watchdog hears of node2: seen in a CI dry run on 2 cores).
+        named = re.search(r"stopped by the watchdog: (\w+) exited", shown[node][0])
+        assert (
+            "node2" in shown[node][0]
+            or states[node]["state"] == "exited"
+            or (named and states[named.group(1)]["state"] == "exited")
+        ), shown[node]
 
 
 def test_hosts_block_unsafe_writes_only_where_etc_hosts_is_a_mount(torch_nodes, tmp_path):
