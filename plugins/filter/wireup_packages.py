@@ -15,8 +15,9 @@ description:
     nccl (one plan, the install check, its report lines) wireup_pkg_nccl_plan,
     wireup_pkg_nccl_install_problems, wireup_pkg_nccl_torch_comparison;
     nccl_tests (one plan, the source check) wireup_pkg_nccl_tests_plan, wireup_pkg_nccl_tests_source_problems;
-    nvidia_driver (wireup.driver - one plan, the install specs, the run one-line report)
-    wireup_pkg_driver_plan, wireup_pkg_driver_install_specs, wireup_pkg_driver_report;
+    nvidia_driver (wireup.driver - the read, one plan, the install specs, the run one-line report)
+    wireup_pkg_driver_reads, wireup_pkg_driver_plan, wireup_pkg_driver_install_specs,
+    wireup_pkg_driver_report;
     wireup_pkg_dpkg_status.
 """
 
@@ -41,6 +42,7 @@ class FilterModule:
             "wireup_pkg_verified_key": _wrap(packages.verified_key),
             "wireup_pkg_cuda_toolkit_problems": _wrap(packages.cuda_toolkit_problems),
             # nvidia_driver: wireup.driver (one plan, the install specs, the run's one line)
+            "wireup_pkg_driver_reads": _wrap(driver.reads),
             "wireup_pkg_driver_plan": _wrap(driver.plan),
             "wireup_pkg_driver_install_specs": _wrap(driver.install_specs),
             "wireup_pkg_driver_report": _wrap(driver.report),
