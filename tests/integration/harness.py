@@ -85,6 +85,39 @@ class PlaybookResult:
             out.append((data.get("host"), data.get("task", ""), " ".join([str(msg), *map(str, items)])))
         return out
 
+    def messages(self, task_name):
+        """{host: text} of the task's ok results: its msg, or for a looped task (a report that loops
+        over the plan's lines) its items' msgs joined by " | "."""
+        out = {}
+        for host, res in self.task_results(task_name).items():
+            items = res.get("results")
+            out[host] = (
+                " | ".join(str(r.get("msg", "")) for r in items) if items is not None else res.get("msg", "")
+            )
+        return out
+
+    def skipped_hosts(self, task_name):
+        """Hosts on which the task named task_name was skipped (its `when:` was false)."""
+        return sorted(
+            {
+                ev["event_data"].get("host")
+                for ev in self.events
+                if ev.get("event") == "runner_on_skipped"
+                and ev.get("event_data", {}).get("task") == task_name
+            }
+        )
+
+    def item_keys(self, task_name, changed=True):
+        """{host: [item['key'] of each (changed) loop item]} of a task looping over plan items."""
+        out = {}
+        for host, res in self.task_results(task_name).items():
+            out[host] = [
+                (r.get("item") or {}).get("key")
+                for r in res.get("results", []) or []
+                if not r.get("skipped") and (r.get("changed") or not changed)
+            ]
+        return out
+
     def task_results(self, task_name, host=None):
         """{host: res} of the ok/changed/failed results of the task named task_name."""
         out = {}

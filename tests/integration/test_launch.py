@@ -201,6 +201,9 @@ def _jobs(testbed, job, action, tmp_path):
     return run_playbook("jobs.yml", testbed.inventory, extra)
 
 
+STANDS = "Jobs | Say how the run stands, or list the runs"  # jobs.yml's closing lines (a list)
+
+
 def _said(result, task):
     return {h: r.get("msg") for h, r in result.task_results(task).items()}
 
@@ -250,8 +253,8 @@ def test_detached_job_runs_on_shows_running_and_stops_everywhere(torch_nodes, tm
     for node in NODES:
         assert shown[node][0].startswith(f"{node}: running since ")
         assert any(" step " in line for line in shown[node][1:])  # its last log lines
-    [stands] = _said(status, "Jobs | Say how the run stands").values()
-    assert stands == f"job {job} run {run_id}: running on node1, node2, node3"
+    [stands] = _said(status, STANDS).values()
+    assert stands == [f"job {job} run {run_id}: running on node1, node2, node3"]
 
     logs = _jobs(torch_nodes, job, "logs", tmp_path)
     assert logs.rc == 0, logs.failure_messages()
@@ -260,7 +263,7 @@ def test_detached_job_runs_on_shows_running_and_stops_everywhere(torch_nodes, tm
 
     listed = _jobs(torch_nodes, job, "list", tmp_path)
     assert listed.rc == 0, listed.failure_messages()
-    [rows] = _said(listed, "Jobs | Show the runs (newest first)").values()
+    [rows] = _said(listed, STANDS).values()
     assert any(row.startswith(f"{job} {run_id} started ") and "node2 running" in row for row in rows)
 
     stopped = _jobs(torch_nodes, job, "stop", tmp_path)
@@ -308,7 +311,7 @@ def test_detached_job_with_a_failed_rank_ends_everywhere_and_status_names_the_no
         assert _tagged_processes(torch_nodes, node, job) == [], f"{node} still runs processes of {job}"
     status = _jobs(torch_nodes, job, "status", tmp_path)
     assert status.rc == 0, status.failure_messages()
-    [stands] = _said(status, "Jobs | Say how the run stands").values()
+    [[stands]] = _said(status, STANDS).values()
     assert "FAILED: node2 exited with code" in stands
     shown = _said(status, "Jobs | Show this node's part of the run")
     assert shown["node2"][0].startswith("node2: exited with code ")
