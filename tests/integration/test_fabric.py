@@ -1,7 +1,8 @@
 """The fabric bench on 4 testbed nodes (gloo on CPU): shape one node's traffic with tc (a token
 bucket of 200 Mbit/s on its interface, from inside its namespace) and that node, only it, is named
-bad with its pairs' figures against the others; remove the shaping and take another node's link
-down: the shaped node passes again and the down node is named unreachable, within a bounded time.
+bad with its pairs' figures against the others, and the whole-group run of the three others passes;
+remove the shaping and take another node's link down: the shaped node passes again and the down
+node is named unreachable, within a bounded time.
 In between, launch.yml refuses to start a job on the node the fabric bench named bad.
 Each run is bounded (ansible-runner timeout, bench_fabric_timeout per pair job)."""
 
@@ -65,6 +66,15 @@ def test_shaped_node_is_named_then_passes_and_a_down_node_is_unreachable(fabric_
     assert result.failed_hosts == ["node3"] and result.unreachable_hosts == []
     assert any("fabric verdict FAIL on node3" in m for _, _, m in result.failure_messages("node3"))
     assert "| node3 | FAIL | round 1 with node4:" in md
+    # the whole-group run after the pairs: the nodes not named bad, one job in round 3
+    group = record["group"]
+    assert (group["members"], group["round"], group["reference_kind"]) == (
+        ["node1", "node2", "node4"],
+        3,
+        "slowest_pair",
+    ), md
+    assert group["verdict"] == "PASS" and group["busbw"] > 0, md
+    assert "### Whole-group run" in md and record["failed"].keys() == {"node3"}
 
     # launch.yml refuses to start a job while node3's latest fabric verdict is FAIL.
     launch = run_playbook("launch.yml", bed.inventory, {"wireup_results_dir": str(results)}, timeout=600)
@@ -89,6 +99,9 @@ def test_shaped_node_is_named_then_passes_and_a_down_node_is_unreachable(fabric_
         "node4": "UNREACHABLE",
     }, md
     assert record["rounds"] == 2
+    assert (
+        record["group"]["members"] == ["node1", "node2", "node3"] and record["group"]["verdict"] == "PASS"
+    ), md
     assert result.unreachable_hosts == ["node4"] and result.failed_hosts == []
     assert "fabric_unreachable" in {f["code"] for f in record["findings"]}
     assert took < 900
