@@ -9,8 +9,9 @@ on node1, munge and slurmd on every node), brought up once for this module.
 - cancel: a job that outlives torchrun_launch_timeout is cancelled with scancel: CANCELLED in
   sacct, the verdict says it timed out, and none of its processes is left on any node.
 - drain: node2's latest fabric verdict is FAIL (a record faked in the controller's store) and
-  torchrun_launch_drain_failed is on: node2 is drained with the finding as its reason, the job runs
-  on node1 and node3 (ranks 0 and 1); node2 is resumed afterwards.
+  torchrun_launch_drain_failed is on: --check says what it would drain and drains nothing; then
+  node2 is drained with the finding as its reason, the job runs on node1 and node3 (ranks 0 and 1);
+  node2 is resumed afterwards.
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ def test_failed_node_is_drained_with_its_finding_and_the_job_runs_on_the_others(
     results = tmp_path / "results"
     run_id = "20261201T050000Z"
     # Odd bytes on purpose: a double quote and '|' must not reach scontrol as they are.
-    evidence = 'round 1 with node1: 0.0236 GB/s (0.21 of the reference) FAIL; "slow" | shaped'
+    evidence = '"slow" | shaped\tround 1 with node1: 0.0236 GB/s FAIL'
     record = {
         "run_id": run_id,
         "verdicts": {"node1": "PASS", "node2": "FAIL", "node3": "PASS"},
@@ -189,6 +190,17 @@ def test_failed_node_is_drained_with_its_finding_and_the_job_runs_on_the_others(
         torchrun_launch_timeout=240,
     )
     try:
+        # --check shows the drain and changes nothing
+        t0 = time.monotonic()
+        check = run_playbook("launch.yml", slurm_cluster.inventory, extra, check=True, timeout=300)
+        print(f"[slurm drain] launch.yml --check rc={check.rc} in {time.monotonic() - t0:.0f} s")
+        assert check.rc == 0, f"{check.failure_messages()}\n{check.stdout[-4000:]}"
+        assert (
+            "Slurm: would drain node2 (check mode: nothing changes): scontrol update NodeName=node2"
+            in check.stdout
+        )
+        shown = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=30).stdout
+        assert "DRAIN" not in re.search(r"State=(\S+)", shown).group(1), shown
         t0 = time.monotonic()
         result = run_playbook("launch.yml", slurm_cluster.inventory, extra, timeout=600)
         print(f"[slurm drain] launch.yml rc={result.rc} in {time.monotonic() - t0:.0f} s")
@@ -200,8 +212,9 @@ def test_failed_node_is_drained_with_its_finding_and_the_job_runs_on_the_others(
         assert summary["verdict"]["ok"] is True
         assert summary["left_out"] == {"node2": f"fabric run {run_id} named node2 bad: {evidence}"}
         reason = summary["drained"]["node2"]
-        assert reason.startswith(f"wireup: fabric run {run_id} named node2 bad: round 1 with node1")
-        assert '"' not in reason and "|" not in reason and len(reason) <= 120
+        # one printable line: '"' -> "'", '|' -> '/', the tab -> a space
+        said = "'slow' / shaped round 1 with node1: 0.0236 GB/s FAIL"
+        assert reason == f"wireup: fabric run {run_id} named node2 bad: {said}"
         assert "left out node2 (torchrun_launch_drain_failed): fabric run" in result.stdout
         steps = _sacct(slurm_cluster, job_id)
         assert steps[job_id][0] == "COMPLETED"
