@@ -239,3 +239,15 @@ def test_scalar_expectation_applies_to_the_group_and_bool_ratio_is_refused():
     p, _ = run(N4, {n: 40.0 for n in N4}, expected=42.0, group_speed=25.0)
     assert (p["group"]["reference_kind"], p["group"]["verdict"]) == ("expected", "FAIL")
     assert "bench_fabric_pass_ratio" in pairwise.plan(N4, pass_ratio=True)["errors"][0]
+
+
+def test_a_node_lost_during_the_group_run_stays_in_its_verdict():
+    results = [
+        {"round": 1, "pair": ["n1", "n2"], "busbw": 1.0},
+        {"round": 1, "pair": ["n3", "n4"], "busbw": 1.0},
+    ]
+    group = {"round": 2, "pair": N4, "kind": "group", "busbw": None, "error": "n4: no result (unreachable)"}
+    p = pairwise.plan(N4, [*results, group], unreachable=["n4"], expected_gbs={"n1+n2+n3+n4": 2.0})
+    g = p["group"]
+    assert (g["members"], g["verdict"], g["reference_kind"]) == (N4, "FAIL", "expected")
+    assert p["nodes"]["n4"]["state"] == "unreachable" and p["done"]

@@ -170,7 +170,7 @@ def job_name(round_no, members, kind="pair"):
     return re.sub(r"[^A-Za-z0-9_]", "_", f"wireup_fabric_r{round_no}_{tail}")
 
 
-def _group_reference(pairs_judged, expected_gbs, members, pass_ratio):
+def _group_reference(pairs_judged, expected_gbs, members):
     """(reference GB/s or None, kind) of the whole-group run (the module docstring says why)."""
     if isinstance(expected_gbs, dict):
         figure = expected_gbs.get(pair_key(members))
@@ -235,6 +235,23 @@ def plan(nodes, results=(), *, expected_gbs=None, pass_ratio=0.7, unreachable=()
     out["group"] = group
     if not out["done"]:
         return out
+    if groups:
+        # Judged over the members it ran with (a node lost since is in its error, not left out).
+        g = groups[0]
+        members = sorted(g["pair"])
+        reference, kind = _group_reference(out["pairs"], expected_gbs, members)
+        group.update(
+            members=members,
+            round=g.get("round"),
+            busbw=g.get("busbw"),
+            reference_gbs=round(reference, 3) if reference else None,
+            reference_kind=kind,
+            ratio=round(g["busbw"] / reference, 3) if reference and g.get("busbw") is not None else None,
+            verdict=judge_pair(g, reference, pass_ratio),
+            error=g.get("error") or "",
+        )
+        out.update(phase="done", round=(g.get("round") or 0) + 1)
+        return out
     ran = {tuple(p["pair"]) for p in out["pairs"]}
     if len(members) < 2 or tuple(members) in ran:
         group["verdict"] = "NOT RUN"
@@ -245,26 +262,12 @@ def plan(nodes, results=(), *, expected_gbs=None, pass_ratio=0.7, unreachable=()
         )
         out["phase"] = "done"
         return out
-    reference, kind = _group_reference(out["pairs"], expected_gbs, members, pass_ratio)
+    reference, kind = _group_reference(out["pairs"], expected_gbs, members)
     group.update(reference_gbs=round(reference, 3) if reference else None, reference_kind=kind)
-    if not groups:
-        # One more round: the whole group as one job.
-        round_no = max([r.get("round") or 0 for r in pair_results] or [0]) + 1
-        out.update(round=round_no, next_pairs=[members], done=False, phase="group")
-        out["next_jobs"] = [
-            {"members": members, "kind": "group", "name": job_name(round_no, members, "group")}
-        ]
-        return out
-    g = groups[0]
-    group.update(
-        members=sorted(g["pair"]),
-        round=g.get("round"),
-        busbw=g.get("busbw"),
-        ratio=round(g["busbw"] / reference, 3) if reference and g.get("busbw") is not None else None,
-        verdict=judge_pair(g, reference, pass_ratio),
-        error=g.get("error") or "",
-    )
-    out.update(phase="done", round=(g.get("round") or 0) + 1)
+    # One more round: the whole group as one job.
+    round_no = max([r.get("round") or 0 for r in pair_results] or [0]) + 1
+    out.update(round=round_no, next_pairs=[members], done=False, phase="group")
+    out["next_jobs"] = [{"members": members, "kind": "group", "name": job_name(round_no, members, "group")}]
     return out
 
 
