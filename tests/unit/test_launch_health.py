@@ -202,3 +202,25 @@ def test_the_filter_passes_the_failed_mapping_through():
         **dict(BASE, nproc_per_node=1, failed={"a": "bad"}, on_failed="skip", master_host="a"),
     )
     assert p["errors"] == [] and p["hosts"] == ["b", "c"] and p["master"] == "b"
+
+
+def test_each_fabric_job_of_a_round_writes_its_own_summary_and_logs():
+    """The fabric bench runs a round's jobs at once with one run id and one job name: each job's
+    summary file is named by its group (pairwise.job_name), each node's log by the node."""
+    from wireup import pairwise
+
+    p = pairwise.plan(list(NODES))
+    nodes = list(NODES)
+    results = [{"round": 1, "pair": m, "busbw": 1.0} for m in p["next_pairs"]]
+    jobs = p["next_jobs"] + pairwise.plan(nodes, results)["next_jobs"]
+    assert [j["kind"] for j in jobs] == ["pair", "pair", "group"] and jobs[-1]["members"] == nodes
+    paths = set()
+    for j in jobs:
+        members = {h: NODES[h] for h in j["members"]}
+        plan = launch.job_plan(j["members"], members, **dict(BASE, job="bench-fabric-r1", group=j["name"]))
+        assert plan["errors"] == []
+        paths.add(f"{plan['results']}/{plan['summary']}")
+        paths.update(f"{plan['results']}/{h}.log" for h in plan["hosts"] if j["kind"] == "pair")
+    assert "/tmp/results/jobs/bench-fabric-r1-r1/summary-wireup_fabric_r1_n1_n2.json" in paths
+    assert "/tmp/results/jobs/bench-fabric-r1-r1/summary-wireup_fabric_r2_group.json" in paths
+    assert len(paths) == 3 + 4  # three summaries, four pair logs: none shared
