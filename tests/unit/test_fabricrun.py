@@ -248,3 +248,22 @@ def test_failed_group_run_fails_its_members_with_a_finding_and_a_bar(tmp_path):
     assert fabricrun.plot(rec, str(tmp_path / "f.png"))
     # the group decides nothing for launch: nobody is refused
     assert fabricrun.refusals(nodes, {}, rec) == {}
+
+
+def test_a_group_run_without_an_expectation_leaves_the_pairs_judged_by_theirs():
+    def result(round_no, pair, busbw, expected, kind="pair"):
+        e = {"expected_gbs": expected} if expected else {"expected_gbs": None, "reason": "no NIC facts"}
+        return {"round": round_no, "pair": pair, "kind": kind, "busbw": busbw, "error": "", "expected": e}
+
+    nodes = ["n1", "n2", "n3", "n4"]
+    results = [result(1, ["n1", "n2"], 40.0, 42.0), result(1, ["n3", "n4"], 20.0, 42.0)]
+    results += [result(2, ["n1", "n3"], 20.0, 42.0), result(2, ["n2", "n4"], 41.0, 42.0)]
+    results.append(result(3, ["n1", "n2", "n4"], 39.0, None, kind="group"))
+    p = fabricrun.judge(nodes, results)
+    # before, the group's missing expectation sent every pair to the median (n3 then passed)
+    assert p["reference_kind"] == "expected" and p["bad"] == ["n3"]
+    assert (p["group"]["reference_kind"], p["group"]["reference_gbs"], p["group"]["verdict"]) == (
+        "slowest_pair",
+        40.0,
+        "PASS",
+    )
