@@ -267,3 +267,13 @@ def test_a_group_run_without_an_expectation_leaves_the_pairs_judged_by_theirs():
         40.0,
         "PASS",
     )
+
+
+def test_the_group_runs_transport_findings_are_not_said_twice():
+    ib = nics("ndr8_healthy")
+    logs = twohost(0.5)
+    pair = fabricrun.pair_result(1, ["a", "b"], logs, OK, nics={"a": ib, "b": ib})
+    group = fabricrun.pair_result(2, ["a", "b"], logs, OK, nics={"a": ib, "b": ib}, kind="group")
+    p = fabricrun.judge(["a", "b"], [pair, group], nics={"a": ib, "b": ib})
+    codes = [(f["code"], f["nodes"]) for f in p["findings"] if f["code"] == "nccl_socket_with_ib_up"]
+    assert codes == [("nccl_socket_with_ib_up", ["a"]), ("nccl_socket_with_ib_up", ["b"])]

@@ -174,6 +174,8 @@ def judge(nodes, pair_results, *, unreachable=(), nics=None, topologies=None, pa
     findings = node_findings(nics, topologies)
     for r in pair_results:
         findings.extend(r.get("findings", []))
+    # The whole-group run meets the same NCCL choices as the pairs did: say each one once.
+    findings = list({(f.get("code"), f.get("message")): f for f in findings}.values())
     for host in p["bad"]:
         f = finding(
             "critical",
@@ -191,7 +193,8 @@ def judge(nodes, pair_results, *, unreachable=(), nics=None, topologies=None, pa
         f = finding(
             "critical",
             "fabric_group_failed",
-            f"{group_line(g)}; every pair of its nodes passed or was decided",
+            f"{group_line(g)}; its nodes passed their pairs or were undecided: look at what only the "
+            "whole group shares (a switch uplink, a node slowed by more peers) or at the job's error",
         )
         f["nodes"] = list(g["members"])
         findings.append(f)
