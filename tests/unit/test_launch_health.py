@@ -134,6 +134,16 @@ def test_check_mode_and_render_only_drain_nothing_but_say_what_would_be(kw, held
     assert p["hosts"] == ["n1", "n2", "n4"]  # the same job as a real run
     [line] = [s for s in p["show"] if s.startswith("Slurm:")]
     assert line.startswith(f"Slurm: would drain h3 ({held}: nothing changes): scontrol update NodeName=h3")
+    # skip without Slurm: the same hosts and ranks in check mode as in a run
+    checked, ran = (
+        job({"n1": FABRIC}, on_failed="skip", master_host="n1", check_mode=c) for c in (True, False)
+    )
+    assert checked["mode"] == "render" and ran["mode"] == "start"
+    assert (checked["hosts"], checked["master"], checked["show"]) == (
+        ran["hosts"],
+        ran["master"],
+        ran["show"],
+    )
 
 
 def test_a_slurm_name_scontrol_could_misread_is_an_error():

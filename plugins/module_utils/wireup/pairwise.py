@@ -16,6 +16,8 @@ Rounds for N reachable nodes (roles/bench/README.md repeats this):
   1 + ceil(undecided / passing). Time grows with rounds, not with N. Without any passing pair
   (N = 2 failing, or every pair failing an expectation) nothing can be decided: the nodes are
   ``undetermined`` and the evidence says so.
+* then one round for the whole-group run (below), when it runs: 2 rounds in all for even N with
+  every pair passing, 3 in the usual case.
 
 A pair whose job failed or timed out counts as failed (its error is the evidence); a node Ansible
 cannot reach is ``unreachable`` and takes no part.
