@@ -3,7 +3,8 @@ bucket of 200 Mbit/s on its interface, from inside its namespace) and that node,
 bad with its pairs' figures against the others, and the whole-group run of the three others passes;
 remove the shaping and take another node's link down: the shaped node passes again and the down
 node is named unreachable, within a bounded time.
-In between, launch.yml refuses to start a job on the node the fabric bench named bad.
+In between, launch.yml refuses to start a job on the node the fabric bench named bad, and with
+torchrun_launch_on_failed=skip runs it on the three others (ranks renumbered).
 Each run is bounded (ansible-runner timeout, bench_fabric_timeout per pair job)."""
 
 from __future__ import annotations
@@ -82,6 +83,24 @@ def test_shaped_node_is_named_then_passes_and_a_down_node_is_unreachable(fabric_
     assert launch.rc != 0 and "launch refused: fabric run" in refused and "named node3 bad" in refused, (
         refused
     )
+    # Opt-in: the job starts on the healthy nodes only, node3 left out, ranks 0..2 over the others.
+    extra = {
+        "wireup_results_dir": str(results),
+        "torchrun_launch_on_failed": "skip",
+        "torchrun_launch_job": "it-healthy-only",
+        "torchrun_launch_wait": True,
+        "torchrun_launch_poll_interval": 2,
+        "torchrun_launch_timeout": 300,
+    }
+    t0 = time.monotonic()
+    healthy = run_playbook("launch.yml", bed.inventory, extra, timeout=600)
+    print(f"[fabric] launch.yml on the healthy nodes rc={healthy.rc} in {time.monotonic() - t0:.0f} s")
+    assert healthy.rc == 0, f"{healthy.failure_messages()}\n{healthy.stdout[-4000:]}"
+    [run_dir] = (results / "jobs").glob("it-healthy-only-*")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert {h: n["node_rank"] for h, n in summary["nodes"].items()} == {"node1": 0, "node2": 1, "node4": 2}
+    assert summary["verdict"]["ok"] is True and summary["left_out"]["node3"].startswith("fabric run ")
+    assert "left out node3 (torchrun_launch_on_failed=skip): fabric run" in healthy.stdout
 
     # Shaping removed, node4's link down (the host side of its veth): node3 passes, node4 is
     # named unreachable (not waited for), the three others pair up in two rounds (odd count).
