@@ -122,9 +122,14 @@ def wireup_launch_jobs_node(result, jobs, host, jobctl, gpus_text=""):
     return launch.jobs_node(dict(jobs), host, dict(result or {}), jobctl, str(gpus_text or ""))
 
 
-def wireup_launch_jobs_stands(jobs, hosts, hostvars, var, play_hosts=None):
-    states = wireup_launch_results(hosts, hostvars, var)
-    return launch.jobs_stands(dict(jobs), states, None if play_hosts is None else list(play_hosts))
+def wireup_launch_jobs_summary(jobs, hosts, hostvars, var, play_hosts=None, *, base_dir=""):
+    """launch.jobs_summary from each host's registered wireup-jobctl answer (``var``)."""
+    jobs = dict(jobs)
+    if jobs.get("action") == "list":
+        states, runs = {}, _registered_runs(hosts, hostvars, var)
+    else:
+        states, runs = wireup_launch_results(hosts, hostvars, var), {}
+    return launch.jobs_summary(jobs, states, runs, None if play_hosts is None else list(play_hosts), base_dir)
 
 
 def wireup_launch_follow(plan, hostvars, inventory_sources=()):
@@ -137,8 +142,8 @@ def wireup_launch_follow(plan, hostvars, inventory_sources=()):
     return launch.follow_lines(dict(plan), started, list(inventory_sources or []))
 
 
-def wireup_launch_runs_table(hosts, hostvars, var="__torchrun_launch_list"):
-    """Rows of every run on the hosts, from each host's registered `wireup-jobctl list` output."""
+def _registered_runs(hosts, hostvars, var):
+    """host -> its runs, from each host's registered `wireup-jobctl list` output."""
     per_host = {}
     for host in hosts:
         try:
@@ -146,7 +151,7 @@ def wireup_launch_runs_table(hosts, hostvars, var="__torchrun_launch_list"):
         except KeyError:
             continue
         per_host[host] = launch.parse_run_list(registered.get("stdout", ""))
-    return launch.runs_table(per_host)
+    return per_host
 
 
 class FilterModule:
@@ -164,7 +169,6 @@ class FilterModule:
             "wireup_launch_report": wireup_launch_report,
             "wireup_launch_jobs_plan": wireup_launch_jobs_plan,
             "wireup_launch_jobs_node": wireup_launch_jobs_node,
-            "wireup_launch_jobs_stands": wireup_launch_jobs_stands,
+            "wireup_launch_jobs_summary": wireup_launch_jobs_summary,
             "wireup_launch_follow": wireup_launch_follow,
-            "wireup_launch_runs_table": wireup_launch_runs_table,
         }

@@ -13,10 +13,11 @@ description:
   - cuda_repo (one plan, the key check, the toolkit check) wireup_pkg_cuda_repo_plan,
     wireup_pkg_cuda_repo_source_path, wireup_pkg_verified_key, wireup_pkg_cuda_toolkit_problems;
     nccl (one plan, the install check, its report lines) wireup_pkg_nccl_plan,
-    wireup_pkg_nccl_install_problems, wireup_pkg_nccl_unmanaged_report, wireup_pkg_nccl_torch_comparison;
+    wireup_pkg_nccl_install_problems, wireup_pkg_nccl_torch_comparison;
     nccl_tests (one plan, the source check) wireup_pkg_nccl_tests_plan, wireup_pkg_nccl_tests_source_problems;
-    nvidia_driver (wireup.driver - one plan, the install specs, the run one-line report)
-    wireup_pkg_driver_plan, wireup_pkg_driver_install_specs, wireup_pkg_driver_report;
+    nvidia_driver (wireup.driver - the read, one plan, the install specs, the run one-line report)
+    wireup_pkg_driver_reads, wireup_pkg_driver_plan, wireup_pkg_driver_install_specs,
+    wireup_pkg_driver_report;
     wireup_pkg_dpkg_status.
 """
 
@@ -41,6 +42,7 @@ class FilterModule:
             "wireup_pkg_verified_key": _wrap(packages.verified_key),
             "wireup_pkg_cuda_toolkit_problems": _wrap(packages.cuda_toolkit_problems),
             # nvidia_driver: wireup.driver (one plan, the install specs, the run's one line)
+            "wireup_pkg_driver_reads": _wrap(driver.reads),
             "wireup_pkg_driver_plan": _wrap(driver.plan),
             "wireup_pkg_driver_install_specs": _wrap(driver.install_specs),
             "wireup_pkg_driver_report": _wrap(driver.report),
@@ -48,7 +50,6 @@ class FilterModule:
             # nccl
             "wireup_pkg_nccl_plan": _wrap(packages.nccl_plan),
             "wireup_pkg_nccl_install_problems": _wrap(packages.nccl_install_problems),
-            "wireup_pkg_nccl_unmanaged_report": _wrap(packages.nccl_unmanaged_report),
             "wireup_pkg_nccl_torch_comparison": _wrap(packages.nccl_torch_comparison),
             # nccl_tests
             "wireup_pkg_nccl_tests_plan": _wrap(packages.nccl_tests_plan),

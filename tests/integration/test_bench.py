@@ -27,7 +27,6 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TUNED = "/opt/wireup/nccl-tuned.env"  # wireup_base_dir of group_vars/all.yml
 SKIP_LINES = (
     "gpu_topology {node}: skipped: no NVIDIA GPU found",
-    "nccl_tests skipped on {node}: no NVIDIA GPU found",
     "bench: nccl-tests and the single-node torch benchmark skipped on {node}: no NVIDIA GPU",
 )
 

@@ -531,7 +531,17 @@ class Bench:
     def site(self, kind: str, config: str, size: int, nodes: list[str], rep: int) -> dict:
         inv = self.sub_inventory(nodes)
         label = f"{kind}-{config}-{size}n-r{rep}"
-        res = self.playbook(config, "site.yml", inv, label, nodes=nodes, extravars=[f"@{self.vars_file}"])
+        env_extra = None
+        if kind == "first" and self.args.profile_first:
+            # Per-task times of a first converge too (the callback costs little next to apt and pip).
+            env_extra = {
+                "ANSIBLE_CALLBACK_PLUGINS": str(PERF_DIR / "callback_plugins"),
+                "ANSIBLE_CALLBACKS_ENABLED": "wireup_perf_profile",
+                "WIREUP_PERF_PROFILE": str(self.workdir / f"{label}.json"),
+            }
+        res = self.playbook(
+            config, "site.yml", inv, label, nodes=nodes, extravars=[f"@{self.vars_file}"], env_extra=env_extra
+        )
         # The recap also lists localhost (preflight's controller play): every node must be there.
         hosts_ok = set(nodes) <= set(res["recap"])
         failed = [h for h, s in res["recap"].items() if s["failed"] or s["unreachable"]]
@@ -845,6 +855,11 @@ def run(args) -> int:
 
     table, goal_rows = write_report(final=True)
     print(table)
+    for first in sorted(workdir.glob("first-*.json")) if args.profile_first else []:
+        data = json.loads(first.read_text())
+        print(f"Slowest tasks of {first.stem} ({data.get('total_seconds', 0):.1f} s in all):")
+        for t in data.get("tasks", [])[: args.profile_top]:
+            print(f"  {t['seconds']:6.2f} s  x{t['starts']:<3} {t['name']}  ({t['path']})")
     for p in profiles:
         tasks = p["profile"].get("tasks", [])
         print(
@@ -918,6 +933,11 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--profile", action="store_true", help="one more rerun per config with per-task times"
+    )
+    parser.add_argument(
+        "--profile-first",
+        action="store_true",
+        help="per-task times of each first converge too (first-*.json)",
     )
     parser.add_argument("--profile-top", type=int, default=15, help="slowest tasks to print (default 15)")
     parser.add_argument("--name", default=f"perf-{os.getpid()}", help="testbed name (default perf-PID)")

@@ -230,10 +230,19 @@ def test_python_fallback_thresholds_equal_the_role_defaults():
 def test_multi_node_runs_only_with_every_node_left():
     gpus = {"a": True, "b": False}
     ran = bench.multi_node(["b", "a"], ["a", "b"], ["a", "b"], name="g", torch_on=True, gpu_present=gpus)
-    assert ran == {"run": True, "skipped": "", "lost": [], "gpu": False, "stepcost": False}
+    assert ran == {
+        "run": True,
+        "skipped": "",
+        "lost": [],
+        "gpu": False,
+        "stepcost": False,
+        "jobs": [{"kind": "multi_node", "job": "bench-torch-multi", "args": "torch_args_cpu"}],
+        "notes": [],
+    }
     lost = bench.multi_node(["a", "b"], ["a", "b"], ["a"], name="g", torch_on=True, gpu_present=gpus)
-    assert not lost["run"] and lost["lost"] == ["b"]
+    assert not lost["run"] and lost["lost"] == ["b"] and lost["jobs"] == []
     assert lost["skipped"] == "not every node of g is left in this run (b unreachable or failed earlier)"
+    assert lost["notes"] == ["bench: torch benchmark across all nodes skipped: " + lost["skipped"]]
     limited = bench.multi_node(["a", "b"], ["a"], ["a"], name="g", torch_on=True, gpu_present=gpus)
     assert limited["skipped"] == "not every node of g is left in this run (b left out by --limit)"
     off = bench.multi_node(["a", "b"], ["a"], ["a"], name="g", torch_on=False, gpu_present=gpus)
@@ -253,8 +262,14 @@ def test_stepcost_runs_on_gpu_nodes_alone_and_its_args():
     assert args[args.index("--warmup") + 1] == str(max(DEFAULTS["bench_warmup_iterations"], 3))
     assert "--backend" not in args
     assert plan["stepcost_args_cpu"][-2:] == ["--backend", "gloo"]
+    assert plan["single_jobs"] == [
+        {"kind": "single_node", "job": "bench-torch-single", "args": "torch_args_gpu"},
+        {"kind": "stepcost_single_node", "job": "bench-stepcost-single", "args": "stepcost_args_gpu"},
+    ]
+    one_gpu = bench.plan({**GPU_NODE, "gpu": {**GPU_NODE["gpu"], "count": 1}}, settings(), BUILD, "", "g")
+    assert [j["kind"] for j in one_gpu["single_jobs"]] == ["stepcost_single_node"]  # no all-reduce on 1 GPU
     cpu = bench.plan(CPU_NODE, settings(), None, "", "cpu-1")
-    assert not cpu["stepcost_single"] and cpu["stepcost"]
+    assert not cpu["stepcost_single"] and cpu["stepcost"] and cpu["single_jobs"] == []
     assert not bench.plan(GPU_NODE, settings(bench_stepcost=False), BUILD, "", "g")["stepcost_single"]
 
 
@@ -278,6 +293,13 @@ def test_multi_node_stepcost_needs_every_node_too():
         ["a", "b"], ["a", "b"], ["a", "b"], name="g", torch_on=False, gpu_present=gpu, stepcost_on=True
     )
     assert both["stepcost"] and not both["run"]
+    assert both["jobs"] == [
+        {"kind": "stepcost_multi_node", "job": "bench-stepcost-multi", "args": "stepcost_args_gpu"}
+    ]
+    every = bench.multi_node(
+        ["a", "b"], ["a", "b"], ["a", "b"], name="g", torch_on=True, gpu_present=gpu, stepcost_on=True
+    )
+    assert [j["args"] for j in every["jobs"]] == ["torch_args_gpu", "stepcost_args_gpu"]  # all-reduce first
     lost = bench.multi_node(
         ["a", "b"], ["a", "b"], ["a"], name="g", torch_on=True, gpu_present=gpu, stepcost_on=True
     )

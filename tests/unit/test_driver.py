@@ -350,3 +350,14 @@ def test_plan_reads_the_roles_dpkg_query_like_package_facts():
     facts = {k.replace("6-1-0-26-amd64", "6.1.0-26-amd64"): v for k, v in facts.items()}
     assert d.plan(NODE, dpkg, host="n1") == d.plan(NODE, facts, host="n1")
     assert d.plan(NODE, dpkg, host="n1")["install"] == []
+
+
+def test_reads_are_dpkg_then_the_secure_boot_probes_only_when_asked():
+    dpkg = d.reads({"secure_boot": False})
+    assert dpkg == [d.DPKG_READ] and dpkg[0][:2] == ["dpkg-query", "-W"]
+    assert "linux-headers-*" in dpkg[0] and "nvidia-*" in dpkg[0]
+    on = d.reads({"secure_boot": True})
+    assert on[1:] == [["modinfo", "-F", "signer", "nvidia"], ["mokutil", "--test-key", d.MOK_KEY]]
+    assert d.reads({"secure_boot": True}, secure_boot_check=False) == [d.DPKG_READ]
+    assert d.reads({"secure_boot": None}) == [d.DPKG_READ]  # unknown: not probed
+    assert d.reads(None) == [d.DPKG_READ]

@@ -322,6 +322,18 @@ def test_jobs_node_and_the_line_for_the_run():
     assert launch.jobs_stands(logs, running_all, list(states)) == (
         "job j1 run r1: running on n1, n2, n3; logs in /tmp/results/jobs/j1-r1/"
     )
+    # jobs.yml's one closing task: the run's line, or for list every run (or that there is none).
+    assert launch.jobs_summary(jobs, states, {}, list(states)) == [
+        launch.jobs_stands(jobs, states, list(states))
+    ]
+    listing = launch.jobs_plan(p, "list")
+    runs = {"n1": [{"job": "j1", "run_id": "r1", "started": 0, "state": "running"}]}
+    assert launch.jobs_summary(listing, {}, runs, ["n1"], "/opt/wireup") == [
+        "j1 r1 started 1970-01-01 00:00:00 UTC: n1 running"
+    ]
+    assert launch.jobs_summary(listing, {}, {"n1": []}, ["n1"], "/opt/wireup") == [
+        "no runs under /opt/wireup/jobs"
+    ]
 
 
 def test_slurm_run_plan():

@@ -182,6 +182,7 @@ def test_nccl_plan():
         "pin_path": "/etc/apt/preferences.d/wireup-nccl.pref",
         "pin": plan["pin"],
         "apply": True,
+        "report": [],
     }
     assert p.nccl_plan("2.21.5-1+cuda12.4", "2.21.5", "12.4")["cuda"] == "12.4"
 
@@ -318,6 +319,21 @@ def test_nccl_install_problems():
     assert p.nccl_install_problems(plan, missing, "", True) == []
     [problem] = p.nccl_install_problems(plan, {"changed": True}, HEADER.replace("28", "27"), False)
     assert "nccl.h (nccl_header_path) says 2.27.9" in problem
+
+
+def test_nccl_plan_unmanaged_applies_nothing_and_reports_the_node_s_nccl():
+    plan = p.nccl_plan(
+        "2.28.9-1+cuda13.0",
+        "2.28.9",
+        "13.0",
+        manage=False,
+        node_nccl={"version": "2.27.3", "source": "torch"},
+    )
+    assert plan["apply"] is False and plan["report"] == [
+        p.nccl_unmanaged_report({"version": "2.27.3", "source": "torch"})
+    ]
+    managed = p.nccl_plan("2.28.9-1+cuda13.0", "2.28.9", "13.0")
+    assert managed["apply"] is True and managed["report"] == []
 
 
 def test_nccl_unmanaged_report():
@@ -530,7 +546,7 @@ def test_cuda_repo_plan_on_a_fresh_node():
     assert plan["toolkit"] | {"missing": ""} == {
         "wanted": True, "spec": "cuda-toolkit-13-0", "home": "/usr/local/cuda-13.0", "missing": "",
     }  # fmt: skip
-    assert plan["report"] == ""
+    assert plan["report"] == []
 
 
 FETCHED = [LISTS + "InRelease", LISTS + "Packages"]
@@ -549,7 +565,7 @@ def test_cuda_repo_plan_on_a_converged_node_downloads_and_updates_nothing():
         False,
     )
     assert not plan["toolkit"]["wanted"]
-    assert plan["report"] == "toolkit not installed: CUDA 13.0 already at /usr/local/cuda"
+    assert plan["report"] == ["toolkit not installed: CUDA 13.0 already at /usr/local/cuda"]
 
 
 @pytest.mark.parametrize(
@@ -590,10 +606,10 @@ def test_cuda_repo_plan_image_node_left_alone():
     node = NODE | {"cuda": {"version": "13.0", "home": "/usr/local/cuda"}}
     plan = p.cuda_repo_plan(_read(TEST_KEY), node, **CUDA_VARS | {"manage_source": False})
     assert (plan["manage_source"], plan["download_key"], plan["key"]) == (False, False, "")
-    assert plan["report"] == (
-        "apt sources left alone (cuda_repo_manage_source: false); CUDA found: 13.0 at /usr/local/cuda; "
-        "toolkit not installed: CUDA 13.0 already at /usr/local/cuda"
-    )
+    assert plan["report"] == [
+        "apt sources left alone (cuda_repo_manage_source: false); CUDA found: 13.0 at /usr/local/cuda",
+        "toolkit not installed: CUDA 13.0 already at /usr/local/cuda",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -621,7 +637,7 @@ def test_cuda_repo_plan_image_node_left_alone():
 def test_cuda_repo_plan_toolkit_decision(node, change, wanted, why):
     plan = p.cuda_repo_plan(_read(), node, **CUDA_VARS | change)
     assert plan["toolkit"]["wanted"] is wanted
-    assert (why in plan["report"]) if why else plan["report"] == ""
+    assert (why in "; ".join(plan["report"])) if why else plan["report"] == []
 
 
 @pytest.mark.parametrize(

@@ -298,8 +298,12 @@ def test_hash_checked_requirements_replace_the_torch_and_extra_steps():
         {"src": "/srv/req.txt", "dest": "/opt/wireup/venv/wireup-requirements-hashed.txt"}
     ]
     # In check mode the file would be shipped, but pip cannot read it yet.
+    assert [(i["key"], i["requirements"], i["extra_args"]) for i in pip["installs"]] == [
+        ("hashed", "/opt/wireup/venv/wireup-requirements-hashed.txt", "--require-hashes")
+    ]
     checked = _plan(_fresh(), settings, check=True, controller=controller)["pip"]
     assert checked["hashed"] is False and checked["copies"] and checked["run"] is True
+    assert checked["installs"] == []
     assert _plan(settings=settings, controller=controller)["pip"]["run"] is False  # converged
 
 
@@ -313,6 +317,29 @@ def _pip_failure(args, stderr_file):
         "stdout": "",
         "invocation": {"module_args": args},
     }
+
+
+def test_pip_installs_are_the_one_looped_task_s_items_torch_then_extras():
+    plan = _plan(_fresh(), _settings(pytorch_venv_owner="root"))
+    installs = plan["pip"]["installs"]
+    assert [i["key"] for i in installs] == ["torch", "extras"]
+    assert installs[0]["name"] == plan["pip"]["torch"] and installs[0]["env"] == plan["pip"]["env"]
+    assert installs[1]["name"] == plan["pip"]["extras"] and installs[1]["env"] == plan["pip"]["extras_env"]
+    assert all("requirements" not in i for i in installs)
+    assert _plan(settings=_settings(pytorch_venv_owner="root"))["pip"]["installs"] == []  # converged
+
+
+def test_pip_failure_of_the_looped_task_names_the_failed_item():
+    plan = _plan(_fresh(), _settings(pytorch_venv_owner="root"))
+    torch_ok = {"changed": True, "item": plan["pip"]["installs"][0], "invocation": {"module_args": {}}}
+    extras_failed = {
+        **_pip_failure({"name": plan["pip"]["extras"]}, "pip_cannot_install_torch_pip23.0.1.txt"),
+        "item": plan["pip"]["installs"][1],
+    }
+    looped = {"failed": True, "msg": "One or more items failed", "results": [torch_ok, extras_failed]}
+    msg = torch_index.pip_failure(looped, plan, "node1")
+    assert "pytorch_venv_extra_packages" in msg and "ResolutionImpossible" in msg
+    assert "One or more items failed" not in msg
 
 
 def test_pip_failures_say_which_install_failed_and_the_fix():

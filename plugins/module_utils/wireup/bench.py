@@ -58,8 +58,35 @@ def _stepcost_args(settings, params, gloo):
     return [*args, "--backend", "gloo"] if gloo else args
 
 
+# The torch jobs torch_single.yml / torch_multi.yml loop over: kind (the report's key), the job's
+# name, the plan entry holding its arguments (the GPU or the CPU sizes).
+_TORCH_JOBS = (("torch", "bench-torch"), ("stepcost", "bench-stepcost"))
+
+
+def _torch_jobs(scope, wanted, gpu):
+    """[{kind, job, args}] of the wanted torch jobs (keys of _TORCH_JOBS) for scope single/multi."""
+    return [
+        {
+            "kind": f"{'stepcost_' if key == 'stepcost' else ''}{scope}_node",
+            "job": f"{job}-{scope}",
+            "args": f"{key}_args_{'gpu' if gpu else 'cpu'}",
+        }
+        for key, job in _TORCH_JOBS
+        if key in wanted
+    ]
+
+
 def plan(node, settings, build=None, tuned_text=None, host=""):
-    """Every decision of the bench role on one node.
+    """Every decision of the bench role on one node (``single_jobs``: the torch jobs this node
+    runs alone, in order: the all-reduce on 2+ GPUs, the DDP step benchmark on 1+)."""
+    out = _plan(node, settings, build, tuned_text, host)
+    wanted = [k for k, on in (("torch", out["torch_single"]), ("stepcost", out["stepcost_single"])) if on]
+    out["single_jobs"] = _torch_jobs("single", wanted, True)
+    return out
+
+
+def _plan(node, settings, build=None, tuned_text=None, host=""):
+    """Every decision of the bench role on one node but its torch job list.
 
     node: wireup_node ({gpu: {present, count}}); settings: the bench_* variables plus
     wireup_job_env and wireup_base_dir; build: nccl_tests_build or None; tuned_text: the tuned env
@@ -349,16 +376,19 @@ def multi_node(group, play_hosts_all, play_hosts, *, name, torch_on, gpu_present
     group: the node group's hosts, name: its name; gpu_present: {host: bool}. Returns {run,
     skipped (the reason, '' when it runs or is off), lost (hosts lost earlier in this run), gpu
     (every node has a GPU: nccl, else gloo sizes), stepcost (the DDP step benchmark across the
-    group runs: stepcost_on and the same conditions)}."""
+    group runs: stepcost_on and the same conditions), jobs (what torch_multi.yml loops over, as
+    plan's single_jobs), notes (the line saying why it is skipped, if it is)}."""
     group, left = sorted(group), set(play_hosts)
     lost = sorted(set(play_hosts_all) - left)
     out = {"run": False, "skipped": "", "lost": lost, "gpu": all(gpu_present.get(h) for h in group)}
-    out["stepcost"] = False
+    out.update(stepcost=False, jobs=[], notes=[])
     if not (torch_on or stepcost_on) or len(group) < 2:
         return out
     missing = [h for h in group if h not in left]
     if not missing:
         out["run"], out["stepcost"] = bool(torch_on), bool(stepcost_on)
+        wanted = [k for k, on in (("torch", torch_on), ("stepcost", stepcost_on)) if on]
+        out["jobs"] = _torch_jobs("multi", wanted, out["gpu"])
         return out
     why = (
         f"{', '.join(lost)} unreachable or failed earlier"
@@ -366,4 +396,5 @@ def multi_node(group, play_hosts_all, play_hosts, *, name, torch_on, gpu_present
         else f"{', '.join(h for h in group if h not in set(play_hosts_all))} left out by --limit"
     )
     out["skipped"] = f"not every node of {name} is left in this run ({why})"
+    out["notes"] = [f"bench: torch benchmark across all nodes skipped: {out['skipped']}"]
     return out

@@ -181,6 +181,21 @@ def _of(version: str, branch: str, exact: str) -> bool:
     return upstream == exact if exact else upstream.startswith(branch + ".")
 
 
+# dpkg's NVIDIA packages and kernel headers: what plan() reads (as parse_dpkg_status reads it).
+DPKG_READ = [
+    "dpkg-query", "-W", "-f=${Package} ${db:Status-Abbrev} ${Version}\n", "nvidia-*", "libnvidia-*",
+    "cuda-drivers*", "xserver-xorg-video-nvidia*", "libxnvctrl*", "linux-headers-*",
+]  # fmt: skip
+SECURE_BOOT_READS = [["modinfo", "-F", "signer", "nvidia"], ["mokutil", "--test-key", MOK_KEY]]
+
+
+def reads(node, secure_boot_check=True) -> list:
+    """The role's one read of the node, argv per command: dpkg's packages, then (Secure Boot on and
+    nvidia_driver_secure_boot_check) the two probes secure_boot_verdict judges."""
+    probes = (node or {}).get("secure_boot") is True and bool(secure_boot_check)
+    return [DPKG_READ, *(SECURE_BOOT_READS if probes else [])]
+
+
 def secure_boot_verdict(probes) -> str:
     """'' when a DKMS-built module will load under Secure Boot, else why not. ``probes``: the two
     command results [modinfo -F signer nvidia, mokutil --test-key MOK_KEY] ({rc, stdout, stderr})."""

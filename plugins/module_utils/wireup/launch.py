@@ -986,6 +986,15 @@ def jobs_stands(jobs: dict, states: dict, play_hosts=None) -> str:
     return f"job {jobs.get('job')} run {jobs.get('run_id')}: {how}{where}"
 
 
+def jobs_summary(jobs: dict, states: dict, runs_per_host: dict, play_hosts=None, base_dir="") -> list[str]:
+    """jobs.yml's closing lines: for list, every run on the nodes newest first (runs_table of
+    ``runs_per_host``) or that there is none under ``base_dir``/jobs; else how the run stands
+    (jobs_stands of ``states``)."""
+    if jobs.get("action") == "list":
+        return runs_table(runs_per_host) or [f"no runs under {base_dir}/jobs"]
+    return [jobs_stands(jobs, states, play_hosts)]
+
+
 def follow_lines(plan_: dict, started: dict, inventory_sources=()) -> list[str]:
     """What a detached run says once started: each node's start line (``started``: host ->
     wireup-jobctl's answer), then how to follow, fetch, stop and list it with jobs.yml."""

@@ -363,8 +363,8 @@ def cuda_repo_plan(
     ``download_key``); ``lists_fetched``: whether apt has this repository's index; ``write``:
     whether the key, the source or apt's index need the builtins at all (a trusted key root:root
     0644, the source exactly as deb822_repository writes it and the index fetched: a rerun runs
-    none of them); ``toolkit``: {wanted, spec, home, missing}; ``report``: the one line the role
-    prints when it leaves something alone ('' otherwise). Bad input raises PackageError naming
+    none of them); ``toolkit``: {wanted, spec, home, missing}; ``report``: the lines the role
+    prints, one for each thing it leaves alone (none otherwise). Bad input raises PackageError naming
     the variable and the fix.
     """
     node = node or {}
@@ -428,7 +428,7 @@ def cuda_repo_plan(
                 f"cuda_repo_base_url carries it and cuda_repo_version / cuda_repo_toolkit_version are right"
             ),
         },
-        "report": "; ".join(report),
+        "report": report,
     }
 
 
@@ -480,7 +480,17 @@ def nccl_pin(names, package_version: str) -> str:
     )
 
 
-def nccl_plan(package_version, nccl_version, cuda_version, *, dpkg=None, files=None, header_path="") -> dict:
+def nccl_plan(
+    package_version,
+    nccl_version,
+    cuda_version,
+    *,
+    dpkg=None,
+    files=None,
+    header_path="",
+    manage=True,
+    node_nccl=None,
+) -> dict:
     """Everything the nccl role decides: validated libnccl2/libnccl-dev specs, consistent with
     nccl_version and the node's CUDA; from the role's one read of the node (``dpkg``: the output
     of `dpkg-query -W -f '${Package} ${db:Status-Abbrev} ${Version}\\n'` for the packages, which
@@ -488,7 +498,9 @@ def nccl_plan(package_version, nccl_version, cuda_version, *, dpkg=None, files=N
     the pin file and ``header_path``), which packages apt must install, which dpkg must hold, the
     pin file's text and ``apply``: whether the pin, install and hold steps have anything to do
     (a rerun runs none of them). Packages at the pin while nccl.h says another version raise
-    PackageError: another package or a hand install replaced the header builds compile against."""
+    PackageError: another package or a hand install replaced the header builds compile against.
+    ``manage`` false (nccl_install_system: false): nothing to apply; ``report`` says what the node has
+    instead (preflight's ``node_nccl``), one line the role prints ([] when it manages NCCL)."""
     parsed = parse_nccl_package_version(package_version)
     _require_str("nccl_version", nccl_version, '"2.28.9"')
     if not _NCCL_RE.match(nccl_version):
@@ -535,7 +547,8 @@ def nccl_plan(package_version, nccl_version, cuda_version, *, dpkg=None, files=N
         "known": [n for n in names if n in status],
         "pin_path": NCCL_PIN_PATH,
         "pin": pin,
-        "apply": bool(install or hold or not pin_current),
+        "apply": bool(manage) and bool(install or hold or not pin_current),
+        "report": [] if manage else [nccl_unmanaged_report(node_nccl)],
     }
 
 

@@ -770,13 +770,36 @@ def pip_plan(s, node, choice, todo, check_mode) -> dict:
         copies.append({"src": folder.rstrip("/") + "/", "dest": f"{s['wheelhouse_node_dir']}/"})
     if hashed:
         copies.append({"src": s["requirements_file"], "dest": requirements})
+    env, extras_env = {**_PIP_COMMON, **index}, {**_PIP_COMMON, **extra_index}
+    # The pip calls, in order: one pip task loops over them (each item's key names its failure).
+    if hashed:
+        installs = (
+            []
+            if check_mode
+            else [
+                {
+                    "key": "hashed",
+                    "label": f"hash-checked {s['requirements_file']}",
+                    "requirements": requirements,
+                    "extra_args": "--require-hashes",
+                    "env": env,
+                }
+            ]
+        )
+    else:
+        installs = [
+            {"key": key, "label": ", ".join(names), "name": names, "env": key_env}
+            for key, names, key_env in (("torch", torch_todo, env), ("extras", extras_todo, extras_env))
+            if names
+        ]
     return {
         "run": bool(torch_todo or extras_todo),
         "copies": copies,
+        "installs": installs,
         "torch": [] if hashed else torch_todo,
         "extras": [] if hashed else extras_todo,
-        "env": {**_PIP_COMMON, **index},
-        "extras_env": {**_PIP_COMMON, **extra_index},
+        "env": env,
+        "extras_env": extras_env,
         # Hash-checked instead: exactly the wheels of pytorch_venv_requirements_file, each checked
         # against its sha256. In check mode the file is not on a fresh node yet.
         "requirements": requirements,
@@ -799,15 +822,20 @@ def pip_failure(result, the_plan, hostname="") -> str:
     """The message for a failed pip task (ansible_failed_result in the role's rescue): which
     install failed (from the module's arguments), pip's last words, and the fix from the plan."""
     result = result or {}
+    # The looped pip task fails as a whole: its first failed item says which install it was.
+    result = next((r for r in result.get("results") or [] if r.get("failed")), result)
     args = (result.get("invocation") or {}).get("module_args") or {}
     failures = ((the_plan or {}).get("pip") or {}).get("failures") or {}
     text = str(result.get("stderr") or result.get("msg") or "").strip()
     lines = text.splitlines() or [""]
-    if args.get("requirements"):
-        key, error = "hashed", " ".join(lines[-4:])[:600]
-    else:
-        key = "torch" if args.get("name") == the_plan["pip"]["torch"] else "extras"
-        error = lines[-1]
+    key = (result.get("item") or {}).get("key")
+    if key is None:
+        key = (
+            "hashed"
+            if args.get("requirements")
+            else ("torch" if args.get("name") == the_plan["pip"]["torch"] else "extras")
+        )
+    error = " ".join(lines[-4:])[:600] if key == "hashed" else lines[-1]
     where = f" on {hostname}" if hostname else ""
     return f"pytorch_venv{where}: " + failures.get(key, "pip failed: {error}").replace("{error}", error)
 
