@@ -60,7 +60,7 @@ def wireup_launch_plan(hosts, hostvars, **settings):
             nproc[host] = hostvars[host].get("wireup_nproc_per_node", default_nproc)
     if settings.get("play_hosts") is not None:
         settings["play_hosts"] = list(settings["play_hosts"])
-    for key in ("env", "job_env"):
+    for key in ("env", "job_env", "failed"):
         if hasattr(settings.get(key), "items"):
             settings[key] = dict(settings[key])
     return launch.job_plan(hosts, nodes, nproc_per_node=nproc, **settings)

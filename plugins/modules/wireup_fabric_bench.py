@@ -21,7 +21,8 @@ options:
     required: true
   results:
     description: >-
-      One entry per node per pair job - round, pair (two names), host, log (its path on the
+      One entry per node per job - round, pair (the job's members - two, or the whole group),
+      kind (pair, or group for the whole-group run after the pairs), host, log (its path on the
       controller, may be empty), ok (the launch verdict), reason.
     type: list
     elements: dict
@@ -48,7 +49,7 @@ options:
     type: float
     default: 0.7
   max_rounds:
-    description: Rounds at most.
+    description: Rounds of pairs at most (the whole-group run is one more).
     type: int
     default: 4
   store:
@@ -81,9 +82,12 @@ EXAMPLES = r"""
 RETURN = r"""
 plan:
   description: >-
-    round (next), next_pairs, done, reference_gbs, reference_kind, pairs [{pair, round, busbw,
-    reference_gbs, ratio, verdict, error}], nodes {host: {state, evidence}}, bad, good, unreachable,
-    verdicts {host: PASS|FAIL|UNREACHABLE|N/A}, findings, pair_details, rounds_for_n, errors.
+    round (next), next_pairs, next_jobs [{members, kind, name}], done, phase (pairs, group,
+    done), reference_gbs, reference_kind, pairs [{pair, round, busbw, reference_gbs, ratio,
+    verdict, error}], group (the whole-group run - members, round, busbw, reference_gbs,
+    reference_kind, ratio, verdict PASS|FAIL|PENDING|NOT RUN, error, note), nodes {host: {state,
+    evidence}}, bad, good, unreachable, verdicts {host: PASS|FAIL|UNREACHABLE|N/A}, failed {host:
+    why the bench fails it}, findings, pair_details, rounds_for_n, errors.
   returned: always
   type: dict
 report:
@@ -146,7 +150,7 @@ def main():
     jobs = {}
     for r in p["results"]:
         pair = sorted(r.get("pair") or [])
-        key = (int(r.get("round") or 0), tuple(pair))
+        key = (int(r.get("round") or 0), tuple(pair), r.get("kind") or "pair")
         job = jobs.setdefault(key, {"logs": {}, "launch": {}})
         host = r.get("host")
         if host:
@@ -159,7 +163,7 @@ def main():
         except (KeyError, TypeError, ValueError):
             intra[host] = None
     pair_results = []
-    for (round_no, pair), job in sorted(jobs.items()):
+    for (round_no, pair, kind), job in sorted(jobs.items()):
         # A member that never reported (lost mid-round) failed its part of the job.
         for host in pair:
             job["launch"].setdefault(
@@ -174,6 +178,7 @@ def main():
                 nics=p["nics"],
                 gpus_per_node=p["ranks"],
                 intra_node_gbs=intra,
+                kind=kind,
             )
         )
     plan = fabricrun.judge(

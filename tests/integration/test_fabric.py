@@ -1,8 +1,10 @@
 """The fabric bench on 4 testbed nodes (gloo on CPU): shape one node's traffic with tc (a token
 bucket of 200 Mbit/s on its interface, from inside its namespace) and that node, only it, is named
-bad with its pairs' figures against the others; remove the shaping and take another node's link
-down: the shaped node passes again and the down node is named unreachable, within a bounded time.
-In between, launch.yml refuses to start a job on the node the fabric bench named bad.
+bad with its pairs' figures against the others, and the whole-group run of the three others passes;
+remove the shaping and take another node's link down: the shaped node passes again and the down
+node is named unreachable, within a bounded time.
+In between, launch.yml refuses to start a job on the node the fabric bench named bad, and with
+torchrun_launch_on_failed=skip runs it on the three others (ranks renumbered).
 Each run is bounded (ansible-runner timeout, bench_fabric_timeout per pair job)."""
 
 from __future__ import annotations
@@ -65,6 +67,15 @@ def test_shaped_node_is_named_then_passes_and_a_down_node_is_unreachable(fabric_
     assert result.failed_hosts == ["node3"] and result.unreachable_hosts == []
     assert any("fabric verdict FAIL on node3" in m for _, _, m in result.failure_messages("node3"))
     assert "| node3 | FAIL | round 1 with node4:" in md
+    # the whole-group run after the pairs: the nodes not named bad, one job in round 3
+    group = record["group"]
+    assert (group["members"], group["round"], group["reference_kind"]) == (
+        ["node1", "node2", "node4"],
+        3,
+        "slowest_pair",
+    ), md
+    assert group["verdict"] == "PASS" and group["busbw"] > 0, md
+    assert "### Whole-group run" in md and record["failed"].keys() == {"node3"}
 
     # launch.yml refuses to start a job while node3's latest fabric verdict is FAIL.
     launch = run_playbook("launch.yml", bed.inventory, {"wireup_results_dir": str(results)}, timeout=600)
@@ -72,6 +83,24 @@ def test_shaped_node_is_named_then_passes_and_a_down_node_is_unreachable(fabric_
     assert launch.rc != 0 and "launch refused: fabric run" in refused and "named node3 bad" in refused, (
         refused
     )
+    # Opt-in: the job starts on the healthy nodes only, node3 left out, ranks 0..2 over the others.
+    extra = {
+        "wireup_results_dir": str(results),
+        "torchrun_launch_on_failed": "skip",
+        "torchrun_launch_job": "it-healthy-only",
+        "torchrun_launch_wait": True,
+        "torchrun_launch_poll_interval": 2,
+        "torchrun_launch_timeout": 300,
+    }
+    t0 = time.monotonic()
+    healthy = run_playbook("launch.yml", bed.inventory, extra, timeout=600)
+    print(f"[fabric] launch.yml on the healthy nodes rc={healthy.rc} in {time.monotonic() - t0:.0f} s")
+    assert healthy.rc == 0, f"{healthy.failure_messages()}\n{healthy.stdout[-4000:]}"
+    [run_dir] = (results / "jobs").glob("it-healthy-only-*")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert {h: n["node_rank"] for h, n in summary["nodes"].items()} == {"node1": 0, "node2": 1, "node4": 2}
+    assert summary["verdict"]["ok"] is True and summary["left_out"]["node3"].startswith("fabric run ")
+    assert "left out node3 (torchrun_launch_on_failed=skip): fabric run" in healthy.stdout
 
     # Shaping removed, node4's link down (the host side of its veth): node3 passes, node4 is
     # named unreachable (not waited for), the three others pair up in two rounds (odd count).
@@ -89,6 +118,9 @@ def test_shaped_node_is_named_then_passes_and_a_down_node_is_unreachable(fabric_
         "node4": "UNREACHABLE",
     }, md
     assert record["rounds"] == 2
+    assert (
+        record["group"]["members"] == ["node1", "node2", "node3"] and record["group"]["verdict"] == "PASS"
+    ), md
     assert result.unreachable_hosts == ["node4"] and result.failed_hosts == []
     assert "fabric_unreachable" in {f["code"] for f in record["findings"]}
     assert took < 900

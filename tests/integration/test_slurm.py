@@ -8,6 +8,10 @@ on node1, munge and slurmd on every node), brought up once for this module.
   the job is FAILED in sacct, the other nodes' steps were stopped by Slurm.
 - cancel: a job that outlives torchrun_launch_timeout is cancelled with scancel: CANCELLED in
   sacct, the verdict says it timed out, and none of its processes is left on any node.
+- drain: node2's latest fabric verdict is FAIL (a record faked in the controller's store) and
+  torchrun_launch_drain_failed is on: --check says what it would drain and drains nothing; then
+  node2 is drained with the finding as its reason, the job runs on node1 and node3 (ranks 0 and 1);
+  node2 is resumed afterwards.
 """
 
 from __future__ import annotations
@@ -164,3 +168,70 @@ def test_job_past_its_timeout_is_cancelled_with_scancel(slurm_cluster, tmp_path)
     for node in NODES:
         left = slurm_cluster.ssh(node, "pgrep -f '[i]t_slurm_rank.py' || true").stdout.split()
         assert left == [], f"{node} still runs {left}"
+
+
+def test_failed_node_is_drained_with_its_finding_and_the_job_runs_on_the_others(slurm_cluster, tmp_path):
+    results = tmp_path / "results"
+    run_id = "20261201T050000Z"
+    # Odd bytes on purpose: a double quote and '|' must not reach scontrol as they are.
+    evidence = '"slow" | shaped\tround 1 with node1: 0.0236 GB/s FAIL'
+    record = {
+        "run_id": run_id,
+        "verdicts": {"node1": "PASS", "node2": "FAIL", "node3": "PASS"},
+        "nodes": {"node2": {"state": "bad", "evidence": [evidence]}},
+    }
+    (results / "fabric" / run_id).mkdir(parents=True)
+    (results / "fabric" / run_id / "fabric.json").write_text(json.dumps(record))
+    extra = dict(
+        FAST,
+        wireup_results_dir=str(results),
+        torchrun_launch_job="it-slurm-drain",
+        torchrun_launch_drain_failed=True,
+        torchrun_launch_timeout=240,
+    )
+    try:
+        # --check shows the drain and changes nothing
+        t0 = time.monotonic()
+        check = run_playbook("launch.yml", slurm_cluster.inventory, extra, check=True, timeout=300)
+        print(f"[slurm drain] launch.yml --check rc={check.rc} in {time.monotonic() - t0:.0f} s")
+        assert check.rc == 0, f"{check.failure_messages()}\n{check.stdout[-4000:]}"
+        assert (
+            "Slurm: would drain node2 (check mode: nothing changes): scontrol update NodeName=node2"
+            in check.stdout
+        )
+        shown = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=30).stdout
+        assert "DRAIN" not in re.search(r"State=(\S+)", shown).group(1), shown
+        t0 = time.monotonic()
+        result = run_playbook("launch.yml", slurm_cluster.inventory, extra, timeout=600)
+        print(f"[slurm drain] launch.yml rc={result.rc} in {time.monotonic() - t0:.0f} s")
+        assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-4000:]}"
+        run_dir, summary = _summary(results)
+        job_id = summary["slurm_job_id"]
+        # the job ran on the two others, renumbered, and says who was left out and why
+        assert sorted(summary["nodes"]) == ["node1", "node3"] and summary["world_size"] == 4
+        assert summary["verdict"]["ok"] is True
+        assert summary["left_out"] == {"node2": f"fabric run {run_id} named node2 bad: {evidence}"}
+        reason = summary["drained"]["node2"]
+        # one printable line: '"' -> "'", '|' -> '/', the tab -> a space
+        said = "'slow' / shaped round 1 with node1: 0.0236 GB/s FAIL"
+        assert reason == f"wireup: fabric run {run_id} named node2 bad: {said}"
+        assert "left out node2 (torchrun_launch_drain_failed): fabric run" in result.stdout
+        steps = _sacct(slurm_cluster, job_id)
+        assert steps[job_id][0] == "COMPLETED"
+        assert sorted(v[2] for k, v in steps.items() if re.fullmatch(rf"{job_id}\.\d+", k)) == [
+            "node1",
+            "node3",
+        ]
+        ranks = {}
+        for node in ("node1", "node3"):
+            log = (run_dir / f"{node}.log").read_text()
+            ranks[node] = re.search(rf"Slurm job {job_id} on {node}: node (\d)/2", log).group(1)
+        assert sorted(ranks.values()) == ["0", "1"]
+        # Slurm says so: node2 drained, the finding its reason
+        shown = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=30).stdout
+        assert re.search(r"State=\S*DRAIN", shown), shown
+        assert f"Reason={reason} [" in shown, shown
+    finally:
+        slurm_cluster.ssh("node1", "scontrol update NodeName=node2 State=RESUME", check=False, timeout=30)
+    shown = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=30).stdout
+    assert "DRAIN" not in re.search(r"State=(\S+)", shown).group(1), shown

@@ -98,14 +98,39 @@ def test_judge_names_the_slow_node_and_the_record_and_report_say_so(tmp_path):
     assert p["next_pairs"] == [["n1", "n3"], ["n2", "n4"]]
     results += gloo_round(speeds, p["next_pairs"], 2)
     p = fabricrun.judge(nodes, results, nics=veth, unreachable=[])
+    assert p["phase"] == "group" and p["bad"] == ["n3"]
+    # the whole-group run: every node not named bad, in one job of round 3
+    assert p["next_jobs"] == [
+        {"members": ["n1", "n2", "n4"], "kind": "group", "name": "wireup_fabric_r3_group"}
+    ]
+    logs = {"n1": bench_line(0.33, backend="gloo", size=16 << 20), "n2": "", "n4": None}
+    ok = {h: {"ok": True} for h in ("n1", "n2", "n4")}
+    results.append(fabricrun.pair_result(3, ["n4", "n1", "n2"], logs, ok, kind="group"))
+    p = fabricrun.judge(nodes, results, nics=veth, unreachable=[])
     assert p["done"] and p["bad"] == ["n3"]
     assert p["verdicts"] == {"n1": "PASS", "n2": "PASS", "n3": "FAIL", "n4": "PASS"}
     assert [f["code"] for f in p["findings"]] == ["fabric_bad_node"]
+    g = p["group"]
+    assert (g["members"], g["round"], g["busbw"], g["reference_gbs"], g["reference_kind"]) == (
+        ["n1", "n2", "n4"],
+        3,
+        0.33,
+        0.4,  # the slowest passing pair: n1 + n2 at 0.40 (n2 + n4: 0.41)
+        "slowest_pair",
+    )
+    assert g["verdict"] == "PASS" and p["failed"] == {
+        "n3": "named bad: " + "; ".join(p["nodes"]["n3"]["evidence"])
+    }
     rec = fabricrun.build_record("20261201T040000Z", p, veth)
-    assert rec["rounds"] == 2 and rec["reference_kind"] == "median"
+    assert rec["rounds"] == 2 and rec["reference_kind"] == "median" and rec["group"] == g
+    assert rec["failed"] == p["failed"]
     md = fabricrun.markdown(rec)
     assert "| 1 | n3 + n4 | 0.02 |" in md and "FAIL **<-**" in md
     assert "| n3 | FAIL | round 1 with n4" in md
+    assert (
+        "### Whole-group run\n\nwhole-group run of 3 node(s) (n1, n2, n4) round 3: 0.33 GB/s against "
+        "0.4 GB/s (the slowest passing pair), ratio 0.82 PASS." in md
+    )
     png = tmp_path / "fabric.png"
     assert fabricrun.plot(rec, str(png)) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert fabricrun.plot({"pairs": []}, str(tmp_path / "none.png")) is False
@@ -196,3 +221,59 @@ def test_socket_expectation_follows_the_interface_nccl_named():
     ib = nics("ndr8_healthy")  # eno1 25G listed; lo is not an interface the facts keep: unchanged
     assert fabric.on_interface(ib, "eno1")["rail_gbps"] == 25.0
     assert fabric.on_interface(ib, "nope") is ib
+
+
+def test_failed_group_run_fails_its_members_with_a_finding_and_a_bar(tmp_path):
+    nodes = ["n1", "n2", "n3", "n4"]
+    speeds = dict.fromkeys(nodes, 0.40)
+    results = gloo_round(speeds, [["n1", "n2"], ["n3", "n4"]], 1)
+    p = fabricrun.judge(nodes, results)
+    assert p["phase"] == "group" and p["next_pairs"] == [nodes] and p["failed"] == {}
+    launch = {"n1": {"ok": True}, "n2": {"ok": False, "reason": "exited with code 1"}, "n3": {}, "n4": {}}
+    results.append(fabricrun.pair_result(2, nodes, {"n1": bench_line(0.1, "gloo")}, launch, kind="group"))
+    p = fabricrun.judge(nodes, results)
+    g = p["group"]
+    assert (g["verdict"], g["busbw"], g["error"]) == (
+        "FAIL",
+        None,
+        "n2: exited with code 1; n3: failed; n4: failed",
+    )
+    assert p["verdicts"] == dict.fromkeys(nodes, "PASS")  # it names no node
+    assert sorted(p["failed"]) == nodes and p["failed"]["n1"].startswith("whole-group run of 4 node(s)")
+    assert "FAIL: n2: exited with code 1" in p["failed"]["n1"]
+    [f] = [f for f in p["findings"] if f["code"] == "fabric_group_failed"]
+    assert f["severity"] == "critical" and f["nodes"] == nodes
+    rec = fabricrun.build_record("20261201T050000Z", p, {})
+    assert "round 2: no figure against 0.4 GB/s (the slowest passing pair) FAIL" in fabricrun.markdown(rec)
+    assert fabricrun.plot(rec, str(tmp_path / "f.png"))
+    # the group decides nothing for launch: nobody is refused
+    assert fabricrun.refusals(nodes, {}, rec) == {}
+
+
+def test_a_group_run_without_an_expectation_leaves_the_pairs_judged_by_theirs():
+    def result(round_no, pair, busbw, expected, kind="pair"):
+        e = {"expected_gbs": expected} if expected else {"expected_gbs": None, "reason": "no NIC facts"}
+        return {"round": round_no, "pair": pair, "kind": kind, "busbw": busbw, "error": "", "expected": e}
+
+    nodes = ["n1", "n2", "n3", "n4"]
+    results = [result(1, ["n1", "n2"], 40.0, 42.0), result(1, ["n3", "n4"], 20.0, 42.0)]
+    results += [result(2, ["n1", "n3"], 20.0, 42.0), result(2, ["n2", "n4"], 41.0, 42.0)]
+    results.append(result(3, ["n1", "n2", "n4"], 39.0, None, kind="group"))
+    p = fabricrun.judge(nodes, results)
+    # before, the group's missing expectation sent every pair to the median (n3 then passed)
+    assert p["reference_kind"] == "expected" and p["bad"] == ["n3"]
+    assert (p["group"]["reference_kind"], p["group"]["reference_gbs"], p["group"]["verdict"]) == (
+        "slowest_pair",
+        40.0,
+        "PASS",
+    )
+
+
+def test_the_group_runs_transport_findings_are_not_said_twice():
+    ib = nics("ndr8_healthy")
+    logs = twohost(0.5)
+    pair = fabricrun.pair_result(1, ["a", "b"], logs, OK, nics={"a": ib, "b": ib})
+    group = fabricrun.pair_result(2, ["a", "b"], logs, OK, nics={"a": ib, "b": ib}, kind="group")
+    p = fabricrun.judge(["a", "b"], [pair, group], nics={"a": ib, "b": ib})
+    codes = [(f["code"], f["nodes"]) for f in p["findings"] if f["code"] == "nccl_socket_with_ib_up"]
+    assert codes == [("nccl_socket_with_ib_up", ["a"]), ("nccl_socket_with_ib_up", ["b"])]

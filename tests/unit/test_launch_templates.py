@@ -92,7 +92,8 @@ def context(name, tmp_path, **overrides):
         torchrun_launch_program=str(base / "examples" / "ddp_multinode.py"),
         torchrun_launch_args=["--steps", 5, "two words"],
         torchrun_launch_env={"NCCL_DEBUG": "INFO", "QUOTED": 'it\'s "odd" $HOME'},
-        __torchrun_launch_plan=dict(plan, job_dir=str(base / "jobs" / "ddp-multinode")),
+        # job_plan's keys the templates read, for the layout-only plan launch.plan gives.
+        __torchrun_launch_plan=dict(plan, job_dir=str(base / "jobs" / "ddp-multinode"), slurm_exclude=""),
         __torchrun_launch_job_dir=str(base / "jobs" / "ddp-multinode"),
     )
     ctx.update(overrides)
@@ -176,7 +177,17 @@ def test_job_sbatch_passes_bash_n_and_shellcheck(name, tmp_path):
     assert 'srun --nodes=1 --ntasks=1 --nodelist="${nodes[rank]}"' in text
     for key, value in DEVICE_ENV.items():
         assert f"export {key}={value}\n" in text
+    assert "--exclude" not in text
     check_shell(path)
+
+
+def test_job_sbatch_excludes_the_nodes_left_out(tmp_path):
+    """Nodes left out for a FAILed bench verdict (launch.health_plan) are excluded from the
+    allocation even where the job is not pinned with --nodelist (Slurm would pick them)."""
+    ctx = context("three-cpu-nodes", tmp_path, torchrun_launch_slurm_nodelist=False)
+    ctx["__torchrun_launch_plan"] = dict(ctx["__torchrun_launch_plan"], slurm_exclude="wb-node4,wb-node5")
+    text = render("jobs/job.sbatch.j2", ctx, tmp_path / "job.sbatch").read_text()
+    assert "#SBATCH --exclude=wb-node4,wb-node5\n" in text and "#SBATCH --nodelist" not in text
 
 
 def test_three_cpu_nodes_worker_runs_torchrun_with_its_rank(tmp_path):

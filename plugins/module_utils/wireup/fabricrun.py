@@ -13,6 +13,10 @@ pair, NCCL_DEBUG=INFO); after each round the controller hands every pair's logs 
 * :func:`build_record`, :func:`compare` (history: a changed NIC rate or a node whose best pair
   dropped against its last passing run) and :func:`markdown` make what the store writes.
 * :func:`refusals` is launch's rule: the nodes whose latest bench verdict FAILed.
+
+The whole-group run after the pairs goes through the same :func:`pair_result` (its members in
+``pair``, ``kind="group"``); :func:`judge` keeps its verdict apart (``group``): it names no node,
+but a FAILed group fails the bench on its members (``failed`` in the record) and is a finding.
 """
 
 from . import fabric, ncclinfo, nccltests, pairwise
@@ -46,8 +50,11 @@ def _transport_summary(info):
     }
 
 
-def pair_result(round_no, pair, logs, launch, *, nics=None, gpus_per_node=None, intra_node_gbs=None):
-    """Judge-ready result of one pair's job.
+def pair_result(
+    round_no, pair, logs, launch, *, nics=None, gpus_per_node=None, intra_node_gbs=None, kind="pair"
+):
+    """Judge-ready result of one pair's job (or of the whole-group run: ``kind="group"``, its
+    members in ``pair``; the expectation is then the group's, from every member's facts).
 
     logs: {host: log text or None}; launch: {host: {ok, reason}} (the launch role's verdict as each
     member saw it); nics: {host: gpu_topology_nics}; gpus_per_node: {host: ranks it ran};
@@ -100,6 +107,7 @@ def pair_result(round_no, pair, logs, launch, *, nics=None, gpus_per_node=None, 
     return {
         "round": round_no,
         "pair": sorted(pair),
+        "kind": kind,
         "busbw": busbw if not error else None,
         "measured_busbw": busbw,
         "size": size,
@@ -139,11 +147,21 @@ def judge(nodes, pair_results, *, unreachable=(), nics=None, topologies=None, pa
         e = r.get("expected") or {}
         if e.get("expected_gbs"):
             expected[pairwise.pair_key(r["pair"])] = e["expected_gbs"]
-    use = expected if expected and len(expected) == len(pair_results) else None
+    # Expectations judge the pairs when every pair has one (else the median does); the whole-group
+    # run's joins them then, and without one the group is judged against the slowest passing pair.
+    pairs_only = [r for r in pair_results if r.get("kind", "pair") == "pair"]
+    complete = all((r.get("expected") or {}).get("expected_gbs") for r in pairs_only)
+    use = expected if pairs_only and complete else None
     p = pairwise.plan(
         nodes,
         [
-            {"round": r["round"], "pair": r["pair"], "busbw": r["busbw"], "error": r["error"]}
+            {
+                "round": r["round"],
+                "pair": r["pair"],
+                "kind": r.get("kind", "pair"),
+                "busbw": r["busbw"],
+                "error": r["error"],
+            }
             for r in pair_results
         ],
         expected_gbs=use,
@@ -156,6 +174,8 @@ def judge(nodes, pair_results, *, unreachable=(), nics=None, topologies=None, pa
     findings = node_findings(nics, topologies)
     for r in pair_results:
         findings.extend(r.get("findings", []))
+    # The whole-group run meets the same NCCL choices as the pairs did: say each one once.
+    findings = list({(f.get("code"), f.get("message")): f for f in findings}.values())
     for host in p["bad"]:
         f = finding(
             "critical",
@@ -168,11 +188,51 @@ def judge(nodes, pair_results, *, unreachable=(), nics=None, topologies=None, pa
         f = finding("critical", "fabric_unreachable", f"{host}: unreachable, not tested")
         f["nodes"] = [host]
         findings.append(f)
+    g = p["group"]
+    if g["verdict"] == "FAIL":
+        f = finding(
+            "critical",
+            "fabric_group_failed",
+            f"{group_line(g)}; its nodes passed their pairs or were undecided: look at what only the "
+            "whole group shares (a switch uplink, a node slowed by more peers) or at the job's error",
+        )
+        f["nodes"] = list(g["members"])
+        findings.append(f)
     verdict = {"good": "PASS", "bad": "FAIL", "unreachable": "UNREACHABLE"}
     p["verdicts"] = {h: verdict.get(s["state"], "N/A") for h, s in p["nodes"].items()}
     p["pair_details"] = pair_results
     p["findings"] = findings
+    p["failed"] = failures(p)
     return p
+
+
+def group_line(group):
+    """One sentence on the whole-group run."""
+    who = f"whole-group run of {len(group['members'])} node(s) ({', '.join(group['members'])})"
+    if group["verdict"] in ("NOT RUN", "PENDING"):
+        return f"{who}: {group['verdict'].lower()}" + (f" ({group['note']})" if group.get("note") else "")
+    figure = f"{group['busbw']:.3g} GB/s" if group.get("busbw") is not None else "no figure"
+    ref = {"expected": "its expectation", "slowest_pair": "the slowest passing pair"}.get(
+        group.get("reference_kind"), "no reference"
+    )
+    against = f" against {group['reference_gbs']:.3g} GB/s ({ref})" if group.get("reference_gbs") else ""
+    ratio = f", ratio {group['ratio']:.2f}" if group.get("ratio") is not None else ""
+    err = f": {group['error']}" if group.get("error") else ""
+    return f"{who} round {group.get('round')}: {figure}{against}{ratio} {group['verdict']}{err}"
+
+
+def failures(judged):
+    """{host: why the bench fails it}: a node named bad (its evidence), and each member of a
+    whole-group run that FAILed (the group's line)."""
+    out = {}
+    for host, verdict in sorted(judged.get("verdicts", {}).items()):
+        if verdict == "FAIL":
+            out[host] = "named bad: " + "; ".join(judged["nodes"][host]["evidence"])
+    g = judged.get("group") or {}
+    if g.get("verdict") == "FAIL":
+        for host in g["members"]:
+            out[host] = "; ".join(x for x in (out.get(host), group_line(g)) if x)
+    return out
 
 
 def build_record(run_id, judged, nics):
@@ -189,6 +249,9 @@ def build_record(run_id, judged, nics):
         "bad": judged.get("bad", []),
         "unreachable": judged.get("unreachable", []),
         "rounds": max([p.get("round") or 0 for p in judged.get("pairs", [])] or [0]),
+        "group": judged.get("group") or {},
+        "group_line": group_line(judged["group"]) if judged.get("group") else "",
+        "failed": judged.get("failed", {}),
         "findings": judged.get("findings", []),
         # Each node's NIC facts as gpu_topology_nics gave them (ports, interfaces, peermem, IOMMU).
         "nics": {h: f for h, f in (nics or {}).items() if f},
@@ -275,6 +338,9 @@ def markdown(record):
         )
         if p.get("error"):
             lines.append(f"|  | error: {p['error'][:200]} |  |  |  |  |  |")
+    g = record.get("group") or {}
+    if g:
+        lines += ["", "### Whole-group run", "", group_line(g) + "."]
     lines += ["", "| node | verdict | evidence |", "|---|---|---|"]
     for host, v in sorted(record.get("verdicts", {}).items()):
         ev = "; ".join(record.get("nodes", {}).get(host, {}).get("evidence", []))
@@ -351,17 +417,27 @@ def latest_verdicts(results_dir, hosts):
 
 
 def plot(record, path):
-    """Bar chart of the pairs' busbw (failing pairs red, marked), each pair's reference as a line.
+    """Bar chart of the pairs' busbw and the whole-group run's (failing ones red, marked), each
+    one's reference as a line.
     Returns False when there is nothing to plot or matplotlib is missing (the report says so)."""
     from .report import _pyplot
 
     pairs = [p for p in record.get("pairs", []) if p.get("busbw") is not None or p.get("error")]
+    g = record.get("group") or {}
+    if g.get("verdict") in ("PASS", "FAIL"):
+        pairs.append(dict(g, pair=[f"group of {len(g['members'])}"]))
     plt = _pyplot() if pairs else None
     if plt is None:
         return False
     labels = [f"r{p['round']} {'+'.join(p['pair'])}" for p in pairs]
     values = [p.get("busbw") or 0.0 for p in pairs]
-    refs = [p.get("reference_gbs") or record.get("reference_gbs") for p in pairs]
+    # The group has a reference of its own (or none); a pair without one has the run's median.
+    refs = [
+        p.get("reference_gbs")
+        if "reference_kind" in p
+        else p.get("reference_gbs") or record.get("reference_gbs")
+        for p in pairs
+    ]
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(pairs) + 2), 4), dpi=100)
     colors = ["tab:red" if p["verdict"] == "FAIL" else "tab:green" for p in pairs]
     bars = ax.bar(range(len(pairs)), values, color=colors)

@@ -14,6 +14,7 @@ import json
 import re
 import shlex
 
+from . import slurm as slurm_
 from . import validate
 
 _JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -512,6 +513,83 @@ def cpus_allowed(status_text: str) -> int:
     return 0
 
 
+ON_FAILED = ("refuse", "skip")
+
+
+def health_plan(
+    hosts,
+    nodes: dict,
+    failed=None,
+    *,
+    on_failed: str = "refuse",
+    drain: bool = False,
+    slurm: bool = False,
+    group: str = "",
+    master_host: str = "",
+) -> dict:
+    """Which of the job's hosts run it, given the nodes whose latest bench verdict FAILed.
+
+    ``failed`` maps host -> reason (torchrun_launch_failed: launch.yml reads it from the bench
+    store, fabricrun.refusals). ``on_failed``: refuse (the job does not start, naming each failed
+    node and its reason) or skip (the job starts on the others: node ranks are the remaining
+    hosts' sorted indexes, 0..n-1, and the master is re-chosen among them when it is left out).
+    ``drain`` (Slurm only) leaves them out as skip does and drains each one (``drain``: scontrol's
+    argv per node, the reason from slurm.drain_reason). Returns {"hosts" (those that run),
+    "left_out" {host: reason}, "slurm_exclude" (their Slurm names for sbatch --exclude), "drain"
+    [{host, node, reason, argv}], "show" (lines for the play), "errors"}."""
+    hosts = sorted(dict.fromkeys(hosts or []))
+    out = {"hosts": hosts, "left_out": {}, "slurm_exclude": "", "drain": [], "show": [], "errors": []}
+    errors = out["errors"]
+    if on_failed not in ON_FAILED:
+        errors.append(f"torchrun_launch_on_failed={on_failed!r} must be refuse or skip")
+    if drain and not slurm:
+        errors.append(
+            "torchrun_launch_drain_failed=true drains Slurm nodes: it needs torchrun_launch_slurm=true "
+            "(or set it to false)"
+        )
+    if failed is None:
+        failed = {}
+    if not isinstance(failed, dict):
+        errors.append(f"torchrun_launch_failed must map inventory hosts to reasons, got {failed!r}")
+        failed = {}
+    bad = [h for h in hosts if h in failed]
+    if not bad or errors:
+        return out
+    reasons = {h: str(failed[h] or "latest bench verdict FAIL") for h in bad}
+    where = f"torchrun_launch_group={group}" if group else "the job's group"
+    if on_failed == "refuse" and not drain:
+        errors.append(
+            f"launch refused: {' | '.join(reasons.values())}. Fix the node or leave it out (--limit, or "
+            f"remove it from {where}), set torchrun_launch_on_failed=skip to start on the healthy "
+            "nodes only, or wireup_launch_refuse_failed=false to start anyway"
+        )
+        return out
+    kept = [h for h in hosts if h not in reasons]
+    why = "torchrun_launch_drain_failed" if drain else "torchrun_launch_on_failed=skip"
+    if not kept:
+        errors.append(
+            f"every node of {where} FAILed its latest bench ({', '.join(bad)}): {why} leaves none to "
+            "run on; fix the nodes and run bench.yml again, or set wireup_launch_refuse_failed=false "
+            "to start anyway"
+        )
+        return out
+    names = {h: slurm_.node_name(h, nodes.get(h)) for h in bad}
+    out.update(hosts=kept, left_out=reasons, slurm_exclude=",".join(names[h] for h in bad))
+    out["show"] = [f"left out {h} ({why}): {reasons[h]}" for h in bad]
+    if master_host in reasons:
+        out["show"].append(
+            f"the master {master_host} is left out: {validate.master_of(kept, master_host)} is the master"
+        )
+    if drain:
+        for h in bad:
+            errors.extend(slurm_.node_name_errors(h, names[h]))
+            argv = slurm_.drain_argv(names[h], reasons[h])
+            out["drain"].append(
+                {"host": h, "node": names[h], "reason": argv[-1][len("Reason=") :], "argv": argv}
+            )
+    return out
+
+
 def job_plan(
     hosts,
     nodes: dict,
@@ -540,6 +618,9 @@ def job_plan(
     watchdog_timeout=30,
     join_timeout=300,
     stop_grace=15,
+    failed=None,
+    on_failed="refuse",
+    drain_failed=False,
     **layout,
 ) -> dict:
     """The whole of one torchrun_launch run: ``plan`` (``layout`` is its keyword arguments) plus
@@ -552,9 +633,25 @@ def job_plan(
     ``templates``, ``precheck_paths``, ``show`` (one line per node) and per node ``names`` (to
     resolve), ``listen`` and ``connect`` (the master-port pre-check's part of each node).
     Inventory-only checks of the shared wireup_* variables are preflight's, not repeated here.
+
+    ``failed``, ``on_failed`` and ``drain_failed`` are health_plan's: the job runs on its
+    ``hosts``; adds ``left_out``, ``slurm_exclude`` and ``drain`` (scontrol calls slurm.yml makes
+    before sbatch; empty unless the job is submitted: check mode and render-only drain nothing).
     """
-    result = plan(hosts, nodes, group=group, **layout)
+    health = health_plan(
+        hosts,
+        nodes,
+        failed,
+        on_failed=on_failed,
+        drain=drain_failed,
+        slurm=slurm,
+        group=group,
+        master_host=layout.get("master_host", ""),
+    )
+    # Every node refused or left out: plan the whole group so that only health's errors show.
+    result = plan(health["hosts"] or hosts, nodes, group=group, **layout)
     errors = result["errors"]
+    errors.extend(health["errors"])
     errors.extend(job_name_errors(job))
     errors.extend(env_errors(env, "torchrun_launch_env"))
     errors.extend(env_errors(job_env, "wireup_job_env", names=False))  # names: preflight's
@@ -585,6 +682,17 @@ def job_plan(
         + (f", NCCL_IB_HCA {n['ib_hca']}" if n["ib_hca"] else "")
         for host, n in sorted(result["nodes"].items(), key=lambda kv: kv[1]["node_rank"])
     ]
+    result["show"] += health["show"]
+    # Drained only when the job is submitted to Slurm (not in check mode, not render-only).
+    drain = health["drain"] if mode == "slurm" else []
+    held = "check mode" if check_mode else "torchrun_launch_run=false"
+    result["show"] += [
+        f"Slurm: drain {d['node']} before sbatch: {shlex.join(d['argv'])}"
+        if mode == "slurm"
+        else f"Slurm: would drain {d['node']} ({held}: nothing changes): {shlex.join(d['argv'])}"
+        for d in health["drain"]
+    ]
+    result.update(left_out=health["left_out"], slurm_exclude=health["slurm_exclude"], drain=drain)
     templates = [{"src": "jobs/launch.sh.j2", "dest": f"{job_dir}/launch.sh", "mode": "0750", "bash": True}]
     if slurm:
         templates.append(
@@ -751,6 +859,10 @@ def summary(plan_: dict, results: dict, verdict: dict, *, program: str, args, sl
         verdict={k: v for k, v in (verdict or {}).items() if k != "nodes"},
         nodes=results,
     )
+    if plan_.get("left_out"):
+        out["left_out"] = dict(plan_["left_out"])
+    if plan_.get("drain"):
+        out["drained"] = {d["node"]: d["reason"] for d in plan_["drain"]}
     return out
 
 

@@ -16,11 +16,24 @@ Rounds for N reachable nodes (roles/bench/README.md repeats this):
   1 + ceil(undecided / passing). Time grows with rounds, not with N. Without any passing pair
   (N = 2 failing, or every pair failing an expectation) nothing can be decided: the nodes are
   ``undetermined`` and the evidence says so.
+* then one round for the whole-group run (below), when it runs: 2 rounds in all for even N with
+  every pair passing, 3 in the usual case.
 
 A pair whose job failed or timed out counts as failed (its error is the evidence); a node Ansible
 cannot reach is ``unreachable`` and takes no part.
+
+A whole-group run follows the pairs (one more round, one job): every reachable node not named bad,
+when they are two or more and not just a pair that already ran. Its result is marked
+``kind: "group"``. It is judged like a pair, against the group's expectation where there is one
+(``expected_gbs``: the one figure, or the entry for all members joined by "+"), else against the
+slowest passing pair: busbw is normalised for the node count (nccl-tests doc/PERFORMANCE.md), so a
+ring over the group crosses the same links as the pairs and cannot be faster than its slowest
+link; a group below ``pass_ratio`` x the slowest passing pair shows what only the group shows (a
+switch uplink, a node slowed by more peers). With no passing pair it passes on completing. Its
+verdict is its own: it names no node (the pairs do that).
 """
 
+import re
 import statistics
 
 STATES = ("good", "bad", "undetermined", "unreachable", "untested")
@@ -60,28 +73,10 @@ def judge_pair(result, reference, pass_ratio):
     return "PASS" if result["busbw"] >= pass_ratio * reference else "FAIL"
 
 
-def plan(nodes, results=(), *, expected_gbs=None, pass_ratio=0.7, unreachable=(), max_rounds=6):
-    """Decide the next round and every node's state from the results so far.
-
-    nodes: inventory names; results: [{round, pair: [a, b], busbw (GB/s) or None, error: str}];
-    expected_gbs: one figure for every pair, or {"a+b": figure} per pair (sorted names joined by
-    "+"; a pair without one passes on a figure alone), or None for the first round's median;
-    unreachable: names Ansible could not reach (left out). Returns {round (the next round's
-    number), next_pairs ([] when done), done, reference_gbs, reference_kind ('expected', 'median'
-    or 'none'), pairs [{pair, round, busbw, ratio, verdict, error}], nodes {name: {state,
-    evidence}}, bad, good, rounds_for_n (documented bound), errors}."""
-    if not isinstance(pass_ratio, (int, float)) or not 0 < pass_ratio <= 1:
-        return {"errors": [f"bench_fabric_pass_ratio must be a number in (0, 1], got {pass_ratio!r}"]}
+def _pairs(nodes, results, *, expected_gbs, pass_ratio, unreachable, max_rounds):
+    """The pair rounds over the pair results: the next pairs and every node's state (see plan)."""
     lost = sorted(set(unreachable) & set(nodes))
     live = sorted(set(nodes) - set(lost))
-    results = list(results)
-    errors = []
-    for r in results:
-        pair = r.get("pair") or []
-        if len(pair) != 2 or any(p not in nodes for p in pair):
-            errors.append(f"pair result {pair!r} names a node outside the nodes {sorted(nodes)}")
-    if errors:
-        return {"errors": errors}
     reference, kind = _reference(results, expected_gbs)
     judged = []
     for r in results:
@@ -168,6 +163,114 @@ def plan(nodes, results=(), *, expected_gbs=None, pass_ratio=0.7, unreachable=()
         "untested": sorted(set(live) - tested),
         "rounds_for_n": rounds_for(len(live)),
     }
+
+
+def job_name(round_no, members, kind="pair"):
+    """The inventory group (and summary file) name of one job of a round: the pair's names, or
+    "group" for the whole-group run (its member list can be long)."""
+    tail = "group" if kind == "group" else "_".join(members)
+    return re.sub(r"[^A-Za-z0-9_]", "_", f"wireup_fabric_r{round_no}_{tail}")
+
+
+def _group_reference(pairs_judged, expected_gbs, members):
+    """(reference GB/s or None, kind) of the whole-group run (the module docstring says why)."""
+    if isinstance(expected_gbs, dict):
+        figure = expected_gbs.get(pair_key(members))
+        if figure:
+            return float(figure), "expected"
+    elif expected_gbs:
+        return float(expected_gbs), "expected"
+    passing = [j["busbw"] for j in pairs_judged if j["verdict"] == "PASS" and j["busbw"] is not None]
+    if passing:
+        return float(min(passing)), "slowest_pair"
+    return None, "none"
+
+
+def plan(nodes, results=(), *, expected_gbs=None, pass_ratio=0.7, unreachable=(), max_rounds=6):
+    """Decide the next round and every node's state from the results so far.
+
+    nodes: inventory names; results: [{round, pair: members, busbw (GB/s) or None, error: str,
+    kind: "pair" (default, two members) or "group"}]; expected_gbs: one figure for every job, or
+    {"a+b": figure} per job (sorted names joined by "+"; a job without one is judged on its
+    figure alone, the group then against the slowest passing pair), or None (pairs: the first
+    round's median); unreachable: names Ansible could not reach (left out); max_rounds: rounds of
+    pairs at most (the whole-group run is one more). Returns {round (the next round's number),
+    next_pairs (each job's members; [] when done), next_jobs [{members, kind, name}], done, phase
+    ('pairs', 'group' or 'done'), reference_gbs, reference_kind ('expected', 'median' or 'none'),
+    pairs [{pair, round, busbw, ratio, verdict, error}], group {members, round, busbw,
+    reference_gbs, reference_kind ('expected', 'slowest_pair', 'none'), ratio, verdict (PASS, FAIL,
+    PENDING or NOT RUN), error, note}, nodes {name: {state, evidence}}, bad, good, rounds_for_n
+    (documented bound, pair rounds), errors}."""
+    if isinstance(pass_ratio, bool) or not isinstance(pass_ratio, (int, float)) or not 0 < pass_ratio <= 1:
+        return {"errors": [f"bench_fabric_pass_ratio must be a number in (0, 1], got {pass_ratio!r}"]}
+    results = list(results)
+    errors = []
+    for r in results:
+        members = r.get("pair") or []
+        if any(p not in nodes for p in members):
+            errors.append(f"pair result {members!r} names a node outside the nodes {sorted(nodes)}")
+        elif r.get("kind", "pair") == "pair" and len(set(members)) != 2:
+            errors.append(f"pair result {members!r} does not name two nodes")
+        elif r.get("kind") == "group" and len(set(members)) < 2:
+            errors.append(f"group result {members!r} names fewer than two nodes")
+    groups = [r for r in results if r.get("kind") == "group"]
+    if len(groups) > 1:
+        errors.append(f"{len(groups)} whole-group results: a fabric run has one")
+    if errors:
+        return {"errors": errors}
+    pair_results = [r for r in results if r.get("kind", "pair") == "pair"]
+    out = _pairs(
+        nodes,
+        pair_results,
+        expected_gbs=expected_gbs,
+        pass_ratio=pass_ratio,
+        unreachable=unreachable,
+        max_rounds=max_rounds,
+    )
+    out["next_jobs"] = [
+        {"members": m, "kind": "pair", "name": job_name(out["round"], m)} for m in out["next_pairs"]
+    ]
+    out["phase"] = "pairs"
+    members = sorted(n for n, s in out["nodes"].items() if s["state"] in ("good", "undetermined"))
+    group = {"members": members, "round": None, "busbw": None, "reference_gbs": None}
+    group.update(reference_kind="none", ratio=None, verdict="PENDING", error="", note="")
+    out["group"] = group
+    if not out["done"]:
+        return out
+    if groups:
+        # Judged over the members it ran with (a node lost since is in its error, not left out).
+        g = groups[0]
+        members = sorted(g["pair"])
+        reference, kind = _group_reference(out["pairs"], expected_gbs, members)
+        group.update(
+            members=members,
+            round=g.get("round"),
+            busbw=g.get("busbw"),
+            reference_gbs=round(reference, 3) if reference else None,
+            reference_kind=kind,
+            ratio=round(g["busbw"] / reference, 3) if reference and g.get("busbw") is not None else None,
+            verdict=judge_pair(g, reference, pass_ratio),
+            error=g.get("error") or "",
+        )
+        out.update(phase="done", round=(g.get("round") or 0) + 1)
+        return out
+    ran = {tuple(p["pair"]) for p in out["pairs"]}
+    if len(members) < 2 or tuple(members) in ran:
+        group["verdict"] = "NOT RUN"
+        group["note"] = (
+            f"the group is the pair {' + '.join(members)}, judged above"
+            if len(members) == 2
+            else "fewer than two reachable nodes not named bad"
+        )
+        out["phase"] = "done"
+        return out
+    reference, kind = _group_reference(out["pairs"], expected_gbs, members)
+    group.update(reference_gbs=round(reference, 3) if reference else None, reference_kind=kind)
+    # One more round: the whole group as one job.
+    round_no = max([r.get("round") or 0 for r in pair_results] or [0]) + 1
+    out.update(round=round_no, next_pairs=[members], done=False, phase="group")
+    out["next_jobs"] = [{"members": members, "kind": "group", "name": job_name(round_no, members, "group")}]
+    return out
 
 
 def _partner(judged, node):

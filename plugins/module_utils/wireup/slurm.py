@@ -271,10 +271,54 @@ def job_verdict(sacct_text: str, hosts, names=None, *, timed_out: bool = False) 
     }
 
 
+def node_name(host: str, facts=None) -> str:
+    """A host's Slurm node name: its hostname, else the inventory name."""
+    return str((facts or {}).get("hostname") or host)
+
+
 def node_names(plan: dict) -> dict:
     """{inventory host: Slurm node name} for a launch plan (hostname, else the inventory name)."""
     nodes = plan.get("nodes", {})
-    return {h: str(nodes.get(h, {}).get("hostname") or h) for h in plan.get("hosts", [])}
+    return {h: node_name(h, nodes.get(h)) for h in plan.get("hosts", [])}
+
+
+_NODE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+DRAIN_REASON_MAX = 120
+
+
+def drain_reason(finding: str, limit: int = DRAIN_REASON_MAX) -> str:
+    """The Reason= of a drain: "wireup: " and the finding on one line of printable ASCII, at most
+    ``limit`` characters (cut with "..."). Control characters and whitespace runs become one
+    space, other bytes '?', double quotes (scontrol strips a leading and a trailing one) single
+    quotes, and '|' (the field separator of sinfo/sacct --parsable) '/'. It travels as one argv
+    element, never through a shell."""
+    text = str(finding if finding is not None else "")
+    out = []
+    for ch in text:
+        if ch.isspace() or ord(ch) < 32 or ord(ch) == 127:
+            out.append(" ")
+        elif ord(ch) > 126:
+            out.append("?")
+        else:
+            out.append({'"': "'", "|": "/"}.get(ch, ch))
+    body = " ".join("".join(out).split()) or "latest bench verdict FAIL"
+    reason = f"wireup: {body}"
+    return reason if len(reason) <= limit else reason[: limit - 3].rstrip() + "..."
+
+
+def drain_argv(node: str, finding: str) -> list[str]:
+    """scontrol's argv draining one node with the finding as its reason (launch.health_plan)."""
+    return ["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={drain_reason(finding)}"]
+
+
+def node_name_errors(host: str, node: str) -> list[str]:
+    """A Slurm node name that scontrol could take for something else (empty, '=', spaces)."""
+    if _NODE_NAME.match(node or ""):
+        return []
+    return [
+        f"{host}'s Slurm node name {node!r} (its hostname) is not a plain host name: "
+        "torchrun_launch_drain_failed cannot drain it; fix the node's hostname"
+    ]
 
 
 def nodelist(plan: dict) -> str:
