@@ -41,6 +41,8 @@ def _fabric(bed, results_dir):
     )
     took = time.monotonic() - start
     print(f"[fabric] bench.yml --tags fabric rc={result.rc} in {took:.0f} s")
+    (results_dir / "bench-fabric.log").parent.mkdir(parents=True, exist_ok=True)
+    (results_dir / "bench-fabric.log").write_text(result.stdout)  # kept beside the record for a failing test
     runs = sorted((results_dir / "fabric").iterdir())
     record = json.loads((runs[-1] / "fabric.json").read_text())
     return result, record, (runs[-1] / "fabric.md").read_text(), took
@@ -64,7 +66,7 @@ def test_shaped_node_is_named_then_passes_and_a_down_node_is_unreachable(fabric_
     assert max(p["busbw"] for p in slow) < 0.5 * min(p["busbw"] for p in fast)
     assert all(d["backend"] == "gloo" for d in record["pair_details"])
     # the recap fails node3 alone, with its evidence
-    assert result.failed_hosts == ["node3"] and result.unreachable_hosts == []
+    assert result.failed_hosts == ["node3"] and result.unreachable_hosts == [], result.failure_messages()
     assert any("fabric verdict FAIL on node3" in m for _, _, m in result.failure_messages("node3"))
     assert "| node3 | FAIL | round 1 with node4:" in md
     # the whole-group run after the pairs: the nodes not named bad, one job in round 3

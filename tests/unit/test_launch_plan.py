@@ -188,6 +188,10 @@ def test_precheck_errors_from_the_registered_probes():
         "n2 cannot reach the master n1 at 10.0.0.1:29500 within 3 s: check routes and firewalls between the "
         "nodes and the master's wireup_address/wireup_interface (or torchrun_launch_master_addr)",
     ]
+    # torchrun_launch_precheck: false skips the probes (a block's `when:` registers each loop item
+    # as skipped): no evidence, no error.
+    skipped = {"results": [{"item": x, "skipped": True} for x in p["precheck_paths"]], "skipped": True}
+    assert launch.precheck_errors(p, "n2", play, paths=skipped, names={"results": [], "skipped": True}) == []
     busy = launch.precheck_errors(
         p,
         "n1",

@@ -788,8 +788,11 @@ def precheck_errors(
             "(failed or unreachable; see above)"
         )
     program, venv_bin = (plan_.get("precheck_paths") or ["", ""])[:2]
+    # A skipped stat (torchrun_launch_precheck: false, the fabric bench's pair jobs) is no evidence.
     missing = [
-        r.get("item") for r in (paths or {}).get("results", []) if not (r.get("stat") or {}).get("exists")
+        r.get("item")
+        for r in (paths or {}).get("results", [])
+        if not r.get("skipped") and not (r.get("stat") or {}).get("exists")
     ]
     if missing:
         fixes = []
