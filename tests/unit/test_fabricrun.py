@@ -33,22 +33,30 @@ def bench_line(busbw, backend="nccl", size=1 << 30):
     )
 
 
-def twohost(busbw):
+def twohost(busbw, iface="lo"):
+    """The 1x H200's two-host NCCL INFO logs (NCCL on lo); ``iface``: as if NCCL had named another."""
     r0 = (LOGS / "h200x1_nccl-2.28.9_twohost_socket_rank0.txt").read_text() + bench_line(busbw) + "\n"
     r1 = (LOGS / "h200x1_nccl-2.28.9_twohost_socket_rank1.txt").read_text()
-    return {"a": r0, "b": r1}
+    return {h: t.replace("Using [0]lo:", f"Using [0]{iface}:") for h, t in (("a", r0), ("b", r1))}
 
 
 OK = {"a": {"ok": True}, "b": {"ok": True}}
 
 
-def test_socket_pair_on_the_h200_vm_expects_nccls_10g_default():
+def test_socket_pair_on_the_h200_vm_has_no_hardware_expectation_on_loopback():
     vm = nics("h200vm_virtio_no_ib")
     r = fabricrun.pair_result(
         1, ["b", "a"], twohost(0.50), OK, nics={"a": vm, "b": vm}, gpus_per_node={"a": 1, "b": 1}
     )
     assert r["pair"] == ["a", "b"] and r["busbw"] == 0.50 and r["error"] == ""
-    assert r["expected"]["transport"] == "socket" and r["expected"]["expected_gbs"] == 0.562
+    # NCCL used lo, which no NIC fact lists: eth0's rate says nothing about this run.
+    assert r["expected"] == {
+        "expected_gbs": None,
+        "reason": "b: NCCL used lo, not one of the NICs read (eth0): no expectation from the hardware",
+    }
+    # Had NCCL used the VM's eth0 (no speed in sysfs), NCCL's 10 Gb/s default x sockets' 0.45.
+    on_eth0 = fabricrun.pair_result(1, ["a", "b"], twohost(0.5, "eth0"), OK, nics={"a": vm, "b": vm})
+    assert on_eth0["expected"]["transport"] == "socket" and on_eth0["expected"]["expected_gbs"] == 0.562
     assert r["transports"]["a"]["inter_node"] == "socket" and r["transports"]["a"]["socket_interfaces"] == [
         "lo"
     ]
@@ -64,7 +72,8 @@ def test_socket_pair_where_ib_is_up_is_a_finding_per_node():
         ("nccl_socket_with_ib_up", ["b"]),
     ]
     # the expectation follows the transport NCCL used, not the IB it should have used
-    assert r["expected"]["transport"] == "socket"
+    on_eno1 = fabricrun.pair_result(1, ["a", "b"], twohost(0.5, "eno1"), OK, nics={"a": ib, "b": ib})
+    assert on_eno1["expected"]["transport"] == "socket" and on_eno1["expected"]["network_gbs"] == 25 / 8
 
 
 def test_failed_job_and_missing_figure_are_errors():
@@ -215,12 +224,25 @@ def test_latest_verdicts_and_the_launch_filter(tmp_path):
 
 
 def test_socket_expectation_follows_the_interface_nccl_named():
-    facts = nics("testbed_veth")  # host0 at 10000 Mb/s; NCCL's log names lo (no speed): 10 Gb/s
-    r = fabricrun.pair_result(1, ["a", "b"], twohost(1.0), OK, nics={"a": facts, "b": facts})
-    assert r["expected"]["network_gbs"] == 1.25
+    facts = nics("testbed_veth")  # host0 at 10000 Mb/s
+    r = fabricrun.pair_result(1, ["a", "b"], twohost(1.0, "host0"), OK, nics={"a": facts, "b": facts})
+    assert r["expected"]["network_gbs"] == 1.25 and r["expected"]["transport"] == "socket"
+    assert (
+        fabricrun.pair_result(1, ["a", "b"], twohost(1.0), OK, nics={"a": facts, "b": facts})["expected"][
+            "expected_gbs"
+        ]
+        is None
+    )  # lo: not a NIC the facts list
     ib = nics("ndr8_healthy")  # eno1 25G listed; lo is not an interface the facts keep: unchanged
     assert fabric.on_interface(ib, "eno1")["rail_gbps"] == 25.0
-    assert fabric.on_interface(ib, "nope") is ib
+    assert fabric.on_interface(ib, None) is ib  # the log names no interface
+    # The lent GPU machine's two-host run: NIC facts list eth0 only, NCCL's log names lo (loopback).
+    vm = dict(ib, interfaces=[{"name": "eth0", "speed_mbps": None}], devices=["eth0"], transport="socket")
+    unlisted = fabric.expected_busbw({"a": fabric.on_interface(vm, "lo"), "b": vm}, 1, transport="socket")
+    assert unlisted == {
+        "expected_gbs": None,
+        "reason": "a: NCCL used lo, not one of the NICs read (eth0): no expectation from the hardware",
+    }
 
 
 def test_failed_group_run_fails_its_members_with_a_finding_and_a_bar(tmp_path):

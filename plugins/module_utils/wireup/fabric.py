@@ -318,10 +318,14 @@ def usable_network(facts):
 
 def on_interface(facts, ifname):
     """The facts with the socket rail set to interface ``ifname`` (the one NCCL says it used):
-    its speed, or NCCL's 10 Gb/s default when sysfs has none. Unknown interface: facts unchanged."""
+    its speed, or NCCL's 10 Gb/s default when sysfs has none. ``ifname`` None (the log names none):
+    facts unchanged. An interface the facts do not list (loopback, a virtual one): no rail, so no
+    expectation from the hardware, and expected_busbw says which interface it was."""
+    if not ifname:
+        return facts
     iface = next((i for i in facts.get("interfaces", []) if i["name"] == ifname), None)
     if iface is None:
-        return facts
+        return dict(facts, rails=0, rail_gbps=None, unlisted_interface=ifname)
     speed = iface.get("speed_mbps")
     return dict(
         facts,
@@ -511,6 +515,13 @@ def expected_busbw(
         return {"expected_gbs": None, "reason": "no node has NIC facts"}
     per_node = {}
     for host, facts in nic_facts_by_node.items():
+        if facts and facts.get("unlisted_interface"):
+            listed = ", ".join(facts.get("devices") or []) or "none"
+            return {
+                "expected_gbs": None,
+                "reason": f"{host}: NCCL used {facts['unlisted_interface']}, not one of the NICs read "
+                f"({listed}): no expectation from the hardware",
+            }
         if not facts or not facts.get("rail_gbps"):
             return {"expected_gbs": None, "reason": f"{host}: no usable NIC with a known rate"}
         rails = facts["rails"]
