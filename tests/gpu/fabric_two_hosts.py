@@ -9,7 +9,8 @@ loopback cluster addresses). Steps, logs under $OUT:
 
   1. site.yml --tags pytorch_venv on both hosts (the venvs)
   2. bench.yml --tags fabric: one pair, NCCL INFO; NCCL must say NET/Socket over wfab0 (no IB
-     there), the expectation comes from that interface (no speed in sysfs: NCCL's 10 Gb/s)
+     there), the expectation comes from that interface (no speed in sysfs: NCCL's 10 Gb/s); where
+     no dummy interface can be made, NCCL uses lo and the record must say there is no expectation
   3. launch.yml (Example 2, waited) across the two hosts, NCCL INFO on
   4. launch.yml Example 2 on the machine as one host (tests/gpu/inventory.yml, all GPUs), NCCL
      INFO on: the parser must tell P2P/NVLink inside a node from NET/Socket between the "hosts"
@@ -145,7 +146,23 @@ def main() -> int:
             if kinds != {"socket"}:
                 failures.append(f"NCCL's inter-node transport was {kinds}, expected NET/Socket only")
             exp = [d.get("expected") or {} for d in record["pair_details"]]
-            if not exp or exp[0].get("transport") != "socket":
+            used = {
+                i
+                for d in record["pair_details"]
+                for t in d["transports"].values()
+                for i in t["socket_interfaces"]
+            }
+            if used and used <= {"lo"}:
+                # No dummy interface here: NCCL ran over loopback, which no NIC fact lists.
+                if (
+                    not exp
+                    or exp[0].get("expected_gbs") is not None
+                    or "NCCL used lo" not in exp[0].get("reason", "")
+                ):
+                    failures.append(
+                        f"NCCL used lo but the expectation is not the 'no hardware expectation' one: {exp}"
+                    )
+            elif not exp or exp[0].get("transport") != "socket":
                 failures.append(f"no socket expectation: {exp}")
         env = json.dumps({"torchrun_launch_env": NCCL_INFO, "torchrun_launch_job": "fabric-example2"})
         if play(
