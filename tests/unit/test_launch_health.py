@@ -6,21 +6,11 @@ import pathlib
 import shlex
 
 import pytest
+from test_launch_plan import BASE  # the job settings every launch plan test starts from
 
 from wireup import launch, slurm
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BASE = {
-    "job": "j1",
-    "program": "/opt/wireup/examples/ddp_multinode.py",
-    "base_dir": "/opt/wireup",
-    "venv_path": "/opt/wireup/venv",
-    "results_dir": "/tmp/results",
-    "run_id": "r1",
-    "group": "gpu_nodes",
-    "node_group": "gpu_nodes",
-    "nproc_per_node": 2,
-}
 
 
 def node(address, hostname="", cpus=None):
