@@ -275,6 +275,27 @@ def test_nvlink_pastes_cut_with_dots_are_cut_off_not_missing_links(name, message
     assert (gpu["active"], gpu["speed_gbps"]) == ((12, 25.0) if "a100" in name else (18, 53.125))
 
 
+def test_a_b200_whose_links_are_all_down_lists_none_and_a_single_gpu_paste_is_short():
+    # Real: leptonai/gpud#1085, GPU 2 of a B200 node: NVML's all-inactive line instead of 18 links.
+    out = nvlink.parse_nvlink_status(read("b200_gpud-1085_nvlink_s_all_inactive.txt"))
+    gpu = out["gpus"][0]
+    assert (gpu["index"], gpu["name"], gpu["active"], gpu["all_inactive_note"]) == (2, "NVIDIA B200", 0, True)
+    assert (out["totals"]["gpus_with_nvlink"], out["totals"]["per_link_gbps"]) == (0, None)
+    # The paste holds one GPU of the node: with the node's count it is a cut-off output.
+    with pytest.raises(ValueError, match=re.escape("lists 1 GPU(s) but the node has 8")):
+        nvlink.parse_nvlink_status(read("b200_gpud-1085_nvlink_s_all_inactive.txt"), 8)
+
+
+def test_nvidia_smi_failing_to_start_is_quoted_not_a_missing_gpu_line():
+    # Real: tinygrad/open-gpu-kernel-modules#47 (driver 570.124), NVML's version-mismatch message.
+    with pytest.raises(ValueError) as err:
+        nvlink.parse_nvlink_status(read("gpu_open-gpu-kernel-modules-47_nvml_version_mismatch.txt"))
+    assert (
+        "'Failed to initialize NVML: Driver/library version mismatch' / 'NVML library version: 570.124'"
+        in str(err.value)
+    )
+
+
 # ---------------------------------------------------------------- nccl-tests, runs with rows
 # name: (collective for the verdict, rows, largest size, judged busbw there, devices, complete, problems)
 RUNS = {
@@ -575,6 +596,8 @@ def test_every_public_capture_is_checked_and_documented():
         "rtxa6000x3_siboehm-bench_nvlink_s_all_inactive_note.txt",
         "a100sxm4_nccl-tests-228_nvlink_s_cut.txt",
         "gb200_k8s-test-infra-371_nvlink_s_cut.txt",
+        "b200_gpud-1085_nvlink_s_all_inactive.txt",
+        "gpu_open-gpu-kernel-modules-47_nvml_version_mismatch.txt",
         "v100x2_nccl-tests-107_two_processes_header.txt",
         "gpu2gb_i3pystatus-776_query_gpu_noheader_na.txt",
         "gpu2gb_i3pystatus-776_query_gpu_noheader_not_supported.txt",
@@ -604,6 +627,7 @@ def _mutations(text):
         | {
             "v100_azhpc-diagnostics-73_nvlink_s_inactive.txt",
             "rtxa6000x3_siboehm-bench_nvlink_s_all_inactive_note.txt",
+            "b200_gpud-1085_nvlink_s_all_inactive.txt",
         }
     ),
 )
