@@ -349,3 +349,100 @@ def test_old_alltoall_in_place_delta_is_not_judged():
 )
 def test_checked_halves(name, collective, halves):
     assert nccltests.checked_halves(collective, nccltests.parse(read(name))["rows"]) == halves
+
+
+# ---------------------------------------------------------------- NCCL's last error after the footer
+# nccl-tests prints ncclGetLastError() after a finished run: NCCL saves the text of every WARN there,
+# also when NCCL_DEBUG hides it and when NCCL recovered. The WARN text below is the one NCCL logs when
+# an NVLS probe fails and it falls back (the same text as in test_public_captures'
+# test_nccl_warn_lines_of_a_completed_run_are_not_failures).
+LAST_WARN = "Cuda failure 1 'invalid argument'"
+
+
+def test_last_error_echo_after_a_finished_run_is_not_a_failure():
+    # 2.19 (src/util.cu writeErrors): "# error: TEXT" where the real capture has its empty line.
+    real = read("h200x2_v2.19.6_all_reduce_perf.txt")
+    assert real.endswith("# Collective test concluded: all_reduce_perf\n#\n\n")
+    v219 = real[:-1] + f"# error: {LAST_WARN}\n"
+    # 2.18: "# TEXT" where the real 2.18.3 capture (NVIDIA/nccl#2441) has its "# " line.
+    real218 = (PUB / "h100nvlx4_nccl-2441_v2.18.3_step_bytes.txt").read_text()
+    assert real218.endswith("# Collective test concluded: all_reduce_perf\n# \n")
+    v218 = real218[: -len("# \n")] + f"# {LAST_WARN}\n"
+    # 2.13-2.17 (common.cu): the text alone after the footer's "#"; a footer as old captures end.
+    v217 = (PUB / "h100x16_a3mega-ztan-fork_all_reduce.txt").read_text() + f"#\n{LAST_WARN}\n"
+    for text in (v219, v218, v217):
+        run = nccltests.assess(text, 0)
+        assert run["problems"] == []
+        assert run["parsed"]["last_error"] == LAST_WARN
+    assert nccltests.failure_lines(v219) == []
+
+
+def test_a_failure_after_the_footer_is_still_a_failure():
+    # nccl-tests' own line (a cleanup call that failed) and the shell's crash report stay failures.
+    real = read("h200x2_v2.19.6_all_reduce_perf.txt")
+    cleanup = real + "vm: Test NCCL failure common.cu:1219 'unhandled cuda error / '\n"
+    run = nccltests.assess(cleanup, 3)
+    assert "\"vm: Test NCCL failure common.cu:1219 'unhandled cuda error / '\"" in run["problems"]
+    crash = real + "Segmentation fault (core dumped)\n"
+    assert nccltests.failure_lines(crash) == ["Segmentation fault (core dumped)"]
+
+
+def test_json_errors_entry_is_the_last_error_not_a_failure():
+    # The -J file's "errors" holds the same ncclGetLastError() text ([""] in the real capture).
+    js = read("h200x2_v2.19.6_all_reduce_perf.json")
+    assert '"errors": [\n  ""\n ]' in js
+    warned = js.replace('"errors": [\n  ""\n ]', f'"errors": [\n  "{LAST_WARN}"\n ]')
+    run = nccltests.assess(read("h200x2_v2.19.6_all_reduce_perf.txt"), 0, warned)
+    assert run["parsed"]["format"] == "json"
+    assert run["parsed"]["last_error"] == LAST_WARN and run["parsed"]["failures"] == []
+    assert run["problems"] == []
+
+
+# ---------------------------------------------------------------- newer nccl-tests' failure lines
+@pytest.mark.parametrize(
+    "line",
+    [
+        # src/common.h CUCHECK (driver API calls), src/common.cu testStreamSynchronize (-T seconds),
+        # src/util.cu writeDeviceReport (more GPUs asked for than the process sees).
+        "fastmoe: Test CU failure common.cu:1376 'invalid device context'",
+        "fastmoe: Test timeout (10s) common.cu:410",
+        "Invalid number of GPUs: 8 requested but only 4 were found.",
+    ],
+)
+def test_newer_failure_lines_are_quoted(line):
+    # The header lines are real (NVIDIA/nccl#473, 4x RTX 2080 Ti); the failure line is written in the
+    # format the nccl-tests source prints it.
+    head = (PUB / "rtx2080tix4_nccl-473_test_nccl_failure.txt").read_text().split("fastmoe: Test")[0]
+    run = nccltests.assess(head + line + "\n")
+    assert f'"{line}"' in run["problems"]
+    assert run["problems"][-1] == "no result rows"
+
+
+@pytest.mark.parametrize(
+    "rc,version,meaning",
+    [
+        (7, "2.19.6", "testNumResults: wrong results or the NCCL_TESTS_MIN_BW average check failed"),
+        (6, "2.19.6", "testInvalidUsage"),
+        (8, "2.19.6", None),
+        # Newer builds moved wrong results to 8 and gave 6 and 7 to testSkipped and
+        # testParameterizationError; a 2.20 banner does not tell which enum the build has.
+        (
+            7,
+            "2.20.0",
+            "testNumResults, wrong results or the NCCL_TESTS_MIN_BW average check (nccl-tests up to "
+            "2.19), or testParameterizationError (newer builds)",
+        ),
+        (
+            8,
+            "",
+            "testNumResults, wrong results or the NCCL_TESTS_MIN_BW average check (builds newer than 2.19)",
+        ),
+        (3, "2.20.0", "testNcclError"),
+    ],
+)
+def test_exit_codes_by_nccl_tests_version(rc, version, meaning):
+    text = read("h200x2_v2.19.6_all_reduce_perf.txt").replace("version 2.19.6", f"version {version}")
+    if not version:
+        text = "\n".join(line for line in text.splitlines() if "nccl-tests version" not in line)
+    problems = nccltests.assess(text, rc)["problems"]
+    assert problems[0] == f"exit code {rc}" + (f": {meaning}" if meaning else "")

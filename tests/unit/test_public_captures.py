@@ -275,6 +275,27 @@ def test_nvlink_pastes_cut_with_dots_are_cut_off_not_missing_links(name, message
     assert (gpu["active"], gpu["speed_gbps"]) == ((12, 25.0) if "a100" in name else (18, 53.125))
 
 
+def test_a_b200_whose_links_are_all_down_lists_none_and_a_single_gpu_paste_is_short():
+    # Real: leptonai/gpud#1085, GPU 2 of a B200 node: NVML's all-inactive line instead of 18 links.
+    out = nvlink.parse_nvlink_status(read("b200_gpud-1085_nvlink_s_all_inactive.txt"))
+    gpu = out["gpus"][0]
+    assert (gpu["index"], gpu["name"], gpu["active"], gpu["all_inactive_note"]) == (2, "NVIDIA B200", 0, True)
+    assert (out["totals"]["gpus_with_nvlink"], out["totals"]["per_link_gbps"]) == (0, None)
+    # The paste holds one GPU of the node: with the node's count it is a cut-off output.
+    with pytest.raises(ValueError, match=re.escape("lists 1 GPU(s) but the node has 8")):
+        nvlink.parse_nvlink_status(read("b200_gpud-1085_nvlink_s_all_inactive.txt"), 8)
+
+
+def test_nvidia_smi_failing_to_start_is_quoted_not_a_missing_gpu_line():
+    # Real: tinygrad/open-gpu-kernel-modules#47 (driver 570.124), NVML's version-mismatch message.
+    with pytest.raises(ValueError) as err:
+        nvlink.parse_nvlink_status(read("gpu_open-gpu-kernel-modules-47_nvml_version_mismatch.txt"))
+    assert (
+        "'Failed to initialize NVML: Driver/library version mismatch' / 'NVML library version: 570.124'"
+        in str(err.value)
+    )
+
+
 # ---------------------------------------------------------------- nccl-tests, runs with rows
 # name: (collective for the verdict, rows, largest size, judged busbw there, devices, complete, problems)
 RUNS = {
@@ -350,6 +371,102 @@ RUNS = {
             'last NCCL WARN in the output: "v100-gpu-5:9210:9210 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to '
             'open libibverbs.so[.1]"',
         ],
+    ),
+    "gh200x16_sigma2-olivia-docs_all_reduce_wrong_no_footer.txt": (
+        "all_reduce",
+        28,
+        134217728,
+        89.85,
+        16,
+        False,
+        [
+            "18134 wrong elements at 2097152 B out-of-place (and 10 more row halves)",
+            "output stops mid-table after the 134217728 B row: no 'Avg bus bandwidth' footer",
+        ],
+    ),
+    "mi300xx8_ai-scripts_rccl-tests_snip.txt": ("all_reduce", 31, 8589934592, 315.91, 8, True, []),
+    "mi300xx16_ai-scripts_rccl-tests_rccl_version.txt": ("all_reduce", 32, 17179869184, 357.46, 16, True, []),
+    "h100x16_a3mega-ztan-fork_all_reduce.txt": ("all_reduce", 31, 8589934592, 338.82, 16, True, []),
+    "h100nvlx4_nccl-2441_v2.18.3_step_bytes.txt": ("all_reduce", 11, 1500000, 11.33, 4, True, []),
+    "dgxh100_nccl-1184_wrong_elided_cut.txt": (
+        "all_reduce",
+        3,
+        524288,
+        0.92,
+        0,
+        False,
+        [
+            "237858 wrong elements at 524288 B out-of-place (and 1 more row halves)",
+            "output stops mid-table after the 524288 B row: no 'Avg bus bandwidth' footer",
+        ],
+    ),
+    "gb10x2_dgx-spark-playbooks-103_v2.20.0_build_hash_cut.txt": (
+        "all_reduce",
+        4,
+        65536,
+        1.01,
+        2,
+        False,
+        ["output stops mid-table after the 65536 B row: no 'Avg bus bandwidth' footer"],
+    ),
+    "gb10x2_dgx-spark-playbooks-25_all_gather_16g_cut.txt": (
+        "all_gather",
+        1,
+        17179869184,
+        20.95,
+        2,
+        True,
+        [],
+    ),
+    "h100_nccl-tests-322_rows_then_test_nccl_failure_no_header.txt": (
+        "all_reduce",
+        5,
+        17179869184,
+        367.44,
+        0,
+        False,
+        [
+            "output stops mid-table after the 17179869184 B row: no 'Avg bus bandwidth' footer",
+            "\"HCA-128: Test NCCL failure common.cu:1204 'unhandled cuda error (run with NCCL_DEBUG=INFO for "
+            "details) / '\"",
+            "\"HCA-108: Test NCCL failure common.cu:1204 'unhandled cuda error (run with NCCL_DEBUG=INFO for "
+            "details) / '\"",
+            "\"HCA-107: Test NCCL failure common.cu:1204 'unhandled cuda error (run with NCCL_DEBUG=INFO for "
+            "details) / '\"",
+            "4 more failure lines",
+        ],
+    ),
+    "rtx4090x3_nccl-tests-280_unindented_rows_cut.txt": (
+        "all_reduce",
+        3,
+        32,
+        0.0,
+        3,
+        False,
+        ["output stops mid-table after the 32 B row: no 'Avg bus bandwidth' footer"],
+    ),
+    "a100pcie_nccl-tests-182_interleaved_rows_no_header.txt": (
+        "all_reduce",
+        10,
+        1024,
+        0.02,
+        0,
+        False,
+        [
+            "the 8 B float sum row comes after the 256 B row (and 1 more rows): the output holds more than "
+            "one run's table, e.g. processes that ran alone instead of as one job",
+            "output stops mid-table after the 1024 B row: no 'Avg bus bandwidth' footer",
+        ],
+    ),
+    "gpux2_nccl-1706_destroy_lines_no_header.txt": ("all_reduce", 1, 134217728, 25.88, 0, True, []),
+    "gpux8_nccl-tests-128_reduce_scatter_zero_rows_cut.txt": (
+        "reduce_scatter",
+        7,
+        256,
+        0.01,
+        0,
+        False,
+        ["output stops mid-table after the 256 B row: no 'Avg bus bandwidth' footer"],
     ),
 }
 
@@ -444,6 +561,11 @@ FAILED = {
         3,
         "HCA-14: Test NCCL failure common.cu:1204 'unhandled cuda error (run with NCCL_DEBUG=INFO for "
         "details) / '",
+    ),
+    "wsl_nccl-tests-230_test_nccl_failure_second_process.txt": (
+        None,
+        "DESKTOP-GGBQPHK: Test NCCL failure common.cu:990 'unhandled cuda error (run with NCCL_DEBUG=INFO "
+        "for details) / '",
     ),
     "gpux4x2_nccl-tests-24_ib_completion_error.txt": (
         None,
@@ -550,6 +672,120 @@ def test_settings_and_rank_lines_of_old_and_sibling_tools():
     ]
 
 
+def test_banner_with_the_build_commit_still_names_the_library():
+    # Real: NVIDIA/dgx-spark-playbooks#103, nccl-tests 2.20.0 prints "(b4d5bee)" after its version.
+    parsed = nccltests.parse(read("gb10x2_dgx-spark-playbooks-103_v2.20.0_build_hash_cut.txt"))
+    assert (parsed["version"], parsed["nccl_headers_version"], parsed["nccl_version"]) == (
+        "2.20.0",
+        "2.31.2",
+        "2.31.2",
+    )
+    assert [d["name"] for d in parsed["devices"]] == ["NVIDIA GB10", "NVIDIA GB10"]
+
+
+def test_library_version_from_the_rccl_and_nccl_log_lines_without_a_banner():
+    # Real: rccl-tests' "RCCL version : 2.22.3-HEAD:7d8d67c" (hisohara/ai-scripts) and NCCL's own
+    # "NCCL version 2.9.6+cuda11.2" (NVIDIA/nccl-tests#82); neither output has the 2.13+ banner.
+    rccl = nccltests.parse(read("mi300xx16_ai-scripts_rccl-tests_rccl_version.txt"))
+    assert (rccl["version"], rccl["nccl_version"]) == ("", "2.22.3")
+    assert rccl["devices"][8]["host"] == "gpu-56" and rccl["devices"][8]["bus_id"] == "0000:05:00.0"
+    old = nccltests.parse(read("v100x2_nccl-tests-82_broadcast_warn_cut.txt"))
+    assert old["nccl_version"] == "2.9.6"
+    # The banner's nccl-library is what ran; a log line does not override it.
+    banner = nccltests.parse(read("h100nvlx4_nccl-2441_v2.18.3_step_bytes.txt"))
+    assert banner["nccl_version"] == "2.30.5"
+    assert nccltests.parse(read("h100x16_a3mega-ztan-fork_all_reduce.txt"))["nccl_version"] == ""
+
+
+def test_rows_whose_header_line_is_not_in_the_output_are_read_by_their_shape():
+    # Real tails: NVIDIA/nccl#1706 (one row, NCCL INFO lines, footer) and NVIDIA/nccl-tests#322 (rows
+    # up to 16 GiB, then Test NCCL failure lines of several ranks).
+    tail = nccltests.parse(read("gpux2_nccl-1706_destroy_lines_no_header.txt"))
+    assert tail["header_inferred"] is True
+    row = tail["rows"][0]
+    assert (row["size"], row["count"], row["type"], row["redop"], row["root"]) == (
+        134217728,
+        33554432,
+        "float",
+        "sum",
+        -1,
+    )
+    assert row["out_of_place"] == {
+        "time_us": 5190.8,
+        "algbw": 25.86,
+        "busbw": 25.86,
+        "wrong": 0,
+        "error": None,
+    }
+    assert (tail["avg_busbw"], tail["complete"]) == (8.62002, True)
+    failed = nccltests.assess(read("h100_nccl-tests-322_rows_then_test_nccl_failure_no_header.txt"), 3)
+    assert [r["size"] for r in failed["parsed"]["rows"]][-1] == 17179869184
+    result = bandwidth.verdict(
+        failed["parsed"]["rows"],
+        {"expected_busbw": 300.0, "collective": "all_reduce"},
+        problems=failed["problems"],
+    )
+    assert result["verdict"] == "FAIL" and "Test NCCL failure common.cu:1204" in result["reason"]
+    # A header in sight is used as before; a row of no known shape (the per-iteration layout with a
+    # timestamp) is not guessed at.
+    assert nccltests.parse(read("h100nvlx4_nccl-2441_v2.18.3_step_bytes.txt"))["header_inferred"] is False
+    timed = (FIXTURES / "nccltests" / "documented_per_iter_timestamp.txt").read_text().splitlines()
+    rows_only = "\n".join(line for line in timed if line.strip()[:1].isdigit())
+    with pytest.raises(ValueError, match="no nccl-tests result rows"):
+        nccltests.parse(rows_only)
+
+
+def test_two_tables_printed_into_each_other_are_a_problem_rounded_repeats_are_not():
+    # Real: NVIDIA/nccl-tests#182, two processes' rows 8..256, 8, 512, 16, 1024 B (mpirun of a
+    # binary built without MPI); NVIDIA/nccl-tests#128 and the h200x2 all_gather print "0" rows
+    # several times in one run (sizes rounded down to whole elements per rank).
+    run = nccltests.assess(read("a100pcie_nccl-tests-182_interleaved_rows_no_header.txt"))
+    assert run["problems"][0].startswith("the 8 B float sum row comes after the 256 B row (and 1 more rows)")
+    zeros = nccltests.parse(read("gpux8_nccl-tests-128_reduce_scatter_zero_rows_cut.txt"))
+    assert [r["size"] for r in zeros["rows"]] == [0, 0, 0, 0, 0, 128, 256]
+    assert nccltests.rows_out_of_order(zeros["rows"]) == []
+    gather = (FIXTURES / "nccltests" / "h200x2_v2.19.6_all_gather_perf.txt").read_text()
+    assert nccltests.assess(gather, 0)["problems"] == []
+
+
+def test_wrong_elements_of_a_corrupting_fabric_fail_the_run():
+    # Real: the Sigma2 Olivia page (4 x 4 GH200, LL128 over Slingshot without HPE's settings).
+    parsed = nccltests.parse(read("gh200x16_sigma2-olivia-docs_all_reduce_wrong_no_footer.txt"))
+    wrong = [
+        (r["size"], r["out_of_place"]["wrong"], r["in_place"]["wrong"])
+        for r in parsed["rows"]
+        if r["out_of_place"]["wrong"] or r["in_place"]["wrong"]
+    ]
+    assert wrong[0] == (2097152, 18134, 9609) and wrong[-1] == (67108864, 113492, 0)
+    assert parsed["wrong_total"] == 3935945
+    # The largest size is clean (89.85 GB/s): the verdict still fails on the corrupt sizes.
+    expected = {"expected_busbw": 80.0, "collective": "all_reduce"}
+    result = bandwidth.verdict(parsed["rows"], expected, min_bytes=8)
+    assert result["verdict"] == "FAIL" and result["measured_busbw"] == 89.85
+    assert "3935945 wrong elements" in result["reason"]
+
+
+def test_a_log_of_two_binaries_is_read_as_two_runs():
+    # The real h200x2 all_reduce and all_gather outputs one after the other, as a loop over the
+    # binaries writes them into one log: rows are never mixed, and the output is distrusted.
+    nccl = FIXTURES / "nccltests"
+    text = (nccl / "h200x2_v2.19.6_all_reduce_perf.txt").read_text()
+    text += (nccl / "h200x2_v2.19.6_all_gather_perf.txt").read_text()
+    runs = nccltests.parse_runs(text)
+    assert [(r["program"], len(r["rows"]), r["complete"]) for r in runs] == [
+        ("all_reduce_perf", 31, True),
+        ("all_gather_perf", 31, True),
+    ]
+    assert runs[1]["rows"][-1]["in_place"]["busbw"] == 311.14
+    first = nccltests.parse(text)
+    assert (first["program"], len(first["rows"]), first["runs"]) == ("all_reduce_perf", 31, 2)
+    assert first["other_runs"] == [{"program": "all_gather_perf", "rows": 31, "complete": True}]
+    assert nccltests.assess(text, 0)["problems"] == [
+        "the output holds 2 nccl-tests runs (all_reduce_perf, all_gather_perf): only the first is read; "
+        "give each run its own output"
+    ]
+
+
 # ---------------------------------------------------------------- kernel log
 def test_gpu_fallen_off_the_bus_without_an_xid_line_is_xid_79():
     # Real: NVIDIA/NVSentinel#155 (driver 570.158.01): the message spans three lines, no "Xid".
@@ -575,6 +811,8 @@ def test_every_public_capture_is_checked_and_documented():
         "rtxa6000x3_siboehm-bench_nvlink_s_all_inactive_note.txt",
         "a100sxm4_nccl-tests-228_nvlink_s_cut.txt",
         "gb200_k8s-test-infra-371_nvlink_s_cut.txt",
+        "b200_gpud-1085_nvlink_s_all_inactive.txt",
+        "gpu_open-gpu-kernel-modules-47_nvml_version_mismatch.txt",
         "v100x2_nccl-tests-107_two_processes_header.txt",
         "gpu2gb_i3pystatus-776_query_gpu_noheader_na.txt",
         "gpu2gb_i3pystatus-776_query_gpu_noheader_not_supported.txt",
@@ -604,6 +842,7 @@ def _mutations(text):
         | {
             "v100_azhpc-diagnostics-73_nvlink_s_inactive.txt",
             "rtxa6000x3_siboehm-bench_nvlink_s_all_inactive_note.txt",
+            "b200_gpud-1085_nvlink_s_all_inactive.txt",
         }
     ),
 )

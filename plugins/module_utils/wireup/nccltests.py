@@ -20,6 +20,9 @@ One entry point, :func:`parse`, takes the whole output of one test binary and re
       "failures": [str],                        # "Test NCCL failure ..." and the like, as printed
       "complete": bool,                         # the footer (Out of bounds / Avg bus bandwidth) came
       "cut_line": str,                          # a result row cut off mid-print, "" when none
+      "last_error": str,                        # NCCL's last WARN text, echoed after the footer
+      "header_inferred": bool,                  # rows read by their shape: no header line in sight
+      "runs": int, "other_runs": [{"program", "rows", "complete"}],  # a log of several binaries
     }
 
 :func:`assess` judges one run (exit code, text, -J JSON) and never raises: it returns the parsed
@@ -38,6 +41,10 @@ Formats handled, as nccl-tests prints them (src/util.cu, src/common.cu):
 - wireup's own torch.distributed benchmark (files/bench/torch_allreduce.py): one JSON object per line
   with ``"wireup_bench": "torch_allreduce"``.
 
+- a text holding several runs (parse_runs gives each; parse the first and says how many), rows
+  printed before any header line (a pasted tail: read only when their shape is exactly one
+  layout's), NCCL's last-error echo after the footer (``# error: ...``, not a failure).
+
 Values that cannot be read (``N/A``) become None. Raises ValueError when no result row is found,
 with the first lines of the output, so a failed run is never mistaken for an empty one.
 """
@@ -53,9 +60,16 @@ _MPI_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<(?:stdout|stderr)>:\s?|\d+: |\[\d+
 # printed into the row (NCCL_DEBUG=INFO lines land in the middle of a row) and the row is not read.
 _CELL = re.compile(r"^(?:-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|N/A|n/a|-?nan|-?inf)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# "# nccl-tests version 2.19.6 nccl-headers=22809 nccl-library=22809"; 2.20 builds put the git
+# commit after the version: "# nccl-tests version 2.20.0 (b4d5bee) nccl-headers=23102 ...".
 _VERSION_LINE = re.compile(
-    r"^#\s*nccl-tests version\s+(?P<v>\S+)(?:\s+nccl-headers=(?P<h>\d+))?(?:\s+nccl-library=(?P<l>\d+))?"
+    r"^#\s*nccl-tests version\s+(?P<v>[^\s(]+)(?:\s+\((?P<build>[^)]*)\))?"
+    r"(?:\s+nccl-headers=(?P<h>\d+))?(?:\s+nccl-library=(?P<l>\d+))?"
 )
+# The library version as NCCL itself logs it at init ("NCCL version 2.30.1+cuda13.0", bare with
+# NCCL_DEBUG=VERSION/WARN, after "host:pid:tid [0] NCCL INFO " with INFO) and as rccl-tests prints
+# it ("RCCL version : 2.22.3-HEAD:7d8d67c"): the fallback when no banner names the library.
+_LIB_VERSION = re.compile(r"(?:^|\bNCCL INFO )(?:NCCL|RCCL) version\s*:?\s*(?P<v>\d+\.\d+\.\d+)")
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(?P<p>\S+)")
 _CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(?P<p>\S+)")
 # The run's settings line, in every spelling seen: "# nThread 1 nGpus 8 minBytes 8 maxBytes ...
@@ -86,9 +100,17 @@ _OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(?P<v>\d+)\s*(?P<s>OK|FAILE
 # NCCL's own fatal lines; the hostname prefix is kept in the quote.
 # nccl-tests 1.x printed "Cuda failure common.cu:891 'invalid device ordinal'" (no "Test"), and mpirun
 # reports ranks that died.
+# Newer builds also have CUCHECK ("Test CU failure"), the -T watchdog ("host: Test timeout (10s)
+# common.cu:N") and the device-count check ("Invalid number of GPUs: 8 requested but only 4 were
+# found.", then testNotImplemented).
 _FAILURE = re.compile(
-    r"Test (?:NCCL|CUDA) failure|Test failure|NCCL failure|NCCL error|CUDA failure|Cuda failure"
-    r"|Segmentation fault|processes exited with non-zero status"
+    r"Test (?:NCCL|CUDA|CU) failure|Test failure|Test timeout|NCCL failure|NCCL error|CUDA failure"
+    r"|Cuda failure|Invalid number of GPUs|Segmentation fault|processes exited with non-zero status"
+)
+# nccl-tests' own lines (and the launcher's), never NCCL's last-error text (see _echo_lines).
+_TESTS_OWN = re.compile(
+    r"Test (?:NCCL|CUDA|CU) failure|Test failure|Test timeout|Invalid number of GPUs|Segmentation fault"
+    r"|processes exited with non-zero status|\bsrun: error\b|^-{10,}"
 )
 # NCCL's own INFO and WARN lines are not failures by themselves: NCCL also logs errors it recovers
 # from (a feature probe that fails, then a fallback). A run that stops quotes its last WARN instead
@@ -98,6 +120,40 @@ _NCCL_LOG = re.compile(r"\bNCCL (?:INFO|WARN)\b")
 
 def _is_failure(line):
     return bool(_FAILURE.search(line)) and not _NCCL_LOG.search(line)
+
+
+_RUN_START = re.compile(r"^#?\s*(?:nccl-tests version\b|Collective test starting:)")
+# What follows the footer before the last-error line: "#", the concluded line, -M's memory line.
+_FOOTER_TAIL = re.compile(r"^#\s*(?:$|Collective test concluded:|GPU memory usage\s*:|Errors with asterisks)")
+_ERROR_ECHO = re.compile(r"^#\s*error:\s*(?P<e>.*)$")
+
+
+def _echo_lines(lines):
+    """Indexes of the lines that echo NCCL's last error after a complete run, and their text.
+
+    After the footer nccl-tests prints ncclGetLastError(): the text of NCCL's last WARN, saved even
+    when NCCL_DEBUG hides it and even when NCCL recovered (a failed feature probe, then a fallback).
+    2.13-2.17 print it bare after "#", 2.18 as "# TEXT" after the concluded line, 2.19 as
+    "# error: TEXT" (and the -J file as "errors": ["TEXT"]). It is not a failure: the run finished
+    and validated every size; a cleanup that fails prints nccl-tests' own "Test ... failure" line.
+    """
+    echoes = {}
+    after_footer = False
+    for idx, line in enumerate(lines):
+        stripped = line.strip()
+        if _AVG.match(stripped):
+            after_footer = True
+            continue
+        if not after_footer or not stripped or _FOOTER_TAIL.match(stripped) or _NCCL_LOG.search(stripped):
+            continue  # NCCL's own log lines (teardown INFO/WARN) may come in between
+        after_footer = False
+        if _TESTS_OWN.search(stripped) or _RUN_START.match(stripped):
+            continue
+        if _CONFIG_START.match(stripped) or stripped.lower().lstrip("# ").startswith("size "):
+            continue
+        match = _ERROR_ECHO.match(stripped)
+        echoes[idx] = match.group("e").strip() if match else stripped.lstrip("#").strip()
+    return echoes
 
 
 # nccl-tests checks no in-place result for these (src/alltoall.cu, alltoallv.cu, sendrecv.cu set
@@ -118,7 +174,12 @@ _DELTA_MAX = {
 }
 _INT_DELTA = 1e-200
 
-# nccl-tests' exit codes (src/common.h testResult_t) and the usual signals of a killed run.
+# nccl-tests' exit codes (src/common.h testResult_t: main returns run()'s result) and the usual
+# signals of a killed run. The enum grew: up to 2.19 testInvalidUsage = 6 and testNumResults = 7
+# (wrong results or the NCCL_TESTS_MIN_BW check: our 2.19.6 captures exit 7); later builds insert
+# testSkipped = 6 and testParameterizationError = 7, so testNumResults is 8; builds older than the
+# testNumResults return called exit(EXIT_FAILURE), 1, for the same two checks (their output
+# then shows the wrong counts or the FAILED line, which problems() quotes on their own).
 EXIT_CODES = {
     1: "testInternalError",
     2: "testCudaError",
@@ -130,6 +191,14 @@ EXIT_CODES = {
     124: "stopped by `timeout` (bench_timeout)",
     137: "killed by SIGKILL (out of memory, or `timeout -s KILL`)",
     143: "terminated by SIGTERM",
+}
+# The codes whose meaning depends on the build, where the banner does not pin it (no banner, or a
+# version after 2.19: which 2.2x build added testSkipped is not known here).
+_EXIT_CODES_UNKNOWN = {
+    6: "testInvalidUsage (nccl-tests up to 2.19) or testSkipped (newer builds)",
+    7: "testNumResults, wrong results or the NCCL_TESTS_MIN_BW average check (nccl-tests up to 2.19), "
+    "or testParameterizationError (newer builds)",
+    8: "testNumResults, wrong results or the NCCL_TESTS_MIN_BW average check (builds newer than 2.19)",
 }
 
 # Column names of the leading (per-row) part of the table, by every name nccl-tests has used.
@@ -223,16 +292,24 @@ def _empty_result(fmt):
         "failures": [],
         "complete": False,
         "cut_line": "",
+        "last_error": "",
+        "header_inferred": False,
+        "runs": 1,
+        "other_runs": [],
+        "library_version_logged": "",
     }
 
 
 def failure_lines(text):
     """The lines of an output that say a check failed (nccl-tests' CUDACHECK/NCCLCHECK/TESTCHECK,
-    NCCL errors), stripped, in order, without repeats."""
+    NCCL errors), stripped, in order, without repeats. The last-error echo after a complete run's
+    footer is not one (see _echo_lines)."""
     found = []
-    for line in _clean_lines(text or ""):
+    lines = list(_clean_lines(text or ""))
+    echoes = _echo_lines(lines)
+    for idx, line in enumerate(lines):
         stripped = line.strip()
-        if _is_failure(stripped) and stripped not in found:
+        if idx not in echoes and _is_failure(stripped) and stripped not in found:
             found.append(stripped)
     return found
 
@@ -342,15 +419,132 @@ def _settings_line(stripped, result):
     return False
 
 
-def parse_text(text):
-    """Parse the text table printed by an nccl-tests binary."""
-    result = _empty_result("text")
+# Names nccl-tests prints in the type and redop cells (src/common.cu test_typenames/test_opnames,
+# 1.x and rccl-tests included), for reading a row whose header line is not in the output.
+_TYPE_NAMES = frozenset((
+    "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16",
+    "f8e4m3", "f8e5m2", "char", "int",
+))  # fmt: skip
+_OP_NAMES = frozenset(("sum", "prod", "max", "min", "avg", "mulsum", "none"))
+_INT_CELL = re.compile(r"^(?:-?\d+|N/A)$")
+_DELTA_CELL = re.compile(r"^(?:-?\d+(?:\.\d+)?[eE][-+]\d+|N/A)$")
+
+
+def _infer_layout(tokens):
+    """(lead, section) of a result row seen before any header line (a pasted tail, a log cut at the
+    top), or None unless the row has exactly the shape of one nccl-tests layout: size and count
+    integers, a known type name, then two halves of time/algbw/busbw and #wrong (an integer or
+    N/A, current layout, 13 cells) or the old error delta (%5.0le or N/A, 11 or 12 cells)."""
+    count = len(tokens)
+    if count not in (11, 12, 13) or not all(re.match(r"^\d+$", t) for t in tokens[:2]):
+        return None
+    if tokens[2].lower() not in _TYPE_NAMES:
+        return None
+    if count == 13 and tokens[3] in _OP_NAMES and re.match(r"^-?\d+$", tokens[4]):
+        lead, last, names = ["size", "count", "type", "redop", "root"], _INT_CELL, "wrong"
+    elif count == 12 and tokens[3] in _OP_NAMES:
+        lead, last, names = ["size", "count", "type", "redop"], _DELTA_CELL, "error"
+    elif count == 12 and re.match(r"^-?\d+$", tokens[3]):
+        lead, last, names = ["size", "count", "type", "root"], _DELTA_CELL, "error"
+    elif count == 11:
+        lead, last, names = ["size", "count", "type"], _DELTA_CELL, "error"
+    else:
+        return None
+    rest = tokens[len(lead) :]
+    if len(rest) != 8 or not all(_CELL.match(t) for t in rest):
+        return None
+    if not (last.match(rest[3]) and last.match(rest[7])):
+        return None
+    return lead, ["time_us", "algbw", "busbw", names]
+
+
+def _text_row(tokens, lead, section, result, stripped):
+    """Append one table row to result (or record it as cut off); False when it is not a row."""
+    if not tokens or not re.match(r"^\d+$", tokens[0]) or not _row_shaped(tokens, lead):
+        return False  # NCCL INFO lines, warnings, hex dumps of a failed NIC and the like
+    if "redop" in lead and len(tokens) == len(lead) + 2 * len(section) - 1:
+        tokens.insert(lead.index("redop"), "")  # old alltoall printed an empty redop cell
+    row_lead = dict(zip(lead, tokens[: len(lead)]))
+    rest = tokens[len(lead) :]
+    numeric = [t for k, t in zip(lead, tokens) if k in ("size", "count", "root")] + rest
+    if not all(_CELL.match(t) for t in numeric[: len(numeric) - len(rest) + 2 * len(section)]):
+        return False  # other output printed into the row: its values cannot be trusted
+    if len(rest) < len(section):
+        result["cut_line"] = stripped  # a row cut off mid-print (a crash or a kill)
+        return True
+    if len(rest) >= 2 * len(section):
+        oop = _section(rest[: len(section)], section)
+        inp = _section(rest[len(section) : 2 * len(section)], section)
+    else:
+        # Trace replay prints only the in-place half.
+        oop = None
+        inp = _section(rest[: len(section)], section)
+    result["rows"].append(
+        {
+            "size": _int(row_lead.get("size")),
+            "count": _int(row_lead.get("count")),
+            "type": row_lead.get("type", ""),
+            "redop": row_lead.get("redop", ""),
+            "root": _int(row_lead.get("root")),
+            "out_of_place": oop,
+            "in_place": inp,
+        }
+    )
+    return True
+
+
+def _footer_line(stripped, result):
+    """Record an 'Avg bus bandwidth' or 'Out of bounds values' line (with or without "#")."""
+    match = _AVG.match(stripped)
+    if match:
+        result["avg_busbw"] = _num(match.group("v"))
+        result["avg_status"] = match.group("s") or ""
+        result["complete"] = True
+        return True
+    match = _OOB.match(stripped)
+    if match:
+        result["out_of_bounds"] = int(match.group("v"))
+        result["out_of_bounds_failed"] = match.group("s") == "FAILED" or int(match.group("v")) > 0
+        result["complete"] = True
+        return True
+    return False
+
+
+def _header_tokens(stripped):
+    """The column names of a table header line (pasted copies may lose the leading "#"), or None."""
+    tokens = stripped.lstrip("#").split()
+    lowered = [t.lower() for t in tokens]
+    if tokens and lowered[0] in ("size", "bytes") and "algbw" in lowered and "busbw" in lowered:
+        return tokens
+    return None
+
+
+def _text_runs(text):
+    """Every run in a text output, in order: a new one starts where a banner, a 'Collective test
+    starting' or a settings line follows rows or a footer (a log holding several binaries' output)."""
+    lines = list(_clean_lines(text))
+    echoes = _echo_lines(lines)
+    runs = [_empty_result("text")]
     lead = section = None
-    for line in _clean_lines(text):
+    for idx, line in enumerate(lines):
+        result = runs[-1]
         stripped = line.strip()
         if not stripped:
             continue
+        if idx in echoes:
+            result["last_error"] = echoes[idx]
+            continue
+        if (_RUN_START.match(stripped) or _CONFIG_START.match(stripped)) and (
+            result["rows"] or result["complete"]
+        ):
+            result = _empty_result("text")
+            runs.append(result)
+            lead = section = None
         if _settings_line(stripped, result):
+            continue
+        tokens = _header_tokens(stripped)
+        if tokens:
+            lead, section, _ = _parse_header(tokens)
             continue
         if stripped.startswith("#"):
             match = _VERSION_LINE.match(stripped)
@@ -363,76 +557,56 @@ def parse_text(text):
             if match:
                 result["program"] = result["program"] or match.group("p")
                 continue
-            match = _AVG.match(stripped)
-            if match:
-                result["avg_busbw"] = _num(match.group("v"))
-                result["avg_status"] = match.group("s") or ""
-                result["complete"] = True
-                continue
-            match = _OOB.match(stripped)
-            if match:
-                result["out_of_bounds"] = int(match.group("v"))
-                result["out_of_bounds_failed"] = match.group("s") == "FAILED" or int(match.group("v")) > 0
-                result["complete"] = True
-                continue
-            tokens = stripped.lstrip("#").split()
-            lowered = [t.lower() for t in tokens]
-            if tokens and lowered[0] in ("size", "bytes") and "algbw" in lowered and "busbw" in lowered:
-                lead, section, _ = _parse_header(tokens)
+            _footer_line(stripped, result)
             continue
         if _is_failure(stripped):
             if stripped not in result["failures"]:
                 result["failures"].append(stripped)
             continue
-        match = _AVG.match(stripped) or _OOB.match(stripped)
+        if _footer_line(stripped, result):
+            continue  # the oldest layouts print the footer without "#"
+        match = _LIB_VERSION.search(stripped)
         if match:
-            # The oldest layouts print the footer without "#".
-            if match.re is _AVG:
-                result["avg_busbw"] = _num(match.group("v"))
-                result["avg_status"] = match.group("s") or ""
-            else:
-                result["out_of_bounds"] = int(match.group("v"))
-                result["out_of_bounds_failed"] = match.group("s") == "FAILED" or int(match.group("v")) > 0
-            result["complete"] = True
+            result["library_version_logged"] = result["library_version_logged"] or match.group("v")
             continue
         tokens = stripped.split()
-        lowered = [t.lower() for t in tokens]
-        if tokens and lowered[0] in ("size", "bytes") and "algbw" in lowered and "busbw" in lowered:
-            lead, section, _ = _parse_header(tokens)  # pasted copies may lose the leading "#"
-            continue
         if lead is None:
-            continue
-        if not tokens or not re.match(r"^\d+$", tokens[0]) or not _row_shaped(tokens, lead):
-            continue  # NCCL INFO lines, warnings, hex dumps of a failed NIC and the like
-        if "redop" in lead and len(tokens) == len(lead) + 2 * len(section) - 1:
-            tokens.insert(lead.index("redop"), "")  # old alltoall printed an empty redop cell
-        row_lead = dict(zip(lead, tokens[: len(lead)]))
-        rest = tokens[len(lead) :]
-        numeric = [t for k, t in zip(lead, tokens) if k in ("size", "count", "root")] + rest
-        if not all(_CELL.match(t) for t in numeric[: len(numeric) - len(rest) + 2 * len(section)]):
-            continue  # other output printed into the row: its values cannot be trusted
-        if len(rest) < len(section):
-            result["cut_line"] = stripped  # a row cut off mid-print (a crash or a kill)
-            continue
-        if len(rest) >= 2 * len(section):
-            oop = _section(rest[: len(section)], section)
-            inp = _section(rest[len(section) : 2 * len(section)], section)
-        else:
-            # Trace replay prints only the in-place half.
-            oop = None
-            inp = _section(rest[: len(section)], section)
-        result["rows"].append(
-            {
-                "size": _int(row_lead.get("size")),
-                "count": _int(row_lead.get("count")),
-                "type": row_lead.get("type", ""),
-                "redop": row_lead.get("redop", ""),
-                "root": _int(row_lead.get("root")),
-                "out_of_place": oop,
-                "in_place": inp,
-            }
-        )
-    return _finish(result, text)
+            inferred = _infer_layout(tokens)
+            if inferred is None:
+                continue
+            lead, section = inferred
+            result["header_inferred"] = True
+        _text_row(tokens, lead, section, result, stripped)
+    for result in runs:
+        logged = result.pop("library_version_logged")
+        result["nccl_version"] = result["nccl_version"] or logged
+    return runs
+
+
+def parse_runs(text):
+    """Every run in one text output (parse_text's result for each), in order; runs without a row
+    are kept (a binary that failed before its table). Raises ValueError when no run has a row."""
+    runs = _text_runs(text)
+    if not any(r["rows"] for r in runs):
+        _finish(runs[0], text)  # raises, quoting the failure or the first lines
+    return [_finish(r, text) if r["rows"] else r for r in runs]
+
+
+def parse_text(text):
+    """Parse the text table printed by an nccl-tests binary.
+
+    An output holding several runs (a log of several binaries) gives the first run with rows, and
+    says so: runs (how many) and other_runs ({program, rows, complete} of each other run).
+    """
+    runs = parse_runs(text)
+    first = next(r for r in runs if r["rows"])
+    first["runs"] = len(runs)
+    first["other_runs"] = [
+        {"program": r["program"], "rows": len(r["rows"]), "complete": r["complete"]}
+        for r in runs
+        if r is not first
+    ]
+    return first
 
 
 def _json_section(data):
@@ -501,13 +675,17 @@ def parse_json(text):
     result["out_of_bounds"] = oob.get("count")
     result["out_of_bounds_failed"] = str(oob.get("okay", "true")).lower() == "false" or bool(oob.get("count"))
     result["complete"] = "average_bus_bandwidth" in data
-    result["failures"] = [str(e).strip() for e in data.get("errors") or [] if str(e).strip()]
+    # "errors" is ncclGetLastError() after a finished run, not a failure (see _echo_lines); a run
+    # that fails writes no footer, so its file has neither the average nor "errors".
+    result["last_error"] = next((str(e).strip() for e in data.get("errors") or [] if str(e).strip()), "")
+    result.pop("library_version_logged")
     return _finish(result, text)
 
 
 def parse_torch(text):
     """Parse the JSON lines of files/bench/torch_allreduce.py (noise lines in between are skipped)."""
     result = _empty_result("torch")
+    result.pop("library_version_logged")
     for line in _clean_lines(text):
         stripped = line.strip()
         if not stripped.startswith("{"):
@@ -632,11 +810,42 @@ def data_errors(parsed, collective=None, check_delta=True):
     return found
 
 
-def _describe_rc(rc):
+def _version_tuple(version):
+    match = re.match(r"^v?(\d+)\.(\d+)", str(version or ""))
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _describe_rc(rc, version=""):
+    """The meaning of an exit code; version: the nccl-tests banner's ('' when unknown)."""
     if rc < 0:
         return f"exit code {rc}: killed by signal {-rc}"
-    meaning = EXIT_CODES.get(rc)
+    known = _version_tuple(version)
+    if known is not None and (2, 13) <= known <= (2, 19):
+        meaning = EXIT_CODES.get(rc)
+    elif rc in _EXIT_CODES_UNKNOWN:
+        # The banner is 2.13 and later; a newer minor may or may not have the longer enum.
+        meaning = _EXIT_CODES_UNKNOWN[rc]
+    else:
+        meaning = EXIT_CODES.get(rc)
     return f"exit code {rc}" + (f": {meaning}" if meaning else "")
+
+
+def rows_out_of_order(rows):
+    """[(row, the larger size printed before it)] for rows smaller than an earlier row of the same
+    type, op and root. One run prints each type/op's sizes in rising order (repeats happen: sizes
+    are rounded down to whole elements per rank), so a smaller size later means two runs' tables
+    in one output (processes that each printed their own)."""
+    largest = {}
+    found = []
+    for row in rows or []:
+        key = (row.get("type"), row.get("redop"), row.get("root"))
+        size = row.get("size")
+        if size is None:
+            continue
+        if key in largest and size < largest[key]:
+            found.append((row, largest[key]))
+        largest[key] = max(size, largest.get(key, size))
+    return found
 
 
 def problems(parsed, rc=None, text=""):
@@ -651,7 +860,7 @@ def problems(parsed, rc=None, text=""):
         if line not in failures:
             failures.append(line)
     if rc not in (None, 0):
-        out.append(_describe_rc(int(rc)))
+        out.append(_describe_rc(int(rc), (parsed or {}).get("version") or tests_version(text)))
     if parsed is not None:
         if parsed.get("avg_status") == "FAILED":
             avg = parsed.get("avg_busbw") or 0
@@ -672,6 +881,21 @@ def problems(parsed, rc=None, text=""):
                 f"(on {', '.join(hosts)}): the output holds more than one run, e.g. processes that ran "
                 "alone instead of as one job (nccl-tests built without MPI=1, or started by a launcher its "
                 "MPI does not know)"
+            )
+        if parsed.get("runs", 1) > 1:
+            names = [parsed.get("program") or "?"] + [r.get("program") or "?" for r in parsed["other_runs"]]
+            out.append(
+                f"the output holds {parsed['runs']} nccl-tests runs ({', '.join(names)}): only the first "
+                "is read; give each run its own output"
+            )
+        disorder = rows_out_of_order(parsed.get("rows"))
+        if disorder:
+            row, before = disorder[0]
+            more = f" (and {len(disorder) - 1} more rows)" if len(disorder) > 1 else ""
+            what = " ".join(str(x) for x in (row.get("type"), row.get("redop")) if x)
+            out.append(
+                f"the {row['size']} B {what} row comes after the {before} B row{more}: the output holds more "
+                "than one run's table, e.g. processes that ran alone instead of as one job"
             )
         if not parsed.get("complete"):
             last = (parsed.get("rows") or [{}])[-1].get("size")

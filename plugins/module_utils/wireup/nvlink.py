@@ -120,7 +120,14 @@ def parse_nvlink_status(text, gpu_count=None):
             continue
         # Other lines (driver notes such as "NVLink is not supported") carry no link state.
     if not gpus:
-        raise ValueError(f"{what}: no 'GPU N: NAME (UUID: ...)' line in the output of `{COMMAND}`")
+        # nvidia-smi's own failures come here: "Failed to initialize NVML: Driver/library version
+        # mismatch" (newer drivers add "NVML library version: 570.124"), "NVIDIA-SMI has failed
+        # because it couldn't communicate with the NVIDIA driver ...": quote what it said.
+        said = [ANSI_RE.sub("", raw).strip() for raw in text.splitlines() if raw.strip()][:2]
+        raise ValueError(
+            f"{what}: no 'GPU N: NAME (UUID: ...)' line in the output of `{COMMAND}`; it says: "
+            + " / ".join(repr(line) for line in said)
+        )
     _check_complete(gpus, gpu_count, what)
     for gpu in gpus:
         _summarize(gpu)
