@@ -303,3 +303,54 @@ def test_p2p_pairs_sorted_numerically():
     (item,) = health.findings(topo, kernel_log="")
     assert "for 3 GPU pair(s): GPU0-GPU12, GPU1-GPU11, GPU2-GPU10;" in item["message"]
     assert item["gpus"] == [0, 1, 2, 10, 11, 12]
+
+
+def _one_gpu_links_down(text, gpu, how):
+    """nvlink -s text with GPU ``gpu``'s links all inactive (``how``: 'lines') or replaced by
+    NVML's note ('note'), as a GPU that lost its NVLinks prints them."""
+    out, mine = [], False
+    for line in text.splitlines():
+        if line.startswith("GPU "):
+            mine = line.startswith(f"GPU {gpu}:")
+            out.append(line)
+            if mine and how == "note":
+                out.append("NVML: Unable to retrieve NVLink information as all links are inActive")
+            continue
+        if mine:
+            if how == "lines":
+                out.append(line.split(":")[0] + ": <inactive>")
+            continue
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("how", ["lines", "note"])
+def test_a_gpu_with_all_nvlinks_down_on_an_hgx_board(how):
+    # The other 7 H100s are NV18 to each other (topo -m is the healthy one: NVML may keep NV18 in
+    # the matrix while the links are down): GPU 5 without any active link is critical.
+    topo, _ = load(SYN / "h100x8_nvswitch")
+    text = _one_gpu_links_down(read(SYN / "h100x8_nvswitch" / "nvlink_s.txt"), 5, how)
+    items = [
+        f for f in health.findings(topo, nvlink.parse_nvlink_status(text)) if f["code"] == "nvlink_gpu_down"
+    ]
+    assert codes(items) == [("critical", "nvlink_gpu_down", [5])]
+    assert "GPU5: no active NVLink" in items[0]["message"]
+    assert "GPU0, GPU1, GPU2, GPU3, GPU4, GPU6, GPU7 have theirs" in items[0]["message"]
+
+
+def test_all_nvlinks_down_with_nvswitches_on_the_bus():
+    # Public: leptonai/gpud#1085 (a B200 whose links are all inActive), beside a B200 with links:
+    # with NVSwitch devices counted on the bus, the GPU's loss is critical even without a mesh.
+    down = read(FIXTURES / "public" / "b200_gpud-1085_nvlink_s_all_inactive.txt")
+    up = "GPU 1: NVIDIA B200 (UUID: GPU-yyy)\n" + "".join(f"\t Link {i}: 50 GB/s\n" for i in range(18))
+    nvl = nvlink.parse_nvlink_status(up + down)
+    assert codes(health.findings(None, nvl, nvswitches=2, kernel_log="")) == [("critical", "nvlink_gpu_down", [2])]
+    assert health.findings(None, nvl, nvswitches=0, kernel_log="") == []
+
+
+def test_a_lone_gpu_beside_a_bridged_pair_is_not_flagged():
+    # Public: siboehm/bench (3x RTX A6000: GPUs 0-1 bridged, GPU 2 with NVML's all-inactive note).
+    nvl = nvlink.parse_nvlink_status(
+        read(FIXTURES / "public" / "rtxa6000x3_siboehm-bench_nvlink_s_all_inactive_note.txt")
+    )
+    assert [f for f in health.findings(None, nvl) if f["code"] == "nvlink_gpu_down"] == []

@@ -446,3 +446,55 @@ def test_exit_codes_by_nccl_tests_version(rc, version, meaning):
         text = "\n".join(line for line in text.splitlines() if "nccl-tests version" not in line)
     problems = nccltests.assess(text, rc)["problems"]
     assert problems[0] == f"exit code {rc}" + (f": {meaning}" if meaning else "")
+
+
+# Real, 1x H200 (nccl-tests 2.19.6, NCCL 2.28.9), tests/gpu/capture.sh of 2026-12-01.
+def test_real_timestamp_and_cputime_columns():
+    # -S 1 -C 1: "cputime" in place of "time" in both halves and a timestamp column with a space in
+    # its cells ("2026-12-01 19:40:08"); the rows must still read, and say their time is CPU time.
+    run = nccltests.assess(read("h200x1_v2.19.6_all_reduce_S1_C1_timestamp_cputime.txt"), 0)
+    parsed = run["parsed"]
+    assert run["problems"] == [] and parsed["complete"]
+    assert parsed["time_kind"] == "cputime"
+    assert [r["size"] for r in parsed["rows"]] == [1024, 8192, 65536, 524288, 4194304]
+    assert parsed["rows"][-1]["out_of_place"] == {
+        "time_us": 7.38,
+        "algbw": 534.25,
+        "busbw": 0.0,
+        "wrong": 0,
+        "error": None,
+    }
+    assert parsed["rows"][-1]["in_place"]["algbw"] == 3568.9
+    assert nccltests.assess(read("h200x1_v2.19.6_sendrecv.txt"), 0)["parsed"]["time_kind"] == "time"
+
+
+def test_real_cuda_failure_glued_to_a_row():
+    # -G 5 -z 1: CUDA graph capture with blocking collectives fails inside the first row; the
+    # failure is printed onto that row ("... sum      -1vm: Test CUDA failure ..."): no row, the
+    # failure quoted first after the exit code.
+    run = nccltests.assess(read("h200x1_v2.19.6_all_reduce_G5_z1_cuda_failure_in_row.txt"), 2)
+    assert run["parsed"] is None
+    assert run["problems"][0] == "exit code 2: testCudaError"
+    assert "Test CUDA failure common.cu:502 'operation not permitted when stream is capturing'" in (
+        run["problems"][1]
+    )
+    assert run["problems"][-1] == "no result rows"
+
+
+def test_real_invalid_number_of_gpus():
+    run = nccltests.assess(read("h200x1_v2.19.6_all_reduce_g2_on_1gpu_invalid_gpus.txt"), 5)
+    assert run["parsed"] is None
+    assert run["problems"][:2] == [
+        "exit code 5: testNotImplemented",
+        '"Invalid number of GPUs: 2 requested but only 1 were found."',
+    ]
+    assert "Invalid number of GPUs: 2 requested" in run["error"]
+
+
+def test_real_nccl_debug_info_lines_between_header_and_rows():
+    text = read("h200x1_v2.19.6_alltoall_nccl_debug_info.txt")
+    assert text.count(" NCCL INFO ") > 20
+    run = nccltests.assess(text, 0)
+    assert run["problems"] == []
+    assert [r["size"] for r in run["parsed"]["rows"]] == [0, 64, 512, 4096, 32768, 262144]
+    assert run["parsed"]["rows"][-1]["out_of_place"]["algbw"] == 50.63

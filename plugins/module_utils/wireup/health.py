@@ -6,6 +6,11 @@ raw kernel log and lspci text, nvidia-smi errors) and applies the rules below.
 
 Rules (documented in roles/gpu_topology/README.md too):
 * nvlink_inactive (critical): a GPU has some NVLinks inactive while others are active.
+* nvlink_gpu_down (critical): a GPU has no active NVLink (its links all listed inactive, or NVML's
+  "all links are inActive") on a node whose other GPUs should reach it over NVLink: an NVSwitch
+  node (NVSwitch devices on the PCI bus), or GPUs of the same model with active links that `topo -m`
+  shows joined all to all (a mesh of 3 or more, as on HGX/DGX boards). A workstation with a bridged
+  pair beside an unbridged GPU is not flagged: nothing says that GPU has a partner.
 * nvlink_below_matrix (critical): topo -m says NV# between two GPUs but one of them has fewer
   than # active links in `nvlink -s`.
 * nvlink_speed_mixed (warning): a GPU's active links run at different speeds.
@@ -247,10 +252,51 @@ def _gpu_index_by_bus(gpus):
     return {_bus_key(g["bus_id"]): g["index"] for g in gpus if g.get("bus_id")}
 
 
-def _nvlink_findings(topology, nvlink):
+def _full_mesh(indexes, topology):
+    """Whether ``topo -m`` joins every pair of these GPU indexes by NV#."""
+    joined = {
+        frozenset((int(link["a"][3:]), int(link["b"][3:])))
+        for link in (topology or {}).get("links", [])
+        if link.get("nvlinks")
+    }
+    ids = sorted(indexes)
+    return all(frozenset((a, b)) in joined for i, a in enumerate(ids) for b in ids[i + 1 :])
+
+
+def _nvlink_down_findings(topology, nvlink, nvswitches):
+    """nvlink_gpu_down (see the module docstring)."""
+    gpus = nvlink["gpus"]
+    up = [g for g in gpus if g["active"]]
+    down = [g for g in gpus if not g["active"] and (g["links"] or g.get("all_inactive_note"))]
+    if not up or not down:
+        return []
+    models = {g["name"] for g in up}
+    mesh = len(up) >= 3 and _full_mesh([g["index"] for g in up], topology)
+    out = []
+    for gpu in down:
+        if not (nvswitches or (mesh and gpu["name"] in models)):
+            continue
+        how = f"all {len(gpu['links'])} links inactive" if gpu["links"] else "NVML: all links are inActive"
+        peers = _gpu_list(g["index"] for g in up)
+        why = f"{nvswitches} NVSwitch device(s) on the bus" if nvswitches else "joined all to all by NVLink"
+        out.append(
+            finding(
+                "critical",
+                "nvlink_gpu_down",
+                f"GPU{gpu['index']}: no active NVLink ({how}) while {peers} have theirs ({why}): "
+                "its traffic to them crosses PCIe and host memory; check the GPU's baseboard seating, "
+                "the NVSwitch fabric and Fabric Manager, then the Xid log",
+                [gpu["index"]],
+            )
+        )
+    return out
+
+
+def _nvlink_findings(topology, nvlink, nvswitches=0):
     out = []
     if not nvlink:
         return out
+    out.extend(_nvlink_down_findings(topology, nvlink, nvswitches))
     by_index = {g["index"]: g for g in nvlink["gpus"]}
     for gpu in nvlink["gpus"]:
         if gpu["active"] and gpu["inactive"]:
@@ -458,7 +504,9 @@ def findings(
                 )
             )
 
-    out.extend(_nvlink_findings(topology, nvlink))
+    devices = parse_lspci(lspci)
+    switches = len([d for d in devices if is_nvswitch(d)]) if nvswitches is None else nvswitches
+    out.extend(_nvlink_findings(topology, nvlink, switches))
     out.extend(_pcie_findings(gpus))
     out.extend(_p2p_findings(topology))
 
@@ -503,8 +551,6 @@ def findings(
             )
         )
 
-    devices = parse_lspci(lspci)
-    switches = len([d for d in devices if is_nvswitch(d)]) if nvswitches is None else nvswitches
     if switches and nvswitch_fabric_manager_running is False:
         out.append(
             finding(

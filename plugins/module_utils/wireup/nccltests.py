@@ -297,6 +297,9 @@ def _empty_result(fmt):
         "runs": 1,
         "other_runs": [],
         "library_version_logged": "",
+        # "cputime" under -C 1: the rows' time_us is then the CPU time per iteration (algbw and busbw
+        # still come from the GPU time: src/common.cu), so it is no latency figure.
+        "time_kind": "time",
     }
 
 
@@ -545,6 +548,7 @@ def _text_runs(text):
         tokens = _header_tokens(stripped)
         if tokens:
             lead, section, _ = _parse_header(tokens)
+            result["time_kind"] = "cputime" if "cputime" in (t.lower() for t in tokens) else "time"
             continue
         if stripped.startswith("#"):
             match = _VERSION_LINE.match(stripped)
