@@ -296,3 +296,23 @@ def test_broadcast_factor_passes_published_figures_and_not_20_percent_below(heal
 
     assert bandwidth.verdict(row(healthy), exp)["verdict"] == "PASS"
     assert bandwidth.verdict(row(healthy * 0.8), exp)["verdict"] == verdict_20_below
+
+
+def test_datatype_all_judges_the_default_float_sum_row():
+    # nccl-tests -d all -o all (src/common.cu loops over types, then ops, at each size): rows of one
+    # size differ by type and op; the verdict judges float/sum, whatever row came first.
+    def row(dtype, op, busbw):
+        half = {"time_us": 1.0, "algbw": busbw, "busbw": busbw, "wrong": 0, "error": None}
+        return {"size": 1 << 30, "count": 1, "type": dtype, "redop": op, "root": -1,
+                "out_of_place": dict(half), "in_place": dict(half)}  # fmt: skip
+
+    rows = [
+        row("int8", "sum", 40.0),
+        row("float", "prod", 60.0),
+        row("float", "sum", 95.0),
+        row("double", "sum", 97.0),
+    ]
+    v = bandwidth.verdict(rows, {"expected_busbw": 100.0, "collective": "all_reduce"})
+    assert (v["verdict"], v["measured_busbw"], v["row"]) == ("PASS", 95.0, {"type": "float", "redop": "sum"})
+    v = bandwidth.verdict(rows[:1], {"expected_busbw": 100.0, "collective": "all_reduce"})
+    assert (v["verdict"], v["row"]["type"]) == ("FAIL", "int8")

@@ -307,10 +307,20 @@ def verdict(
         and r["size"] >= min_bytes
         and nccltests.judged_busbw(r, halves) is not None
     ]
-    row = max(candidates, key=lambda r: r["size"]) if candidates else None
+    # With -d all / -o all nccl-tests prints one row per type and op at each size: judge the one of
+    # its defaults (float, sum; "none" for collectives without an op), not whichever came first.
+    row = (
+        max(
+            candidates,
+            key=lambda r: (r["size"], r.get("type") == "float", r.get("redop") in ("sum", "none", "")),
+        )
+        if candidates
+        else None
+    )
     if row is not None:
         out["measured_busbw"] = nccltests.judged_busbw(row, halves)
         out["size"] = row["size"]
+        out["row"] = {"type": row.get("type"), "redop": row.get("redop")}
     causes = list(problems or [])
     errors = nccltests.data_errors({"rows": rows, "collective": collective}, check_delta=False)
     wrong = sum(int(w.split()[0]) for _, _, w in errors)
