@@ -210,3 +210,46 @@ def test_expected_busbw_without_facts_says_why():
 def test_parse_nic_facts_rejects_non_dict():
     with pytest.raises(ValueError, match="expected a dict"):
         fabric.parse_nic_facts("sys")
+
+
+# ---------------------------------------------------------------- kernel formats and odd values
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("5: LinkUp", (5, "LinkUp")),
+        ("7: Phy Test\n", (7, "Phy Test")),  # drivers/infiniband/core/sysfs.c phys_state names
+        ("4: PortConfigurationTraining", (4, "PortConfigurationTraining")),
+        ("9: <unknown>", (9, "<unknown>")),
+        ("5: ACTIVE_DEFER", (5, "ACTIVE_DEFER")),
+        ("4:\ufffd ACTIVE", (None, None)),
+    ],
+)
+def test_parse_state_takes_the_kernels_names_with_spaces(text, expected):
+    assert fabric.parse_state(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("56 Gb/sec (4X FDR)", {"gbps": 56.0, "width": 4, "speed": "FDR"}),
+        ("200 Gb/sec (2X NDR)", {"gbps": 200.0, "width": 2, "speed": "NDR"}),
+        ("800 Gb/sec (4X XDR)", {"gbps": 800.0, "width": 4, "speed": "XDR"}),
+        ("400 Gb/sec (8X HDR)", {"gbps": 400.0, "width": 8, "speed": "HDR"}),  # EFA's 400G mapping
+        ("10 Gb/sec (4X)", {"gbps": 10.0, "width": 4, "speed": None}),  # kernels before HDR: SDR unnamed
+        ("0 GB/sec", None),
+    ],
+)
+def test_parse_rate_kernel_strings(text, expected):
+    assert fabric.parse_rate(text) == expected
+
+
+@pytest.mark.parametrize("value", ["4294967295", "65535", "-1", "0"])
+def test_unknown_ethernet_speeds_are_unknown_not_terabits(tmp_path, value):
+    # Older kernels printed ethtool's SPEED_UNKNOWN unsigned (net/core/net-sysfs.c speed_show with
+    # fmt_udec): 4294967295 Mb/s is no 4 Pb/s link.
+    root = tmp_path / "t"
+    shutil.copytree(SYSFS / "testbed_veth", root, symlinks=True)
+    (root / "sys/class/net/host0/speed").write_text(value + "\n")
+    f = fabric.parse_nic_facts(fabric.read_tree(str(root)))
+    assert f["interfaces"][0]["speed_mbps"] is None
+    assert (f["rail_gbps"], f["speed_assumed"]) == (10.0, True)

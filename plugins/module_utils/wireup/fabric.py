@@ -13,8 +13,17 @@ What is read, per the ABI documents and drivers/infiniband/core/sysfs.c:
   or ``Ethernet`` (RoCE); ``gid_attrs/types/<i>``: ``IB/RoCE v1`` or ``RoCE v2``;
   ``gid_attrs/ndevs/<i>``: the netdev of a RoCE GID. ``/sys/class/infiniband/<hca>/device`` links
   to the PCI function (its basename is the PCI address).
+  The kernel's formats (drivers/infiniband/core/sysfs.c): ``state`` ``%d: %s`` (NOP, DOWN, INIT,
+  ARMED, ACTIVE, ACTIVE_DEFER); ``phys_state`` ``1: Sleep`` ... ``5: LinkUp``,
+  ``6: LinkErrorRecovery``, ``7: Phy Test`` (names with spaces), ``%d: <unknown>``; ``rate``
+  ``%d%s Gb/sec (%dX%s)``, whole or ``.5`` (``56 Gb/sec (4X FDR)``, ``200 Gb/sec (2X NDR)``,
+  ``800 Gb/sec (4X XDR)``; kernels before HDR printed SDR as ``(4X)``); a down port still
+  reports a rate (``10 Gb/sec (4X SDR)``, ``40 Gb/sec (4X QDR)`` on a RoCE port);
+  ``link_layer`` ``InfiniBand``, ``Ethernet`` or ``Unknown``.
 * ``/sys/class/net/<if>/speed`` (Mb/s; -1 or unreadable when the link is down or the driver
-  does not know), ``mtu``, ``operstate`` (RFC 2863: up, down, dormant, unknown, ...), ``type``
+  does not know; older kernels printed ethtool_cmd_speed() with ``%u``, so the unknown speed
+  reads 4294967295, and drivers that filled only ethtool's 16-bit field give 65535: both mean
+  unknown), ``mtu``, ``operstate`` (RFC 2863: up, down, dormant, unknown, ...), ``type``
   (ARPHRD: 1 Ethernet, 32 InfiniBand/IPoIB, 772 loopback), ``device`` (a link to the bus device;
   absent for virtual interfaces: veth, bridges, bonds).
 * ``/proc/modules``: ``nvidia_peermem`` (driver >= 470) or ``nv_peer_mem`` (the older Mellanox
@@ -37,9 +46,13 @@ IOMMU_ROOT = "sys/kernel/iommu_groups"
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
 SOCKET_DEFAULT_GBPS = 10.0
 
-STATE_RE = re.compile(r"^\s*(\d+)\s*:\s*(\S+)\s*$")
+# ``4: ACTIVE``, ``7: Phy Test``, ``9: <unknown>``: the kernel's names are words of letters.
+STATE_RE = re.compile(r"^\s*(\d+)\s*:\s*([A-Za-z_<>]+(?: [A-Za-z_<>]+)*)\s*$")
 RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec(?:\s*\((\d+)X\s*([A-Za-z0-9]*)\))?")
 ARPHRD = {1: "ether", 32: "infiniband", 772: "loopback", 65534: "none"}
+# ethtool's SPEED_UNKNOWN (-1) as old kernels printed it (unsigned, 32 bits) and as drivers that
+# set only the low 16 bits of ethtool_cmd's speed report it.
+SPEED_UNKNOWN = (4294967295, 65535)
 # Interface names that never carry training traffic between nodes.
 SKIP_NET = re.compile(r"^(lo|docker\d*|virbr\d*|cni\d*|flannel.*|cali.*|vxlan.*|tun\d*|tap\d*)$")
 
@@ -247,7 +260,9 @@ def parse_nic_facts(files):
             {
                 "name": name,
                 "operstate": _text(files, rel),
-                "speed_mbps": speed if speed is not None and speed > 0 else None,
+                "speed_mbps": speed
+                if speed is not None and speed > 0 and speed not in SPEED_UNKNOWN
+                else None,
                 "mtu": _int(_text(files, f"{base}/mtu")),
                 "type": ARPHRD.get(arp, str(arp) if arp is not None else None),
                 "pci": _text(files, f"{base}/device"),
