@@ -253,3 +253,110 @@ def test_unknown_ethernet_speeds_are_unknown_not_terabits(tmp_path, value):
     f = fabric.parse_nic_facts(fabric.read_tree(str(root)))
     assert f["interfaces"][0]["speed_mbps"] is None
     assert (f["rail_gbps"], f["speed_assumed"]) == (10.0, True)
+
+
+# ---------------------------------------------------------------- NICs that are no training rails
+def test_efa_devices_are_their_own_transport_not_infiniband():
+    # AWS p4d: EFA's link_layer reads "Unknown" (linux-rdma/rdma-core#884); NCCL reaches EFA through
+    # aws-ofi-nccl, not NET/IB, and no efficiency is known for it.
+    f = facts("efa4_p4d_unknown_link_layer")
+    assert (f["transport"], f["rails"], f["rail_gbps"], f["nvidia_gpus"]) == ("efa", 4, 100.0, 8)
+    assert {(p["kind"], p["driver"], p["link_layer"]) for p in f["ib_ports"]} == {("efa", "efa", "Unknown")}
+    assert f["findings"] == []
+    e = fabric.expected_busbw({"a": f, "b": f}, 8)
+    assert e["expected_gbs"] is None and "no efficiency known for transport 'efa'" in e["reason"]
+    # NCCL's log names the plugin OFI: the same answer.
+    assert fabric.expected_busbw({"a": f}, 8, transport="ofi")["expected_gbs"] is None
+
+
+def test_azure_accelerated_networking_vf_is_set_aside():
+    # Azure ND H200 v5 (its ibv_devinfo): mlx5_ib0..7 InfiniBand, mlx5_an0 Ethernet, all ACTIVE.
+    f = facts("azure_ndv5_ib8_an0")
+    assert (f["transport"], f["rails"], f["rail_gbps"]) == ("ib", 8, 400.0)
+    assert [(a["name"], a["role"]) for a in f["set_aside"]] == [("mlx5_an0:1", "frontend")]
+    assert [(x["severity"], x["code"]) for x in f["findings"]] == [("info", "nic_set_aside")]
+    assert "Accelerated Networking" in f["findings"][0]["message"]
+
+
+def test_azure_vm_with_only_the_accelerated_networking_vf_uses_sockets():
+    # Without InfiniBand the AccelNet VF is no RoCE rail: NCCL runs over sockets (skypilot#4448's
+    # log: NET/Socket on eth0 and the VF's enP7906s1) and no peermem warning is due.
+    f = facts("azure_an0_only")
+    assert (f["transport"], f["devices"]) == ("socket", ["eth0"])
+    assert "peermem_missing" not in codes(f["findings"])
+    assert codes(f["findings"]) == ["nic_set_aside"]
+
+
+def test_unused_second_ports_of_ethernet_cards_on_an_ib_node_are_info():
+    # imbue-ai/cluster-health#4: 8 CX-7 InfiniBand rails and two dual-port CX-6 Ethernet cards
+    # whose second ports (mlx5_2, mlx5_8) are down: no training traffic is lost.
+    f = facts("h100_ib8_cx6_eth_unused_ports")
+    assert (f["transport"], f["rails"], f["rail_gbps"]) == ("ib", 8, 400.0)
+    down = [x for x in f["findings"] if x["code"] == "nic_port_down"]
+    assert [(x["severity"], x["message"].split(" ")[0]) for x in down] == [
+        ("info", "mlx5_2:1"),
+        ("info", "mlx5_8:1"),
+    ]
+    assert "transport is InfiniBand, so this RoCE port" in down[0]["message"]
+
+
+def test_a_cards_unused_second_port_on_a_roce_node_is_info_and_a_lost_rail_a_warning(tmp_path):
+    root = tmp_path / "t"
+    shutil.copytree(SYSFS / "roce2_no_peermem_iommu_dma", root, symlinks=True)
+    port = root / "sys/class/infiniband/mlx5_1/ports/1"
+    (port / "state").write_text("1: DOWN\n")
+    (port / "phys_state").write_text("3: Disabled\n")
+    f = fabric.parse_nic_facts(fabric.read_tree(str(root)))
+    down = next(x for x in f["findings"] if x["code"] == "nic_port_down")
+    # mlx5_1 is 0000:3b:00.1, the second function of mlx5_0's card (0000:3b:00.0), which is up.
+    assert down["severity"] == "info" and "the other port of the card 0000:3b:00" in down["message"]
+    # A rail on its own card that goes down is a warning (ndr8: mlx5_7 on 0000:88:00.0).
+    lost = facts("ndr8_one_rail_hdr_one_down")
+    assert [x["severity"] for x in lost["findings"] if x["code"] == "nic_port_down"] == ["warning"]
+
+
+def test_a_slower_storage_card_is_set_aside_not_a_degraded_rail():
+    # NVIDIA/nccl#1505's DGX A100: 8 HDR compute ports and a storage card whose ports run at 200
+    # and 100 Gb/s. The 100G port is another card model than the rails: no critical finding, and
+    # the rails are not paced by it.
+    f = facts("hdr8_storage_card_hdr_and_edr")
+    assert (f["transport"], f["rail_gbps"]) == ("ib", 200.0)
+    assert [(a["name"], a["role"]) for a in f["set_aside"]] == [("mlx5_5:1", "other_card")]
+    assert "nic_rate_low" not in codes(f["findings"])
+
+
+def test_a_slower_port_of_the_same_card_model_stays_a_critical_finding(tmp_path):
+    root = tmp_path / "t"
+    shutil.copytree(SYSFS / "hdr8_storage_card_hdr_and_edr", root, symlinks=True)
+    (root / "sys/class/infiniband/mlx5_3/ports/1/rate").write_text("100 Gb/sec (2X HDR)\n")
+    f = fabric.parse_nic_facts(fabric.read_tree(str(root)))
+    low = [x for x in f["findings"] if x["code"] == "nic_rate_low"]
+    assert [(x["severity"], x["message"].split(" ")[0]) for x in low] == [("critical", "mlx5_3:1")]
+    assert f["rail_gbps"] == 100.0
+
+
+def test_sriov_vfs_of_a_local_port_are_not_extra_rails():
+    # NVIDIA/nccl#246's lspci: a GPU host whose ConnectX-5 has virtual functions enabled. They
+    # share the PF's link: 2 rails, not 6, and a host without VFs does not differ from it.
+    f = facts("cx5_pf_with_sriov_vfs")
+    assert (f["transport"], f["rails"], f["devices"]) == ("roce", 2, ["mlx5_0:1", "mlx5_1:1"])
+    assert {a["role"] for a in f["set_aside"]} == {"vf"} and len(f["set_aside"]) == 4
+    plain = fabric.parse_nic_facts(
+        {
+            k: v
+            for k, v in fabric.read_tree(str(SYSFS / "cx5_pf_with_sriov_vfs")).items()
+            if "/mlx5_0/" in k or "/mlx5_1/" in k or "/net/" in k
+        }
+    )
+    assert fabric.cross_node_findings({"vfs": f, "plain": plain, "other": plain}) == []
+
+
+def test_bonded_roce_devices_count_one_port_rate():
+    # deepseek-ai/DeepEP#150's ibstatus: mlx5_bond_0..3 at 200 Gb/sec (4X HDR), link layer Ethernet.
+    # The bond's netdev says 400000 Mb/s, but NCCL's IB transport takes the port's rate (NVIDIA/nccl#1015:
+    # one QP uses one port).
+    f = facts("bond4_roce_h20")
+    assert (f["transport"], f["rails"], f["rail_gbps"]) == ("roce", 4, 200.0)
+    assert f["ib_ports"][0]["netdev"] == "bond0" and f["findings"] == []
+    e = fabric.expected_busbw({"a": f, "b": f}, 8)
+    assert (e["network_gbs"], e["transport"]) == (100.0, "roce_gdr")

@@ -12,14 +12,20 @@ What is read, per the ABI documents and drivers/infiniband/core/sysfs.c:
   width x speed, ``400 Gb/sec (4X NDR)``, ``2.5 Gb/sec (1X SDR)``; ``link_layer``: ``InfiniBand``
   or ``Ethernet`` (RoCE); ``gid_attrs/types/<i>``: ``IB/RoCE v1`` or ``RoCE v2``;
   ``gid_attrs/ndevs/<i>``: the netdev of a RoCE GID. ``/sys/class/infiniband/<hca>/device`` links
-  to the PCI function (its basename is the PCI address).
+  to the PCI function (its basename is the PCI address); ``device/driver`` names its driver
+  (``mlx5_core``, ``efa``), ``device/physfn`` is present on an SR-IOV virtual function and names
+  its physical function (drivers/pci/iov.c), ``board_id`` is the card model (mlx4/mlx5, bnxt_re;
+  what ``ibv_devinfo`` prints as ``board_id``).
   The kernel's formats (drivers/infiniband/core/sysfs.c): ``state`` ``%d: %s`` (NOP, DOWN, INIT,
   ARMED, ACTIVE, ACTIVE_DEFER); ``phys_state`` ``1: Sleep`` ... ``5: LinkUp``,
   ``6: LinkErrorRecovery``, ``7: Phy Test`` (names with spaces), ``%d: <unknown>``; ``rate``
   ``%d%s Gb/sec (%dX%s)``, whole or ``.5`` (``56 Gb/sec (4X FDR)``, ``200 Gb/sec (2X NDR)``,
   ``800 Gb/sec (4X XDR)``; kernels before HDR printed SDR as ``(4X)``); a down port still
   reports a rate (``10 Gb/sec (4X SDR)``, ``40 Gb/sec (4X QDR)`` on a RoCE port);
-  ``link_layer`` ``InfiniBand``, ``Ethernet`` or ``Unknown``.
+  ``link_layer`` ``InfiniBand``, ``Ethernet`` or ``Unknown``. AWS's EFA answers ``Unknown``
+  (its driver returns IB_LINK_LAYER_UNSPECIFIED; linux-rdma/rdma-core#884), always
+  ``4: ACTIVE``/``5: LinkUp`` and, before its driver read the link speed, always
+  ``100 Gb/sec (4X EDR)`` (drivers/infiniband/hw/efa/efa_verbs.c ``efa_query_port``).
 * ``/sys/class/net/<if>/speed`` (Mb/s; -1 or unreadable when the link is down or the driver
   does not know; older kernels printed ethtool_cmd_speed() with ``%u``, so the unknown speed
   reads 4294967295, and drivers that filled only ethtool's 16-bit field give 65535: both mean
@@ -29,6 +35,8 @@ What is read, per the ABI documents and drivers/infiniband/core/sysfs.c:
 * ``/proc/modules``: ``nvidia_peermem`` (driver >= 470) or ``nv_peer_mem`` (the older Mellanox
   module) loaded = GPUDirect RDMA can register GPU memory with the HCA (NCCL's troubleshooting
   guide, "GPU Direct RDMA"); DMA-BUF (kernel >= 5.12 with the open driver) also works without it.
+* ``/proc/driver/nvidia/gpus/<pci>/``: one directory per GPU the NVIDIA driver drives (how many
+  GPUs share the node's rails).
 * ``/proc/cmdline`` and ``/sys/kernel/iommu_groups/<g>/type`` (``identity`` = passthrough,
   ``DMA``/``DMA-FQ`` = translated): NCCL's troubleshooting guide says IOMMU translation on bare
   metal hurts GPU peer and GPU-NIC traffic; ``iommu=pt`` keeps it out of the way.
@@ -53,6 +61,16 @@ ARPHRD = {1: "ether", 32: "infiniband", 772: "loopback", 65534: "none"}
 # ethtool's SPEED_UNKNOWN (-1) as old kernels printed it (unsigned, 32 bits) and as drivers that
 # set only the low 16 bits of ethtool_cmd's speed report it.
 SPEED_UNKNOWN = (4294967295, 65535)
+NVIDIA_GPUS = "proc/driver/nvidia/gpus"
+# Azure's images name the Accelerated Networking VF (host Ethernet, not the training fabric)
+# mlx5_an0 and the InfiniBand VFs mlx5_ib0...; Azure's health checks test mlx5_an0 apart
+# (Azure/azurehpc-health-checks: `check_hw_ib 40 mlx5_an0:1`), jobs list NCCL_IB_HCA=mlx5_ib*.
+FRONTEND_HCA = re.compile(r"^mlx5_an\d+$")
+# Which transport NCCL prefers between nodes: NET/IB over InfiniBand ports, then AWS's EFA (the
+# aws-ofi-nccl plugin), then NET/IB over RoCE ports. A down port of a kind below the node's
+# transport carries no training traffic either way.
+KIND_RANK = {"ib": 0, "efa": 1, "roce": 2}
+KIND_LABEL = {"ib": "InfiniBand", "efa": "EFA", "roce": "RoCE"}
 # Interface names that never carry training traffic between nodes.
 SKIP_NET = re.compile(r"^(lo|docker\d*|virbr\d*|cni\d*|flannel.*|cali.*|vxlan.*|tun\d*|tap\d*)$")
 
@@ -114,6 +132,10 @@ def read_tree(root="/", ib_root=IB_ROOT, net_root=NET_ROOT):
     for hca in listdir(ib_root):
         base = f"{ib_root}/{hca}"
         link(f"{base}/device")
+        link(f"{base}/device/driver")
+        link(f"{base}/device/physfn")
+        if os.path.exists(os.path.join(root, base, "board_id")):
+            grab(f"{base}/board_id")
         for port in listdir(f"{base}/ports"):
             pbase = f"{base}/ports/{port}"
             for name in ("state", "phys_state", "rate", "link_layer"):
@@ -126,6 +148,10 @@ def read_tree(root="/", ib_root=IB_ROOT, net_root=NET_ROOT):
         for name in ("speed", "mtu", "operstate", "type"):
             grab(f"{base}/{name}")
         link(f"{base}/device")
+    if os.path.isdir(os.path.join(root, NVIDIA_GPUS)):
+        out[NVIDIA_GPUS] = ""
+        for bus in listdir(NVIDIA_GPUS):
+            grab(f"{NVIDIA_GPUS}/{bus}/information")
     grab("proc/modules")
     grab("proc/cmdline")
     for group in listdir(IOMMU_ROOT)[:1]:
@@ -194,15 +220,97 @@ def iommu_mode(cmdline, group_type, has_groups):
     return "unknown"
 
 
+def _kind(layer, driver, hca):
+    """'ib', 'roce', 'efa' or None: what NCCL would run over a port of this link layer."""
+    if layer == "InfiniBand":
+        return "ib"
+    if layer == "Ethernet":
+        return "roce"
+    if driver == "efa" or (driver is None and hca.startswith("efa")):
+        return "efa"
+    return None
+
+
+def _pci_device(pci):
+    """'0000:1b:00.1' -> '0000:1b:00' (the card; functions are its ports); None stays None."""
+    if not pci or "." not in pci:
+        return None
+    return pci.rsplit(".", 1)[0]
+
+
+def _set_aside(ports):
+    """Give each port a ``role``: 'rail' (can carry training traffic), 'frontend' (Azure's
+    Accelerated Networking VF) or 'vf' (an SR-IOV virtual function of a physical function that
+    is on this node too: it shares that port, so counting it would count the port twice); the
+    reason goes in ``set_aside``."""
+    pcis = {p.get("pci"): p["hca"] for p in ports if p.get("pci")}
+    for p in ports:
+        p.setdefault("role", "rail")
+        p.setdefault("set_aside", None)
+        if FRONTEND_HCA.match(p["hca"]):
+            p["role"] = "frontend"
+            p["set_aside"] = (
+                "Azure's Accelerated Networking VF (mlx5_an*): host Ethernet for the VM's own "
+                "traffic, not the training fabric"
+            )
+        elif p.get("vf_of") and p["vf_of"] in pcis and pcis[p["vf_of"]] != p["hca"]:
+            p["role"] = "vf"
+            p["set_aside"] = (
+                f"an SR-IOV virtual function of {pcis[p['vf_of']]} ({p['vf_of']}) on this node: it "
+                "shares that port's link"
+            )
+
+
+def _transport_kind(ports):
+    """The kind NCCL would use between nodes: the best-ranked kind with an active rail port."""
+    kinds = {
+        p["kind"] for p in ports if p.get("active") and p.get("role", "rail") == "rail" and p.get("kind")
+    }
+    return min(kinds, key=KIND_RANK.get) if kinds else None
+
+
+def _other_card_models(ports, kind):
+    """Active rail ports of ``kind`` slower than the fastest ones AND of another card model
+    (``board_id``) than the node's main one (the model most of those ports are): a storage or
+    management card on the same fabric (DGX-like nodes carry 8 compute ports and 2-4 storage
+    ports, NVIDIA/nccl#1505 shows a DGX A100's storage card with ports at 200 and 100 Gb/s), not
+    a degraded rail. A slower port of the main model, or where models are unknown, stays a rail
+    (and a finding)."""
+    active = [
+        p
+        for p in ports
+        if p.get("active") and p.get("role") == "rail" and p.get("kind") == kind and p.get("rate_gbps")
+    ]
+    models = {}
+    for p in active:
+        models.setdefault(p.get("board_id"), []).append(p)
+    if len(models) < 2 or None in models:
+        return
+    main = max(models, key=lambda m: (len(models[m]), max(p["rate_gbps"] for p in models[m]), m))
+    top = max(p["rate_gbps"] for p in models[main])
+    for p in active:
+        if p["board_id"] != main and p["rate_gbps"] < top:
+            p["role"] = "other_card"
+            p["set_aside"] = (
+                f"card model {p['board_id']} at {p['rate']}, unlike the {len(models[main])} port(s) of model "
+                f"{main} at {top:g} Gb/sec: a storage or management card, not a training rail"
+            )
+
+
 def parse_nic_facts(files):
     """Build the NIC facts from :func:`read_tree`'s dict.
 
     Returns {ib_ports: [...], interfaces: [...], peermem: {loaded, module}, iommu: {mode},
-    transport: 'ib'|'roce'|'socket'|None, rails: int, rail_gbps: float|None, findings: [...]}.
-    ``ib_ports`` lists every HCA port (state, phys_state, rate, link layer, RoCE version, netdev,
-    PCI address); ``interfaces`` every netdev but loopback and container bridges. ``transport``,
-    ``rails`` and ``rail_gbps`` describe what NCCL would use between nodes: active IB ports first,
-    then active RoCE ports, else the fastest Ethernet/IPoIB interface that is up (sockets).
+    nvidia_gpus, transport: 'ib'|'efa'|'roce'|'socket'|None, rails: int, rail_gbps: float|None,
+    set_aside: [...], findings: [...]}.
+    ``ib_ports`` lists every HCA port (state, phys_state, rate, link layer, kind, RoCE version,
+    netdev, PCI address, driver, board_id, role); ``interfaces`` every netdev but loopback and
+    container bridges. ``transport``, ``rails`` and ``rail_gbps`` describe what NCCL would use
+    between nodes: active InfiniBand ports first, then EFA, then RoCE ports, else the fastest
+    Ethernet/IPoIB interface that is up (sockets). Ports that cannot carry training traffic
+    (Azure's Accelerated Networking VF, SR-IOV VFs of a local port, a slower card of another
+    model) are listed in ``set_aside`` with the reason and counted nowhere. ``nvidia_gpus``: the
+    GPUs ``/proc/driver/nvidia/gpus`` lists (None without the driver).
     """
     if not isinstance(files, dict):
         raise ValueError(f"parse_nic_facts: expected a dict of sysfs files, got {type(files).__name__}")
@@ -220,6 +328,7 @@ def parse_nic_facts(files):
         layer = _text(files, f"{base}/link_layer")
         gid_types = [_text(files, k) for k in sorted(files) if k.startswith(f"{base}/gid_attrs/types/")]
         ndevs = [_text(files, k) for k in sorted(files) if k.startswith(f"{base}/gid_attrs/ndevs/")]
+        driver = _text(files, f"{IB_ROOT}/{hca}/device/driver")
         roce = None
         if layer == "Ethernet":
             kinds = [t for t in gid_types if t]
@@ -238,12 +347,18 @@ def parse_nic_facts(files):
                 "speed": rate["speed"] if rate else None,
                 "rate": _text(files, f"{base}/rate"),
                 "link_layer": layer,
+                "kind": _kind(layer, driver, hca),
                 "roce": roce,
                 "netdev": next((n for n in ndevs if n), None),
                 "pci": _text(files, f"{IB_ROOT}/{hca}/device"),
+                "driver": driver,
+                "board_id": _text(files, f"{IB_ROOT}/{hca}/board_id") or None,
+                "vf_of": _text(files, f"{IB_ROOT}/{hca}/device/physfn"),
                 "active": state == "ACTIVE" and (phys is None or phys == "LinkUp"),
             }
         )
+    _set_aside(ports)
+    _other_card_models(ports, _transport_kind(ports))
     ifaces = []
     if_re = re.compile(rf"^{re.escape(NET_ROOT)}/([^/]+)/operstate$")
     for rel in sorted(files):
@@ -277,6 +392,7 @@ def parse_nic_facts(files):
         next((t for t in group_types if isinstance(t, str)), None),
         bool(group_types),
     )
+    gpu_re = re.compile(rf"^{re.escape(NVIDIA_GPUS)}/[^/]+/information$")
     facts = {
         "ib_ports": ports,
         "interfaces": ifaces,
@@ -286,22 +402,38 @@ def parse_nic_facts(files):
             "modules_read": files.get("proc/modules") is not None,
         },
         "iommu": {"mode": mode},
+        "nvidia_gpus": sum(1 for k in files if gpu_re.match(k)) if NVIDIA_GPUS in files else None,
+        "set_aside": [
+            {"name": p["name"], "role": p["role"], "reason": p["set_aside"]} for p in ports if p["set_aside"]
+        ],
     }
     facts.update(usable_network(facts))
     facts["findings"] = node_findings(facts)
     return facts
 
 
+def _rails(facts):
+    """The ports that can carry training traffic (ports without a role, from callers that build
+    facts by hand, count as rails)."""
+    return [p for p in facts.get("ib_ports", []) if p.get("role", "rail") == "rail"]
+
+
+def _port_kind(p):
+    if "kind" in p:
+        return p["kind"]
+    return "roce" if p.get("link_layer") == "Ethernet" else "ib"
+
+
 def usable_network(facts):
     """What NCCL would carry inter-node traffic on: {transport, rails, rail_gbps, devices}.
 
-    IB ports that are ACTIVE first (NCCL's IB transport prefers them), then active RoCE ports,
-    else sockets over the fastest interface that is up. ``rail_gbps`` is the slowest active rail
-    (NCCL splits channels evenly over rails, so the slowest one paces them all)."""
-    active = [p for p in facts.get("ib_ports", []) if p.get("active")]
-    ib = [p for p in active if p.get("link_layer") != "Ethernet"]
-    roce = [p for p in active if p.get("link_layer") == "Ethernet"]
-    for kind, group in (("ib", ib), ("roce", roce)):
+    ACTIVE InfiniBand ports first (NCCL's IB transport prefers them), then EFA (aws-ofi-nccl),
+    then active RoCE ports, else sockets over the fastest interface that is up. Only rails
+    count (not the ports in ``set_aside``). ``rail_gbps`` is the slowest active rail (NCCL
+    splits channels evenly over rails, so the slowest one paces them all)."""
+    active = [p for p in _rails(facts) if p.get("active")]
+    for kind in sorted(KIND_RANK, key=KIND_RANK.get):
+        group = [p for p in active if _port_kind(p) == kind]
         rates = [p["rate_gbps"] for p in group if p.get("rate_gbps")]
         if group and rates:
             return {
@@ -352,23 +484,67 @@ def on_interface(facts, ifname):
     )
 
 
+def _down_port_severity(p, ports, transport):
+    """(severity, why) of a port that is not ACTIVE/LinkUp. A warning where it would carry
+    training traffic; info where it would not: a port set aside (role), a port of a kind NCCL
+    does not pick on this node (a RoCE storage port down on an InfiniBand node), or the other
+    port of a card whose first port is up (dual-port cards wired with one cable; the cross-node
+    check still names a node with fewer rails than the others)."""
+    if p.get("role", "rail") != "rail":
+        return "info", f"not a training rail: {p['set_aside']}"
+    kind = _port_kind(p)
+    if transport in KIND_RANK and kind in KIND_RANK and KIND_RANK[kind] > KIND_RANK[transport]:
+        return "info", (
+            f"this node's inter-node transport is {KIND_LABEL[transport]}, so this {KIND_LABEL[kind]} port "
+            "carries no training traffic"
+        )
+    card = _pci_device(p.get("pci"))
+    if card:
+        up = [
+            q["name"]
+            for q in ports
+            if q is not p and q.get("active") and _pci_device(q.get("pci")) == card and _port_kind(q) == kind
+        ]
+        if up:
+            return "info", (
+                f"the other port of the card {card} whose {', '.join(up)} is up: commonly left unused "
+                "(a node with fewer rails than the others is a cross-node finding)"
+            )
+    return "warning", "it carries no traffic"
+
+
 def node_findings(facts):
     """Findings about one node's NICs (see roles/gpu_topology/README.md, "Network facts")."""
     out = []
     ports = facts.get("ib_ports", [])
+    transport = facts.get("transport")
     for p in ports:
         if not p.get("active"):
+            severity, why = _down_port_severity(p, ports, transport)
             out.append(
                 finding(
-                    "warning",
+                    severity,
                     "nic_port_down",
                     f"{p['name']} is {p.get('state') or 'unknown'}/{p.get('phys_state') or 'unknown'} "
-                    f"({p.get('link_layer') or 'unknown link layer'}): it carries no traffic",
+                    f"({p.get('link_layer') or 'unknown link layer'}): {why}",
                 )
             )
-    active = [p for p in ports if p.get("active") and p.get("rate_gbps")]
-    for layer in {p.get("link_layer") for p in active}:
-        same = [p for p in active if p.get("link_layer") == layer]
+    aside = [p for p in ports if p.get("active") and p.get("role", "rail") != "rail"]
+    if aside:
+        out.append(
+            finding(
+                "info",
+                "nic_set_aside",
+                "not counted as training rails: "
+                + "; ".join(f"{p['name']} ({p['set_aside']})" for p in aside),
+            )
+        )
+    rails = [p for p in _rails(facts) if p.get("active")]
+    compared = [
+        p for p in rails if p.get("rate_gbps") and (transport not in KIND_RANK or _port_kind(p) == transport)
+    ]
+    for layer in sorted({p.get("link_layer") or "" for p in compared}):
+        same = [p for p in compared if (p.get("link_layer") or "") == layer]
         top = max(p["rate_gbps"] for p in same)
         widest = max((p["width"] or 0) for p in same)
         for p in same:
@@ -377,12 +553,13 @@ def node_findings(facts):
                     finding(
                         "critical",
                         "nic_rate_low",
-                        f"{p['name']} runs at {p['rate']} where other {layer} ports of this node run at "
-                        f"{top:g} Gb/sec: a degraded cable, port or width "
+                        f"{p['name']} runs at {p['rate']} where other {layer or 'unknown link layer'} ports "
+                        f"of this node run at {top:g} Gb/sec: a degraded cable, port or width "
                         "(the slowest rail paces every ring)",
                     )
                 )
-    if any(p.get("link_layer") == "InfiniBand" for p in active) or any(p.get("roce") for p in active):
+    rdma = [p for p in rails if p.get("link_layer") == "InfiniBand" or p.get("roce")]
+    if rdma:
         peer = facts.get("peermem", {})
         if peer.get("modules_read", True) and not peer.get("loaded"):
             out.append(
