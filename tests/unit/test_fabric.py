@@ -127,12 +127,18 @@ def test_closeness_on_h100x8_with_ten_nics():
     assert c["gpus"][3]["nics"] == ["NIC5"] and c["findings"] == []
 
 
-def test_closeness_names_gpus_without_a_close_nic():
+def test_closeness_one_dual_port_card_for_eight_gpus_is_one_info_finding():
+    # Real: NVIDIA/go-gpuallocator#17: NIC0 and NIC1 are PIX to each other with the same class to
+    # every GPU (the two ports of one card); 7 GPUs are SYS to it, GPU6 PHB. One card cannot sit
+    # on eight GPUs' switches: the node's layout, not eight warnings.
     topo = topology.parse_topo_matrix((PUBLIC / "rtx4090x8_go-gpuallocator-17_topo_m.txt").read_text())
     c = fabric.gpu_nic_closeness(topo)
     far = [g["gpu"] for g in c["gpus"] if not g["close"]]
-    assert far and [f["gpus"][0] for f in c["findings"]] == far
-    assert all(f["code"] == "gpu_without_close_nic" for f in c["findings"])
+    assert far == list(range(8))
+    assert [(f["severity"], f["code"], f["gpus"]) for f in c["findings"]] == [
+        ("info", "gpu_without_close_nic", far)
+    ]
+    assert "no GPU shares a PCIe switch with any NIC" in c["findings"][0]["message"]
 
 
 def test_closeness_skips_inactive_nics_by_device_name():
@@ -360,3 +366,50 @@ def test_bonded_roce_devices_count_one_port_rate():
     assert f["ib_ports"][0]["netdev"] == "bond0" and f["findings"] == []
     e = fabric.expected_busbw({"a": f, "b": f}, 8)
     assert (e["network_gbs"], e["transport"]) == (100.0, "roce_gdr")
+
+
+def test_closeness_leaves_out_set_aside_nics_and_keeps_an_hca_with_one_port_up():
+    topo = topology.parse_topo_matrix((PUBLIC / "gpux6_nccl-243_topo_m_mlx5_columns.txt").read_text())
+    # Old layout: the columns are the devices (mlx5_1, mlx5_0). A dual-port mlx5_0 with port 2
+    # down is still GPU2's PIX NIC.
+    nics = {
+        "ib_ports": [
+            {"hca": "mlx5_0", "active": True},
+            {"hca": "mlx5_0", "active": False},
+            {"hca": "mlx5_1", "active": True},
+        ]
+    }
+    c = fabric.gpu_nic_closeness(topo, nics)
+    assert (c["gpus"][2]["nics"], c["gpus"][2]["class"]) == (["mlx5_0"], "PIX")
+    # mlx5_1 set aside (a frontend VF): GPU5 loses its PIX NIC from the count, not a finding's worth.
+    nics["ib_ports"][2]["role"] = "frontend"
+    c = fabric.gpu_nic_closeness(topo, nics)
+    assert c["gpus"][5]["nics"] == ["mlx5_0"] and not c["gpus"][5]["close"]
+
+
+def test_closeness_picks_each_gpus_own_nic_in_reverse_order():
+    # Real: NVIDIA/nccl#1453, 8x H100, 9 NICs wired in reverse (GPU0-NIC8 ... GPU7-NIC1) and NIC0
+    # SYS to every GPU (a storage or management NIC): every GPU has its PIX NIC, nothing to say.
+    topo = topology.parse_topo_matrix((PUBLIC / "h100x8_nccl-1453_topo_m_nic0_far_cut.txt").read_text())
+    c = fabric.gpu_nic_closeness(topo)
+    assert [g["nics"] for g in c["gpus"]] == [[f"NIC{8 - i}"] for i in range(8)]
+    assert all(g["close"] for g in c["gpus"]) and c["findings"] == []
+
+
+def test_closeness_four_nics_for_eight_gpus_is_the_layout_not_four_warnings():
+    # Real: NVIDIA/nvshmem#52, 8x H100 with 4 NICs, each PIX to one GPU (1, 3, 4, 6): the other
+    # four GPUs reach a NIC through the CPU by design.
+    topo = topology.parse_topo_matrix((PUBLIC / "h100x8_nvshmem-52_topo_m_4nics_cut.txt").read_text())
+    c = fabric.gpu_nic_closeness(topo)
+    assert [g["gpu"] for g in c["gpus"] if g["close"]] == [1, 3, 4, 6]
+    assert [(f["severity"], f["gpus"]) for f in c["findings"]] == [("info", [0, 2, 5, 7])]
+    assert "4 NIC card(s) on a GPU's PCIe switch for 8 GPUs" in c["findings"][0]["message"]
+
+
+def test_closeness_warns_when_a_gpus_own_nic_is_down():
+    # Real: NVIDIA/nccl#1617, 4x H100, one PIX NIC per GPU; NIC0 inactive: GPU0 lost its rail.
+    topo = topology.parse_topo_matrix((PUBLIC / "h100x4_nccl-1617_topo_m.txt").read_text())
+    nics = {"ib_ports": [{"hca": n["name"], "active": n["name"] != "NIC0"} for n in topo["nics"]]}
+    c = fabric.gpu_nic_closeness(topo, nics)
+    assert [(f["severity"], f["gpus"]) for f in c["findings"]] == [("warning", [0])]
+    assert "its own NIC NIC0 has no active port" in c["findings"][0]["message"]

@@ -586,45 +586,125 @@ def node_findings(facts):
 CLOSE_CLASSES = ("PIX", "PXB")
 
 
+def _nic_cards(topo, nics, facts_by_hca):
+    """{NIC column: card id}: ports of one card count once (a dual-port card shows as two NICs).
+    The card is the PCI device of the HCA in the NIC facts; without facts, NICs that are PIX to
+    each other and have the same class to every GPU are taken as one card."""
+    matrix = topo.get("matrix", {})
+    gpus = [f"GPU{g['index']}" for g in topo.get("gpus", [])]
+    cards = {}
+    for n in nics:
+        port = facts_by_hca.get(n.get("device") or n["name"])
+        card = _pci_device(port.get("pci")) if port else None
+        if card is None:
+            row = tuple(matrix.get(g, {}).get(n["name"]) for g in gpus)
+            twin = next(
+                (
+                    m
+                    for m in cards
+                    if matrix.get(n["name"], {}).get(m) == "PIX"
+                    and tuple(matrix.get(g, {}).get(m) for g in gpus) == row
+                ),
+                None,
+            )
+            card = cards[twin] if twin else f"column:{n['name']}"
+        cards[n["name"]] = card
+    return cards
+
+
 def gpu_nic_closeness(topo, nic_facts=None):
     """Which NIC sits closest to each GPU, from parse_topo_matrix's output (its NIC columns).
 
     Returns {gpus: [{gpu, nics, class, close}], findings: [...]}. ``close`` is True where the best
-    class is PIX or PXB (same PCIe switch, the path NCCL's GPUDirect RDMA wants). NICs whose
-    device (``mlx5_0``) is an inactive port in ``nic_facts`` are left out. A finding for each GPU
-    without a close NIC, only on nodes with two NICs or more (one NIC cannot be close to all)."""
+    class is PIX or PXB (same PCIe switch, the path NCCL's GPUDirect RDMA wants). With
+    ``nic_facts``, NICs whose HCA (``mlx5_0``) has no active port, or is set aside (Azure's
+    Accelerated Networking VF, a local SR-IOV VF, a storage card), are left out.
+
+    Findings (``gpu_without_close_nic``): a warning for each GPU without a close NIC on a node
+    built with a NIC card per GPU (as many cards on GPUs' PCIe switches as GPUs, down ones
+    included, ports of one card counted once: a GPU without one there has lost its card or its
+    card's link); otherwise one info finding for the node, whose layout has GPUs that reach a
+    NIC only through the CPU (fewer such cards than GPUs; or no GPU shares a PCIe switch with
+    any NIC, as on boards without switches and in VMs whose PCI tree is flat). Nothing on nodes
+    without NICs."""
     nics = topo.get("nics", [])
-    inactive = set()
-    if nic_facts:
-        for p in nic_facts.get("ib_ports", []):
-            if not p.get("active"):
-                inactive.add(p["hca"])
-    usable = [n["name"] for n in nics if (n.get("device") or n["name"]) not in inactive]
+    ports = (nic_facts or {}).get("ib_ports", [])
+    by_hca = {}
+    for p in ports:
+        by_hca.setdefault(p["hca"], []).append(p)
+    aside, inactive = set(), set()
+    for hca, group in by_hca.items():
+        if all(p.get("role", "rail") != "rail" for p in group):
+            aside.add(hca)
+        elif not any(p.get("active") for p in group):
+            inactive.add(hca)
+
+    def device(n):
+        return n.get("device") or n["name"]
+
+    designed = [n for n in nics if device(n) not in aside]
+    usable = [n["name"] for n in designed if device(n) not in inactive]
+    cards = _nic_cards(topo, designed, {h: g[0] for h, g in by_hca.items()})
+    matrix = topo.get("matrix", {})
     rows = []
-    out = []
     for gpu in topo.get("gpus", []):
         # parse_topo_matrix names rows GPU0...; build_topology's gpus carry the model as name.
-        links = topo.get("matrix", {}).get(f"GPU{gpu['index']}", {})
+        links = matrix.get(f"GPU{gpu['index']}", {})
         classes = {n: links.get(n) for n in usable if links.get(n)}
         if not classes:
             rows.append({"gpu": gpu["index"], "nics": [], "class": None, "close": False})
             continue
         best = min(classes.values(), key=link_class_key)
         names = [n for n, c in classes.items() if c == best]
-        devices = [next((x.get("device") or x["name"] for x in nics if x["name"] == n), n) for n in names]
-        close = best in CLOSE_CLASSES
-        rows.append({"gpu": gpu["index"], "nics": devices, "class": best, "close": close})
-        if not close and len(usable) >= 2:
+        devices = [next((device(x) for x in nics if x["name"] == n), n) for n in names]
+        row = {"gpu": gpu["index"], "nics": devices, "class": best, "close": best in CLOSE_CLASSES}
+        down = [
+            device(n) for n in designed if device(n) in inactive and links.get(n["name"]) in CLOSE_CLASSES
+        ]
+        if down and not row["close"]:
+            row["close_but_down"] = down
+        rows.append(row)
+    out = []
+    far = [r for r in rows if r["class"] is not None and not r["close"]]
+    if not far:
+        return {"gpus": rows, "findings": out}
+    gpu_rows = [matrix.get(f"GPU{g['index']}", {}) for g in topo.get("gpus", [])]
+    close_cards = {
+        cards[n["name"]] for n in designed if any(r.get(n["name"]) in CLOSE_CLASSES for r in gpu_rows)
+    }
+    ncards, ngpus = len(close_cards), len(rows)
+    if ncards >= ngpus:
+        for r in far:
+            down = r.get("close_but_down")
             out.append(
                 finding(
                     "warning",
                     "gpu_without_close_nic",
-                    f"GPU{gpu['index']}'s nearest NIC ({', '.join(devices)}) is {best}, "
-                    "not on its PCIe switch "
-                    "(PIX/PXB): its inter-node traffic crosses the CPU (no GPUDirect RDMA by default)",
-                    gpus=[gpu["index"]],
+                    f"GPU{r['gpu']}'s nearest NIC ({', '.join(r['nics'])}) is {r['class']}, not on its PCIe "
+                    "switch (PIX/PXB)"
+                    + (f"; its own NIC {', '.join(down)} has no active port" if down else "")
+                    + ": its inter-node traffic crosses the CPU (no GPUDirect RDMA by default), on a node "
+                    f"built with {ncards} NIC card(s) on GPU switches for {ngpus} GPUs",
+                    gpus=[r["gpu"]],
                 )
             )
+        return {"gpus": rows, "findings": out}
+    why = (
+        f"{ncards} NIC card(s) on a GPU's PCIe switch for {ngpus} GPUs"
+        if ncards
+        else "no GPU shares a PCIe switch with any NIC (a board without PCIe switches, or a VM whose PCI "
+        "tree is flat: there NCCL reads the provider's topology file, NCCL_TOPO_FILE)"
+    )
+    out.append(
+        finding(
+            "info",
+            "gpu_without_close_nic",
+            f"GPUs {', '.join(str(r['gpu']) for r in far)} reach their nearest NIC only through the CPU "
+            f"({', '.join(sorted({r['class'] for r in far}, key=link_class_key))}), as this node's layout "
+            f"explains: {why}",
+            gpus=[r["gpu"] for r in far],
+        )
+    )
     return {"gpus": rows, "findings": out}
 
 
