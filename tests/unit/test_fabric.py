@@ -329,6 +329,10 @@ def test_a_slower_storage_card_is_set_aside_not_a_degraded_rail():
     assert (f["transport"], f["rail_gbps"]) == ("ib", 200.0)
     assert [(a["name"], a["role"]) for a in f["set_aside"]] == [("mlx5_5:1", "other_card")]
     assert "nic_rate_low" not in codes(f["findings"])
+    # 9 rails (8 compute, the storage card's 200G port) for 8 GPUs: one each; the spare one
+    # counts for no GPU.
+    e = fabric.expected_busbw({"a": f}, 8)
+    assert (e["rails"], e["network_gbs"]) == (8, 200.0)
 
 
 def test_a_slower_port_of_the_same_card_model_stays_a_critical_finding(tmp_path):
@@ -366,6 +370,8 @@ def test_bonded_roce_devices_count_one_port_rate():
     assert f["ib_ports"][0]["netdev"] == "bond0" and f["findings"] == []
     e = fabric.expected_busbw({"a": f, "b": f}, 8)
     assert (e["network_gbs"], e["transport"]) == (100.0, "roce_gdr")
+    # NCCL's log says NET/IB for RoCE ports too: still RoCE's efficiency.
+    assert fabric.expected_busbw({"a": f, "b": f}, 8, transport="ib")["transport"] == "roce_gdr"
 
 
 def test_closeness_leaves_out_set_aside_nics_and_keeps_an_hca_with_one_port_up():
@@ -413,3 +419,61 @@ def test_closeness_warns_when_a_gpus_own_nic_is_down():
     c = fabric.gpu_nic_closeness(topo, nics)
     assert [(f["severity"], f["gpus"]) for f in c["findings"]] == [("warning", [0])]
     assert "its own NIC NIC0 has no active port" in c["findings"][0]["message"]
+
+
+# ---------------------------------------------------------------- expected busbw: rails and rates
+def _node(transport, rails, gbps, gpus=None, peermem=True):
+    return {
+        "transport": transport,
+        "rails": rails,
+        "rail_gbps": gbps,
+        "nvidia_gpus": gpus,
+        "peermem": {"loaded": peermem},
+    }
+
+
+@pytest.mark.parametrize(
+    "rails,gpus,ranks,used",
+    [
+        (8, 8, 8, 8),  # DGX: a rail per GPU
+        (8, 8, 1, 1),
+        (32, 8, 8, 32),  # AWS p5: 32 EFA devices, 4 per GPU
+        (32, 8, 2, 8),
+        (16, 8, 4, 8),  # two NICs per GPU
+        (10, 8, 8, 8),  # 8 compute + 2 storage ports: the spares count for no GPU
+        (4, 8, 8, 4),  # DGX-1: a NIC per two GPUs
+        (4, 8, 3, 2),
+        (4, None, 8, 4),  # GPU count unknown: one rail per GPU in the job
+        (16, None, 8, 8),
+    ],
+)
+def test_rails_a_job_drives(rails, gpus, ranks, used):
+    assert fabric.rails_for_ranks(_node("ib", rails, 400.0, gpus), ranks)[0] == used
+
+
+def test_expected_busbw_multi_rail_node_gets_every_rail():
+    # 16 NDR rails for 8 GPUs: 16 x 400 Gb/s = 800 GB/s for an 8-GPU job, 400 for a 4-GPU job.
+    e = fabric.expected_busbw({"a": _node("ib", 16, 400.0, 8), "b": _node("ib", 16, 400.0, 8)}, 8)
+    assert (e["network_gbs"], e["rails"], e["expected_gbs"]) == (800.0, 16, 720.0)
+    assert fabric.expected_busbw({"a": _node("ib", 16, 400.0, 8)}, 4)["network_gbs"] == 400.0
+
+
+def test_expected_busbw_mixed_rate_cluster_is_paced_by_the_slowest_node():
+    ndr = _node("ib", 8, 400.0, 8)
+    hdr = _node("ib", 8, 200.0, 8)
+    few = _node("ib", 4, 400.0, 8)
+    e = fabric.expected_busbw({"ndr": ndr, "hdr": hdr}, 8)
+    assert (e["slowest"], e["network_gbs"]) == ("hdr", 200.0)
+    # 4 NDR rails (200 GB/s) against 8 HDR (200 GB/s): a tie, broken by name; 4 GPUs per node:
+    # few drives 2 rails (100 GB/s), hdr 4 (100 GB/s).
+    assert fabric.expected_busbw({"few": few, "hdr": hdr}, 8)["network_gbs"] == 200.0
+    e4 = fabric.expected_busbw({"few": few, "hdr": hdr, "ndr": ndr}, 4)
+    assert (e4["slowest"], e4["network_gbs"], e4["rails"]) == ("few", 100.0, 2)
+    # one node without peermem takes GDR away from the group
+    assert (
+        fabric.expected_busbw({"ndr": ndr, "x": _node("ib", 8, 400.0, 8, peermem=False)}, 8)["transport"]
+        == "ib"
+    )
+    # the cross-node check names the odd node by rails x rate
+    out = fabric.cross_node_findings({"a": ndr, "b": dict(ndr), "c": hdr})
+    assert [(f["code"], f["nodes"]) for f in out] == [("fabric_rate_mismatch", ["c"])]

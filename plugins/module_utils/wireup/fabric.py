@@ -80,7 +80,11 @@ SKIP_NET = re.compile(r"^(lo|docker\d*|virbr\d*|cni\d*|flannel.*|cali.*|vxlan.*|
 # NICs, so busbw tops out at the node's NIC bandwidth (rails x rate). Where the factors come from
 # (roles/bench/README.md repeats this table):
 # - ib_gdr 0.90: NDR 8x400G clusters report 360-370 GB/s all_reduce busbw of 400 GB/s in
-#   NVIDIA's DGX H100 reference figures; NVIDIA/nccl#1412 reached 93 of ~100 GB/s once GDR was on.
+#   NVIDIA's DGX H100 reference figures; NVIDIA/nccl#1412 reached 93 of ~100 GB/s once GDR was on;
+#   an NCCL maintainer: "For NDR @ 400Gbps you should see 46-48GB/s per NIC" (0.92-0.96 of
+#   50 GB/s; NVIDIA/nccl-tests#290, 2025-03, advising NCCL_ALGO=RING for two-node tests).
+# - efa: none. AWS's captures (tests/fixtures/public/p4dex2_*, p5x2_*) beat the NIC figure
+#   (tree algorithms), so they give no ring efficiency; EFA pairs get no expectation (reason given).
 # - ib 0.75: NVIDIA/nccl#1412 measured 33 GB/s before enabling GDR on the same 4x NIC nodes
 #   (host bounce buffers; the CPU memory copy bounds it); 0.75 is the optimistic side.
 # - roce_gdr 0.85, roce 0.70: RoCE pays congestion control and lossy-fabric retries over IB.
@@ -768,19 +772,50 @@ def cross_node_findings(nodes):
     return out
 
 
+def rails_for_ranks(facts, ranks):
+    """(rails a job of ``ranks`` GPUs per node drives on a node, and why).
+
+    Each GPU drives the rails nearest it. With the node's GPU count known (``nvidia_gpus``): a
+    node with at least as many rails as GPUs gives each GPU rails // GPUs of them (AWS p5: 32
+    EFA devices for 8 GPUs, 4 each; a DGX with 8 compute and 1-2 storage ports: 1 each, the
+    spare ports count for no GPU), so the job drives ranks x that; a node with fewer rails than
+    GPUs shares them, and the job drives its share, rounded up. Where the GPU count is unknown,
+    one rail per GPU in the job (DGX-like nodes)."""
+    rails = facts["rails"]
+    if not ranks:
+        return rails, f"{rails} rail(s)"
+    ranks = max(1, int(ranks))
+    node_gpus = facts.get("nvidia_gpus")
+    if not node_gpus:
+        used = min(rails, ranks)
+        return used, f"{used} of {rails} rail(s): one per GPU in the job (the node's GPU count unknown)"
+    gpus = min(ranks, node_gpus)
+    if rails >= node_gpus:
+        per_gpu = rails // node_gpus
+        used = min(rails, gpus * per_gpu)
+        return used, f"{used} of {rails} rail(s): {per_gpu} per GPU for {gpus} of the node's {node_gpus} GPUs"
+    used = min(rails, -(-gpus * rails // node_gpus))
+    return used, f"{used} of {rails} rail(s): {gpus} of the node's {node_gpus} GPUs share them"
+
+
 def expected_busbw(
     nic_facts_by_node, gpus_per_node, *, intra_node_gbs=None, transport=None, gdr=None, overrides=None
 ):
     """Expected all-reduce busbw (GB/s) of a group of nodes, or None with the reason.
 
-    busbw across nodes tops out at one node's NIC bandwidth (nccl-tests doc/PERFORMANCE.md: busbw
-    is comparable to the hardware's peak; a ring enters and leaves every node through its NICs):
-    usable = rails x rate of the slowest node, rails capped at the GPUs per node in the job (each
-    GPU drives its nearest rail). The node's own fabric (NVLink, PCIe) bounds it too: the result
-    is min(usable, intra-node expected) x the transport's efficiency. ``transport`` is what NCCL
-    used (from its INFO log) where known, else what the facts promise; ``gdr`` likewise.
-    Returns {expected_gbs, network_gbs, bottleneck, transport, efficiency, slowest} or
-    {expected_gbs: None, reason}."""
+    busbw across nodes tops out at one node's NIC bandwidth for a ring (nccl-tests
+    doc/PERFORMANCE.md: busbw = algbw x 2(n-1)/n, comparable to the hardware's peak; each ring
+    enters and leaves every node once through a NIC, so a node's NICs carry 2(n-1)/n of the
+    buffer in the time busbw is measured over): usable = rails x rate of the slowest node, the
+    rails a job of ``gpus_per_node`` GPUs drives (:func:`rails_for_ranks`). NCCL's tree
+    algorithms move less across nodes and can report more than that (the 2x p4de and 2x p5
+    captures in tests/fixtures/public: 78 GB/s on 4x100G EFA, 487 GB/s on 32x100G), so the figure
+    is what a ring must reach. The node's own fabric (NVLink, PCIe) bounds it too: the result is
+    min(usable, intra-node expected) x the transport's efficiency. ``transport`` is what NCCL
+    used (from its INFO log: 'ib' for NET/IB, which also drives RoCE ports, 'socket', 'ofi' for
+    EFA) where known, else what the facts promise; ``gdr`` likewise.
+    Returns {expected_gbs, network_gbs, bottleneck, transport, efficiency, slowest, rails,
+    rails_basis} or {expected_gbs: None, reason}."""
     eff_table = dict(TRANSPORT_EFFICIENCY)
     eff_table.update(overrides or {})
     if not nic_facts_by_node:
@@ -796,13 +831,14 @@ def expected_busbw(
             }
         if not facts or not facts.get("rail_gbps"):
             return {"expected_gbs": None, "reason": f"{host}: no usable NIC with a known rate"}
-        rails = facts["rails"]
-        if gpus_per_node:
-            rails = min(rails, max(1, int(gpus_per_node)))
-        per_node[host] = rails * facts["rail_gbps"] / 8.0  # Gb/s -> GB/s
-    slowest = min(per_node, key=lambda h: (per_node[h], h))
-    network = per_node[slowest]
-    kind = transport or nic_facts_by_node[slowest].get("transport")
+        rails, basis = rails_for_ranks(facts, gpus_per_node)
+        per_node[host] = (rails * facts["rail_gbps"] / 8.0, rails, basis)  # Gb/s -> GB/s
+    slowest = min(per_node, key=lambda h: (per_node[h][0], h))
+    network, rails, basis = per_node[slowest]
+    promised = nic_facts_by_node[slowest].get("transport")
+    kind = {"ofi": "efa"}.get(transport, transport) or promised
+    if kind == "ib" and promised == "roce":
+        kind = "roce"  # NCCL's NET/IB over the node's RoCE ports
     if kind in ("ib", "roce"):
         use_gdr = (
             gdr
@@ -813,7 +849,11 @@ def expected_busbw(
     else:
         key = kind
     if key not in eff_table:
-        return {"expected_gbs": None, "reason": f"no efficiency known for transport {kind!r}"}
+        return {
+            "expected_gbs": None,
+            "reason": f"no efficiency known for transport {kind!r} (fabric.TRANSPORT_EFFICIENCY has "
+            f"{', '.join(sorted(eff_table))})",
+        }
     bottleneck = "network"
     base = network
     if intra_node_gbs and intra_node_gbs < network:
@@ -825,4 +865,6 @@ def expected_busbw(
         "transport": key,
         "efficiency": eff_table[key],
         "slowest": slowest,
+        "rails": rails,
+        "rails_basis": basis,
     }
