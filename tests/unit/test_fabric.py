@@ -241,7 +241,7 @@ def test_parse_state_takes_the_kernels_names_with_spaces(text, expected):
         ("200 Gb/sec (2X NDR)", {"gbps": 200.0, "width": 2, "speed": "NDR"}),
         ("800 Gb/sec (4X XDR)", {"gbps": 800.0, "width": 4, "speed": "XDR"}),
         ("400 Gb/sec (8X HDR)", {"gbps": 400.0, "width": 8, "speed": "HDR"}),  # EFA's 400G mapping
-        ("10 Gb/sec (4X)", {"gbps": 10.0, "width": 4, "speed": None}),  # kernels before HDR: SDR unnamed
+        ("10 Gb/sec (4X)", {"gbps": 10.0, "width": 4, "speed": None}),  # older kernels: SDR unnamed
         ("0 GB/sec", None),
     ],
 )

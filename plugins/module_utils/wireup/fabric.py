@@ -20,7 +20,7 @@ What is read, per the ABI documents and drivers/infiniband/core/sysfs.c:
   ARMED, ACTIVE, ACTIVE_DEFER); ``phys_state`` ``1: Sleep`` ... ``5: LinkUp``,
   ``6: LinkErrorRecovery``, ``7: Phy Test`` (names with spaces), ``%d: <unknown>``; ``rate``
   ``%d%s Gb/sec (%dX%s)``, whole or ``.5`` (``56 Gb/sec (4X FDR)``, ``200 Gb/sec (2X NDR)``,
-  ``800 Gb/sec (4X XDR)``; kernels before HDR printed SDR as ``(4X)``); a down port still
+  ``800 Gb/sec (4X XDR)``; older kernels printed SDR unnamed, ``(4X)``); a down port still
   reports a rate (``10 Gb/sec (4X SDR)``, ``40 Gb/sec (4X QDR)`` on a RoCE port);
   ``link_layer`` ``InfiniBand``, ``Ethernet`` or ``Unknown``. AWS's EFA answers ``Unknown``
   (its driver returns IB_LINK_LAYER_UNSPECIFIED; linux-rdma/rdma-core#884), always
