@@ -9,7 +9,8 @@ module: wireup_nic_facts
 short_description: Read the NICs that can carry training traffic between nodes
 description:
   - Reads C(/sys/class/infiniband/*/ports/*) (state, physical state, rate, link layer, RoCE GID
-    types), C(/sys/class/net/*) (speed, MTU, operstate, type, device), C(/proc/modules)
+    types), each HCA's board_id, driver and SR-IOV physfn, C(/sys/class/net/*) (speed, MTU,
+    operstate, type, device), C(/proc/driver/nvidia/gpus), C(/proc/modules)
     (nvidia_peermem or nv_peer_mem), C(/proc/cmdline) and the IOMMU group type, once, and parses
     them with C(plugins/module_utils/wireup/fabric.py) (parse_nic_facts).
   - Returns the fact C(gpu_topology_nics). Changes nothing; works in check mode and without a GPU.
@@ -38,9 +39,11 @@ ansible_facts:
       contains:
         ib_ports:
           description: >-
-            Every InfiniBand/RoCE HCA port - hca, port, name (mlx5_0:1), state (ACTIVE), phys_state
-            (LinkUp), rate_gbps, width, speed (NDR), rate (the sysfs text), link_layer (InfiniBand or
-            Ethernet), roce (RoCE v2 or None), netdev, pci, active.
+            Every InfiniBand/RoCE/EFA HCA port - hca, port, name (mlx5_0:1), state (ACTIVE), phys_state
+            (LinkUp), rate_gbps, width, speed (NDR), rate (the sysfs text), link_layer (InfiniBand,
+            Ethernet or Unknown), kind (ib, efa, roce or None), roce (RoCE v2 or None), netdev, pci,
+            driver, board_id, vf_of (an SR-IOV VF's physical function), active, role (rail,
+            frontend, vf, other_card) and set_aside (why it is no rail, or None).
           type: list
           elements: dict
         interfaces:
@@ -55,8 +58,11 @@ ansible_facts:
         iommu:
           description: mode - off, passthrough, translated or unknown.
           type: dict
+        nvidia_gpus:
+          description: GPUs in /proc/driver/nvidia/gpus (None without the NVIDIA driver).
+          type: int
         transport:
-          description: What NCCL would use between nodes - ib, roce, socket or None.
+          description: What NCCL would use between nodes - ib, efa, roce, socket or None.
           type: str
         rails:
           description: Active rails of that transport.
@@ -70,10 +76,14 @@ ansible_facts:
           description: The rails (mlx5_0:1 or the interface name).
           type: list
           elements: str
+        set_aside:
+          description: Ports that are no training rails - name, role, reason.
+          type: list
+          elements: dict
         findings:
           description: >-
-            Node findings {severity, code, gpus, message} - nic_port_down, nic_rate_low,
-            peermem_missing, iommu_translated (roles/gpu_topology/README.md).
+            Node findings {severity, code, gpus, message} - nic_port_down, nic_set_aside,
+            nic_rate_low, peermem_missing, iommu_translated (roles/gpu_topology/README.md).
           type: list
           elements: dict
 """

@@ -127,12 +127,18 @@ def test_closeness_on_h100x8_with_ten_nics():
     assert c["gpus"][3]["nics"] == ["NIC5"] and c["findings"] == []
 
 
-def test_closeness_names_gpus_without_a_close_nic():
+def test_closeness_one_dual_port_card_for_eight_gpus_is_one_info_finding():
+    # Real: NVIDIA/go-gpuallocator#17: NIC0 and NIC1 are PIX to each other with the same class to
+    # every GPU (the two ports of one card); 7 GPUs are SYS to it, GPU6 PHB. One card cannot sit
+    # on eight GPUs' switches: the node's layout, not eight warnings.
     topo = topology.parse_topo_matrix((PUBLIC / "rtx4090x8_go-gpuallocator-17_topo_m.txt").read_text())
     c = fabric.gpu_nic_closeness(topo)
     far = [g["gpu"] for g in c["gpus"] if not g["close"]]
-    assert far and [f["gpus"][0] for f in c["findings"]] == far
-    assert all(f["code"] == "gpu_without_close_nic" for f in c["findings"])
+    assert far == list(range(8))
+    assert [(f["severity"], f["code"], f["gpus"]) for f in c["findings"]] == [
+        ("info", "gpu_without_close_nic", far)
+    ]
+    assert "no GPU shares a PCIe switch with any NIC" in c["findings"][0]["message"]
 
 
 def test_closeness_skips_inactive_nics_by_device_name():
@@ -210,3 +216,264 @@ def test_expected_busbw_without_facts_says_why():
 def test_parse_nic_facts_rejects_non_dict():
     with pytest.raises(ValueError, match="expected a dict"):
         fabric.parse_nic_facts("sys")
+
+
+# ---------------------------------------------------------------- kernel formats and odd values
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("5: LinkUp", (5, "LinkUp")),
+        ("7: Phy Test\n", (7, "Phy Test")),  # drivers/infiniband/core/sysfs.c phys_state names
+        ("4: PortConfigurationTraining", (4, "PortConfigurationTraining")),
+        ("9: <unknown>", (9, "<unknown>")),
+        ("5: ACTIVE_DEFER", (5, "ACTIVE_DEFER")),
+        ("4:\ufffd ACTIVE", (None, None)),
+    ],
+)
+def test_parse_state_takes_the_kernels_names_with_spaces(text, expected):
+    assert fabric.parse_state(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("56 Gb/sec (4X FDR)", {"gbps": 56.0, "width": 4, "speed": "FDR"}),
+        ("200 Gb/sec (2X NDR)", {"gbps": 200.0, "width": 2, "speed": "NDR"}),
+        ("800 Gb/sec (4X XDR)", {"gbps": 800.0, "width": 4, "speed": "XDR"}),
+        ("400 Gb/sec (8X HDR)", {"gbps": 400.0, "width": 8, "speed": "HDR"}),  # EFA's 400G mapping
+        ("10 Gb/sec (4X)", {"gbps": 10.0, "width": 4, "speed": None}),  # older kernels: SDR unnamed
+        ("0 GB/sec", None),
+    ],
+)
+def test_parse_rate_kernel_strings(text, expected):
+    assert fabric.parse_rate(text) == expected
+
+
+@pytest.mark.parametrize("value", ["4294967295", "65535", "-1", "0"])
+def test_unknown_ethernet_speeds_are_unknown_not_terabits(tmp_path, value):
+    # Older kernels printed ethtool's SPEED_UNKNOWN unsigned (net/core/net-sysfs.c speed_show with
+    # fmt_udec): 4294967295 Mb/s is no 4 Pb/s link.
+    root = tmp_path / "t"
+    shutil.copytree(SYSFS / "testbed_veth", root, symlinks=True)
+    (root / "sys/class/net/host0/speed").write_text(value + "\n")
+    f = fabric.parse_nic_facts(fabric.read_tree(str(root)))
+    assert f["interfaces"][0]["speed_mbps"] is None
+    assert (f["rail_gbps"], f["speed_assumed"]) == (10.0, True)
+
+
+# ---------------------------------------------------------------- NICs that are no training rails
+def test_efa_devices_are_their_own_transport_not_infiniband():
+    # AWS p4d: EFA's link_layer reads "Unknown" (linux-rdma/rdma-core#884); NCCL reaches EFA through
+    # aws-ofi-nccl, not NET/IB, and no efficiency is known for it.
+    f = facts("efa4_p4d_unknown_link_layer")
+    assert (f["transport"], f["rails"], f["rail_gbps"], f["nvidia_gpus"]) == ("efa", 4, 100.0, 8)
+    assert {(p["kind"], p["driver"], p["link_layer"]) for p in f["ib_ports"]} == {("efa", "efa", "Unknown")}
+    assert f["findings"] == []
+    e = fabric.expected_busbw({"a": f, "b": f}, 8)
+    assert e["expected_gbs"] is None and "no efficiency known for transport 'efa'" in e["reason"]
+    # NCCL's log names the plugin OFI: the same answer.
+    assert fabric.expected_busbw({"a": f}, 8, transport="ofi")["expected_gbs"] is None
+
+
+def test_azure_accelerated_networking_vf_is_set_aside():
+    # Azure ND H200 v5 (its ibv_devinfo): mlx5_ib0..7 InfiniBand, mlx5_an0 Ethernet, all ACTIVE.
+    f = facts("azure_ndv5_ib8_an0")
+    assert (f["transport"], f["rails"], f["rail_gbps"]) == ("ib", 8, 400.0)
+    assert [(a["name"], a["role"]) for a in f["set_aside"]] == [("mlx5_an0:1", "frontend")]
+    assert [(x["severity"], x["code"]) for x in f["findings"]] == [("info", "nic_set_aside")]
+    assert "Accelerated Networking" in f["findings"][0]["message"]
+
+
+def test_azure_vm_with_only_the_accelerated_networking_vf_uses_sockets():
+    # Without InfiniBand the AccelNet VF is no RoCE rail: NCCL runs over sockets (skypilot#4448's
+    # log: NET/Socket on eth0 and the VF's enP7906s1) and no peermem warning is due.
+    f = facts("azure_an0_only")
+    assert (f["transport"], f["devices"]) == ("socket", ["eth0"])
+    assert "peermem_missing" not in codes(f["findings"])
+    assert codes(f["findings"]) == ["nic_set_aside"]
+
+
+def test_unused_second_ports_of_ethernet_cards_on_an_ib_node_are_info():
+    # imbue-ai/cluster-health#4: 8 CX-7 InfiniBand rails and two dual-port CX-6 Ethernet cards
+    # whose second ports (mlx5_2, mlx5_8) are down: no training traffic is lost.
+    f = facts("h100_ib8_cx6_eth_unused_ports")
+    assert (f["transport"], f["rails"], f["rail_gbps"]) == ("ib", 8, 400.0)
+    down = [x for x in f["findings"] if x["code"] == "nic_port_down"]
+    assert [(x["severity"], x["message"].split(" ")[0]) for x in down] == [
+        ("info", "mlx5_2:1"),
+        ("info", "mlx5_8:1"),
+    ]
+    assert "transport is InfiniBand, so this RoCE port" in down[0]["message"]
+
+
+def test_a_cards_unused_second_port_on_a_roce_node_is_info_and_a_lost_rail_a_warning(tmp_path):
+    root = tmp_path / "t"
+    shutil.copytree(SYSFS / "roce2_no_peermem_iommu_dma", root, symlinks=True)
+    port = root / "sys/class/infiniband/mlx5_1/ports/1"
+    (port / "state").write_text("1: DOWN\n")
+    (port / "phys_state").write_text("3: Disabled\n")
+    f = fabric.parse_nic_facts(fabric.read_tree(str(root)))
+    down = next(x for x in f["findings"] if x["code"] == "nic_port_down")
+    # mlx5_1 is 0000:3b:00.1, the second function of mlx5_0's card (0000:3b:00.0), which is up.
+    assert down["severity"] == "info" and "the other port of the card 0000:3b:00" in down["message"]
+    # A rail on its own card that goes down is a warning (ndr8: mlx5_7 on 0000:88:00.0).
+    lost = facts("ndr8_one_rail_hdr_one_down")
+    assert [x["severity"] for x in lost["findings"] if x["code"] == "nic_port_down"] == ["warning"]
+
+
+def test_a_slower_storage_card_is_set_aside_not_a_degraded_rail():
+    # NVIDIA/nccl#1505's DGX A100: 8 HDR compute ports and a storage card whose ports run at 200
+    # and 100 Gb/s. The 100G port is another card model than the rails: no critical finding, and
+    # the rails are not paced by it.
+    f = facts("hdr8_storage_card_hdr_and_edr")
+    assert (f["transport"], f["rail_gbps"]) == ("ib", 200.0)
+    assert [(a["name"], a["role"]) for a in f["set_aside"]] == [("mlx5_5:1", "other_card")]
+    assert "nic_rate_low" not in codes(f["findings"])
+    # 9 rails (8 compute, the storage card's 200G port) for 8 GPUs: one each; the spare one
+    # counts for no GPU.
+    e = fabric.expected_busbw({"a": f}, 8)
+    assert (e["rails"], e["network_gbs"]) == (8, 200.0)
+
+
+def test_a_slower_port_of_the_same_card_model_stays_a_critical_finding(tmp_path):
+    root = tmp_path / "t"
+    shutil.copytree(SYSFS / "hdr8_storage_card_hdr_and_edr", root, symlinks=True)
+    (root / "sys/class/infiniband/mlx5_3/ports/1/rate").write_text("100 Gb/sec (2X HDR)\n")
+    f = fabric.parse_nic_facts(fabric.read_tree(str(root)))
+    low = [x for x in f["findings"] if x["code"] == "nic_rate_low"]
+    assert [(x["severity"], x["message"].split(" ")[0]) for x in low] == [("critical", "mlx5_3:1")]
+    assert f["rail_gbps"] == 100.0
+
+
+def test_sriov_vfs_of_a_local_port_are_not_extra_rails():
+    # NVIDIA/nccl#246's lspci: a GPU host whose ConnectX-5 has virtual functions enabled. They
+    # share the PF's link: 2 rails, not 6, and a host without VFs does not differ from it.
+    f = facts("cx5_pf_with_sriov_vfs")
+    assert (f["transport"], f["rails"], f["devices"]) == ("roce", 2, ["mlx5_0:1", "mlx5_1:1"])
+    assert {a["role"] for a in f["set_aside"]} == {"vf"} and len(f["set_aside"]) == 4
+    plain = fabric.parse_nic_facts(
+        {
+            k: v
+            for k, v in fabric.read_tree(str(SYSFS / "cx5_pf_with_sriov_vfs")).items()
+            if "/mlx5_0/" in k or "/mlx5_1/" in k or "/net/" in k
+        }
+    )
+    assert fabric.cross_node_findings({"vfs": f, "plain": plain, "other": plain}) == []
+
+
+def test_bonded_roce_devices_count_one_port_rate():
+    # deepseek-ai/DeepEP#150's ibstatus: mlx5_bond_0..3 at 200 Gb/sec (4X HDR), link layer Ethernet.
+    # The bond's netdev says 400000 Mb/s, but NCCL's IB transport takes the port's rate (NVIDIA/nccl#1015:
+    # one QP uses one port).
+    f = facts("bond4_roce_h20")
+    assert (f["transport"], f["rails"], f["rail_gbps"]) == ("roce", 4, 200.0)
+    assert f["ib_ports"][0]["netdev"] == "bond0" and f["findings"] == []
+    e = fabric.expected_busbw({"a": f, "b": f}, 8)
+    assert (e["network_gbs"], e["transport"]) == (100.0, "roce_gdr")
+    # NCCL's log says NET/IB for RoCE ports too: still RoCE's efficiency.
+    assert fabric.expected_busbw({"a": f, "b": f}, 8, transport="ib")["transport"] == "roce_gdr"
+
+
+def test_closeness_leaves_out_set_aside_nics_and_keeps_an_hca_with_one_port_up():
+    topo = topology.parse_topo_matrix((PUBLIC / "gpux6_nccl-243_topo_m_mlx5_columns.txt").read_text())
+    # Old layout: the columns are the devices (mlx5_1, mlx5_0). A dual-port mlx5_0 with port 2
+    # down is still GPU2's PIX NIC.
+    nics = {
+        "ib_ports": [
+            {"hca": "mlx5_0", "active": True},
+            {"hca": "mlx5_0", "active": False},
+            {"hca": "mlx5_1", "active": True},
+        ]
+    }
+    c = fabric.gpu_nic_closeness(topo, nics)
+    assert (c["gpus"][2]["nics"], c["gpus"][2]["class"]) == (["mlx5_0"], "PIX")
+    # mlx5_1 set aside (a frontend VF): GPU5 loses its PIX NIC from the count, not a finding's worth.
+    nics["ib_ports"][2]["role"] = "frontend"
+    c = fabric.gpu_nic_closeness(topo, nics)
+    assert c["gpus"][5]["nics"] == ["mlx5_0"] and not c["gpus"][5]["close"]
+
+
+def test_closeness_picks_each_gpus_own_nic_in_reverse_order():
+    # Real: NVIDIA/nccl#1453, 8x H100, 9 NICs wired in reverse (GPU0-NIC8 ... GPU7-NIC1) and NIC0
+    # SYS to every GPU (a storage or management NIC): every GPU has its PIX NIC, nothing to say.
+    topo = topology.parse_topo_matrix((PUBLIC / "h100x8_nccl-1453_topo_m_nic0_far_cut.txt").read_text())
+    c = fabric.gpu_nic_closeness(topo)
+    assert [g["nics"] for g in c["gpus"]] == [[f"NIC{8 - i}"] for i in range(8)]
+    assert all(g["close"] for g in c["gpus"]) and c["findings"] == []
+
+
+def test_closeness_four_nics_for_eight_gpus_is_the_layout_not_four_warnings():
+    # Real: NVIDIA/nvshmem#52, 8x H100 with 4 NICs, each PIX to one GPU (1, 3, 4, 6): the other
+    # four GPUs reach a NIC through the CPU by design.
+    topo = topology.parse_topo_matrix((PUBLIC / "h100x8_nvshmem-52_topo_m_4nics_cut.txt").read_text())
+    c = fabric.gpu_nic_closeness(topo)
+    assert [g["gpu"] for g in c["gpus"] if g["close"]] == [1, 3, 4, 6]
+    assert [(f["severity"], f["gpus"]) for f in c["findings"]] == [("info", [0, 2, 5, 7])]
+    assert "4 NIC card(s) on a GPU's PCIe switch for 8 GPUs" in c["findings"][0]["message"]
+
+
+def test_closeness_warns_when_a_gpus_own_nic_is_down():
+    # Real: NVIDIA/nccl#1617, 4x H100, one PIX NIC per GPU; NIC0 inactive: GPU0 lost its rail.
+    topo = topology.parse_topo_matrix((PUBLIC / "h100x4_nccl-1617_topo_m.txt").read_text())
+    nics = {"ib_ports": [{"hca": n["name"], "active": n["name"] != "NIC0"} for n in topo["nics"]]}
+    c = fabric.gpu_nic_closeness(topo, nics)
+    assert [(f["severity"], f["gpus"]) for f in c["findings"]] == [("warning", [0])]
+    assert "its own NIC NIC0 has no active port" in c["findings"][0]["message"]
+
+
+# ---------------------------------------------------------------- expected busbw: rails and rates
+def _node(transport, rails, gbps, gpus=None, peermem=True):
+    return {
+        "transport": transport,
+        "rails": rails,
+        "rail_gbps": gbps,
+        "nvidia_gpus": gpus,
+        "peermem": {"loaded": peermem},
+    }
+
+
+@pytest.mark.parametrize(
+    "rails,gpus,ranks,used",
+    [
+        (8, 8, 8, 8),  # DGX: a rail per GPU
+        (8, 8, 1, 1),
+        (32, 8, 8, 32),  # AWS p5: 32 EFA devices, 4 per GPU
+        (32, 8, 2, 8),
+        (16, 8, 4, 8),  # two NICs per GPU
+        (10, 8, 8, 8),  # 8 compute + 2 storage ports: the spares count for no GPU
+        (4, 8, 8, 4),  # DGX-1: a NIC per two GPUs
+        (4, 8, 3, 2),
+        (4, None, 8, 4),  # GPU count unknown: one rail per GPU in the job
+        (16, None, 8, 8),
+    ],
+)
+def test_rails_a_job_drives(rails, gpus, ranks, used):
+    assert fabric.rails_for_ranks(_node("ib", rails, 400.0, gpus), ranks)[0] == used
+
+
+def test_expected_busbw_multi_rail_node_gets_every_rail():
+    # 16 NDR rails for 8 GPUs: 16 x 400 Gb/s = 800 GB/s for an 8-GPU job, 400 for a 4-GPU job.
+    e = fabric.expected_busbw({"a": _node("ib", 16, 400.0, 8), "b": _node("ib", 16, 400.0, 8)}, 8)
+    assert (e["network_gbs"], e["rails"], e["expected_gbs"]) == (800.0, 16, 720.0)
+    assert fabric.expected_busbw({"a": _node("ib", 16, 400.0, 8)}, 4)["network_gbs"] == 400.0
+
+
+def test_expected_busbw_mixed_rate_cluster_is_paced_by_the_slowest_node():
+    ndr = _node("ib", 8, 400.0, 8)
+    hdr = _node("ib", 8, 200.0, 8)
+    few = _node("ib", 4, 400.0, 8)
+    e = fabric.expected_busbw({"ndr": ndr, "hdr": hdr}, 8)
+    assert (e["slowest"], e["network_gbs"]) == ("hdr", 200.0)
+    # 4 NDR rails (200 GB/s) against 8 HDR (200 GB/s): a tie, broken by name; 4 GPUs per node:
+    # few drives 2 rails (100 GB/s), hdr 4 (100 GB/s).
+    assert fabric.expected_busbw({"few": few, "hdr": hdr}, 8)["network_gbs"] == 200.0
+    e4 = fabric.expected_busbw({"few": few, "hdr": hdr, "ndr": ndr}, 4)
+    assert (e4["slowest"], e4["network_gbs"], e4["rails"]) == ("few", 100.0, 2)
+    # one node without peermem takes GDR away from the group
+    assert (
+        fabric.expected_busbw({"ndr": ndr, "x": _node("ib", 8, 400.0, 8, peermem=False)}, 8)["transport"]
+        == "ib"
+    )
+    # the cross-node check names the odd node by rails x rate
+    out = fabric.cross_node_findings({"a": ndr, "b": dict(ndr), "c": hdr})
+    assert [(f["code"], f["nodes"]) for f in out] == [("fabric_rate_mismatch", ["c"])]

@@ -344,7 +344,8 @@ def test_all_nvlinks_down_with_nvswitches_on_the_bus():
     down = read(FIXTURES / "public" / "b200_gpud-1085_nvlink_s_all_inactive.txt")
     up = "GPU 1: NVIDIA B200 (UUID: GPU-yyy)\n" + "".join(f"\t Link {i}: 50 GB/s\n" for i in range(18))
     nvl = nvlink.parse_nvlink_status(up + down)
-    assert codes(health.findings(None, nvl, nvswitches=2, kernel_log="")) == [("critical", "nvlink_gpu_down", [2])]
+    items = health.findings(None, nvl, nvswitches=2, kernel_log="")
+    assert codes(items) == [("critical", "nvlink_gpu_down", [2])]
     assert health.findings(None, nvl, nvswitches=0, kernel_log="") == []
 
 

@@ -475,8 +475,9 @@ def test_real_cuda_failure_glued_to_a_row():
     run = nccltests.assess(read("h200x1_v2.19.6_all_reduce_G5_z1_cuda_failure_in_row.txt"), 2)
     assert run["parsed"] is None
     assert run["problems"][0] == "exit code 2: testCudaError"
-    assert "Test CUDA failure common.cu:502 'operation not permitted when stream is capturing'" in (
-        run["problems"][1]
+    assert (
+        "Test CUDA failure common.cu:502 'operation not permitted when stream is capturing'"
+        in (run["problems"][1])
     )
     assert run["problems"][-1] == "no result rows"
 

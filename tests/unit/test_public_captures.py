@@ -76,6 +76,24 @@ TOPO_M = {
         [f"NIC{i}" for i in range(10)],
         [("0-55,112-167", "0", None)] * 4 + [("56-111,168-223", "1", None)] * 4,
     ),
+    "gpux6_nccl-243_topo_m_mlx5_columns.txt": (
+        6,
+        ["PIX", "NODE", "SYS"],
+        ["mlx5_1", "mlx5_0"],
+        [("0-13,28-41", None, None)] * 3 + [("14-27,42-55", None, None)] * 3,
+    ),
+    "h100x8_nccl-1453_topo_m_nic0_far_cut.txt": (
+        8,
+        ["NV18"],
+        [f"NIC{i}" for i in range(9)],
+        [("0-79", "0", None)] * 4 + [("80-159", "1", None)] * 4,
+    ),
+    "h100x8_nvshmem-52_topo_m_4nics_cut.txt": (
+        8,
+        ["NV18"],
+        [f"NIC{i}" for i in range(4)],
+        [("0-47,96-143", "0", None)] * 4 + [("48-95,144-191", "1", None)] * 4,
+    ),
 }
 
 

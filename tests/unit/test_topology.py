@@ -732,3 +732,23 @@ def test_module_parses_each_output_once(monkeypatch):
     assert sorted(calls) == sorted(
         ["parse_topo_matrix", "parse_nvlink_status", "parse_query_gpu_csv", "parse_topo_p2p"]
     ), calls
+
+
+def test_nic_legend_without_its_title_line_still_names_the_devices():
+    # Real: NVIDIA/nccl-tests#331 (4x A100, NIC legend cut after NIC1). A paste that lost the
+    # "NIC Legend:" line keeps its entries after the link-class legend; one that kept only the
+    # NIC legend has them right after the matrix.
+    text = (FIXTURES / "public" / "a100x4_nccl-tests-331_topo_m_nv4.txt").read_text()
+    untitled = text.replace("NIC Legend:\n", "")
+    assert [n["device"] for n in topology.parse_topo_matrix(untitled)["nics"]] == [
+        "mlx5_0",
+        "mlx5_1",
+        None,
+        None,
+    ]
+    lines = text.splitlines(True)
+    matrix_end = next(i for i, line in enumerate(lines) if line.startswith("NIC3"))
+    only_nic = "".join(lines[: matrix_end + 1] + [line for line in lines if line.strip().startswith("NIC0:")])
+    topo = topology.parse_topo_matrix(only_nic)
+    assert [n["device"] for n in topo["nics"]] == ["mlx5_0", None, None, None]
+    assert topo["legend"] == {}

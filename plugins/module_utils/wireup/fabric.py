@@ -12,14 +12,31 @@ What is read, per the ABI documents and drivers/infiniband/core/sysfs.c:
   width x speed, ``400 Gb/sec (4X NDR)``, ``2.5 Gb/sec (1X SDR)``; ``link_layer``: ``InfiniBand``
   or ``Ethernet`` (RoCE); ``gid_attrs/types/<i>``: ``IB/RoCE v1`` or ``RoCE v2``;
   ``gid_attrs/ndevs/<i>``: the netdev of a RoCE GID. ``/sys/class/infiniband/<hca>/device`` links
-  to the PCI function (its basename is the PCI address).
+  to the PCI function (its basename is the PCI address); ``device/driver`` names its driver
+  (``mlx5_core``, ``efa``), ``device/physfn`` is present on an SR-IOV virtual function and names
+  its physical function (drivers/pci/iov.c), ``board_id`` is the card model (mlx4/mlx5, bnxt_re;
+  what ``ibv_devinfo`` prints as ``board_id``).
+  The kernel's formats (drivers/infiniband/core/sysfs.c): ``state`` ``%d: %s`` (NOP, DOWN, INIT,
+  ARMED, ACTIVE, ACTIVE_DEFER); ``phys_state`` ``1: Sleep`` ... ``5: LinkUp``,
+  ``6: LinkErrorRecovery``, ``7: Phy Test`` (names with spaces), ``%d: <unknown>``; ``rate``
+  ``%d%s Gb/sec (%dX%s)``, whole or ``.5`` (``56 Gb/sec (4X FDR)``, ``200 Gb/sec (2X NDR)``,
+  ``800 Gb/sec (4X XDR)``; older kernels printed SDR unnamed, ``(4X)``); a down port still
+  reports a rate (``10 Gb/sec (4X SDR)``, ``40 Gb/sec (4X QDR)`` on a RoCE port);
+  ``link_layer`` ``InfiniBand``, ``Ethernet`` or ``Unknown``. AWS's EFA answers ``Unknown``
+  (its driver returns IB_LINK_LAYER_UNSPECIFIED; linux-rdma/rdma-core#884), always
+  ``4: ACTIVE``/``5: LinkUp`` and, before its driver read the link speed, always
+  ``100 Gb/sec (4X EDR)`` (drivers/infiniband/hw/efa/efa_verbs.c ``efa_query_port``).
 * ``/sys/class/net/<if>/speed`` (Mb/s; -1 or unreadable when the link is down or the driver
-  does not know), ``mtu``, ``operstate`` (RFC 2863: up, down, dormant, unknown, ...), ``type``
+  does not know; older kernels printed ethtool_cmd_speed() with ``%u``, so the unknown speed
+  reads 4294967295, and drivers that filled only ethtool's 16-bit field give 65535: both mean
+  unknown), ``mtu``, ``operstate`` (RFC 2863: up, down, dormant, unknown, ...), ``type``
   (ARPHRD: 1 Ethernet, 32 InfiniBand/IPoIB, 772 loopback), ``device`` (a link to the bus device;
   absent for virtual interfaces: veth, bridges, bonds).
 * ``/proc/modules``: ``nvidia_peermem`` (driver >= 470) or ``nv_peer_mem`` (the older Mellanox
   module) loaded = GPUDirect RDMA can register GPU memory with the HCA (NCCL's troubleshooting
   guide, "GPU Direct RDMA"); DMA-BUF (kernel >= 5.12 with the open driver) also works without it.
+* ``/proc/driver/nvidia/gpus/<pci>/``: one directory per GPU the NVIDIA driver drives (how many
+  GPUs share the node's rails).
 * ``/proc/cmdline`` and ``/sys/kernel/iommu_groups/<g>/type`` (``identity`` = passthrough,
   ``DMA``/``DMA-FQ`` = translated): NCCL's troubleshooting guide says IOMMU translation on bare
   metal hurts GPU peer and GPU-NIC traffic; ``iommu=pt`` keeps it out of the way.
@@ -37,9 +54,23 @@ IOMMU_ROOT = "sys/kernel/iommu_groups"
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
 SOCKET_DEFAULT_GBPS = 10.0
 
-STATE_RE = re.compile(r"^\s*(\d+)\s*:\s*(\S+)\s*$")
+# ``4: ACTIVE``, ``7: Phy Test``, ``9: <unknown>``: the kernel's names are words of letters.
+STATE_RE = re.compile(r"^\s*(\d+)\s*:\s*([A-Za-z_<>]+(?: [A-Za-z_<>]+)*)\s*$")
 RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec(?:\s*\((\d+)X\s*([A-Za-z0-9]*)\))?")
 ARPHRD = {1: "ether", 32: "infiniband", 772: "loopback", 65534: "none"}
+# ethtool's SPEED_UNKNOWN (-1) as old kernels printed it (unsigned, 32 bits) and as drivers that
+# set only the low 16 bits of ethtool_cmd's speed report it.
+SPEED_UNKNOWN = (4294967295, 65535)
+NVIDIA_GPUS = "proc/driver/nvidia/gpus"
+# Azure's images name the Accelerated Networking VF (host Ethernet, not the training fabric)
+# mlx5_an0 and the InfiniBand VFs mlx5_ib0...; Azure's health checks test mlx5_an0 apart
+# (Azure/azurehpc-health-checks: `check_hw_ib 40 mlx5_an0:1`), jobs list NCCL_IB_HCA=mlx5_ib*.
+FRONTEND_HCA = re.compile(r"^mlx5_an\d+$")
+# Which transport NCCL prefers between nodes: NET/IB over InfiniBand ports, then AWS's EFA (the
+# aws-ofi-nccl plugin), then NET/IB over RoCE ports. A down port of a kind below the node's
+# transport carries no training traffic either way.
+KIND_RANK = {"ib": 0, "efa": 1, "roce": 2}
+KIND_LABEL = {"ib": "InfiniBand", "efa": "EFA", "roce": "RoCE"}
 # Interface names that never carry training traffic between nodes.
 SKIP_NET = re.compile(r"^(lo|docker\d*|virbr\d*|cni\d*|flannel.*|cali.*|vxlan.*|tun\d*|tap\d*)$")
 
@@ -49,7 +80,11 @@ SKIP_NET = re.compile(r"^(lo|docker\d*|virbr\d*|cni\d*|flannel.*|cali.*|vxlan.*|
 # NICs, so busbw tops out at the node's NIC bandwidth (rails x rate). Where the factors come from
 # (roles/bench/README.md repeats this table):
 # - ib_gdr 0.90: NDR 8x400G clusters report 360-370 GB/s all_reduce busbw of 400 GB/s in
-#   NVIDIA's DGX H100 reference figures; NVIDIA/nccl#1412 reached 93 of ~100 GB/s once GDR was on.
+#   NVIDIA's DGX H100 reference figures; NVIDIA/nccl#1412 reached 93 of ~100 GB/s once GDR was on;
+#   an NCCL maintainer: "For NDR @ 400Gbps you should see 46-48GB/s per NIC" (0.92-0.96 of
+#   50 GB/s; NVIDIA/nccl-tests#290, 2025-03, advising NCCL_ALGO=RING for two-node tests).
+# - efa: none. AWS's captures (tests/fixtures/public/p4dex2_*, p5x2_*) beat the NIC figure
+#   (tree algorithms), so they give no ring efficiency; EFA pairs get no expectation (reason given).
 # - ib 0.75: NVIDIA/nccl#1412 measured 33 GB/s before enabling GDR on the same 4x NIC nodes
 #   (host bounce buffers; the CPU memory copy bounds it); 0.75 is the optimistic side.
 # - roce_gdr 0.85, roce 0.70: RoCE pays congestion control and lossy-fabric retries over IB.
@@ -101,6 +136,10 @@ def read_tree(root="/", ib_root=IB_ROOT, net_root=NET_ROOT):
     for hca in listdir(ib_root):
         base = f"{ib_root}/{hca}"
         link(f"{base}/device")
+        link(f"{base}/device/driver")
+        link(f"{base}/device/physfn")
+        if os.path.exists(os.path.join(root, base, "board_id")):
+            grab(f"{base}/board_id")
         for port in listdir(f"{base}/ports"):
             pbase = f"{base}/ports/{port}"
             for name in ("state", "phys_state", "rate", "link_layer"):
@@ -113,6 +152,10 @@ def read_tree(root="/", ib_root=IB_ROOT, net_root=NET_ROOT):
         for name in ("speed", "mtu", "operstate", "type"):
             grab(f"{base}/{name}")
         link(f"{base}/device")
+    if os.path.isdir(os.path.join(root, NVIDIA_GPUS)):
+        out[NVIDIA_GPUS] = ""
+        for bus in listdir(NVIDIA_GPUS):
+            grab(f"{NVIDIA_GPUS}/{bus}/information")
     grab("proc/modules")
     grab("proc/cmdline")
     for group in listdir(IOMMU_ROOT)[:1]:
@@ -181,15 +224,97 @@ def iommu_mode(cmdline, group_type, has_groups):
     return "unknown"
 
 
+def _kind(layer, driver, hca):
+    """'ib', 'roce', 'efa' or None: what NCCL would run over a port of this link layer."""
+    if layer == "InfiniBand":
+        return "ib"
+    if layer == "Ethernet":
+        return "roce"
+    if driver == "efa" or (driver is None and hca.startswith("efa")):
+        return "efa"
+    return None
+
+
+def _pci_device(pci):
+    """'0000:1b:00.1' -> '0000:1b:00' (the card; functions are its ports); None stays None."""
+    if not pci or "." not in pci:
+        return None
+    return pci.rsplit(".", 1)[0]
+
+
+def _set_aside(ports):
+    """Give each port a ``role``: 'rail' (can carry training traffic), 'frontend' (Azure's
+    Accelerated Networking VF) or 'vf' (an SR-IOV virtual function of a physical function that
+    is on this node too: it shares that port, so counting it would count the port twice); the
+    reason goes in ``set_aside``."""
+    pcis = {p.get("pci"): p["hca"] for p in ports if p.get("pci")}
+    for p in ports:
+        p.setdefault("role", "rail")
+        p.setdefault("set_aside", None)
+        if FRONTEND_HCA.match(p["hca"]):
+            p["role"] = "frontend"
+            p["set_aside"] = (
+                "Azure's Accelerated Networking VF (mlx5_an*): host Ethernet for the VM's own "
+                "traffic, not the training fabric"
+            )
+        elif p.get("vf_of") and p["vf_of"] in pcis and pcis[p["vf_of"]] != p["hca"]:
+            p["role"] = "vf"
+            p["set_aside"] = (
+                f"an SR-IOV virtual function of {pcis[p['vf_of']]} ({p['vf_of']}) on this node: it "
+                "shares that port's link"
+            )
+
+
+def _transport_kind(ports):
+    """The kind NCCL would use between nodes: the best-ranked kind with an active rail port."""
+    kinds = {
+        p["kind"] for p in ports if p.get("active") and p.get("role", "rail") == "rail" and p.get("kind")
+    }
+    return min(kinds, key=KIND_RANK.get) if kinds else None
+
+
+def _other_card_models(ports, kind):
+    """Active rail ports of ``kind`` slower than the fastest ones AND of another card model
+    (``board_id``) than the node's main one (the model most of those ports are): a storage or
+    management card on the same fabric (DGX-like nodes carry 8 compute ports and 2-4 storage
+    ports, NVIDIA/nccl#1505 shows a DGX A100's storage card with ports at 200 and 100 Gb/s), not
+    a degraded rail. A slower port of the main model, or where models are unknown, stays a rail
+    (and a finding)."""
+    active = [
+        p
+        for p in ports
+        if p.get("active") and p.get("role") == "rail" and p.get("kind") == kind and p.get("rate_gbps")
+    ]
+    models = {}
+    for p in active:
+        models.setdefault(p.get("board_id"), []).append(p)
+    if len(models) < 2 or None in models:
+        return
+    main = max(models, key=lambda m: (len(models[m]), max(p["rate_gbps"] for p in models[m]), m))
+    top = max(p["rate_gbps"] for p in models[main])
+    for p in active:
+        if p["board_id"] != main and p["rate_gbps"] < top:
+            p["role"] = "other_card"
+            p["set_aside"] = (
+                f"card model {p['board_id']} at {p['rate']}, unlike the {len(models[main])} port(s) of model "
+                f"{main} at {top:g} Gb/sec: a storage or management card, not a training rail"
+            )
+
+
 def parse_nic_facts(files):
     """Build the NIC facts from :func:`read_tree`'s dict.
 
     Returns {ib_ports: [...], interfaces: [...], peermem: {loaded, module}, iommu: {mode},
-    transport: 'ib'|'roce'|'socket'|None, rails: int, rail_gbps: float|None, findings: [...]}.
-    ``ib_ports`` lists every HCA port (state, phys_state, rate, link layer, RoCE version, netdev,
-    PCI address); ``interfaces`` every netdev but loopback and container bridges. ``transport``,
-    ``rails`` and ``rail_gbps`` describe what NCCL would use between nodes: active IB ports first,
-    then active RoCE ports, else the fastest Ethernet/IPoIB interface that is up (sockets).
+    nvidia_gpus, transport: 'ib'|'efa'|'roce'|'socket'|None, rails: int, rail_gbps: float|None,
+    set_aside: [...], findings: [...]}.
+    ``ib_ports`` lists every HCA port (state, phys_state, rate, link layer, kind, RoCE version,
+    netdev, PCI address, driver, board_id, role); ``interfaces`` every netdev but loopback and
+    container bridges. ``transport``, ``rails`` and ``rail_gbps`` describe what NCCL would use
+    between nodes: active InfiniBand ports first, then EFA, then RoCE ports, else the fastest
+    Ethernet/IPoIB interface that is up (sockets). Ports that cannot carry training traffic
+    (Azure's Accelerated Networking VF, SR-IOV VFs of a local port, a slower card of another
+    model) are listed in ``set_aside`` with the reason and counted nowhere. ``nvidia_gpus``: the
+    GPUs ``/proc/driver/nvidia/gpus`` lists (None without the driver).
     """
     if not isinstance(files, dict):
         raise ValueError(f"parse_nic_facts: expected a dict of sysfs files, got {type(files).__name__}")
@@ -207,6 +332,7 @@ def parse_nic_facts(files):
         layer = _text(files, f"{base}/link_layer")
         gid_types = [_text(files, k) for k in sorted(files) if k.startswith(f"{base}/gid_attrs/types/")]
         ndevs = [_text(files, k) for k in sorted(files) if k.startswith(f"{base}/gid_attrs/ndevs/")]
+        driver = _text(files, f"{IB_ROOT}/{hca}/device/driver")
         roce = None
         if layer == "Ethernet":
             kinds = [t for t in gid_types if t]
@@ -225,12 +351,18 @@ def parse_nic_facts(files):
                 "speed": rate["speed"] if rate else None,
                 "rate": _text(files, f"{base}/rate"),
                 "link_layer": layer,
+                "kind": _kind(layer, driver, hca),
                 "roce": roce,
                 "netdev": next((n for n in ndevs if n), None),
                 "pci": _text(files, f"{IB_ROOT}/{hca}/device"),
+                "driver": driver,
+                "board_id": _text(files, f"{IB_ROOT}/{hca}/board_id") or None,
+                "vf_of": _text(files, f"{IB_ROOT}/{hca}/device/physfn"),
                 "active": state == "ACTIVE" and (phys is None or phys == "LinkUp"),
             }
         )
+    _set_aside(ports)
+    _other_card_models(ports, _transport_kind(ports))
     ifaces = []
     if_re = re.compile(rf"^{re.escape(NET_ROOT)}/([^/]+)/operstate$")
     for rel in sorted(files):
@@ -247,7 +379,9 @@ def parse_nic_facts(files):
             {
                 "name": name,
                 "operstate": _text(files, rel),
-                "speed_mbps": speed if speed is not None and speed > 0 else None,
+                "speed_mbps": speed
+                if speed is not None and speed > 0 and speed not in SPEED_UNKNOWN
+                else None,
                 "mtu": _int(_text(files, f"{base}/mtu")),
                 "type": ARPHRD.get(arp, str(arp) if arp is not None else None),
                 "pci": _text(files, f"{base}/device"),
@@ -262,6 +396,7 @@ def parse_nic_facts(files):
         next((t for t in group_types if isinstance(t, str)), None),
         bool(group_types),
     )
+    gpu_re = re.compile(rf"^{re.escape(NVIDIA_GPUS)}/[^/]+/information$")
     facts = {
         "ib_ports": ports,
         "interfaces": ifaces,
@@ -271,22 +406,38 @@ def parse_nic_facts(files):
             "modules_read": files.get("proc/modules") is not None,
         },
         "iommu": {"mode": mode},
+        "nvidia_gpus": sum(1 for k in files if gpu_re.match(k)) if NVIDIA_GPUS in files else None,
+        "set_aside": [
+            {"name": p["name"], "role": p["role"], "reason": p["set_aside"]} for p in ports if p["set_aside"]
+        ],
     }
     facts.update(usable_network(facts))
     facts["findings"] = node_findings(facts)
     return facts
 
 
+def _rails(facts):
+    """The ports that can carry training traffic (ports without a role, from callers that build
+    facts by hand, count as rails)."""
+    return [p for p in facts.get("ib_ports", []) if p.get("role", "rail") == "rail"]
+
+
+def _port_kind(p):
+    if "kind" in p:
+        return p["kind"]
+    return "roce" if p.get("link_layer") == "Ethernet" else "ib"
+
+
 def usable_network(facts):
     """What NCCL would carry inter-node traffic on: {transport, rails, rail_gbps, devices}.
 
-    IB ports that are ACTIVE first (NCCL's IB transport prefers them), then active RoCE ports,
-    else sockets over the fastest interface that is up. ``rail_gbps`` is the slowest active rail
-    (NCCL splits channels evenly over rails, so the slowest one paces them all)."""
-    active = [p for p in facts.get("ib_ports", []) if p.get("active")]
-    ib = [p for p in active if p.get("link_layer") != "Ethernet"]
-    roce = [p for p in active if p.get("link_layer") == "Ethernet"]
-    for kind, group in (("ib", ib), ("roce", roce)):
+    ACTIVE InfiniBand ports first (NCCL's IB transport prefers them), then EFA (aws-ofi-nccl),
+    then active RoCE ports, else sockets over the fastest interface that is up. Only rails
+    count (not the ports in ``set_aside``). ``rail_gbps`` is the slowest active rail (NCCL
+    splits channels evenly over rails, so the slowest one paces them all)."""
+    active = [p for p in _rails(facts) if p.get("active")]
+    for kind in sorted(KIND_RANK, key=KIND_RANK.get):
+        group = [p for p in active if _port_kind(p) == kind]
         rates = [p["rate_gbps"] for p in group if p.get("rate_gbps")]
         if group and rates:
             return {
@@ -337,23 +488,67 @@ def on_interface(facts, ifname):
     )
 
 
+def _down_port_severity(p, ports, transport):
+    """(severity, why) of a port that is not ACTIVE/LinkUp. A warning where it would carry
+    training traffic; info where it would not: a port set aside (role), a port of a kind NCCL
+    does not pick on this node (a RoCE storage port down on an InfiniBand node), or the other
+    port of a card whose first port is up (dual-port cards wired with one cable; the cross-node
+    check still names a node with fewer rails than the others)."""
+    if p.get("role", "rail") != "rail":
+        return "info", f"not a training rail: {p['set_aside']}"
+    kind = _port_kind(p)
+    if transport in KIND_RANK and kind in KIND_RANK and KIND_RANK[kind] > KIND_RANK[transport]:
+        return "info", (
+            f"this node's inter-node transport is {KIND_LABEL[transport]}, so this {KIND_LABEL[kind]} port "
+            "carries no training traffic"
+        )
+    card = _pci_device(p.get("pci"))
+    if card:
+        up = [
+            q["name"]
+            for q in ports
+            if q is not p and q.get("active") and _pci_device(q.get("pci")) == card and _port_kind(q) == kind
+        ]
+        if up:
+            return "info", (
+                f"the other port of the card {card} whose {', '.join(up)} is up: commonly left unused "
+                "(a node with fewer rails than the others is a cross-node finding)"
+            )
+    return "warning", "it carries no traffic"
+
+
 def node_findings(facts):
     """Findings about one node's NICs (see roles/gpu_topology/README.md, "Network facts")."""
     out = []
     ports = facts.get("ib_ports", [])
+    transport = facts.get("transport")
     for p in ports:
         if not p.get("active"):
+            severity, why = _down_port_severity(p, ports, transport)
             out.append(
                 finding(
-                    "warning",
+                    severity,
                     "nic_port_down",
                     f"{p['name']} is {p.get('state') or 'unknown'}/{p.get('phys_state') or 'unknown'} "
-                    f"({p.get('link_layer') or 'unknown link layer'}): it carries no traffic",
+                    f"({p.get('link_layer') or 'unknown link layer'}): {why}",
                 )
             )
-    active = [p for p in ports if p.get("active") and p.get("rate_gbps")]
-    for layer in {p.get("link_layer") for p in active}:
-        same = [p for p in active if p.get("link_layer") == layer]
+    aside = [p for p in ports if p.get("active") and p.get("role", "rail") != "rail"]
+    if aside:
+        out.append(
+            finding(
+                "info",
+                "nic_set_aside",
+                "not counted as training rails: "
+                + "; ".join(f"{p['name']} ({p['set_aside']})" for p in aside),
+            )
+        )
+    rails = [p for p in _rails(facts) if p.get("active")]
+    compared = [
+        p for p in rails if p.get("rate_gbps") and (transport not in KIND_RANK or _port_kind(p) == transport)
+    ]
+    for layer in sorted({p.get("link_layer") or "" for p in compared}):
+        same = [p for p in compared if (p.get("link_layer") or "") == layer]
         top = max(p["rate_gbps"] for p in same)
         widest = max((p["width"] or 0) for p in same)
         for p in same:
@@ -362,12 +557,13 @@ def node_findings(facts):
                     finding(
                         "critical",
                         "nic_rate_low",
-                        f"{p['name']} runs at {p['rate']} where other {layer} ports of this node run at "
-                        f"{top:g} Gb/sec: a degraded cable, port or width "
+                        f"{p['name']} runs at {p['rate']} where other {layer or 'unknown link layer'} ports "
+                        f"of this node run at {top:g} Gb/sec: a degraded cable, port or width "
                         "(the slowest rail paces every ring)",
                     )
                 )
-    if any(p.get("link_layer") == "InfiniBand" for p in active) or any(p.get("roce") for p in active):
+    rdma = [p for p in rails if p.get("link_layer") == "InfiniBand" or p.get("roce")]
+    if rdma:
         peer = facts.get("peermem", {})
         if peer.get("modules_read", True) and not peer.get("loaded"):
             out.append(
@@ -394,45 +590,125 @@ def node_findings(facts):
 CLOSE_CLASSES = ("PIX", "PXB")
 
 
+def _nic_cards(topo, nics, facts_by_hca):
+    """{NIC column: card id}: ports of one card count once (a dual-port card shows as two NICs).
+    The card is the PCI device of the HCA in the NIC facts; without facts, NICs that are PIX to
+    each other and have the same class to every GPU are taken as one card."""
+    matrix = topo.get("matrix", {})
+    gpus = [f"GPU{g['index']}" for g in topo.get("gpus", [])]
+    cards = {}
+    for n in nics:
+        port = facts_by_hca.get(n.get("device") or n["name"])
+        card = _pci_device(port.get("pci")) if port else None
+        if card is None:
+            row = tuple(matrix.get(g, {}).get(n["name"]) for g in gpus)
+            twin = next(
+                (
+                    m
+                    for m in cards
+                    if matrix.get(n["name"], {}).get(m) == "PIX"
+                    and tuple(matrix.get(g, {}).get(m) for g in gpus) == row
+                ),
+                None,
+            )
+            card = cards[twin] if twin else f"column:{n['name']}"
+        cards[n["name"]] = card
+    return cards
+
+
 def gpu_nic_closeness(topo, nic_facts=None):
     """Which NIC sits closest to each GPU, from parse_topo_matrix's output (its NIC columns).
 
     Returns {gpus: [{gpu, nics, class, close}], findings: [...]}. ``close`` is True where the best
-    class is PIX or PXB (same PCIe switch, the path NCCL's GPUDirect RDMA wants). NICs whose
-    device (``mlx5_0``) is an inactive port in ``nic_facts`` are left out. A finding for each GPU
-    without a close NIC, only on nodes with two NICs or more (one NIC cannot be close to all)."""
+    class is PIX or PXB (same PCIe switch, the path NCCL's GPUDirect RDMA wants). With
+    ``nic_facts``, NICs whose HCA (``mlx5_0``) has no active port, or is set aside (Azure's
+    Accelerated Networking VF, a local SR-IOV VF, a storage card), are left out.
+
+    Findings (``gpu_without_close_nic``): a warning for each GPU without a close NIC on a node
+    built with a NIC card per GPU (as many cards on GPUs' PCIe switches as GPUs, down ones
+    included, ports of one card counted once: a GPU without one there has lost its card or its
+    card's link); otherwise one info finding for the node, whose layout has GPUs that reach a
+    NIC only through the CPU (fewer such cards than GPUs; or no GPU shares a PCIe switch with
+    any NIC, as on boards without switches and in VMs whose PCI tree is flat). Nothing on nodes
+    without NICs."""
     nics = topo.get("nics", [])
-    inactive = set()
-    if nic_facts:
-        for p in nic_facts.get("ib_ports", []):
-            if not p.get("active"):
-                inactive.add(p["hca"])
-    usable = [n["name"] for n in nics if (n.get("device") or n["name"]) not in inactive]
+    ports = (nic_facts or {}).get("ib_ports", [])
+    by_hca = {}
+    for p in ports:
+        by_hca.setdefault(p["hca"], []).append(p)
+    aside, inactive = set(), set()
+    for hca, group in by_hca.items():
+        if all(p.get("role", "rail") != "rail" for p in group):
+            aside.add(hca)
+        elif not any(p.get("active") for p in group):
+            inactive.add(hca)
+
+    def device(n):
+        return n.get("device") or n["name"]
+
+    designed = [n for n in nics if device(n) not in aside]
+    usable = [n["name"] for n in designed if device(n) not in inactive]
+    cards = _nic_cards(topo, designed, {h: g[0] for h, g in by_hca.items()})
+    matrix = topo.get("matrix", {})
     rows = []
-    out = []
     for gpu in topo.get("gpus", []):
         # parse_topo_matrix names rows GPU0...; build_topology's gpus carry the model as name.
-        links = topo.get("matrix", {}).get(f"GPU{gpu['index']}", {})
+        links = matrix.get(f"GPU{gpu['index']}", {})
         classes = {n: links.get(n) for n in usable if links.get(n)}
         if not classes:
             rows.append({"gpu": gpu["index"], "nics": [], "class": None, "close": False})
             continue
         best = min(classes.values(), key=link_class_key)
         names = [n for n, c in classes.items() if c == best]
-        devices = [next((x.get("device") or x["name"] for x in nics if x["name"] == n), n) for n in names]
-        close = best in CLOSE_CLASSES
-        rows.append({"gpu": gpu["index"], "nics": devices, "class": best, "close": close})
-        if not close and len(usable) >= 2:
+        devices = [next((device(x) for x in nics if x["name"] == n), n) for n in names]
+        row = {"gpu": gpu["index"], "nics": devices, "class": best, "close": best in CLOSE_CLASSES}
+        down = [
+            device(n) for n in designed if device(n) in inactive and links.get(n["name"]) in CLOSE_CLASSES
+        ]
+        if down and not row["close"]:
+            row["close_but_down"] = down
+        rows.append(row)
+    out = []
+    far = [r for r in rows if r["class"] is not None and not r["close"]]
+    if not far:
+        return {"gpus": rows, "findings": out}
+    gpu_rows = [matrix.get(f"GPU{g['index']}", {}) for g in topo.get("gpus", [])]
+    close_cards = {
+        cards[n["name"]] for n in designed if any(r.get(n["name"]) in CLOSE_CLASSES for r in gpu_rows)
+    }
+    ncards, ngpus = len(close_cards), len(rows)
+    if ncards >= ngpus:
+        for r in far:
+            down = r.get("close_but_down")
             out.append(
                 finding(
                     "warning",
                     "gpu_without_close_nic",
-                    f"GPU{gpu['index']}'s nearest NIC ({', '.join(devices)}) is {best}, "
-                    "not on its PCIe switch "
-                    "(PIX/PXB): its inter-node traffic crosses the CPU (no GPUDirect RDMA by default)",
-                    gpus=[gpu["index"]],
+                    f"GPU{r['gpu']}'s nearest NIC ({', '.join(r['nics'])}) is {r['class']}, not on its PCIe "
+                    "switch (PIX/PXB)"
+                    + (f"; its own NIC {', '.join(down)} has no active port" if down else "")
+                    + ": its inter-node traffic crosses the CPU (no GPUDirect RDMA by default), on a node "
+                    f"built with {ncards} NIC card(s) on GPU switches for {ngpus} GPUs",
+                    gpus=[r["gpu"]],
                 )
             )
+        return {"gpus": rows, "findings": out}
+    why = (
+        f"{ncards} NIC card(s) on a GPU's PCIe switch for {ngpus} GPUs"
+        if ncards
+        else "no GPU shares a PCIe switch with any NIC (a board without PCIe switches, or a VM whose PCI "
+        "tree is flat: there NCCL reads the provider's topology file, NCCL_TOPO_FILE)"
+    )
+    out.append(
+        finding(
+            "info",
+            "gpu_without_close_nic",
+            f"GPUs {', '.join(str(r['gpu']) for r in far)} reach their nearest NIC only through the CPU "
+            f"({', '.join(sorted({r['class'] for r in far}, key=link_class_key))}), as this node's layout "
+            f"explains: {why}",
+            gpus=[r["gpu"] for r in far],
+        )
+    )
     return {"gpus": rows, "findings": out}
 
 
@@ -496,19 +772,50 @@ def cross_node_findings(nodes):
     return out
 
 
+def rails_for_ranks(facts, ranks):
+    """(rails a job of ``ranks`` GPUs per node drives on a node, and why).
+
+    Each GPU drives the rails nearest it. With the node's GPU count known (``nvidia_gpus``): a
+    node with at least as many rails as GPUs gives each GPU rails // GPUs of them (AWS p5: 32
+    EFA devices for 8 GPUs, 4 each; a DGX with 8 compute and 1-2 storage ports: 1 each, the
+    spare ports count for no GPU), so the job drives ranks x that; a node with fewer rails than
+    GPUs shares them, and the job drives its share, rounded up. Where the GPU count is unknown,
+    one rail per GPU in the job (DGX-like nodes)."""
+    rails = facts["rails"]
+    if not ranks:
+        return rails, f"{rails} rail(s)"
+    ranks = max(1, int(ranks))
+    node_gpus = facts.get("nvidia_gpus")
+    if not node_gpus:
+        used = min(rails, ranks)
+        return used, f"{used} of {rails} rail(s): one per GPU in the job (the node's GPU count unknown)"
+    gpus = min(ranks, node_gpus)
+    if rails >= node_gpus:
+        per_gpu = rails // node_gpus
+        used = min(rails, gpus * per_gpu)
+        return used, f"{used} of {rails} rail(s): {per_gpu} per GPU for {gpus} of the node's {node_gpus} GPUs"
+    used = min(rails, -(-gpus * rails // node_gpus))
+    return used, f"{used} of {rails} rail(s): {gpus} of the node's {node_gpus} GPUs share them"
+
+
 def expected_busbw(
     nic_facts_by_node, gpus_per_node, *, intra_node_gbs=None, transport=None, gdr=None, overrides=None
 ):
     """Expected all-reduce busbw (GB/s) of a group of nodes, or None with the reason.
 
-    busbw across nodes tops out at one node's NIC bandwidth (nccl-tests doc/PERFORMANCE.md: busbw
-    is comparable to the hardware's peak; a ring enters and leaves every node through its NICs):
-    usable = rails x rate of the slowest node, rails capped at the GPUs per node in the job (each
-    GPU drives its nearest rail). The node's own fabric (NVLink, PCIe) bounds it too: the result
-    is min(usable, intra-node expected) x the transport's efficiency. ``transport`` is what NCCL
-    used (from its INFO log) where known, else what the facts promise; ``gdr`` likewise.
-    Returns {expected_gbs, network_gbs, bottleneck, transport, efficiency, slowest} or
-    {expected_gbs: None, reason}."""
+    busbw across nodes tops out at one node's NIC bandwidth for a ring (nccl-tests
+    doc/PERFORMANCE.md: busbw = algbw x 2(n-1)/n, comparable to the hardware's peak; each ring
+    enters and leaves every node once through a NIC, so a node's NICs carry 2(n-1)/n of the
+    buffer in the time busbw is measured over): usable = rails x rate of the slowest node, the
+    rails a job of ``gpus_per_node`` GPUs drives (:func:`rails_for_ranks`). NCCL's tree
+    algorithms move less across nodes and can report more than that (the 2x p4de and 2x p5
+    captures in tests/fixtures/public: 78 GB/s on 4x100G EFA, 487 GB/s on 32x100G), so the figure
+    is what a ring must reach. The node's own fabric (NVLink, PCIe) bounds it too: the result is
+    min(usable, intra-node expected) x the transport's efficiency. ``transport`` is what NCCL
+    used (from its INFO log: 'ib' for NET/IB, which also drives RoCE ports, 'socket', 'ofi' for
+    EFA) where known, else what the facts promise; ``gdr`` likewise.
+    Returns {expected_gbs, network_gbs, bottleneck, transport, efficiency, slowest, rails,
+    rails_basis} or {expected_gbs: None, reason}."""
     eff_table = dict(TRANSPORT_EFFICIENCY)
     eff_table.update(overrides or {})
     if not nic_facts_by_node:
@@ -524,13 +831,14 @@ def expected_busbw(
             }
         if not facts or not facts.get("rail_gbps"):
             return {"expected_gbs": None, "reason": f"{host}: no usable NIC with a known rate"}
-        rails = facts["rails"]
-        if gpus_per_node:
-            rails = min(rails, max(1, int(gpus_per_node)))
-        per_node[host] = rails * facts["rail_gbps"] / 8.0  # Gb/s -> GB/s
-    slowest = min(per_node, key=lambda h: (per_node[h], h))
-    network = per_node[slowest]
-    kind = transport or nic_facts_by_node[slowest].get("transport")
+        rails, basis = rails_for_ranks(facts, gpus_per_node)
+        per_node[host] = (rails * facts["rail_gbps"] / 8.0, rails, basis)  # Gb/s -> GB/s
+    slowest = min(per_node, key=lambda h: (per_node[h][0], h))
+    network, rails, basis = per_node[slowest]
+    promised = nic_facts_by_node[slowest].get("transport")
+    kind = {"ofi": "efa"}.get(transport, transport) or promised
+    if kind == "ib" and promised == "roce":
+        kind = "roce"  # NCCL's NET/IB over the node's RoCE ports
     if kind in ("ib", "roce"):
         use_gdr = (
             gdr
@@ -541,7 +849,11 @@ def expected_busbw(
     else:
         key = kind
     if key not in eff_table:
-        return {"expected_gbs": None, "reason": f"no efficiency known for transport {kind!r}"}
+        return {
+            "expected_gbs": None,
+            "reason": f"no efficiency known for transport {kind!r} (fabric.TRANSPORT_EFFICIENCY has "
+            f"{', '.join(sorted(eff_table))})",
+        }
     bottleneck = "network"
     base = network
     if intra_node_gbs and intra_node_gbs < network:
@@ -553,4 +865,6 @@ def expected_busbw(
         "transport": key,
         "efficiency": eff_table[key],
         "slowest": slowest,
+        "rails": rails,
+        "rails_basis": basis,
     }

@@ -188,6 +188,8 @@ def _split_matrix(text, what, command):
             continue
         if section == "matrix" and LEGEND_ENTRY_RE.match(line):
             section = "legend"  # a legend pasted without its "Legend:" title line
+        if section == "matrix" and NIC_LEGEND_RE.match(line):
+            section = "nic"  # only the NIC legend kept, without its "NIC Legend:" title line
         if section == "matrix":
             cells = _row_cells(line, tabbed and "\t" in line)
             if cells[0] not in devices:
@@ -261,7 +263,9 @@ def parse_topo_matrix(text):
             affinity[name][AFFINITY_KEYS[col]] = None if value in MISSING_VALUES else value
 
     nic_devices = {}
-    for line in nic_lines:
+    # NIC Legend entries (``NIC0: mlx5_0``) are read in the legend too: a paste that lost the
+    # "NIC Legend:" title line keeps them after the link-class legend.
+    for line in nic_lines + legend_lines:
         m = NIC_LEGEND_RE.match(line)
         if m:
             nic_devices[m.group(1)] = m.group(2)
