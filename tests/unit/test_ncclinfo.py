@@ -416,3 +416,95 @@ def test_several_communicators_in_one_log_keep_the_widest():
     text += (LOGS / "gpux2_nccl-1358_single_node_p2p_direct_pointer_cut.txt").read_text()
     info = ncclinfo.parse_nccl_info(text)
     assert info["nnodes"] == 2 and info["nranks"] == 2 and info["inter_node"] == "socket"
+
+
+# ---------------------------------------------------------------- transport findings
+
+
+def codes(findings):
+    return [(f["code"], f["severity"]) for f in findings]
+
+
+def test_ib_disabled_on_purpose_is_a_warning_not_a_fault():
+    info = parse("a100x8x2_nccl-tests-188_ib_disabled_on_purpose_cut.txt")
+    out = ncclinfo.transport_findings(info, facts("ndr8_healthy"), host="user")
+    assert codes(out) == [("nccl_ib_disabled", "warning")]
+    assert out[0]["message"].startswith("user: NCCL_IB_DISABLE=1 in the job's environment")
+    assert out[0]["evidence"].endswith("NCCL INFO NCCL_IB_DISABLE set by environment to 1.")
+    # the same log without the environment line: nothing says it was asked for
+    text = (LOGS / "a100x8x2_nccl-tests-188_ib_disabled_on_purpose_cut.txt").read_text()
+    unasked = ncclinfo.parse_nccl_info(
+        "\n".join(line for line in text.splitlines() if "NCCL_IB_DISABLE" not in line)
+    )
+    assert codes(ncclinfo.transport_findings(unasked, facts("ndr8_healthy"))) == [
+        ("nccl_socket_with_ib_up", "critical")
+    ]
+
+
+def test_single_node_communicator_without_ib_device_is_not_a_socket_fault():
+    info = parse("h200x1_nccl-2.28.9_one_rank_all_reduce.txt")
+    out = ncclinfo.transport_findings(info, facts("ndr8_healthy"))
+    assert codes(out) == [("nccl_ib_not_found", "warning")]
+    assert "single-node communicator" in out[0]["message"]
+    assert out[0]["evidence"].endswith("NET/IB : No device found.")
+    assert ncclinfo.transport_findings(info, facts("h200vm_virtio_no_ib")) == []
+
+
+def test_socket_fallback_names_the_missing_libibverbs():
+    info = parse("gtx1080_pytorch-22531_nccl-2.4.2_socket_no_verbs_cut.txt")
+    out = ncclinfo.transport_findings(info, facts("ndr8_healthy"))
+    assert codes(out) == [("nccl_socket_with_ib_up", "critical"), ("nccl_failure", "warning")]
+    assert "could not open libibverbs" in out[0]["message"]
+    assert out[0]["evidence"].endswith("[receive] via NET/Socket/0")
+    assert out[1]["failure"] == "ibverbs_missing" and out[1]["evidence"].endswith("libibverbs.so[.1]")
+
+
+def test_a_net_plugin_other_than_sockets_is_not_a_socket_fallback():
+    # aws-ofi-nccl carried the traffic; NCCL's own IB transport finding no device does not matter
+    text = (LOGS / "efa_aws-ofi-nccl-24_libfabric_mpirun_prefix.txt").read_text()
+    text = "[1,7]<stdout>:ip-172-32-38-1:21471:21471 [7] NCCL INFO NET/IB : No device found.\n" + text
+    info = ncclinfo.parse_nccl_info(text)
+    assert info["ib_no_device"] is True and info["inter_node"] == "ofi"
+    assert [f["code"] for f in ncclinfo.transport_findings(info, facts("ndr8_healthy"))] == ["nccl_failure"]
+
+
+def test_gdr_findings_follow_the_communicator_and_the_environment():
+    roce = parse("v100x8x2_nccl-392_nccl-2.5.7_hostless_roce_shm_cut.txt")
+    out = ncclinfo.transport_findings(roce, facts("ndr8_healthy"))
+    assert codes(out) == [("nccl_gdr_skipped", "warning")]
+    assert "NCCL used NET/IB over RoCE without GPUDirect RDMA" in out[0]["message"]
+    assert out[0]["evidence"] == "[0] NCCL INFO Ring 00 : 15[41000] -> 0[1b000] [receive] via NET/IB/0"
+    text = (LOGS / "roce_nccl-1537_gdr_disabled_peermem_loaded.txt").read_text()
+    # the same GDR-disabled HCAs in a communicator that stays on one node: no NET traffic at all
+    single = text + (
+        "hostname1:25668:27396 [0] NCCL INFO comm 0x55cc8aa86c70 rank 0 nRanks 8 nNodes 1 localRanks 8 "
+        "localRank 0 MNNVL 0\n"
+    )
+    assert ncclinfo.transport_findings(ncclinfo.parse_nccl_info(single), facts("ndr8_healthy")) == []
+    # GDR off by request
+    loc = "hostname1:25668:27396 [0] NCCL INFO NCCL_NET_GDR_LEVEL set by environment to LOC\n" + text
+    out = ncclinfo.transport_findings(ncclinfo.parse_nccl_info(loc), facts("ndr8_healthy"))
+    assert codes(out) == [("nccl_gdr_disabled_by_env", "info")]
+    assert out[0]["evidence"].endswith("NCCL_NET_GDR_LEVEL set by environment to LOC")
+    # GDR on every NET connection (PXN included): nothing to say, whatever NCCL_NET_GDR_LEVEL is
+    assert (
+        ncclinfo.transport_findings(
+            parse("h20x2x2_nccl-tests-321_rdma_plugin_pxn_roce.txt"), facts("ndr8_healthy")
+        )
+        == []
+    )
+
+
+def test_failures_become_findings_quoting_the_first_line():
+    out = ncclinfo.transport_findings(
+        parse("h800_nccl-1814_ibext_v8_completion_error_cut.txt"), facts("ndr8_healthy"), host="n7"
+    )
+    fails = [f for f in out if f["code"] == "nccl_failure"]
+    assert [(f["failure"], f["severity"]) for f in fails] == [("ib_completion_error", "warning")]
+    assert (
+        fails[0]["message"].startswith("n7: NCCL WARN: an RDMA work request failed")
+        and "(3 times)" in fails[0]["message"]
+    )
+    assert fails[0]["evidence"].startswith(
+        "hostname-test:984:1357 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion"
+    )

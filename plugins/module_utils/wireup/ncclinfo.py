@@ -487,53 +487,139 @@ def _record(st, m, msg, line):
         ev.setdefault("ring_gdr", quoted)
 
 
+def _truthy(value):
+    return str(value).strip().lower() not in ("", "0", "false", "no", "off", "none")
+
+
 def transport_findings(info, nic_facts=None, host=None):
     """Findings from what NCCL used against what the node has (fabric.parse_nic_facts):
 
     * nccl_socket_with_ib_up (critical): inter-node traffic went over NET/Socket (or NCCL found no
-      IB device) while the node has active IB/RoCE ports.
-    * nccl_gdr_skipped (warning): NET/IB connections without GDRDMA (or ``GPU Direct RDMA
-      Disabled``) while nvidia_peermem is loaded.
+      IB device in a communicator spanning nodes) while the node has active IB/RoCE ports and the
+      job did not ask for sockets.
+    * nccl_ib_disabled (warning): the same, but the log shows the job asked for it
+      (``NCCL_IB_DISABLE=1``, ``NCCL_NET=Socket``): NCCL did what it was told (NCCL's
+      documentation: NCCL_IB_DISABLE "prevents the IB/RoCE transport from being used ... NCCL will
+      fall back to using IP sockets").
+    * nccl_ib_not_found (warning): NCCL found no IB device although ports are active, in a
+      communicator that did not leave the node (or whose span the log does not show): no traffic
+      went over sockets here, a multi-node job would.
+    * nccl_gdr_skipped (warning): NET/IB (IB or RoCE) connections without GDRDMA (or only ``GPU
+      Direct RDMA Disabled`` lines, in a communicator not known to be single-node) while
+      nvidia_peermem is loaded; with NCCL_NET_GDR_LEVEL=LOC (or 0) in the job's environment it is
+      ``nccl_gdr_disabled_by_env`` (info) instead.
     * nccl_no_network (info): a multi-node communicator with no NET connection line (the log was
       cut, or NCCL_DEBUG_SUBSYS left NET out).
+    * nccl_failure (warning): one per failure shape among the WARN records (``failures``).
     Each finding quotes the NCCL line it rests on in ``evidence``."""
     out = []
     who = f"{host}: " if host else ""
     facts = nic_facts or {}
     rdma_up = [p for p in facts.get("ib_ports", []) if p.get("active")]
     ev = info.get("evidence", {})
-    if rdma_up and (info.get("inter_node") == "socket" or info.get("ib_no_device")):
-        line = ev.get("inter_node") if info.get("inter_node") == "socket" else ev.get("ib_no_device")
-        f = finding(
-            "critical",
-            "nccl_socket_with_ib_up",
-            f"{who}NCCL carried inter-node traffic over TCP sockets although "
-            f"{', '.join(p['name'] for p in rdma_up)} {'is' if len(rdma_up) == 1 else 'are'} ACTIVE "
-            "(check NCCL_IB_DISABLE, NCCL_IB_HCA, libibverbs in the job's environment)",
+    env = info.get("env") or {}
+    inter = info.get("inter_node")
+    nnodes = info.get("nnodes")
+    asked = None
+    if _truthy(env.get("NCCL_IB_DISABLE", "0")):
+        asked = ("NCCL_IB_DISABLE", env["NCCL_IB_DISABLE"])
+    elif str(env.get("NCCL_NET", "")).strip().lower() == "socket":
+        asked = ("NCCL_NET", env["NCCL_NET"])
+    if rdma_up:
+        ports = f"{', '.join(p['name'] for p in rdma_up)} {'is' if len(rdma_up) == 1 else 'are'} ACTIVE"
+        no_device = (
+            info.get("ib_no_device") and inter is None and info.get("network_kind") in (None, "socket")
         )
-        f["evidence"] = line or ev.get("socket_using") or ev.get("network")
-        out.append(f)
-    peer = facts.get("peermem", {})
-    used = info.get("inter_node") or info.get("network_kind")
-    skipped = used == "ib" and (
-        info.get("gdrdma") is False or (info.get("gdr_hca") and not any(info["gdr_hca"].values()))
-    )
-    if skipped and peer.get("loaded"):
-        f = finding(
-            "warning",
-            "nccl_gdr_skipped",
-            f"{who}NCCL used NET/IB without GPUDirect RDMA although {peer.get('module')} is loaded "
-            "(GPU and NIC too far apart for NCCL_NET_GDR_LEVEL, ACS on the path, or peermem not registered)",
-        )
-        f["evidence"] = ev.get("gdr_disabled") or ev.get("net_without_gdr")
-        out.append(f)
-    if (info.get("nnodes") or 0) > 1 and not info.get("inter_node"):
+        if inter == "socket" or (no_device and (nnodes or 0) > 1):
+            line = ev.get("inter_node") if inter == "socket" else ev.get("ib_no_device")
+            if asked:
+                f = finding(
+                    "warning",
+                    "nccl_ib_disabled",
+                    f"{who}{asked[0]}={asked[1]} in the job's environment: NCCL carried inter-node "
+                    f"traffic over TCP sockets as told although {ports} (unset {asked[0]} to use RDMA)",
+                )
+                f["evidence"] = ev.get(f"env:{asked[0]}") or line
+            else:
+                verbs = any(x["code"] == "ibverbs_missing" for x in info.get("failures", []))
+                cause = (
+                    "NCCL could not open libibverbs: install rdma-core/libibverbs where the job runs"
+                    if verbs
+                    else "check NCCL_IB_DISABLE, NCCL_IB_HCA, libibverbs in the job's environment"
+                )
+                f = finding(
+                    "critical",
+                    "nccl_socket_with_ib_up",
+                    f"{who}NCCL carried inter-node traffic over TCP sockets although {ports} ({cause})",
+                )
+                f["evidence"] = line or ev.get("socket_using") or ev.get("network")
+            out.append(f)
+        elif no_device and not asked:
+            span = (
+                "a single-node communicator"
+                if nnodes == 1
+                else "a communicator whose span the log does not show"
+            )
+            f = finding(
+                "warning",
+                "nccl_ib_not_found",
+                f"{who}NCCL found no IB device although {ports} ({span}: no traffic left the node over "
+                "sockets here, a multi-node job would; check libibverbs/rdma-core and /dev/infiniband "
+                "where the job runs)",
+            )
+            f["evidence"] = ev.get("ib_no_device")
+            out.append(f)
+    out.extend(_gdr_findings(info, facts, who))
+    if (nnodes or 0) > 1 and not inter:
         f = finding(
             "info",
             "nccl_no_network",
-            f"{who}the communicator spans {info['nnodes']} nodes but the log shows no NET connection "
+            f"{who}the communicator spans {nnodes} nodes but the log shows no NET connection "
             "(cut short, or NCCL_DEBUG_SUBSYS without INIT,NET)",
         )
         f["evidence"] = ev.get("network")
         out.append(f)
+    for fail in info.get("failures", []):
+        times = f" ({fail['count']} times)" if fail["count"] > 1 else ""
+        f = finding("warning", "nccl_failure", f"{who}NCCL WARN: {fail['meaning']}{times}")
+        f["evidence"] = fail["line"]
+        f["failure"] = fail["code"]
+        out.append(f)
     return out
+
+
+def _gdr_findings(info, facts, who):
+    ev, env = info.get("evidence", {}), info.get("env") or {}
+    inter, nnodes = info.get("inter_node"), info.get("nnodes")
+    peer = facts.get("peermem", {})
+    used = inter or (info.get("network_kind") if nnodes != 1 else None)
+    hca = info.get("gdr_hca") or {}
+    gdr = info.get("gdrdma")
+    skipped = used == "ib" and (gdr is False or (gdr is None and hca and not any(hca.values())))
+    if not (skipped and peer.get("loaded")):
+        return []
+    level = env.get("NCCL_NET_GDR_LEVEL")
+    line = ev.get("net_without_gdr") if gdr is False else ev.get("gdr_disabled")
+    if level is not None and str(level).strip().upper() in ("LOC", "0"):
+        f = finding(
+            "info",
+            "nccl_gdr_disabled_by_env",
+            f"{who}NCCL_NET_GDR_LEVEL={level} in the job's environment: NCCL used NET/IB without "
+            f"GPUDirect RDMA as told although {peer.get('module')} is loaded",
+        )
+        f["evidence"] = ev.get("env:NCCL_NET_GDR_LEVEL") or line
+        return [f]
+    why = (
+        f"NCCL_NET_GDR_LEVEL={level} in the job's environment may be shorter than the GPU-NIC path, "
+        "or ACS on the path, or peermem not registered"
+        if level is not None
+        else "GPU and NIC too far apart for NCCL_NET_GDR_LEVEL, ACS on the path, or peermem not registered"
+    )
+    over = "NET/IB over RoCE" if info.get("inter_node_link") == "RoCE" else "NET/IB"
+    f = finding(
+        "warning",
+        "nccl_gdr_skipped",
+        f"{who}NCCL used {over} without GPUDirect RDMA although {peer.get('module')} is loaded ({why})",
+    )
+    f["evidence"] = line or ev.get("gdr_disabled") or ev.get("net_without_gdr")
+    return [f]
