@@ -6,6 +6,7 @@ launcher prefixes, WARN failures). Derived variants (lines joined, timestamps, a
 removed) say so where they are made; each finding test shows what changes the verdict."""
 
 import pathlib
+import time
 
 import pytest
 
@@ -409,6 +410,17 @@ def test_records_joined_on_one_line_and_timestamps():
     assert {k: tagged[k] for k in ("hosts", "connections", "env", "nnodes", "lines")} == {
         k: plain[k] for k in ("hosts", "connections", "env", "nnodes", "lines")
     }
+
+
+def test_a_long_line_without_a_record_is_read_in_linear_time():
+    # 100 kB of output without a colon (an attachment's base64, a collector's joined blob) before a
+    # record: a host pattern tried at every position made this quadratic (about 50 s before)
+    blob = "QUJD" * 25_000
+    text = (LOGS / "h100_nccl-tests-185_roce_ibv_modify_qp_cut.txt").read_text()
+    began = time.perf_counter()
+    info = ncclinfo.parse_nccl_info(blob + " " + text.replace("\n", "\n" + blob + " ", 3))
+    assert time.perf_counter() - began < 2.0
+    assert info["network"] == "IB" and info["version"] == "2.19.3" and len(info["ib_devices"]) == 2
 
 
 def test_several_communicators_in_one_log_keep_the_widest():

@@ -52,14 +52,16 @@ import re
 
 from .health import finding
 
-# One NCCL record header: host:pid:tid [dev] [src:line] NCCL INFO|WARN, or only [dev] ... NCCL
-# where a paste dropped host:pid:tid. A host never holds whitespace, ':', brackets or parentheses.
-HEADER_RE = re.compile(
-    r"(?:(?P<host>[^\s:\[\]()]+):(?P<pid>\d+):(?P<tid>\d+) \[\s*(?P<dev>\d+)\s*\] "
-    r"(?:(?P<src>[\w./\-]+:\d+) )?(?:NCCL )?(?P<level>INFO|WARN)"
-    r"|(?<![\w\]])\[\s*(?P<dev2>\d+)\s*\] (?:(?P<src2>[\w./\-]+:\d+) )?NCCL (?P<level2>INFO|WARN))"
-    r"(?: |$)"
+# One NCCL record header: [host:pid:tid ][dev] [src:line ][NCCL ]INFO|WARN. Found from its "[dev]"
+# bracket (a scan that starts only at "[" stays linear on long lines), then host:pid:tid is looked
+# for right before it; without it (a paste that dropped it) the record needs the word NCCL. A host
+# never holds whitespace, ':', brackets or parentheses.
+DEV_RE = re.compile(
+    r"\[\s*(?P<dev>\d+)\s*\] (?:(?P<src>[\w./\-]{1,200}:\d+) )?(?P<nccl>NCCL )?(?P<level>INFO|WARN)(?= |$)"
 )
+HOST_TAIL_RE = re.compile(r"(?P<host>[^\s:\[\]()]{1,255}):(?P<pid>\d{1,10}):(?P<tid>\d{1,10}) \Z")
+# NCCL formats a record into a fixed buffer (1-4 KiB): more text is other output joined to it.
+MAX_MESSAGE = 4096
 # NCCL's banner: alone on its line (after a launcher prefix), major version 2 to 9.
 BANNER_RE = re.compile(r"(?:^|[\s:>\]])NCCL version ([2-9]\.\d{1,3}\.\d{1,3})(?:\+(\S+))?\s*$")
 VERSION_RE = re.compile(r"^NCCL version ([2-9]\.\d{1,3}\.\d{1,3})(?:\+(\S+))?\s*$")
@@ -201,12 +203,22 @@ def _via(path):
 
 
 def _records(line):
-    """[(header match, message)] of every NCCL record in one line."""
-    found = list(HEADER_RE.finditer(line))
-    return [
-        (m, line[m.end() : found[i + 1].start() if i + 1 < len(found) else len(line)])
-        for i, m in enumerate(found)
-    ]
+    """[(header text, host or None, level, message)] of every NCCL record in one line."""
+    if "INFO" not in line and "WARN" not in line:
+        return []
+    heads = []
+    for m in DEV_RE.finditer(line):
+        lo = max(0, m.start() - 300)
+        h = HOST_TAIL_RE.search(line, lo, m.start())
+        if h:
+            heads.append((h.start(), h.group("host"), m))
+        elif m.group("nccl") and (m.start() == 0 or not re.match(r"[\w\]]", line[m.start() - 1])):
+            heads.append((m.start(), None, m))
+    out = []
+    for i, (start, host, m) in enumerate(heads):
+        end = heads[i + 1][0] if i + 1 < len(heads) else len(line)
+        out.append((line[start : m.end()], host, m.group("level"), line[m.end() : end][: MAX_MESSAGE + 1]))
+    return out
 
 
 def _ib_devices(text, out):
@@ -302,8 +314,8 @@ def parse_nccl_info(text):
                 out["version"] = bm.group(1)
                 ev.setdefault("version", line.strip())
             continue
-        for m, message in records:
-            _record(st, m, message.strip(), line)
+        for head, host, level, message in records:
+            _record(st, head, host, level, message.strip())
     if not out["lines"] and out["version"] is None:
         raise ValueError(
             "parse_nccl_info: no NCCL line (host:pid:tid [dev] NCCL INFO ...) in the log; "
@@ -338,14 +350,13 @@ def parse_nccl_info(text):
     return out
 
 
-def _record(st, m, msg, line):
-    """Fold one NCCL record (header match ``m``, its message) into ``st["out"]``."""
+def _record(st, head, host, level, msg):
+    """Fold one NCCL record (its header text, host, level and message) into ``st["out"]``."""
     out, ev, failures = st["out"], st["ev"], st["failures"]
     out["lines"] += 1
-    if m.group("host"):
-        out["hosts"].add(m.group("host"))
-    level = m.group("level") or m.group("level2")
-    quoted = (line[m.start() : m.end()] + msg).strip()
+    if host:
+        out["hosts"].add(host)
+    quoted = f"{head} {msg[:MAX_MESSAGE]}".strip()
     if level == "WARN":
         out["warnings"].append(quoted)
         for code, pattern, meaning in FAILURES:
@@ -356,6 +367,8 @@ def _record(st, m, msg, line):
                 )
                 f["count"] += 1
                 break
+        return
+    if len(msg) > MAX_MESSAGE:
         return
     vm = VERSION_RE.match(msg)
     if vm:
