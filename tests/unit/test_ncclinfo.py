@@ -157,6 +157,40 @@ CASES = [
     ("p40_pytorch-14870_nccl-2.3_info_without_nccl_word_cut.txt", "IB", None, None, [], None, None, 1, None),
     ("server_nccl-tests-29_socket_empty_addresses_cut.txt", None, None, None, [], None, None, 2, None),
     ("nccl-1232_rank_prefix_socket_ifname.txt", None, None, None, [], None, None, 0, None),
+    (
+        "gpux8_nccl-1538_nccl-2.22.3_nvls_ibext_v8_roce_cut.txt",
+        "IBext_v8",
+        None,
+        None,
+        ["P2P/CUMEM"],
+        None,
+        None,
+        8,
+        None,
+    ),
+    (
+        "v100x8x2_nccl-tests-166_shm_direct_socket_connect_abort_cut.txt",
+        None,
+        "socket",
+        False,
+        ["SHM/direct"],
+        None,
+        None,
+        0,
+        None,
+    ),
+    ("h200x8_gpu-recipes-5_network_gib_not_found_cut.txt", None, None, None, [], None, None, 0, None),
+    (
+        "gpu_nccl-1029_pod_prefix_cuda_failure_ibext_sharp_cut.txt",
+        "IBext",
+        None,
+        None,
+        [],
+        None,
+        None,
+        1,
+        None,
+    ),
 ]
 
 
@@ -362,6 +396,26 @@ def test_failure_summaries_in_first_seen_order():
     ring = parse("p4d_nccl-520_pdsh_prefix_ring_no_loopback_cut.txt")
     assert [(f["code"], f["count"]) for f in ring["failures"]] == [("ring_no_loopback", 3)]
     assert ring["hosts"] == ["compute-dy-p4d24xlarge-5"]
+
+
+def test_more_failure_shapes_and_nvls():
+    shm = parse("v100x8x2_nccl-tests-166_shm_direct_socket_connect_abort_cut.txt")
+    assert [(f["code"], f["count"]) for f in shm["failures"]] == [
+        ("connect_failed", 1),
+        ("proxy_failed", 2),
+        ("peer_closed", 1),
+    ]
+    # the last line is cut inside "via NET/Sock": not counted
+    assert shm["connections"] == {"SHM/direct": 3, "NET/Socket": 13}
+    gib = parse("h200x8_gpu-recipes-5_network_gib_not_found_cut.txt")
+    assert [f["code"] for f in gib["failures"]] == ["net_not_found"] and gib["network"] is None
+    cuda = parse("gpu_nccl-1029_pod_prefix_cuda_failure_ibext_sharp_cut.txt")
+    assert [(f["code"], f["count"]) for f in cuda["failures"]] == [("cuda_failure", 3)]
+    assert cuda["hosts"] == ["rdma-test-gpu-worker-0", "rdma-test-gpu-worker-1"]
+    assert cuda["ib_devices"][0]["sharp"] is True
+    nvls = parse("gpux8_nccl-1538_nccl-2.22.3_nvls_ibext_v8_roce_cut.txt")
+    assert nvls["nvls_available"] is True and {d["link_layer"] for d in nvls["ib_devices"]} == {"RoCE"}
+    assert parse("h200x1_nccl-2.28.9_twohost_socket_rank0.txt")["nvls_available"] is None
 
 
 def test_version_only_from_nccls_own_banner():

@@ -3,7 +3,7 @@
 Text in, dict out. NCCL prints one record per fact, ``host:pid:tid [cudaDev] NCCL INFO msg`` (WARN
 records name their source line first: ``[7] net_ib.cu:788 NCCL WARN``; NCCL 2.3 printed ``INFO``
 without ``NCCL``). Launchers and log collectors add their own prefixes (``[1,7]<stdout>:``, srun's ``52: ``,
-``[0] ``, ``host: `` from pdsh, torchrun's ``[default0]:``, a markdown backtick, the
+``[0] ``, ``host: `` from pdsh or a pod log, torchrun's ``[default0]:``, a markdown backtick, the
 ``[2025-06-01 12:00:00] `` timestamp NCCL >= 2.26 puts before WARN records, or before every record
 with ``NCCL_DEBUG_TIMESTAMP_LEVELS``), logs of several ranks interleave, a paste may drop the
 ``host:pid:tid`` part (``[0] NCCL INFO ...``) or pad the device (``[ 6 ]``), a benchmark row may
@@ -13,12 +13,12 @@ Lines read (NCCL 2.3 to 2.30, checked against the logs in tests/fixtures/ncclinf
 
 * ``NCCL version 2.28.9+cuda13.0`` (a record, or the bare banner line; a ``..., NCCL version
   21.1.4`` inside a framework's error message is not NCCL's banner and is not read).
-* ``Using network IB`` / ``Socket`` / ``IBext`` / ``IBext_v8`` / ``AWS Libfabric`` /
-  ``Libfabric`` / ``NCCL RDMA Plugin v6`` / ``gIB`` / ``GPUDirectTCPX_v7`` (2.3: ``Using internal
-  Network IB``): the network the communicator took. ``IBext*`` and ``NCCL RDMA Plugin`` are the
-  nccl-rdma-sharp-plugins (HPC-X, also rebuilt by clouds), ``gIB`` Google's RDMA plugin; all use IB
-  verbs (IB or RoCE). ``Libfabric`` is aws-ofi-nccl (EFA); GPUDirectTCPX and FasTrak are Google's
-  TCP offload plugins (``other``: neither RDMA nor NCCL's socket transport).
+* ``Using network IB`` / ``Socket`` / ``IBext`` / ``IBext_v8`` / ``Libfabric`` / ``NCCL RDMA
+  Plugin v6`` / ``gIB`` (2.3: ``Using internal Network IB``): the network the communicator took.
+  ``IBext*`` and ``NCCL RDMA Plugin`` are the nccl-rdma-sharp-plugins (HPC-X, also rebuilt by
+  clouds), ``gIB`` Google's RDMA plugin; all use IB verbs (IB or RoCE). ``Libfabric`` and ``AWS
+  Libfabric`` are aws-ofi-nccl (EFA). Other names (Google's TCP offload plugins GPUDirectTCPX and
+  FasTrak; no capture here) are kind ``other``: neither RDMA nor NCCL's socket transport.
 * ``Initialized NET plugin IB`` / ``Failed to initialize NET plugin IB`` / ``Assigned NET plugin
   IB to comm`` (2.27+), ``NET/Plugin: Loaded net plugin NCCL RDMA Plugin v6 (v6)``.
 * ``NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>``, merged ports
@@ -43,9 +43,12 @@ Lines read (NCCL 2.3 to 2.30, checked against the logs in tests/fixtures/ncclinf
 * ``NCCL_IB_DISABLE set by environment to 1.``, ``NCCL_IB_HCA set to mlx5_0``: the environment
   NCCL saw (``env``), so a transport chosen on purpose is not reported as a fault.
 * ``NCCL WARN ...``: every WARN record, and ``failures``: the known failure shapes among them
-  (connect refused/unreachable, closed by peer, IB completion errors, ``Call to ibv_* failed``,
-  libibverbs missing, no socket interface, ring does not loop back, network not found, NET plugin
-  init, proxy connect, CUDA, OFI).
+  (``FAILURES``; the captures show ``Connect to ... failed``, ``Connection closed by remote peer``,
+  ``Got completion from peer ... with status=12``, ``Call to ibv_modify_qp failed``, ``Failed to
+  open libibverbs``, ``ring 2 does not loop back``, ``network gIB not found``, ``Failed to execute
+  operation Connect``, ``socketFinalizeAccept: wrong type``, ``Cuda failure``, ``NET/OFI Couldn't
+  open AV``; ``Bootstrap : no socket interface found`` and ``Failed to initialize any NET plugin``
+  are the messages as NCCL's issues and logging documentation quote them).
 """
 
 import re
