@@ -445,6 +445,17 @@ def test_launcher_prefixes_and_odd_hosts():
     )
 
 
+def test_nccls_own_documented_examples():
+    info = parse("nccl-docs-2.30_logging_examples_timestamped_warn.txt")
+    assert info["version"] == "2.30.3" and info["network"] == "IB" and info["hosts"] == ["node-01"]
+    assert info["net_plugins"]["initialized"] == ["IB"] and info["net_plugins"]["assigned"] == ["IB"]
+    # the timestamp NCCL >= 2.26 puts before WARN records by default
+    assert info["warnings"] == [
+        "node-01:189884:189884 [3] plugin/net.cc:334 NCCL WARN Failed to initialize any NET plugin"
+    ]
+    assert [f["code"] for f in info["failures"]] == ["net_init_failed"]
+
+
 def test_records_joined_on_one_line_and_timestamps():
     text = (LOGS / "h100_nccl-tests-185_roce_ibv_modify_qp_cut.txt").read_text()
     # a collector that joined every line with a space (newlines lost)
