@@ -246,6 +246,12 @@ def test_socket_with_ib_up_is_a_finding_quoting_nccl():
     assert out[0]["evidence"].endswith("via NET/Socket/0")
     # Without IB on the node (the H200 VM) sockets are the right answer: no finding.
     assert ncclinfo.transport_findings(info, facts("h200vm_virtio_no_ib")) == []
+    # Azure's Accelerated Networking VF (mlx5_an0) is up but carries no training traffic: sockets
+    # on a VM without InfiniBand are no fallback. With the IB rails of an ND v5 beside it, they are.
+    assert ncclinfo.transport_findings(info, facts("azure_an0_only")) == []
+    out = ncclinfo.transport_findings(info, facts("azure_ndv5_ib8_an0"))
+    assert [f["code"] for f in out] == ["nccl_socket_with_ib_up"]
+    assert "mlx5_an0" not in out[0]["message"]
 
 
 def test_gdr_skipped_with_peermem_loaded():

@@ -531,7 +531,9 @@ def transport_findings(info, nic_facts=None, host=None):
     out = []
     who = f"{host}: " if host else ""
     facts = nic_facts or {}
-    rdma_up = [p for p in facts.get("ib_ports", []) if p.get("active")]
+    # Only ports that can carry training traffic (fabric: role "rail"; Azure's mlx5_an0, SR-IOV VFs
+    # and a storage card are set aside): NCCL on sockets beside those is no fallback.
+    rdma_up = [p for p in facts.get("ib_ports", []) if p.get("active") and p.get("role", "rail") == "rail"]
     ev = info.get("evidence", {})
     env = info.get("env") or {}
     inter = info.get("inter_node")
