@@ -255,6 +255,7 @@ def test_inventory_errors_env_names_renamed_and_ansible_core():
         GOOD,
         wireup_job_env={"NCCL-DEBUG": "1"},
         bench_env={"1X": "1"},
+        bench_fabric_env={"NCCL ALGO": "Ring"},
         cuda_repo_toolkit_on_gpu_less_node=True,
     )
     errors = validate.inventory_errors(
@@ -263,6 +264,7 @@ def test_inventory_errors_env_names_renamed_and_ansible_core():
     assert errors == [
         "wireup_job_env: 'NCCL-DEBUG' is not a valid shell variable name (letters, digits, '_')",
         "bench_env: '1X' is not a valid shell variable name (letters, digits, '_')",
+        "bench_fabric_env: 'NCCL ALGO' is not a valid shell variable name (letters, digits, '_')",
         "cuda_repo_toolkit_on_gpu_less_node is no longer read by wireup (the variable's name ends in "
         "'nodes'): rename it to cuda_repo_toolkit_on_gpu_less_nodes",
         "ansible-core 2.18.1 is outside wireup_ansible_core_range (>=2.19.0,<2.20.0): run wireup from its "

@@ -332,8 +332,9 @@ def bench_errors(values: dict) -> list[str]:
             errors.append(f"{name}={sizes!r} must be a list of parameter counts like 2M, 125M or 1G")
     if "bench_stepcost_hooks" in values and not values["bench_stepcost_hooks"]:
         errors.append("bench_stepcost_hooks must name at least one hook (none, fp16, bf16, powersgd)")
-    if "bench_env" in values:
-        errors.extend(shell_name_errors("bench_env", values["bench_env"]))
+    for name in ("bench_env", "bench_fabric_env"):
+        if name in values:
+            errors.extend(shell_name_errors(name, values[name]))
     return errors
 
 
@@ -372,7 +373,7 @@ def renamed_errors(names) -> list[str]:
 
 # ---------------------------------------------------------------- the one inventory check
 # Env mappings exported by bash scripts; each key must be a shell name.
-ENV_MAPPINGS = ("wireup_job_env", "bench_env", "torchrun_launch_env")
+ENV_MAPPINGS = ("wireup_job_env", "bench_env", "bench_fabric_env", "torchrun_launch_env")
 
 
 def host_errors(values: dict) -> list[str]:
@@ -383,7 +384,7 @@ def host_errors(values: dict) -> list[str]:
         errors += validate_nproc(values["wireup_nproc_per_node"])
     errors += validate_settings(values)
     for name in ENV_MAPPINGS:
-        if name in values and name != "bench_env":
+        if name in values and not name.startswith("bench_"):
             errors += shell_name_errors(name, values[name])
     errors += bench_errors({k: v for k, v in values.items() if k.startswith("bench_")})
     errors += renamed_errors(values)
