@@ -591,3 +591,55 @@ def test_failures_become_findings_quoting_the_first_line():
     assert fails[0]["evidence"].startswith(
         "hostname-test:984:1357 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion"
     )
+
+
+# Ours: tests/gpu/capture.sh on the 1x H200 (two torch ranks on one GPU, distinct NCCL_HOSTID).
+def _ours(name, rank=0):
+    return parse(f"h200x1_nccl-2.28.9_torch-2.11_{name}_rank{rank}.txt")
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "fragment"),
+    [
+        ("net_ib_forced_no_ib", "net_init_failed", "Failed to initialize any NET plugin"),
+        ("net_ib_forced_warn_level", "net_init_failed", "Failed to initialize any NET plugin"),
+        ("socket_ifname_missing", "no_socket_interface", "Bootstrap : no socket interface found"),
+        ("peer_killed_mid_run", "peer_closed", "socketProgress: Connection closed by remote peer"),
+        ("one_host_same_gpu", "duplicate_gpu", "Duplicate GPU detected : rank 0 and rank 1"),
+    ],
+)
+def test_our_failed_runs_name_their_failure(name, code, fragment):
+    info = _ours(name)
+    assert [f["code"] for f in info["failures"]] == [code]
+    assert fragment in info["failures"][0]["line"]
+    out = ncclinfo.transport_findings(info, facts("h200vm_virtio_no_ib"), host="n1")
+    assert [(f["severity"], f["code"]) for f in out] == [("warning", "nccl_failure")]
+    assert fragment in out[0]["evidence"]
+
+
+def test_our_failed_runs_details():
+    forced = _ours("net_ib_forced_no_ib")
+    assert forced["version"] == "2.28.9" and forced["ib_no_device"] is True
+    assert forced["net_plugins"]["failed"] == ["IB"] and forced["inter_node"] is None
+    # Killed before the banner: no version, no network, only the failure.
+    missing = _ours("socket_ifname_missing")
+    assert missing["version"] is None and missing["env"] == {"NCCL_SOCKET_IFNAME": "wfabmissing0"}
+    # The killed rank's partner saw the transport before the failure; the killed rank itself has
+    # no failure line (it exited on purpose).
+    killed = _ours("peer_killed_mid_run")
+    assert (killed["inter_node"], killed["nnodes"], killed["failures"][0]["count"]) == ("socket", 2, 2)
+    assert _ours("peer_killed_mid_run", rank=1)["failures"] == []
+
+
+def test_our_healthy_socket_variants():
+    for name in ("socket_lo_ib_disabled", "socket_lo_subsys_all", "socket_nsocks4_nthreads2"):
+        info = _ours(name)
+        assert (info["inter_node"], info["nnodes"], info["failures"]) == ("socket", 2, []), name
+        assert info["socket_interfaces"] == [{"index": 0, "name": "lo", "address": "127.0.0.1"}]
+    assert _ours("socket_lo_subsys_all")["lines"] > 150
+    assert _ours("socket_nsocks4_nthreads2")["env"]["NCCL_NSOCKS_PERTHREAD"] == "4"
+    # IB disabled on purpose, beside active IB rails: a warning that says so, not a critical fallback.
+    info = _ours("socket_lo_ib_disabled")
+    out = ncclinfo.transport_findings(info, facts("ndr8_healthy"), host="n1")
+    assert [(f["severity"], f["code"]) for f in out] == [("warning", "nccl_ib_disabled")]
+    assert "NCCL_IB_DISABLE=1" in out[0]["message"]

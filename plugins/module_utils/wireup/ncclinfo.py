@@ -47,8 +47,9 @@ Lines read (NCCL 2.3 to 2.30, checked against the logs in tests/fixtures/ncclinf
   ``Got completion from peer ... with status=12``, ``Call to ibv_modify_qp failed``, ``Failed to
   open libibverbs``, ``ring 2 does not loop back``, ``network gIB not found``, ``Failed to execute
   operation Connect``, ``socketFinalizeAccept: wrong type``, ``Cuda failure``, ``NET/OFI Couldn't
-  open AV``; ``Bootstrap : no socket interface found`` and ``Failed to initialize any NET plugin``
-  are the messages as NCCL's issues and logging documentation quote them).
+  open AV``, and on our H200 (tests/gpu/nccl_scenarios.py) ``Bootstrap : no socket interface
+  found``, ``Failed to initialize any NET plugin`` (NCCL_NET=IB without IB), ``socketProgress:
+  Connection closed by remote peer`` (a rank killed) and ``Duplicate GPU detected``).
 """
 
 import re
@@ -146,6 +147,12 @@ FAILURES = [
         "the proxy thread could not set up or serve a connection",
     ),
     ("socket_type_mismatch", re.compile(r"wrong type \d+ != \d+"), "a bootstrap socket met the wrong peer"),
+    (
+        "duplicate_gpu",
+        re.compile(r"Duplicate GPU detected"),
+        "two ranks of one host on the same GPU (each local rank needs its own GPU: LOCAL_RANK to "
+        "cuda device, CUDA_VISIBLE_DEVICES)",
+    ),
     ("cuda_failure", re.compile(r"Cuda failure"), "a CUDA call failed inside NCCL"),
     ("ofi_error", re.compile(r"NET/OFI .*(?:Couldn't|[Ff]ailed|[Ee]rror)"), "aws-ofi-nccl reported an error"),
 ]
