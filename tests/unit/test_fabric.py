@@ -171,6 +171,22 @@ def test_cross_node_findings_name_the_odd_node():
     assert {f["code"]: f["nodes"] for f in mixed}["fabric_transport_mismatch"] == ["r"]
 
 
+def test_a_node_faster_than_most_is_info_not_critical():
+    fast = facts("ndr8_healthy")
+    slow = facts("ndr8_one_rail_hdr_one_down")
+    out = fabric.cross_node_findings({"a": slow, "b": dict(slow), "c": fast})
+    assert [(f["severity"], f["code"], f["nodes"]) for f in out] == [
+        ("info", "fabric_rate_above_peers", ["c"])
+    ]
+    assert "jobs spanning them run at the lower rate" in out[0]["message"]
+    # Slower and faster odd ones together: each named under its own finding.
+    out = fabric.cross_node_findings({"a": fast, "b": dict(fast), "s": slow, "x": dict(fast, rails=16)})
+    assert sorted((f["severity"], f["code"], f["nodes"]) for f in out) == [
+        ("critical", "fabric_rate_mismatch", ["s"]),
+        ("info", "fabric_rate_above_peers", ["x"]),
+    ]
+
+
 def test_cross_node_mtu_mismatch():
     a = facts("testbed_veth")
     b = facts("testbed_veth")

@@ -718,7 +718,7 @@ def cross_node_findings(nodes):
     Each finding names the nodes that differ from the most common value."""
     out = []
 
-    def odd_ones(values, what, code, unit):
+    def odd_ones(values, what, code, unit, ordered=False):
         present = {h: v for h, v in values.items() if v is not None}
         if len(set(present.values())) <= 1:
             return
@@ -727,6 +727,22 @@ def cross_node_findings(nodes):
             counts[v] = counts.get(v, 0) + 1
         common = max(counts, key=lambda v: (counts[v], v))
         odd = sorted(h for h, v in present.items() if v != common)
+        if ordered:
+            # A node with MORE bandwidth than most is no fault of its own: the group runs at the
+            # slower rate; say so (info) and keep the critical finding for the slower ones.
+            above = [h for h in odd if present[h] > common]
+            odd = [h for h in odd if present[h] < common]
+            if above:
+                f = finding(
+                    "info",
+                    "fabric_rate_above_peers",
+                    f"{what} is higher on {', '.join(f'{h} {present[h]:g}{unit}' for h in above)} than "
+                    f"on most nodes ({common:g}{unit}): jobs spanning them run at the lower rate",
+                )
+                f["nodes"] = above
+                out.append(f)
+            if not odd:
+                return
         detail = ", ".join(
             f"{h} {present[h]:g}{unit}" if isinstance(present[h], float) else f"{h} {present[h]}{unit}"
             for h in odd
@@ -753,6 +769,7 @@ def cross_node_findings(nodes):
         "usable NIC bandwidth (rails x rate)",
         "fabric_rate_mismatch",
         " Gb/s",
+        ordered=True,
     )
 
     def mtu_of(f):
