@@ -639,8 +639,10 @@ def job_plan(
     Inventory-only checks of the shared wireup_* variables are preflight's, not repeated here.
 
     ``failed``, ``on_failed`` and ``drain_failed`` are health_plan's: the job runs on its
-    ``hosts``; adds ``left_out``, ``slurm_exclude`` and ``drain`` (scontrol calls slurm.yml makes
-    before sbatch; empty unless the job is submitted: check mode and render-only drain nothing).
+    ``hosts``; adds ``left_out``, ``slurm_exclude``, ``drain`` (the scontrol calls that may be
+    made before sbatch; empty unless the job is submitted: check mode and render-only drain
+    nothing), ``drain_read`` (the nodes whose Slurm state the drain step reads, in check mode too)
+    and ``drain_state_argv`` (that read: slurm.drain_plan decides from it which to drain).
 
     ``record`` is what the run records of itself when it starts (``run_record``); ``follow`` is
     jobs.yml's plan: hosts of the group outside the play are no error there (``plan``'s
@@ -692,16 +694,26 @@ def job_plan(
         for host, n in sorted(result["nodes"].items(), key=lambda kv: kv[1]["node_rank"])
     ]
     result["show"] += health["show"]
-    # Drained only when the job is submitted to Slurm (not in check mode, not render-only).
+    # Drained only when the job is submitted to Slurm (not in check mode, not render-only), and
+    # only those nodes Slurm does not have drained already (the drain step reads their state
+    # first, in check mode too: slurm.drain_plan).
     drain = health["drain"] if mode == "slurm" else []
+    drain_read = health["drain"] if slurm and run and not errors else []
     held = "check mode" if check_mode else "torchrun_launch_run=false"
+    unless = "unless Slurm has it drained already"
     result["show"] += [
-        f"Slurm: drain {d['node']} before sbatch: {shlex.join(d['argv'])}"
+        f"Slurm: drain {d['node']} before sbatch {unless}: {shlex.join(d['argv'])}"
         if mode == "slurm"
-        else f"Slurm: would drain {d['node']} ({held}: nothing changes): {shlex.join(d['argv'])}"
+        else f"Slurm: would drain {d['node']} {unless} ({held}: nothing changes): {shlex.join(d['argv'])}"
         for d in health["drain"]
     ]
-    result.update(left_out=health["left_out"], slurm_exclude=health["slurm_exclude"], drain=drain)
+    result.update(
+        left_out=health["left_out"],
+        slurm_exclude=health["slurm_exclude"],
+        drain=drain,
+        drain_read=drain_read,
+        drain_state_argv=slurm_.node_state_argv(d["node"] for d in drain_read),
+    )
     templates = [{"src": "jobs/launch.sh.j2", "dest": f"{job_dir}/launch.sh", "mode": "0750", "bash": True}]
     if slurm:
         templates.append(
@@ -901,8 +913,13 @@ def node_result(plan_: dict, host: str, status: dict, verdict: dict, **extra) ->
     return out
 
 
-def summary(plan_: dict, results: dict, verdict: dict, *, program: str, args, slurm_job_id: str = "") -> dict:
-    """summary.json of a run, written on the controller by its first host."""
+def summary(
+    plan_: dict, results: dict, verdict: dict, *, program: str, args, slurm_job_id: str = "", drain=None
+) -> dict:
+    """summary.json of a run, written on the controller by its first host. ``drain`` is the drain
+    step's decision (slurm.drain_plan): ``drained`` then holds the reason each node is drained for
+    now (this launch's, or the earlier wireup reason it was drained for already) and
+    ``not_drained`` those drained already for another reason, with that reason."""
     out = {"job": plan_.get("job"), "run_id": plan_.get("run_id")}
     if slurm_job_id:
         out["slurm_job_id"] = slurm_job_id
@@ -916,7 +933,17 @@ def summary(plan_: dict, results: dict, verdict: dict, *, program: str, args, sl
     )
     if plan_.get("left_out"):
         out["left_out"] = dict(plan_["left_out"])
-    if plan_.get("drain"):
+    decided = (drain or {}).get("nodes") or {}
+    if decided:
+        out["drained"] = {
+            n: d["reason"] if d["action"] == "drain" else d["slurm_reason"]
+            for n, d in decided.items()
+            if d["action"] in ("drain", "drained_already")
+        }
+        kept = {n: d["slurm_reason"] for n, d in decided.items() if d["action"] == "kept"}
+        if kept:
+            out["not_drained"] = kept
+    elif plan_.get("drain"):
         out["drained"] = {d["node"]: d["reason"] for d in plan_["drain"]}
     return out
 
