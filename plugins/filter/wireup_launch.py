@@ -114,8 +114,33 @@ def wireup_launch_report(result, plan, verdict, **kwargs):
     return launch.report(dict(plan), dict(result or {}), dict(verdict or {}), **kwargs)
 
 
-def wireup_launch_jobs_plan(plan, action, run_id="", latest=None, **kwargs):
-    return launch.jobs_plan(dict(plan), action, run_id or "", dict(latest or {}), **kwargs)
+def wireup_launch_jobs_plan(
+    plan, action, run_id="", latest=None, *, hostvars=None, found_var="", play_hosts=None, **kwargs
+):
+    """launch.jobs_plan; with ``found_var``, ``found`` is each in-play group host's registered
+    ``wireup-jobctl latest --record`` answer (that variable in its hostvars)."""
+    plan = dict(plan)
+    found = None
+    if found_var and hostvars is not None:
+        found = {}
+        for host in plan.get("hosts", []):
+            if play_hosts is not None and host not in set(play_hosts):
+                continue
+            try:
+                registered = hostvars[host].get(found_var)
+            except KeyError:
+                registered = None
+            if registered is not None:
+                found[host] = dict(registered)
+    return launch.jobs_plan(
+        plan,
+        action,
+        run_id or "",
+        dict(latest or {}),
+        found=found,
+        play_hosts=None if play_hosts is None else list(play_hosts),
+        **kwargs,
+    )
 
 
 def wireup_launch_jobs_node(result, jobs, host, jobctl, gpus_text=""):

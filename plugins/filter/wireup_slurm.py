@@ -28,6 +28,13 @@ def wireup_slurm_plan(sbatch_stdout, plan, **kwargs):
     return slurm.run_plan(str(sbatch_stdout or ""), dict(plan), **kwargs)
 
 
+def wireup_slurm_drain_plan(show_result, plan, check_mode=False):
+    """slurm.drain_plan of a launch plan's drain_read, from the registered scontrol show node."""
+    return slurm.drain_plan(
+        list(dict(plan).get("drain_read") or []), dict(show_result or {}), check_mode=bool(check_mode)
+    )
+
+
 def wireup_slurm_nodelist(plan):
     return slurm.nodelist(dict(plan))
 
@@ -39,4 +46,5 @@ class FilterModule:
             "wireup_slurm_verdict": wireup_slurm_verdict,
             "wireup_slurm_nodelist": wireup_slurm_nodelist,
             "wireup_slurm_plan": wireup_slurm_plan,
+            "wireup_slurm_drain_plan": wireup_slurm_drain_plan,
         }

@@ -4,7 +4,8 @@ bad with its pairs' figures against the others, and the whole-group run of the t
 remove the shaping and take another node's link down: the shaped node passes again and the down
 node is named unreachable, within a bounded time.
 In between, launch.yml refuses to start a job on the node the fabric bench named bad, and with
-torchrun_launch_on_failed=skip runs it on the three others (ranks renumbered).
+torchrun_launch_on_failed=skip runs it on the three others (ranks renumbered); jobs.yml then
+follows that run on those three (status, stop) and names the bad node as not part of it.
 Each run is bounded (ansible-runner timeout, bench_fabric_timeout per pair job)."""
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from .harness import ensure_torch_venvs, run_playbook
 pytestmark = pytest.mark.integration
 
 SHAPE = "tc qdisc replace dev host0 root tbf rate 200mbit burst 64kb latency 100ms"
+JOBS_SHOW = "Jobs | Show this node's part of the run"
+JOBS_ASK = "Jobs | Ask wireup-jobctl on this node (status, logs, stop or list)"
+JOBS_STANDS = "Jobs | Say how the run stands, or list the runs"
 UNSHAPE = "tc qdisc del dev host0 root"
 
 
@@ -103,6 +107,32 @@ def test_shaped_node_is_named_then_passes_and_a_down_node_is_unreachable(fabric_
     assert {h: n["node_rank"] for h, n in summary["nodes"].items()} == {"node1": 0, "node2": 1, "node4": 2}
     assert summary["verdict"]["ok"] is True and summary["left_out"]["node3"].startswith("fabric run ")
     assert "left out node3 (torchrun_launch_on_failed=skip): fabric run" in healthy.stdout
+
+    # jobs.yml follows that run as it ran, with no -e torchrun_launch_failed/on_failed: status on
+    # node1, node2, node4, node3 named as not part of it (not "never started"); stop on those three.
+    run_id, follow = (
+        summary["run_id"],
+        {"torchrun_launch_job": "it-healthy-only", "wireup_results_dir": str(results)},
+    )
+    t0 = time.monotonic()
+    status = run_playbook("jobs.yml", bed.inventory, follow, timeout=300)
+    assert status.rc == 0, f"{status.failure_messages()}\n{status.stdout[-4000:]}"
+    shown = {h: r["msg"] for h, r in status.task_results(JOBS_SHOW).items()}
+    assert shown["node3"] == [
+        f"node3: not part of run {run_id} (left out at launch: {summary['left_out']['node3']})"
+    ]
+    assert all(
+        shown[n][0].startswith(f"{n}: exited with code 0 after ") for n in ("node1", "node2", "node4")
+    ), shown
+    [stands] = [r["msg"] for r in status.task_results(JOBS_STANDS).values()]
+    assert stands == [
+        f"job it-healthy-only run {run_id}: every node exited with code 0; not part of it: node3"
+    ]
+    stop = run_playbook("jobs.yml", bed.inventory, dict(follow, torchrun_launch_action="stop"), timeout=300)
+    assert stop.rc == 0, f"{stop.failure_messages()}\n{stop.stdout[-4000:]}"
+    assert sorted(stop.task_results(JOBS_ASK)) == ["node1", "node2", "node4"]  # node3: skipped
+    assert stop.changed_hosts == []  # the run had ended: nothing to stop
+    print(f"[fabric] jobs.yml status and stop of the healthy-only run in {time.monotonic() - t0:.0f} s")
 
     # Shaping removed, node4's link down (the host side of its veth): node3 passes, node4 is
     # named unreachable (not waited for), the three others pair up in two rounds (odd count).

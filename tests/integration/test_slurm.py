@@ -9,9 +9,10 @@ on node1, munge and slurmd on every node), brought up once for this module.
 - cancel: a job that outlives torchrun_launch_timeout is cancelled with scancel: CANCELLED in
   sacct, the verdict says it timed out, and none of its processes is left on any node.
 - drain: node2's latest fabric verdict is FAIL (a record faked in the controller's store) and
-  torchrun_launch_drain_failed is on: --check says what it would drain and drains nothing; then
-  node2 is drained with the finding as its reason, the job runs on node1 and node3 (ranks 0 and 1);
-  node2 is resumed afterwards.
+  torchrun_launch_drain_failed is on: --check reads node2's state and says it would drain it, and
+  drains nothing; then node2 is drained with the finding as its reason, the job runs on node1 and
+  node3 (ranks 0 and 1); a second launch finds node2 drained for that reason and leaves it as it
+  is (no scontrol update, nothing reported changed for it); node2 is resumed afterwards.
 """
 
 from __future__ import annotations
@@ -73,6 +74,15 @@ def _sacct(tb, job_id):
 
 def _messages(result):
     return {host: msg for host, _task, msg in result.failure_messages()}
+
+
+DRAIN_SAID = "Launch | Slurm | Say which nodes are drained already, are drained now, or would be"
+DRAIN_TASK = "Launch | Slurm | Drain the nodes whose latest bench verdict FAILed"
+
+
+def _said(result, task):
+    """{host: res} of the task's ok and failed results (a debug task's lines in res["msg"])."""
+    return result.task_results(task)
 
 
 def test_example2_under_slurm_three_nodes_two_processes(slurm_cluster, tmp_path):
@@ -195,10 +205,11 @@ def test_failed_node_is_drained_with_its_finding_and_the_job_runs_on_the_others(
         check = run_playbook("launch.yml", slurm_cluster.inventory, extra, check=True, timeout=300)
         print(f"[slurm drain] launch.yml --check rc={check.rc} in {time.monotonic() - t0:.0f} s")
         assert check.rc == 0, f"{check.failure_messages()}\n{check.stdout[-4000:]}"
-        assert (
-            "Slurm: would drain node2 (check mode: nothing changes): scontrol update NodeName=node2"
-            in check.stdout
-        )
+        [said] = [r["msg"] for r in _said(check, DRAIN_SAID).values()]
+        assert [line.split(": scontrol")[0] for line in said] == [
+            "Slurm: would drain node2 (State=IDLE; check mode: nothing changes)"
+        ], said
+        assert not _said(check, DRAIN_TASK)
         shown = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=30).stdout
         assert "DRAIN" not in re.search(r"State=(\S+)", shown).group(1), shown
         t0 = time.monotonic()
@@ -216,6 +227,8 @@ def test_failed_node_is_drained_with_its_finding_and_the_job_runs_on_the_others(
         said = "'slow' / shaped round 1 with node1: 0.0236 GB/s FAIL"
         assert reason == f"wireup: fabric run {run_id} named node2 bad: {said}"
         assert "left out node2 (torchrun_launch_drain_failed): fabric run" in result.stdout
+        [drained] = _said(result, DRAIN_TASK).values()
+        assert drained["changed"] is True and [r["item"]["node"] for r in drained["results"]] == ["node2"]
         steps = _sacct(slurm_cluster, job_id)
         assert steps[job_id][0] == "COMPLETED"
         assert sorted(v[2] for k, v in steps.items() if re.fullmatch(rf"{job_id}\.\d+", k)) == [
@@ -231,6 +244,25 @@ def test_failed_node_is_drained_with_its_finding_and_the_job_runs_on_the_others(
         shown = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=30).stdout
         assert re.search(r"State=\S*DRAIN", shown), shown
         assert f"Reason={reason} [" in shown, shown
+
+        # Launched again while node2's verdict is FAIL: node2 is drained for it already, nothing
+        # runs scontrol update, nothing is reported changed for it.
+        t0 = time.monotonic()
+        again = run_playbook("launch.yml", slurm_cluster.inventory, extra, timeout=600)
+        print(f"[slurm drain] launch.yml again rc={again.rc} in {time.monotonic() - t0:.0f} s")
+        assert again.rc == 0, f"{again.failure_messages()}\n{again.stdout[-4000:]}"
+        [said] = [r["msg"] for r in _said(again, DRAIN_SAID).values()]
+        when = re.search(r"Reason=.* \[root@(\S+)\]", shown).group(1)
+        assert said == [
+            f"Slurm: node2 is drained already for a wireup reason (State=IDLE+DRAIN, Reason={reason} "
+            f"[root@{when}]): not drained again"
+        ], said
+        assert not _said(again, DRAIN_TASK)  # the loop had no item: skipped, not changed
+        run_dir2 = next(d for d in (results / "jobs").iterdir() if d != run_dir)
+        summary2 = json.loads((run_dir2 / "summary.json").read_text())
+        assert summary2["verdict"]["ok"] is True and summary2["drained"] == {"node2": reason}
+        later = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=30).stdout
+        assert re.search(r"State=IDLE\+DRAIN", later) and f"Reason={reason} [root@{when}]" in later, later
     finally:
         slurm_cluster.ssh("node1", "scontrol update NodeName=node2 State=RESUME", check=False, timeout=30)
     shown = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=30).stdout

@@ -111,7 +111,12 @@ def test_drain_on_slurm_leaves_out_and_drains_from_the_submit_host():
         d["reason"].startswith("wireup: fabric run 20261201T040000Z named n2 bad") and len(d["reason"]) <= 120
     )
     assert p["slurm_exclude"] == "h3"
-    assert f"Slurm: drain h3 before sbatch: {shlex.join(d['argv'])}" in p["show"]
+    assert (
+        f"Slurm: drain h3 before sbatch unless Slurm has it drained already: {shlex.join(d['argv'])}"
+        in p["show"]
+    )
+    # the drain step reads the state of that node first (slurm.drain_plan decides)
+    assert p["drain_read"] == p["drain"] and p["drain_state_argv"] == ["scontrol", "show", "node", "-o", "h3"]
     assert "left out n3 (torchrun_launch_drain_failed): " + FABRIC in p["show"]
 
 
@@ -123,7 +128,12 @@ def test_check_mode_and_render_only_drain_nothing_but_say_what_would_be(kw, held
     assert p["errors"] == [] and p["mode"] == "render" and p["drain"] == []
     assert p["hosts"] == ["n1", "n2", "n4"]  # the same job as a real run
     [line] = [s for s in p["show"] if s.startswith("Slurm:")]
-    assert line.startswith(f"Slurm: would drain h3 ({held}: nothing changes): scontrol update NodeName=h3")
+    assert line.startswith(
+        f"Slurm: would drain h3 unless Slurm has it drained already ({held}: nothing changes): "
+        "scontrol update NodeName=h3"
+    )
+    # --check reads the node's state (and says what it would drain); render-only reads nothing
+    assert [d["node"] for d in p["drain_read"]] == (["h3"] if held == "check mode" else [])
     # skip without Slurm: the same hosts and ranks in check mode as in a run
     checked, ran = (
         job({"n1": FABRIC}, on_failed="skip", master_host="n1", check_mode=c) for c in (True, False)

@@ -5,6 +5,7 @@ import json
 import os
 import pathlib
 import subprocess
+import time
 
 import pytest
 from test_launch_templates import ENV, ROLE, context, fake_venv, render
@@ -215,13 +216,17 @@ FAKE_SCONTROL = """#!/bin/bash
 [[ $1 == show && $2 == hostnames ]] || exit 9
 tr ',' '\\n' <<<"$3"
 """
-# srun --nodes=1 --ntasks=1 --nodelist=N --job-name=J CMD...: run CMD as that node's step.
+# srun --nodes=1 --ntasks=1 --nodelist=N --job-name=J CMD...: run CMD as that node's step, its
+# output in a file of its own (as on a real node): steps writing to one shared pipe interleave their
+# writes (print makes two of them under PYTHONUNBUFFERED=1), and a step that holds the batch
+# script's pipes would keep subprocess.run waiting after the batch script ended.
 FAKE_SRUN = """#!/bin/bash
 for a in "$@"; do case $a in --nodelist=*) node=${a#--nodelist=}; shift;; --*) shift;; *) break;; esac; done
 echo "$node" >> "$FAKE_SRUN_LOG"
-SLURM_STEP_NODE=$node SLURM_NODEID=0 exec "$@"
+SLURM_STEP_NODE=$node SLURM_NODEID=0 exec "$@" >"$FAKE_STEPS/$node.out" 2>&1 </dev/null
 """
-# torchrun: print the argv and env it got; exit FAIL_RC on the node named FAIL_NODE (after a delay).
+# torchrun: print the argv and env it got; exit FAIL_RC on the node named FAIL_NODE; with HOLD set,
+# every other node waits until the file HOLD exists (at most 60 s), then writes FAKE_STEPS/NODE.done.
 FAKE_TORCHRUN = """#!/usr/bin/env python3
 import json, os, sys, time
 node = os.environ["SLURM_STEP_NODE"]
@@ -230,7 +235,10 @@ print(json.dumps({"node": node, "argv": sys.argv[1:], "rank": os.environ.get("WI
                   "gloo": os.environ.get("GLOO_SOCKET_IFNAME"), "quoted": os.environ.get("QUOTED")}))
 if node == os.environ.get("FAIL_NODE"):
     sys.exit(int(os.environ["FAIL_RC"]))
-time.sleep(float(os.environ.get("OK_SLEEP", "0")))
+hold, deadline = os.environ.get("HOLD"), time.monotonic() + 60
+while hold and not os.path.exists(hold) and time.monotonic() < deadline:
+    time.sleep(0.05)
+open(os.path.join(os.environ["FAKE_STEPS"], node + ".done"), "w").close()
 """
 
 
@@ -243,6 +251,7 @@ def _sbatch_run(tmp_path, **env):
     (venv / "bin" / "torchrun").write_text(FAKE_TORCHRUN)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    (tmp_path / "steps").mkdir()
     for name, text in (("scontrol", FAKE_SCONTROL), ("srun", FAKE_SRUN)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
@@ -253,6 +262,7 @@ def _sbatch_run(tmp_path, **env):
         SLURM_JOB_NODELIST="wb-node1,wb-node2,wb-node3",
         SLURM_JOB_NUM_NODES="3",
         FAKE_SRUN_LOG=str(tmp_path / "srun.log"),
+        FAKE_STEPS=str(tmp_path / "steps"),
         **env,
     )
     result = subprocess.run(
@@ -272,7 +282,9 @@ def test_sbatch_runs_one_step_per_node_with_its_rank(tmp_path):
     text = (job_dir / "job.sbatch").read_text()
     assert "#SBATCH --nodelist=wb-node1,wb-node2,wb-node3\n" in text  # the hosts' hostnames
     assert "#SBATCH --partition=gpu\n" in text
-    steps = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    outs = sorted((tmp_path / "steps").glob("*.out"))
+    steps = [json.loads(line) for p in outs for line in p.read_text().splitlines() if line.startswith("{")]
+    assert len(steps) == 3
     assert sorted((s["node"], s["rank"]) for s in steps) == [
         ("wb-node1", "0"),
         ("wb-node2", "1"),
@@ -298,6 +310,15 @@ def test_sbatch_runs_one_step_per_node_with_its_rank(tmp_path):
 
 
 def test_sbatch_first_failing_step_ends_the_job_with_its_code(tmp_path):
-    _ctx, _job_dir, result = _sbatch_run(tmp_path, FAIL_NODE="wb-node2", FAIL_RC="5", OK_SLEEP="3")
+    # The other steps are held until the batch script has ended: it must not wait for them.
+    hold = tmp_path / "release"
+    _ctx, _job_dir, result = _sbatch_run(tmp_path, FAIL_NODE="wb-node2", FAIL_RC="5", HOLD=str(hold))
+    steps = tmp_path / "steps"
+    assert not list(steps.glob("*.done"))
     assert result.returncode == 5
     assert "a node's step exited with code 5: ending the job" in result.stderr
+    hold.touch()  # Slurm would now stop them; here they end by themselves
+    deadline = time.monotonic() + 60
+    while len(list(steps.glob("*.done"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sorted(p.name for p in steps.glob("*.done")) == ["wb-node1.done", "wb-node3.done"]

@@ -130,6 +130,7 @@ def plan(
     play_hosts=None,
     rdzv_backend: str = "c10d",
     omp_threads="auto",
+    absent_ok: bool = False,
 ) -> dict:
     """Plan a job over ``hosts`` (inventory names of the job's group).
 
@@ -137,7 +138,9 @@ def plan(
     infiniband (list), hostname. ``nproc_per_node`` is one setting for all, or a mapping host ->
     setting (each host's own wireup_nproc_per_node). ``play_hosts``, when given, are the hosts in
     the play: a job host outside it (``--limit``) would leave the rendezvous waiting forever, so
-    it is an error.
+    it is an error, unless ``absent_ok`` (jobs.yml, which follows a run that may not have run on
+    every host of the group: ``jobs_plan`` decides from the run's record): such hosts are then only
+    left out of ``nodes``.
 
     ``omp_threads`` sets OMP_NUM_THREADS for every process (``env`` of each node): "auto" is
     the node's CPUs (``cpus`` in its facts) divided by its processes, at least 1; a number is used
@@ -167,7 +170,7 @@ def plan(
         errors.append(f"{group_var} has no hosts: name an inventory group that holds the job's nodes")
         return result
 
-    if play_hosts is not None:
+    if play_hosts is not None and not absent_ok:
         missing = [h for h in hosts if h not in set(play_hosts)]
         if missing:
             errors.append(
@@ -621,6 +624,7 @@ def job_plan(
     failed=None,
     on_failed="refuse",
     drain_failed=False,
+    follow=False,
     **layout,
 ) -> dict:
     """The whole of one torchrun_launch run: ``plan`` (``layout`` is its keyword arguments) plus
@@ -635,8 +639,14 @@ def job_plan(
     Inventory-only checks of the shared wireup_* variables are preflight's, not repeated here.
 
     ``failed``, ``on_failed`` and ``drain_failed`` are health_plan's: the job runs on its
-    ``hosts``; adds ``left_out``, ``slurm_exclude`` and ``drain`` (scontrol calls slurm.yml makes
-    before sbatch; empty unless the job is submitted: check mode and render-only drain nothing).
+    ``hosts``; adds ``left_out``, ``slurm_exclude``, ``drain`` (the scontrol calls that may be
+    made before sbatch; empty unless the job is submitted: check mode and render-only drain
+    nothing), ``drain_read`` (the nodes whose Slurm state the drain step reads, in check mode too)
+    and ``drain_state_argv`` (that read: slurm.drain_plan decides from it which to drain).
+
+    ``record`` is what the run records of itself when it starts (``run_record``); ``follow`` is
+    jobs.yml's plan: hosts of the group outside the play are no error there (``plan``'s
+    ``absent_ok``), ``jobs_plan`` decides from the run's record which hosts it needs.
     """
     health = health_plan(
         hosts,
@@ -649,10 +659,11 @@ def job_plan(
         master_host=layout.get("master_host", ""),
     )
     # Every node refused or left out: plan the whole group so that only health's errors show.
-    result = plan(health["hosts"] or hosts, nodes, group=group, **layout)
+    result = plan(health["hosts"] or hosts, nodes, group=group, absent_ok=bool(follow), **layout)
     errors = result["errors"]
     errors.extend(health["errors"])
     errors.extend(job_name_errors(job))
+    errors.extend(run_id_errors(run_id))
     errors.extend(env_errors(env, "torchrun_launch_env"))
     errors.extend(env_errors(job_env, "wireup_job_env", names=False))  # names: preflight's
     multi = result["nnodes"] > 1
@@ -683,16 +694,26 @@ def job_plan(
         for host, n in sorted(result["nodes"].items(), key=lambda kv: kv[1]["node_rank"])
     ]
     result["show"] += health["show"]
-    # Drained only when the job is submitted to Slurm (not in check mode, not render-only).
+    # Drained only when the job is submitted to Slurm (not in check mode, not render-only), and
+    # only those nodes Slurm does not have drained already (the drain step reads their state
+    # first, in check mode too: slurm.drain_plan).
     drain = health["drain"] if mode == "slurm" else []
+    drain_read = health["drain"] if slurm and run and not errors else []
     held = "check mode" if check_mode else "torchrun_launch_run=false"
+    unless = "unless Slurm has it drained already"
     result["show"] += [
-        f"Slurm: drain {d['node']} before sbatch: {shlex.join(d['argv'])}"
+        f"Slurm: drain {d['node']} before sbatch {unless}: {shlex.join(d['argv'])}"
         if mode == "slurm"
-        else f"Slurm: would drain {d['node']} ({held}: nothing changes): {shlex.join(d['argv'])}"
+        else f"Slurm: would drain {d['node']} {unless} ({held}: nothing changes): {shlex.join(d['argv'])}"
         for d in health["drain"]
     ]
-    result.update(left_out=health["left_out"], slurm_exclude=health["slurm_exclude"], drain=drain)
+    result.update(
+        left_out=health["left_out"],
+        slurm_exclude=health["slurm_exclude"],
+        drain=drain,
+        drain_read=drain_read,
+        drain_state_argv=slurm_.node_state_argv(d["node"] for d in drain_read),
+    )
     templates = [{"src": "jobs/launch.sh.j2", "dest": f"{job_dir}/launch.sh", "mode": "0750", "bash": True}]
     if slurm:
         templates.append(
@@ -721,6 +742,7 @@ def job_plan(
         dirs.append({"path": f"{job_dir}/watchdog.json", "state": "absent"})
     result.update(
         job=job,
+        group=group,
         job_dir=job_dir,
         jobctl=f"{base_dir}/bin/wireup-jobctl",
         run_id=run_id,
@@ -749,7 +771,43 @@ def job_plan(
         copies=copies,
         templates=templates,
     )
+    result["record"] = run_record(result)
     return result
+
+
+RECORD_VERSION = 1
+
+
+def run_record(plan_: dict) -> dict:
+    """What a run records of itself when it starts: ``wireup-jobctl start`` writes it (from the
+    environment variable WIREUP_RUN_RECORD, this dict as JSON) to JOB_DIR/runs/RUN_ID/run.json on
+    every host of the run, before its ``started``. ``jobs_plan`` follows the run by it: the hosts it
+    ran on (a run started with torchrun_launch_on_failed=skip lacks the nodes left out), its master
+    (re-chosen when the inventory's was left out) and why each node was left out."""
+    return {
+        "wireup_run_record": RECORD_VERSION,
+        "job": plan_.get("job") or "",
+        "run_id": plan_.get("run_id") or "",
+        "group": plan_.get("group") or "",
+        "hosts": list(plan_.get("hosts") or []),
+        "master": plan_.get("master") or "",
+        "left_out": {str(h): str(why) for h, why in (plan_.get("left_out") or {}).items()},
+        "nnodes": plan_.get("nnodes") or 0,
+        "world_size": plan_.get("world_size") or 0,
+    }
+
+
+def run_id_errors(run_id, var: str = "torchrun_launch_run_id") -> list[str]:
+    """A run id becomes a folder (runs/RUN_ID), a log name and part of the rendezvous id:
+    wireup-jobctl's rule, [A-Za-z0-9][A-Za-z0-9_.-]*; empty: none given."""
+    if run_id in ("", None):
+        return []
+    if not isinstance(run_id, str) or not _JOB_NAME.match(run_id) or len(run_id) > 128:
+        return [
+            f"{var}={run_id!r} is not a usable run id: use letters, digits, '_', '.' or '-', starting "
+            "with a letter or digit (or leave it empty)"
+        ]
+    return []
 
 
 def parse_status(stdout: str) -> dict:
@@ -768,10 +826,16 @@ def parse_status(stdout: str) -> dict:
 
 
 def _missing_program(result) -> bool:
-    """A command result whose executable does not exist (the command module's own failure)."""
-    return (
-        bool(result) and result.get("rc") == 2 and "No such file or directory" in str(result.get("msg", ""))
-    )
+    """A command result whose executable does not exist (the command module's own failure: rc is
+    the OSError's errno, 2 = ENOENT). ansible-core before 2.19 says "[Errno 2] No such file or
+    directory: ..." in msg; 2.19 says "Error executing command." with empty stdout and stderr (the
+    program's own exit code 2, e.g. wireup-jobctl's usage error, comes with msg "non-zero return
+    code" and its stderr)."""
+    if not result or result.get("rc") != 2:
+        return False
+    msg = str(result.get("msg", ""))
+    quiet = not result.get("stdout") and not result.get("stderr")
+    return "No such file or directory" in msg or (msg == "Error executing command." and quiet)
 
 
 def precheck_errors(
@@ -849,8 +913,13 @@ def node_result(plan_: dict, host: str, status: dict, verdict: dict, **extra) ->
     return out
 
 
-def summary(plan_: dict, results: dict, verdict: dict, *, program: str, args, slurm_job_id: str = "") -> dict:
-    """summary.json of a run, written on the controller by its first host."""
+def summary(
+    plan_: dict, results: dict, verdict: dict, *, program: str, args, slurm_job_id: str = "", drain=None
+) -> dict:
+    """summary.json of a run, written on the controller by its first host. ``drain`` is the drain
+    step's decision (slurm.drain_plan): ``drained`` then holds the reason each node is drained for
+    now (this launch's, or the earlier wireup reason it was drained for already) and
+    ``not_drained`` those drained already for another reason, with that reason."""
     out = {"job": plan_.get("job"), "run_id": plan_.get("run_id")}
     if slurm_job_id:
         out["slurm_job_id"] = slurm_job_id
@@ -864,7 +933,17 @@ def summary(plan_: dict, results: dict, verdict: dict, *, program: str, args, sl
     )
     if plan_.get("left_out"):
         out["left_out"] = dict(plan_["left_out"])
-    if plan_.get("drain"):
+    decided = (drain or {}).get("nodes") or {}
+    if decided:
+        out["drained"] = {
+            n: d["reason"] if d["action"] == "drain" else d["slurm_reason"]
+            for n, d in decided.items()
+            if d["action"] in ("drain", "drained_already")
+        }
+        kept = {n: d["slurm_reason"] for n, d in decided.items() if d["action"] == "kept"}
+        if kept:
+            out["not_drained"] = kept
+    elif plan_.get("drain"):
         out["drained"] = {d["node"]: d["reason"] for d in plan_["drain"]}
     return out
 
@@ -920,16 +999,191 @@ def _no_jobctl(host: str, jobctl: str) -> str:
     )
 
 
+def parse_latest(stdout: str) -> dict:
+    """One node's answer to ``wireup-jobctl latest JOB_DIR --record [RUN_ID]``: line 1 the run id
+    (the job's newest here, or RUN_ID when this node has it; empty: none), line 2
+    ``{"run_id", "started", "record"}``, then, when ``record`` is true, the run's record
+    (runs/RUN_ID/run.json, ``run_record``'s JSON). An older wireup-jobctl ignores ``--record`` and
+    prints line 1 only (its newest run, whatever RUN_ID asked for).
+
+    Returns {"run_id", "started" (epoch seconds on the node, or None), "recording" (the node's
+    wireup-jobctl answered with line 2: it knows when its runs started and reads records),
+    "record" (a dict with ``hosts`` and ``master``, or None), "why" (why there is no record: '' when
+    there is one)}. A record that is not JSON, or lacks its hosts, is None with the reason."""
+    lines = [line.strip().strip("\x00") for line in (stdout or "").splitlines()]
+    out = {"run_id": lines[0] if lines else "", "started": None, "recording": False, "record": None}
+    meta = None
+    if len(lines) > 1:
+        try:
+            meta = json.loads(lines[1])
+        except ValueError:
+            meta = None
+    if not isinstance(meta, dict) or "run_id" not in meta:
+        out["why"] = "its wireup-jobctl predates run records"
+        return out
+    out.update(recording=True, run_id=str(meta.get("run_id") or ""))
+    started = meta.get("started")
+    if isinstance(started, int | float) and not isinstance(started, bool):
+        out["started"] = float(started)
+    if not out["run_id"]:
+        out["why"] = "no run"
+        return out
+    if meta.get("record") is not True:
+        out["why"] = "started by a wireup that did not record its hosts"
+        return out
+    try:
+        record = json.loads("\n".join(lines[2:]))
+    except ValueError:
+        record = None
+    hosts = record.get("hosts") if isinstance(record, dict) else None
+    if not (isinstance(hosts, list) and hosts and all(isinstance(h, str) and h for h in hosts)):
+        out["why"] = "its record (run.json) is unreadable"
+        return out
+    left_out = record.get("left_out") if isinstance(record.get("left_out"), dict) else {}
+    out["record"] = {
+        "hosts": list(hosts),
+        "master": str(record.get("master") or ""),
+        "left_out": {str(h): str(why) for h, why in left_out.items()},
+    }
+    out["why"] = ""
+    return out
+
+
+def _follow(plan_: dict, run_id: str, found: dict, play_hosts) -> dict:
+    """jobs_plan's choice of the run and its hosts from every node's ``latest --record`` answer."""
+    job, jobctl, master = plan_.get("job"), plan_.get("jobctl"), plan_.get("master") or ""
+    group = list(plan_.get("hosts") or [])
+    where = f"torchrun_launch_group={plan_['group']}" if plan_.get("group") else "the job's group"
+    out = {"run_id": run_id, "hosts": [], "master": master, "not_part": {}, "notes": [], "errors": []}
+    answers, no_jobctl, broken = {}, [], {}
+    for host in group:
+        result = found.get(host)
+        if not result or result.get("skipped"):
+            continue  # not in the play
+        if _missing_program(result):
+            no_jobctl.append(host)
+        elif result.get("rc", 0) != 0:
+            broken[host] = str(result.get("stderr") or result.get("msg") or "").strip()
+        else:
+            answers[host] = parse_latest(result.get("stdout", ""))
+    if not answers:
+        if broken:
+            out["errors"] = [f"{h}: wireup-jobctl failed: {why}" for h, why in broken.items()]
+        else:
+            out["errors"] = [
+                f"{', '.join(no_jobctl) or 'no node'} of {where} has no {jobctl}: wireup never launched a "
+                "job there (ansible-playbook launch.yml installs it)"
+            ]
+        return out
+    recording = {h: a for h, a in answers.items() if a["recording"]}
+    older = sorted(h for h, a in answers.items() if not a["recording"])
+    asked = sorted(answers)
+    if run_id:
+        chosen = run_id
+        if not any(a["run_id"] == run_id for a in recording.values()) and not older:
+            out["errors"] = [
+                f"job {job} has no run {run_id} on {', '.join(asked)}: list the runs with "
+                "-e torchrun_launch_action=list"
+            ]
+            return out
+    else:
+        # The newest run on any node (not only the master's: a run that left it out is not there).
+        timed = [(a["started"] or 0.0, a["run_id"], h) for h, a in recording.items() if a["run_id"]]
+        old_ids = {h: answers[h]["run_id"] for h in older if answers[h]["run_id"]}
+        if timed:
+            chosen = max(timed)[1]
+        elif master in old_ids:
+            chosen = old_ids[master]  # an older wireup-jobctl everywhere: the master's newest, as before
+        elif old_ids:
+            chosen = max(old_ids.values())  # launch.yml's run ids sort by their start time
+            out["notes"].append(
+                f"the master {master} has no run of job {job}: took the greatest run id of "
+                f"{', '.join(sorted(old_ids))} ({chosen})"
+            )
+        else:
+            out["errors"] = [
+                f"job {job} has no run on {', '.join(asked)}: start one with ansible-playbook launch.yml "
+                f"-e torchrun_launch_job={job}, or list the runs with -e torchrun_launch_action=list"
+            ]
+            return out
+    out["run_id"] = chosen
+    records = {h: a["record"] for h, a in sorted(recording.items()) if a["run_id"] == chosen and a["record"]}
+    if not records:
+        mine = [a for a in recording.values() if a["run_id"] == chosen]
+        why = mine[0]["why"] if mine else f"wireup-jobctl on {', '.join(older)} predates run records"
+        out["hosts"] = group
+        out["notes"].append(
+            f"run {chosen} has no record of its hosts ({why}): following every node of {where}, as an "
+            "older wireup did; a node the run left out shows as never started"
+        )
+        return out
+    first = next(iter(records.values()))
+    ran = list(dict.fromkeys(h for r in records.values() for h in r["hosts"]))
+    if any(r["hosts"] != first["hosts"] or r["master"] != first["master"] for r in records.values()):
+        out["notes"].append(
+            f"the nodes' records of run {chosen} differ ("
+            + "; ".join(f"{h}: {', '.join(r['hosts'])}" for h, r in records.items())
+            + f"): following every host any of them names ({', '.join(ran)})"
+        )
+    left_out = {h: why for r in records.values() for h, why in r["left_out"].items()}
+    out["hosts"] = [h for h in group if h in ran]
+    out["master"] = first["master"] or master
+    outside = [h for h in ran if h not in group]
+    if outside:
+        out["notes"].append(
+            f"run {chosen} also ran on {', '.join(outside)}, not in {where} of this inventory: "
+            "not followed there"
+        )
+    for host in group:
+        if host not in ran:
+            out["not_part"][host] = (
+                f"left out at launch: {left_out[host]}" if host in left_out else "not one of its hosts"
+            )
+    if master in out["not_part"] and out["master"] != master:
+        out["notes"].append(
+            f"run {chosen}'s master is {out['master']} (the inventory's, {master}, was left out)"
+        )
+    if play_hosts is not None:
+        absent = [h for h in out["hosts"] if h not in set(play_hosts)]
+        if absent:
+            out["notes"].append(
+                f"{', '.join(absent)} of run {chosen} not in this play (unreachable, or --limit): its part "
+                "is not known, nor acted on"
+            )
+    return out
+
+
 def jobs_plan(
-    plan_: dict, action: str, run_id: str = "", latest=None, *, stop_grace=15, lines=5, check_mode=False
+    plan_: dict,
+    action: str,
+    run_id: str = "",
+    latest=None,
+    *,
+    found=None,
+    play_hosts=None,
+    stop_grace=15,
+    lines=5,
+    check_mode=False,
 ) -> dict:
     """What jobs.yml does on every node: ``argv`` of its one wireup-jobctl call for ``action``
-    (status, logs, stop, list; in check mode a stop only reads the status), the run (``run_id``,
-    else the master's newest from ``latest``, the registered ``wireup-jobctl latest``), its
-    results folder, and the errors that stop it."""
+    (status, logs, stop, list; in check mode a stop only reads the status), the run, its hosts, its
+    results folder, and the errors that stop it.
+
+    ``found`` maps each host of the group in the play to its registered ``wireup-jobctl latest
+    JOB_DIR --record [RUN_ID]`` (parse_latest). The run is ``run_id``, else the newest on any node;
+    its ``hosts`` (those the call runs on) and ``master`` are the ones its record names (a run
+    started with torchrun_launch_on_failed=skip lacks the nodes it left out), and every other host
+    of the group is in ``not_part`` with why (the reason it was left out at launch). A run without a
+    record (started by an older wireup) is followed on every host of the group, with a note saying
+    so. Without ``found`` (an older caller), ``latest`` is the master's ``wireup-jobctl latest``.
+    Adds ``notes`` (lines for the closing summary) and, for list, ``hosts`` = the group's."""
     jobctl, job_dir, master = plan_.get("jobctl"), plan_.get("job_dir"), plan_.get("master")
-    errors = []
-    if action != "list" and not run_id:
+    errors = run_id_errors(run_id)
+    follow = {"hosts": list(plan_.get("hosts") or []), "master": master, "not_part": {}, "notes": []}
+    if action != "list" and not errors and found is not None:
+        follow = _follow(plan_, run_id, dict(found), play_hosts)
+        errors, run_id = follow.pop("errors"), follow.pop("run_id")
+    elif action != "list" and not run_id and not errors:
         if _missing_program(latest):
             errors.append(_no_jobctl(master, jobctl))
         run_id = str((latest or {}).get("stdout") or "").strip()
@@ -952,15 +1206,30 @@ def jobs_plan(
         "results": f"{plan_.get('results_root')}/{plan_.get('job')}-{run_id}",
         "argv": argv,
         "errors": errors,
+        # Nothing to ask where the run cannot be named.
+        "hosts": [] if errors else follow["hosts"],
+        "master": follow["master"],
+        "not_part": follow["not_part"],
+        "notes": follow["notes"],
     }
 
 
 def jobs_node(jobs: dict, host: str, result: dict, jobctl: str, gpus_text: str = "") -> dict:
     """One node's answer to jobs.yml: {"errors", "status", "lines"} (its status line, then the
-    log's last lines; for list, how many runs it has)."""
+    log's last lines; for list, how many runs it has; for a host of the group the run did not run
+    on, that it is not part of it, and why)."""
     if jobs.get("errors"):
         return {"errors": list(jobs["errors"]), "status": {}, "lines": []}
+    if host in (jobs.get("not_part") or {}):
+        why = jobs["not_part"][host]
+        return {
+            "errors": [],
+            "status": {},
+            "lines": [f"{host}: not part of run {jobs.get('run_id')} ({why})"],
+        }
     if _missing_program(result):
+        if jobs.get("action") == "list":  # a node that never ran a wireup job (one a run left out)
+            return {"errors": [], "status": {}, "lines": [f"{host}: 0 run(s) (no {jobctl})"]}
         return {"errors": [_no_jobctl(host, jobctl)], "status": {}, "lines": []}
     if (result or {}).get("rc", 0) != 0:
         why = (result or {}).get("stderr") or (result or {}).get("msg") or ""
@@ -975,7 +1244,8 @@ def jobs_node(jobs: dict, host: str, result: dict, jobctl: str, gpus_text: str =
 
 def jobs_stands(jobs: dict, states: dict, play_hosts=None) -> str:
     """The line for the whole run: running on which nodes, FAILED naming the first failing node,
-    stopped, or the verdict's reason; for logs, where they are."""
+    stopped, or the verdict's reason; for logs, where they are; the group's hosts that are not
+    part of the run (``states``: the run's hosts only)."""
     verdict = job_verdict(states, play_hosts)
     if verdict["running"] and not verdict["first_failure"]:
         how = "running on " + ", ".join(verdict["running"])
@@ -986,16 +1256,19 @@ def jobs_stands(jobs: dict, states: dict, play_hosts=None) -> str:
     else:
         how = verdict["reason"]
     where = f"; logs in {jobs.get('results')}/" if jobs.get("action") == "logs" else ""
-    return f"job {jobs.get('job')} run {jobs.get('run_id')}: {how}{where}"
+    apart = sorted(jobs.get("not_part") or {})
+    others = f"; not part of it: {', '.join(apart)}" if apart else ""
+    return f"job {jobs.get('job')} run {jobs.get('run_id')}: {how}{where}{others}"
 
 
 def jobs_summary(jobs: dict, states: dict, runs_per_host: dict, play_hosts=None, base_dir="") -> list[str]:
     """jobs.yml's closing lines: for list, every run on the nodes newest first (runs_table of
     ``runs_per_host``) or that there is none under ``base_dir``/jobs; else how the run stands
-    (jobs_stands of ``states``)."""
+    (jobs_stands of ``states``), then the plan's notes (how the run was found, hosts it could not
+    follow)."""
     if jobs.get("action") == "list":
         return runs_table(runs_per_host) or [f"no runs under {base_dir}/jobs"]
-    return [jobs_stands(jobs, states, play_hosts)]
+    return [jobs_stands(jobs, states, play_hosts), *jobs.get("notes", [])]
 
 
 def follow_lines(plan_: dict, started: dict, inventory_sources=()) -> list[str]:

@@ -12,6 +12,7 @@ sacct is read as ``sacct --parsable2 --noheader -j ID --format=JobID,State,ExitC
 from __future__ import annotations
 
 import re
+import shlex
 from datetime import UTC, datetime
 
 SACCT_FORMAT = "JobID,State,ExitCode,NodeList,End"
@@ -342,3 +343,134 @@ def run_plan(sbatch_stdout: str, plan: dict, *, timeout=1800, poll_interval=5, s
         "cancel_looks": (int(stop_grace) + 30) // 2,
         "errors": [] if job_id else [f"sbatch printed no job id: {(sbatch_stdout or '').strip()!r}"],
     }
+
+
+# --- the Slurm state of the nodes torchrun_launch_drain_failed drains ---------------------------
+# `scontrol show node -o NODES` (SLURM_TIME_FORMAT=standard: ISO times): one line per node, its
+# fields "Key=value" separated by spaces (values may hold spaces: OS=, Reason=). Without -o the same
+# fields span several indented lines per node, records separated by a blank line. State is the
+# base state and its flags joined by '+' (IDLE+DRAIN, MIXED+DRAIN, ALLOCATED+DRAIN, DOWN+DRAIN,
+# IDLE+DRAIN+NOT_RESPONDING; older scontrol and sinfo's long form: DRAINED, DRAINING, with '*'
+# and other one-character suffixes). Reason= comes after the power line, its first line followed by
+# " [USER@TIME]" (who set it, when); then only Comment=, Extra=, InstanceId=, InstanceType= and
+# ReservationName= may follow (src/api/node_info.c, slurm_sprint_node_table).
+NODE_STATE_ARGV = ["scontrol", "show", "node", "-o"]
+WIREUP_REASON = "wireup: "
+_RECORD_START = re.compile(r"(?m)^[ \t]*(?=NodeName=)")
+_STATE_FIELD = re.compile(r"(?:^|\s)State=(\S+)")
+_NAME_FIELD = re.compile(r"^\s*NodeName=(\S+)")
+_REASON_FIELD = re.compile(r"(?:^|\s)Reason=(.*)$", re.M)
+_REASON_BY = re.compile(r" \[([^\s\[\]@]+)@(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\]")
+_AFTER_REASON = re.compile(r" (?:Comment|Extra|InstanceId|InstanceType|ReservationName)=")
+_DRAIN_WORDS = frozenset({"DRAIN", "DRAINED", "DRAINING"})
+_BUSY = frozenset({"ALLOCATED", "MIXED", "COMPLETING", "DRAINING"})
+
+
+def node_state_argv(nodes) -> list[str]:
+    """scontrol's argv reading the state of ``nodes`` (Slurm node names) in one call."""
+    return [*NODE_STATE_ARGV, ",".join(nodes)]
+
+
+def parse_show_node(text: str) -> dict:
+    """``scontrol show node [-o]`` output -> {node name: {"state" (as printed), "words" (its
+    parts, suffixes such as '*' removed), "drain" (a drain is set: the node takes no new jobs),
+    "draining" (drained but jobs still run), "reason" (the first line of Reason=, without who and
+    when; None when there is none), "reason_user", "reason_time"}}.
+
+    A record without NodeName= or State= is skipped (a cut-off read); a record cut inside Reason=
+    keeps what it has (the reason is then not trusted as a wireup reason unless it starts so).
+    CRLF, tabs and NUL bytes are tolerated."""
+    text = (text or "").replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    nodes = {}
+    for record in _RECORD_START.split(text):
+        name = _NAME_FIELD.match(record)
+        state = _STATE_FIELD.search(record)
+        if not name or not state:
+            continue
+        raw = state.group(1)
+        words = [w.strip().rstrip("*~#!%$@^-").upper() for w in raw.split("+")]
+        words = [w for w in words if w]
+        drain = any(w in _DRAIN_WORDS for w in words)
+        reason = user = when = None
+        found = _REASON_FIELD.search(record)
+        if found:
+            line = found.group(1).replace("\t", " ")
+            by = _REASON_BY.search(line)
+            if by:
+                reason, user, when = line[: by.start()], by.group(1), by.group(2)
+            else:
+                after = _AFTER_REASON.search(line)
+                reason = line[: after.start()] if after else line
+            reason = reason.strip()
+        nodes[name.group(1)] = {
+            "state": raw,
+            "words": words,
+            "drain": drain,
+            "draining": drain and (bool(_BUSY & set(words)) or "DRAINING" in words),
+            "reason": reason,
+            "reason_user": user,
+            "reason_time": when,
+        }
+    return nodes
+
+
+def drain_plan(drain, show_result=None, *, check_mode: bool = False) -> dict:
+    """What torchrun_launch_drain_failed does with each node the launch plan would drain
+    (``drain``: launch.health_plan's [{host, node, reason, argv}]), given their Slurm state
+    (``show_result``: the registered ``scontrol show node -o NODES``; its stdout, rc, stderr).
+
+    - not drained (IDLE, ALLOCATED, DOWN, ...): drained (``drain``; reported changed);
+    - drained or draining already for a wireup reason (Reason= starts with "wireup: "): left as
+      it is, not changed (an earlier launch drained it);
+    - drained or draining for another reason (an administrator's, Slurm's own): left as it is, its
+      reason kept (the node takes no jobs anyway; wireup does not overwrite someone else's note);
+    - state unknown (scontrol failed, the node is not in its answer): drained, as without the read.
+
+    In check mode nothing is drained; the lines say what would be. Returns {"drain" (the items to
+    drain), "nodes" {node: {host, action (drain, drained_already, kept), state, slurm_reason,
+    reason}}, "show" (a line per node)}."""
+    result = show_result or {}
+    parsed = parse_show_node(result.get("stdout", "")) if isinstance(result, dict) else {}
+    failed = isinstance(result, dict) and result.get("rc", 0) not in (0, None) and not parsed
+    out = {"drain": [], "nodes": {}, "show": []}
+    for item in drain or []:
+        node = item["node"]
+        st = parsed.get(node)
+        cmd = shlex.join(item["argv"])
+        entry = {
+            "host": item.get("host"),
+            "reason": item["reason"],
+            "state": st["state"] if st else None,
+            "slurm_reason": st["reason"] if st else None,
+        }
+        if st and st["drain"]:
+            how = "draining" if st["draining"] else "drained"
+            said = f"State={st['state']}, Reason={st['reason'] or '(none)'}"
+            if st["reason_user"]:
+                said += f" [{st['reason_user']}@{st['reason_time']}]"
+            if (st["reason"] or "").startswith(WIREUP_REASON):
+                entry["action"] = "drained_already"
+                line = f"Slurm: {node} is {how} already for a wireup reason ({said}): not drained again"
+            else:
+                entry["action"] = "kept"
+                line = (
+                    f"Slurm: {node} is {how} already for another reason ({said}): left as it is, its "
+                    "reason kept"
+                )
+        else:
+            entry["action"] = "drain"
+            if st:
+                now = f"State={st['state']}"
+            elif failed:
+                why = str(result.get("stderr") or result.get("msg") or "").strip().splitlines()
+                now = f"state unknown: scontrol failed ({why[0] if why else 'no output'})"
+            else:
+                now = "state unknown: not in scontrol's answer"
+            if check_mode:
+                line = f"Slurm: would drain {node} ({now}; check mode: nothing changes): {cmd}"
+            else:
+                line = f"Slurm: drain {node} ({now}): {cmd}"
+                out["drain"].append(dict(item))
+        out["nodes"][node] = entry
+        out["show"].append(line)
+    return out
