@@ -643,3 +643,19 @@ def test_our_healthy_socket_variants():
     out = ncclinfo.transport_findings(info, facts("ndr8_healthy"), host="n1")
     assert [(f["severity"], f["code"]) for f in out] == [("warning", "nccl_ib_disabled")]
     assert "NCCL_IB_DISABLE=1" in out[0]["message"]
+
+
+def test_our_nccl_tests_two_host_logs_tell_the_transport():
+    # nccl-tests under mpirun (plain and --tag-output), two hosts by hostname and NCCL_HOSTID.
+    for name in (
+        "h200x1_v2.19.6_mpirun_two_hosts_socket_all_reduce_nccl_info.txt",
+        "h200x1_v2.19.6_mpirun_tag_output_two_hosts_socket_all_gather_nccl_info.txt",
+    ):
+        text = (FIXTURES / "nccltests" / name).read_text()
+        info = ncclinfo.parse_nccl_info(text)
+        assert (info["inter_node"], info["nnodes"], info["hosts"]) == (
+            "socket",
+            2,
+            ["wireup-cap-0", "wireup-cap-1"],
+        )
+        assert info["connections"]["NET/Socket"] >= 4 and info["failures"] == []

@@ -499,3 +499,33 @@ def test_real_nccl_debug_info_lines_between_header_and_rows():
     assert run["problems"] == []
     assert [r["size"] for r in run["parsed"]["rows"]] == [0, 64, 512, 4096, 32768, 262144]
     assert run["parsed"]["rows"][-1]["out_of_place"]["algbw"] == 50.63
+
+
+def test_real_two_host_mpirun_run_over_sockets():
+    # Two ranks that NCCL takes for two hosts (own hostname, own NCCL_HOSTID), nccl-tests under
+    # mpirun with NCCL INFO: both Rank lines, the table between the INFO lines, 1.86 GB/s at 128M.
+    run = nccltests.assess(read("h200x1_v2.19.6_mpirun_two_hosts_socket_all_reduce_nccl_info.txt"), 0)
+    parsed = run["parsed"]
+    assert run["problems"] == [] and parsed["complete"] and parsed["avg_busbw"] == 0.463557
+    assert [(d["rank"], d["host"]) for d in parsed["devices"]] == [(0, "wireup-cap-0"), (1, "wireup-cap-1")]
+    assert (parsed["rows"][-1]["size"], parsed["rows"][-1]["out_of_place"]["busbw"]) == (134217728, 1.86)
+    tagged = nccltests.assess(
+        read("h200x1_v2.19.6_mpirun_tag_output_two_hosts_socket_all_gather_nccl_info.txt"), 0
+    )
+    assert tagged["problems"] == [] and tagged["parsed"]["collective"] == "all_gather"
+    assert [r["size"] for r in tagged["parsed"]["rows"]] == [1024, 8192, 65536, 524288, 4194304, 33554432]
+    assert len(tagged["parsed"]["devices"]) == 2
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "h200x1_v2.19.6_all_reduce_timeout_term_line_buffered.txt",
+        "h200x1_v2.19.6_all_reduce_timeout_term_block_buffered.txt",
+    ],
+)
+def test_real_run_stopped_by_timeout_mid_table(name):
+    run = nccltests.assess(read(name), 124)
+    assert run["problems"][0].startswith("exit code 124: stopped by `timeout`")
+    assert "output stops mid-table after the 268435456 B row" in run["problems"][1]
+    assert not run["parsed"]["complete"] and len(run["parsed"]["rows"]) == 26
