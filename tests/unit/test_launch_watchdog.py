@@ -215,3 +215,26 @@ def test_a_taken_watchdog_port_ends_the_job_instead_of_leaving_it_unwatched(clus
         assert f"port {port} is taken" in status(jobs["n1"], "r1")["reason"]
         # The workers reach a socket that never answers: the master is silent, they stop too.
         assert wait_for(lambda: all(status(jobs[h], "r1")["state"] == "stopped" for h in ("n2", "n3")), 15)
+
+
+@pytest.mark.parametrize("first", ["n2", "n1"])
+def test_a_deliberate_stop_of_one_node_stops_every_node_with_its_reason(cluster, first):
+    # jobs.yml stops every node at once; whichever node's stop lands first (a worker, or the
+    # master), the watchdogs pass its reason on, so every node says "stopped by jobs.yml", not
+    # "n2 lost its watchdog connection" (the race a loaded CI machine showed on the testbed).
+    jobs = cluster("sleep 60\n", interval=0.2, timeout=5)
+    assert wait_for(lambda: all(status(j, "r1")["state"] == "running" for j in jobs.values()), 5)
+    time.sleep(1)  # every follower has joined
+    jobctl("stop", jobs[first], "r1", 2, "stopped by jobs.yml")
+    assert wait_for(lambda: all(status(j, "r1")["state"] == "stopped" for j in jobs.values()), 10)
+    assert {h: status(j, "r1")["reason"] for h, j in jobs.items()} == dict.fromkeys(
+        HOSTS, "stopped by jobs.yml"
+    )
+    assert wait_for(lambda: not any(watchdog_pids(j) for j in jobs.values()), 10)
+
+
+def test_deliberate_reasons_are_passed_on_the_watchdogs_own_are_not():
+    wd = load_watchdog()
+    assert wd.deliberate("stopped by jobs.yml") == "stopped by jobs.yml"
+    assert wd.deliberate("stopped by the watchdog: n2 exited with code 3") == ""
+    assert wd.deliberate("") == "" and wd.deliberate(None) == ""
