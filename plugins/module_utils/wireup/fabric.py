@@ -416,7 +416,7 @@ def parse_nic_facts(files):
     return facts
 
 
-def _rails(facts):
+def rail_ports(facts):
     """The ports that can carry training traffic (ports without a role, from callers that build
     facts by hand, count as rails)."""
     return [p for p in facts.get("ib_ports", []) if p.get("role", "rail") == "rail"]
@@ -435,7 +435,7 @@ def usable_network(facts):
     then active RoCE ports, else sockets over the fastest interface that is up. Only rails
     count (not the ports in ``set_aside``). ``rail_gbps`` is the slowest active rail (NCCL
     splits channels evenly over rails, so the slowest one paces them all)."""
-    active = [p for p in _rails(facts) if p.get("active")]
+    active = [p for p in rail_ports(facts) if p.get("active")]
     for kind in sorted(KIND_RANK, key=KIND_RANK.get):
         group = [p for p in active if _port_kind(p) == kind]
         rates = [p["rate_gbps"] for p in group if p.get("rate_gbps")]
@@ -543,7 +543,7 @@ def node_findings(facts):
                 + "; ".join(f"{p['name']} ({p['set_aside']})" for p in aside),
             )
         )
-    rails = [p for p in _rails(facts) if p.get("active")]
+    rails = [p for p in rail_ports(facts) if p.get("active")]
     compared = [
         p for p in rails if p.get("rate_gbps") and (transport not in KIND_RANK or _port_kind(p) == transport)
     ]

@@ -54,6 +54,7 @@ Lines read (NCCL 2.3 to 2.30, checked against the logs in tests/fixtures/ncclinf
 
 import re
 
+from .fabric import rail_ports
 from .health import finding
 
 # One NCCL record header: [host:pid:tid ][dev] [src:line ][NCCL ]INFO|WARN. Found from its "[dev]"
@@ -538,9 +539,9 @@ def transport_findings(info, nic_facts=None, host=None):
     out = []
     who = f"{host}: " if host else ""
     facts = nic_facts or {}
-    # Only ports that can carry training traffic (fabric: role "rail"; Azure's mlx5_an0, SR-IOV VFs
+    # Only ports that can carry training traffic (fabric.rail_ports: Azure's mlx5_an0, SR-IOV VFs
     # and a storage card are set aside): NCCL on sockets beside those is no fallback.
-    rdma_up = [p for p in facts.get("ib_ports", []) if p.get("active") and p.get("role", "rail") == "rail"]
+    rdma_up = [p for p in rail_ports(facts) if p.get("active")]
     ev = info.get("evidence", {})
     env = info.get("env") or {}
     inter = info.get("inter_node")

@@ -296,7 +296,6 @@ def _empty_result(fmt):
         "header_inferred": False,
         "runs": 1,
         "other_runs": [],
-        "library_version_logged": "",
         # "cputime" under -C 1: the rows' time_us is then the CPU time per iteration (algbw and busbw
         # still come from the GPU time: src/common.cu), so it is no latency figure.
         "time_kind": "time",
@@ -528,6 +527,7 @@ def _text_runs(text):
     lines = list(_clean_lines(text))
     echoes = _echo_lines(lines)
     runs = [_empty_result("text")]
+    logged = [""]  # per run: the library version NCCL logged, the fallback for a run's banner
     lead = section = None
     for idx, line in enumerate(lines):
         result = runs[-1]
@@ -542,6 +542,7 @@ def _text_runs(text):
         ):
             result = _empty_result("text")
             runs.append(result)
+            logged.append("")
             lead = section = None
         if _settings_line(stripped, result):
             continue
@@ -571,7 +572,7 @@ def _text_runs(text):
             continue  # the oldest layouts print the footer without "#"
         match = _LIB_VERSION.search(stripped)
         if match:
-            result["library_version_logged"] = result["library_version_logged"] or match.group("v")
+            logged[-1] = logged[-1] or match.group("v")
             continue
         tokens = stripped.split()
         if lead is None:
@@ -581,9 +582,8 @@ def _text_runs(text):
             lead, section = inferred
             result["header_inferred"] = True
         _text_row(tokens, lead, section, result, stripped)
-    for result in runs:
-        logged = result.pop("library_version_logged")
-        result["nccl_version"] = result["nccl_version"] or logged
+    for result, version in zip(runs, logged):
+        result["nccl_version"] = result["nccl_version"] or version
     return runs
 
 
@@ -682,14 +682,12 @@ def parse_json(text):
     # "errors" is ncclGetLastError() after a finished run, not a failure (see _echo_lines); a run
     # that fails writes no footer, so its file has neither the average nor "errors".
     result["last_error"] = next((str(e).strip() for e in data.get("errors") or [] if str(e).strip()), "")
-    result.pop("library_version_logged")
     return _finish(result, text)
 
 
 def parse_torch(text):
     """Parse the JSON lines of files/bench/torch_allreduce.py (noise lines in between are skipped)."""
     result = _empty_result("torch")
-    result.pop("library_version_logged")
     for line in _clean_lines(text):
         stripped = line.strip()
         if not stripped.startswith("{"):

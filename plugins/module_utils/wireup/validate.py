@@ -372,8 +372,9 @@ def renamed_errors(names) -> list[str]:
 
 
 # ---------------------------------------------------------------- the one inventory check
-# Env mappings exported by bash scripts; each key must be a shell name.
-ENV_MAPPINGS = ("wireup_job_env", "bench_env", "bench_fabric_env", "torchrun_launch_env")
+# Env mappings exported by bash scripts; each key must be a shell name. The bench role's
+# (bench_env, bench_fabric_env) are checked with its other variables, in bench_errors.
+ENV_MAPPINGS = ("wireup_job_env", "torchrun_launch_env")
 
 
 def host_errors(values: dict) -> list[str]:
@@ -384,7 +385,7 @@ def host_errors(values: dict) -> list[str]:
         errors += validate_nproc(values["wireup_nproc_per_node"])
     errors += validate_settings(values)
     for name in ENV_MAPPINGS:
-        if name in values and not name.startswith("bench_"):
+        if name in values:
             errors += shell_name_errors(name, values[name])
     errors += bench_errors({k: v for k, v in values.items() if k.startswith("bench_")})
     errors += renamed_errors(values)
