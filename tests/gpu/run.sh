@@ -16,6 +16,9 @@
 #             each healthy and with NCCL_P2P_DISABLE=1 (traffic through host memory)
 #   fabric    the fabric bench and launch Example 2 across two inventory hosts on this one machine
 #             (tests/gpu/fabric_two_hosts.py: ssh on loopback, one GPU each, distinct NCCL_HOSTID)
+#   netns     the fabric bench across 4 simulated hosts in network namespaces (veth NICs on a
+#             bridge, sshd in each), healthy and then one host's link shaped with tc tbf; launch.yml
+#             refused, then on_failed=skip on the others (tests/gpu/fabric_netns.py; needs .sshbin)
 #   results   pack results/ into $OUT/results.tgz
 set -o nounset -o pipefail
 # shellcheck source=tests/gpu/env.sh
@@ -98,6 +101,11 @@ PY
       python3 -m tests.gpu.fabric_two_hosts >"$OUT/fabric.txt" 2>&1
       echo "== fabric: rc=$? in $((SECONDS - start)) s"
       tail -n 40 "$OUT/fabric.txt" ;;
+    netns)
+      start=$SECONDS
+      timeout -s INT 540 python3 -m tests.gpu.fabric_netns --hosts 4 >"$OUT/fabric-netns.txt" 2>&1
+      echo "== netns: rc=$? in $((SECONDS - start)) s"
+      tail -n 60 "$OUT/fabric-netns.txt" ;;
     results) tar -czf "$OUT/results.tgz" results && echo "== results packed" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
