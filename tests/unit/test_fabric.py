@@ -68,6 +68,43 @@ def test_testbed_veth_is_a_virtual_socket_rail():
     assert f["ib_ports"] == [] and f["findings"] == [] and f["iommu"]["mode"] == "off"
 
 
+def test_h200_netns_veth_is_an_ethernet_socket_rail_at_its_sysfs_speed():
+    """A simulated host on the 1x H200 (tests/gpu/fabric_netns.py): what the NIC facts read inside
+    its network namespace, as a container's eth0 is, a veth: Ethernet, 10000 Mb/s, no PCI device."""
+    f = facts("h200x1_netns_veth")
+    assert f["interfaces"] == [
+        {
+            "name": "eth0",
+            "operstate": "up",
+            "speed_mbps": 10000,
+            "mtu": 1500,
+            "type": "ether",
+            "pci": None,
+            "virtual": True,
+        }
+    ]
+    assert (f["transport"], f["rails"], f["rail_gbps"], f["devices"], f["speed_assumed"]) == (
+        "socket",
+        1,
+        10.0,
+        ["eth0"],
+        False,
+    )
+    # No RDMA: no HCA, no peermem, nothing to find; the node's one GPU is counted.
+    assert f["ib_ports"] == [] and f["peermem"]["loaded"] is False and f["findings"] == []
+    assert f["nvidia_gpus"] == 1 and f["iommu"]["mode"] == "off"
+    # The expectation from the veth NCCL named: 10 Gb/s x sockets' 0.45, no GDR variant.
+    on_veth = fabric.on_interface(f, "eth0")
+    assert (on_veth["rail_gbps"], on_veth["speed_assumed"]) == (10.0, False)
+    e = fabric.expected_busbw({"n3": on_veth, "n4": on_veth}, 1, transport="socket", gdr=False)
+    assert (e["expected_gbs"], e["network_gbs"], e["transport"], e["efficiency"]) == (
+        0.562,
+        1.25,
+        "socket",
+        0.45,
+    )
+
+
 def test_h200_vm_unknown_speed_takes_ncclss_own_10g_default():
     f = facts("h200vm_virtio_no_ib")
     assert (f["transport"], f["devices"], f["rail_gbps"], f["speed_assumed"]) == (

@@ -64,6 +64,34 @@ def test_socket_pair_on_the_h200_vm_has_no_hardware_expectation_on_loopback():
     assert r["findings"] == []
 
 
+def test_shaped_veth_pair_on_the_h200_is_judged_against_the_veths_speed():
+    """The shaped pair of tests/gpu/fabric_netns.py (n3's veth under tbf 2gbit), its two logs as
+    the bench brought them back (rank 0's ends with the benchmark's JSON line: 0.2354 GB/s)."""
+    veth = nics("h200x1_netns_veth")
+    logs = {
+        "n3": (LOGS / "h200x1_nccl-2.28.9_torch-2.11_netns_veth_eth0_shaped_rank0.txt").read_text(),
+        "n4": (LOGS / "h200x1_nccl-2.28.9_torch-2.11_netns_veth_eth0_shaped_rank1.txt").read_text(),
+    }
+    ok = {"n3": {"ok": True}, "n4": {"ok": True}}
+    r = fabricrun.pair_result(
+        1, ["n3", "n4"], logs, ok, nics={"n3": veth, "n4": veth}, gpus_per_node={"n3": 1, "n4": 1}
+    )
+    assert (r["busbw"], r["size"], r["backend"], r["error"], r["findings"]) == (
+        0.2354,
+        1 << 30,
+        "nccl",
+        "",
+        [],
+    )
+    assert {h: (t["inter_node"], t["socket_interfaces"]) for h, t in r["transports"].items()} == {
+        "n3": ("socket", ["eth0"]),
+        "n4": ("socket", ["eth0"]),
+    }
+    assert (r["expected"]["expected_gbs"], r["expected"]["transport"]) == (0.562, "socket")
+    judged = fabricrun.judge(["n3", "n4"], [r], nics={"n3": veth, "n4": veth})
+    assert judged["pairs"][0]["verdict"] == "FAIL" and judged["reference_kind"] == "expected"
+
+
 def test_socket_pair_where_ib_is_up_is_a_finding_per_node():
     ib = nics("ndr8_healthy")
     r = fabricrun.pair_result(1, ["a", "b"], twohost(0.5), OK, nics={"a": ib, "b": ib})

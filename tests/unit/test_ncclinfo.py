@@ -217,6 +217,24 @@ def test_twohost_socket_details():
     assert info["evidence"]["ib_no_device"].endswith("NET/IB : No device found.")
 
 
+def test_netns_socket_lines_name_the_veth_and_its_address():
+    """Two simulated hosts in network namespaces on the 1x H200 (tests/gpu/fabric_netns.py), NCCL
+    on each host's veth eth0 (NCCL_SOCKET_IFNAME=eth0), no IB device, the GPU not usable for RDMA."""
+    for rank, address in ((0, "10.250.0.13"), (1, "10.250.0.14")):
+        info = parse(f"h200x1_nccl-2.28.9_torch-2.11_netns_veth_eth0_shaped_rank{rank}.txt")
+        assert info["socket_interfaces"] == [{"index": 0, "name": "eth0", "address": address}]
+        assert (info["network"], info["inter_node"], info["gdrdma"], info["ib_no_device"]) == (
+            "Socket",
+            "socket",
+            False,
+            True,
+        )
+        assert info["connections"] == {"NET/Socket": 4} and info["nnodes"] == 2 and info["intra_node"] == []
+        assert info["evidence"]["inter_node"].endswith("[receive] via NET/Socket/0")
+        # A veth the node's facts list, no HCA up: sockets are no fault there.
+        assert ncclinfo.transport_findings(info, facts("h200x1_netns_veth"), host="n3") == []
+
+
 def test_ib_devices_link_layer_and_sharp():
     roce = parse("roce_nccl-1537_gdr_disabled_peermem_loaded.txt")
     assert [(d["device"], d["link_layer"]) for d in roce["ib_devices"]] == [
