@@ -168,6 +168,32 @@ def start_sshds(work, addr):
     return procs
 
 
+def stop_sshds(procs):
+    for proc in procs.values():
+        proc.terminate()  # our own sshd, by its PID
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def nic_tree(out, name):
+    """What the NIC facts read inside the host's namespace: read_tree's dict (kept as a capture
+    for the unit tests) and the facts parsed from it, logged."""
+    tree = run(
+        ["ip", "netns", "exec", ns_of(name), sys.executable, "-c",
+         "import json, sys; sys.path.insert(0, 'plugins/module_utils'); from wireup import fabric; "
+         "print(json.dumps(fabric.read_tree('/'), indent=1, sort_keys=True))"],
+        cwd=REPO_ROOT,
+    ).stdout  # fmt: skip
+    (out / f"nic-tree-{name}.json").write_text(tree)
+    facts = fabric.parse_nic_facts(json.loads(tree))
+    log(
+        f"NIC facts in {ns_of(name)}: {facts['interfaces']}; transport {facts['transport']}, "
+        f"{facts['rails']} x {facts['rail_gbps']} Gb/s on {facts['devices']}"
+    )
+
+
 def inventory(work, names, addr, count):
     """tests/gpu/inventory.yml's settings per host (write_inventory), each host over ssh to its
     eth0 address, that address its cluster address, its own folders, GPU and NCCL_HOSTID."""
@@ -268,6 +294,44 @@ def check_shaped(record, names, bad, rc, failures):
         )
 
 
+def check_refused(rc, text, bad, failures):
+    """launch.yml must fail with a refusal that names the bad host; returns the line."""
+    refused = [line.strip() for line in text.splitlines() if "launch refused" in line]
+    if rc == 0 or not any(bad in line for line in refused):
+        failures.append(f"launch.yml was not refused naming {bad} (rc {rc})")
+    return f"rc {rc}: {refused[0][:400] if refused else 'no refusal line'}"
+
+
+def check_skip(rc, text, results, names, bad, *, failures):
+    """launch.yml with on_failed=skip must run on the others, ranks renumbered, every node exit 0."""
+    runs = sorted((results / "jobs").glob("fabric-skip-*/summary.json"))
+    summary = json.loads(runs[-1].read_text()) if runs else {}
+    ranks = {h: n.get("node_rank") for h, n in summary.get("nodes", {}).items()}
+    others = [n for n in names if n != bad]
+    verdict = summary.get("verdict") or {}
+    left_out = [line.strip() for line in text.splitlines() if f"left out {bad} " in line]
+    if rc or ranks != {h: r for r, h in enumerate(others)} or not verdict.get("ok") or not left_out:
+        failures.append(
+            f"skip-launch: rc {rc}, ranks {ranks}, verdict {verdict}, left out line {bool(left_out)}"
+        )
+    return f"rc {rc}, ranks {ranks}, {verdict.get('reason')}\n   " + (
+        left_out[0][:400] if left_out else f"no 'left out {bad}' line"
+    )
+
+
+def check_logs(parsed, failures):
+    """Every job that ran (the refused one never did) used NET/Socket on eth0 alone."""
+    wrong = {
+        n: i
+        for n, i in parsed.items()
+        if i.get("inter_node") != "socket" or i.get("socket_interfaces") != [IFACE]
+    }
+    if wrong:
+        failures.append(f"logs without NET/Socket on {IFACE}: {wrong}")
+    if not any(n.startswith("fabric-skip") for n in parsed):
+        failures.append("no log of the skip-launch run")
+
+
 def read_job_logs(folder):
     out = {}
     for path in sorted(folder.glob("*/*.log")):
@@ -319,17 +383,7 @@ def main() -> int:
     try:
         addr = make_hosts(names)
         log(f"{count} GPU(s); hosts {addr} on bridge {BRIDGE} ({NET}.1); {bad} to be shaped at {opts.rate}")
-        # What the NIC facts read inside a namespace: the tree (a capture for the unit tests).
-        tree = run(
-            ["ip", "netns", "exec", ns_of(names[0]), sys.executable, "-c",
-             "import json, sys; sys.path.insert(0, 'plugins/module_utils'); from wireup import fabric; "
-             "print(json.dumps(fabric.read_tree('/'), indent=1, sort_keys=True))"],
-            cwd=REPO_ROOT,
-        ).stdout  # fmt: skip
-        (out / "nic-tree-n1.json").write_text(tree)
-        facts = fabric.parse_nic_facts(json.loads(tree))
-        log(f"NIC facts in {ns_of(names[0])}: {facts['interfaces']}; transport {facts['transport']}, "
-            f"{facts['rails']} x {facts['rail_gbps']} Gb/s on {facts['devices']}")  # fmt: skip
+        nic_tree(out, names[0])
         sshds = start_sshds(work, addr)
         inv = inventory(work, names, addr, count)
         shutil.copy(inv, out / "inventory.yml")
@@ -367,40 +421,15 @@ def main() -> int:
         wait = ["-e", "torchrun_launch_wait=true", "-e", json.dumps({"torchrun_launch_env": NCCL_INFO})]
         job = ["-e", "torchrun_launch_job=fabric-refused"]
         rc, text = play(out, "launch-refused", inv, "launch.yml", *common, *wait, *job)
-        refused = [line.strip() for line in text.splitlines() if "launch refused" in line]
-        if rc == 0 or not any(bad in line for line in refused):
-            failures.append(f"launch.yml was not refused naming {bad} (rc {rc})")
-        print(f"== launch.yml: rc {rc}: {refused[0][:400] if refused else 'no refusal line'}")
+        print("== launch.yml: " + check_refused(rc, text, bad, failures))
         job = ["-e", "torchrun_launch_on_failed=skip", "-e", "torchrun_launch_job=fabric-skip"]
         rc, text = play(out, "launch-skip", inv, "launch.yml", *common, *wait, *job)
-        runs = sorted((results / "jobs").glob("fabric-skip-*/summary.json"))
-        summary = json.loads(runs[-1].read_text()) if runs else {}
-        ranks = {h: n.get("node_rank") for h, n in summary.get("nodes", {}).items()}
-        others = [n for n in names if n != bad]
-        if rc or ranks != {h: r for r, h in enumerate(others)} or not summary.get("verdict", {}).get("ok"):
-            failures.append(f"skip-launch: rc {rc}, ranks {ranks}, verdict {summary.get('verdict')}")
-        skipped = [line.strip() for line in text.splitlines() if "left out" in line]
-        print(f"== launch.yml on_failed=skip: rc {rc}, ranks {ranks}, verdict {summary.get('verdict')}")
-        print("   " + (skipped[0][:400] if skipped else "no 'left out' line"))
+        print("== launch.yml on_failed=skip: " + check_skip(rc, text, results, names, bad, failures=failures))
         parsed = read_job_logs(results / "jobs")
         (out / "ncclinfo.json").write_text(json.dumps(parsed, indent=1, sort_keys=True))
-        wrong = {
-            n: i
-            for n, i in parsed.items()
-            if i.get("inter_node") != "socket" or i.get("socket_interfaces") != [IFACE]
-        }
-        wrong = {n: i for n, i in wrong.items() if not n.startswith("fabric-refused")}
-        if wrong:
-            failures.append(f"logs without NET/Socket on {IFACE}: {wrong}")
-        if not any(n.startswith("fabric-skip") for n in parsed):
-            failures.append("no log of the skip-launch run")
+        check_logs(parsed, failures)
     finally:
-        for proc in sshds.values():
-            proc.terminate()  # our own sshd, by its PID
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_sshds(sshds)
         remove_hosts(names)
         for path in work.glob("*.log"):
             shutil.copy(path, out)
