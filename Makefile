@@ -50,7 +50,8 @@ LAUNCH_ARGS ?= $(if $(INVENTORY),,-e wireup_nproc_per_node=2 -e torchrun_launch_
 # results/run-RUN/PHASE.log; its exit status and seconds to phases.tsv. A phase that fails ends the
 # run (as before), and either way the run ends with wireup.runsummary's lines: per node bootstrap's
 # counts, the bench verdict and the job's result, the report, the logs, what to run next.
-# ansible-playbook run by hand keeps Ansible's own output: only this target summarises.
+# ansible-playbook run by hand keeps Ansible's own output: only this target summarises. The inner
+# make takes the venv as run found it (run's own prerequisite already checked it).
 RUN_DIR := results/run-$(shell date -u +%Y%m%dT%H%M%SZ)
 # Standard library only: the system's python3, from this Makefile's folder whatever the cwd.
 RUN_SUMMARY = PYTHONPATH=$(REPO_DIR)plugins/module_utils $(PYTHON) -m wireup.runsummary
@@ -61,7 +62,7 @@ RUN_PHASE = ( t0=$$(date +%s); rc=0; { $(2); } 2>&1 | $(RUN_SUMMARY) tee $(RUN_D
 run: venv  ## bootstrap, benchmark and launch on INVENTORY (default: the local testbed); ends with a summary
 	@mkdir -p $(RUN_DIR)
 	@rc=0; \
-	{ if [ -z "$(INVENTORY)" ]; then $(call RUN_PHASE,testbed,$(MAKE) --no-print-directory deps testbed-up); fi \
+	{ if [ -z "$(INVENTORY)" ]; then $(call RUN_PHASE,testbed,$(MAKE) --no-print-directory -o $(BIN)/ansible-playbook deps testbed-up); fi \
 	  && $(call RUN_PHASE,site,$(BIN)/ansible-playbook -i $(RUN_INVENTORY) site.yml) \
 	  && $(call RUN_PHASE,bench,$(BIN)/ansible-playbook -i $(RUN_INVENTORY) bench.yml) \
 	  && $(call RUN_PHASE,launch,$(BIN)/ansible-playbook -i $(RUN_INVENTORY) launch.yml $(LAUNCH_ARGS)); } || rc=$$?; \

@@ -485,7 +485,9 @@ def test_waiting_costs_the_same_per_poll_over_a_thousand_polls(tmp_path):
     # Progress, not failure: a line per look, at most one a second, then how the run ended.
     assert "FAILED" not in result.stdout
     running = re.findall(
-        r"^\[localhost\] job it-polls: running, [0-9.]+ s elapsed \(timeout 900 s\)$", result.stdout, re.M
+        r"^\[localhost\] waiting for job it-polls: running, [0-9.]+ s elapsed \(timeout 900 s\)$",
+        result.stdout,
+        re.M,
     )
     assert 1 <= len(running) <= took + 1
     assert re.search(r"^\[localhost\] job it-polls: exited with code 0 after [0-9.]+ s$", result.stdout, re.M)

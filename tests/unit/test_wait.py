@@ -25,10 +25,10 @@ def answer(state, elapsed=12.04, rc=None, **extra):
 def test_a_running_look_goes_on_and_says_state_and_elapsed():
     seen = wait.look(0, answer("running"), "", host="node1", job="ex2", timeout=1800, waited=10)
     assert seen["over"] is False and seen["error"] == ""
-    assert seen["line"] == "[node1] job ex2: running, 12.0 s elapsed (timeout 1800 s)"
+    assert seen["line"] == "[node1] waiting for job ex2: running, 12.0 s elapsed (timeout 1800 s)"
     assert (
         wait.look(0, answer("running"), "", host="node1")["line"]
-        == "[node1] running, 12.0 s elapsed (no timeout)"
+        == "[node1] waiting for the run: running, 12.0 s elapsed (no timeout)"
     )
 
 

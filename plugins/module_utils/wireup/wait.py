@@ -65,12 +65,14 @@ def look(
 
 
 def progress_line(host: str, job: str, status: dict, elapsed: float, timeout: float = 0) -> str:
-    """``[node1] job example2: running, 12.0 s elapsed (timeout 1800 s)``, or how it ended there."""
-    where = f"[{host}] job {job}:" if job else f"[{host}]"
+    """``[node1] waiting for job example2: running, 12.0 s elapsed (timeout 1800 s)``, or how the
+    run ended there. Each line says what it is on its own: Ansible's default output prints a task's
+    banner only with its first result (display_skipped_hosts off), after the wait's lines."""
+    what = f"job {job}" if job else "the run"
     if status.get("state") == "running":
         limit = f"timeout {timeout:g} s" if timeout > 0 else "no timeout"
-        return f"{where} running, {elapsed:.1f} s elapsed ({limit})"
-    return f"{where} {launch.how_it_ended(status)} after {elapsed:.1f} s"
+        return f"[{host}] waiting for {what}: running, {elapsed:.1f} s elapsed ({limit})"
+    return f"[{host}] {what}: {launch.how_it_ended(status)} after {elapsed:.1f} s"
 
 
 def pause(interval: float, took: float, floor: float = 0.5) -> float:
