@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 from wireup import runsummary
+
+REPO = Path(__file__).resolve().parents[2]
 
 RECAP = """\
 PLAY [Preflight] ***************************************************************
@@ -172,3 +175,31 @@ def test_tee_passes_the_output_on_and_logs_it_without_colours(tmp_path):
     runsummary.tee(str(tmp_path / "x.log"), io.StringIO("\x1b[0;32mok: [node1]\x1b[0m\nnext\n"), sink)
     assert sink.getvalue() == "\x1b[0;32mok: [node1]\x1b[0m\nnext\n"
     assert (tmp_path / "x.log").read_text() == "ok: [node1]\nnext\n"
+
+
+# Real play output of the lent 1-GPU machine (tests/gpu/run.sh, 2026-12-01; kept in docs/).
+LOGS = REPO / "docs" / "example-h200x1" / "logs-2026-12-01-final"
+MINBW = REPO / "docs" / "example-h200x1" / "logs" / "minbw.log"
+
+
+def test_real_gpu_logs_give_the_recap_the_report_and_the_job_folder():
+    site = runsummary.parse_recap((LOGS / "site2.log").read_text())
+    assert (
+        list(site) == ["localhost"] and site["localhost"]["changed"] == 0 and site["localhost"]["failed"] == 0
+    )
+    report, _records = runsummary.bench_records((LOGS / "bench.log").read_text(), "/work/main/results")
+    assert report == "/work/main/results/bench/20261201T090557Z/report.html"
+    where, _summary = runsummary.job_summary((LOGS / "launch.log").read_text(), "/work/main/results")
+    assert where == "/work/main/results/jobs/ddp-multinode-20261201T090639Z-843c"
+    # The one-node inventory of that machine is localhost: it is the node, not a controller play.
+    lines = runsummary.compose(
+        [("site", 0, 60)], {"site": site}, {}, {}, {}, report="", job_dir="", run_dir="/r"
+    )  # fmt: skip
+    assert [line for line in lines if line.startswith("  localhost  ok (changed 0, ok ")]
+
+
+def test_a_real_bench_failure_names_the_node_the_task_and_the_verdict():
+    [failure] = runsummary.parse_failures(MINBW.read_text())
+    assert failure["host"] == "localhost" and failure["task"].endswith("Bench | Fail when a host failed")
+    assert failure["cause"].startswith("bench verdict FAIL on localhost: see /work/main/results/bench/")
+    assert runsummary.parse_recap(MINBW.read_text())["localhost"]["failed"] == 1

@@ -28,8 +28,9 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 RECAP_LINE = re.compile(r"^(?P<host>\S+)\s+:\s+(?P<counts>(?:[a-z]+=\d+\s*)+)$")
 FATAL = re.compile(r"^fatal: \[(?P<host>[^\]]+)\]")
 TASK = re.compile(r"^TASK \[(?P<name>.*)\] \**$")
-BENCH_REPORT = re.compile(r"bench report: (?P<html>\S+/report\.html)")
-JOB_DIR = re.compile(r"logs and summary in (?P<dir>\S+?)/?(?:[\"'\s]|$)")
+# Ansible's yaml result format folds long messages at spaces: any run of whitespace between words.
+BENCH_REPORT = re.compile(r"bench\s+report:\s+(?P<html>\S+/report\.html)")
+JOB_DIR = re.compile(r"logs\s+and\s+summary\s+in\s+(?P<dir>\S+?)/?(?:[\"'\s]|$)")
 PHASES = (
     ("testbed", "testbed (deps, testbed-up)"),
     ("site", "site.yml (bootstrap)"),
@@ -243,6 +244,20 @@ def summary(run_dir: str, results_dir: str, *, inventory: str = "", testbed: str
     )  # fmt: skip
 
 
+def _hosts(recaps, records, job) -> list[str]:
+    """The cluster's nodes, in the recaps' order: not localhost where it only ran the controller
+    plays (preflight, the bench report), unless it is a node (a one-node inventory of this machine)."""
+    nodes = set(records) | set(job.get("nodes") or {})
+    hosts = []
+    for name in ("site", "bench", "launch"):
+        recap = recaps.get(name, {})
+        for host in recap:
+            alone = list(recap) == ["localhost"]
+            if host not in hosts and (host != "localhost" or alone or host in nodes):
+                hosts.append(host)
+    return hosts + [h for h in sorted(nodes) if h not in hosts]
+
+
 def compose(phases, recaps, failures, records, job, *, report, job_dir, run_dir, inventory="", testbed=""):
     """The summary's lines from what :func:`summary` read (pure: the unit tests' entry)."""
     titles = dict(PHASES)
@@ -251,11 +266,7 @@ def compose(phases, recaps, failures, records, job, *, report, job_dir, run_dir,
     for name, rc, seconds in phases:
         rows.append([titles.get(name, name), "ok" if rc == 0 else f"FAILED (exit {rc})", f"{seconds} s"])
     out += _table(rows)
-    hosts = []
-    for name in ("site", "bench", "launch"):
-        hosts += [h for h in recaps.get(name, {}) if h != "localhost" and h not in hosts]
-    hosts += [h for h in sorted(records) if h not in hosts]
-    hosts += [h for h in sorted(job.get("nodes") or {}) if h not in hosts]
+    hosts = _hosts(recaps, records, job)
     if hosts:
         out.append("")
         rows = [["node", "bootstrap (site.yml)", "bench verdict", "job"]]
