@@ -1,5 +1,6 @@
 # wireup: `make run` (bootstrap, benchmark and launch on the default cluster) and `make test`.
 # The testbed targets need root (network namespaces, systemd-nspawn).
+REPO_DIR := $(dir $(abspath $(lastword $(MAKEFILE_LIST))))
 SHELL := /bin/bash
 .SHELLFLAGS := -o errexit -o nounset -o pipefail -c
 .DEFAULT_GOAL := help
@@ -45,23 +46,28 @@ testbed-down: venv  ## remove the local testbed (root)
 # (wireup_nproc_per_node: auto) and the job starts detached (follow it with jobs.yml).
 LAUNCH_ARGS ?= $(if $(INVENTORY),,-e wireup_nproc_per_node=2 -e torchrun_launch_wait=true)
 
-# Each phase says how long it took when it ends (and the whole list at the end), so a slow phase
-# is seen without reading ~1,500 lines of play output; .run-phases.log keeps them for this run.
-PHASE = t0=$$(date +%s); trap 'echo "[phase] $(1): $$(( $$(date +%s) - t0 )) s" | tee -a .run-phases.log' EXIT;
+# Each phase's output goes to the terminal as it comes and, without colours, to
+# results/run-RUN/PHASE.log; its exit status and seconds to phases.tsv. A phase that fails ends the
+# run (as before), and either way the run ends with wireup.runsummary's lines: per node bootstrap's
+# counts, the bench verdict and the job's result, the report, the logs, what to run next.
+# ansible-playbook run by hand keeps Ansible's own output: only this target summarises. The inner
+# make takes the venv as run found it (run's own prerequisite already checked it).
+RUN_DIR := results/run-$(shell date -u +%Y%m%dT%H%M%SZ)
+# Standard library only: the system's python3, from this Makefile's folder whatever the cwd.
+RUN_SUMMARY = PYTHONPATH=$(REPO_DIR)plugins/module_utils $(PYTHON) -m wireup.runsummary
+# $(call RUN_PHASE,name,command): run command, tee'd into RUN_DIR/name.log, noted in phases.tsv.
+RUN_PHASE = ( t0=$$(date +%s); rc=0; { $(2); } 2>&1 | $(RUN_SUMMARY) tee $(RUN_DIR)/$(1).log || rc=$$?; \
+  printf '%s\t%s\t%s\n' $(1) $$rc $$(( $$(date +%s) - t0 )) >>$(RUN_DIR)/phases.tsv; [ $$rc -eq 0 ] )
 
-run: venv  ## bootstrap, benchmark and launch on INVENTORY (default: the local testbed)
-	@: > .run-phases.log
-	@if [ -z "$(INVENTORY)" ]; then $(call PHASE,host packages and testbed) $(MAKE) --no-print-directory deps testbed-up; fi
-	@$(call PHASE,site.yml (bootstrap)) $(BIN)/ansible-playbook -i $(RUN_INVENTORY) site.yml
-	@$(call PHASE,bench.yml (wiring proof)) $(BIN)/ansible-playbook -i $(RUN_INVENTORY) bench.yml
-	@$(call PHASE,launch.yml (Example 2)) $(BIN)/ansible-playbook -i $(RUN_INVENTORY) launch.yml $(LAUNCH_ARGS)
-	@echo
-	@echo "Done: site.yml (bootstrap), bench.yml (wiring proof) and launch.yml (Example 2) ran against"
-	@echo "$(RUN_INVENTORY). Time per phase:"
-	@sed 's/^\[phase\] /  /' .run-phases.log
-	@echo "Bench report: $$(ls -1d $(CURDIR)/results/bench/*/ | tail -n 1)report.html (and report.md)"
-	@echo "Job logs:     $$(ls -1dt $(CURDIR)/results/jobs/ddp-multinode-*/ | head -n 1)"
-	@if [ -z "$(INVENTORY)" ]; then echo "The testbed is still up; remove it with: make testbed-down"; fi
+run: venv  ## bootstrap, benchmark and launch on INVENTORY (default: the local testbed); ends with a summary
+	@mkdir -p $(RUN_DIR)
+	@rc=0; \
+	{ if [ -z "$(INVENTORY)" ]; then $(call RUN_PHASE,testbed,$(MAKE) --no-print-directory -o $(BIN)/ansible-playbook deps testbed-up); fi \
+	  && $(call RUN_PHASE,site,$(BIN)/ansible-playbook -i $(RUN_INVENTORY) site.yml) \
+	  && $(call RUN_PHASE,bench,$(BIN)/ansible-playbook -i $(RUN_INVENTORY) bench.yml) \
+	  && $(call RUN_PHASE,launch,$(BIN)/ansible-playbook -i $(RUN_INVENTORY) launch.yml $(LAUNCH_ARGS)); } || rc=$$?; \
+	$(RUN_SUMMARY) summary $(RUN_DIR) --inventory $(RUN_INVENTORY) $(if $(INVENTORY),,--testbed $(TESTBED)); \
+	exit $$rc
 
 lint: venv  ## static checks: ansible-lint (production), yamllint, ruff, syntax-check
 	$(BIN)/yamllint --strict .

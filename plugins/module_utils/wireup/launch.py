@@ -327,6 +327,16 @@ def first_failure(states: dict) -> str:
     return min(failed)[1] if failed else ""
 
 
+def how_it_ended(status: dict) -> str:
+    """How a node's part of a run ended, in words: "exited with code 1", "was stopped", ..."""
+    return {
+        "gone": "became unreachable",
+        "lost": "lost its processes without an exit code (killed)",
+        "missing": "never started",
+        "stopped": "was stopped",
+    }.get(status.get("state"), f"exited with code {status.get('rc')}")
+
+
 def job_verdict(states: dict, play_hosts=None, timeout: float = 0) -> dict:
     """Whether a running job is over, and how it went.
 
@@ -345,14 +355,7 @@ def job_verdict(states: dict, play_hosts=None, timeout: float = 0) -> dict:
     elapsed = [float(s.get("elapsed") or 0) for s in states.values()]
     timed_out = bool(timeout) and bool(running) and max(elapsed, default=0) >= float(timeout)
     if failed:
-        st = states[failed]
-        how = {
-            "gone": "became unreachable",
-            "lost": "lost its processes without an exit code (killed)",
-            "missing": "never started",
-            "stopped": "was stopped",
-        }.get(st.get("state"), f"exited with code {st.get('rc')}")
-        reason = f"{failed} {how}"
+        reason = f"{failed} {how_it_ended(states[failed])}"
     elif timed_out:
         reason = f"still running after {float(timeout):g} s on {', '.join(running)}"
     elif running:

@@ -1,0 +1,97 @@
+"""wireup_wait: wait for a run of wireup-jobctl on a node, printing its progress (issue 28).
+
+One look per interval: ``ARGV... INTERVAL`` (``wireup-jobctl status JOB_DIR RUN_ID``, which
+blocks up to INTERVAL s for the end) through the task's connection, as a plain shell command: no
+module upload, nothing kept between looks but the last answer, so a look costs the same after a
+day as after a minute. After each look one line per node (state, elapsed time) through Ansible's
+display; the decisions are plugins/module_utils/wireup/wait.py's (unit-tested). It replaces a
+command task retried with until/retries, which printed ``FAILED - RETRYING`` once per node per
+look of a healthy run. The result is the last look's, shaped as the command module's (rc, stdout,
+stderr), so the role's verdict reads it as before; the task fails only when a look did (jobctl's
+error or an unusable answer), naming the node; how the run went is the verdict's to say.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import shlex
+import sys
+import time
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.validation import check_type_float
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+_UTILS = str(pathlib.Path(__file__).resolve().parents[1] / "module_utils")
+if _UTILS not in sys.path:
+    sys.path.insert(0, _UTILS)
+
+from wireup import wait  # noqa: E402
+
+display = Display()
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("argv", "interval", "timeout", "job"))
+    _supports_check_mode = True  # only looks
+
+    def _settings(self):
+        args = self._task.args
+        argv = args.get("argv")
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, (str, int)) for a in argv):
+            raise AnsibleActionFail(
+                "wireup_wait: argv must be a non-empty list of words (the status command)"
+            )
+        try:
+            interval = check_type_float(args.get("interval", 5))
+            timeout = check_type_float(args.get("timeout", 0))
+        except TypeError as err:
+            raise AnsibleActionFail(
+                f"wireup_wait: interval and timeout must be numbers of seconds: {err}"
+            ) from err
+        if interval < 0 or timeout < 0 or interval != int(interval):
+            raise AnsibleActionFail("wireup_wait: interval must be whole seconds >= 0 and timeout >= 0")
+        command = " ".join(shlex.quote(str(a)) for a in [*argv, int(interval)])
+        return command, int(interval), timeout, str(args.get("job") or "")
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        command, interval, timeout, job = self._settings()
+        host = (task_vars or {}).get("inventory_hostname", "?")
+        began, shown, looks = time.monotonic(), None, 0
+        while True:
+            start = time.monotonic()
+            answer = self._low_level_execute_command(command)
+            looks += 1
+            now = time.monotonic()
+            seen = wait.look(
+                answer.get("rc"),
+                answer.get("stdout", ""),
+                answer.get("stderr", ""),
+                host=host,
+                job=job,
+                timeout=timeout,
+                waited=now - began,
+            )
+            if seen["over"]:
+                break
+            if wait.shows(now, shown):
+                display.display(seen["line"])
+                shown = now
+            time.sleep(wait.pause(interval, now - start))
+        if seen["line"]:
+            display.display(seen["line"])
+        result.update(
+            changed=False,
+            rc=answer.get("rc"),
+            stdout=answer.get("stdout", ""),
+            stderr=answer.get("stderr", ""),
+            looks=looks,
+            cmd=command,
+        )
+        if seen["error"]:
+            result.update(failed=True, msg=seen["error"])
+        return result

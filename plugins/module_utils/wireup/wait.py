@@ -1,0 +1,88 @@
+"""The wait for a run: what one look of ``wireup-jobctl status`` says, and the line it prints.
+
+Pure Python (stdlib only). plugins/action/wireup_wait.py runs the look on a node once per
+interval, and stops, prints or fails as :func:`look` decides; the role's verdict
+(launch.job_verdict) then reads the last look's stdout, as it read the command module's before.
+Nothing a node answers is trusted: a state outside jobctl's words or an elapsed time that is no
+number fails the wait, naming the node (an unknown state read as "not running" would pass for a
+run that ended well).
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import launch
+
+# wireup-jobctl status's states; every one but "running" ends the wait.
+STATES = ("running", "exited", "stopped", "lost", "missing")
+
+
+def _seconds(value) -> float | None:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) and out >= 0 else None
+
+
+def _printable(text: str, limit: int = 300) -> str:
+    text = "".join(c if c.isprintable() else " " for c in str(text or ""))
+    return text[:limit]
+
+
+def look(
+    rc, stdout: str, stderr: str, *, host: str, job: str = "", timeout: float = 0, waited: float = 0
+) -> dict:
+    """One look at a run on ``host``: ``{"over", "error", "status", "line"}``.
+
+    ``rc``/``stdout``/``stderr``: the answer of ``wireup-jobctl status JOB RUN WAIT``; ``job``: its
+    name, for the line;
+    ``timeout``: torchrun_launch_timeout (0: none); ``waited``: the controller's own seconds
+    since the wait began (it began after the run started, so on an honest node clock it never
+    runs ahead of the run's elapsed time; it ends the wait when a node's clock lags).
+    ``error`` (the wait fails with it) is set when jobctl failed or said nothing usable;
+    ``over`` when the run ended there or its time ran out; ``line`` is the progress line.
+    """
+    status = launch.parse_status(stdout or "")
+    out = {"over": True, "error": "", "status": status, "line": ""}
+    if rc != 0:
+        said = _printable(" ".join((stderr or stdout or "").split()))
+        out["error"] = f"{host}: wireup-jobctl status failed (rc {rc}): {said or 'no output'}"
+        return out
+    state, elapsed = status.get("state"), _seconds(status.get("elapsed"))
+    if state not in STATES or elapsed is None:
+        first = _printable((stdout or "").strip().splitlines()[0] if (stdout or "").strip() else "")
+        out["error"] = (
+            f"{host}: wireup-jobctl status gave no usable status line "
+            f"(a state of {', '.join(STATES)} and a number of seconds): {first or 'empty answer'}"
+        )
+        return out
+    timeout = float(timeout or 0)
+    out["over"] = state != "running" or (timeout > 0 and max(elapsed, float(waited)) >= timeout)
+    out["line"] = progress_line(host, job, status, elapsed, timeout)
+    return out
+
+
+def progress_line(host: str, job: str, status: dict, elapsed: float, timeout: float = 0) -> str:
+    """``[node1] waiting for job example2: running, 12.0 s elapsed (timeout 1800 s)``, or how the
+    run ended there. Each line says what it is on its own: Ansible's default output prints a task's
+    banner only with its first result (display_skipped_hosts off), after the wait's lines."""
+    what = f"job {job}" if job else "the run"
+    if status.get("state") == "running":
+        limit = f"timeout {timeout:g} s" if timeout > 0 else "no timeout"
+        return f"[{host}] waiting for {what}: running, {elapsed:.1f} s elapsed ({limit})"
+    return f"[{host}] {what}: {launch.how_it_ended(status)} after {elapsed:.1f} s"
+
+
+def pause(interval: float, took: float, floor: float = 0.5) -> float:
+    """Seconds to sleep after a look that found the run running: a look blocks up to
+    ``interval`` s on the node, but one that came back at once (the run just starting) must not
+    turn the wait into a busy loop; with an interval of 0 it never sleeps."""
+    return max(0.0, min(float(interval), floor) - float(took))
+
+
+def shows(now: float, last_shown: float | None, every: float = 1.0) -> bool:
+    """Whether a progress line is due: each look's (one per interval), but at most one a second
+    (an interval of 0 looks many times a second)."""
+    return last_shown is None or now - last_shown >= every

@@ -1,0 +1,79 @@
+#!/usr/bin/python
+"""Documentation of the wireup_wait action (plugins/action/wireup_wait.py does the work on the
+controller; this file only lets ansible-doc and ansible-lint know the task's arguments)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: wireup_wait
+short_description: Wait for a wireup-jobctl run on a node, one progress line per look
+description:
+  - Runs I(argv) followed by I(interval) on the node (C(wireup-jobctl status JOB_DIR RUN_ID), which
+    blocks up to I(interval) seconds for the run's end) through the task's connection, as a plain
+    shell command, until the run is no longer running there or I(timeout) seconds have passed.
+  - After each look, prints one line for the node, its state and elapsed time (at most one a
+    second); at the end, how the run ended there. It prints no C(FAILED - RETRYING) lines while all
+    is well, as an C(until)/C(retries) task does.
+  - Each look costs the same (nothing but the last answer is kept), however long the run.
+  - Fails only when a look fails (jobctl's error, or an answer that is no status line), naming the
+    node; how the run went is for the caller to judge from C(stdout).
+  - An action plugin, run on the controller; the node needs only the status command.
+options:
+  argv:
+    description: The status command, without the interval (it is appended).
+    type: list
+    elements: str
+    required: true
+  interval:
+    description: Seconds each look may block on the node (whole seconds; 0 looks at once).
+    type: int
+    default: 5
+  timeout:
+    description:
+      - Stop waiting once the run's elapsed time (or the wait's own) reaches this; 0 waits without limit.
+    type: float
+    default: 0
+  job:
+    description: The job's name, for the progress lines.
+    type: str
+    default: ""
+attributes:
+  check_mode:
+    support: full
+    description: It only looks.
+author: wireup
+"""
+
+EXAMPLES = r"""
+- name: Launch | Wait for the run to end on this node
+  wireup_wait:
+    argv: [/opt/wireup/bin/wireup-jobctl, status, /opt/wireup/jobs/example2, r1]
+    interval: 5
+    timeout: 1800
+    job: example2
+  register: __torchrun_launch_status
+"""
+
+RETURN = r"""
+rc:
+  description: The last look's exit status.
+  returned: always
+  type: int
+stdout:
+  description: The last look's answer (wireup-jobctl's JSON status line).
+  returned: always
+  type: str
+stderr:
+  description: The last look's error output.
+  returned: always
+  type: str
+looks:
+  description: How many looks the wait took.
+  returned: always
+  type: int
+cmd:
+  description: The shell command each look ran.
+  returned: always
+  type: str
+"""
