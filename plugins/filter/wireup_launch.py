@@ -157,6 +157,11 @@ def wireup_launch_jobs_summary(jobs, hosts, hostvars, var, play_hosts=None, *, b
     return launch.jobs_summary(jobs, states, runs, None if play_hosts is None else list(play_hosts), base_dir)
 
 
+def wireup_launch_watchdog_key(nbytes=launch.WATCHDOG_KEY_BYTES):
+    """launch.watchdog_key: a new run's watchdog key (``32 | wireup_launch_watchdog_key``)."""
+    return launch.watchdog_key(nbytes)
+
+
 def wireup_launch_follow(plan, hostvars, inventory_sources=()):
     started = {}
     for host in plan.get("hosts", []):
@@ -183,6 +188,7 @@ class FilterModule:
     def filters(self):
         return {
             "wireup_launch_plan": wireup_launch_plan,
+            "wireup_launch_watchdog_key": wireup_launch_watchdog_key,
             "wireup_launch_exports": wireup_launch_exports,
             "wireup_launch_hosts_entries": wireup_launch_hosts_entries,
             "wireup_launch_status": wireup_launch_status,

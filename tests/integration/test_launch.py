@@ -18,6 +18,7 @@ import itertools
 import json
 import os
 import re
+import socket
 import statistics
 import subprocess
 import threading
@@ -230,6 +231,78 @@ def _states(testbed, job):
     return out
 
 
+# Run on node3: print the first watchdog report node3 sends to PORT (a real capture off its wire;
+# ETH_P_ALL: a socket of one protocol sees only the packets a node receives, not those it sends).
+_CAPTURE = """
+import socket, sys
+port, deadline = int(sys.argv[1]), __import__("time").monotonic() + 20
+sniff = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(3))  # all: outgoing too
+sniff.settimeout(1)
+while __import__("time").monotonic() < deadline:
+    try:
+        pkt, (_, proto, *_) = sniff.recvfrom(65535)
+    except TimeoutError:
+        continue
+    if proto != 0x0800:
+        continue
+    ihl = (pkt[0] & 15) * 4
+    tcp = pkt[ihl:]
+    if pkt[9] == 6 and int.from_bytes(tcp[2:4], "big") == port:
+        data = tcp[(tcp[12] >> 4) * 4 :]
+        if data.startswith(b"wd1 node3 "):
+            sys.stdout.write(data.split(b"\\n")[0].decode())
+            break
+"""
+
+# Run on node3, pretending to be node2 (no key): a forged report; prints the local port it used.
+_FORGE = """
+import socket, sys
+conn = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
+print(conn.getsockname()[1], flush=True)
+conn.sendall(b"wd1 node2 99999999999999999999 " + b"ab" * 32 + b" state stopped - stopped by jobs.yml\\n")
+conn.recv(100)
+"""
+
+
+def _watchdog_refuses_forged_and_replayed_messages(testbed, job, run_id):
+    """Issue 23: while the run runs, a forged line (the old plain protocol) and a replay of a captured
+    valid report from the controller, and a report forged by node3 as node2 (without the key), are
+    refused: the run keeps running, the master's watchdog log names each refused peer and why."""
+    cfg = json.loads(testbed.ssh("node1", f"cat {BASE}/jobs/{job}/watchdog.json").stdout)
+    assert cfg["bind"] == cfg["addr"] == testbed.address("node1")  # not every interface
+    key = testbed.ssh(
+        "node2",
+        f"stat -c %a {BASE}/jobs/{job}/runs/{run_id}/watchdog.key; "
+        f"cat {BASE}/jobs/{job}/runs/{run_id}/watchdog.key",
+    ).stdout.split()
+    assert key[0] == "600" and len(key[1]) == 64
+    port = cfg["port"]
+    captured = testbed.ssh("node3", f"python3 -c '{_CAPTURE}' {port}", timeout=30).stdout.strip()
+    assert captured.startswith("wd1 node3 ") and captured.split()[4:6] == ["state", "running"], captured
+    refused = []
+    for line in ("reason node2 stopped by jobs.yml (forged)\nstate node2 stopped\n", captured + "\n"):
+        with socket.create_connection((cfg["addr"], port), timeout=5) as conn:
+            refused.append(":".join(map(str, conn.getsockname())))
+            conn.sendall(line.encode())
+            assert conn.recv(100) == b""  # dropped, nothing answered
+    forger = testbed.ssh("node3", f"python3 -c '{_FORGE}' {cfg['addr']} {port}", timeout=30).stdout.split()
+    refused.append(f"{testbed.address('node3')}:{forger[0]}")
+    time.sleep(2 * DETACHED["torchrun_launch_watchdog_interval"])  # time to act on a believed one
+    assert {n: s["state"] for n, s in _states(testbed, job).items()} == dict.fromkeys(NODES, "running")
+    log = testbed.ssh("node1", f"cat {BASE}/jobs/{job}/logs/{run_id}.log").stdout
+    for peer, why in zip(
+        refused,
+        [
+            "not a watchdog message",
+            "a replayed message from node3",
+            "a bad MAC on a message claiming to be from node2",
+        ],
+    ):
+        assert f"wireup-watchdog: refused a message from {peer}: {why}" in log, log[-2000:]
+    assert key[1] not in log
+    return key[1]
+
+
 def test_detached_job_runs_on_shows_running_and_stops_everywhere(torch_nodes, tmp_path):
     job = "it-detached"
     extra = dict(
@@ -256,6 +329,12 @@ def test_detached_job_runs_on_shows_running_and_stops_everywhere(torch_nodes, tm
         unit = states[node]["unit"]
         assert re.fullmatch(rf"wireup-{re.escape(job)}-{re.escape(run_id)}-[0-9]+\.service", unit), unit
         assert torch_nodes.ssh(node, f"systemctl is-active {unit}", check=False).stdout.strip() == "active"
+    key = _watchdog_refuses_forged_and_replayed_messages(torch_nodes, job, run_id)
+    assert key not in result.stdout  # nor in the play's output
+    unit = torch_nodes.ssh(
+        "node2", f"systemctl show -p ExecStart -p Environment {states['node2']['unit']}"
+    ).stdout
+    assert key not in unit
 
     status = _jobs(torch_nodes, job, "status", tmp_path)
     assert status.rc == 0, status.failure_messages()

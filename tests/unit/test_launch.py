@@ -289,15 +289,14 @@ def test_hosts_file_mount_decides_unsafe_writes():
 def test_watchdog_config_and_errors():
     nodes = {h: node(f"10.0.0.{i}") for i, h in enumerate(["a", "b", "c"], 1)}
     plan = launch.plan(list(nodes), nodes)
-    cfg = launch.watchdog_config(
-        plan, "b", port=29501, interval=5, timeout=30, join_timeout=300, grace=15, job_dir="/opt/j"
-    )
+    limits = dict(port=29501, interval=5, timeout=30, join_timeout=300, grace=15, job_dir="/opt/j")
+    cfg = launch.watchdog_config(plan, "b", **limits)
     assert cfg == {
         "self": "b",
         "master": "a",
         "hosts": ["a", "b", "c"],
         "addr": "10.0.0.1",
-        "bind": "",
+        "bind": "10.0.0.1",  # the master's cluster address, not every interface (issue 23)
         "port": 29501,
         "interval": 5.0,
         "timeout": 30.0,
@@ -305,6 +304,8 @@ def test_watchdog_config_and_errors():
         "grace": 15,
         "job_dir": "/opt/j",
     }
+    v6 = launch.plan(["a"], nodes, master_addr="fd00::1")
+    assert launch.watchdog_config(v6, "a", **limits)["bind"] == "fd00::1"
     assert launch.watchdog_errors(29501, 5, 30, 29500) == []
     assert "wireup_master_port too" in launch.watchdog_errors(29500, 5, 30, 29500)[0]
     assert "at least twice" in launch.watchdog_errors(29501, 5, 6, 29500)[0]
@@ -342,3 +343,10 @@ def test_run_list_merges_nodes_newest_first():
         "a r2 started 1970-01-01 00:03:20 UTC: n1 running, n2 stopped",
         "a r1 started 1970-01-01 00:01:40 UTC: n1 exited 0",
     ]
+
+
+def test_watchdog_keys_are_32_random_bytes_in_hex():
+    keys = {launch.watchdog_key() for _ in range(20)}
+    assert len(keys) == 20
+    assert all(len(k) == 64 and int(k, 16) >= 0 for k in keys)
+    assert len(launch.watchdog_key(8)) == 64 and len(launch.watchdog_key(48)) == 96  # never under 32

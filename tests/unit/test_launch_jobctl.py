@@ -157,6 +157,24 @@ def test_stop_records_the_reason(tmp_path, cleanup):
     assert st["reason"] == "stopped by the watchdog: n2 exited with code 1"
 
 
+def test_status_is_valid_json_whatever_the_reason_holds(tmp_path, cleanup):
+    # A reason full of control characters (a forged watchdog message's, issue 23) and bytes that
+    # are not UTF-8: status and list still print JSON that parses, the reason cleaned.
+    job = make_job(tmp_path, "sleep 300\n")
+    cleanup.append((job, "r9"))
+    jobctl("start", job, "r9")
+    hostile = 'forged\x01\x1b[2J\x7f "quoted" back\\slash\ttab\r\nnext\x08\x00?'
+    jobctl("stop", job, "r9", 2, hostile.replace("\x00", ""))
+    st = status(job, "r9")
+    assert st["state"] == "stopped"
+    assert st["reason"] == 'forged  [2J  "quoted" back\\slash tab  next ?'
+    (job / "runs" / "r9" / "stop_reason").write_bytes(b"by hand \xff\xfe\x1b]0;x\x07 caf\xc3\xa9\n")
+    raw = subprocess.run([str(JOBCTL), "status", job, "r9"], check=True, capture_output=True).stdout
+    assert json.loads(raw.decode("utf-8"))["reason"] == "by hand  ]0;x  caf\u00e9"
+    listed = subprocess.run([str(JOBCTL), "list", tmp_path / "jobs"], check=True, capture_output=True).stdout
+    assert [json.loads(line)["run_id"] for line in listed.decode("utf-8").splitlines()] == ["r9"]
+
+
 def test_stop_answers_with_the_final_status_and_status_with_the_log_tail(tmp_path, cleanup):
     """One call per node at the end of a waited run (stop, then its state) and for jobs.yml's
     status (the state, then the log's last lines): the answer launch.parse_status reads."""

@@ -82,6 +82,10 @@ def test_the_plan_holds_every_decision_of_a_detached_run():
     ]
     assert not any(d["state"] == "absent" for d in p["dirs"])
     assert p["watchdog"]["on"] and p["watchdog"]["port"] == 29501
+    # The run's key goes into the run's own folder, made before the start (issue 23).
+    assert p["watchdog"]["key"] == "/opt/wireup/jobs/j1/runs/r1/watchdog.key"
+    assert {"path": "/opt/wireup/jobs/j1/runs/r1", "state": "directory", "mode": "0750"} in p["dirs"]
+    assert p["watchdog"]["config"]["bind"] == p["watchdog"]["config"]["addr"] == "10.0.0.1"
     assert p["watchdog"]["config"]["hosts"] == ["n1", "n2", "n3"] and p["watchdog"]["config"]["port"] == 29501
     assert [(h, n["listen"], n["connect"]) for h, n in p["nodes"].items()] == [
         ("n1", True, False),
@@ -109,6 +113,8 @@ def test_the_plan_holds_every_decision_of_a_detached_run():
 def test_run_mode(kw, mode):
     p = job(**kw)
     assert p["mode"] == mode
+    # No key and no run folder where no wireup-jobctl run starts.
+    assert p["watchdog"]["key"] == "" and not any("/runs/" in d["path"] for d in p["dirs"])
     # Port checks only before a wireup-jobctl start.
     assert not any(n["listen"] or n["connect"] for n in p["nodes"].values())
     assert ("/opt/wireup/jobs/j1/job.sbatch" in [t["dest"] for t in p["templates"]]) is bool(kw.get("slurm"))
@@ -399,3 +405,9 @@ def test_the_filter_reads_the_probe_and_preflights_hostname():
     assert p["nodes"]["n1"]["hostname"] == "box-17"
     assert launch.hosts_entries(p, mapped=False) == ["10.0.0.1 n1 box-17"]
     assert p["nodes"]["n1"]["cpus"] == 1 and p["nodes"]["n1"]["hosts_mounted"] is True
+
+
+def test_the_key_filter_gives_a_new_32_byte_key_each_call():
+    make = _filters()["wireup_launch_watchdog_key"]
+    first, second = make(32), make(32)
+    assert len(first) == len(second) == 64 and first != second

@@ -4,7 +4,10 @@
 - a node whose run fails ends the run on the two others, each naming the failed node;
 - a node whose watchdog goes silent (SIGSTOP: a node down or cut off, its TCP connection still
   open) ends the run on the others within timeout + interval + grace;
-- every node exiting 0 ends every watchdog by itself.
+- every node exiting 0 ends every watchdog by itself;
+- messages are authenticated (issue 23): a forged (wrong key, old unauthenticated lines), replayed
+  or unknown sender's message is refused and logged with its peer, and the job runs on; received
+  strings are cleaned; a run without its key is stopped, not left unwatched.
 """
 
 import importlib.machinery
@@ -12,6 +15,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import re
 import signal
 import socket
 import subprocess
@@ -22,6 +26,7 @@ import pytest
 FILES = pathlib.Path(__file__).resolve().parents[2] / "roles" / "torchrun_launch" / "files"
 JOBCTL = FILES / "wireup-jobctl"
 HOSTS = ["n1", "n2", "n3"]
+KEY_HEX = "5a" * 32
 
 
 def load_watchdog():
@@ -86,12 +91,18 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def make_cluster(tmp_path, body, port, interval=0.2, timeout=1.5):
-    """Three job folders, one per node, each with its watchdog.json (n1 is the master)."""
+def make_cluster(tmp_path, body, port, *, interval=0.2, timeout=1.5, key=True):
+    """Three job folders, one per node, each with its watchdog.json (n1 is the master) and the
+    run r1's key (as torchrun_launch copies it: runs/r1/watchdog.key, mode 0600)."""
     jobs = {}
     for host in HOSTS:
         job = tmp_path / host / "jobs" / "demo"
         (job / "logs").mkdir(parents=True)
+        (job / "runs" / "r1").mkdir(parents=True)
+        if key:
+            keyfile = job / "runs" / "r1" / "watchdog.key"
+            keyfile.write_text(KEY_HEX + "\n")
+            keyfile.chmod(0o600)
         script = job / "launch.sh"
         script.write_text(f"#!/usr/bin/env bash\nset -o errexit -o nounset\nhost={host}\n{body}")
         script.chmod(0o750)
@@ -238,3 +249,175 @@ def test_deliberate_reasons_are_passed_on_the_watchdogs_own_are_not():
     assert wd.deliberate("stopped by jobs.yml") == "stopped by jobs.yml"
     assert wd.deliberate("stopped by the watchdog: n2 exited with code 3") == ""
     assert wd.deliberate("") == "" and wd.deliberate(None) == ""
+
+
+# --- authentication and cleaning (issue 23) -------------------------------------------------------
+
+KEY = bytes.fromhex(KEY_HEX)
+
+
+def sealed(payload, *, key=KEY, sender="n2", recipient="n1", counter=7, job="demo", run_id="r1"):
+    return wd.seal(
+        payload, key=key, job=job, run_id=run_id, sender=sender, recipient=recipient, counter=counter
+    )
+
+
+def unsealed(line, *, last=None, recipient="n1", senders=("n2", "n3"), run_id="r1"):
+    last = {} if last is None else last
+    return wd.unseal(
+        line, key=KEY, job="demo", run_id=run_id, recipient=recipient, senders=senders, last=last
+    )
+
+
+def test_an_authentic_message_is_believed_and_raises_its_senders_counter():
+    last = {}
+    assert unsealed(sealed("state running -"), last=last) == ("n2", "state running -")
+    assert last == {"n2": 7}
+    assert unsealed(sealed("state exited 0", counter=8), last=last) == ("n2", "state exited 0")
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        # The issue's forgery: the old protocol's plain lines, from anyone who reached the port.
+        (b"reason n2 stopped by jobs.yml (forged)\n", "not a watchdog message"),
+        (b"state n2 stopped\n", "not a watchdog message"),
+        (sealed("state stopped - stopped by jobs.yml", key=b"\x00" * 32), "bad MAC"),  # wrong key
+        (sealed("state running -").replace(b"running", b"stopped"), "bad MAC"),  # payload altered
+        (sealed("state running -", run_id="r0"), "bad MAC"),  # another run's
+        (sealed("state running -", job="other"), "bad MAC"),  # another job's
+        (sealed("state running -", recipient="n3"), "bad MAC"),  # meant for another node
+        (sealed("state running -", sender="n9"), "unknown sender 'n9'"),
+        (sealed("state running -", sender="n1"), "unknown sender 'n1'"),  # the master's own name
+        (b"wd1 n2\x1b[2J 7 " + b"0" * 64 + b" state\n", "unknown sender 'n2 [2J'"),
+        (b"wd1 n2 -7 " + b"0" * 64 + b" state running -\n", "malformed"),
+        (b"wd1 n2 7 XYZ state running -\n", "malformed"),
+        (b"wd1 n2 7 " + b"0" * 2100 + b"\n", "over 2048 bytes"),
+        (b"wd1 n2 7 \xff\xfe\n", "not UTF-8"),
+        (b"", "not a watchdog message"),
+    ],
+)
+def test_a_forged_or_malformed_message_is_refused(line, why):
+    last = {}
+    with pytest.raises(wd.Refused, match=re.escape(why)):
+        unsealed(line, last=last)
+    assert last == {}
+
+
+def test_a_replayed_message_is_refused():
+    last = {}
+    line = sealed("state running -", counter=100)
+    unsealed(line, last=last)
+    with pytest.raises(wd.Refused, match="a replayed message from n2"):
+        unsealed(line, last=last)
+    with pytest.raises(wd.Refused, match="replayed"):
+        unsealed(sealed("state stopped -", counter=99), last=last)
+    assert last == {"n2": 100}
+
+
+def test_a_link_counts_up_and_refuses_its_own_lines_back():
+    n1 = wd.Link(KEY, job="demo", run_id="r1", me="n1")
+    n2 = wd.Link(KEY, job="demo", run_id="r1", me="n2")
+    first, second = n2.seal("state running -", "n1"), n2.seal("state running -", "n1")
+    assert n1.open(first, ["n2"]) == ("n2", "state running -")
+    assert n1.open(second, ["n2"]) == ("n2", "state running -")
+    with pytest.raises(wd.Refused, match="replayed"):
+        n1.open(first, ["n2"])
+    # The master's answer to n2 is no report of n2's to the master.
+    with pytest.raises(wd.Refused):
+        n1.open(n1.seal("ok", "n2"), ["n2"])
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        ("state running -", ("running", None, "")),
+        ("state exited 3", ("exited", 3, "")),
+        ("state stopped - stopped by jobs.yml", ("stopped", None, "stopped by jobs.yml")),
+        ("state stopped - by\x1b[2J\x07 hand\u2028now\x00", ("stopped", None, "by [2J hand now")),
+    ],
+)
+def test_a_report_is_parsed_and_its_reason_cleaned(payload, expected):
+    assert wd.parse_state(payload) == expected
+
+
+@pytest.mark.parametrize(
+    "payload", ["state lost -", "state exited x", "state exited 12345", "reason n2 x", "ok"]
+)
+def test_a_report_outside_the_grammar_is_refused(payload):
+    with pytest.raises(wd.Refused):
+        wd.parse_state(payload)
+
+
+def test_clean_strips_control_characters_and_caps_the_length():
+    assert wd.clean("a\x00b\x1b[31mc\r\nd\te\x7f\x85f") == "a b [31mc d e f"
+    assert len(wd.clean("x" * 5000)) == wd.REASON_MAX
+    assert wd.clean(None) == ""
+    # A sealed payload is cleaned too: nothing unprintable goes on the wire.
+    assert sealed("stopas by\nhand\x1b").endswith(b" stopas by hand\n")
+    # The longest report fits a line, however wide its characters.
+    longest = sealed(wd.report("stopped", None, "\U0001f600" * 5000), sender="n" * 253)
+    assert len(longest) <= wd.LINE_MAX
+    assert unsealed(longest, senders=["n" * 253])[1].startswith("state stopped - \U0001f600")
+
+
+def test_the_key_is_read_from_an_owner_only_file(tmp_path):
+    with pytest.raises(ValueError, match="no key at"):
+        wd.read_key(str(tmp_path))
+    keyfile = tmp_path / "watchdog.key"
+    keyfile.write_text(KEY_HEX + "\n")
+    keyfile.chmod(0o644)
+    with pytest.raises(ValueError, match="mode 0600"):
+        wd.read_key(str(tmp_path))
+    keyfile.chmod(0o600)
+    assert wd.read_key(str(tmp_path)) == KEY
+    keyfile.write_text("abcd\n")
+    with pytest.raises(ValueError, match="32 bytes"):
+        wd.read_key(str(tmp_path))
+
+
+def test_refusals_are_logged_at_most_ten_a_minute():
+    lines, now = [], [0.0]
+    refusals = wd.Refusals(lines.append, clock=lambda: now[0])
+    for _ in range(15):
+        refusals.note(("10.0.0.9", 4242), "a bad MAC")
+    now[0] = 61.0
+    refusals.note(("10.0.0.9", 4243), "a bad MAC")
+    assert lines[0] == "refused a message from 10.0.0.9:4242: a bad MAC"
+    assert len(lines) == 12 and lines[10] == "refused 5 more message(s) in the last minute, not logged"
+
+
+def test_forged_and_replayed_messages_leave_the_job_running_and_are_logged(cluster):
+    # The issue's attack, and its authenticated variants, from a peer that is not in the run.
+    jobs = cluster("sleep 60\n", interval=0.2, timeout=3)
+    assert wait_for(lambda: all(status(j, "r1")["state"] == "running" for j in jobs.values()), 5)
+    time.sleep(1)  # every follower has joined
+    port = json.loads((jobs["n1"] / "watchdog.json").read_text())["port"]
+    attacks = [
+        b"reason n2 stopped by jobs.yml (forged)\nstate n2 stopped\n",
+        sealed("state stopped - stopped by jobs.yml (forged)", key=b"\x01" * 32),  # wrong key
+        sealed("state stopped - stopped by jobs.yml (replayed)", counter=1),  # an old counter
+        sealed("state stopped - stopped by jobs.yml (n9)", sender="n9"),
+    ]
+    peers = []
+    for attack in attacks:
+        with socket.create_connection(("127.0.0.1", port)) as conn:
+            peers.append(conn.getsockname()[1])
+            conn.sendall(attack)
+            conn.settimeout(3)
+            assert conn.recv(100) == b""  # dropped, nothing answered
+    time.sleep(1.5)
+    assert {h: status(j, "r1")["state"] for h, j in jobs.items()} == dict.fromkeys(HOSTS, "running")
+    log = (jobs["n1"] / "logs" / "r1.log").read_text()
+    for port_, why in zip(
+        peers, ["not a watchdog message", "a bad MAC", "a replayed message from n2", "unknown sender 'n9'"]
+    ):
+        assert f"refused a message from 127.0.0.1:{port_}: {why}" in log, log
+    assert KEY_HEX not in log and "stopped by jobs.yml" not in log  # the key, the lines
+
+
+def test_a_run_without_its_key_is_stopped_not_left_unwatched(cluster):
+    jobs = cluster("sleep 60\n", key=False)
+    assert wait_for(lambda: all(status(j, "r1")["state"] == "stopped" for j in jobs.values()), 10)
+    reason = status(jobs["n2"], "r1")["reason"]
+    assert reason.startswith(f"stopped by the watchdog: no key at {jobs['n2']}/runs/r1/watchdog.key")

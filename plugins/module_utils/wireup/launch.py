@@ -12,6 +12,7 @@ import datetime
 import ipaddress
 import json
 import re
+import secrets
 import shlex
 
 from . import slurm as slurm_
@@ -389,14 +390,17 @@ def is_mount_point(mountinfo: str, path: str = "/etc/hosts") -> bool:
 
 
 def watchdog_config(plan_: dict, host: str, *, port, interval, timeout, join_timeout, grace, job_dir) -> dict:
-    """The watchdog.json of ``host``: who is master, where it listens, the time limits."""
+    """The watchdog.json of ``host``: who is master, where it listens, the time limits.
+
+    The master listens on the address the workers reach it at (the master's cluster address),
+    not on every interface: only the cluster network reaches its watchdog."""
     addr = plan_.get("master_addr") or ""
     return {
         "self": host,
         "master": plan_.get("master") or "",
         "hosts": list(plan_.get("hosts") or []),
         "addr": addr,
-        "bind": "::" if ":" in addr else "",
+        "bind": addr,
         "port": int(port),
         "interval": float(interval),
         "timeout": float(timeout),
@@ -636,7 +640,8 @@ def job_plan(
     Adds: ``job``, ``job_dir``, ``jobctl``, ``run_id``, ``results`` (the controller's folder of
     this run), ``summary`` (its file name), ``mode`` (render: only write the files, the run is
     off or this is check mode; slurm; start: wireup-jobctl), ``wait``, ``precheck``,
-    ``watchdog`` ({on, port, config}), ``results_root``, the file tasks' items ``dirs``, ``copies`` and
+    ``watchdog`` ({on, port, key: where the run's key goes, '' when no watchdog run starts,
+    config}), ``results_root``, the file tasks' items ``dirs``, ``copies`` and
     ``templates``, ``precheck_paths``, ``show`` (one line per node) and per node ``names`` (to
     resolve), ``listen`` and ``connect`` (the master-port pre-check's part of each node).
     Inventory-only checks of the shared wireup_* variables are preflight's, not repeated here.
@@ -743,6 +748,10 @@ def job_plan(
     ]
     if not watchdog_on:
         dirs.append({"path": f"{job_dir}/watchdog.json", "state": "absent"})
+    # The run's watchdog key goes into the run's own folder (owner-only) before its start.
+    key = f"{job_dir}/runs/{run_id}/watchdog.key" if watchdog_on and mode == "start" else ""
+    if key:
+        dirs.append({"path": f"{job_dir}/runs/{run_id}", "state": "directory", "mode": "0750"})
     result.update(
         job=job,
         group=group,
@@ -759,6 +768,7 @@ def job_plan(
         watchdog={
             "on": watchdog_on,
             "port": port,
+            "key": key,
             "config": watchdog_config(
                 result,
                 "",
@@ -776,6 +786,15 @@ def job_plan(
     )
     result["record"] = run_record(result)
     return result
+
+
+WATCHDOG_KEY_BYTES = 32
+
+
+def watchdog_key(nbytes=WATCHDOG_KEY_BYTES) -> str:
+    """A new run's watchdog key: ``nbytes`` (at least 32) random bytes from the secrets module, in
+    hex. Made once per run on the controller; the nodes get it in a file, never on a command line."""
+    return secrets.token_hex(max(int(nbytes), WATCHDOG_KEY_BYTES))
 
 
 RECORD_VERSION = 1
