@@ -25,7 +25,7 @@ import json
 import shlex
 import time
 
-from . import validate
+from . import redact, validate
 
 # Variables worth recording from a process's environment: they change what NCCL, gloo or torch
 # do. The rest of the environment is neither recorded nor stored (it may hold secrets).
@@ -43,9 +43,10 @@ def recorded(env):
     }
 
 
-def format_env(env):
-    """{K: V} -> 'K=V K=V' sorted; '(none)' when empty. For reports and log lines."""
-    env = env or {}
+def format_env(env, secret=()):
+    """{K: V} -> 'K=V K=V' sorted; '(none)' when empty. For reports and log lines: a secret's
+    value shows as <redacted> (redact.redact_env; secret: wireup_secret_env's names)."""
+    env = redact.redact_env(env, secret)
     if not env:
         return "(none)"
     return " ".join(f"{k}={v}" for k, v in sorted(env.items()))
