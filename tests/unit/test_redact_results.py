@@ -2,6 +2,7 @@
 name with '<redacted>', the report (md and html) prints no secret value, and the store module
 writes its files 0640 in 0750 folders without printing a secret."""
 
+import base64
 import json
 import os
 import pathlib
@@ -9,7 +10,9 @@ import stat
 import subprocess
 import sys
 
-from wireup import report, results
+import yaml
+
+from wireup import bench, report, results
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NCCL = ROOT / "tests/fixtures/nccltests"
@@ -117,3 +120,47 @@ def test_store_module_redacts_listed_names_and_writes_private_files(tmp_path):
         assert stat.S_IMODE(path.stat().st_mode) == 0o640, path.name
     for folder in (tmp_path / "results", tmp_path / "results" / "bench", run):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o750, folder
+
+
+def test_node_results_hand_the_controller_no_secret():
+    """What the report play's variables and the store's arguments hold (bench.node_results, through
+    the wireup_bench_run filter): no secret value of the plan's env nor of nccl-tests' -J JSON."""
+    defaults = yaml.safe_load((ROOT / "roles/bench/defaults/main.yml").read_text())
+    settings = dict(
+        defaults, bench_dir="/opt/wireup/bench", bench_torch_max_bytes=defaults["bench_max_bytes"]
+    )
+    settings.update(
+        wireup_base_dir="/opt/wireup", wireup_job_env=dict(ENV), bench_env={"TORCH_HUB_TOKEN": "hubtoken99"}
+    )
+    node = {"gpu": {"present": True, "count": 2}, "driver": {"version": "580.159.04"}, "cuda": {}, "nccl": {}}
+    build = {"bin_dir": "/opt/wireup/nccl-tests/build", "json": True, "version": "v2.19.6"}
+    plan = bench.plan(node, settings, build, "", "gpu-a01")
+    assert _leaks(json.dumps(plan)) != []  # the plan itself must hold them: the processes need them
+    text = (NCCL / "h200x2_v2.19.6_all_reduce_perf.json").read_text()
+    data = json.loads(text)
+    data["env"] += [f"{k}={v}" for k, v in ENV.items()]
+    full = json.dumps(data)
+    runs = {"results": [{"item": r, "rc": 0, "stdout": "", "stderr": ""} for r in plan["nccl_runs"]]}
+    jsons = {
+        "results": [
+            {"item": r, "content": base64.b64encode(full.encode()).decode()} for r in plan["nccl_runs"]
+        ]
+    }
+    facts = {
+        "plan": plan,
+        "node": node,
+        "build": build,
+        "nccl_runs": runs,
+        "nccl_json": jsons,
+        "host": "gpu-a01",
+    }
+    out = bench.node_results(dict(facts, secret_env=["GITHUB_PAT"]))
+    assert _leaks(json.dumps(out)) == []
+    assert out["env"]["HF_TOKEN"] == "<redacted>" and out["env"]["NCCL_NVLS_ENABLE"] == "0"
+    redacted = json.loads(out["nccl_tests"]["all_reduce"]["json"])
+    assert "HF_TOKEN=<redacted>" in redacted["env"] and redacted["results"] == data["results"]
+    # A -J JSON cut off inside a secret's value hides what is left of it.
+    cut = full[: full.index("hf_s3cr3tvalue") + 5]
+    jsons["results"][0]["content"] = base64.b64encode(cut.encode()).decode()
+    shown = json.dumps(bench.node_results(dict(facts, secret_env=["GITHUB_PAT"])))
+    assert "hf_s3" not in shown and "HF_TOKEN=<redacted>" in shown
