@@ -86,7 +86,7 @@ def bench_run(group, hostvars, name=""):
     for host in hosts:
         hv = hostvars[host]
         facts = {key: hv.get(var) for key, var in _NODE_VARS.items()}
-        nodes[host] = bench.node_results(dict(facts, host=host))
+        nodes[host] = bench.node_results(dict(facts, host=host, secret_env=hv.get("wireup_secret_env") or []))
     return {
         "hosts": hosts,
         "lost": sorted(set(multi.get("lost") or []) - set(hosts)),

@@ -12,7 +12,8 @@ description:
   - For every host, parses the nccl-tests outputs and torch benchmark logs, computes the expected bus
     bandwidth from the host's topology and the verdicts, merges the gpu_topology findings, compares
     with the host's last passing run, and writes C(RESULTS/bench/RUN/HOST.json) (never overwritten).
-  - Writes report.md, report.html (self-contained) and PNG plots into the run folder.
+  - Writes report.md, report.html (self-contained) and PNG plots into the run folder; files 0640,
+    folders 0750. Secret values of the environment are never written (C(<redacted>)).
   - Logic lives in module_utils wireup.results and wireup.report; this is a thin wrapper.
 options:
   results_dir:
@@ -81,6 +82,14 @@ options:
       - Why the torch benchmark across all nodes did not run (empty when it ran); a warning on every host.
     type: str
     default: ""
+  secret_env:
+    description:
+      - Names of variables whose values are secret besides those the name rule finds
+        (wireup_secret_env; plugins/module_utils/wireup/redact.py says the rule). Their values are
+        stored and reported as C(<redacted>).
+    type: list
+    elements: str
+    default: []
 author: wireup
 """
 
@@ -182,6 +191,7 @@ def main():
             "efficiency": {"type": "dict", "default": {}},
             "lost": {"type": "dict", "default": {}},
             "multi_node_skipped": {"type": "str", "default": ""},
+            "secret_env": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
@@ -198,7 +208,11 @@ def main():
             failed_hosts=[],
         )
     # The run-wide settings reach every host's judgement from here (not from the hosts' facts).
-    run_wide = {"thresholds": module.params["thresholds"], "efficiency": module.params["efficiency"] or {}}
+    run_wide = {
+        "thresholds": module.params["thresholds"],
+        "efficiency": module.params["efficiency"] or {},
+        "secret_env": module.params["secret_env"] or [],
+    }
     nodes = {host: dict(node or {}, **run_wide) for host, node in module.params["nodes"].items()}
     if module.params["multi_node_skipped"]:
         for node in nodes.values():
@@ -237,6 +251,7 @@ def main():
     for host, texts in stepcost.spread_logs(steps).items():
         if texts:
             nodes[host]["stepcost"] = texts
+    os.umask(results.RESULTS_UMASK)
     try:
         run_id, run_dir, records = results.store_run(
             module.params["results_dir"], module.params["run_id"], nodes

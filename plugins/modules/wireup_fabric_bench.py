@@ -203,6 +203,7 @@ def main():
         run_dir = os.path.join(fabric_dir, p["run_id"])
         paths = {"json": os.path.join(run_dir, "fabric.json"), "md": os.path.join(run_dir, "fabric.md")}
         if not module.check_mode:
+            os.umask(results.RESULTS_UMASK)  # files 0640, folders 0750
             os.makedirs(run_dir, exist_ok=True)
             with open(paths["json"], "w", encoding="utf-8") as fh:
                 json.dump(record, fh, indent=2, sort_keys=True)

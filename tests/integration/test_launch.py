@@ -19,6 +19,7 @@ import json
 import os
 import re
 import socket
+import stat
 import statistics
 import subprocess
 import threading
@@ -75,8 +76,15 @@ def _tagged_processes(testbed, node, job):
 
 def test_example2_three_nodes_two_processes_each(torch_nodes, tmp_path):
     results = tmp_path / "results"
-    extra = dict(FAST, wireup_results_dir=str(results), torchrun_launch_job="it-example2")
-    result = run_playbook("launch.yml", torch_nodes.inventory, extra)
+    # A secret in the job's env (issue 23 item 7): with --diff on, still never printed nor kept.
+    secret = "it-s3cret-value-4711"
+    extra = dict(
+        FAST,
+        wireup_results_dir=str(results),
+        torchrun_launch_job="it-example2",
+        wireup_job_env={"WIREUP_IT_TOKEN": secret},
+    )
+    result = run_playbook("launch.yml", torch_nodes.inventory, extra, envvars={"ANSIBLE_DIFF_ALWAYS": "1"})
     assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-4000:]}"
     assert result.failed_hosts == [] and result.unreachable_hosts == []
     # A healthy wait prints progress, never FAILED (issue 28): each node says how its part ended.
@@ -85,8 +93,17 @@ def test_example2_three_nodes_two_processes_each(torch_nodes, tmp_path):
         assert re.search(
             rf"^\[{node}\] job it-example2: exited with code 0 after [0-9.]+ s$", result.stdout, re.M
         )
+    assert secret not in result.stdout
+    assert secret in torch_nodes.ssh("node1", f"cat {BASE}/jobs/it-example2/launch.sh").stdout  # it was set
+    kept = [p for p in results.rglob("*") if p.is_file()]
+    assert kept and [p for p in kept if secret in p.read_text(errors="replace")] == []
 
     [run_dir] = list((results / "jobs").iterdir())
+    # The controller's copy of the run (logs, summary) is the user's and group's only.
+    assert stat.S_IMODE(run_dir.stat().st_mode) == 0o750
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in run_dir.iterdir()} == dict.fromkeys(
+        [*(f"{n}.log" for n in NODES), "summary.json"], 0o640
+    )
     assert run_dir.name.startswith("it-example2-")
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["verdict"]["ok"] is True

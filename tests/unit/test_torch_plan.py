@@ -501,3 +501,28 @@ def test_venv_drift_none_on_a_converged_node_and_each_difference_named():
     stale = _drift_plan(pth={"path": the_plan["pth"]["path"], "content": None})
     assert torch_index.venv_drift(stale, files, "root", "root") == [f"stale {the_plan['pth']['path']}"]
     assert torch_index.venv_drift(the_plan, {}, "root", "root")[0] == "folder /opt/wireup/venv"
+
+
+def test_pip_failure_names_the_cause_without_an_index_url_s_credentials():
+    settings = _settings(
+        pytorch_venv_owner="root",
+        pytorch_venv_wheelhouse_url="",
+        pytorch_venv_extra_index_url="https://me:pw123@pypi.corp.example/simple",
+        pytorch_venv_index_base_url="https://__token__:tok456@download.corp.example/whl",
+    )
+    plan = _plan(_fresh(), settings)
+    assert plan["pip"]["extras_env"]["PIP_INDEX_URL"] == "https://me:pw123@pypi.corp.example/simple"  # pip's
+    assert all("tok456" not in text and "pw123" not in text for text in plan["pip"]["failures"].values())
+    stderr = (
+        "Looking in indexes: https://me:pw123@pypi.corp.example/simple\n"
+        "ERROR: Could not find a version that satisfies the requirement foo (from versions: none)\n"
+        "ERROR: No matching distribution found for foo (from https://me:pw123@pypi.corp.example/simple)\n"
+    )
+    msgs = []
+    for args, words in (({"name": plan["pip"]["extras"]}, "pytorch_venv_extra_packages"),
+                        ({"name": plan["pip"]["torch"]}, "pytorch_venv_torch_version")):  # fmt: skip
+        failed = dict(_pip_failure(args, "pip_cannot_install_torch_pip23.0.1.txt"), stderr=stderr)
+        msgs.append(torch_index.pip_failure(failed, plan, "node1"))
+        assert "pw123" not in msgs[-1] and "tok456" not in msgs[-1] and "me:" not in msgs[-1], msgs[-1]
+        assert "No matching distribution found for foo" in msgs[-1] and words in msgs[-1], msgs[-1]
+    assert "from https://***@pypi.corp.example/simple: ERROR: No matching distribution" in msgs[0]

@@ -346,3 +346,24 @@ def test_the_one_check_reads_every_host_and_each_roles_argument_specs():
         roles_dir=str(roles), roles=["bench"],
     )  # fmt: skip
     assert good == []
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ("GITHUB_PAT", "must be a list of variable names (e.g. [GITHUB_PAT]), not str"),
+        ({"GITHUB_PAT": 1}, "must be a list of variable names"),
+        (["GITHUB_PAT", "1PAT"], "'1PAT' is not a shell variable name"),
+        (["PAT\n"], "'PAT\\n' is not a shell variable name"),  # matched whole, not up to a newline
+        (["MY-PAT"], "'MY-PAT' is not a shell variable name"),
+        ([7], "7 is not a shell variable name"),
+    ],
+)
+def test_secret_env_must_be_shell_names(value, needle):
+    [error] = validate.host_errors({"wireup_secret_env": value})
+    assert error.startswith("wireup_secret_env") and needle in error
+
+
+def test_secret_env_good():
+    assert validate.host_errors({"wireup_secret_env": []}) == []
+    assert validate.host_errors({"wireup_secret_env": ["GITHUB_PAT", "_X1"]}) == []

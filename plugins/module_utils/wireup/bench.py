@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 
-from . import bandwidth, benchenv, nccltests
+from . import bandwidth, benchenv, nccltests, redact
 
 # dpkg's file lists that tell when the driver and NCCL last changed (benchenv.change_probes).
 PACKAGE_LIST_PATTERNS = (
@@ -297,7 +297,9 @@ def node_results(facts):
 
     facts: {plan, run_id, node (wireup_node), build (nccl_tests_build|None), topology
     (gpu_topology_facts), tuned_read (slurp result), found (find result), nccl_runs and nccl_json
-    (registered loop results), tune_runs (registered), host (inventory name)}."""
+    (registered loop results), tune_runs (registered), host (inventory name), secret_env (the
+    host's wireup_secret_env)}. No secret value leaves it: every env mapping, and the -J JSON's
+    environment, through redact (the report play's variables and the store's arguments hold none)."""
     the_plan = facts.get("plan") or {}
     # A node that stopped before its plan, or before a step its plan has, left no whole result.
     if (
@@ -308,6 +310,7 @@ def node_results(facts):
         return dict(NO_DATA)
     node = facts.get("node") or {}
     build = facts.get("build") or {}
+    secret = list(facts.get("secret_env") or [])
     runs = (facts.get("nccl_runs") or {}).get("results") or []
     jsons = (facts.get("nccl_json") or {}).get("results") or []
     nccl = {}
@@ -316,7 +319,9 @@ def node_results(facts):
         nccl[run["item"]["collective"]] = {
             "output": "\n".join([run.get("stdout") or "", run.get("stderr") or ""]),
             "rc": run.get("rc", -1),
-            "json": decoded(json_item["content"]) if "content" in json_item else "",
+            "json": benchenv.redact_nccl_json(decoded(json_item["content"]), secret)
+            if "content" in json_item
+            else "",
         }
     origin = origin_of(facts.get("run_id"), facts.get("host"), node, build)
     tune = tuning(the_plan, (facts.get("tune_runs") or {}).get("results"), origin)
@@ -342,10 +347,10 @@ def node_results(facts):
         "skipped": the_plan.get("skipped", ""),
         "topology": facts.get("topology") or {},
         "nccl_tests": nccl,
-        "env": the_plan.get("env") or {},
+        "env": redact.redact_env(the_plan.get("env"), secret),
         "figure_env": {
-            "nccl_tests": the_plan.get("nccl_env") if build else {},
-            "torch": the_plan.get("torch_env_given") or {},
+            "nccl_tests": redact.redact_env(the_plan.get("nccl_env"), secret) if build else {},
+            "torch": redact.redact_env(the_plan.get("torch_env_given"), secret),
             "tuned_used": (the_plan.get("tuned") or {}).get("used", False),
             "tuned_text": (the_plan.get("tuned") or {}).get("text", ""),
         },
@@ -365,8 +370,18 @@ def node_results(facts):
             "nccl_tests": build.get("version", ""),
         },
         "gpus": (node.get("gpu") or {}).get("count"),
-        "tuning": {k: v for k, v in tune.items() if k not in ("file_text", "summary")},
+        "tuning": _redact_tuning(
+            {k: v for k, v in tune.items() if k not in ("file_text", "summary")}, secret
+        ),
     }
+
+
+def _redact_tuning(tune, secret):
+    """bench.tuning's answer without secret values (its env is the run's default environment)."""
+    out = dict(tune)
+    if "env" in out:
+        out["env"] = redact.redact_env(out["env"], secret)
+    return out
 
 
 def multi_node(group, play_hosts_all, play_hosts, *, name, torch_on, gpu_present, stepcost_on=False):

@@ -22,10 +22,11 @@ files it unpacks keep the package's build time), the ``nvidia-smi`` binary, and 
 
 import calendar
 import json
+import re
 import shlex
 import time
 
-from . import validate
+from . import redact, validate
 
 # Variables worth recording from a process's environment: they change what NCCL, gloo or torch
 # do. The rest of the environment is neither recorded nor stored (it may hold secrets).
@@ -43,9 +44,10 @@ def recorded(env):
     }
 
 
-def format_env(env):
-    """{K: V} -> 'K=V K=V' sorted; '(none)' when empty. For reports and log lines."""
-    env = env or {}
+def format_env(env, secret=()):
+    """{K: V} -> 'K=V K=V' sorted; '(none)' when empty. For reports and log lines: a secret's
+    value shows as <redacted> (redact.redact_env; secret: wireup_secret_env's names)."""
+    env = redact.redact_env(env, secret)
     if not env:
         return "(none)"
     return " ".join(f"{k}={v}" for k, v in sorted(env.items()))
@@ -215,6 +217,29 @@ def describe_tuned(state):
 
 
 # ---------------------------------------------------------------- what a process saw
+# A "NAME=value" string of nccl-tests' -J JSON ("env": [...]); in a cut-off JSON the last may be open.
+_JSON_ENV_ITEM = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)=((?:[^"\\]|\\.)*)("|\\?\Z)')
+
+
+def redact_nccl_json(text, secret=()):
+    """nccl-tests' -J JSON text with the secret values of its "env" strings redacted
+    (redact.redact_value); everything else byte for byte, a cut-off JSON too."""
+
+    def one(match):
+        name, raw, closed = match.groups()
+        if not closed:  # cut off inside the string: a secret's or a URL's rest is hidden whole
+            hide = redact.is_secret_name(name, secret) or "://" in raw
+            return f'"{name}={redact.MARKER}' if hide else match.group(0)
+        try:
+            value = json.loads(match.group(0))[len(name) + 1 :]
+        except ValueError:
+            return match.group(0)
+        shown = redact.redact_value(name, value, secret)
+        return match.group(0) if shown == value else json.dumps(f"{name}={shown}")
+
+    return _JSON_ENV_ITEM.sub(one, text or "")
+
+
 def nccl_json_env(text):
     """The recorded variables of nccl-tests' -J JSON ("env": ["K=V", ...]); None when the text
     is not that JSON (text output, or a run that wrote none)."""

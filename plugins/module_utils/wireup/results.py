@@ -21,8 +21,11 @@ import os
 import re
 import time
 
-from . import bandwidth, benchenv, nccltests, stepcost
+from . import bandwidth, benchenv, nccltests, redact, stepcost
 
+# The controller's results (host records, reports, plots, fabric records) are the user's and
+# group's only: the modules that write them run under this umask (files 0640, folders 0750).
+RESULTS_UMASK = 0o027
 RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z(?:-\d+)?$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.@:-]+$")
 
@@ -310,7 +313,8 @@ def build_record(host, run_id, node, baseline=None):
            figure_env: {nccl_tests: {given env}, torch: {given env}, tuned_used: bool, tuned_text},
            tuned_env: {path, text|None, mtime, package_lists, files} (see wireup/bench.py node_results),
            findings: [] (added as they are, e.g. the cross-node run skipped),
-           thresholds: {pass_ratio, warn_ratio, min_bytes, tolerance, torch_goal}, efficiency: {}, tuning: {}}
+           thresholds: {pass_ratio, warn_ratio, min_bytes, tolerance, torch_goal}, efficiency: {}, tuning: {},
+           secret_env: wireup_secret_env's names (every env mapping kept goes through redact_record)}
     baseline: (run_id, record) of the host's last passing run, or None.
     """
     thresholds = {**bandwidth.DEFAULT_THRESHOLDS, **(node.get("thresholds") or {})}
@@ -521,6 +525,46 @@ def build_record(host, run_id, node, baseline=None):
     if any(f.get("severity") == "critical" for f in record["findings"]):
         verdicts.append("FAIL")
     record["verdict"] = bandwidth.worst_verdict(verdicts)
+    return redact_record(record, node.get("secret_env"))
+
+
+def _redact_figure(env, secret):
+    """A figure's env record (benchenv.figure_env) with its secrets redacted."""
+    if not isinstance(env, dict):
+        return env
+    out = dict(env, vars=redact.redact_env(env.get("vars"), secret))
+    if env.get("seen") is not None:
+        out["seen"] = redact.redact_env(env["seen"], secret)
+    if env.get("tuned_file"):
+        out["tuned_file"] = dict(
+            env["tuned_file"], values=redact.redact_env(env["tuned_file"].get("values"), secret)
+        )
+    return out
+
+
+def redact_record(record, secret=()):
+    """The record as it may be written and reported: every env mapping it keeps (the run's env,
+    each figure's, the tuned file's values, the tuning's) through redact.redact_env, so a secret
+    keeps its name with the value '<redacted>'. secret: wireup_secret_env's names."""
+    record["env"] = redact.redact_env(record.get("env"), secret)
+    if record.get("tuned_env"):
+        record["tuned_env"] = dict(
+            record["tuned_env"], values=redact.redact_env(record["tuned_env"].get("values"), secret)
+        )
+    for part in ("collectives", "torch"):
+        for entry in (record.get(part) or {}).values():
+            if "env" in entry:
+                entry["env"] = _redact_figure(entry["env"], secret)
+    tuning = dict(record.get("tuning") or {})
+    for key in ("env", "best"):
+        if isinstance(tuning.get(key), dict):
+            tuning[key] = redact.redact_env(tuning[key], secret)
+    if isinstance(tuning.get("candidates"), list):
+        tuning["candidates"] = [
+            dict(c, env=redact.redact_env(c["env"], secret)) if isinstance((c or {}).get("env"), dict) else c
+            for c in tuning["candidates"]
+        ]
+    record["tuning"] = tuning
     return record
 
 

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from . import redact
 from .packages import parse_dpkg_status
 from .validate import check_version_range
 
@@ -565,7 +566,9 @@ def input_errors(settings, controller=None) -> list[str]:
             "set at most one of pytorch_venv_wheelhouse_url and pytorch_venv_wheelhouse_dir (both are set)"
         )
     if url and not re.match(r"^(https?|file)://", url):
-        errors.append(f"pytorch_venv_wheelhouse_url={url!r} must be an http(s):// or file:// URL")
+        errors.append(
+            f"pytorch_venv_wheelhouse_url={redact.redact_url(url)!r} must be an http(s):// or file:// URL"
+        )
     if folder and not controller.get("wheelhouse_dir"):
         errors.append(
             f"pytorch_venv_wheelhouse_dir={folder!r} is not a directory on the controller: point it at "
@@ -753,13 +756,14 @@ def pip_plan(s, node, choice, todo, check_mode) -> dict:
         index = extra_index = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": find_links}
         if url.startswith("http://"):
             index = extra_index = {**index, "PIP_TRUSTED_HOST": urlsplit(url).hostname or ""}
-        source = extra_source = f"wheelhouse {find_links}"
+        source = extra_source = f"wheelhouse {redact.redact_url(find_links)}"
     else:
         index = {"PIP_INDEX_URL": choice["index_url"]}
         extra_index = {"PIP_INDEX_URL": s["extra_index_url"]} if s["extra_index_url"] else {}
+        # Named in the failure messages: without an index URL's user:password@.
         source, extra_source = (
-            f"index {choice['index_url']}",
-            s["extra_index_url"] or "pip's configured index",
+            f"index {redact.redact_url(choice['index_url'])}",
+            redact.redact_url(s["extra_index_url"]) or "pip's configured index",
         )
     hashed = bool(s["requirements_file"]) and bool(torch_todo or extras_todo)
     fix = "Fix: put the wheels in the wheelhouse (pytorch_venv_wheelhouse_url or pytorch_venv_wheelhouse_dir)"
@@ -811,8 +815,8 @@ def pip_plan(s, node, choice, todo, check_mode) -> dict:
             "extras": f"pip could not install {', '.join(s['extra_packages'] or [])} from {extra_source}: "
             f"{{error}}. {fix}, set pytorch_venv_extra_index_url, or change pytorch_venv_extra_packages.",
             "hashed": f"pip could not install the hash-checked requirements {s['requirements_file']} from "
-            f"wheelhouse {find_links}: {{error}}. Fix: a hash mismatch means a wheel changed since the file "
-            f"was made: check the wheelhouse, then make the file again (python3 "
+            f"wheelhouse {redact.redact_url(find_links)}: {{error}}. Fix: a hash mismatch means a wheel "
+            f"changed since the file was made: check the wheelhouse, then make the file again (python3 "
             f"plugins/module_utils/wireup/wheelhouse.py WHEELHOUSE); a missing wheel must be added to it.",
         },
     }
@@ -837,7 +841,9 @@ def pip_failure(result, the_plan, hostname="") -> str:
         )
     error = " ".join(lines[-4:])[:600] if key == "hashed" else lines[-1]
     where = f" on {hostname}" if hostname else ""
-    return f"pytorch_venv{where}: " + failures.get(key, "pip failed: {error}").replace("{error}", error)
+    # An index URL's user:password@ (in the plan's sources and in pip's words) is never printed.
+    message = failures.get(key, "pip failed: {error}").replace("{error}", error)
+    return redact.redact_url(f"pytorch_venv{where}: {message}")
 
 
 def verify_report(result) -> dict:

@@ -59,6 +59,20 @@ def shell_name_errors(var: str, env) -> list[str]:
     return errors
 
 
+def secret_env_errors(value, var: str = "wireup_secret_env") -> list[str]:
+    """Errors of the list of variable names whose values are secret (redact.is_secret_name's
+    extra names): a list of shell variable names (the whole name, nothing around it)."""
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple):
+        return [f"{var} must be a list of variable names (e.g. [GITHUB_PAT]), not {_kind(value)}"]
+    return [
+        f"{var}: {name!r} is not a shell variable name (letters, digits, '_', not starting with a digit)"
+        for name in value
+        if not (isinstance(name, str) and SHELL_NAME.fullmatch(name))
+    ]
+
+
 def validate_pins(values: dict) -> list[str]:
     """Check the pinned versions' formats and their agreement with each other."""
     errors = []
@@ -387,6 +401,8 @@ def host_errors(values: dict) -> list[str]:
     for name in ENV_MAPPINGS:
         if name in values:
             errors += shell_name_errors(name, values[name])
+    if "wireup_secret_env" in values:
+        errors += secret_env_errors(values["wireup_secret_env"])
     errors += bench_errors({k: v for k, v in values.items() if k.startswith("bench_")})
     errors += renamed_errors(values)
     return errors
