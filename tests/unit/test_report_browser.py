@@ -48,40 +48,48 @@ def _chromium():
 
 
 class _Dom(HTMLParser):
+    """Per page (a <div id=...> around each report's body): its tables, images, table headers."""
+
     def __init__(self):
         super().__init__()
-        self.tables, self.images, self.headers, self.loaded = 0, [], [], False
-        self._in_th = False
+        self.pages, self.loaded, self._page, self._in_th = {}, False, None, False
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
-        if tag == "table":
-            self.tables += 1
-        elif tag == "img":
-            self.images.append((attrs.get("alt"), attrs.get("data-decoded")))
-        elif tag == "body":
+        if tag == "body":
             self.loaded = attrs.get("data-loaded") == "1"
+        elif tag == "div" and attrs.get("id"):
+            self._page = self.pages.setdefault(attrs["id"], {"tables": 0, "images": [], "headers": []})
+        elif tag == "table":
+            self._page["tables"] += 1
+        elif tag == "img":
+            self._page["images"].append((attrs.get("alt"), attrs.get("data-decoded")))
         self._in_th = tag == "th"
 
     def handle_data(self, data):
         if self._in_th:
-            self.headers.append(data.strip())
+            self._page["headers"].append(data.strip())
             self._in_th = False
 
 
-def render(run_dir, plots=PLOTS, drop_tables=0):
-    """The report page for the example's record, with plots read from run_dir."""
+def render(run_dir, drop_tables=0):
+    """The report page for the example's record, with plots read from run_dir; and its table count."""
     record = json.loads((EXAMPLE / "localhost.json").read_text())
-    sections = report._sections(record["run_id"], {"localhost": record}, plots, "")
+    sections = report._sections(record["run_id"], {"localhost": record}, PLOTS, "")
     for _ in range(drop_tables):
         sections.remove(next(s for s in sections if s[0] == "table"))
     return report._render_html(sections, str(run_dir)), sum(s[0] == "table" for s in sections)
 
 
-def browse(page_html, tmp_path):
-    """Load the page in headless Chromium; return the DOM it ended with, parsed."""
-    page = tmp_path / "report.html"
-    page.write_text(page_html.replace("</body>", PROBE + "</body>"))
+def browse(pages, folder):
+    """Load {id: report html} as one page (each report's body in a <div id>; one browser start is
+    most of the cost) in headless Chromium; return the DOM it ended with, parsed."""
+    first = next(iter(pages.values()))
+    head = first[: first.index("<body>")]
+    bodies = [f'<div id="{name}">{html[html.index("<body>") + 6 : html.index("</body>")]}</div>'
+              for name, html in pages.items()]  # fmt: skip
+    page = folder / "report.html"
+    page.write_text(head + "<body>" + "".join(bodies) + PROBE + "</body></html>\n")
     with tempfile.TemporaryDirectory() as profile:
         out = subprocess.run(
             [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -91,38 +99,47 @@ def browse(page_html, tmp_path):
         )  # fmt: skip
     dom = _Dom()
     dom.feed(out.stdout)
+    assert dom.loaded, "the page never finished loading: " + out.stdout[-500:]
     return dom
 
 
-def problems(dom, tables):
-    """What the browser shows wrong: missing tables, images that did not decode."""
-    found = [] if dom.loaded else ["the page never finished loading"]
-    if dom.tables != tables:
-        found.append(f"{dom.tables} tables in the DOM, {tables} expected")
-    for alt, decoded in dom.images:
-        width = int((decoded or "0x0").split("x")[0])
-        if width == 0:
+def problems(page, tables):
+    """What the browser shows wrong on one page: missing tables, images that did not decode."""
+    found = []
+    if page["tables"] != tables:
+        found.append(f"{page['tables']} tables in the DOM, {tables} expected")
+    for alt, decoded in page["images"]:
+        if int((decoded or "0x0").split("x")[0]) == 0:
             found.append(f"image {alt!r} did not decode ({decoded})")
     return found
 
 
-def test_the_h200_report_shows_its_tables_and_images(tmp_path):
-    page, tables = render(EXAMPLE)
-    dom = browse(page, tmp_path)
-    assert problems(dom, tables) == []
-    assert tables >= 5 and len(dom.images) == len(PLOTS)
-    assert {"collective", "verdict", "busbw GB/s", "expected GB/s"} <= set(dom.headers)
-    assert ("busbw and latency vs size on localhost", "1200x450") in dom.images
-
-
-def test_a_broken_image_and_a_missing_table_are_seen(tmp_path):
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
+@pytest.fixture(scope="module")
+def browsed(tmp_path_factory):
+    """The example's report as it is, and a copy with torch.png cut off and one table dropped."""
+    folder = tmp_path_factory.mktemp("browser")
+    broken = folder / "broken"
+    broken.mkdir()
     for name in PLOTS.values():
-        shutil.copy(EXAMPLE / name, run_dir / name)
-    (run_dir / "torch.png").write_bytes((EXAMPLE / "torch.png").read_bytes()[:64])  # cut off
-    page, tables = render(run_dir, drop_tables=1)
-    found = problems(browse(page, tmp_path), tables + 1)
-    assert f"{tables} tables in the DOM, {tables + 1} expected" in found
-    assert any("'torch.distributed all_reduce busbw' did not decode" in p for p in found), found
-    assert len(found) == 2, found
+        shutil.copy(EXAMPLE / name, broken / name)
+    (broken / "torch.png").write_bytes((EXAMPLE / "torch.png").read_bytes()[:64])
+    (good, tables), (bad, _) = render(EXAMPLE), render(broken, drop_tables=1)
+    return browse({"good": good, "broken": bad}, folder), tables
+
+
+def test_the_h200_report_shows_its_tables_and_images(browsed):
+    dom, tables = browsed
+    page = dom.pages["good"]
+    assert problems(page, tables) == []
+    assert tables >= 5 and len(page["images"]) == len(PLOTS)
+    assert {"collective", "verdict", "busbw GB/s", "expected GB/s"} <= set(page["headers"])
+    assert ("busbw and latency vs size on localhost", "1200x450") in page["images"]
+
+
+def test_a_broken_image_and_a_missing_table_are_seen(browsed):
+    dom, tables = browsed
+    found = problems(dom.pages["broken"], tables)
+    assert found == [
+        f"{tables - 1} tables in the DOM, {tables} expected",
+        "image 'torch.distributed all_reduce busbw' did not decode (0x0)",
+    ]
