@@ -37,6 +37,8 @@ HOST_COMMANDS = {
 # that finds one missing fails there instead of skipping: tests/conftest.py).
 CHECK_COMMANDS = {
     "shellcheck": "shellcheck",
+    # tests/unit/test_report_browser.py loads report.html in headless Chromium.
+    "chromium": "chromium",
 }
 
 

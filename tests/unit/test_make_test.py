@@ -69,6 +69,7 @@ def test_deps_installs_the_check_tools_too():
     from tests.testbed import system
 
     assert system.CHECK_COMMANDS["shellcheck"] == "shellcheck"
+    assert system.CHECK_COMMANDS["chromium"] == "chromium"
     assert {"gpg", "dpkg-deb"} <= set(system.HOST_COMMANDS)
 
 
