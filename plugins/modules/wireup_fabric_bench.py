@@ -61,7 +61,11 @@ options:
     type: path
     default: ""
   run_id:
-    description: The fabric run id; empty takes a new one (UTC time), returned in record.run_id.
+    description:
+      - The fabric run id; empty starts a new run (round 0) in a fresh folder, named by UTC time with
+        a -N suffix when that id is taken (a second run never replaces the first), returned in
+        record.run_id.
+      - A later round passes it back and rewrites that run's record (atomically); its folder must exist.
     type: str
     default: ""
   tolerance:

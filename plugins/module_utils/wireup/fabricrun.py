@@ -454,9 +454,11 @@ def latest_verdicts(results_dir, hosts):
                 record = store.read_host(results_dir, run_id, host)
             except FileNotFoundError:
                 continue
-            except ValueError as err:  # results.DamagedRecord, or a host name that is no file name
+            except store.DamagedRecord as err:
                 bench[host] = {"verdict": "DAMAGED", "run_id": run_id, "reason": str(err)}
                 break
+            except ValueError:
+                break  # a host name that is no file name: the store can hold no record of it
             critical = [
                 f.get("message", "") for f in record.get("findings", []) if f.get("severity") == "critical"
             ]

@@ -1,8 +1,8 @@
 """The controller's benchmark results store, and the comparison with the last passing run.
 
 Layout: ``<results_dir>/bench/<run id>/<host>.json``, one folder per run, one JSON per host;
-files are created exclusively and never overwritten. Run ids sort in time order
-(``20261129T164455Z``, with ``-2``, ``-3`` ... when two runs start in the same second).
+files are created exclusively, atomically (atomicfile) and never overwritten; strict JSON. Run ids
+sort in time order (``20261129T164455Z``, with ``-2``, ``-3`` ... when two runs start in the same second).
 
 A host record (what the bench role writes; see roles/bench/README.md) is a dict with at least:
   host, run_id, verdict ("PASS"|"WARN"|"FAIL"|"N/A"), topology ({gpus: [{index, uuid, name}],
