@@ -61,7 +61,11 @@ options:
     type: path
     default: ""
   run_id:
-    description: The fabric run id; empty takes a new one (UTC time), returned in record.run_id.
+    description:
+      - The fabric run id; empty starts a new run (round 0) in a fresh folder, named by UTC time with
+        a -N suffix when that id is taken (a second run never replaces the first), returned in
+        record.run_id.
+      - A later round passes it back and rewrites that run's record (atomically); its folder must exist.
     type: str
     default: ""
   tolerance:
@@ -96,11 +100,10 @@ report:
   type: dict
 """
 
-import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.wireup import bandwidth, fabricrun, results
+from ansible.module_utils.wireup import atomicfile, bandwidth, fabricrun, results
 
 
 def _read(path):
@@ -115,17 +118,38 @@ def _read(path):
 
 def _previous(fabric_dir, run_id):
     try:
-        runs = sorted(d for d in os.listdir(fabric_dir) if d != run_id and results.RUN_ID_RE.match(d))
+        runs = sorted(
+            (d for d in os.listdir(fabric_dir) if d != run_id and results.RUN_ID_RE.match(d)),
+            key=results._run_sort_key,
+        )
     except OSError:
         return None
     for d in reversed(runs):
-        text = _read(os.path.join(fabric_dir, d, "fabric.json"))
-        if text:
-            try:
-                return json.loads(text)
-            except ValueError:
-                continue
+        try:
+            return fabricrun.load_fabric_record(os.path.join(fabric_dir, d, "fabric.json"))
+        except (OSError, ValueError):  # missing or damaged: the run before it
+            continue
     return None
+
+
+def _run_folder(module, results_dir, run_id):
+    """(run id, folder) of this fabric run. Round 0 (no run id yet) reserves a fresh folder: a
+    second fabric run started in the same second gets a -N suffix, never the first one's record.
+    Later rounds rewrite the record of the folder their round 0 reserved."""
+    fabric_dir = os.path.join(results_dir, "fabric")
+    if not run_id:
+        if module.check_mode:
+            return results.new_run_id(), ""
+        return results.reserve_run(results_dir, None, kind="fabric")
+    if not results.RUN_ID_RE.match(run_id):
+        module.fail_json(msg=f"run_id {run_id!r} is not like 20261129T164455Z")
+    run_dir = os.path.join(fabric_dir, run_id)
+    if not module.check_mode and not os.path.isdir(run_dir):
+        module.fail_json(
+            msg=f"fabric run {run_id} has no folder {run_dir}: a later round continues the run its round 0 "
+            "started (run_id empty)"
+        )
+    return run_id, run_dir
 
 
 def main():
@@ -196,23 +220,28 @@ def main():
     if p["store"]:
         if not p["results_dir"]:
             module.fail_json(msg="store needs results_dir (wireup_results_dir)")
-        p["run_id"] = p["run_id"] or results.new_run_id()
         fabric_dir = os.path.join(p["results_dir"], "fabric")
+        if not module.check_mode:
+            os.umask(results.RESULTS_UMASK)  # the folders it makes 0750 (atomicfile: files 0640)
+        try:
+            p["run_id"], run_dir = _run_folder(module, p["results_dir"], p["run_id"])
+        except (OSError, ValueError) as err:
+            module.fail_json(msg=f"storing the fabric run failed: {err}")
         record = fabricrun.build_record(p["run_id"], plan, p["nics"])
         record["findings"] += fabricrun.compare(record, _previous(fabric_dir, p["run_id"]), p["tolerance"])
-        run_dir = os.path.join(fabric_dir, p["run_id"])
+        run_dir = run_dir or os.path.join(fabric_dir, p["run_id"])
         paths = {"json": os.path.join(run_dir, "fabric.json"), "md": os.path.join(run_dir, "fabric.md")}
         if not module.check_mode:
-            os.umask(results.RESULTS_UMASK)  # files 0640, folders 0750
-            os.makedirs(run_dir, exist_ok=True)
-            with open(paths["json"], "w", encoding="utf-8") as fh:
-                json.dump(record, fh, indent=2, sort_keys=True)
-            text = fabricrun.markdown(record)
-            if fabricrun.plot(record, os.path.join(run_dir, "fabric.png")):
-                paths["png"] = os.path.join(run_dir, "fabric.png")
-                text += "\n![pair busbw against the reference](fabric.png)\n"
-            with open(paths["md"], "w", encoding="utf-8") as fh:
-                fh.write(text)
+            # Each round rewrites its own run's record, whole or not at all (atomicfile).
+            try:
+                atomicfile.write_json(paths["json"], record, indent=2)
+                text = fabricrun.markdown(record)
+                if fabricrun.plot(record, os.path.join(run_dir, "fabric.png")):
+                    paths["png"] = os.path.join(run_dir, "fabric.png")
+                    text += "\n![pair busbw against the reference](fabric.png)\n"
+                atomicfile.write_text(paths["md"], text)
+            except (OSError, ValueError) as err:
+                module.fail_json(msg=f"storing the fabric run failed: {err}")
             out["changed"] = True
         out["report"] = paths
         out["record"] = record

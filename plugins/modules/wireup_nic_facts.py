@@ -9,7 +9,7 @@ module: wireup_nic_facts
 short_description: Read the NICs that can carry training traffic between nodes
 description:
   - Reads C(/sys/class/infiniband/*/ports/*) (state, physical state, rate, link layer, RoCE GID
-    types), each HCA's board_id, driver and SR-IOV physfn, C(/sys/class/net/*) (speed, MTU,
+    types), each HCA's board_id and hca_type, driver and SR-IOV physfn, C(/sys/class/net/*) (speed, MTU,
     operstate, type, device), C(/proc/driver/nvidia/gpus), C(/proc/modules)
     (nvidia_peermem or nv_peer_mem), C(/proc/cmdline) and the IOMMU group type, once, and parses
     them with C(plugins/module_utils/wireup/fabric.py) (parse_nic_facts).
@@ -42,7 +42,8 @@ ansible_facts:
             Every InfiniBand/RoCE/EFA HCA port - hca, port, name (mlx5_0:1), state (ACTIVE), phys_state
             (LinkUp), rate_gbps, width, speed (NDR), rate (the sysfs text), link_layer (InfiniBand,
             Ethernet or Unknown), kind (ib, efa, roce or None), roce (RoCE v2 or None), netdev, pci,
-            driver, board_id, vf_of (an SR-IOV VF's physical function), active, role (rail,
+            driver, board_id, hca_type, model (the card model - board_id, else hca_type), vf_of (an
+            SR-IOV VF's physical function), active, role (rail,
             frontend, vf, other_card) and set_aside (why it is no rail, or None).
           type: list
           elements: dict

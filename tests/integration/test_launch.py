@@ -157,6 +157,19 @@ def test_example2_three_nodes_two_processes_each(torch_nodes, tmp_path):
     assert again.rc == 0, again.failure_messages()
     assert {h: again.stats["changed"][h] for h in NODES} == dict.fromkeys(NODES, 0)
 
+    # node3's latest bench record cut off at its final name (a full disk before records were
+    # written atomically): the gate cannot read its verdict, so it refuses node3, naming the file
+    # (it read such a record as no verdict and started the job).
+    cut = results / "bench" / "20261201T000000Z" / "node3.json"
+    cut.parent.mkdir(parents=True)
+    cut.write_text('{"host": "node3", "verdict": "FA')
+    t0 = time.monotonic()
+    refused = run_playbook("launch.yml", torch_nodes.inventory, dict(extra, torchrun_launch_run=False))
+    print(f"[launch] refused on a cut-off record in {time.monotonic() - t0:.1f} s")
+    said = " ".join(m for _, _, m in refused.failure_messages())
+    assert refused.rc != 0 and "launch refused: latest bench record of node3 cannot be read" in said, said
+    assert f"{cut}: not valid JSON" in said and "node1" not in said.split("launch refused:")[1], said
+
 
 def test_killed_process_fails_naming_the_node_and_stops_the_others(torch_nodes, tmp_path):
     job = "it-kill"

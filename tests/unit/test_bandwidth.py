@@ -316,3 +316,30 @@ def test_datatype_all_judges_the_default_float_sum_row():
     assert (v["verdict"], v["measured_busbw"], v["row"]) == ("PASS", 95.0, {"type": "float", "redop": "sum"})
     v = bandwidth.verdict(rows[:1], {"expected_busbw": 100.0, "collective": "all_reduce"})
     assert (v["verdict"], v["row"]["type"]) == ("FAIL", "int8")
+
+
+def test_an_absurd_figure_fails_as_implausible_and_says_where_the_bound_comes_from():
+    exp = bandwidth.expected_busbw(H200, "all_reduce")
+    row = [{"size": 8 << 30, "out_of_place": {"busbw": 347660.0, "wrong": 0}, "in_place": None}]
+    v = bandwidth.verdict(row, exp)
+    assert v["verdict"] == "FAIL" and v["reason"].startswith(
+        "FAIL (implausible: 347,660.0 GB/s is above 956.2"
+    )
+    assert (
+        "the 478.1 GB/s the NV18 link can carry" in v["reason"]
+        and "NV18 x 26.562 GB/s per link" in v["reason"]
+    )
+    row[0]["out_of_place"]["busbw"] = float("inf")
+    assert "inf GB/s is not a finite number" in bandwidth.verdict(row, exp)["reason"]
+    # Twice the link passes the bound (NVLink SHARP), the healthy 345 is no finding.
+    row[0]["out_of_place"]["busbw"] = 345.0
+    assert bandwidth.verdict(row, exp)["verdict"] == "PASS"
+    # Without a known link only a non-finite figure is implausible.
+    assert bandwidth.implausible(1e9, {}) == "" and bandwidth.implausible(float("nan"), {})
+
+
+def test_an_infinite_figure_never_wins_the_tuning_sweep():
+    picked = bandwidth.pick_tuning(
+        [{"env": {}, "busbw": 300.0}, {"env": {"NCCL_ALGO": "Tree"}, "busbw": float("inf")}]
+    )
+    assert picked["best"] == {} and picked["gain"] is None

@@ -530,3 +530,23 @@ def test_expected_busbw_mixed_rate_cluster_is_paced_by_the_slowest_node():
     # the cross-node check names the odd node by rails x rate
     out = fabric.cross_node_findings({"a": ndr, "b": dict(ndr), "c": hdr})
     assert [(f["code"], f["nodes"]) for f in out] == [("fabric_rate_mismatch", ["c"])]
+
+
+def test_card_models_are_told_apart_by_hca_type_where_board_id_is_missing_or_empty(tmp_path):
+    # The kernel's hca_type names the model too (mlx5: MT4123 ConnectX-6, MT4119 ConnectX-5);
+    # before, ports without a board_id were all of one unknown model and the storage card's 100G
+    # port was a degraded rail (a critical finding).
+    root = tmp_path / "t"
+    shutil.copytree(SYSFS / "hdr8_storage_card_hdr_and_edr", root, symlinks=True)
+    for hca in (root / "sys/class/infiniband").iterdir():
+        storage = hca.name in ("mlx5_4", "mlx5_5")
+        (hca / "board_id").unlink(missing_ok=True)
+        if hca.name == "mlx5_0":
+            (hca / "board_id").write_text("\n")  # present but empty
+        (hca / "hca_type").write_text("MT4119\n" if storage else "MT4123\n")
+    f = fabric.parse_nic_facts(fabric.read_tree(str(root)))
+    assert [(a["name"], a["role"]) for a in f["set_aside"]] == [("mlx5_5:1", "other_card")]
+    assert "card model MT4119 at 100 Gb/sec" in f["set_aside"][0]["reason"]
+    assert "nic_rate_low" not in codes(f["findings"])
+    port = next(p for p in f["ib_ports"] if p["hca"] == "mlx5_0")
+    assert (port["board_id"], port["hca_type"], port["model"]) == (None, "MT4123", "MT4123")

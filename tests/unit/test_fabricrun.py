@@ -4,8 +4,11 @@ benchmark's JSON line is the one files/bench/torch_allreduce.py prints (appended
 
 import json
 import pathlib
+import re
 
-from wireup import fabric, fabricrun
+import pytest
+
+from wireup import fabric, fabricrun, launch
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 LOGS = FIXTURES / "ncclinfo"
@@ -327,3 +330,100 @@ def test_the_group_runs_transport_findings_are_not_said_twice():
     p = fabricrun.judge(["a", "b"], [pair, group], nics={"a": ib, "b": ib})
     codes = [(f["code"], f["nodes"]) for f in p["findings"] if f["code"] == "nccl_socket_with_ib_up"]
     assert codes == [("nccl_socket_with_ib_up", ["a"]), ("nccl_socket_with_ib_up", ["b"])]
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"host": "n1", "verdict": "FA', "not valid JSON"),
+        ("", "empty (a write cut off"),
+        ("[]", "is a list, not a host record"),
+        ('{"verdict": "MAYBE"}', "verdict is 'MAYBE'"),
+    ],
+)
+def test_a_latest_bench_record_that_cannot_be_read_refuses_its_node(tmp_path, text, said):
+    # A record cut off at its final name (a full disk before writes were atomic): the gate read it
+    # as no verdict, went back to an older PASS and started the job on the node that FAILed.
+    root = tmp_path / "results"
+    for run_id, body in (("20261201T010000Z", json.dumps({"verdict": "PASS"})), ("20261201T020000Z", text)):
+        (root / "bench" / run_id).mkdir(parents=True)
+        (root / "bench" / run_id / "n1.json").write_text(body)
+    (root / "bench" / "20261201T020000Z" / "n2.json").write_text(json.dumps({"verdict": "PASS"}))
+    bench, record = fabricrun.latest_verdicts(str(root), ["n1", "n2"])
+    out = fabricrun.refusals(["n1", "n2"], bench, record)
+    path = root / "bench" / "20261201T020000Z" / "n1.json"
+    assert list(out) == ["n1"]
+    assert out["n1"].startswith(f"latest bench record of n1 cannot be read: {path}: ") and said in out["n1"]
+    # torchrun_launch_on_failed=skip leaves it out like a FAILed node.
+    plan = launch.health_plan(["n1", "n2"], {}, out, on_failed="skip")
+    assert plan["hosts"] == ["n2"] and plan["left_out"] == out
+
+
+def test_a_latest_fabric_record_that_cannot_be_read_refuses_every_node(tmp_path):
+    root = tmp_path / "results"
+    good = {"run_id": "20261201T010000Z", "verdicts": {"n1": "PASS", "n2": "PASS"}, "nodes": {}}
+    (root / "fabric" / "20261201T010000Z").mkdir(parents=True)
+    (root / "fabric" / "20261201T010000Z" / "fabric.json").write_text(json.dumps(good))
+    (root / "fabric" / "20261201T020000Z").mkdir(parents=True)
+    (root / "fabric" / "20261201T020000Z" / "fabric.json").write_text('{"verdicts": {"n1": "PA')
+    # A run folder without a record yet (a run that is starting) is passed over.
+    (root / "fabric" / "20261201T030000Z").mkdir(parents=True)
+    out = fabricrun.refusals(["n1", "n2"], *fabricrun.latest_verdicts(str(root), ["n1", "n2"]))
+    assert sorted(out) == ["n1", "n2"]
+    assert "20261201T020000Z/fabric.json: not valid JSON" in out["n1"]
+
+
+def test_fabric_markdown_escapes_what_nodes_said():
+    rec = {
+        "run_id": "20261201T010000Z",
+        "pairs": [
+            {
+                "round": 1,
+                "pair": ["n1", "n2"],
+                "verdict": "FAIL",
+                "busbw": None,
+                "error": "<script>x</script>",
+            }
+        ],
+        "verdicts": {"n1": "FAIL"},
+        "nodes": {"n1": {"evidence": ["<img src=x onerror=alert(1)> | [a](javascript:b)"]}},
+        "findings": [{"severity": "warning", "code": "c", "message": "<b>m</b>", "evidence": "`x` <i>"}],
+    }
+    md = fabricrun.markdown(rec)
+    assert "<" not in md.replace("**<-**", "") and not re.search(r"(?<!\\)[\[\]`]", md)
+    assert "&lt;script>" in md and "\\| \\[a\\]" in md
+
+
+def test_a_second_fabric_run_in_the_same_second_never_replaces_the_first(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from wireup import results
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    fabric_dir = tmp_path / "fabric"
+    now = time.time()
+    taken = [results.new_run_id(now + s) for s in range(0, 30)]
+    for run_id in taken:  # earlier runs with every id this run could pick
+        (fabric_dir / run_id).mkdir(parents=True)
+        (fabric_dir / run_id / "fabric.json").write_text('{"first": true}')
+    out = subprocess.run(
+        [
+            str(pathlib.Path(sys.executable).with_name("ansible")),
+            *["-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}"],
+            *["localhost", "-m", "wireup_fabric_bench"],
+            *["-a", json.dumps({"nodes": ["n1", "n2"], "store": True, "results_dir": str(tmp_path)})],
+        ],
+        cwd=root,
+        env=dict(os.environ, ANSIBLE_CALLBACK_RESULT_FORMAT="json"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert all((fabric_dir / r / "fabric.json").read_text() == '{"first": true}' for r in taken)
+    [new] = sorted(set(os.listdir(fabric_dir)) - set(taken))
+    assert new.endswith("-2") and json.loads((fabric_dir / new / "fabric.json").read_text())["run_id"] == new

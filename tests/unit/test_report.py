@@ -244,3 +244,33 @@ def test_a_gpu_node_is_not_judged_as_gpu_less():
     rec = results.build_record("gpu-a01", "20261129T100000Z", good_node())
     assert not results.is_gpu_less(rec)
     assert "torch" not in rec["baseline"]
+
+
+# --- issue 23 item 10, issue 28 item 3 ------------------------------------------------------------
+def test_report_md_escapes_what_nodes_said(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "_pyplot", lambda: None)
+    rec = copy.deepcopy(results.build_record("gpu-a01", "20261129T100000Z", good_node()))
+    rec["findings"].append(
+        {"severity": "warning", "code": "x", "message": "<script>alert(1)</script> [a](javascript:b)\n# h"}
+    )
+    rec["versions"]["nccl"] = "<img src=x onerror=alert(1)>"
+    _, md, page = _run(tmp_path, {"gpu-a01": rec})
+    assert "<script>" not in md and "<img" not in md and "](javascript" not in md.replace("\\](", "")
+    assert "&lt;script>alert(1)&lt;/script> \\[a\\](javascript:b) # h |" in md
+    assert "<script>" not in page and "<img src=x" not in page and "&lt;img src=x" in page
+
+
+def test_report_says_what_each_kind_of_node_was_judged_on(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "_pyplot", lambda: None)
+    cpus = {h: results.build_record(h, "20261129T100000Z", _cpu_node()) for h in ("node1", "node2", "node3")}
+    _, md, _ = _run(tmp_path, cpus)
+    opening = md.split("\n\n")[1]
+    assert "GPU" not in opening.replace("no GPU", "").replace("not against a GPU link", ""), opening
+    assert "(node1, node2, node3: no GPU) are taken on the torch.distributed gloo all-reduce" in opening
+    gpu = results.build_record("gpu-a01", "20261129T100000Z", good_node())
+    _, md, _ = _run(tmp_path, {"gpu-a01": gpu})
+    assert "Verdicts are taken at the largest message size >= 1 GiB against the expected bus bandwidth" in md
+    _, md, _ = _run(tmp_path, {"gpu-a01": gpu, **cpus})
+    opening = md.split("\n\n")[1]
+    assert "GPU nodes' verdicts (1) are taken at the largest" in opening
+    assert "GPU-less nodes' verdicts (node1, node2, node3: no GPU)" in opening

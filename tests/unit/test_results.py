@@ -2,6 +2,8 @@
 
 import copy
 import json
+import pathlib
+import re
 
 import pytest
 
@@ -130,3 +132,206 @@ def test_torch_drop_compared_at_largest_common_size():
     other = copy.deepcopy(cur)
     other["torch"]["multi_node"]["world_size"] = 2  # a different cluster shape is not comparable
     assert results.compare(other, base) == []
+
+
+# ---------------------------------------------------------------- trust (issue 23: items 4, 5, 6, 9)
+H200_TOPO = {
+    "gpus": [
+        {"index": i, "uuid": f"GPU-{i:04d}", "name": "NVIDIA H200", "nvlink": {"speed_gbps": 26.562}}
+        for i in range(2)
+    ],
+    "links": [{"a": "GPU0", "b": "GPU1", "class": "NV18"}],
+}
+CAPTURE = (
+    pathlib.Path(__file__).resolve().parents[1]
+    / "fixtures"
+    / "nccltests"
+    / "h200x2_v2.19.6_all_reduce_perf.txt"
+)
+ROW_8G = (
+    "  8589934592    2147483648     float     sum      -1  24945.4  344.35  344.35       0  "
+    "24708.0  347.66  347.66"
+)
+
+
+def _node(busbw_8g=None):
+    """The 2x H200 all_reduce capture, its 8 GiB row's busbw replaced when given."""
+    text = CAPTURE.read_text()
+    if busbw_8g is not None:
+        assert ROW_8G in text
+        text = text.replace(
+            ROW_8G,
+            f"  8589934592    2147483648     float     sum      -1  24945.4  344.35  {busbw_8g}       0  "
+            f"24708.0  347.66  {busbw_8g}",
+        )
+    return {"topology": H200_TOPO, "nccl_tests": {"all_reduce": {"output": text, "rc": 0}}}
+
+
+@pytest.mark.parametrize("absurd", ["347660.00", "inf", "nan"])
+def test_an_absurd_figure_fails_as_implausible_and_never_becomes_the_baseline(tmp_path, absurd):
+    root = str(tmp_path)
+    results.store_run(root, "20261201T010000Z", {"gpu-a01": _node()})  # healthy: the baseline
+    _, _, recs = results.store_run(root, "20261201T020000Z", {"gpu-a01": _node(absurd)})
+    rec = recs["gpu-a01"]
+    if absurd == "nan":
+        # nccl-tests' nan is no figure: the verdict falls back to the 4 GiB row (a real one).
+        assert rec["collectives"]["all_reduce"]["verdict"]["size"] == 4 << 30
+        return
+    v = rec["collectives"]["all_reduce"]["verdict"]
+    assert v["verdict"] == "FAIL" and v["reason"].startswith("FAIL (implausible: ")
+    assert "478.1 GB/s the NV18 link can carry" in v["reason"] or "not a finite number" in v["reason"]
+    assert rec["verdict"] == "FAIL"
+    assert any(f["code"] == "bench_implausible" for f in rec["findings"])
+    # Stored as strict JSON (no Infinity), and the next healthy run still compares with the healthy one.
+    text = (tmp_path / "bench" / "20261201T020000Z" / "gpu-a01.json").read_text()
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} stored"))
+    _, _, again = results.store_run(root, "20261201T030000Z", {"gpu-a01": _node()})
+    assert again["gpu-a01"]["verdict"] == "PASS", again["gpu-a01"]["findings"]
+    assert again["gpu-a01"]["baseline"]["run_id"] == "20261201T010000Z"
+
+
+def test_an_implausible_pass_stored_before_is_not_a_baseline(tmp_path):
+    # A record an older wireup stored: PASS at 347,660 GB/s (100,993% of expected).
+    root = str(tmp_path)
+    old = record("20261201T010000Z", busbw=347660.0)
+    old["collectives"]["all_reduce"]["expected"] = {"link_gbps": 478.116, "link_class": "NV18"}
+    old["collectives"]["all_reduce"]["verdict"]["measured_busbw"] = 347660.0
+    (tmp_path / "bench" / "20261201T010000Z").mkdir(parents=True)
+    (tmp_path / "bench" / "20261201T010000Z" / "gpu-a01.json").write_text(json.dumps(old))
+    base, damaged = results.baseline_of(root, "gpu-a01")
+    assert base is None
+    [finding] = damaged
+    assert finding["code"] == "baseline_record_damaged" and "implausible" not in finding["message"][:0]
+    assert (
+        "20261201T010000Z/gpu-a01.json: collectives.all_reduce: 347,660.0 GB/s is above" in finding["message"]
+    )
+    _, _, recs = results.store_run(root, "20261201T020000Z", {"gpu-a01": _node()})
+    assert recs["gpu-a01"]["verdict"] == "PASS"
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("[]", "is a list, not a host record"),
+        ('"PASS"', "is a string, not a host record"),
+        ('{"verdict": "PASS", "collectives": []}', "collectives is a list, not an object"),
+        ('{"verdict": "PASS", "collectives": {"all_reduce": {"rows": "x"}}}', "rows is a string, not a list"),
+        ('{"verdict": "PASS", "topology": {"gpus": [1]}}', "topology.gpus is not a list of objects"),
+        ('{"verdict": "PASS", "torch": {"multi_node": {"rows": [{"size": 1, "in_place": {"busbw": "9"}}]}}}',
+         "busbw is a string, not a number"),
+        ('{"verdict": "PASS", "stepcost": {"single_node": [{"hooks": []}]}}', "hooks is not an object"),
+        ('{"verdict": "PASS", "collectives": {"all_reduce": {"rows": [{"size": 8, '
+         '"in_place": {"busbw": Infinity}}]}}}',
+         "not valid JSON (Infinity is not a JSON number"),
+        ('{"verdict": "PA', "not valid JSON"),
+        ("", "empty (a write cut off"),
+    ],
+)  # fmt: skip
+def test_a_damaged_earlier_record_is_a_named_finding_and_the_run_goes_on(tmp_path, text, said):
+    root = str(tmp_path)
+    folder = tmp_path / "bench" / "20261201T010000Z"
+    folder.mkdir(parents=True)
+    (folder / "gpu-a01.json").write_text(text)
+    run_id, _, recs = results.store_run(root, "20261201T020000Z", {"gpu-a01": _node()})
+    rec = recs["gpu-a01"]
+    assert rec["verdict"] == "PASS" and rec["baseline"] == {}
+    [finding] = [f for f in rec["findings"] if f["code"] == "baseline_record_damaged"]
+    assert finding["severity"] == "warning" and str(folder / "gpu-a01.json") in finding["message"]
+    assert said in finding["message"]
+    assert (tmp_path / "bench" / run_id / "gpu-a01.json").is_file()
+
+
+def test_a_baseline_that_breaks_the_comparison_deeper_down_is_dropped_and_named(tmp_path):
+    root = str(tmp_path)
+    folder = tmp_path / "bench" / "20261201T010000Z"
+    folder.mkdir(parents=True)
+    odd = record("20261201T010000Z")
+    odd["topology"]["links"] = [{"a": ["GPU0"], "b": "GPU1", "class": "NV18"}]  # unhashable a
+    (folder / "gpu-a01.json").write_text(json.dumps(odd))
+    _, _, recs = results.store_run(root, "20261201T020000Z", {"gpu-a01": _node()})
+    [finding] = [f for f in recs["gpu-a01"]["findings"] if f["code"] == "baseline_record_damaged"]
+    assert "TypeError in the comparison" in finding["message"] and recs["gpu-a01"]["verdict"] == "PASS"
+
+
+def test_a_run_that_stores_nothing_leaves_no_empty_folder(tmp_path):
+    with pytest.raises(ValueError, match="bench_pass_ratio"):
+        results.store_run(
+            str(tmp_path), "20261201T020000Z", {"a": dict(_node(), thresholds={"pass_ratio": 9})}
+        )
+    assert results.list_runs(str(tmp_path)) == []
+
+
+def test_records_are_written_atomically_and_strict(tmp_path, monkeypatch):
+    from wireup import atomicfile
+
+    rid, _ = results.reserve_run(str(tmp_path), "20261201T020000Z")
+
+    # A full disk at the fsync: no file at the final name, no temporary file left.
+    def full(_fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(atomicfile.os, "fsync", full)
+    with pytest.raises(OSError, match="No space"):
+        results.write_host(str(tmp_path), rid, "gpu-a01", record(rid))
+    assert list((tmp_path / "bench" / rid).iterdir()) == []
+    monkeypatch.undo()
+    path = results.write_host(
+        str(tmp_path), rid, "gpu-a01", dict(record(rid), odd=[float("inf"), float("nan")])
+    )
+    assert json.loads(pathlib.Path(path).read_text())["odd"] == [None, None]
+    with pytest.raises(FileExistsError):
+        results.write_host(str(tmp_path), rid, "gpu-a01", record(rid))
+
+
+# One rule for "the figure of a collective at a size": the verdict, the baseline comparison, the
+# report and the tuning read the same number (issue 23 item 9).
+def _row(size, dtype, op, oop, ip):
+    return {
+        "size": size, "count": 1, "type": dtype, "redop": op, "root": -1,
+        "out_of_place": {"time_us": 1.0, "algbw": oop, "busbw": oop, "wrong": 0, "error": None},
+        "in_place": {"time_us": 1.0, "algbw": ip, "busbw": ip, "wrong": None, "error": None},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("collective", "rows", "figure"),
+    [
+        # alltoall: nccl-tests validates no in-place half; its 300 is not a figure.
+        ("alltoall", [_row(1 << 30, "float", "none", 100.0, 300.0)], 100.0),
+        # -d all: int8 comes first at the size; float/sum is the figure.
+        ("all_reduce",
+         [_row(1 << 30, "int8", "sum", 40.0, 40.0), _row(1 << 30, "float", "sum", 95.0, 96.0)], 96.0),
+    ],
+)  # fmt: skip
+def test_verdict_baseline_report_and_tuning_read_one_figure(collective, rows, figure):
+    from wireup import bandwidth, bench, report
+
+    for r in rows:
+        r["in_place"]["wrong"] = 0 if collective != "alltoall" else None
+    exp = {"expected_busbw": 100.0, "collective": collective, "link_gbps": 478.0}
+    verdict = bandwidth.verdict(rows, exp, collective=collective)
+    size = 1 << 30
+    cur = {"collectives": {collective: {"rows": rows, "verdict": verdict}}}
+    base = {"run_id": "B", "collectives": {collective: {"rows": [dict(r) for r in rows], "verdict": verdict}}}
+    base["collectives"][collective]["rows"] = [
+        {**r, "out_of_place": {**r["out_of_place"], "busbw": r["out_of_place"]["busbw"] * 2}} for r in rows
+    ]
+    [drop] = results.compare(cur, base)
+    seen = {
+        "verdict": verdict["measured_busbw"],
+        "baseline": float(re.search(r"busbw ([0-9.]+) GB/s", drop["message"]).group(1)),
+        "report": report._largest(rows, collective)[1],
+    }
+    if collective == "all_reduce":
+        text = "\n".join(
+            f"{r['size']} {r['count']} {r['type']} {r['redop']} -1 1.0 {r['out_of_place']['algbw']} "
+            f"{r['out_of_place']['busbw']} 0 1.0 {r['in_place']['algbw']} {r['in_place']['busbw']} 0"
+            for r in rows
+        )
+        header = (
+            "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+            "     time   algbw   busbw #wrong\n"
+        )
+        seen["tuning"] = bench._busbw_at_top(header + text + "\n# Avg bus bandwidth    : 1\n")
+    assert seen == dict.fromkeys(seen, figure), seen
+    assert verdict["size"] == size

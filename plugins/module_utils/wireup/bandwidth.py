@@ -22,6 +22,7 @@ table cut off, wrong elements; see nccltests.assess), whatever the sizes reached
 expectation (one GPU, or unknown links) or without a size >= 1 GiB the verdict is ``N/A``.
 """
 
+import math
 import re
 
 from . import nccltests, validate
@@ -300,28 +301,20 @@ def verdict(
         "reason": "",
         "halves": halves,
     }
-    candidates = [
-        r
-        for r in rows
-        if r.get("size") is not None
-        and r["size"] >= min_bytes
-        and nccltests.judged_busbw(r, halves) is not None
-    ]
+    sizes = [s for s in nccltests.figure_sizes(rows, collective) if s >= min_bytes]
     # With -d all / -o all nccl-tests prints one row per type and op at each size: judge the one of
     # its defaults (float, sum; "none" for collectives without an op), not whichever came first.
-    row = (
-        max(
-            candidates,
-            key=lambda r: (r["size"], r.get("type") == "float", r.get("redop") in ("sum", "none", "")),
-        )
-        if candidates
-        else None
-    )
+    row = nccltests.figure_row(rows, sizes[-1], collective) if sizes else None
     if row is not None:
-        out["measured_busbw"] = nccltests.judged_busbw(row, halves)
+        out["measured_busbw"] = nccltests.figure(rows, row["size"], collective)
         out["size"] = row["size"]
         out["row"] = {"type": row.get("type"), "redop": row.get("redop")}
     causes = list(problems or [])
+    ceiling = implausible(out["measured_busbw"], expected)
+    if ceiling:
+        out["verdict"] = "FAIL"
+        out["reason"] = "; ".join([f"FAIL (implausible: {ceiling})", *causes])
+        return out
     errors = nccltests.data_errors({"rows": rows, "collective": collective}, check_delta=False)
     wrong = sum(int(w.split()[0]) for _, _, w in errors)
     if wrong and not any("wrong elements" in c for c in causes):
@@ -357,6 +350,40 @@ def verdict(
     return out
 
 
+# The most any collective's busbw can get out of its bottleneck link, as a multiple of the link's
+# raw speed. Above it a figure is a measurement error (a timer, a parse, a forged record), not
+# bandwidth. 2: NVLink SHARP (NVLS) reduces inside the NVSwitch, so an all-reduce moves each byte
+# once each way and its busbw (algbw x 2(n-1)/n) tends to 2 x the link as n grows; every other
+# collective and algorithm moves at least as much over the link as its busbw says (<= 1 x).
+PLAUSIBLE_LINK_FACTOR = 2.0
+
+
+def implausible(measured, expected=None):
+    """Why a measured busbw cannot be real ('' when it can): not a finite number, or above
+    PLAUSIBLE_LINK_FACTOR x the raw speed of the bottleneck link (expected: expected_busbw's dict,
+    its link_gbps, link_class and basis). Without a known link only non-finite figures are caught."""
+    if measured is None:
+        return ""
+    if isinstance(measured, bool) or not isinstance(measured, int | float):
+        return f"busbw {measured!r} is not a number"
+    if not math.isfinite(measured):
+        return f"busbw {measured} GB/s is not a finite number"
+    link = (expected or {}).get("link_gbps")
+    if not isinstance(link, int | float) or isinstance(link, bool) or not link or not math.isfinite(link):
+        return ""
+    limit = link * PLAUSIBLE_LINK_FACTOR
+    if measured <= limit:
+        return ""
+    cls = (expected or {}).get("link_class") or "bottleneck"
+    basis = (expected or {}).get("basis") or cls
+    return (
+        f"{measured:,.1f} GB/s is above {limit:,.1f} GB/s, {PLAUSIBLE_LINK_FACTOR:g} x the {link:,.1f} GB/s "
+        f"the {cls} link can carry (raw link speed from the topology: {basis}; "
+        f"{PLAUSIBLE_LINK_FACTOR:g} x: NVLink SHARP's in-switch all-reduce, the most any collective gets "
+        "out of a link): a measurement error, not bandwidth"
+    )
+
+
 def worst_verdict(verdicts):
     """FAIL > WARN > PASS > N/A over a list of verdict strings ('N/A' when empty)."""
     for v in ("FAIL", "WARN", "PASS"):
@@ -380,7 +407,8 @@ def pick_tuning(measured, min_gain=0.02):
     gain}; a candidate wins only when it beats the default by more than min_gain (a fraction)."""
     if not 0 <= float(min_gain) < 1:
         raise ValueError(f"bench_nccl_tune_min_gain must be a fraction in [0, 1), got {min_gain!r}")
-    valid = [m for m in measured if m.get("busbw") is not None]
+    # A figure that is not a finite number (an inf busbw) never wins the sweep.
+    valid = [m for m in measured if m.get("busbw") is not None and not implausible(m["busbw"])]
     default = next((m["busbw"] for m in valid if not m.get("env")), None)
     tried = sorted((m for m in valid if m.get("env")), key=lambda m: m["busbw"], reverse=True)
     out = {"default_busbw": default, "candidates": measured, "best": {}, "best_busbw": None, "gain": None}

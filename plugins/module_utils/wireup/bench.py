@@ -215,10 +215,10 @@ def _plan(node, settings, build=None, tuned_text=None, host=""):
 
 
 def _busbw_at_top(text):
+    """all_reduce's figure at the largest size it has one (nccltests.figure: the verdict's rule)."""
     rows = nccltests.parse(text or "")["rows"]
-    if not rows:
-        return None
-    return nccltests.best_busbw(max(rows, key=lambda r: r.get("size") or 0))
+    sizes = nccltests.figure_sizes(rows, "all_reduce")
+    return nccltests.figure(rows, sizes[-1], "all_reduce") if sizes else None
 
 
 def origin_of(run_id, host, node, build):

@@ -15,7 +15,9 @@ What is read, per the ABI documents and drivers/infiniband/core/sysfs.c:
   to the PCI function (its basename is the PCI address); ``device/driver`` names its driver
   (``mlx5_core``, ``efa``), ``device/physfn`` is present on an SR-IOV virtual function and names
   its physical function (drivers/pci/iov.c), ``board_id`` is the card model (mlx4/mlx5, bnxt_re;
-  what ``ibv_devinfo`` prints as ``board_id``).
+  what ``ibv_devinfo`` prints as ``board_id``) and ``hca_type`` names the model too (mlx5:
+  ``MT4129``, the PCI device id; the kernel's ABI document: "CA type"), read where ``board_id``
+  is missing or empty (drivers that have no board id, or give an empty one).
   The kernel's formats (drivers/infiniband/core/sysfs.c): ``state`` ``%d: %s`` (NOP, DOWN, INIT,
   ARMED, ACTIVE, ACTIVE_DEFER); ``phys_state`` ``1: Sleep`` ... ``5: LinkUp``,
   ``6: LinkErrorRecovery``, ``7: Phy Test`` (names with spaces), ``%d: <unknown>``; ``rate``
@@ -138,8 +140,9 @@ def read_tree(root="/", ib_root=IB_ROOT, net_root=NET_ROOT):
         link(f"{base}/device")
         link(f"{base}/device/driver")
         link(f"{base}/device/physfn")
-        if os.path.exists(os.path.join(root, base, "board_id")):
-            grab(f"{base}/board_id")
+        for name in ("board_id", "hca_type"):
+            if os.path.exists(os.path.join(root, base, name)):
+                grab(f"{base}/{name}")
         for port in listdir(f"{base}/ports"):
             pbase = f"{base}/ports/{port}"
             for name in ("state", "phys_state", "rate", "link_layer"):
@@ -275,10 +278,10 @@ def _transport_kind(ports):
 
 def _other_card_models(ports, kind):
     """Active rail ports of ``kind`` slower than the fastest ones AND of another card model
-    (``board_id``) than the node's main one (the model most of those ports are): a storage or
-    management card on the same fabric (DGX-like nodes carry 8 compute ports and 2-4 storage
-    ports, NVIDIA/nccl#1505 shows a DGX A100's storage card with ports at 200 and 100 Gb/s), not
-    a degraded rail. A slower port of the main model, or where models are unknown, stays a rail
+    (``model``: board_id, else hca_type) than the node's main one (the model most of those ports
+    are): a storage or management card on the same fabric (DGX-like nodes carry 8 compute ports
+    and 2-4 storage ports, NVIDIA/nccl#1505 shows a DGX A100's storage card with ports at 200 and
+    100 Gb/s), not a degraded rail. A slower port of the main model, or where models are unknown, stays a rail
     (and a finding)."""
     active = [
         p
@@ -287,16 +290,16 @@ def _other_card_models(ports, kind):
     ]
     models = {}
     for p in active:
-        models.setdefault(p.get("board_id"), []).append(p)
+        models.setdefault(p.get("model"), []).append(p)
     if len(models) < 2 or None in models:
         return
     main = max(models, key=lambda m: (len(models[m]), max(p["rate_gbps"] for p in models[m]), m))
     top = max(p["rate_gbps"] for p in models[main])
     for p in active:
-        if p["board_id"] != main and p["rate_gbps"] < top:
+        if p["model"] != main and p["rate_gbps"] < top:
             p["role"] = "other_card"
             p["set_aside"] = (
-                f"card model {p['board_id']} at {p['rate']}, unlike the {len(models[main])} port(s) of model "
+                f"card model {p['model']} at {p['rate']}, unlike the {len(models[main])} port(s) of model "
                 f"{main} at {top:g} Gb/sec: a storage or management card, not a training rail"
             )
 
@@ -308,8 +311,8 @@ def parse_nic_facts(files):
     nvidia_gpus, transport: 'ib'|'efa'|'roce'|'socket'|None, rails: int, rail_gbps: float|None,
     set_aside: [...], findings: [...]}.
     ``ib_ports`` lists every HCA port (state, phys_state, rate, link layer, kind, RoCE version,
-    netdev, PCI address, driver, board_id, role); ``interfaces`` every netdev but loopback and
-    container bridges. ``transport``, ``rails`` and ``rail_gbps`` describe what NCCL would use
+    netdev, PCI address, driver, board_id, hca_type, model, role); ``interfaces`` every netdev but
+    loopback and container bridges. ``transport``, ``rails`` and ``rail_gbps`` describe what NCCL would use
     between nodes: active InfiniBand ports first, then EFA, then RoCE ports, else the fastest
     Ethernet/IPoIB interface that is up (sockets). Ports that cannot carry training traffic
     (Azure's Accelerated Networking VF, SR-IOV VFs of a local port, a slower card of another
@@ -357,6 +360,11 @@ def parse_nic_facts(files):
                 "pci": _text(files, f"{IB_ROOT}/{hca}/device"),
                 "driver": driver,
                 "board_id": _text(files, f"{IB_ROOT}/{hca}/board_id") or None,
+                "hca_type": _text(files, f"{IB_ROOT}/{hca}/hca_type") or None,
+                # The card model: board_id, else the kernel's hca_type (None when neither says).
+                "model": _text(files, f"{IB_ROOT}/{hca}/board_id")
+                or _text(files, f"{IB_ROOT}/{hca}/hca_type")
+                or None,
                 "vf_of": _text(files, f"{IB_ROOT}/{hca}/device/physfn"),
                 "active": state == "ACTIVE" and (phys is None or phys == "LinkUp"),
             }

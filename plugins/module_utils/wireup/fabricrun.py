@@ -21,6 +21,7 @@ but a FAILed group fails the bench on its members (``failed`` in the record) and
 
 from . import fabric, ncclinfo, nccltests, pairwise
 from .health import finding
+from .report import md_text
 
 
 def _busbw(text):
@@ -305,8 +306,12 @@ def _fmt(value, spec):
     return format(value, spec) if value is not None else "n/a"
 
 
+def _cell(value):
+    return md_text(value).replace("|", "\\|")
+
+
 def markdown(record):
-    """The report section (Markdown)."""
+    """The report section (Markdown); what nodes said is escaped (report.md_text)."""
     ref = record.get("reference_kind")
     lines = [
         f"## Fabric (run {record['run_id']})",
@@ -331,52 +336,112 @@ def markdown(record):
         ref_gbs = p.get("reference_gbs") or record.get("reference_gbs")
         mark = " **<-**" if p["verdict"] == "FAIL" else ""
         lines.append(
-            f"| {p['round']} | {' + '.join(p['pair'])} | "
+            f"| {p['round']} | {_cell(' + '.join(p['pair']))} | "
             f"{_fmt(p.get('busbw'), '.3g')} | {_fmt(ref_gbs, '.3g')} | "
             f"{_fmt(p.get('ratio'), '.2f')} | {p['verdict']}{mark} | "
-            f"{', '.join(kinds) if kinds else d.get('backend') or 'n/a'} |"
+            f"{_cell(', '.join(kinds) if kinds else d.get('backend') or 'n/a')} |"
         )
         if p.get("error"):
-            lines.append(f"|  | error: {p['error'][:200]} |  |  |  |  |  |")
+            lines.append(f"|  | error: {_cell(p['error'][:200])} |  |  |  |  |  |")
     g = record.get("group") or {}
     if g:
-        lines += ["", "### Whole-group run", "", group_line(g) + "."]
+        lines += ["", "### Whole-group run", "", md_text(group_line(g)) + "."]
     lines += ["", "| node | verdict | evidence |", "|---|---|---|"]
     for host, v in sorted(record.get("verdicts", {}).items()):
         ev = "; ".join(record.get("nodes", {}).get(host, {}).get("evidence", []))
-        lines.append(f"| {host} | {v} | {ev} |")
+        lines.append(f"| {_cell(host)} | {_cell(v)} | {_cell(ev)} |")
     if record.get("findings"):
         lines += ["", "Findings:", ""]
         for f in record["findings"]:
-            quote = f" (NCCL: `{f['evidence']}`)" if f.get("evidence") else ""
-            lines.append(f"- {f['severity']} `{f['code']}`: {f['message']}{quote}")
+            quote = f" (NCCL: {md_text(f['evidence'])})" if f.get("evidence") else ""
+            lines.append(f"- {md_text(f['severity'])} {md_text(f['code'])}: {md_text(f['message'])}{quote}")
     return "\n".join(lines) + "\n"
 
 
 def refusals(hosts, bench_verdicts=None, fabric_record=None):
     """Launch's rule: {host: reason} for each host whose latest intra-node bench verdict
-    (bench_verdicts {host: {verdict, reason}}) or latest fabric verdict is FAIL."""
+    (bench_verdicts {host: {verdict, reason}}) or latest fabric verdict is FAIL, or whose latest
+    record cannot be read (verdict DAMAGED; a damaged fabric record refuses every host: it cannot
+    tell which nodes it failed). A gate that cannot read a verdict refuses: it never fails open."""
     out = {}
+    rec = fabric_record or {}
     for host in hosts:
         b = (bench_verdicts or {}).get(host) or {}
+        if b.get("verdict") == "DAMAGED":
+            out[host] = (
+                f"latest bench record of {host} cannot be read: {b.get('reason')}; rerun bench.yml on it "
+                "(or move the file away)"
+            )
+            continue
         if b.get("verdict") == "FAIL":
             out[host] = (
                 f"bench run {b.get('run_id', '?')} FAILed on {host}: {b.get('reason') or 'see its report'}"
             )
             continue
-        rec = fabric_record or {}
+        if rec.get("damaged"):
+            out[host] = (
+                f"latest fabric record cannot be read: {rec['damaged']}; it cannot say whether {host} "
+                "passed: rerun bench.yml --tags fabric (or move the file away)"
+            )
+            continue
         if rec.get("verdicts", {}).get(host) == "FAIL":
             ev = "; ".join(rec.get("nodes", {}).get(host, {}).get("evidence", []))
             out[host] = f"fabric run {rec.get('run_id', '?')} named {host} bad: {ev}"
     return out
 
 
+def fabric_record_problem(record):
+    """What makes a stored fabric record unusable for the gate ('' when nothing)."""
+    if not isinstance(record, dict):
+        return f"is a JSON {type(record).__name__}, not a fabric record (an object)"
+    verdicts = record.get("verdicts")
+    if not isinstance(verdicts, dict) or not all(isinstance(v, str) for v in verdicts.values()):
+        return "verdicts is not an object of host -> verdict"
+    nodes = record.get("nodes", {})
+    if not isinstance(nodes, dict) or not all(isinstance(n, dict) for n in nodes.values()):
+        return "nodes is not an object of host -> state"
+    for host, node in nodes.items():
+        evidence = node.get("evidence", [])
+        if not isinstance(evidence, list) or not all(isinstance(e, str) for e in evidence):
+            return f"nodes.{host}.evidence is not a list of strings"
+    return ""
+
+
+def load_fabric_record(path):
+    """The fabric record at ``path``; FileNotFoundError when there is none, results.DamagedRecord
+    naming the file and what is wrong when it cannot be used."""
+    import json
+
+    from .results import DamagedRecord
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError) as err:
+        raise DamagedRecord(f"{path}: unreadable ({err})") from err
+    try:
+        record = json.loads(text)
+    except ValueError as err:
+        what = (
+            "empty (a write cut off, e.g. by a full disk)" if not text.strip() else f"not valid JSON ({err})"
+        )
+        raise DamagedRecord(f"{path}: {what}") from err
+    problem = fabric_record_problem(record)
+    if problem:
+        raise DamagedRecord(f"{path}: {problem}")
+    return record
+
+
 def latest_verdicts(results_dir, hosts):
     """(bench_verdicts, fabric_record) from the controller's store, for :func:`refusals`: each
-    host's record in its newest intra-node bench run (results/bench/<run>/<host>.json) and the
-    newest fabric run (results/fabric/<run>/fabric.json). Missing or unreadable files count as no
-    verdict (a node never benchmarked is not refused)."""
-    import json
+    host's record in its newest intra-node bench run that has one (results/bench/<run>/<host>.json)
+    and the newest fabric run that has a record (results/fabric/<run>/fabric.json). A missing file
+    is no verdict (a node never benchmarked is not refused); a newest record that cannot be read
+    (cut off, not JSON, not a record) is verdict DAMAGED naming the file, for the host it belongs
+    to, and ``{"damaged": why}`` for a fabric record: the gate refuses, it never reads an older
+    verdict past a damaged one."""
     import os
 
     from . import results as store
@@ -387,8 +452,13 @@ def latest_verdicts(results_dir, hosts):
         for run_id in reversed(runs):
             try:
                 record = store.read_host(results_dir, run_id, host)
-            except (OSError, ValueError):
+            except FileNotFoundError:
                 continue
+            except store.DamagedRecord as err:
+                bench[host] = {"verdict": "DAMAGED", "run_id": run_id, "reason": str(err)}
+                break
+            except ValueError:
+                break  # a host name that is no file name: the store can hold no record of it
             critical = [
                 f.get("message", "") for f in record.get("findings", []) if f.get("severity") == "critical"
             ]
@@ -408,11 +478,12 @@ def latest_verdicts(results_dir, hosts):
         names = []
     for name in reversed(names):
         try:
-            with open(os.path.join(fabric_dir, name, "fabric.json"), encoding="utf-8") as fh:
-                record = json.load(fh)
-            break
-        except (OSError, ValueError):
+            record = load_fabric_record(os.path.join(fabric_dir, name, "fabric.json"))
+        except FileNotFoundError:
             continue
+        except ValueError as err:
+            record = {"damaged": str(err), "run_id": name}
+        break
     return bench, record
 
 
@@ -420,7 +491,7 @@ def plot(record, path):
     """Bar chart of the pairs' busbw and the whole-group run's (failing ones red, marked), each
     one's reference as a line.
     Returns False when there is nothing to plot or matplotlib is missing (the report says so)."""
-    from .report import _pyplot
+    from .report import _pyplot, save_png
 
     pairs = [p for p in record.get("pairs", []) if p.get("busbw") is not None or p.get("error")]
     g = record.get("group") or {}
@@ -454,6 +525,6 @@ def plot(record, path):
     kind = "expected" if record.get("reference_kind") == "expected" else "median of round 1"
     ax.set_title(f"Fabric pairs, run {record.get('run_id')} (dashed: reference, {kind})")
     fig.tight_layout()
-    fig.savefig(path)
+    save_png(fig, path)
     plt.close(fig)
     return True

@@ -777,6 +777,36 @@ def judged_busbw(row, halves):
     return max(values) if values else None
 
 
+def _default_kind(row):
+    """Sort key: nccl-tests' default type and op (float, sum; "none" for collectives without an op)
+    rank above the others -d all / -o all print at the same size."""
+    return (row.get("type") in ("float", "", None), row.get("redop") in ("sum", "none", "", None))
+
+
+def figure_row(rows, size, collective=""):
+    """The row that stands for `collective` at `size`: of the rows at that size with a figure in
+    the halves nccl-tests validates (checked_halves over all rows), the one of the default type and
+    op. None when there is none. The verdict, the baseline comparison, the report and the tuning
+    all read a collective's figure through this one rule (figure)."""
+    halves = checked_halves(collective, rows or [])
+    at = [r for r in rows or [] if r.get("size") == size and judged_busbw(r, halves) is not None]
+    return max(at, key=_default_kind) if at else None
+
+
+def figure(rows, size, collective=""):
+    """The busbw (GB/s) of `collective` at `size`: the validated halves of figure_row, or None."""
+    row = figure_row(rows, size, collective)
+    return None if row is None else judged_busbw(row, checked_halves(collective, rows))
+
+
+def figure_sizes(rows, collective=""):
+    """The sizes at which `collective` has a figure, ascending."""
+    halves = checked_halves(collective, rows or [])
+    return sorted(
+        {r["size"] for r in rows or [] if r.get("size") is not None and judged_busbw(r, halves) is not None}
+    )
+
+
 def _ranks(parsed):
     """Ranks of the run: its device lines, else nGpus x nThreads of one process; None if unknown."""
     cfg = parsed.get("config") or {}

@@ -15,11 +15,11 @@ that the plots were skipped. records is {host: record} as results.build_record m
 
 import base64
 import html
+import io
 import os
 import re
 
-from . import bandwidth, benchenv, stepcost
-from .nccltests import best_busbw
+from . import atomicfile, bandwidth, benchenv, nccltests, stepcost
 
 SEVERITY_ORDER = ("critical", "warning", "info")
 _NV = re.compile(r"^NV(\d+)$")
@@ -72,13 +72,12 @@ def summary_line(record):
         else:
             parts.append(f"{name} {v.get('verdict', 'N/A')} {_fmt(v.get('measured_busbw'))} GB/s")
     for name, item in sorted((record.get("torch") or {}).items()):
-        rows = item.get("rows") or []
-        if rows:
-            last = max(rows, key=lambda r: r.get("size") or 0)
+        size, busbw = _largest(item.get("rows") or [])
+        if size is not None:
             like = item.get("vs_nccl_tests") or {}
             parts.append(
                 f"torch {name} ({item.get('world_size')} ranks, {item.get('backend')}) "
-                f"{_fmt(best_busbw(last), 3)} GB/s at {human_bytes(last.get('size'))}"
+                f"{_fmt(busbw, 3)} GB/s at {human_bytes(size)}"
                 + (f" = {_pct(like.get('ratio'))} of nccl-tests" if like.get("ratio") is not None else "")
             )
     parts += stepcost.summary(record)
@@ -117,6 +116,26 @@ def _figures(record):
 
 
 # ---------------------------------------------------------------- plots
+def save_png(fig, path):
+    """Save a matplotlib figure as PNG, atomically (atomicfile)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    atomicfile.write_bytes(path, buffer.getvalue())
+
+
+def _points(rows, collective="all_reduce"):
+    """[(size, busbw)] of a collective's figure at each size (nccltests.figure: the verdict's rule)."""
+    return [
+        (size, nccltests.figure(rows, size, collective)) for size in nccltests.figure_sizes(rows, collective)
+    ]
+
+
+def _largest(rows, collective="all_reduce"):
+    """(size, busbw) of the figure at the largest size, or (None, None)."""
+    points = _points(rows, collective)
+    return points[-1] if points else (None, None)
+
+
 def _pyplot():
     try:
         import matplotlib
@@ -136,11 +155,7 @@ def _plot_busbw(plt, record, path):
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     links = set()
     for i, (name, coll) in enumerate(sorted(colls.items())):
-        points = [
-            (r["size"], best_busbw(r))
-            for r in coll.get("rows") or []
-            if r.get("size") and best_busbw(r) is not None
-        ]
+        points = _points(coll.get("rows") or [], name)
         if not points:
             continue
         color = colors[i % len(colors)]
@@ -171,7 +186,7 @@ def _plot_busbw(plt, record, path):
     lat.grid(True, which="both", alpha=0.3)
     lat.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, format="png")
+    save_png(fig, path)
     plt.close(fig)
     return True
 
@@ -215,7 +230,7 @@ def _plot_topology(plt, record, path):
     ax.set_yticks(range(len(gpus)), gpus, fontsize=8)
     ax.set_title(f"{record.get('host')}: nvidia-smi topo -m", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, format="png")
+    save_png(fig, path)
     plt.close(fig)
     return True
 
@@ -226,11 +241,7 @@ def _plot_torch(plt, records, path):
         for name, item in sorted((record.get("torch") or {}).items()):
             if name == "multi_node" and item.get("reported_by") not in (None, host):
                 continue
-            points = [
-                (r["size"], best_busbw(r))
-                for r in item.get("rows") or []
-                if r.get("size") and best_busbw(r) is not None
-            ]
+            points = _points(item.get("rows") or [])
             if points:
                 label = (
                     f"{name} ({item.get('world_size')} ranks, {item.get('backend')})"
@@ -256,19 +267,63 @@ def _plot_torch(plt, records, path):
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, format="png")
+    save_png(fig, path)
     plt.close(fig)
     return True
 
 
 # ---------------------------------------------------------------- text
+# ">" stays: without a "<" it opens no tag, and the reports' own ">=" stays readable as text.
+_MD_ESCAPES = {"&": "&amp;", "<": "&lt;", "[": "\\[", "]": "\\]", "`": "\\`", "\\": "\\\\"}
+
+
+def md_text(value):
+    """Text for a Markdown report, whatever a node put in it: one line (a line break cannot start
+    a block), no raw HTML (< and & are entities: a <script> is shown, never run), no links or
+    images ([ and ] escaped) and no code spans (backticks escaped)."""
+    text = " ".join(str("" if value is None else value).splitlines())
+    return "".join(_MD_ESCAPES.get(ch, ch) for ch in text)
+
+
 def _md_table(header, rows):
     def cell(value):
-        return str(value).replace("|", "\\|").replace("\n", " ")
+        return md_text(value).replace("|", "\\|")
 
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return out
+
+
+def judged_on(records):
+    """The sentence saying what this run's verdicts were judged on, for the nodes it has: GPU
+    nodes against their slowest GPU-GPU link, GPU-less nodes (results.is_gpu_less) on their gloo
+    all-reduce against their own last passing run."""
+    from .results import is_gpu_less
+
+    judged = [r for r in records.values() if r.get("verdict") != "UNREACHABLE"]
+    cpu = sorted(r.get("host", "?") for r in judged if is_gpu_less(r))
+    gpu = [r for r in judged if not is_gpu_less(r) and (r.get("collectives") or r.get("torch"))]
+    min_bytes = min(
+        [int((r.get("thresholds") or {}).get("min_bytes") or bandwidth.ONE_GIB) for r in gpu]
+        or [bandwidth.ONE_GIB]
+    )
+    parts = []
+    if gpu:
+        who = "Verdicts" if not cpu else f"GPU nodes' verdicts ({len(gpu)})"
+        parts.append(
+            f"{who} are taken at the largest message size >= {bandwidth.human_bytes(min_bytes)} against the "
+            "expected bus bandwidth of the node's slowest GPU-GPU link"
+        )
+    if cpu:
+        who = "Verdicts" if not gpu else "GPU-less nodes' verdicts"
+        parts.append(
+            f"{who} ({', '.join(cpu)}: no GPU) are taken on the torch.distributed gloo all-reduce over the "
+            "network, against the node's own last passing run (bench_baseline_tolerance), not against a "
+            "GPU link"
+        )
+    if not parts:
+        return "No node measured anything to judge (roles/bench/README.md)."
+    return "; ".join(parts) + " (roles/bench/README.md)."
 
 
 def _sections(run_id, records, plots, plot_note):
@@ -283,8 +338,8 @@ def _sections(run_id, records, plots, plot_note):
             "p",
             f"{len(records)} host(s): "
             + ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-            + ". Verdicts are taken at the largest message size >= 1 GiB against the expected bus "
-            "bandwidth of the node's slowest GPU-GPU link (roles/bench/README.md).",
+            + ". "
+            + judged_on(records),
         )
     )
     if plot_note:
@@ -572,10 +627,9 @@ def _torch_summary(records):
     rows = []
     for host, record in sorted(records.items()):
         for name, item in sorted((record.get("torch") or {}).items()):
-            sized = [r for r in item.get("rows") or [] if r.get("size")]
-            if not sized:
+            size, busbw = _largest(item.get("rows") or [])
+            if size is None:
                 continue
-            last = max(sized, key=lambda r: r["size"])
             v = item.get("verdict") or {}
             like = item.get("vs_nccl_tests") or {}
             rows.append(
@@ -583,8 +637,8 @@ def _torch_summary(records):
                     host,
                     name,
                     item.get("backend"),
-                    human_bytes(last["size"]),
-                    _fmt(best_busbw(last), 3),
+                    human_bytes(size),
+                    _fmt(busbw, 3),
                     v.get("verdict", "not judged"),
                     _pct(v.get("ratio")),
                     _pct((item.get("of_link") or {}).get("ratio")),
@@ -600,13 +654,13 @@ def _render_md(sections):
     lines = []
     for kind, payload in sections:
         if kind == "h":
-            lines += ["#" * payload[0] + " " + payload[1], ""]
+            lines += ["#" * payload[0] + " " + md_text(payload[1]), ""]
         elif kind == "p":
-            lines += [payload, ""]
+            lines += [md_text(payload), ""]
         elif kind == "table":
             lines += [*_md_table(*payload), ""]
         elif kind == "img":
-            lines += [f"![{payload[1]}]({payload[0]})", ""]
+            lines += [f"![{md_text(payload[1])}]({_safe(payload[0])})", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -668,10 +722,8 @@ def write_report(run_dir, run_id, records):
     sections = _sections(run_id, records, plots, note)
     md_path = os.path.join(run_dir, "report.md")
     html_path = os.path.join(run_dir, "report.html")
-    with open(md_path, "w", encoding="utf-8") as handle:
-        handle.write(_render_md(sections))
-    with open(html_path, "w", encoding="utf-8") as handle:
-        handle.write(_render_html(sections, run_dir))
+    atomicfile.write_text(md_path, _render_md(sections))
+    atomicfile.write_text(html_path, _render_html(sections, run_dir))
     return {
         "md": md_path,
         "html": html_path,
@@ -737,7 +789,7 @@ def stepcost_plots(plt, records, run_dir):
         ax.legend(fontsize=7)
         fig_.tight_layout()
         name = f"stepcost_{_safe(key)}.png"
-        fig_.savefig(os.path.join(run_dir, name), format="png")
+        save_png(fig_, os.path.join(run_dir, name))
         plt.close(fig_)
         plots[("stepcost", key)] = name
     return plots

@@ -1,8 +1,8 @@
 """The controller's benchmark results store, and the comparison with the last passing run.
 
 Layout: ``<results_dir>/bench/<run id>/<host>.json``, one folder per run, one JSON per host;
-files are created exclusively and never overwritten. Run ids sort in time order
-(``20261129T164455Z``, with ``-2``, ``-3`` ... when two runs start in the same second).
+files are created exclusively, atomically (atomicfile) and never overwritten; strict JSON. Run ids
+sort in time order (``20261129T164455Z``, with ``-2``, ``-3`` ... when two runs start in the same second).
 
 A host record (what the bench role writes; see roles/bench/README.md) is a dict with at least:
   host, run_id, verdict ("PASS"|"WARN"|"FAIL"|"N/A"), topology ({gpus: [{index, uuid, name}],
@@ -17,11 +17,12 @@ common size (torch benchmarks).
 """
 
 import json
+import math
 import os
 import re
 import time
 
-from . import bandwidth, benchenv, nccltests, redact, stepcost
+from . import atomicfile, bandwidth, benchenv, nccltests, redact, stepcost
 
 # The controller's results (host records, reports, plots, fabric records) are the user's and
 # group's only: the modules that write them run under this umask (files 0640, folders 0750).
@@ -44,15 +45,17 @@ def bench_dir(results_dir):
     return os.path.join(results_dir, "bench")
 
 
-def reserve_run(results_dir, run_id=None):
-    """Create and return a fresh run folder; a taken id gets a -N suffix (never reused)."""
+def reserve_run(results_dir, run_id=None, kind="bench"):
+    """Create and return a fresh run folder under results_dir/kind (bench, fabric); a taken id
+    gets a -N suffix (never reused)."""
     run_id = run_id or new_run_id()
     if not RUN_ID_RE.match(run_id):
         raise ValueError(f"run id {run_id!r} is not like 20261129T164455Z")
-    os.makedirs(bench_dir(results_dir), exist_ok=True)
+    root = os.path.join(results_dir, kind)
+    os.makedirs(root, exist_ok=True)
     candidate, serial = run_id, 1
     while True:
-        path = os.path.join(bench_dir(results_dir), candidate)
+        path = os.path.join(root, candidate)
         try:
             os.mkdir(path)
             return candidate, path
@@ -70,18 +73,48 @@ def _host_path(results_dir, run_id, host):
 
 
 def write_host(results_dir, run_id, host, record):
-    """Write one host's record; raises FileExistsError rather than overwrite. Returns the path."""
+    """Write one host's record atomically, as strict JSON (NaN and infinities become null);
+    raises FileExistsError rather than overwrite. Returns the path."""
     path = _host_path(results_dir, run_id, host)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    data = json.dumps(record, indent=1, sort_keys=True, default=str)
-    with open(path, "x", encoding="utf-8") as handle:
-        handle.write(data + "\n")
-    return path
+    return atomicfile.write_json(path, record, exclusive=True)
+
+
+class DamagedRecord(ValueError):
+    """A stored record that cannot be used: unreadable, not JSON, or not a record's shape. The
+    message names the file and what is wrong with it."""
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def load_record(path):
+    """The host record stored at ``path``; FileNotFoundError when there is none, DamagedRecord
+    (naming the file and what is wrong) when it is unreadable, cut off, not strict JSON or not
+    shaped like a record (record_problem)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError) as err:
+        raise DamagedRecord(f"{path}: unreadable ({err})") from err
+    if not text.strip():
+        raise DamagedRecord(f"{path}: empty (a write cut off, e.g. by a full disk)")
+    try:
+        record = json.loads(text, parse_constant=_no_constant)
+    except ValueError as err:
+        raise DamagedRecord(f"{path}: not valid JSON ({err}): cut off or edited") from err
+    problem = record_problem(record)
+    if problem:
+        raise DamagedRecord(f"{path}: {problem}")
+    return record
 
 
 def read_host(results_dir, run_id, host):
-    with open(_host_path(results_dir, run_id, host), encoding="utf-8") as handle:
-        return json.load(handle)
+    """One host's record of one run (load_record: FileNotFoundError, DamagedRecord)."""
+    return load_record(_host_path(results_dir, run_id, host))
 
 
 def list_runs(results_dir):
@@ -99,24 +132,143 @@ def read_run(results_dir, run_id):
     out = {}
     for name in sorted(os.listdir(folder)):
         if name.endswith(".json"):
-            with open(os.path.join(folder, name), encoding="utf-8") as handle:
-                out[name[:-5]] = json.load(handle)
+            out[name[:-5]] = load_record(os.path.join(folder, name))
     return out
+
+
+def baseline_of(results_dir, host, before_run_id=None):
+    """((run_id, record) of the newest run before `before_run_id` where `host` PASSed, or None;
+    [findings]): a damaged record on the way is never a baseline, and each one is a warning
+    naming its file and what is wrong (the run goes on)."""
+    runs = list_runs(results_dir)
+    if before_run_id is not None:
+        runs = [r for r in runs if _run_sort_key(r) < _run_sort_key(before_run_id)]
+    damaged = []
+    for run_id in reversed(runs):
+        try:
+            record = read_host(results_dir, run_id, host)
+        except FileNotFoundError:
+            continue
+        except (DamagedRecord, ValueError) as err:
+            damaged.append(_damaged_finding(err))
+            continue
+        if record.get("verdict") == "PASS":
+            return (run_id, record), damaged
+    return None, damaged
 
 
 def last_passing(results_dir, host, before_run_id=None):
     """(run_id, record) of the newest run before `before_run_id` where `host` PASSed, or None."""
-    runs = list_runs(results_dir)
-    if before_run_id is not None:
-        runs = [r for r in runs if _run_sort_key(r) < _run_sort_key(before_run_id)]
-    for run_id in reversed(runs):
-        try:
-            record = read_host(results_dir, run_id, host)
-        except (FileNotFoundError, ValueError):
-            continue
-        if record.get("verdict") == "PASS":
-            return run_id, record
-    return None
+    return baseline_of(results_dir, host, before_run_id)[0]
+
+
+def _damaged_finding(err):
+    return _finding(
+        "warning",
+        "baseline_record_damaged",
+        f"earlier record {err}; not used as a baseline (move it away or delete it)",
+    )
+
+
+_RECORD_VERDICTS = ("PASS", "WARN", "FAIL", "N/A", "UNREACHABLE")
+# The parts of a record that later runs read (the baseline comparison, stepcost, the gate), by type.
+_RECORD_PARTS = {
+    "topology": dict,
+    "collectives": dict,
+    "torch": dict,
+    "stepcost": dict,
+    "baseline": dict,
+    "env": dict,
+    "versions": dict,
+    "findings": list,
+}
+
+
+def _type_name(value):
+    return {dict: "an object", list: "a list", str: "a string", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _number_problem(value, where):
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"{where} is {_type_name(value)}, not a number"
+    if not math.isfinite(value):
+        return f"{where} is {value}, not a finite number"
+    return ""
+
+
+def _rows_problem(rows, where):
+    if not isinstance(rows, list):
+        return f"{where}.rows is {_type_name(rows)}, not a list"
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            return f"{where}.rows[{i}] is {_type_name(row)}, not an object"
+        if row.get("size") is not None and (
+            isinstance(row["size"], bool) or not isinstance(row["size"], int)
+        ):
+            return f"{where}.rows[{i}].size is {_type_name(row['size'])}, not a whole number"
+        for half in ("out_of_place", "in_place"):
+            part = row.get(half)
+            if part is None:
+                continue
+            if not isinstance(part, dict):
+                return f"{where}.rows[{i}].{half} is {_type_name(part)}, not an object"
+            for key in ("busbw", "algbw", "time_us"):
+                problem = _number_problem(part.get(key), f"{where}.rows[{i}].{half}.{key}")
+                if problem:
+                    return problem
+    return ""
+
+
+def _figures_problem(record):
+    for part in ("collectives", "torch"):
+        for name, entry in sorted((record.get(part) or {}).items()):
+            where = f"{part}.{name}"
+            if not isinstance(entry, dict):
+                return f"{where} is {_type_name(entry)}, not an object"
+            problem = _rows_problem(entry.get("rows") or [], where)
+            if problem:
+                return problem
+            for key in ("verdict", "expected"):
+                if entry.get(key) is not None and not isinstance(entry[key], dict):
+                    return f"{where}.{key} is {_type_name(entry[key])}, not an object"
+            judged = entry.get("verdict") or {}
+            problem = _number_problem(judged.get("measured_busbw"), f"{where}.verdict.measured_busbw")
+            if problem:
+                return problem
+            ceiling = bandwidth.implausible(judged.get("measured_busbw"), entry.get("expected"))
+            if ceiling:
+                return f"{where}: {ceiling}"
+    return ""
+
+
+def record_problem(record):
+    """What makes a stored host record unusable ('' when nothing): not an object, no known
+    verdict, a part of the wrong type, a figure that is not a finite number or above what its
+    link can carry (bandwidth.implausible)."""
+    if not isinstance(record, dict):
+        return f"is {_type_name(record)}, not a host record (an object)"
+    if record.get("verdict") not in _RECORD_VERDICTS:
+        return f"verdict is {record.get('verdict')!r}, not one of {', '.join(_RECORD_VERDICTS)}"
+    for key, kind in _RECORD_PARTS.items():
+        if record.get(key) is not None and not isinstance(record[key], kind):
+            return f"{key} is {_type_name(record[key])}, not {_type_name(kind())}"
+    topology = record.get("topology") or {}
+    for key in ("gpus", "links"):
+        items = topology.get(key)
+        if items is not None and (not isinstance(items, list) or not all(isinstance(i, dict) for i in items)):
+            return f"topology.{key} is not a list of objects"
+    if not all(isinstance(f, dict) for f in record.get("findings") or []):
+        return "findings is not a list of objects"
+    for scope, figures in sorted((record.get("stepcost") or {}).items()):
+        if not isinstance(figures, list) or not all(isinstance(f, dict) for f in figures):
+            return f"stepcost.{scope} is not a list of objects"
+        if not all(isinstance(f.get("hooks", {}), dict) for f in figures):
+            return f"stepcost.{scope}[].hooks is not an object"
+    return _figures_problem(record)
 
 
 def _finding(severity, code, message, gpus=()):
@@ -134,17 +286,16 @@ def _gpu_key(gpu):
     return gpu.get("uuid") or f"index {gpu.get('index')}"
 
 
-def _row_busbw(rows, size):
-    for row in rows or []:
-        if row.get("size") == size:
-            return nccltests.best_busbw(row)
-    return None
+def _row_busbw(rows, size, collective="all_reduce"):
+    # The one rule for a collective's figure at a size (the verdict's): nccltests.figure.
+    return nccltests.figure(rows, size, collective)
 
 
-def _compare_size(cur_rows, base_rows, preferred):
+def _compare_size(cur_rows, base_rows, preferred, collective="all_reduce"):
     """The size the verdict was taken at when both runs have it, else the largest common size."""
-    common = {r.get("size") for r in cur_rows or []} & {r.get("size") for r in base_rows or []}
-    common.discard(None)
+    common = set(nccltests.figure_sizes(cur_rows, collective)) & set(
+        nccltests.figure_sizes(base_rows, collective)
+    )
     if preferred in common:
         return preferred
     return max(common) if common else None
@@ -220,13 +371,13 @@ def compare(current, baseline, tolerance=bandwidth.DEFAULT_THRESHOLDS["tolerance
         base = base_coll.get(name)
         if not base:
             continue
-        size = _compare_size(cur.get("rows"), base.get("rows"), (base.get("verdict") or {}).get("size"))
+        size = _compare_size(cur.get("rows"), base.get("rows"), (base.get("verdict") or {}).get("size"), name)
         if size is None:
             continue
         found = _drop(
             name,
-            _row_busbw(cur.get("rows"), size),
-            _row_busbw(base.get("rows"), size),
+            _row_busbw(cur.get("rows"), size, name),
+            _row_busbw(base.get("rows"), size, name),
             size=size,
             tolerance=tolerance,
             base_run=base_run,
@@ -403,7 +554,7 @@ def build_record(host, run_id, node, baseline=None):
             record["findings"].append(
                 {
                     "severity": severity,
-                    "code": "bench_below_expected",
+                    "code": _verdict_code(entry["verdict"]),
                     "gpus": [],
                     "message": f"{name}: {entry['verdict']['reason']}",
                     "source": "expectation",
@@ -478,12 +629,24 @@ def build_record(host, run_id, node, baseline=None):
                 record["findings"].append(
                     {
                         "severity": severity,
-                        "code": "bench_below_expected",
+                        "code": _verdict_code(entry["verdict"]),
                         "gpus": [],
                         "message": f"torch all_reduce: {entry['verdict']['reason']}",
                         "source": "expectation",
                     }
                 )
+        odd = _implausible_rows(parsed["rows"], entry.get("expected"))
+        if odd and not (entry.get("verdict") or {}).get("reason", "").startswith("FAIL (implausible"):
+            verdicts.append("FAIL")
+            record["findings"].append(
+                {
+                    "severity": "critical",
+                    "code": "bench_implausible",
+                    "gpus": [],
+                    "message": f"torch {name}: FAIL (implausible: {odd})",
+                    "source": "torch",
+                }
+            )
         wrong = sum(int((r.get("in_place") or {}).get("wrong") or 0) for r in parsed["rows"])
         if wrong:
             verdicts.append("FAIL")
@@ -568,6 +731,25 @@ def redact_record(record, secret=()):
     return record
 
 
+def _verdict_code(judged):
+    return (
+        "bench_implausible"
+        if judged.get("reason", "").startswith("FAIL (implausible")
+        else "bench_below_expected"
+    )
+
+
+def _implausible_rows(rows, expected=None):
+    """The first busbw of a torch run's rows that cannot be real (bandwidth.implausible), at its size;
+    '' when none. A GPU-less node's gloo run has no link to bound it: only non-finite figures."""
+    for row in rows or []:
+        for half in ("out_of_place", "in_place"):
+            why = bandwidth.implausible((row.get(half) or {}).get("busbw"), expected)
+            if why:
+                return f"{why} at {bandwidth.human_bytes(row.get('size'))}"
+    return ""
+
+
 def is_gpu_less(record):
     """A node with torch.distributed results over gloo only and no nccl-tests: no GPU, so no
     bandwidth to expect from a topology."""
@@ -616,14 +798,34 @@ def store_run(results_dir, run_id, nodes):
     """
     run_id, run_dir = reserve_run(results_dir, run_id)
     records = {}
-    for host in sorted(nodes):
-        if nodes[host].get("unreachable"):
-            records[host] = unreachable_record(host, run_id, nodes[host]["unreachable"])
-        else:
-            baseline = last_passing(results_dir, host, before_run_id=run_id)
-            records[host] = build_record(host, run_id, nodes[host], baseline)
-        write_host(results_dir, run_id, host, records[host])
+    try:
+        for host in sorted(nodes):
+            if nodes[host].get("unreachable"):
+                records[host] = unreachable_record(host, run_id, nodes[host]["unreachable"])
+            else:
+                records[host] = _judged(results_dir, run_id, host, nodes[host])
+            write_host(results_dir, run_id, host, records[host])
+    except BaseException:
+        if not os.listdir(run_dir):
+            os.rmdir(run_dir)  # no empty run folder left behind by a run that stored nothing
+        raise
     return run_id, run_dir, records
+
+
+def _judged(results_dir, run_id, host, node):
+    """build_record against the host's last passing run, with a finding for each damaged record
+    passed over. A baseline that passes record_problem but still breaks the comparison (a type
+    deeper than it looks) is dropped and named too: an earlier record never stops a run."""
+    baseline, damaged = baseline_of(results_dir, host, before_run_id=run_id)
+    node = dict(node, findings=[*(node.get("findings") or []), *damaged])
+    try:
+        return build_record(host, run_id, node, baseline)
+    except (AttributeError, TypeError, KeyError) as err:
+        if baseline is None:
+            raise
+        path = _host_path(results_dir, baseline[0], host)
+        found = _damaged_finding(DamagedRecord(f"{path}: {type(err).__name__} in the comparison ({err})"))
+        return build_record(host, run_id, dict(node, findings=[*node["findings"], found]), None)
 
 
 def unreachable_record(host, run_id, reason):

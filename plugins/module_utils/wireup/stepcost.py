@@ -35,7 +35,8 @@ Pure functions, stdlib only; results.build_record and report.py call them.
 import json
 import math
 
-from .nccltests import best_busbw
+from .nccltests import figure as figure_at
+from .nccltests import figure_sizes
 
 HOOKS = ("none", "fp16", "bf16", "powersgd")
 # Below this share no hook is worth its accuracy risk: "no hook needed".
@@ -134,11 +135,11 @@ def reference(rows, grad_bytes, bucket_cap_mb=25.0):
     """The all-reduce row nearest (in log size) to what DDP all-reduces at once: one bucket
     (bucket_cap_mb MiB), or all the gradients when they are smaller. {size, busbw} or None."""
     target = min(int(grad_bytes or 0), int(float(bucket_cap_mb or 25.0) * (1 << 20))) or (25 << 20)
-    sized = [r for r in rows or [] if r.get("size") and best_busbw(r) is not None]
-    if not sized:
+    sizes = [s for s in figure_sizes(rows or [], "all_reduce") if s > 0]
+    if not sizes:
         return None
-    row = min(sized, key=lambda r: (abs(math.log2(r["size"] / target)), -r["size"]))
-    return {"size": row["size"], "busbw": best_busbw(row)}
+    size = min(sizes, key=lambda s: (abs(math.log2(s / target)), -s))
+    return {"size": size, "busbw": figure_at(rows, size, "all_reduce")}
 
 
 def figure(result, ref=None):
