@@ -239,6 +239,8 @@ def plan(
         address = str(facts.get("address") or "")
         if not address:
             errors.append(f"{host} has no cluster address: set wireup_address for {host} in the inventory")
+        elif not (_is_ip(address) or validate.is_host_name(address)):
+            errors.append(f"{host}: cluster address {address[:80]!r} is no IP address: fix wireup_address")
         world += nproc
         cpus = facts.get("cpus")
         omp = omp_fixed or omp_threads_for(cpus, nproc)

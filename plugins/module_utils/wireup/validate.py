@@ -384,6 +384,9 @@ def validate_port(name: str, value) -> list[str]:
     return []
 
 
+_PLAIN_PATH = re.compile(r"[^\s\x00-\x1f\x7f-\x9f\"'`$\\]{1,4096}")
+
+
 def validate_abs_paths(values: dict) -> list[str]:
     """Paths the roles join others onto (``{{ wireup_base_dir }}/jobs``): empty or relative values
     would put files into the connection user's working directory, so both are refused."""
@@ -391,10 +394,13 @@ def validate_abs_paths(values: dict) -> list[str]:
     errors = []
     for name in sorted(values):
         value = values[name]
-        if not isinstance(value, str) or not value.startswith("/"):
+        # The path is also written into comment lines and #SBATCH lines of the rendered scripts,
+        # where a newline would start a line of code and a space split an option.
+        if not isinstance(value, str) or not value.startswith("/") or not _PLAIN_PATH.fullmatch(value):
             example = examples.get(name, "/opt/wireup")
             errors.append(
-                f"{name}={value!r} must be an absolute path (starting with /), e.g. {name}: {example}"
+                f"{name}={str(value)[:80]!r} must be an absolute path (starting with /) without whitespace, "
+                f"quotes or control characters, e.g. {name}: {example}"
             )
     return errors
 
