@@ -10,7 +10,9 @@ _UTILS = str(pathlib.Path(__file__).resolve().parents[1] / "module_utils")
 if _UTILS not in sys.path:
     sys.path.insert(0, _UTILS)
 
-from wireup import launch
+from wireup_plugin import wrap as _wrap
+
+from wireup import launch, validate
 
 
 def _probed(hv):
@@ -184,6 +186,18 @@ def _registered_runs(hosts, hostvars, var):
     return per_host
 
 
+def wireup_results_path(root, *names):
+    """root/names on the controller, each name checked and the path kept under root
+    (validate.results_path): the fetch destinations of jobs' logs and summaries."""
+    return validate.results_path(str(root or ""), *(str(n) for n in names))
+
+
+def wireup_launch_args(args):
+    """The program's arguments as strings: a list as given, one string split with shlex
+    (validate.program_args)."""
+    return validate.program_args(list(args) if isinstance(args, list | tuple) else args)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -202,4 +216,6 @@ class FilterModule:
             "wireup_launch_jobs_node": wireup_launch_jobs_node,
             "wireup_launch_jobs_summary": wireup_launch_jobs_summary,
             "wireup_launch_follow": wireup_launch_follow,
+            "wireup_results_path": _wrap(wireup_results_path),
+            "wireup_launch_args": _wrap(wireup_launch_args),
         }

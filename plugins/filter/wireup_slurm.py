@@ -9,6 +9,8 @@ _UTILS = str(pathlib.Path(__file__).resolve().parents[1] / "module_utils")
 if _UTILS not in sys.path:
     sys.path.insert(0, _UTILS)
 
+from wireup_plugin import wrap as _wrap
+
 from wireup import slurm
 
 
@@ -39,12 +41,18 @@ def wireup_slurm_nodelist(plan):
     return slurm.nodelist(dict(plan))
 
 
+def wireup_slurm_options(options):
+    """job.sbatch's extra #SBATCH words (slurm.sbatch_options: allow-listed keys, one-word values)."""
+    return slurm.sbatch_options(dict(options) if options else {})
+
+
 class FilterModule:
     def filters(self):
         return {
             "wireup_slurm_job_id": wireup_slurm_job_id,
             "wireup_slurm_verdict": wireup_slurm_verdict,
-            "wireup_slurm_nodelist": wireup_slurm_nodelist,
+            "wireup_slurm_nodelist": _wrap(wireup_slurm_nodelist),
+            "wireup_slurm_options": _wrap(wireup_slurm_options),
             "wireup_slurm_plan": wireup_slurm_plan,
             "wireup_slurm_drain_plan": wireup_slurm_drain_plan,
         }

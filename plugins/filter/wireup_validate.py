@@ -31,8 +31,10 @@ _PREFIXES = (
 )
 
 
-def wireup_cluster_errors(groups, node_group, master_host, addresses=None):
-    return validate.validate_cluster(dict(groups), node_group, master_host, addresses)
+def wireup_cluster_errors(groups, node_group, master_host, addresses=None, hostnames=None):
+    return validate.validate_cluster(
+        dict(groups), node_group, master_host, addresses, dict(hostnames) if hostnames else None
+    )
 
 
 def wireup_version_in(version, spec):

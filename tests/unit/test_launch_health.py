@@ -151,7 +151,7 @@ def test_a_slurm_name_scontrol_could_misread_is_an_error():
     p = job({"n2": "slow"}, nodes=nodes, slurm=True, drain_failed=True)
     assert p["errors"] == [
         "n2's Slurm node name 'bad name=x' (its hostname) is not a plain host name: "
-        "torchrun_launch_drain_failed cannot drain it; fix the node's hostname"
+        "it cannot go into job.sbatch (--nodelist, --exclude) or be drained; fix the node's hostname"
     ]
     # without a hostname the inventory name is the Slurm name
     nodes = dict(NODES, n2=node("10.0.0.2", cpus=8))

@@ -166,11 +166,13 @@ def test_relative_base_dirs_are_refused():
         {"wireup_base_dir": "opt/wireup", "wireup_venv_path": "", "wireup_master_port": 29500}
     )
     assert errors == [
-        "wireup_base_dir='opt/wireup' must be an absolute path (starting with /), "
-        "e.g. wireup_base_dir: /opt/wireup",
-        "wireup_venv_path='' must be an absolute path (starting with /), "
-        "e.g. wireup_venv_path: /opt/wireup/venv",
+        "wireup_base_dir='opt/wireup' must be an absolute path (starting with /) without whitespace, "
+        "quotes or control characters, e.g. wireup_base_dir: /opt/wireup",
+        "wireup_venv_path='' must be an absolute path (starting with /) without whitespace, "
+        "quotes or control characters, e.g. wireup_venv_path: /opt/wireup/venv",
     ]
+    # written into comment and #SBATCH lines: a newline would start a line of code
+    assert validate.validate_settings({"wireup_base_dir": "/opt/w\ntouch /tmp/x"})
     assert validate.validate_settings({"wireup_base_dir": "/opt/wireup", "wireup_venv_path": "/opt/v"}) == []
 
 

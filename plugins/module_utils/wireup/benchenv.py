@@ -68,6 +68,12 @@ def _seconds(text):
 
 
 # ---------------------------------------------------------------- the tuned env file
+def _one_line(value) -> str:
+    """An origin field fit for the one comment line: every character that is not printable (a
+    newline would end the comment, and the shell sourcing the file would run what follows) is '?'."""
+    return "".join(ch if ch.isprintable() else "?" for ch in str(value))
+
+
 def tuned_env_file(best, origin):
     """Text of the tuned env file: a comment, the origin line, one KEY='value' line per setting.
 
@@ -78,7 +84,7 @@ def tuned_env_file(best, origin):
         raise ValueError(f"tuned NCCL settings must be shell names, got {bad}")
     fields = ("run_id", "host", "written", "driver", "nccl", "nccl_tests", "size", "busbw", "default_busbw")
     line = " ".join(
-        f"{k}={shlex.quote(str(origin.get(k, '')))}" for k in fields if origin.get(k) not in (None, "")
+        f"{k}={shlex.quote(_one_line(origin.get(k, '')))}" for k in fields if origin.get(k) not in (None, "")
     )
     out = [
         "# NCCL settings that beat the default all_reduce on this node, written by wireup's bench role.",

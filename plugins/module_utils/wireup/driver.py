@@ -47,13 +47,13 @@ PIN_PACKAGES = ("nvidia-*", "libnvidia-*", "cuda-drivers*", "xserver-xorg-video-
 PINNING_PREFIX = "nvidia-driver-pinning-"
 MOK_KEY = "/var/lib/dkms/mok.pub"
 
-_BRANCH_RE = re.compile(r"^\d{3}$")
-_VERSION_RE = re.compile(r"^(\d{3})\.\d+(?:\.\d+)?$")
+_BRANCH_RE = re.compile(r"\d{3}")
+_VERSION_RE = re.compile(r"(\d{3})\.\d+(?:\.\d+)?")
 # What a branch, era or flavour switch removes when the plan does not install it: metapackages with
 # a branch in their name, Fabric Manager's branch-named form, and pinning packages.
 _BRANCH_NAMED_RE = re.compile(
-    r"^(nvidia-driver-\d{3}-open|nvidia-driver-\d{3}-server(-open)?|nvidia-open-\d{3}|cuda-drivers-\d{3}"
-    r"|nvidia-fabricmanager-\d{3}|nvidia-driver-pinning-[\d.]+)$"
+    r"(nvidia-driver-\d{3}-open|nvidia-driver-\d{3}-server(-open)?|nvidia-open-\d{3}|cuda-drivers-\d{3}"
+    r"|nvidia-fabricmanager-\d{3}|nvidia-driver-pinning-[\d.]+)"
 )
 # The unversioned metapackages (590 on) go only when they carry another branch: up to 580 they may
 # be what a branch-named metapackage depends on.
@@ -75,7 +75,7 @@ def _str(name, value, example):
 
 def check_branch(branch) -> str:
     _str("nvidia_driver_branch", branch, '"580"')
-    if not _BRANCH_RE.match(branch):
+    if not _BRANCH_RE.fullmatch(branch):
         raise DriverError(
             f'nvidia_driver_branch={branch!r} is malformed: expected three digits such as "580"'
         )
@@ -99,7 +99,7 @@ def upstream_version(deb_version) -> str:
 def kernel_headers_package(kernel_release) -> str:
     """Headers for the running kernel: 'linux-headers-<uname -r>' on Debian and Ubuntu alike."""
     _str("wireup_node.kernel", kernel_release, '"6.1.0-26-amd64"')
-    if not re.match(r"^\d+\.\d+[\w.+~-]*$", kernel_release):
+    if not re.fullmatch(r"\d+\.\d+[\w.+~-]*", kernel_release):
         raise DriverError(
             f"wireup_node.kernel={kernel_release!r} is not a kernel release (uname -r): rerun preflight, "
             f"or set nvidia_driver_kernel_headers: false and install the headers yourself"
@@ -124,7 +124,7 @@ def packages_for(branch, flavor: str, distro: str, source: str = "cuda", version
         )
     _str("nvidia_driver_version", version, '"580.95.05"')
     if version:
-        match = _VERSION_RE.match(version)
+        match = _VERSION_RE.fullmatch(version)
         if not match or match.group(1) != branch:
             raise DriverError(
                 f"nvidia_driver_version={version!r} is not a version of branch "
@@ -301,7 +301,7 @@ def plan(
         n
         for n, v in installed.items()
         if n not in wanted
-        and (_BRANCH_NAMED_RE.match(n) or (n in UNVERSIONED_METAPACKAGES and not _of(v, branch, "")))
+        and (_BRANCH_NAMED_RE.fullmatch(n) or (n in UNVERSIONED_METAPACKAGES and not _of(v, branch, "")))
     )
     install = []
     if pkgs["pinning_package"] and pkgs["pinning_package"] not in installed:

@@ -18,9 +18,10 @@ import shlex
 from . import slurm as slurm_
 from . import validate
 
-_JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_HOST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
-_HCA_NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
+# Matched whole (fullmatch): '$' would let a trailing newline through. Host names are
+# validate.is_host_name's (RFC 1123), the one grammar.
+_JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_HCA_NAME = re.compile(r"[A-Za-z0-9_.:-]+")
 
 
 def _is_ip(text: str) -> bool:
@@ -33,7 +34,7 @@ def _is_ip(text: str) -> bool:
 
 def job_name_errors(job, var: str = "torchrun_launch_job") -> list[str]:
     """The job name becomes a folder and part of the rendezvous id: keep it to [A-Za-z0-9_.-]."""
-    if not isinstance(job, str) or not _JOB_NAME.match(job) or len(job) > 64:
+    if not isinstance(job, str) or not _JOB_NAME.fullmatch(job) or len(job) > 64:
         return [
             f"{var}={job!r} is not a usable job name: use 1-64 letters, digits, '_', '.' or '-', "
             "starting with a letter or digit"
@@ -75,7 +76,7 @@ def resolve_nproc(
 def ib_hca(devices) -> str:
     """NCCL_IB_HCA value for the InfiniBand devices found: exact names ('=' prefix), sorted."""
     names = sorted({str(d).strip() for d in (devices or []) if str(d).strip()})
-    names = [n for n in names if _HCA_NAME.match(n)]
+    names = [n for n in names if _HCA_NAME.fullmatch(n)]
     return "=" + ",".join(names) if names else ""
 
 
@@ -170,6 +171,12 @@ def plan(
     if not hosts:
         errors.append(f"{group_var} has no hosts: name an inventory group that holds the job's nodes")
         return result
+    # Preflight's checks, repeated where the names are used: they become words of launch.sh,
+    # job.sbatch and /etc/hosts, and paths on the controller.
+    errors.extend(validate.inventory_host_errors(hosts))
+    errors.extend(validate.node_hostname_errors({h: (nodes.get(h) or {}).get("hostname") for h in hosts}))
+    if errors:
+        return result
 
     if play_hosts is not None and not absent_ok:
         missing = [h for h in hosts if h not in set(play_hosts)]
@@ -190,7 +197,7 @@ def plan(
 
     addr = str(master_addr or "").strip()
     if addr:
-        if not (_is_ip(addr) or _HOST_NAME.match(addr)):
+        if not (_is_ip(addr) or validate.is_host_name(addr)):
             errors.append(f"torchrun_launch_master_addr={master_addr!r} is not an address or host name")
     elif master in nodes:
         addr = str(nodes[master].get("address") or "")
@@ -233,6 +240,8 @@ def plan(
         address = str(facts.get("address") or "")
         if not address:
             errors.append(f"{host} has no cluster address: set wireup_address for {host} in the inventory")
+        elif not (_is_ip(address) or validate.is_host_name(address)):
+            errors.append(f"{host}: cluster address {address[:80]!r} is no IP address: fix wireup_address")
         world += nproc
         cpus = facts.get("cpus")
         omp = omp_fixed or omp_threads_for(cpus, nproc)
@@ -285,7 +294,7 @@ def hosts_entries(plan_or_nodes: dict, mapped: bool = True) -> list[str]:
                 and short not in names
                 and short != "localhost"
                 and not _is_ip(short)
-                and _HOST_NAME.match(short)
+                and validate.is_host_name(short)
             ):
                 names.append(short)
         if names:
@@ -590,9 +599,11 @@ def health_plan(
         out["show"].append(
             f"the master {master_host} is left out: {validate.master_of(kept, master_host)} is the master"
         )
-    if drain:
+    if slurm or drain:  # job.sbatch's --exclude, scontrol's NodeName=
         for h in bad:
             errors.extend(slurm_.node_name_errors(h, names[h]))
+    if drain:
+        for h in bad:
             argv = slurm_.drain_argv(names[h], reasons[h])
             out["drain"].append(
                 {"host": h, "node": names[h], "reason": argv[-1][len("Reason=") :], "argv": argv}
@@ -759,7 +770,7 @@ def job_plan(
         jobctl=f"{base_dir}/bin/wireup-jobctl",
         run_id=run_id,
         results_root=f"{results_dir}/jobs",
-        results=f"{results_dir}/jobs/{job}-{run_id}",
+        results=_results(f"{results_dir}/jobs", job, run_id, errors),
         summary=f"summary-{group}.json" if group and node_group and group != node_group else "summary.json",
         mode=mode,
         wait=bool(wait),
@@ -819,12 +830,24 @@ def run_record(plan_: dict) -> dict:
     }
 
 
+def _results(root, job, run_id, errors) -> str:
+    """The controller's folder of a run, root/JOB-RUN_ID (validate.results_path: it stays under
+    root); '' with an error when it would not."""
+    if errors:
+        return ""
+    try:
+        return validate.results_path(root, f"{job}-{run_id}")
+    except ValueError as exc:
+        errors.append(str(exc))
+        return ""
+
+
 def run_id_errors(run_id, var: str = "torchrun_launch_run_id") -> list[str]:
     """A run id becomes a folder (runs/RUN_ID), a log name and part of the rendezvous id:
     wireup-jobctl's rule, [A-Za-z0-9][A-Za-z0-9_.-]*; empty: none given."""
     if run_id in ("", None):
         return []
-    if not isinstance(run_id, str) or not _JOB_NAME.match(run_id) or len(run_id) > 128:
+    if not isinstance(run_id, str) or not _JOB_NAME.fullmatch(run_id) or len(run_id) > 128:
         return [
             f"{var}={run_id!r} is not a usable run id: use letters, digits, '_', '.' or '-', starting "
             "with a letter or digit (or leave it empty)"
@@ -945,7 +968,7 @@ def summary(
     out = {"job": plan_.get("job"), "run_id": plan_.get("run_id")}
     if slurm_job_id:
         out["slurm_job_id"] = slurm_job_id
-    out.update(program=program, args=list(args or []))
+    out.update(program=program, args=validate.program_args(args))
     if not slurm_job_id:
         out.update(master=plan_.get("master"), rdzv_endpoint=plan_.get("rdzv_endpoint"))
     out.update(
@@ -1215,6 +1238,10 @@ def jobs_plan(
                 f"launch.yml -e torchrun_launch_job={plan_.get('job')}, or list the runs with "
                 "-e torchrun_launch_action=list"
             )
+    if run_id and not errors:
+        # The run id came from a node's answer: it names a folder on the controller.
+        errors = run_id_errors(run_id, var=f"the run id a node answered for job {plan_.get('job')}")
+    results = _results(plan_.get("results_root"), plan_.get("job"), run_id, errors) if run_id else ""
     argv = {
         "status": [jobctl, "status", job_dir, run_id, "0", str(lines)],
         "logs": [jobctl, "status", job_dir, run_id],
@@ -1225,7 +1252,7 @@ def jobs_plan(
         "action": action,
         "job": plan_.get("job"),
         "run_id": run_id,
-        "results": f"{plan_.get('results_root')}/{plan_.get('job')}-{run_id}",
+        "results": results,
         "argv": argv,
         "errors": errors,
         # Nothing to ask where the run cannot be named.

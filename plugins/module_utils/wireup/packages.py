@@ -25,10 +25,10 @@ SUPPORTED_DISTROS = ("debian12", "debian13", "ubuntu2204", "ubuntu2404", "ubuntu
 # CUDA repository architecture -> Debian architecture.
 CUDA_ARCHES = {"x86_64": "amd64", "sbsa": "arm64"}
 NCCL_PACKAGES = ("libnccl2", "libnccl-dev")
-_CUDA_RE = re.compile(r"^(\d+)\.(\d+)$")
-_NCCL_PKG_RE = re.compile(r"^(?P<version>\d+\.\d+\.\d+)-(?P<build>\d+)\+cuda(?P<cuda>\d+\.\d+)$")
-_NCCL_RE = re.compile(r"^\d+\.\d+\.\d+$")
-_FINGERPRINT_RE = re.compile(r"^[0-9A-F]{40}$|^[0-9A-F]{64}$")
+_CUDA_RE = re.compile(r"(\d+)\.(\d+)")
+_NCCL_PKG_RE = re.compile(r"(?P<version>\d+\.\d+\.\d+)-(?P<build>\d+)\+cuda(?P<cuda>\d+\.\d+)")
+_NCCL_RE = re.compile(r"\d+\.\d+\.\d+")
+_FINGERPRINT_RE = re.compile(r"[0-9A-F]{40}|[0-9A-F]{64}")
 
 
 class PackageError(ValueError):
@@ -68,7 +68,7 @@ def check_cuda_arch(arch: str) -> str:
 def cuda_version_parts(cuda_version, variable: str = "cuda_repo_version") -> tuple[int, int]:
     """'13.0' -> (13, 0)."""
     _require_str(variable, cuda_version, '"13.0"')
-    match = _CUDA_RE.match(cuda_version)
+    match = _CUDA_RE.fullmatch(cuda_version)
     if not match:
         raise PackageError(f'{variable}={cuda_version!r} is malformed: expected MAJOR.MINOR such as "13.0"')
     return int(match.group(1)), int(match.group(2))
@@ -78,7 +78,7 @@ def cuda_repo_url(base_url, distro: str, arch: str) -> str:
     """The apt URI of NVIDIA's CUDA repository (or a mirror of it) for a distro and arch."""
     _require_str("cuda_repo_base_url", base_url, '"https://developer.download.nvidia.com/compute/cuda/repos"')
     base = base_url.strip().rstrip("/")
-    if not re.match(r"^(https?|file)://\S+$", base):
+    if not re.fullmatch(r"(https?|file)://\S+", base):
         raise PackageError(
             f"cuda_repo_base_url={base_url!r} is not an http(s):// or file:// URL: set it to the "
             f"folder that holds <distro>/<arch>/ (NVIDIA's is "
@@ -127,8 +127,8 @@ def cuda_toolkit_spec(cuda_version, toolkit_version="") -> str:
     _require_str("cuda_repo_toolkit_version", toolkit_version, '"13.0.2-1"')
     if not toolkit_version:
         return name
-    if not toolkit_version.startswith(cuda_version + ".") or not re.match(
-        r"^\d+\.\d+\.\d+-\d+$", toolkit_version
+    if not toolkit_version.startswith(cuda_version + ".") or not re.fullmatch(
+        r"\d+\.\d+\.\d+-\d+", toolkit_version
     ):
         raise PackageError(
             f"cuda_repo_toolkit_version={toolkit_version!r} is not a {name} version: expected "
@@ -153,7 +153,7 @@ def apt_lists_prefix(repo_url: str) -> str:
     (lower-case %xx: '_' -> '%5f'), '/' -> '_'. 'https://developer.download.nvidia.com/compute/cuda/
     repos/ubuntu2404/x86_64/' -> 'developer.download.nvidia.com_compute_cuda_repos_ubuntu2404_x86%5f64_'
     (then 'Packages', 'InRelease', ...). '' for a URI apt reads in place (file:, or unparsable)."""
-    match = re.match(r"^(https?)://(?:[^/@]*@)?([^/]+)(/.*)?$", str(repo_url).strip())
+    match = re.fullmatch(r"(https?)://(?:[^/@]*@)?([^/]+)(/.*)?", str(repo_url).strip())
     if not match:
         return ""
     text = match.group(2) + (match.group(3) or "/")
@@ -282,7 +282,7 @@ def pgp_fingerprints(armored: str) -> list[str]:
 def normalize_fingerprint(value, variable: str = "cuda_repo_key_fingerprints") -> str:
     _require_str(variable, value, '"EB693B3035CD5710E231E123A4B469963BF863CC"')
     fpr = value.replace(" ", "").upper()
-    if not _FINGERPRINT_RE.match(fpr):
+    if not _FINGERPRINT_RE.fullmatch(fpr):
         raise PackageError(
             f"{variable} item {value!r} is not a full OpenPGP fingerprint (40 or 64 hex digits, "
             f"spaces allowed): copy it from `gpg --show-keys <key file>`"
@@ -457,7 +457,7 @@ def cuda_toolkit_problems(plan: dict, apt_result, check_mode: bool) -> list[str]
 def parse_nccl_package_version(value) -> dict:
     """'2.28.9-1+cuda13.0' -> {'version': '2.28.9', 'build': '1', 'cuda': '13.0'}."""
     _require_str("nccl_package_version", value, '"2.28.9-1+cuda13.0"')
-    match = _NCCL_PKG_RE.match(value)
+    match = _NCCL_PKG_RE.fullmatch(value)
     if not match:
         raise PackageError(
             f"nccl_package_version={value!r} is malformed: NVIDIA's repository names libnccl2 "
@@ -503,7 +503,7 @@ def nccl_plan(
     instead (preflight's ``node_nccl``), one line the role prints ([] when it manages NCCL)."""
     parsed = parse_nccl_package_version(package_version)
     _require_str("nccl_version", nccl_version, '"2.28.9"')
-    if not _NCCL_RE.match(nccl_version):
+    if not _NCCL_RE.fullmatch(nccl_version):
         raise PackageError(f'nccl_version={nccl_version!r} is malformed: expected X.Y.Z such as "2.28.9"')
     if parsed["version"] != nccl_version:
         raise PackageError(
@@ -629,7 +629,7 @@ def parse_torch_nccl_version(text) -> str:
     value = str(text).strip().strip("()").replace(",", ".").replace(" ", "")
     if not value or value.lower() == "none":
         return ""
-    if re.match(r"^\d+\.\d+\.\d+$", value):
+    if re.fullmatch(r"\d+\.\d+\.\d+", value):
         return value
     if value.isdigit():
         code = int(value)

@@ -15,6 +15,8 @@ import re
 import shlex
 from datetime import UTC, datetime
 
+from . import validate
+
 SACCT_FORMAT = "JobID,State,ExitCode,NodeList,End"
 _COLUMNS = {
     "jobid": "jobid",
@@ -24,8 +26,8 @@ _COLUMNS = {
     "nodelist": "nodelist",
     "end": "end",
 }
-_JOBID = re.compile(r"^(\d+)(?:_(\d+|\[[^\]]*\]))?(?:\+(\d+))?(?:\.(\w+))?$")
-_EXIT = re.compile(r"^(\d+):(\d+)$")
+_JOBID = re.compile(r"(\d+)(?:_(\d+|\[[^\]]*\]))?(?:\+(\d+))?(?:\.(\w+))?")
+_EXIT = re.compile(r"(\d+):(\d+)")
 # Job and step states (sacct's long names) that mean: not over yet.
 ACTIVE = frozenset(
     {
@@ -111,7 +113,7 @@ def sbatch_job_id(stdout: str) -> str:
     """The job id from `sbatch --parsable` ('123' or '123;cluster'); '' when there is none."""
     for line in (stdout or "").splitlines():
         first = line.strip().split(";", 1)[0]
-        if first.isdigit():
+        if first.isascii() and first.isdigit():
             return first
     return ""
 
@@ -144,10 +146,10 @@ def parse_sacct(text: str, fmt: str = SACCT_FORMAT) -> list[dict]:
             continue  # a truncated line
         fields = {"jobid": "", "state": "", "exit_code": "", "nodelist": "", "end": ""}
         fields.update((c, v) for c, v in zip(columns, parts, strict=False) if c)
-        m = _JOBID.match(fields["jobid"])
+        m = _JOBID.fullmatch(fields["jobid"])
         if not m or not fields["state"]:
             continue
-        code = _EXIT.match(fields["exit_code"])
+        code = _EXIT.fullmatch(fields["exit_code"])
         rows.append(
             {
                 "jobid": fields["jobid"],
@@ -283,7 +285,6 @@ def node_names(plan: dict) -> dict:
     return {h: node_name(h, nodes.get(h)) for h in plan.get("hosts", [])}
 
 
-_NODE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 DRAIN_REASON_MAX = 120
 
 
@@ -313,18 +314,36 @@ def drain_argv(node: str, finding: str) -> list[str]:
 
 
 def node_name_errors(host: str, node: str) -> list[str]:
-    """A Slurm node name that scontrol could take for something else (empty, '=', spaces)."""
-    if _NODE_NAME.match(node or ""):
+    """A Slurm node name that sbatch or scontrol could take for something else (empty, '=',
+    spaces, a newline): it must be an RFC 1123 host name (validate.is_host_name)."""
+    if validate.is_host_name(node or ""):
         return []
     return [
-        f"{host}'s Slurm node name {node!r} (its hostname) is not a plain host name: "
-        "torchrun_launch_drain_failed cannot drain it; fix the node's hostname"
+        f"{host}'s Slurm node name {str(node)[:80]!r} (its hostname) is not a plain host name: "
+        "it cannot go into job.sbatch (--nodelist, --exclude) or be drained; fix the node's hostname"
     ]
 
 
 def nodelist(plan: dict) -> str:
-    """The Slurm node names of a launch plan's hosts, comma-separated (sbatch --nodelist)."""
-    return ",".join(node_names(plan).values())
+    """The Slurm node names of a launch plan's hosts, comma-separated (sbatch --nodelist).
+    ValueError for a name that is not a host name (it would add lines to job.sbatch)."""
+    names = node_names(plan)
+    errors = [e for host, name in names.items() for e in node_name_errors(host, name)]
+    if errors:
+        raise ValueError("; ".join(errors))
+    return ",".join(names.values())
+
+
+def sbatch_options(options) -> list[str]:
+    """The #SBATCH words of torchrun_launch_slurm_options, sorted by key: '--KEY=VALUE', '--KEY'
+    for a value of true. ValueError naming the variable for anything validate.slurm_option_errors
+    refuses (a key off SBATCH_OPTIONS, a value with whitespace, control characters or quotes)."""
+    errors = validate.slurm_option_errors(options)
+    if errors:
+        raise ValueError("; ".join(errors))
+    return [
+        f"--{key}" if value is True else f"--{key}={value}" for key, value in sorted((options or {}).items())
+    ]
 
 
 def run_plan(sbatch_stdout: str, plan: dict, *, timeout=1800, poll_interval=5, stop_grace=15) -> dict:
@@ -337,7 +356,9 @@ def run_plan(sbatch_stdout: str, plan: dict, *, timeout=1800, poll_interval=5, s
     return {
         "job_id": job_id,
         "run_id": run_id,
-        "results": f"{plan.get('results_root')}/{plan.get('job')}-{run_id}",
+        "results": validate.results_path(plan.get("results_root"), f"{plan.get('job')}-{run_id}")
+        if job_id
+        else "",
         "sacct_argv": ["sacct", "--parsable2", "--noheader", "-j", job_id, f"--format={SACCT_FORMAT}"],
         "looks": max(1, -(-int(timeout) // max(1, int(poll_interval)))),
         "cancel_looks": (int(stop_grace) + 30) // 2,

@@ -120,7 +120,9 @@ def _pad(version: tuple[int, ...], length: int) -> tuple[int, ...]:
 
 def release_series(torch_version) -> str:
     """'2.13.0' or '2.13.0+cu130' -> '2.13'."""
-    if not isinstance(torch_version, str) or not re.match(r"^\d+\.\d+(\.\d+)?([a-z0-9.+]*)$", torch_version):
+    if not isinstance(torch_version, str) or not re.fullmatch(
+        r"\d+\.\d+(\.\d+)?([a-z0-9.+]*)", torch_version
+    ):
         raise TorchIndexError(
             f"pytorch_venv_torch_version={torch_version!r} is not a version: set it as a quoted "
             f'string like "2.13.0" (group_vars/all.yml)'
@@ -144,7 +146,7 @@ def variant_cuda(variant: str) -> str:
     """'cu130' -> '13.0', 'cu126' -> '12.6', 'cpu' -> ''."""
     if variant == "cpu":
         return ""
-    match = re.match(r"^cu(\d{2})(\d+)$", variant or "")
+    match = re.fullmatch(r"cu(\d{2})(\d+)", variant or "")
     if not match:
         raise TorchIndexError(
             f"wheel variant {variant!r} is not 'cpu' or 'cuXYZ' (e.g. cu130): fix "
@@ -436,7 +438,7 @@ def verify_problems(report, gpu_present, gpu_count, venv_path="") -> list[str]:
     return problems
 
 
-_PINNED_REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*==\s*([A-Za-z0-9.+!_-]+)\s*$")
+_PINNED_REQ = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*==\s*([A-Za-z0-9.+!_-]+)\s*")
 
 
 def pip_satisfied(requirement: str, installed: dict) -> bool:
@@ -445,7 +447,7 @@ def pip_satisfied(requirement: str, installed: dict) -> bool:
     (packaging.specifiers): release segments compare zero-padded, and a pin without a local label
     ('+cu130') accepts any local label. Anything else (extras, a range, an unparsable version) is
     'not met', so pip decides: this only lets a rerun skip pip when the answer is certain."""
-    match = _PINNED_REQ.match(str(requirement))
+    match = _PINNED_REQ.fullmatch(str(requirement))
     if not match or match.group(2):
         return False
     name = re.sub(r"[-_.]+", "-", match.group(1)).lower()
@@ -503,7 +505,7 @@ def summary(info, hostname="") -> str:
 
 PTH_NAME = "wireup-base-site.pth"
 FACT_NAME = "wireup_torch.fact"
-_PINNED_EXTRA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9.+!_-]+$")
+_PINNED_EXTRA = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9.+!_-]+")
 _PIP_COMMON = {
     "PIP_DISABLE_PIP_VERSION_CHECK": "1",
     "PIP_NO_INPUT": "1",
@@ -583,7 +585,7 @@ def input_errors(settings, controller=None) -> list[str]:
             f"controller: make it with "
             f"python3 plugins/module_utils/wireup/wheelhouse.py WHEELHOUSE > FILE"
         )
-    unpinned = [p for p in s["extra_packages"] or [] if not _PINNED_EXTRA.match(str(p))]
+    unpinned = [p for p in s["extra_packages"] or [] if not _PINNED_EXTRA.fullmatch(str(p))]
     if unpinned:
         errors.append(
             f"pytorch_venv_extra_packages entries must be pinned as name==version (reruns stay changed=0 "
@@ -693,7 +695,7 @@ def plan(probe_result, settings, node, check_mode=False, controller=None) -> dic
     ):
         have = parse_dpkg_status(probe.get("dpkg") or "") if probe.get("dpkg") is not None else {}
         apt = [p for p in s["os_packages"] or [] if p not in have]
-    brings_venv = any(re.match(r"^python3(\.\d+)?-venv$", p) for p in apt)
+    brings_venv = any(re.fullmatch(r"python3(\.\d+)?-venv", p) for p in apt)
     has_venv = bool(probe.get("has_venv")) or brings_venv
     has_ensurepip = bool(probe.get("has_ensurepip")) or brings_venv
     needs_pip = not decision["use"] or bool(s["extra_packages"])

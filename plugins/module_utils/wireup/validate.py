@@ -7,31 +7,214 @@ stop the play before any node changes.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
+import shlex
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-# variable -> (pattern, example). Pins are strings: YAML turns 580 or 13.0 into numbers, and
-# 13.10 would silently become 13.1, so numbers are refused with the fix spelled out.
+# variable -> (pattern, example), matched whole (fullmatch). Pins are strings: YAML turns 580 or
+# 13.0 into numbers, and 13.10 would silently become 13.1, so numbers are refused with the fix.
 PIN_FORMATS = {
-    "nvidia_driver_branch": (r"^\d{3}$", '"580"'),
-    "cuda_repo_version": (r"^\d{2}\.\d$", '"13.0"'),
-    "nccl_version": (r"^\d+\.\d+\.\d+$", '"2.28.9"'),
-    "nccl_package_version": (r"^\d+\.\d+\.\d+-\d+\+cuda\d+\.\d+$", '"2.28.9-1+cuda13.0"'),
-    "nccl_tests_version": (r"^v\d+\.\d+\.\d+$", '"v2.19.6"'),
-    "nccl_tests_commit": (r"^[0-9a-f]{40}$", '"a0b82b2260cf5152b9f8c061bbf7eaf0ba096432" (a full commit id)'),
-    "pytorch_venv_torch_version": (r"^\d+\.\d+\.\d+$", '"2.13.0"'),
+    "nvidia_driver_branch": (r"\d{3}", '"580"'),
+    "cuda_repo_version": (r"\d{2}\.\d", '"13.0"'),
+    "nccl_version": (r"\d+\.\d+\.\d+", '"2.28.9"'),
+    "nccl_package_version": (r"\d+\.\d+\.\d+-\d+\+cuda\d+\.\d+", '"2.28.9-1+cuda13.0"'),
+    "nccl_tests_version": (r"v\d+\.\d+\.\d+", '"v2.19.6"'),
+    "nccl_tests_commit": (r"[0-9a-f]{40}", '"a0b82b2260cf5152b9f8c061bbf7eaf0ba096432" (a full commit id)'),
+    "pytorch_venv_torch_version": (r"\d+\.\d+\.\d+", '"2.13.0"'),
 }
 
 # A variable name bash can export: the one rule for every env mapping wireup writes into a script
 # or an env file (wireup_job_env, bench_env, torchrun_launch_env, the tuned NCCL env file).
-SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Every pattern here is used with fullmatch: '$' would let a trailing newline through.
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def is_shell_name(key) -> bool:
     """True when ``key`` is a string bash accepts as a variable name."""
-    return isinstance(key, str) and SHELL_NAME.match(key) is not None
+    return isinstance(key, str) and SHELL_NAME.fullmatch(key) is not None
+
+
+# ---------------------------------------------------------------- names from the inventory or a node
+# The one host name grammar (RFC 1123): dot-separated labels of 1-63 letters, digits and '-', not
+# starting or ending with '-', 253 characters in all. Inventory names and the names nodes report
+# (platform.node()) become paths on the controller, words in rendered scripts and Slurm node lists;
+# this grammar has no character a shell, a path or sbatch's #SBATCH parser treats specially.
+HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def is_host_name(name) -> bool:
+    """True when ``name`` is an RFC 1123 host name (an IPv4 address in dotted form is one)."""
+    if not isinstance(name, str) or not 0 < len(name) <= 253:
+        return False
+    return all(HOST_LABEL.fullmatch(label) for label in name.split("."))
+
+
+def is_inventory_host(name) -> bool:
+    """An inventory host name wireup accepts: an RFC 1123 host name or an IP address."""
+    if is_host_name(name):
+        return True
+    if not isinstance(name, str):
+        return False  # ipaddress takes 5 for 0.0.0.5
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def inventory_host_errors(hosts) -> list[str]:
+    """An error for every inventory host name outside the grammar (is_inventory_host)."""
+    return [
+        f"inventory host {str(host)[:80]!r} is not a host name: wireup uses it in paths under "
+        "wireup_results_dir and in the scripts it renders; name it with letters, digits, '-' and '.' "
+        "(RFC 1123, e.g. gpu-a02) and set its address with ansible_host"
+        for host in hosts
+        if not is_inventory_host(host)
+    ]
+
+
+def node_hostname_errors(hostnames: dict) -> list[str]:
+    """An error for every node whose own host name (as the node reads it: wireup_node.hostname)
+    is outside the grammar; {host: hostname}, an empty hostname is not checked."""
+    return [
+        f"{host}: its host name {str(name)[:80]!r} (as the node reads it) is not an RFC 1123 host name: "
+        "wireup writes it into /etc/hosts and Slurm node lists; fix the node's hostname (hostnamectl)"
+        for host, name in sorted(hostnames.items())
+        if name and not is_host_name(name)
+    ]
+
+
+# A name wireup joins onto a controller folder (a job, a run id, a host's log, a summary file).
+PATH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,254}")
+
+
+def results_path(root, *names) -> str:
+    """``root``/``names`` joined, each name checked against PATH_NAME (no '/', no '..', not
+    hidden) and the resolved path checked to stay under the resolved ``root``: where the
+    controller writes what a node or the inventory named. ValueError otherwise."""
+    root = str(root or "")
+    if not root:
+        raise ValueError("the results folder is empty: set wireup_results_dir")
+    for name in names:
+        if not isinstance(name, str) or not PATH_NAME.fullmatch(name):
+            raise ValueError(
+                f"{str(name)[:80]!r} cannot name a file under {root}: use letters, digits, '_', '.', "
+                "'-' (a node's answer or an inventory name that is not one is refused)"
+            )
+    top = os.path.realpath(root)
+    path = os.path.realpath(os.path.join(top, *names))
+    if os.path.commonpath([top, path]) != top:
+        raise ValueError(f"{os.path.join(root, *names)} resolves outside {root}: refused")
+    return os.path.join(root, *names)
+
+
+# ---------------------------------------------------------------- Slurm options
+# The sbatch long options torchrun_launch_slurm_options may set: where the job runs and for how
+# long, and what it may use. Those job.sbatch sets itself (job-name, nodes, nodelist, exclude,
+# ntasks-per-node, gpus-per-node, output) and those that change who runs what (uid, gid, wrap,
+# chdir, export, get-user-env, ...) are not on it.
+SBATCH_OPTIONS = (
+    "account",
+    "begin",
+    "clusters",
+    "comment",
+    "constraint",
+    "contiguous",
+    "cpus-per-gpu",
+    "cpus-per-task",
+    "deadline",
+    "distribution",
+    "exclusive",
+    "gpu-bind",
+    "gres",
+    "hint",
+    "licenses",
+    "mail-type",
+    "mail-user",
+    "mem",
+    "mem-per-cpu",
+    "mem-per-gpu",
+    "network",
+    "nice",
+    "no-requeue",
+    "overcommit",
+    "partition",
+    "priority",
+    "qos",
+    "requeue",
+    "reservation",
+    "signal",
+    "switches",
+    "time",
+    "time-min",
+    "tmp",
+    "wckey",
+)
+# A value is one word of printable characters: sbatch splits an #SBATCH line at whitespace and
+# strips quotes, and a newline would end the comment line (the rest runs as bash).
+SBATCH_VALUE = re.compile(r"[^\s\x00-\x1f\x7f-\x9f\"']{1,256}")
+
+
+def slurm_option_errors(options, var: str = "torchrun_launch_slurm_options") -> list[str]:
+    """Errors of the extra #SBATCH options: a mapping of SBATCH_OPTIONS names to one-word values
+    (true for a bare flag such as exclusive)."""
+    if options is None:
+        return []
+    if not isinstance(options, dict):
+        return [f"{var} must be a mapping of sbatch option: value, not {_kind(options)}"]
+    errors = []
+    for key, value in options.items():
+        if key not in SBATCH_OPTIONS:
+            errors.append(
+                f"{var}: {str(key)[:80]!r} is not an sbatch option wireup passes on; use one of "
+                f"{', '.join(SBATCH_OPTIONS)}"
+            )
+        elif value is True:
+            continue
+        elif isinstance(value, bool) or not isinstance(value, str | int | float):
+            errors.append(
+                f"{var}: {key} must be a string or number (true for a bare flag), not {_kind(value)}"
+            )
+        elif not SBATCH_VALUE.fullmatch(str(value)):
+            errors.append(
+                f"{var}: {key}={str(value)[:80]!r} must be one word of printable characters without "
+                "quotes (sbatch splits #SBATCH lines at whitespace), e.g. time: '01:00:00'"
+            )
+    return errors
+
+
+# ---------------------------------------------------------------- program arguments
+def program_args(args, var: str = "torchrun_launch_args") -> list[str]:
+    """The program's arguments as a list of strings: a list of strings and numbers as given, a
+    string split as a shell would (shlex.split: "--steps 5" is ['--steps', '5']). ValueError for
+    anything else or for a string shlex cannot split (an open quote)."""
+    if args is None:
+        return []
+    if isinstance(args, str):
+        try:
+            return shlex.split(args)
+        except ValueError as exc:
+            raise ValueError(
+                f"{var}={args[:80]!r} cannot be split into arguments ({exc}): close its quotes, "
+                "or give a list, e.g. ['--steps', '5']"
+            ) from exc
+    if not isinstance(args, list | tuple) or any(not isinstance(a, str | int | float) for a in args):
+        raise ValueError(
+            f"{var} must be a list of strings or numbers (or one string, split as a shell would), "
+            f"e.g. ['--steps', '5'], not {str(args)[:80]!r}"
+        )
+    return [str(a) for a in args]
+
+
+def program_args_errors(args, var: str = "torchrun_launch_args") -> list[str]:
+    try:
+        program_args(args, var)
+    except ValueError as exc:
+        return [str(exc)]
+    return []
 
 
 def _kind(value) -> str:
@@ -69,7 +252,7 @@ def secret_env_errors(value, var: str = "wireup_secret_env") -> list[str]:
     return [
         f"{var}: {name!r} is not a shell variable name (letters, digits, '_', not starting with a digit)"
         for name in value
-        if not (isinstance(name, str) and SHELL_NAME.fullmatch(name))
+        if not is_shell_name(name)
     ]
 
 
@@ -84,7 +267,7 @@ def validate_pins(values: dict) -> list[str]:
             errors.append(
                 f"{name}={value!r} is a number, not a string: quote it in YAML, e.g. {name}: {example}"
             )
-        elif not re.match(pattern, value):
+        elif not re.fullmatch(pattern, value):
             errors.append(f"{name}={value!r} is malformed: expected a value like {example}")
     if errors:
         return errors
@@ -131,11 +314,12 @@ def validate_cluster(
     node_group: str,
     master_host: str,
     addresses: dict | None = None,
+    hostnames: dict | None = None,
 ) -> list[str]:
     """Check the inventory's shape.
 
     ``groups``: Ansible's ``groups`` magic variable; ``addresses``: {host: address} once facts
-    are known (None before).
+    are known (None before); ``hostnames``: {host: the node's own host name} once read.
     """
     errors = []
     members = groups.get(node_group) or []
@@ -157,6 +341,7 @@ def validate_cluster(
     # A one-node cluster talks to itself: it needs no address others can reach.
     if addresses is not None and len(addresses) > 1:
         errors.extend(_address_errors(addresses))
+    errors.extend(node_hostname_errors(dict(hostnames or {})))
     return errors
 
 
@@ -213,6 +398,9 @@ def validate_port(name: str, value) -> list[str]:
     return []
 
 
+_PLAIN_PATH = re.compile(r"[^\s\x00-\x1f\x7f-\x9f\"'`$\\]{1,4096}")
+
+
 def validate_abs_paths(values: dict) -> list[str]:
     """Paths the roles join others onto (``{{ wireup_base_dir }}/jobs``): empty or relative values
     would put files into the connection user's working directory, so both are refused."""
@@ -220,10 +408,13 @@ def validate_abs_paths(values: dict) -> list[str]:
     errors = []
     for name in sorted(values):
         value = values[name]
-        if not isinstance(value, str) or not value.startswith("/"):
+        # The path is also written into comment lines and #SBATCH lines of the rendered scripts,
+        # where a newline would start a line of code and a space split an option.
+        if not isinstance(value, str) or not value.startswith("/") or not _PLAIN_PATH.fullmatch(value):
             example = examples.get(name, "/opt/wireup")
             errors.append(
-                f"{name}={value!r} must be an absolute path (starting with /), e.g. {name}: {example}"
+                f"{name}={str(value)[:80]!r} must be an absolute path (starting with /) without whitespace, "
+                f"quotes or control characters, e.g. {name}: {example}"
             )
     return errors
 
@@ -258,7 +449,7 @@ def validate_settings(values: dict) -> list[str]:
 
 
 # ---------------------------------------------------------------- bench settings
-_SIZE = re.compile(r"^[0-9]+[KMG]?$")
+_SIZE = re.compile(r"[0-9]+[KMG]?")
 BENCH_SIZES = (
     "bench_min_bytes",
     "bench_max_bytes",
@@ -333,7 +524,7 @@ def bench_errors(values: dict) -> list[str]:
                 f"bench_warmup_iterations={values['bench_warmup_iterations']!r} must be a whole number"
             )
     for name in BENCH_SIZES:
-        if name in values and not _SIZE.match(str(values[name])):
+        if name in values and not _SIZE.fullmatch(str(values[name])):
             errors.append(
                 f"{name}={values[name]!r} is not a size in nccl-tests' syntax: use bytes or K/M/G, "
                 f"like 8, 64K, 1M or 8G"
@@ -341,7 +532,7 @@ def bench_errors(values: dict) -> list[str]:
     for name in ("bench_stepcost_params", "bench_stepcost_cpu_params"):
         sizes = values.get(name)
         if name in values and (
-            not isinstance(sizes, list) or not sizes or not all(_PARAMS.match(str(p)) for p in sizes)
+            not isinstance(sizes, list) or not sizes or not all(_PARAMS.fullmatch(str(p)) for p in sizes)
         ):
             errors.append(f"{name}={sizes!r} must be a list of parameter counts like 2M, 125M or 1G")
     if "bench_stepcost_hooks" in values and not values["bench_stepcost_hooks"]:
@@ -352,7 +543,7 @@ def bench_errors(values: dict) -> list[str]:
     return errors
 
 
-_PARAMS = re.compile(r"^[0-9]+(\.[0-9]+)?[KMG]?$")
+_PARAMS = re.compile(r"[0-9]+(\.[0-9]+)?[KMG]?")
 
 
 # ---------------------------------------------------------------- renamed and removed variables
@@ -403,6 +594,10 @@ def host_errors(values: dict) -> list[str]:
             errors += shell_name_errors(name, values[name])
     if "wireup_secret_env" in values:
         errors += secret_env_errors(values["wireup_secret_env"])
+    if "torchrun_launch_slurm_options" in values:
+        errors += slurm_option_errors(values["torchrun_launch_slurm_options"])
+    if "torchrun_launch_args" in values:
+        errors += program_args_errors(values["torchrun_launch_args"])
     errors += bench_errors({k: v for k, v in values.items() if k.startswith("bench_")})
     errors += renamed_errors(values)
     return errors
@@ -422,6 +617,9 @@ def inventory_errors(
 
     hosts: {host: {variable: value}}; ansible_core: (version, wireup_ansible_core_range)."""
     errors = validate_cluster(dict(groups), node_group, master_host)
+    # Before anything runs: a name that cannot be a path or a word of a script would otherwise
+    # fail only when results are written, after every benchmark ran.
+    errors += inventory_host_errors(sorted(set(hosts) | set(dict(groups).get(node_group) or [])))
     seen: dict[str, list[str]] = {}
     for host in sorted(hosts):
         for error in host_errors(dict(hosts[host])):
