@@ -84,11 +84,25 @@ lint: venv  ## static checks: ansible-lint (production), yamllint, ruff, syntax-
 	  $(BIN)/ansible-playbook -i inventory/example --syntax-check $$playbook; \
 	done
 
+# Both suites run on 2 workers (pytest-xdist). The integration suite's modules are grouped by the
+# testbed they use (tests/integration/conftest.py: OWN_TESTBEDS), so each testbed comes up once.
+# Every run keeps JUnit XML in results/ci/ and ends with the seconds per test file (.ci/times.py),
+# failing or not; the integration run also lists every test's duration.
+PYTEST_WORKERS ?= 2
+CI_TIMES := results/ci
+
 unit: lint  ## static checks and unit tests (no root, no testbed)
-	$(BIN)/pytest -q tests/unit tests/perf
+	@mkdir -p $(CI_TIMES)
+	$(BIN)/pytest -q tests/unit tests/perf -n $(PYTEST_WORKERS) --junitxml=$(CI_TIMES)/unit.xml \
+	  || { rc=$$?; $(BIN)/python .ci/times.py $(CI_TIMES)/unit.xml; exit $$rc; }
+	@$(BIN)/python .ci/times.py $(CI_TIMES)/unit.xml
 
 integration: venv  ## integration tests on the local testbed (root)
-	$(BIN)/pytest -q tests/integration
+	@mkdir -p $(CI_TIMES)
+	$(BIN)/pytest -q tests/integration -n $(PYTEST_WORKERS) --dist loadgroup --durations=0 \
+	  --junitxml=$(CI_TIMES)/integration.xml \
+	  || { rc=$$?; $(BIN)/python .ci/times.py $(CI_TIMES)/integration.xml; exit $$rc; }
+	@$(BIN)/python .ci/times.py $(CI_TIMES)/integration.xml
 
 # What CI runs (.ci/run), from a fresh clone: the venv, the system packages (deps), then every
 # check; a check that would skip fails instead (WIREUP_NO_SKIP, tests/conftest.py).

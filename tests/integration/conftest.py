@@ -25,10 +25,27 @@ from tests.testbed import Testbed, TestbedError, all_testbeds
 SESSION_NAME = os.environ.get("WIREUP_TESTBED_NAME", f"it-{os.getpid()}")
 
 
+# Modules that bring up testbeds of their own (testbed_factory) and never use the session's: under
+# `pytest -n 2 --dist loadgroup` (make integration) they run in one worker while every module of
+# the session testbed runs in the other, so each testbed is brought up once and the two halves
+# take about as long (docs/testing.md has the figures).
+OWN_TESTBEDS = frozenset({"test_fabric", "test_site"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items):
     """The testbed's own tests first: they check the nodes as the testbed made them, before
-    other tests' playbooks change them (torchrun_launch, for one, manages /etc/hosts)."""
+    other tests' playbooks change them (torchrun_launch, for one, manages /etc/hosts). Each
+    module joins its xdist group (OWN_TESTBEDS or the session testbed's)."""
     items.sort(key=lambda item: item.module.__name__.rsplit(".", 1)[-1] != "test_testbed")
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        if module in OWN_TESTBEDS and "testbed" in item.fixturenames:
+            raise pytest.UsageError(
+                f"{item.nodeid} uses the session testbed although {module} is in OWN_TESTBEDS "
+                "(tests/integration/conftest.py): use the module's own testbed, or move the test"
+            )
+        item.add_marker(pytest.mark.xdist_group("own-testbeds" if module in OWN_TESTBEDS else "session"))
 
 
 def _alive(pid) -> bool:

@@ -181,8 +181,8 @@ def _no_change(result):
     return " ".join(msg for _, _, msg in result.failure_messages())
 
 
-def test_missing_group_fails_on_the_controller(testbed, tmp_path):
-    hosts, node_vars = _testbed_hosts(testbed)
+def test_missing_group_fails_on_the_controller(cluster, tmp_path):
+    hosts, node_vars = _testbed_hosts(cluster)
     inventory = _inventory(tmp_path, {"trainers": {"hosts": hosts}}, **node_vars)
     result = run_playbook("site.yml", inventory)
     messages = _no_change(result)
@@ -192,8 +192,8 @@ def test_missing_group_fails_on_the_controller(testbed, tmp_path):
     assert set(result.hosts) == {"localhost"}, result.hosts
 
 
-def test_duplicate_address_fails_before_any_change(testbed, tmp_path):
-    hosts, node_vars = _testbed_hosts(testbed)
+def test_duplicate_address_fails_before_any_change(cluster, tmp_path):
+    hosts, node_vars = _testbed_hosts(cluster)
     first, second = sorted(hosts)[:2]
     hosts = {name: dict(h) for name, h in hosts.items()}
     hosts[second]["wireup_address"] = hosts[first]["ansible_host"]
@@ -214,8 +214,8 @@ def test_duplicate_address_fails_before_any_change(testbed, tmp_path):
         ({"nvidia_driver_flavor": "closed"}, "nvidia_driver_flavor must be one of: open, proprietary"),
     ],
 )
-def test_bad_variable_fails_before_any_change(testbed, extra, expected):
-    result = run_playbook("site.yml", testbed.inventory, extra)
+def test_bad_variable_fails_before_any_change(cluster, extra, expected):
+    result = run_playbook("site.yml", cluster.inventory, extra)
     messages = _no_change(result)
     assert expected in messages, messages
     # Stopped in preflight: no task of a later role ran anywhere.
