@@ -26,26 +26,43 @@ SESSION_NAME = os.environ.get("WIREUP_TESTBED_NAME", f"it-{os.getpid()}")
 
 
 # Modules that bring up testbeds of their own (testbed_factory) and never use the session's: under
-# `pytest -n 2 --dist loadgroup` (make integration) they run in one worker while every module of
-# the session testbed runs in the other, so each testbed is brought up once and the two halves
-# take about as long (docs/testing.md has the figures).
+# `pytest -n 2` (make integration) they run in one worker while every module of the session
+# testbed runs in the other, so each testbed comes up once (make integration then runs
+# test_fabric alone: its CPU-bound gloo figures must not share the CPUs; docs/testing.md).
+# The grouping is a scheduler of our own (xdist's
+# pytest_xdist_make_scheduler hook): xdist 3.8's `--dist loadgroup` marks are lost under pytest 9.2,
+# which keeps a node's id in `_id` where xdist still writes `_nodeid`.
 OWN_TESTBEDS = frozenset({"test_fabric", "test_site"})
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def testbed_group(nodeid: str) -> str:
+    """The worker group of a test: 'own-testbeds' for OWN_TESTBEDS' modules, else 'session'."""
+    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+    return "own-testbeds" if module in OWN_TESTBEDS else "session"
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Under -n: one work unit per testbed group, each whole on one worker, in collection order."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByTestbed(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return testbed_group(nodeid)
+
+    return ByTestbed(config, log)
+
+
 def pytest_collection_modifyitems(items):
     """The testbed's own tests first: they check the nodes as the testbed made them, before
-    other tests' playbooks change them (torchrun_launch, for one, manages /etc/hosts). Each
-    module joins its xdist group (OWN_TESTBEDS or the session testbed's)."""
+    other tests' playbooks change them (torchrun_launch, for one, manages /etc/hosts). A test of
+    an OWN_TESTBEDS module must not use the session testbed (its worker would bring up another)."""
     items.sort(key=lambda item: item.module.__name__.rsplit(".", 1)[-1] != "test_testbed")
     for item in items:
-        module = item.module.__name__.rsplit(".", 1)[-1]
-        if module in OWN_TESTBEDS and "testbed" in item.fixturenames:
+        if testbed_group(item.nodeid) == "own-testbeds" and "testbed" in item.fixturenames:
             raise pytest.UsageError(
-                f"{item.nodeid} uses the session testbed although {module} is in OWN_TESTBEDS "
+                f"{item.nodeid} uses the session testbed although its module is in OWN_TESTBEDS "
                 "(tests/integration/conftest.py): use the module's own testbed, or move the test"
             )
-        item.add_marker(pytest.mark.xdist_group("own-testbeds" if module in OWN_TESTBEDS else "session"))
 
 
 def _alive(pid) -> bool:

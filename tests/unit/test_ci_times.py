@@ -41,3 +41,14 @@ def test_main_lists_slowest_first_and_names_an_unreadable_report(tmp_path, capsy
     ]
     assert any("1003.0 s" in line and line.endswith("total") for line in out)
     assert any("missing.xml: unreadable" in line for line in out)
+
+
+def test_integration_groups_name_real_modules():
+    """make integration's two workers: OWN_TESTBEDS must name modules that exist (a typo would
+    silently put a module with its own testbeds beside the session testbed's)."""
+    from tests.integration import conftest
+
+    for module in conftest.OWN_TESTBEDS:
+        assert (REPO / "tests/integration" / f"{module}.py").is_file(), module
+    assert conftest.testbed_group("tests/integration/test_fabric.py::test_x[a-b]") == "own-testbeds"
+    assert conftest.testbed_group("tests/integration/test_launch.py::test_y") == "session"

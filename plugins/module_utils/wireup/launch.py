@@ -759,10 +759,9 @@ def job_plan(
     ]
     if not watchdog_on:
         dirs.append({"path": f"{job_dir}/watchdog.json", "state": "absent"})
-    # The run's watchdog key goes into the run's own folder (owner-only) before its start.
+    # The run's watchdog key goes into the run's own folder (owner-only) before its start; start.yml
+    # makes that folder after the pre-checks, so a refused launch leaves no run behind.
     key = f"{job_dir}/runs/{run_id}/watchdog.key" if watchdog_on and mode == "start" else ""
-    if key:
-        dirs.append({"path": f"{job_dir}/runs/{run_id}", "state": "directory", "mode": "0750"})
     result.update(
         job=job,
         group=group,
