@@ -118,4 +118,4 @@ bench-provision: venv  ## provisioning-speed benchmark on the local testbed (roo
 	$(BIN)/python -m tests.perf.provision_bench $(BENCH_ARGS)
 
 clean:  ## remove the venv and caches (not results/)
-	rm -rf $(VENV) .pytest_cache .ruff_cache .ansible .run-phases.log
+	rm -rf $(VENV) .pytest_cache .ruff_cache .ansible
