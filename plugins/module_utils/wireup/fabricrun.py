@@ -409,25 +409,11 @@ def fabric_record_problem(record):
 
 def load_fabric_record(path):
     """The fabric record at ``path``; FileNotFoundError when there is none, results.DamagedRecord
-    naming the file and what is wrong when it cannot be used."""
-    import json
+    naming the file and what is wrong when it cannot be used (read as the host records are:
+    results.read_strict_json)."""
+    from .results import DamagedRecord, read_strict_json
 
-    from .results import DamagedRecord
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        raise
-    except (OSError, UnicodeDecodeError) as err:
-        raise DamagedRecord(f"{path}: unreadable ({err})") from err
-    try:
-        record = json.loads(text)
-    except ValueError as err:
-        what = (
-            "empty (a write cut off, e.g. by a full disk)" if not text.strip() else f"not valid JSON ({err})"
-        )
-        raise DamagedRecord(f"{path}: {what}") from err
+    record = read_strict_json(path)
     problem = fabric_record_problem(record)
     if problem:
         raise DamagedRecord(f"{path}: {problem}")

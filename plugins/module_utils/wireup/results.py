@@ -89,10 +89,10 @@ def _no_constant(name):
     raise ValueError(f"{name} is not a JSON number")
 
 
-def load_record(path):
-    """The host record stored at ``path``; FileNotFoundError when there is none, DamagedRecord
-    (naming the file and what is wrong) when it is unreadable, cut off, not strict JSON or not
-    shaped like a record (record_problem)."""
+def read_strict_json(path):
+    """The strict JSON stored at ``path`` (any shape: the caller checks it); FileNotFoundError when
+    there is none, DamagedRecord naming the file when it is unreadable, empty (cut off), or not
+    strict JSON (NaN and infinities are not: atomicfile never writes them)."""
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
@@ -103,9 +103,16 @@ def load_record(path):
     if not text.strip():
         raise DamagedRecord(f"{path}: empty (a write cut off, e.g. by a full disk)")
     try:
-        record = json.loads(text, parse_constant=_no_constant)
+        return json.loads(text, parse_constant=_no_constant)
     except ValueError as err:
         raise DamagedRecord(f"{path}: not valid JSON ({err}): cut off or edited") from err
+
+
+def load_record(path):
+    """The host record stored at ``path``; FileNotFoundError when there is none, DamagedRecord
+    (naming the file and what is wrong) when it is unreadable, cut off, not strict JSON or not
+    shaped like a record (record_problem)."""
+    record = read_strict_json(path)
     problem = record_problem(record)
     if problem:
         raise DamagedRecord(f"{path}: {problem}")
