@@ -18,11 +18,16 @@ def wireup_slurm_job_id(stdout):
     return slurm.sbatch_job_id(str(stdout or ""))
 
 
-def wireup_slurm_verdict(sacct_stdout, plan, timed_out=False):
-    """The job's verdict from sacct's output over a launch plan's hosts (launch.job_verdict's shape)."""
+def wireup_slurm_verdict(sacct_stdout, plan, timed_out=False, batch_output=""):
+    """The job's verdict from sacct's output over a launch plan's hosts (launch.job_verdict's shape);
+    ``batch_output``: the batch step's output (slurm-JOBID.out), which names the first failed step."""
     plan = dict(plan)
     return slurm.job_verdict(
-        str(sacct_stdout or ""), plan.get("hosts", []), slurm.node_names(plan), timed_out=bool(timed_out)
+        str(sacct_stdout or ""),
+        plan.get("hosts", []),
+        slurm.node_names(plan),
+        timed_out=bool(timed_out),
+        first_failed=slurm.first_failed_step(str(batch_output or "")),
     )
 
 

@@ -135,16 +135,20 @@ def test_failing_rank_fails_the_job_naming_its_node(slurm_cluster, tmp_path):
     messages = _messages(result)
     assert sorted(result.failed_hosts) == NODES
     assert "failed (exitcode: 3) local_rank: 1" in messages["node2"]  # node2's log tail
-    for node in ("node1", "node3"):
-        assert "after node2 failed" in messages[node]
-        assert summary["nodes"][node]["state"] == "stopped"
+    # The others were stopped by Slurm, or their torchrun saw the rendezvous close and exited by
+    # itself first (seen in CI, in the same second as node2): either way not the first failure.
+    # job.sbatch's batch script names the step that failed first (slurm.first_failed_step).
+    out = (_run_dir / f"slurm-{job_id}.out").read_text()
+    assert "wireup: first failed step: node rank 1 (node2) exited with code 1" in out
     steps = _sacct(slurm_cluster, job_id)
     assert steps[job_id][:2] == ("FAILED", "1:0")
-    assert {v[2]: v[0] for k, v in steps.items() if re.fullmatch(rf"{job_id}\.\d+", k)} == {
-        "node1": "CANCELLED",
-        "node2": "FAILED",
-        "node3": "CANCELLED",
-    }
+    per_node = {v[2]: v[0] for k, v in steps.items() if re.fullmatch(rf"{job_id}\.\d+", k)}
+    assert per_node["node2"] == "FAILED"
+    for node in ("node1", "node3"):
+        assert "after node2 failed" in messages[node]
+        state = summary["nodes"][node]
+        assert (state["state"], per_node[node]) in {("stopped", "CANCELLED"), ("exited", "FAILED")}, state
+        assert state["state"] == "stopped" or state["rc"] != 0
 
 
 def test_job_past_its_timeout_is_cancelled_with_scancel(slurm_cluster, tmp_path):

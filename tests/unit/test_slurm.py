@@ -142,6 +142,57 @@ def test_verdict_failing_node_is_named_and_the_others_were_stopped():
     }
 
 
+# The race CI met on the testbed: node2's rank exits 3, its torchrun closes the rendezvous, and
+# node1's and node3's torchrun exit by themselves (code 1) in the same second, before Slurm stops
+# them. sacct alone cannot tell who was first (node1 sorts first); the batch script's line can.
+RACE = """6|FAILED|1:0|node[1-3]|2026-12-02T06:10:41
+6.batch|FAILED|1:0|node1|2026-12-02T06:10:41
+6.0|FAILED|1:0|node1|2026-12-02T06:10:41
+6.1|FAILED|1:0|node2|2026-12-02T06:10:41
+6.2|FAILED|1:0|node3|2026-12-02T06:10:41
+"""
+BATCH_OUT = (
+    "wireup: job it-slurm-fail (Slurm job 6) on 3 node(s) (node1 node2 node3), master node1\n"
+    "wireup: first failed step: node rank 1 (node2) exited with code 1: "
+    "ending the job (Slurm stops the other steps)\n"
+)
+
+
+def test_the_batch_scripts_first_failed_step_names_the_node_in_a_same_second_race():
+    assert slurm.first_failed_step(BATCH_OUT) == "node2"
+    v = slurm.job_verdict(RACE, NODES, first_failed=slurm.first_failed_step(BATCH_OUT))
+    assert (v["over"], v["ok"], v["first_failure"]) == (True, False, "node2")
+    assert v["reason"] == "node2 exited with code 1 in Slurm job 6 (FAILED)"
+    # Without the line, sacct's whole seconds leave it to the name order: the old, wrong answer.
+    assert slurm.job_verdict(RACE, NODES)["first_failure"] == "node1"
+    # Slurm node names map back to inventory hosts.
+    named = slurm.job_verdict(
+        RACE.replace("node", "cn"), NODES, {h: h.replace("node", "cn") for h in NODES}, first_failed="cn3"
+    )
+    assert named["first_failure"] == "node3"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "wireup: a node's step exited with code 1: ending the job (Slurm stops the other steps)\n",
+        "wireup: first failed step: node rank 1 (node2;id) exited with code 1: ending the job\n",
+        "wireup: first failed step: node rank 1 (node2) exited with co",  # cut off
+        "wireup: first failed step: node rank 1 (node2) exited with code 1: ending the job"[:40],
+    ],
+)
+def test_no_first_failed_step_when_the_output_does_not_say_it(text):
+    assert slurm.first_failed_step(text) == ""
+    # A name that failed nowhere, or that stopped, never overrides sacct.
+    assert slurm.job_verdict(RACE, NODES, first_failed=text)["first_failure"] == "node1"
+
+
+def test_a_first_failed_name_that_was_stopped_does_not_override_sacct():
+    v = slurm.job_verdict(capture("testbed_22.05.8_sacct_node2_failed.txt"), NODES, first_failed="node1")
+    assert v["first_failure"] == "node2"
+
+
 def test_verdict_every_node_failed_at_once():
     v = slurm.job_verdict(capture("testbed_22.05.8_sacct_exit127_every_node.txt"), NODES)
     assert v["over"] and not v["ok"]
@@ -316,7 +367,9 @@ def test_sbatch_first_failing_step_ends_the_job_with_its_code(tmp_path):
     steps = tmp_path / "steps"
     assert not list(steps.glob("*.done"))
     assert result.returncode == 5
-    assert "a node's step exited with code 5: ending the job" in result.stderr
+    line = "wireup: first failed step: node rank 1 (wb-node2) exited with code 5: ending the job"
+    assert line in result.stderr
+    assert slurm.first_failed_step(result.stderr) == "wb-node2"
     hold.touch()  # Slurm would now stop them; here they end by themselves
     deadline = time.monotonic() + 60
     while len(list(steps.glob("*.done"))) < 2 and time.monotonic() < deadline:

@@ -182,12 +182,30 @@ def _node_state(row: dict) -> dict:
     return out
 
 
-def job_verdict(sacct_text: str, hosts, names=None, *, timed_out: bool = False) -> dict:
+_FIRST_FAILED = re.compile(r"wireup: first failed step: node rank (\d+) \((\S+)\) exited with code (\d+): .*")
+
+
+def first_failed_step(batch_output: str) -> str:
+    """The Slurm node name of the step that job.sbatch's batch script saw fail first ('' when its
+    output does not say: an older bash, no failure, a cut-off or missing file). The batch script
+    knows the order to the fraction of a second; sacct's End has whole seconds only."""
+    for line in str(batch_output or "").splitlines():
+        m = _FIRST_FAILED.fullmatch(line.strip())
+        if m and validate.is_host_name(m.group(2)):
+            return m.group(2)
+    return ""
+
+
+def job_verdict(
+    sacct_text: str, hosts, names=None, *, timed_out: bool = False, first_failed: str = ""
+) -> dict:
     """How a Slurm job of job.sbatch went, per node, from sacct's rows.
 
     ``hosts``: the job's inventory hosts; ``names``: {host: Slurm node name} (default: the host's
     own name). Over when the job has a final state (or sacct has no row: then it is 'pending'
     until the caller's time runs out). ``timed_out``: wireup stopped it because its time ran out.
+    ``first_failed``: the Slurm node name whose step the batch script saw fail first
+    (first_failed_step); it names the first failure when that node failed, else sacct's End decides.
     """
     hosts = list(hosts or [])
     names = dict(names or {})
@@ -228,6 +246,9 @@ def job_verdict(sacct_text: str, hosts, names=None, *, timed_out: bool = False) 
     # Every node stopped by Slurm and none failed by itself: scancel from outside, the time limit.
     only_stopped = all(f[1] for f in failures)
     first = min(failures)[3] if failures and over and steps and not only_stopped else ""
+    seen_first = [f[3] for f in failures if (names.get(f[3]) or f[3]) == first_failed and not f[1]]
+    if first and first_failed and seen_first:
+        first = seen_first[0]
     running = sorted(h for h, st in nodes.items() if st["state"] == "running")
     job_failed = over and job_state != "COMPLETED"
     ok = over and not job_failed and not failures and not timed_out
