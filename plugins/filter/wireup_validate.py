@@ -28,6 +28,8 @@ _PREFIXES = (
     "torchrun_launch_",
     "gpu_topology_",
     "preflight_",
+    "node_check_",
+    "slurm_health_check_",
 )
 
 

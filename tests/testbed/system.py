@@ -39,7 +39,14 @@ CHECK_COMMANDS = {
     "shellcheck": "shellcheck",
     # tests/unit/test_report_browser.py loads report.html in headless Chromium.
     "chromium": "chromium",
+    # Debian's prometheus package: promtool checks the textfiles and alert rules wireup writes
+    # (tests/unit/test_promtext.py), and its server scrapes the testbed's node exporters
+    # (tests/integration/test_prometheus.py). Its service is never started by `deps` (below).
+    "promtool": "prometheus",
 }
+# Installed packages must not start services on this machine (the prometheus package's postinst
+# would start a server on :9090): policy-rc.d answers 101 ("not now") while deps installs.
+POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
 
 
 class TestbedError(RuntimeError):
@@ -107,8 +114,24 @@ def install_deps(log=print):
             "testbed deps: this also UPGRADES packages already installed on this machine: "
             + ", ".join(f"{name} {old} -> {new}" for name, old, new in upgrades)
         )
-    run(argv, env=env, capture=False)
+    with no_service_starts():
+        run(argv, env=env, capture=False)
     return pkgs
+
+
+@contextlib.contextmanager
+def no_service_starts(path: Path = POLICY_RC_D):
+    """invoke-rc.d and deb-systemd-invoke start nothing while the block runs (policy-rc.d exit
+    101); a policy-rc.d that was there already is left as it is."""
+    if path.exists():
+        yield
+        return
+    path.write_text("#!/bin/sh\n# wireup testbed deps: no service starts while packages install\nexit 101\n")
+    path.chmod(0o755)
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
 
 
 _SIMULATED_UPGRADE = re.compile(r"^Inst (\S+) \[([^\]]+)\] \((\S+)")

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import re
 import shlex
-from datetime import UTC, datetime
+
+# timezone.utc, not datetime.UTC (3.11+): wireup-check imports this module on the nodes, where
+# Ubuntu 22.04's python3 is 3.10 (issue 26).
+from datetime import datetime, timezone
 
 from . import validate
 
@@ -121,7 +124,7 @@ def sbatch_job_id(stdout: str) -> str:
 def _end_time(text: str):
     """sacct's End ('2026-12-01T01:00:12', 'Unknown' while running) as epoch seconds, or None."""
     try:
-        return datetime.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp()
+        return datetime.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()  # noqa: UP017  # python3.10 on nodes
     except ValueError:
         return None
 

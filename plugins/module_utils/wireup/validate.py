@@ -11,9 +11,6 @@ import os
 import re
 import shlex
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
-
 # variable -> (pattern, example), matched whole (fullmatch). Pins are strings: YAML turns 580 or
 # 13.0 into numbers, and 13.10 would silently become 13.1, so numbers are refused with the fix.
 PIN_FORMATS = {
@@ -291,6 +288,11 @@ def check_version_range(version: str, spec: str) -> bool:
     '==2.11.*'), decided by packaging.specifiers (installed with ansible-core; this runs on the
     controller only). A pre-release, post-release or local label counts as its release
     (2.11.0a0+git12 and 2.11.0+cu130 are 2.11.0). ValueError when either does not parse."""
+    # Imported here, not at the top: wireup-check imports this module on nodes, with the node's
+    # python3 and the standard library only (issue 26); only the controller checks versions.
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
     try:
         wanted = SpecifierSet(str(spec))
         release = Version(Version(str(version)).base_version)
@@ -599,6 +601,10 @@ def host_errors(values: dict) -> list[str]:
     if "torchrun_launch_args" in values:
         errors += program_args_errors(values["torchrun_launch_args"])
     errors += bench_errors({k: v for k, v in values.items() if k.startswith("bench_")})
+    # Issue 26's continuous checks (node_check_*, slurm_health_check_*): their own module.
+    from .watchsettings import errors as continuous_errors
+
+    errors += continuous_errors(values)
     errors += renamed_errors(values)
     return errors
 

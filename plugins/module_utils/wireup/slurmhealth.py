@@ -1,0 +1,82 @@
+"""slurmd's HealthCheckProgram running wireup-check (issue 26): the block wireup keeps in
+slurm.conf and the checks before it is written (pure Python, stdlib only; roles/slurm_health_check).
+
+slurm.conf(5): HealthCheckProgram is run by slurmd as root every HealthCheckInterval seconds on
+the nodes HealthCheckNodeState names (and when slurmd starts), and killed after 60 s. Its keys are
+case-insensitive; a line may hold several Key=Value words. wireup writes its three lines between
+two marker comments (Ansible's blockinfile), so an administrator's configuration management sees
+one block it can keep, move or remove, and refuses to write it where slurm.conf already sets one
+of the three keys elsewhere (an NHC set-up, for one): two HealthCheckProgram lines would leave
+one of them unused without a word.
+"""
+
+from __future__ import annotations
+
+import re
+
+KEYS = ("HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState")
+MARKER = "# {mark} wireup slurm_health_check (managed by Ansible: roles/slurm_health_check)"
+_WORD = re.compile(r"(?:^|\s)([A-Za-z]+)=")
+
+
+def block(program, interval, node_state) -> str:
+    """The block's three lines."""
+    return "\n".join(
+        [
+            f"HealthCheckProgram={program}",
+            f"HealthCheckInterval={int(interval)}",
+            f"HealthCheckNodeState={node_state}",
+        ]
+    )
+
+
+def _outside_block(text):
+    """[(line number, line)] of slurm.conf outside wireup's block, comments and blanks left out."""
+    begin, end = MARKER.replace("{mark}", "BEGIN"), MARKER.replace("{mark}", "END")
+    out, inside = [], False
+    for number, raw in enumerate(str(text or "").splitlines(), start=1):
+        line = raw.strip()
+        if line == begin:
+            inside = True
+        elif line == end:
+            inside = False
+        elif not inside and line and not line.startswith("#"):
+            out.append((number, line.split("#", 1)[0]))
+    return out
+
+
+def conflicts(text) -> list[str]:
+    """'line N: KEY=...' for each of KEYS set outside wireup's block."""
+    wanted = {k.lower() for k in KEYS}
+    return [
+        f"line {number}: {line.strip()[:120]}"
+        for number, line in _outside_block(text)
+        if any(m.group(1).lower() in wanted for m in _WORD.finditer(line))
+    ]
+
+
+def plan(conf_text, conf_path, node, settings) -> dict:
+    """What the role does on one node: {errors, block, state (present|absent), marker}.
+    conf_text: the node's slurm.conf (None: there is none); settings: {present, program, interval,
+    node_state}. Errors name the file, the line and the fix."""
+    present = bool(settings.get("present", True))
+    errors = []
+    if conf_text is None:
+        errors.append(
+            f"{node} has no {conf_path}: Slurm is not installed there, or its configuration lives elsewhere "
+            "(set slurm_health_check_conf; configless Slurm: apply the block on the slurmctld host)"
+        )
+    elif present:
+        found = conflicts(conf_text)
+        if found:
+            errors.append(
+                f"{conf_path} on {node} sets {'/'.join(KEYS)} outside wireup's block ({'; '.join(found)}): "
+                "remove those lines, or keep your health check and call wireup-check from it "
+                "(roles/slurm_health_check/README.md: LBNL NHC)"
+            )
+    return {
+        "errors": errors,
+        "block": block(settings["program"], settings["interval"], settings["node_state"]) if present else "",
+        "state": "present" if present else "absent",
+        "marker": MARKER,
+    }
