@@ -19,7 +19,7 @@ from .system import CACHE_DIR, TestbedError, flock, run
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Bump when the golden tree's post-processing below changes (the key then changes too).
-GOLDEN_RECIPE = 3
+GOLDEN_RECIPE = 4
 # Debian suites a node can run: Debian 12 (the default, as this machine and CI) and Debian 13.
 SUITE = "bookworm"
 SUITES = ("bookworm", "trixie")
@@ -49,6 +49,10 @@ PACKAGES = (
     "kmod",
     "pciutils",
     "less",
+    # Issue 26: Debian 12's node_exporter, whose textfile collector reads what wireup writes into
+    # /var/lib/prometheus/node-exporter. Disabled in the image (_finish_golden): only
+    # tests/integration/test_prometheus.py starts it, so other tests' nodes run no exporter.
+    "prometheus-node-exporter",
 )
 HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
 APT_SOURCES = [
@@ -199,6 +203,10 @@ def _finish_golden(root: Path, suite: str = SUITE):
         key.unlink()
     _write(root, "/etc/ssh/sshd_config.d/10-wireup-testbed.conf", SSHD_DROPIN)
     run(["chroot", root, "systemctl", "enable", "systemd-networkd.service", "ssh.service"])
+    # node_exporter (and the collector timers its package may bring) start only where a test asks.
+    exporter = [u.name for u in (root / "lib/systemd/system").glob("prometheus-node-exporter*")]
+    if exporter:
+        run(["chroot", root, "systemctl", "disable", *sorted(exporter)])
     # Nothing on a testbed node waits for "network online"; a console getty only slows shutdown.
     run(
         [

@@ -286,7 +286,7 @@ def check(config, *, run_bench_now=False, run=run_all):
     problems, errors, notes = problems + health, errors + health_errors, notes + health_notes
     measured = {}
     if run_bench_now and not errors and not problems:
-        measured, more = run_bench(config, baseline, len(state["gpus"]))
+        measured, more = run_bench(config, baseline, len(state["gpus"] or []))
         notes += more
         figure = ((baseline or {}).get("bench") or {}).get("figure")
         at = nodecheck.since(baseline) if baseline else ""
@@ -354,10 +354,8 @@ def drain(config, result, run=subprocess.run):
     scontrol = shutil.which("scontrol", path=os.pathsep.join([os.environ.get("PATH", ""), TOOL_PATH]))
     if not scontrol:
         return ["Slurm: scontrol not found: not drained"]
-    reason = slurm.drain_reason(
-        result["line"].split(": ", 1)[1] if ": " in result["line"] else result["line"]
-    )
-    argv = slurm.drain_argv(node, reason)
+    reason = slurm.drain_reason(nodecheck.reason(result))
+    argv = slurm.drain_argv(node, nodecheck.reason(result))
     shown = run([scontrol, *slurm.node_state_argv([node])[1:]], capture_output=True, text=True, check=False)
     plan = slurm.drain_plan(
         [{"host": config["host"], "node": node, "reason": reason, "argv": argv}],
@@ -393,7 +391,8 @@ def write_baseline(config, bench_text, *, manual=False, run=run_all):
         return 2, f"wireup-check: ERROR {host}: baseline not written: {said}", False
     if manual:
         part.update(
-            gpu_count=len(state["gpus"]), links=sorted((k["a"], k["b"], k["class"]) for k in state["links"])
+            gpu_count=len(state["gpus"] or []),
+            links=sorted((k["a"], k["b"], k["class"]) for k in state["links"]),
         )
     mismatch = nodecheck.record_mismatch(part, state)
     if mismatch:
@@ -477,7 +476,10 @@ def main(argv=None) -> int:
             time=result["time"],
             seconds=result["seconds"],
         )
-    _changed, note = write_textfile(config, TEXTFILE, promtext.check_text(result))
+    try:
+        _changed, note = write_textfile(config, TEXTFILE, promtext.check_text(result))
+    except ValueError as err:  # metrics never stop the check
+        note = f"metrics not written: {err}"
     if note:
         result["notes"].append(note)
         result["line"] = nodecheck.line(result)

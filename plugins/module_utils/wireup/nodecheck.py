@@ -68,8 +68,8 @@ def _gpu_state(gpu):
 
 def _ports(nic_facts):
     """Every IB/RoCE/EFA port and network interface with whether the check watches it: rail ports
-    that are active, physical interfaces that are up, and the interface(s) NCCL's socket transport
-    would use (a testbed's veth)."""
+    that are active, physical interfaces that are up (IPoIB netdevs excepted: their port is
+    watched), and the interface(s) NCCL's socket transport would use (a testbed's veth)."""
     facts = nic_facts or {}
     devices = set(facts.get("devices") or []) if facts.get("transport") == "socket" else set()
     out = []
@@ -94,18 +94,22 @@ def _ports(nic_facts):
                 "kind": i.get("type") or "net",
                 "up": up,
                 "gbps": mbps / 1000.0 if isinstance(mbps, int | float) else None,
-                "watched": up and (not i.get("virtual") or i["name"] in devices),
+                # IPoIB netdevs follow their HCA port, which is watched itself.
+                "watched": up
+                and i.get("type") != "infiniband"
+                and (not i.get("virtual") or i["name"] in devices),
             }
         )
     return out
 
 
 def node_state(topology=None, nic_facts=None) -> dict:
-    """The parts the check compares, from topology.combine_topology's dict (None: no GPU read)
-    and fabric.parse_nic_facts' dict."""
+    """The parts the check compares, from topology.combine_topology's dict (None: the GPUs were
+    not read) and fabric.parse_nic_facts' dict."""
     topo = topology or {}
     return {
-        "gpus": [_gpu_state(g) for g in topo.get("gpus") or []],
+        # None: not read (no nvidia-smi, or it failed): the GPU parts are not compared then.
+        "gpus": [_gpu_state(g) for g in topo.get("gpus") or []] if topology is not None else None,
         "links": [{"a": lk["a"], "b": lk["b"], "class": lk["class"]} for lk in topo.get("links") or []],
         "ports": _ports(nic_facts),
     }
@@ -177,7 +181,7 @@ def baseline_doc(host, bench, state, *, taken="bench", now=None, gpu_health=None
         "taken": taken,
         "time": float(now if now is not None else time.time()),
         "bench": bench,
-        "node": state,
+        "node": dict(state, gpus=state.get("gpus") or []),  # no nvidia-smi then: no GPU
         "gpu_health": gpu_health,
     }
 
@@ -338,17 +342,18 @@ def _nic_problems(base_ports, now_ports, at):
 
 def compare(baseline, now) -> list:
     """Every part worse now than in the baseline (baseline_doc's dict; now: node_state's), in the
-    order RANKS names them."""
+    order RANKS names them; the GPU parts only where the GPUs were read (now["gpus"] not None)."""
     at = since(baseline)
     base = baseline["node"]
-    pairs = _match(base["gpus"], now.get("gpus") or [])
-    out = (
-        _gpu_problems(base["gpus"], now.get("gpus") or [], at)
-        + _nvlink_problems(pairs, at)
-        + _link_problems(base["links"], now.get("links") or [], at)
-        + _pcie_problems(pairs, at)
-        + _nic_problems(base["ports"], now.get("ports") or [], at)
-    )
+    out = _nic_problems(base["ports"], now.get("ports") or [], at)
+    if now.get("gpus") is not None:  # else nvidia-smi's own problem names the GPUs' part
+        pairs = _match(base["gpus"], now["gpus"])
+        out += (
+            _gpu_problems(base["gpus"], now["gpus"], at)
+            + _nvlink_problems(pairs, at)
+            + _link_problems(base["links"], now.get("links") or [], at)
+            + _pcie_problems(pairs, at)
+        )
     return sorted(out, key=lambda p: RANKS.index(p["kind"]))
 
 
@@ -414,20 +419,25 @@ def verdict(problems, *, errors=(), baseline=None, require_baseline=False) -> st
 def line(result) -> str:
     """The one line the check prints (result: result()'s dict)."""
     host, v = result.get("host") or "?", result["verdict"]
+    return f"wireup-check: {v} {host}: {reason(result)}"
+
+
+def reason(result) -> str:
+    """The line without its 'wireup-check: VERDICT HOST: ' head (Slurm's drain reason takes it).
+    Notes (a part skipped, metrics not written) follow a healthy line only: a failing one names the
+    worst part first, then how many more."""
+    host = result.get("host") or "?"
     notes = "".join(f"; {n}" for n in result.get("notes") or [])
-    if v == "ERROR":
-        return f"wireup-check: ERROR {host}: {result['errors'][0]} (cannot check: failing closed){notes}"
+    if result["verdict"] == "ERROR":
+        return f"{result['errors'][0]} (cannot check: failing closed)"
     if result["problems"]:
         first, rest = result["problems"][0], result["problems"][1:]
         more = f" (+{len(rest)} more: {', '.join(p['part'] for p in rest[:4])})" if rest else ""
-        return f"wireup-check: FAIL {host}: {first['message']}{more}{notes}"
+        return f"{first['message']}{more}"
     if result.get("baseline") is None:
         why = f"{host} has not passed bench.yml since wireup-check was installed: nothing to compare with"
-        return f"wireup-check: {v} {host}: no baseline ({why}){notes}"
-    return (
-        f"wireup-check: PASS {host}: {_summary(result.get('now') or {}, result['baseline'])} as "
-        f"{since(result['baseline'])}{notes}"
-    )
+        return f"no baseline ({why}){notes}"
+    return f"{_summary(result.get('now') or {}, result['baseline'])} as {since(result['baseline'])}{notes}"
 
 
 def result(host, baseline, now, *, found=None, require_baseline=False, **extra) -> dict:

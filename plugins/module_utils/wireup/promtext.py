@@ -147,7 +147,7 @@ def _bench_collectives(host, record):
             measured.append(
                 ({**labels, "size_bytes": judged["size"]}, _bytes_per_second(judged.get("measured_busbw")))
             )
-        expected.append((labels, _bytes_per_second(entry.get("expected"))))
+        expected.append((labels, _bytes_per_second((entry.get("expected") or {}).get("expected_busbw"))))
         if judged.get("verdict"):
             verdicts += verdict_samples(labels, judged["verdict"], BENCH_VERDICTS[:4])
     return [
@@ -341,13 +341,8 @@ def controller_text(results_dir, host):
 
 
 # ------------------------------------------------------------------------------ the quick check
-def check_families(result):
-    """The families wireup-check writes on the node (wireup_check.prom) from its result
-    (nodecheck.result's dict)."""
-    host = result.get("host") or ""
-    labels = {"host": host}
-    now = result.get("now") or {}
-    parts = [({**labels, "part": p["part"]}, 1) for p in result.get("problems") or []]
+def _check_hardware(labels, now):
+    """The GPUs' and NICs' state as the check read it."""
     nvlink, width, gen, nic_up, nic_rate = [], [], [], [], []
     for gpu in now.get("gpus") or []:
         g = {**labels, "gpu": gpu.get("index"), "bus_id": gpu.get("bus_id") or ""}
@@ -358,7 +353,56 @@ def check_families(result):
         p = {**labels, "port": port["name"]}
         nic_up.append((p, 1 if port.get("up") else 0))
         nic_rate.append((p, port["gbps"] * GB / 8 if isinstance(port.get("gbps"), int | float) else None))
+    return [
+        family("wireup_check_nvlink_active_links", "Active NVLinks per GPU", nvlink),
+        family("wireup_check_pcie_link_width", "Current PCIe link width per GPU (lanes)", width),
+        family("wireup_check_pcie_link_max_generation", "Maximum PCIe generation of the GPU's link", gen),
+        family("wireup_check_nic_up", "NIC port or interface up (1) or not (0)", nic_up),
+        family("wireup_check_nic_rate_bytes_per_second", "NIC port or interface rate", nic_rate),
+    ]
+
+
+def _check_findings(labels, result):
+    """Problems per part, the one-size benchmark, GPU health findings."""
+    counted = {}
+    for p in result.get("problems") or []:
+        counted[p["part"]] = counted.get(p["part"], 0) + 1
     bench = result.get("bench") or {}
+    busbw = []
+    if bench.get("busbw") is not None:
+        key = {**labels, "collective": bench.get("collective", ""), "size_bytes": bench.get("size", "")}
+        busbw.append((key, _bytes_per_second(bench["busbw"])))
+    health = [
+        (
+            {
+                **labels,
+                "gpu": f.get("gpu", ""),
+                "code": f.get("code", ""),
+                "remediation": f.get("remediation", ""),
+            },
+            1,
+        )
+        for f in result.get("gpu_findings") or []
+    ]
+    return [
+        family(
+            "wireup_check_problem",
+            "Problems the quick check found per part (worse than its baseline)",
+            [({**labels, "part": part}, n) for part, n in counted.items()],
+        ),
+        family("wireup_check_busbw_bytes_per_second", "The quick check's nccl-tests bus bandwidth", busbw),
+        family(
+            "wireup_check_gpu_finding",
+            "A GPU health finding of the quick check (wireup.gpuhealth), with its remediation class",
+            _dedupe(health),
+        ),
+    ]
+
+
+def check_families(result):
+    """The families wireup-check writes on the node (wireup_check.prom) from its result
+    (nodecheck.result's dict)."""
+    labels = {"host": result.get("host") or ""}
     return [
         family(
             "wireup_check_verdict",
@@ -380,46 +424,8 @@ def check_families(result):
             "When the baseline the check compares with was taken (the node's last passing bench)",
             [(labels, result.get("baseline_time"))],
         ),
-        family("wireup_check_problem", "A part the quick check found worse than its baseline", parts),
-        family("wireup_check_nvlink_active_links", "Active NVLinks per GPU", nvlink),
-        family("wireup_check_pcie_link_width", "Current PCIe link width per GPU (lanes)", width),
-        family("wireup_check_pcie_link_max_generation", "Maximum PCIe generation of the GPU's link", gen),
-        family("wireup_check_nic_up", "NIC port or interface up (1) or not (0)", nic_up),
-        family("wireup_check_nic_rate_bytes_per_second", "NIC port or interface rate", nic_rate),
-        family(
-            "wireup_check_busbw_bytes_per_second",
-            "The quick check's nccl-tests bus bandwidth at its one size",
-            [
-                (
-                    {
-                        **labels,
-                        "collective": bench.get("collective", ""),
-                        "size_bytes": bench.get("size", ""),
-                    },
-                    _bytes_per_second(bench.get("busbw")),
-                )
-            ]
-            if bench.get("busbw") is not None
-            else [],
-        ),
-        family(
-            "wireup_check_gpu_finding",
-            "A GPU health finding of the quick check (wireup.gpuhealth), with its remediation class",
-            _dedupe(
-                [
-                    (
-                        {
-                            **labels,
-                            "gpu": f.get("gpu", ""),
-                            "code": f.get("code", ""),
-                            "remediation": f.get("remediation", ""),
-                        },
-                        1,
-                    )
-                    for f in result.get("gpu_findings") or []
-                ]
-            ),
-        ),
+        *_check_findings(labels, result),
+        *_check_hardware(labels, result.get("now") or {}),
     ]
 
 

@@ -61,11 +61,8 @@ def _paths(values):
     return validate_abs_paths({k: values[k] for k in PATHS if k in values})
 
 
-def errors(values: dict) -> list[str]:
-    """Every error in the continuous checks' settings present in ``values`` (templates, the roles'
-    own defaults, are passed over), each naming the variable and the fix."""
-    values = {k: v for k, v in values.items() if not (isinstance(v, str) and "{{" in v)}
-    out = _paths(values)
+def _bench_errors(values):
+    out = []
     if "node_check_bench_bytes" in values:
         try:
             size_bytes(values["node_check_bench_bytes"])
@@ -78,15 +75,26 @@ def errors(values: dict) -> list[str]:
         value = values["node_check_bench_tolerance"]
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
             out.append(f"node_check_bench_tolerance={value!r} must be a fraction from 0 to below 1, e.g. 0.2")
-    for name, low in (("node_check_bench_iterations", 1), ("node_check_timeout", 1)):
-        if name in values:
-            _whole(values, name, low, out)
+    return out
+
+
+def _slurm_errors(values):
+    out = []
     if "wireup_slurm_health_check" in values:
         value = values["wireup_slurm_health_check"]
         if not isinstance(value, bool) and str(value).strip().lower() not in BOOL_WORDS:
             out.append(f"wireup_slurm_health_check={value!r} must be true or false")
-    if "slurm_health_check_interval" in values:
-        _whole(values, "slurm_health_check_interval", 1, out)
     if "slurm_health_check_node_state" in values:
         out += node_state_errors(values["slurm_health_check_node_state"])
     return out
+
+
+def errors(values: dict) -> list[str]:
+    """Every error in the continuous checks' settings present in ``values`` (templates, the roles'
+    own defaults, are passed over), each naming the variable and the fix."""
+    values = {k: v for k, v in values.items() if not (isinstance(v, str) and "{{" in v)}
+    out = _paths(values) + _bench_errors(values)
+    for name in ("node_check_bench_iterations", "node_check_timeout", "slurm_health_check_interval"):
+        if name in values:
+            _whole(values, name, 1, out)
+    return out + _slurm_errors(values)

@@ -1,0 +1,244 @@
+"""wireup.promtext (issue 26): the exposition text wireup writes for node_exporter's textfile
+collector, validated by Prometheus' own promtool (Debian's prometheus package; `make deps`
+installs it, and under WIREUP_NO_SKIP a missing promtool fails these tests), and the README's
+alert rule checked by `promtool check rules`."""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from wireup import nodecheck, promtext, results
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+H200 = REPO / "tests/fixtures/h200x2"
+RECORDS = [H200 / "bench_record_2026-11-29_healthy.json", REPO / "docs/example-h200x2/healthy/localhost.json"]
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(
+    not PROMTOOL, reason="promtool missing: make deps installs Debian's prometheus"
+)
+
+
+def promtool(*args, text=""):
+    return subprocess.run([PROMTOOL, *args], input=text, capture_output=True, text=True, check=False)
+
+
+def samples(text, name):
+    """{label string: value} of one metric in an exposition text."""
+    return {
+        m.group(1) or "": float(m.group(2)) for m in re.finditer(rf"^{name}(\{{.*\}})? (\S+)$", text, re.M)
+    }
+
+
+FABRIC = {
+    "run_id": "20261202T120000Z",
+    "kind": "fabric",
+    "verdicts": {"n1": "PASS", "n2": "PASS", "n3": "FAIL", "n4": "PASS"},
+    "pairs": [
+        {"round": 1, "pair": ["n1", "n2"], "kind": "pair", "busbw": 0.93},
+        {"round": 1, "pair": ["n3", "n4"], "kind": "pair", "busbw": 0.235},
+        {"round": 2, "pair": ["n1", "n3"], "kind": "pair", "busbw": 0.236},
+        {"round": 3, "pair": ["n1", "n2", "n4"], "kind": "group", "busbw": None},
+    ],
+}
+
+
+def test_label_values_and_help_are_escaped_per_the_exposition_format():
+    assert promtext.escape_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
+    assert promtext.escape_help('say "x"\\\n') == 'say "x"\\\\\\n'
+    fam = promtext.family("wireup_x", "help", [({"host": 'n"1\n'}, 1)])
+    assert (
+        promtext.render([fam]) == '# HELP wireup_x help\n# TYPE wireup_x gauge\nwireup_x{host="n\\"1\\n"} 1\n'
+    )
+
+
+def test_values_names_and_duplicates():
+    assert [promtext.format_value(v) for v in (1, 2.5, True, math.nan, math.inf, -math.inf)] == [
+        "1",
+        "2.5",
+        "1",
+        "NaN",
+        "+Inf",
+        "-Inf",
+    ]
+    for bad in ("1x", "wireup-x", ""):
+        with pytest.raises(ValueError, match="not a Prometheus metric name"):
+            promtext.family(bad, "h", [])
+    with pytest.raises(ValueError, match="label name"):
+        promtext.family("wireup_x", "h", [({"__name__": "x"}, 1)])
+    with pytest.raises(ValueError, match="given twice"):
+        promtext.family("wireup_x", "h", [({"a": "1"}, 1), ({"a": "1"}, 2)])
+    with pytest.raises(ValueError, match="not a number"):
+        promtext.family("wireup_x", "h", [({}, "1")])
+    fam = promtext.family("wireup_x", "h", [({}, None)])  # not reported: no sample
+    assert fam["samples"] == [] and promtext.render([fam]) == ""
+    with pytest.raises(ValueError, match="given twice"):
+        promtext.render([promtext.family("wireup_x", "h", [({}, 1)])] * 2)
+
+
+def test_verdict_is_one_series_per_state_and_the_run_time_comes_from_the_run_id():
+    got = promtext.verdict_samples({"host": "n"}, "FAIL", promtext.BENCH_VERDICTS)
+    assert [(s[0]["verdict"], s[1]) for s in got if s[1]] == [("FAIL", 1)]
+    assert len(got) == len(promtext.BENCH_VERDICTS)
+    odd = promtext.verdict_samples({}, "LATER", ("PASS",))
+    assert odd == [({"verdict": "PASS"}, 0), ({"verdict": "LATER"}, 1)]
+    assert promtext.run_time("20261202T120000Z-2") == 1796212800.0
+    assert promtext.run_time("not-a-run") is None
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.parent.name)
+def test_bench_records_figures_in_base_units(path):
+    record = json.loads(path.read_text())
+    text = promtext.render(promtext.bench_families("gpu-a01", record))
+    verdict = samples(text, "wireup_bench_verdict")
+    assert verdict['{host="gpu-a01",verdict="PASS"}'] == 1 and sum(verdict.values()) == 1
+    measured = record["collectives"]["all_reduce"]["verdict"]
+    busbw = samples(text, "wireup_bench_busbw_bytes_per_second")
+    key = f'{{host="gpu-a01",collective="all_reduce",size_bytes="{measured["size"]}"}}'
+    assert busbw[key] == pytest.approx(measured["measured_busbw"] * 1e9)
+    expected = samples(text, "wireup_bench_expected_busbw_bytes_per_second")
+    assert expected['{host="gpu-a01",collective="all_reduce"}'] == pytest.approx(
+        measured["expected_busbw"] * 1e9
+    )
+    assert samples(text, "wireup_bench_timestamp_seconds")['{host="gpu-a01"}'] == promtext.run_time(
+        record["run_id"]
+    )
+    info = samples(text, "wireup_bench_info")
+    assert list(info.values()) == [1.0] and f'run_id="{record["run_id"]}"' in next(iter(info))
+
+
+def test_a_damaged_latest_record_is_its_own_verdict():
+    text = promtext.node_text("n1", {"verdict": "DAMAGED", "run_id": "r", "record": {"run_id": "r"}})
+    assert samples(text, "wireup_bench_verdict")['{host="n1",verdict="DAMAGED"}'] == 1
+
+
+def test_fabric_pairs_and_verdict_of_one_node():
+    text = promtext.render(promtext.fabric_families("n3", FABRIC))
+    assert samples(text, "wireup_fabric_verdict")['{host="n3",verdict="FAIL"}'] == 1
+    busbw = samples(text, "wireup_fabric_busbw_bytes_per_second")
+    assert busbw == {
+        '{host="n3",peers="n4",round="1",kind="pair"}': pytest.approx(0.235e9),
+        '{host="n3",peers="n1",round="2",kind="pair"}': pytest.approx(0.236e9),
+    }
+    assert promtext.fabric_families("n9", FABRIC) == []  # not in that run
+    damaged = promtext.render(promtext.fabric_families("n1", {"damaged": "cut off", "run_id": "x"}))
+    assert samples(damaged, "wireup_fabric_verdict")['{host="n1",verdict="DAMAGED"}'] == 1
+
+
+def _check_result():
+    gpus = [
+        {
+            "index": 0,
+            "bus_id": "00000000:00:06.0",
+            "nvlink": {"active": 18},
+            "pcie": {"width_current": 16, "gen_max": 5},
+        },
+        {
+            "index": 1,
+            "bus_id": "00000000:00:07.0",
+            "nvlink": {"active": 15},
+            "pcie": {"width_current": 16, "gen_max": 5},
+        },
+    ]
+    ports = [{"name": "mlx5_0:1", "up": True, "gbps": 400.0}, {"name": 'eth"0', "up": False, "gbps": None}]
+    problem = {"kind": "nvlink", "part": "GPU1 00000000:00:07.0", "message": "GPU1 NVLink 3 of 18 links down"}
+    return nodecheck.result(
+        "gpu-a01",
+        None,
+        {"gpus": gpus, "ports": ports, "links": []},
+        found={"problems": [problem]},
+        time=1796212800.5,
+        seconds=0.42,
+        bench={"collective": "all_reduce", "size": 1 << 30, "busbw": 180.5},
+        gpu_findings=[{"gpu": 1, "code": "remap_pending", "remediation": "reset"}],
+    )
+
+
+def test_the_quick_checks_families():
+    text = promtext.check_text(_check_result())
+    assert samples(text, "wireup_check_verdict")['{host="gpu-a01",verdict="FAIL"}'] == 1
+    assert samples(text, "wireup_check_problem") == {'{host="gpu-a01",part="GPU1 00000000:00:07.0"}': 1}
+    assert (
+        samples(text, "wireup_check_nvlink_active_links")[
+            '{host="gpu-a01",gpu="1",bus_id="00000000:00:07.0"}'
+        ]
+        == 15
+    )
+    assert samples(text, "wireup_check_nic_rate_bytes_per_second") == {
+        '{host="gpu-a01",port="mlx5_0:1"}': 400e9 / 8
+    }
+    assert samples(text, "wireup_check_busbw_bytes_per_second") == {
+        '{host="gpu-a01",collective="all_reduce",size_bytes="1073741824"}': pytest.approx(180.5e9)
+    }
+    assert samples(text, "wireup_check_gpu_finding") == {
+        '{host="gpu-a01",gpu="1",code="remap_pending",remediation="reset"}': 1
+    }
+    assert samples(text, "wireup_check_duration_seconds") == {'{host="gpu-a01"}': 0.42}
+
+
+@needs_promtool
+@pytest.mark.parametrize("which", ["bench", "bench2", "fabric", "check", "hostile"])
+def test_promtool_check_metrics_accepts_every_text(which):
+    texts = {
+        "bench": lambda: promtext.render(
+            promtext.bench_families("gpu-a01", json.loads(RECORDS[0].read_text()))
+        ),
+        "bench2": lambda: promtext.render(
+            promtext.bench_families("localhost", json.loads(RECORDS[1].read_text()))
+        ),
+        "fabric": lambda: promtext.render(promtext.fabric_families("n1", FABRIC)),
+        "check": lambda: promtext.check_text(_check_result()),
+        "hostile": lambda: promtext.node_text(
+            'a"b\\c\nd', {"verdict": "FAIL", "run_id": "x", "record": {"run_id": "x", "verdict": "FAIL"}}
+        ),
+    }
+    text = texts[which]()
+    assert text
+    done = promtool("check", "metrics", text=text)
+    assert done.returncode == 0 and not done.stdout.strip() and not done.stderr.strip(), (
+        done.stdout + done.stderr
+    )
+
+
+@needs_promtool
+def test_promtool_finds_a_broken_text():
+    done = promtool("check", "metrics", text='# TYPE wireup_x gauge\nwireup_x{a="1} 1\n')
+    assert done.returncode != 0
+
+
+def test_controller_text_reads_the_newest_records_from_the_store(tmp_path):
+    record = json.loads(RECORDS[0].read_text())
+    results.write_host(tmp_path, "20261201T000000Z", "gpu-a01", dict(record, run_id="20261201T000000Z"))
+    newer = dict(record, run_id="20261202T000000Z", verdict="FAIL")
+    results.write_host(tmp_path, "20261202T000000Z", "gpu-a01", newer)
+    fabric = tmp_path / "fabric/20261202T120000Z"
+    fabric.mkdir(parents=True)
+    (fabric / "fabric.json").write_text(json.dumps(dict(FABRIC, nodes={}, verdicts={"gpu-a01": "PASS"})))
+    text = promtext.controller_text(tmp_path, "gpu-a01")
+    assert samples(text, "wireup_bench_verdict")['{host="gpu-a01",verdict="FAIL"}'] == 1
+    assert samples(text, "wireup_fabric_verdict")['{host="gpu-a01",verdict="PASS"}'] == 1
+    assert promtext.controller_text(tmp_path, "other") == ""
+    (tmp_path / "bench/20261203T000000Z").mkdir()
+    (tmp_path / "bench/20261203T000000Z/gpu-a01.json").write_text("{cut")
+    text = promtext.controller_text(tmp_path, "gpu-a01")
+    assert samples(text, "wireup_bench_verdict")['{host="gpu-a01",verdict="DAMAGED"}'] == 1
+
+
+def _readme_block(title):
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index(title) :]
+    return re.search(r"```(?:yaml|promql)\n(.*?)```", section, re.S).group(1)
+
+
+@needs_promtool
+def test_the_readmes_alert_rule_passes_promtool_check_rules(tmp_path):
+    rules = tmp_path / "wireup-alerts.yml"
+    rules.write_text(_readme_block("An alert rule"))
+    done = promtool("check", "rules", str(rules))
+    assert done.returncode == 0 and "SUCCESS: 1 rules found" in done.stdout, done.stdout + done.stderr
