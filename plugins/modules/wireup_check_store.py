@@ -24,12 +24,12 @@ options:
     required: true
   gathered:
     description:
-      - C({results: {HOST: result}, lost: [HOST]}) as the filter wireup_check_gather builds it from the
-        hosts' node_check_result facts.
+      - "C({results: {HOST: result}, lost: [HOST]}) as the filter wireup_check_gather builds it from the
+        hosts' node_check_result facts."
     type: dict
     required: true
   lost_reasons:
-    description: Ansible's answer for each lost host it cannot reach now (C({HOST: REASON})).
+    description: "Ansible's answer for each lost host it cannot reach now: C({HOST: REASON})."
     type: dict
     default: {}
 author: wireup

@@ -134,6 +134,8 @@ def _bench_twice(testbed, nodes, results_dir):
     assert steps[0] == steps[1] == steps[2]
     check_stepcost(steps[0], 3)
 
+    check_baselines_and_textfiles(testbed, nodes, run.name, out)
+
     # Reported: Markdown with the torch table, HTML with every plot inline, a valid PNG.
     md = (run / "report.md").read_text()
     assert "## torch.distributed all_reduce" in md
@@ -176,6 +178,91 @@ def _bench_twice(testbed, nodes, results_dir):
             r"16M, [+-]\d+%\)'",
             again_out,
         ), again_out[-3000:]
+
+
+BASELINE = "/var/lib/wireup/check/baseline.json"  # node_check_baseline
+TEXTFILES = "/var/lib/prometheus/node-exporter"  # node_check_textfile_dir (node_exporter is in the image)
+CHECK = "/usr/local/sbin/wireup-check"
+
+
+def check_baselines_and_textfiles(testbed, nodes, run_id, out):
+    """Issue 26: after the run, every PASSing node keeps it as its quick-check baseline (0640, root,
+    the run's id) and has its figures for node_exporter (wireup_bench.prom, 0644)."""
+    for node in nodes:
+        assert f"wireup-check: baseline of {node} written from bench run {run_id}" in out, node
+        shown = testbed.ssh(node, f"stat -c '%a %U' {BASELINE} {TEXTFILES}/wireup_bench.prom").stdout.split(
+            "\n"
+        )
+        assert shown[:2] == ["640 root", "644 root"], shown
+        doc = json.loads(testbed.ssh(node, f"cat {BASELINE}").stdout)
+        assert doc["bench"]["run_id"] == run_id and doc["taken"] == "bench" and doc["node"]["gpus"] == []
+        assert [(p["name"], p["watched"]) for p in doc["node"]["ports"]] == [("host0", True)]
+        prom = testbed.ssh(node, f"cat {TEXTFILES}/wireup_bench.prom").stdout
+        assert f'wireup_bench_verdict{{host="{node}",verdict="PASS"}} 1' in prom
+        assert (
+            f'wireup_bench_torch_busbw_bytes_per_second{{host="{node}",run="multi_node",backend="gloo"'
+            in prom
+        )
+
+
+def test_quick_check_against_the_bench_baseline(torch_nodes, tmp_path):
+    """`bench.yml --tags quick`: every node against the baseline its passing bench left (or, when
+    this test runs alone, one taken by hand), reported like a bench run; then two stand-in faults:
+    node2's baseline claims an InfiniBand rail the node no longer has (a rail lost since the bench),
+    node3's baseline is cut off (the check fails closed)."""
+    testbed = torch_nodes
+    nodes = sorted(testbed.nodes)
+    for node in nodes:
+        testbed.ssh(node, f"test -s {BASELINE} || {CHECK} --write-baseline --manual", check=False)
+        testbed.ssh(node, f"test -s {BASELINE} && cp -p {BASELINE} {BASELINE}.it")
+    extra = {"wireup_results_dir": str(tmp_path / "results")}
+    try:
+        start = time.monotonic()
+        healthy = run_playbook("bench.yml", testbed.inventory, extra, tags=["quick"])
+        print(f"[quick] bench.yml --tags quick rc={healthy.rc} in {time.monotonic() - start:.0f} s")
+        assert healthy.rc == 0, f"{healthy.failure_messages()}\n{healthy.stdout[-3000:]}"
+        out = " ".join(healthy.stdout.split())
+        for node in nodes:
+            assert re.search(
+                rf"'{node}: PASS - 0 GPU\(s\), 1 NIC port\(s\) as at the "
+                r"(last passing bench|baseline taken by hand) \S+"
+                r"(; GPU health not checked \(.*?\))? \([0-9.]+ s\)'",
+                out,
+            ), out[-2000:]
+        [run] = (tmp_path / "results/quick").iterdir()
+        records = _records(run)
+        assert {n: r["verdict"] for n, r in records.items()} == dict.fromkeys(nodes, "PASS")
+        assert all(r["seconds"] < 5 for r in records.values()), records  # the budget without benchmark
+        assert "every node healthy." in (run / "report.md").read_text()
+
+        rail = {"name": "mlx5_0:1", "kind": "ib", "up": True, "gbps": 400.0, "watched": True}
+        testbed.ssh(
+            "node2",
+            f"python3 -c \"import json; p='{BASELINE}'; d=json.load(open(p)); "
+            f"d['node']['ports'].append({rail!r}); json.dump(d, open(p, 'w'))\"",
+        )
+        testbed.ssh("node3", f"head -c 40 {BASELINE}.it > {BASELINE}")
+        start = time.monotonic()
+        broken = run_playbook("bench.yml", testbed.inventory, extra, tags=["quick"])
+        print(f"[quick] bench.yml --tags quick (2 faults) rc={broken.rc} in {time.monotonic() - start:.0f} s")
+        assert broken.rc != 0
+        out = " ".join(broken.stdout.split())
+        assert "'node1: PASS - " in out
+        assert re.search(
+            r"'node2: FAIL - NIC mlx5_0:1 missing \(was up at 400 Gb/s at the \S+ \S+ \S+\) \(", out
+        )
+        assert f"'node3: ERROR - the baseline {BASELINE} is not JSON" in out
+        assert "quick check not passed on node2, node3" in out
+        prom = testbed.ssh("node2", f"cat {TEXTFILES}/wireup_check.prom").stdout
+        assert 'wireup_check_verdict{host="node2",verdict="FAIL"} 1' in prom
+        assert 'wireup_check_problem{host="node2",part="NIC mlx5_0:1"} 1' in prom
+        direct = testbed.ssh("node2", CHECK, check=False)
+        assert direct.returncode == 1 and direct.stdout.startswith(
+            "wireup-check: FAIL node2: NIC mlx5_0:1 missing"
+        )
+    finally:
+        for node in nodes:
+            testbed.ssh(node, f"test -f {BASELINE}.it && mv {BASELINE}.it {BASELINE}", check=False)
 
 
 def check_stepcost(figures, world):
