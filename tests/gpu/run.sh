@@ -19,6 +19,9 @@
 #   netns     the fabric bench across 4 simulated hosts in network namespaces (veth NICs on a
 #             bridge, sshd in each), healthy and then one host's link shaped with tc tbf; launch.yml
 #             refused, then on_failed=skip on the others (tests/gpu/fabric_netns.py; needs .sshbin)
+#   quick     the quick node check (issue 26) without Ansible: build wireup-check, a baseline by hand,
+#             the check's seconds, exit codes and lines, two faults, promtool on its textfiles
+#             (tests/gpu/quick.sh; carry .promtool)
 #   results   pack results/ into $OUT/results.tgz
 set -o nounset -o pipefail
 # shellcheck source=tests/gpu/env.sh
@@ -106,6 +109,7 @@ PY
       timeout -s INT 540 python3 -m tests.gpu.fabric_netns --hosts 4 >"$OUT/fabric-netns.txt" 2>&1
       echo "== netns: rc=$? in $((SECONDS - start)) s"
       tail -n 60 "$OUT/fabric-netns.txt" ;;
+    quick) bash tests/gpu/quick.sh ;;
     results) tar -czf "$OUT/results.tgz" results && echo "== results packed" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac

@@ -249,7 +249,9 @@ def test_quick_check_against_the_bench_baseline(torch_nodes, tmp_path):
         out = " ".join(broken.stdout.split())
         assert "'node1: PASS - " in out
         assert re.search(
-            r"'node2: FAIL - NIC mlx5_0:1 missing \(was up at 400 Gb/s at the \S+ \S+ \S+\) \(", out
+            r"'node2: FAIL - NIC mlx5_0:1 missing \(was up at 400 Gb/s at the "
+            r"(last passing bench|baseline taken by hand) \S+\) \([0-9.]+ s\)'",
+            out,
         )
         assert f"'node3: ERROR - the baseline {BASELINE} is not JSON" in out
         assert "quick check not passed on node2, node3" in out

@@ -271,3 +271,93 @@ def test_failed_node_is_drained_with_its_finding_and_the_job_runs_on_the_others(
         slurm_cluster.ssh("node1", "scontrol update NodeName=node2 State=RESUME", check=False, timeout=30)
     shown = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=30).stdout
     assert "DRAIN" not in re.search(r"State=(\S+)", shown).group(1), shown
+
+
+HEALTH = "/usr/local/sbin/wireup-slurm-health"
+BASELINE = "/var/lib/wireup/check/baseline.json"
+CHECK = "/usr/local/sbin/wireup-check"
+BLOCK_BEGIN = "# BEGIN wireup slurm_health_check (managed by Ansible: roles/slurm_health_check)"
+
+
+def _node_state(tb, node):
+    shown = tb.ssh("node1", f"scontrol show node {node}", timeout=30).stdout
+    return re.search(r"State=(\S+)", shown).group(1), shown
+
+
+def test_health_check_drains_a_failing_node(slurm_cluster, tmp_path):
+    """slurmd's own health check (issue 26): site.yml -e wireup_slurm_health_check=true puts wireup's
+    block into slurm.conf (every 5 s here) and the wrapper; with a stand-in fault on node2 (its
+    baseline claims an InfiniBand rail the node does not have) slurmd's next check drains node2 with
+    the check's line as its reason, node1 and node3 stay idle, and a 2-node job runs on them.
+    Afterwards node2's baseline is restored, it is resumed, and the block removed."""
+    tb = slurm_cluster
+    extra = {
+        "wireup_slurm_health_check": True,
+        "slurm_health_check_interval": 5,
+        "wireup_results_dir": str(tmp_path / "results"),
+    }
+    try:
+        t0 = time.monotonic()
+        result = run_playbook("site.yml", tb.inventory, extra, tags=["node_check", "slurm_health_check"])
+        print(
+            f"[slurm health] site.yml --tags node_check,slurm_health_check rc={result.rc} "
+            f"in {time.monotonic() - t0:.0f} s"
+        )
+        assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-3000:]}"
+        for node in NODES:
+            conf = tb.ssh(node, "cat /etc/slurm/slurm.conf").stdout
+            assert (
+                f"{BLOCK_BEGIN}\nHealthCheckProgram={HEALTH}\nHealthCheckInterval=5\nHealthCheckNodeState=ANY\n"
+                in conf
+            )
+            tb.ssh(
+                node,
+                f"test -s {BASELINE} && cp -p {BASELINE} {BASELINE}.it; {CHECK} --write-baseline --manual",
+            )
+        rail = {"name": "mlx5_0:1", "kind": "ib", "up": True, "gbps": 400.0, "watched": True}
+        tb.ssh(
+            "node2",
+            f"python3 -c \"import json; p='{BASELINE}'; d=json.load(open(p)); "
+            f"d['node']['ports'].append({rail!r}); json.dump(d, open(p, 'w'))\"",
+        )
+        t0 = time.monotonic()
+        while "DRAIN" not in _node_state(tb, "node2")[0]:
+            assert time.monotonic() - t0 < 60, _node_state(tb, "node2")[1]
+            time.sleep(1)
+        print(
+            f"[slurm health] node2 drained by slurmd's health check {time.monotonic() - t0:.1f} s "
+            "after the fault"
+        )
+        shown = _node_state(tb, "node2")[1]
+        reason = re.search(r"Reason=(.*) \[root@", shown).group(1)
+        assert reason.startswith(
+            "wireup: NIC mlx5_0:1 missing (was up at 400 Gb/s at the baseline taken by hand"
+        )
+        assert len(reason) <= 120
+        for node in ("node1", "node3"):
+            assert _node_state(tb, node)[0] == "IDLE"
+        job = tb.ssh("node1", "timeout 60 srun -N 2 -n 2 hostname | sort", timeout=90).stdout.split()
+        assert job == ["node1", "node3"]
+        # The wrapper as slurmd runs it: the check's line, exit 1, and node2 is left as it is now.
+        direct = tb.ssh("node2", HEALTH, check=False)
+        assert direct.returncode == 1 and direct.stdout.startswith(
+            "wireup-check: FAIL node2: NIC mlx5_0:1 missing"
+        )
+        assert "drained already for a wireup reason" in direct.stderr
+    finally:
+        for node in NODES:
+            tb.ssh(
+                node, f"rm -f {BASELINE}; test -f {BASELINE}.it && mv {BASELINE}.it {BASELINE}", check=False
+            )
+            tb.ssh(
+                node,
+                f"sed -i '/^{BLOCK_BEGIN}$/,/^# END wireup slurm_health_check/d' /etc/slurm/slurm.conf",
+                check=False,
+            )
+        tb.ssh(
+            "node1",
+            "scontrol reconfigure; scontrol update NodeName=node2 State=RESUME",
+            check=False,
+            timeout=30,
+        )
+    assert "DRAIN" not in _node_state(tb, "node2")[0]
