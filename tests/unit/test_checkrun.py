@@ -301,3 +301,21 @@ def test_checkstore_keeps_one_record_per_host_and_trusts_nothing_a_node_printed(
     assert "not healthy: n2, n3." in md and "\\[y\\]" in md and "<script>" not in md
     again, again_dir, _ = checkstore.store(tmp_path, run_id, {"results": {}, "lost": []})
     assert again == f"{run_id}-2" and again_dir != run_dir  # a taken id gets -2, nothing overwritten
+
+
+@pytest.mark.parametrize(
+    ("stdin", "said"),
+    [
+        ("not json", "is not JSON"),
+        ('{"gpu_count": 2}', "(no run_id)"),
+        ('{"run_id": "r", "gpu_count": "2", "links": []}', "(gpu_count is not a number)"),
+        (
+            '{"run_id": "r", "gpu_count": 2, "links": [["GPU0", "GPU1"]]}',
+            "(links is not a list of [GPU, GPU, class])",
+        ),
+        ('{"run_id": "r", "gpu_count": 2, "links": [], "figure": []}', "(figure is not an object)"),
+    ],
+)
+def test_a_bench_part_that_is_not_one_writes_no_baseline(node, stdin, said):
+    done = run(node, "--write-baseline", stdin=stdin)
+    assert done.returncode == 2 and said in done.stdout and not (node / "state/baseline.json").exists()

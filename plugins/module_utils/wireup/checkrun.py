@@ -378,13 +378,14 @@ def write_baseline(config, bench_text, *, manual=False, run=run_all):
     (manual). Refused when the node cannot be read or is not what the bench record judged.
     Returns (exit code, line, changed)."""
     host = config["host"]
+    part = {"run_id": "manual", "gpu_count": 0, "links": [], "figure": {}, "nccl_tests": {}}
     try:
-        part = {"run_id": "manual", "gpu_count": None, "links": [], "figure": {}, "nccl_tests": {}}
         part = part if manual else json.loads(bench_text)
-        if not isinstance(part, dict) or not part.get("run_id"):
-            raise ValueError("no run_id")
     except ValueError as err:
-        return 2, f"wireup-check: ERROR {host}: the bench part on stdin is not usable ({err})", False
+        return 2, f"wireup-check: ERROR {host}: the bench part on stdin is not JSON ({err})", False
+    problem = nodecheck.bench_part_problem(part)
+    if problem:
+        return 2, f"wireup-check: ERROR {host}: the bench part on stdin is not usable ({problem})", False
     state, texts, problems, errors, _notes = read_state(config, None, run)
     if errors or problems:
         said = (errors or [p["message"] for p in problems])[0]
@@ -466,16 +467,12 @@ def main(argv=None) -> int:
         )
         print(json.dumps({"rc": code, "line": line, "changed": changed}) if args.json else line)
         return code
-    result = check(config, run_bench_now=args.bench or config["bench"]["run"])
-    if error:
+    if error:  # settings that cannot be used: nothing is read, the check fails closed
         result = nodecheck.result(
-            config["host"],
-            None,
-            result["now"],
-            found={"errors": [error]},
-            time=result["time"],
-            seconds=result["seconds"],
+            config["host"], None, None, found={"errors": [error]}, time=time.time(), seconds=0.0
         )
+    else:
+        result = check(config, run_bench_now=args.bench or config["bench"]["run"])
     try:
         _changed, note = write_textfile(config, TEXTFILE, promtext.check_text(result))
     except ValueError as err:  # metrics never stop the check

@@ -156,6 +156,24 @@ def bench_part(record, build=None, size=None, collective="all_reduce") -> dict:
     }
 
 
+def bench_part_problem(part) -> str:
+    """What makes a bench part (bench_part's dict, as the controller sends it) unusable ('' when
+    it is fine): wireup-check refuses to write a baseline from it."""
+    if not isinstance(part, dict) or not isinstance(part.get("run_id"), str) or not part["run_id"]:
+        return "no run_id"
+    if isinstance(part.get("gpu_count"), bool) or not isinstance(part.get("gpu_count"), int):
+        return "gpu_count is not a number"
+    links = part.get("links")
+    if not isinstance(links, list) or not all(
+        isinstance(x, list | tuple) and len(x) == 3 and all(isinstance(v, str) for v in x) for x in links
+    ):
+        return "links is not a list of [GPU, GPU, class]"
+    for key in ("figure", "nccl_tests"):
+        if not isinstance(part.get(key, {}), dict):
+            return f"{key} is not an object"
+    return ""
+
+
 def record_mismatch(bench, state) -> str:
     """Why the node now is not what its bench record judged ('' when it is): a baseline is written
     only for the node the verdict was about."""
