@@ -42,6 +42,7 @@ Rules (documented in roles/gpu_topology/README.md too):
   routes GPU peer traffic up through the root complex (or blocks it).
 """
 
+import dataclasses
 import re
 
 SEVERITIES = ("critical", "warning", "info")
@@ -90,10 +91,19 @@ NVSWITCH_CLASS = "0680"
 BRIDGE_CLASS = "0604"
 
 
-def finding(severity, code, message, gpus=()):
+def finding(severity, code, message, gpus=(), **extra):
+    """The one shape of a finding, wherever it is made: {severity, code, gpus (sorted indexes),
+    message (one line)}, plus what the caller adds by keyword (source: the part of a run that
+    found it, nodes, evidence: the line it rests on, ...)."""
     if severity not in SEVERITIES:
         raise ValueError(f"finding: severity {severity!r} is not one of {SEVERITIES}")
-    return {"severity": severity, "code": code, "gpus": sorted(gpus), "message": " ".join(message.split())}
+    return {
+        "severity": severity,
+        "code": code,
+        "gpus": sorted(gpus),
+        "message": " ".join(message.split()),
+        **extra,
+    }
 
 
 def _bus_key(text):
@@ -434,147 +444,165 @@ def classify_smi_error(text):
     return None, first
 
 
-def findings(
-    topology=None,
-    nvlink=None,
-    *,
-    expected_gpus=0,
-    found_gpus=None,
-    command_errors=None,
-    kernel_log=None,
-    kernel_log_readable=True,
-    lspci=None,
-    nvswitch_fabric_manager_running=None,
-    nvswitches=None,
-):
+@dataclasses.dataclass(frozen=True)
+class NodeReads:
+    """What findings() judges besides the topology and NVLink status (each read by the
+    gpu_topology module): expected_gpus (0 skips the count check), found_gpus (GPUs nvidia-smi
+    sees; None: the topology's), command_errors ({"topo -m": "stderr text", ...} of probes that
+    failed), kernel_log (dmesg or journal text; None with kernel_log_readable False when refused),
+    lspci (`lspci -D -nn -vvv` text or None), nvswitch_fabric_manager_running (whether an
+    nv-fabricmanager process runs; None: unknown), nvswitches (NVSwitch devices on the node's PCI
+    bus; None: count them in lspci)."""
+
+    expected_gpus: int = 0
+    found_gpus: int | None = None
+    command_errors: dict | None = None
+    kernel_log: str | None = None
+    kernel_log_readable: bool = True
+    lspci: str | None = None
+    nvswitch_fabric_manager_running: bool | None = None
+    nvswitches: int | None = None
+
+
+def findings(topology=None, nvlink=None, **reads):
     """Apply the rules in this module's docstring; return findings sorted critical first.
 
     topology: build_topology()'s dict (gpus, links, p2p); nvlink: parse_nvlink_status()'s dict;
-    expected_gpus: 0 to skip the count check; found_gpus: GPUs nvidia-smi sees (default: topology's);
-    command_errors: {"topo -m": "stderr text", ...} for probes that failed; kernel_log: dmesg or
-    journal text (None with kernel_log_readable False when refused); lspci: `lspci -D -nn -vvv`
-    text or None; nvswitch_fabric_manager_running: whether an nv-fabricmanager process runs
-    (None: unknown); nvswitches: NVSwitch devices on the node's PCI bus (None: count them in lspci).
-    """
+    reads: NodeReads' fields by name (a name it does not have is a TypeError)."""
+    reads = NodeReads(**reads)
+    expected = reads.expected_gpus
+    if isinstance(expected, bool) or not isinstance(expected, int) or expected < 0:
+        raise ValueError(f"findings: expected_gpus must be a non-negative integer, got {expected!r}")
     topology = topology or {}
     gpus = topology.get("gpus", [])
-    out = []
+    devices = parse_lspci(reads.lspci)
+    switches = len([d for d in devices if is_nvswitch(d)]) if reads.nvswitches is None else reads.nvswitches
+    by_bus = _gpu_index_by_bus(gpus)
+    out = [
+        *_command_findings(reads.command_errors or {}),
+        *_count_findings(expected, len(gpus) if reads.found_gpus is None else reads.found_gpus),
+        *_nvlink_findings(topology, nvlink, switches),
+        *_pcie_findings(gpus),
+        *_p2p_findings(topology),
+        *_xid_findings(reads, by_bus),
+        *_fabric_state_findings(gpus),
+        *_fabric_manager_findings(switches, reads.nvswitch_fabric_manager_running),
+        *_acs_findings(devices, by_bus),
+    ]
+    return sorted(out, key=lambda f: (SEVERITIES.index(f["severity"]), f["code"], f["gpus"]))
 
-    if isinstance(expected_gpus, bool) or not isinstance(expected_gpus, int) or expected_gpus < 0:
-        raise ValueError(f"findings: expected_gpus must be a non-negative integer, got {expected_gpus!r}")
-    errors = command_errors or {}
-    nvml_reported = False
+
+def _command_findings(errors):
+    """nvml_driver_mismatch / nvml_failed once (the first NVML failure), probe_failed per command."""
+    out, nvml_reported = [], False
     for command, text in sorted(errors.items()):
         code, first = classify_smi_error(text)
-        if code == "nvml_driver_mismatch" and not nvml_reported:
-            nvml_reported = True
-            out.append(
-                finding(
-                    "critical",
-                    code,
-                    "NVML driver/library version mismatch: the user-space driver was upgraded without "
-                    "reloading the kernel module; reboot the node (or reload the nvidia modules)",
-                )
-            )
-        elif code == "nvml_failed" and not nvml_reported:
-            nvml_reported = True
-            out.append(finding("critical", code, f"nvidia-smi cannot talk to the driver: {first}"))
-        elif code is None:
+        if code is None:
             out.append(
                 finding("warning", "probe_failed", f"`nvidia-smi {command}` failed: {first or 'no output'}")
             )
+        elif not nvml_reported:
+            nvml_reported = True
+            out.append(finding("critical", code, _NVML_MESSAGES[code].format(first=first)))
+    return out
 
-    found = len(gpus) if found_gpus is None else found_gpus
-    if expected_gpus:
-        if found < expected_gpus:
-            out.append(
-                finding(
-                    "critical",
-                    "gpu_count_low",
-                    f"{found} GPU(s) visible to nvidia-smi, {expected_gpus} expected "
-                    "(a GPU is missing, off the bus or held by another driver)",
-                )
-            )
-        elif found > expected_gpus:
-            out.append(
-                finding(
-                    "info",
-                    "gpu_count_high",
-                    f"{found} GPU(s) visible to nvidia-smi, {expected_gpus} expected",
-                )
-            )
 
-    devices = parse_lspci(lspci)
-    switches = len([d for d in devices if is_nvswitch(d)]) if nvswitches is None else nvswitches
-    out.extend(_nvlink_findings(topology, nvlink, switches))
-    out.extend(_pcie_findings(gpus))
-    out.extend(_p2p_findings(topology))
+_NVML_MESSAGES = {
+    "nvml_driver_mismatch": (
+        "NVML driver/library version mismatch: the user-space driver was upgraded without reloading "
+        "the kernel module; reboot the node (or reload the nvidia modules)"
+    ),
+    "nvml_failed": "nvidia-smi cannot talk to the driver: {first}",
+}
 
-    by_bus = _gpu_index_by_bus(gpus)
-    if kernel_log_readable and kernel_log is not None:
-        for xid in parse_xid(kernel_log):
-            index = by_bus.get(_bus_key(xid["pci"]))
-            who = f"GPU{index}" if index is not None else f"PCI {xid['pci']}"
-            out.append(
-                finding(
-                    xid["severity"],
-                    "xid",
-                    f"{who}: Xid {xid['xid']} x{xid['count']} since boot: {xid['meaning']}",
-                    [index] if index is not None else [],
-                )
+
+def _count_findings(expected, found):
+    if expected and found < expected:
+        return [
+            finding(
+                "critical",
+                "gpu_count_low",
+                f"{found} GPU(s) visible to nvidia-smi, {expected} expected "
+                "(a GPU is missing, off the bus or held by another driver)",
             )
-    else:
-        out.append(
+        ]
+    if expected and found > expected:
+        return [
+            finding("info", "gpu_count_high", f"{found} GPU(s) visible to nvidia-smi, {expected} expected")
+        ]
+    return []
+
+
+def _xid_findings(reads, by_bus):
+    if not reads.kernel_log_readable or reads.kernel_log is None:
+        return [
             finding(
                 "info",
                 "kernel_log_unreadable",
                 "kernel log not read (dmesg and journalctl refused or disabled): Xid errors unchecked",
             )
+        ]
+    out = []
+    for xid in parse_xid(reads.kernel_log):
+        index = by_bus.get(_bus_key(xid["pci"]))
+        who = f"GPU{index}" if index is not None else f"PCI {xid['pci']}"
+        out.append(
+            finding(
+                xid["severity"],
+                "xid",
+                f"{who}: Xid {xid['xid']} x{xid['count']} since boot: {xid['meaning']}",
+                [index] if index is not None else [],
+            )
         )
+    return out
 
+
+def _fabric_state_findings(gpus):
     not_ready = {}
     for gpu in gpus:
-        state = gpu.get("fabric_state")
-        if state is None or state == "Not Supported":
+        state, status = gpu.get("fabric_state"), gpu.get("fabric_status")
+        if state in (None, "Not Supported"):
             continue
-        status = gpu.get("fabric_status")
-        if state != "Completed" or (status not in (None, "Success")):
+        if state != "Completed" or status not in (None, "Success"):
             not_ready.setdefault((state, status), []).append(gpu["index"])
-    for (state, status), indexes in sorted(not_ready.items(), key=lambda kv: str(kv[0])):
-        out.append(
-            finding(
-                "critical",
-                "fabric_not_ready",
-                f"{_gpu_list(indexes)}: NVSwitch fabric state {state!r}, status {status!r}; start "
-                "nvidia-fabricmanager (its version must match the driver)",
-                indexes,
-            )
+    return [
+        finding(
+            "critical",
+            "fabric_not_ready",
+            f"{_gpu_list(indexes)}: NVSwitch fabric state {state!r}, status {status!r}; start "
+            "nvidia-fabricmanager (its version must match the driver)",
+            indexes,
         )
+        for (state, status), indexes in sorted(not_ready.items(), key=lambda kv: str(kv[0]))
+    ]
 
-    if switches and nvswitch_fabric_manager_running is False:
-        out.append(
-            finding(
-                "critical",
-                "fabric_manager_not_running",
-                f"{switches} NVSwitch device(s) on the PCI bus but no nv-fabricmanager process; "
-                "install and start nvidia-fabricmanager matching the driver",
-            )
+
+def _fabric_manager_findings(switches, running):
+    if not switches or running is not False:
+        return []
+    return [
+        finding(
+            "critical",
+            "fabric_manager_not_running",
+            f"{switches} NVSwitch device(s) on the PCI bus but no nv-fabricmanager process; "
+            "install and start nvidia-fabricmanager matching the driver",
         )
+    ]
+
+
+def _acs_findings(devices, by_bus):
     acs, _readable = acs_above_gpus(devices)
-    for bridge in acs:
-        indexes = [by_bus[_bus_key(g)] for g in bridge["gpus"] if _bus_key(g) in by_bus]
-        out.append(
-            finding(
-                "warning",
-                "acs_enabled",
-                f"ACS {'+'.join(bridge['flags'])} on bridge {bridge['address']} above "
-                f"{', '.join(bridge['gpus'])}: GPU peer traffic is redirected to the root complex "
-                "(disable ACS in BIOS or with setpci for P2P)",
-                indexes,
-            )
+    return [
+        finding(
+            "warning",
+            "acs_enabled",
+            f"ACS {'+'.join(bridge['flags'])} on bridge {bridge['address']} above "
+            f"{', '.join(bridge['gpus'])}: GPU peer traffic is redirected to the root complex "
+            "(disable ACS in BIOS or with setpci for P2P)",
+            [by_bus[_bus_key(g)] for g in bridge["gpus"] if _bus_key(g) in by_bus],
         )
-
-    return sorted(out, key=lambda f: (SEVERITIES.index(f["severity"]), f["code"], f["gpus"]))
+        for bridge in acs
+    ]
 
 
 def count_by_severity(items):
