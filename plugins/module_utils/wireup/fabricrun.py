@@ -19,6 +19,8 @@ The whole-group run after the pairs goes through the same :func:`pair_result` (i
 but a FAILed group fails the bench on its members (``failed`` in the record) and is a finding.
 """
 
+import dataclasses
+
 from . import fabric, ncclinfo, nccltests, pairwise
 from .health import finding
 from .report import md_text
@@ -51,60 +53,33 @@ def _transport_summary(info):
     }
 
 
-def pair_result(
-    round_no, pair, logs, launch, *, nics=None, gpus_per_node=None, intra_node_gbs=None, kind="pair"
-):
+@dataclasses.dataclass(frozen=True)
+class NodeFacts:
+    """What the controller knows of the group's nodes, for pair_result and judge: nics {host:
+    gpu_topology_nics}, topologies {host: gpu_topology_facts}, gpus_per_node {host: ranks it runs},
+    intra_node_gbs {host: the node's intra-node expected busbw} (bounds a pair's expectation)."""
+
+    nics: dict | None = None
+    topologies: dict | None = None
+    gpus_per_node: dict | None = None
+    intra_node_gbs: dict | None = None
+
+
+def pair_result(round_no, pair, logs, launch, *, kind="pair", **facts):
     """Judge-ready result of one pair's job (or of the whole-group run: ``kind="group"``, its
     members in ``pair``; the expectation is then the group's, from every member's facts).
 
     logs: {host: log text or None}; launch: {host: {ok, reason}} (the launch role's verdict as each
-    member saw it); nics: {host: gpu_topology_nics}; gpus_per_node: {host: ranks it ran};
-    intra_node_gbs: {host: the node's intra-node expected busbw} (bounds the expectation)."""
-    nics = nics or {}
-    busbw, size, backend = None, None, None
-    for host in sorted(pair):
-        value, s, b = _busbw(logs.get(host))
-        if value is not None:
-            busbw, size, backend = value, s, b
-            break
-    transports, findings = {}, []
-    for host in sorted(pair):
-        text = logs.get(host)
-        try:
-            info = ncclinfo.parse_nccl_info(text) if text else None
-        except ValueError:
-            info = None
-        if info:
-            transports[host] = _transport_summary(info)
-            for f in ncclinfo.transport_findings(info, nics.get(host), host=host):
-                f["nodes"] = [host]
-                findings.append(f)
+    member saw it); facts: NodeFacts' fields by name."""
+    facts = NodeFacts(**facts)
+    busbw, size, backend = _job_busbw(pair, logs)
+    transports, findings = _transports(pair, logs, facts.nics or {})
     errors = [
         f"{h}: {v.get('reason') or 'failed'}" for h, v in sorted(launch.items()) if not v.get("ok", False)
     ]
     error = "; ".join(dict.fromkeys(errors))
     if not error and busbw is None:
         error = "the job ended without a bandwidth line (see its logs)"
-    expected = None
-    if backend == "nccl" and all(nics.get(h) for h in pair):
-        used = next((t["inter_node"] for t in transports.values() if t.get("inter_node")), None)
-        gdr = next((t["gdrdma"] for t in transports.values() if t.get("gdrdma") is not None), None)
-        ranks = min((gpus_per_node or {}).get(h) or 1 for h in pair)
-        intra = [v for h, v in (intra_node_gbs or {}).items() if h in pair and v and ranks > 1]
-        facts = {h: nics[h] for h in pair}
-        if used == "socket":
-            # The expectation follows the interface NCCL used, where its log names one.
-            facts = {
-                h: fabric.on_interface(f, (transports.get(h, {}).get("socket_interfaces") or [None])[0])
-                for h, f in facts.items()
-            }
-        expected = fabric.expected_busbw(
-            facts,
-            ranks,
-            intra_node_gbs=min(intra) if intra else None,
-            transport=used if used in ("ib", "socket") else None,
-            gdr=gdr,
-        )
     return {
         "round": round_no,
         "pair": sorted(pair),
@@ -114,10 +89,62 @@ def pair_result(
         "size": size,
         "backend": backend,
         "error": error,
-        "expected": expected,
+        "expected": _pair_expectation(pair, backend, transports, facts),
         "transports": transports,
         "findings": findings,
     }
+
+
+def _job_busbw(pair, logs):
+    """(busbw, size, backend) of the first member (sorted) whose log has the figure."""
+    for host in sorted(pair):
+        value, size, backend = _busbw(logs.get(host))
+        if value is not None:
+            return value, size, backend
+    return None, None, None
+
+
+def _transports(pair, logs, nics):
+    """({host: what NCCL used there}, the transport findings) from each member's NCCL INFO log."""
+    transports, findings = {}, []
+    for host in sorted(pair):
+        text = logs.get(host)
+        try:
+            info = ncclinfo.parse_nccl_info(text) if text else None
+        except ValueError:
+            info = None
+        if info:
+            transports[host] = _transport_summary(info)
+            findings += [
+                dict(f, nodes=[host]) for f in ncclinfo.transport_findings(info, nics.get(host), host=host)
+            ]
+    return transports, findings
+
+
+def _pair_expectation(pair, backend, transports, facts):
+    """fabric.expected_busbw for the job from its members' NIC facts and the transport NCCL used
+    (the interface it names, for sockets); None for gloo or a member without facts."""
+    nics = facts.nics or {}
+    if backend != "nccl" or not all(nics.get(h) for h in pair):
+        return None
+    used = next((t["inter_node"] for t in transports.values() if t.get("inter_node")), None)
+    gdr = next((t["gdrdma"] for t in transports.values() if t.get("gdrdma") is not None), None)
+    ranks = min((facts.gpus_per_node or {}).get(h) or 1 for h in pair)
+    intra = [v for h, v in (facts.intra_node_gbs or {}).items() if h in pair and v and ranks > 1]
+    members = {h: nics[h] for h in pair}
+    if used == "socket":
+        # The expectation follows the interface NCCL used, where its log names one.
+        members = {
+            h: fabric.on_interface(f, (transports.get(h, {}).get("socket_interfaces") or [None])[0])
+            for h, f in members.items()
+        }
+    return fabric.expected_busbw(
+        members,
+        ranks,
+        intra_node_gbs=min(intra) if intra else None,
+        transport=used if used in ("ib", "socket") else None,
+        gdr=gdr,
+    )
 
 
 def node_findings(nics, topologies=None):
@@ -138,73 +165,87 @@ def node_findings(nics, topologies=None):
     return out
 
 
-def judge(nodes, pair_results, *, unreachable=(), nics=None, topologies=None, pass_ratio=0.7, max_rounds=6):
+def judge(nodes, pair_results, *, unreachable=(), pass_ratio=0.7, max_rounds=6, **facts):
     """The planner over every pair result so far, plus the findings. Returns pairwise.plan's dict
     with ``pair_details`` (the results as given), ``findings`` and ``verdicts`` {host: PASS|FAIL|
-    UNREACHABLE|N/A} (N/A: undetermined)."""
+    UNREACHABLE|N/A} (N/A: undetermined). facts: NodeFacts' fields by name (nics, topologies)."""
+    facts = NodeFacts(**facts)
     pair_results = list(pair_results)
-    expected = {}
-    for r in pair_results:
-        e = r.get("expected") or {}
-        if e.get("expected_gbs"):
-            expected[pairwise.pair_key(r["pair"])] = e["expected_gbs"]
-    # Expectations judge the pairs when every pair has one (else the median does); the whole-group
-    # run's joins them then, and without one the group is judged against the slowest passing pair.
-    pairs_only = [r for r in pair_results if r.get("kind", "pair") == "pair"]
-    complete = all((r.get("expected") or {}).get("expected_gbs") for r in pairs_only)
-    use = expected if pairs_only and complete else None
     p = pairwise.plan(
         nodes,
-        [
-            {
-                "round": r["round"],
-                "pair": r["pair"],
-                "kind": r.get("kind", "pair"),
-                "busbw": r["busbw"],
-                "error": r["error"],
-            }
-            for r in pair_results
-        ],
-        expected_gbs=use,
+        [_planner_result(r) for r in pair_results],
+        expected_gbs=_expectations(pair_results),
         pass_ratio=pass_ratio,
         unreachable=unreachable,
         max_rounds=max_rounds,
     )
     if p.get("errors"):
         return p
-    findings = node_findings(nics, topologies)
+    findings = node_findings(facts.nics, facts.topologies)
     for r in pair_results:
         findings.extend(r.get("findings", []))
     # The whole-group run meets the same NCCL choices as the pairs did: say each one once.
     findings = list({(f.get("code"), f.get("message")): f for f in findings}.values())
-    for host in p["bad"]:
-        f = finding(
-            "critical",
-            "fabric_bad_node",
-            f"{host}: every pair with it failed: " + "; ".join(p["nodes"][host]["evidence"]),
-        )
-        f["nodes"] = [host]
-        findings.append(f)
-    for host in p["unreachable"]:
-        f = finding("critical", "fabric_unreachable", f"{host}: unreachable, not tested")
-        f["nodes"] = [host]
-        findings.append(f)
-    g = p["group"]
-    if g["verdict"] == "FAIL":
-        f = finding(
-            "critical",
-            "fabric_group_failed",
-            f"{group_line(g)}; its nodes passed their pairs or were undecided: look at what only the "
-            "whole group shares (a switch uplink, a node slowed by more peers) or at the job's error",
-        )
-        f["nodes"] = list(g["members"])
-        findings.append(f)
     verdict = {"good": "PASS", "bad": "FAIL", "unreachable": "UNREACHABLE"}
     p["verdicts"] = {h: verdict.get(s["state"], "N/A") for h, s in p["nodes"].items()}
     p["pair_details"] = pair_results
-    p["findings"] = findings
+    p["findings"] = findings + _verdict_findings(p)
     p["failed"] = failures(p)
     return p
+
+
+def _planner_result(result):
+    """What pairwise.plan reads of a pair_result."""
+    return {
+        "round": result["round"],
+        "pair": result["pair"],
+        "kind": result.get("kind", "pair"),
+        "busbw": result["busbw"],
+        "error": result["error"],
+    }
+
+
+def _expectations(pair_results):
+    """{pair key: expected GB/s} when every pair has an expectation (else None: the median
+    judges); the whole-group run's joins them then, and without one the group is judged against
+    the slowest passing pair."""
+    pairs_only = [r for r in pair_results if r.get("kind", "pair") == "pair"]
+    if not pairs_only or not all((r.get("expected") or {}).get("expected_gbs") for r in pairs_only):
+        return None
+    return {
+        pairwise.pair_key(r["pair"]): r["expected"]["expected_gbs"]
+        for r in pair_results
+        if (r.get("expected") or {}).get("expected_gbs")
+    }
+
+
+def _verdict_findings(judged):
+    """fabric_bad_node, fabric_unreachable and fabric_group_failed, each naming its nodes."""
+    out = [
+        finding(
+            "critical",
+            "fabric_bad_node",
+            f"{host}: every pair with it failed: " + "; ".join(judged["nodes"][host]["evidence"]),
+            nodes=[host],
+        )
+        for host in judged["bad"]
+    ]
+    out += [
+        finding("critical", "fabric_unreachable", f"{host}: unreachable, not tested", nodes=[host])
+        for host in judged["unreachable"]
+    ]
+    g = judged["group"]
+    if g["verdict"] == "FAIL":
+        out.append(
+            finding(
+                "critical",
+                "fabric_group_failed",
+                f"{group_line(g)}; its nodes passed their pairs or were undecided: look at what only the "
+                "whole group shares (a switch uplink, a node slowed by more peers) or at the job's error",
+                nodes=list(g["members"]),
+            )
+        )
+    return out
 
 
 def group_line(group):
