@@ -22,6 +22,7 @@ table cut off, wrong elements; see nccltests.assess), whatever the sizes reached
 expectation (one GPU, or unknown links) or without a size >= 1 GiB the verdict is ``N/A``.
 """
 
+import dataclasses
 import math
 import re
 
@@ -257,51 +258,42 @@ def check_thresholds(pass_ratio, warn_ratio):
         raise ValueError(errors[0])
 
 
-# For callers outside a play (re-judging a record, tests): the bench role's defaults, which
-# roles/bench/defaults/main.yml sets for every run (tests/unit/test_bench_plan.py keeps them equal).
-DEFAULT_THRESHOLDS = {
-    "pass_ratio": 0.9,
-    "warn_ratio": 0.75,
-    "min_bytes": ONE_GIB,
-    "tolerance": 0.10,
-    "torch_goal": 0.97,
-}
+@dataclasses.dataclass(frozen=True)
+class Thresholds:
+    """The run's verdict thresholds (the report play's bench_pass_ratio, bench_warn_ratio,
+    bench_verdict_min_bytes, bench_baseline_tolerance, bench_torch_goal_ratio). The defaults are
+    the role's, for callers outside a play (re-judging a record, tests): tests/unit/test_bench_plan.py
+    keeps them equal to roles/bench_report/defaults/main.yml."""
+
+    pass_ratio: float = 0.9
+    warn_ratio: float = 0.75
+    min_bytes: int = ONE_GIB
+    tolerance: float = 0.10
+    torch_goal: float = 0.97
 
 
-def verdict(
-    rows,
-    expected,
-    pass_ratio=DEFAULT_THRESHOLDS["pass_ratio"],
-    warn_ratio=DEFAULT_THRESHOLDS["warn_ratio"],
-    min_bytes=DEFAULT_THRESHOLDS["min_bytes"],
-    *,
-    problems=None,
-    collective=None,
-):
+DEFAULT_THRESHOLDS = dataclasses.asdict(Thresholds())
+
+
+def verdict(rows, expected, *, problems=None, collective=None, **thresholds):
     """Judge one collective's rows against its expectation (a dict from expected_busbw).
 
     problems: what nccl-tests itself reported against the run (nccltests.assess: exit code, a
     FAILED line, failure lines, a cut-off table); any makes the verdict FAIL, whatever the size
     reached, with every cause in the reason. Only the halves nccl-tests validates are judged
     (nccltests.checked_halves: never alltoall's in-place half); collective defaults to
-    expected["collective"].
+    expected["collective"]. thresholds: Thresholds' fields by name (pass_ratio, warn_ratio,
+    min_bytes; the defaults where not given).
 
     Returns {verdict, measured_busbw, size, expected_busbw, ratio, reason, halves}.
     """
-    check_thresholds(pass_ratio, warn_ratio)
+    limits = Thresholds(**thresholds)
+    check_thresholds(limits.pass_ratio, limits.warn_ratio)
     exp = (expected or {}).get("expected_busbw")
     collective = collective or (expected or {}).get("collective") or ""
-    halves = nccltests.checked_halves(collective, rows)
-    out = {
-        "verdict": "N/A",
-        "measured_busbw": None,
-        "size": None,
-        "expected_busbw": exp,
-        "ratio": None,
-        "reason": "",
-        "halves": halves,
-    }
-    sizes = [s for s in nccltests.figure_sizes(rows, collective) if s >= min_bytes]
+    out = {"verdict": "N/A", "measured_busbw": None, "size": None, "expected_busbw": exp, "ratio": None}
+    out.update(reason="", halves=nccltests.checked_halves(collective, rows))
+    sizes = [s for s in nccltests.figure_sizes(rows, collective) if s >= limits.min_bytes]
     # With -d all / -o all nccl-tests prints one row per type and op at each size: judge the one of
     # its defaults (float, sum; "none" for collectives without an op), not whichever came first.
     row = nccltests.figure_row(rows, sizes[-1], collective) if sizes else None
@@ -309,45 +301,54 @@ def verdict(
         out["measured_busbw"] = nccltests.figure(rows, row["size"], collective)
         out["size"] = row["size"]
         out["row"] = {"type": row.get("type"), "redop": row.get("redop")}
+    failed = _failure_reason(out["measured_busbw"], expected, rows, collective, problems)
+    if failed:
+        out.update(verdict="FAIL", reason=failed)
+    elif row is None:
+        largest = max([r["size"] for r in rows if r.get("size") is not None] or [0])
+        out["reason"] = (
+            f"no size >= {human_bytes(limits.min_bytes)} measured (largest {human_bytes(largest)}); "
+            "raise bench_max_bytes"
+        )
+    elif not exp:
+        out["reason"] = "no expectation: %s" % ((expected or {}).get("basis") or "unknown topology")
+    else:
+        out.update(_ratio_verdict(out["measured_busbw"], exp, row["size"], out["halves"], limits))
+    return out
+
+
+def _failure_reason(measured, expected, rows, collective, problems):
+    """Why the run FAILs whatever its figure ('' when nothing says so): an implausible figure, or
+    nccl-tests' own problems and wrong elements."""
     causes = list(problems or [])
-    ceiling = implausible(out["measured_busbw"], expected)
+    ceiling = implausible(measured, expected)
     if ceiling:
-        out["verdict"] = "FAIL"
-        out["reason"] = "; ".join([f"FAIL (implausible: {ceiling})", *causes])
-        return out
+        return "; ".join([f"FAIL (implausible: {ceiling})", *causes])
     errors = nccltests.data_errors({"rows": rows, "collective": collective}, check_delta=False)
     wrong = sum(int(w.split()[0]) for _, _, w in errors)
     if wrong and not any("wrong elements" in c for c in causes):
         causes.append(f"{wrong} wrong elements: the collective returned corrupt data")
-    if causes:
-        out["verdict"] = "FAIL"
-        out["reason"] = f"{collective + '_perf' if collective else 'nccl-tests'} failed: " + "; ".join(causes)
-        return out
-    if row is None:
-        largest = max([r["size"] for r in rows if r.get("size") is not None] or [0])
-        out["reason"] = (
-            f"no size >= {human_bytes(min_bytes)} measured (largest {human_bytes(largest)}); "
-            "raise bench_max_bytes"
-        )
-        return out
-    if not exp:
-        out["reason"] = "no expectation: %s" % ((expected or {}).get("basis") or "unknown topology")
-        return out
-    ratio = out["measured_busbw"] / exp
-    out["ratio"] = round(ratio, 3)
-    if ratio >= pass_ratio:
-        out["verdict"] = "PASS"
-    elif ratio >= warn_ratio:
-        out["verdict"] = "WARN"
+    if not causes:
+        return ""
+    return f"{collective + '_perf' if collective else 'nccl-tests'} failed: " + "; ".join(causes)
+
+
+def _ratio_verdict(measured, exp, size, halves, limits):
+    """{ratio, verdict, reason} of a figure against its expectation."""
+    ratio = measured / exp
+    if ratio >= limits.pass_ratio:
+        judged = "PASS"
+    elif ratio >= limits.warn_ratio:
+        judged = "WARN"
     else:
-        out["verdict"] = "FAIL"
-    judged = "out-of-place" if halves == ["out_of_place"] else "/".join(h.replace("_", "-") for h in halves)
-    out["reason"] = (
-        f"{out['measured_busbw']:.1f} GB/s ({judged}) at {human_bytes(row['size'])} = {ratio * 100:.0f}% "
-        f"of expected {exp:.1f} GB/s (PASS >= {pass_ratio * 100:.0f}%, "
-        f"WARN >= {warn_ratio * 100:.0f}%)"
+        judged = "FAIL"
+    which = "out-of-place" if halves == ["out_of_place"] else "/".join(h.replace("_", "-") for h in halves)
+    reason = (
+        f"{measured:.1f} GB/s ({which}) at {human_bytes(size)} = {ratio * 100:.0f}% "
+        f"of expected {exp:.1f} GB/s (PASS >= {limits.pass_ratio * 100:.0f}%, "
+        f"WARN >= {limits.warn_ratio * 100:.0f}%)"
     )
-    return out
+    return {"ratio": round(ratio, 3), "verdict": judged, "reason": reason}
 
 
 # The most any collective's busbw can get out of its bottleneck link, as a multiple of the link's
