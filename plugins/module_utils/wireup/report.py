@@ -239,8 +239,6 @@ def _plot_torch(plt, records, path):
     series = []
     for host, record in sorted(records.items()):
         for name, item in sorted((record.get("torch") or {}).items()):
-            if name == "multi_node" and item.get("reported_by") not in (None, host):
-                continue
             points = _points(item.get("rows") or [])
             if points:
                 label = (
@@ -326,22 +324,19 @@ def judged_on(records):
     return "; ".join(parts) + " (roles/bench/README.md)."
 
 
-def _sections(run_id, records, plots, plot_note):
-    """The report as a list of (kind, payload): ('h', (level, text)), ('p', text),
-    ('table', (header, rows)), ('img', (file, alt))."""
-    out = [("h", (1, f"wireup bench report: run {run_id}"))]
+def _severity_rank(item):
+    severity = item.get("severity", "info")
+    return SEVERITY_ORDER.index(severity) if severity in SEVERITY_ORDER else 9
+
+
+def _summary_part(run_id, records, plots, plot_note):
+    """The title, the run's counts and what verdicts were judged on, the summary table."""
     counts = {}
     for record in records.values():
         counts[record.get("verdict", "N/A")] = counts.get(record.get("verdict", "N/A"), 0) + 1
-    out.append(
-        (
-            "p",
-            f"{len(records)} host(s): "
-            + ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-            + ". "
-            + judged_on(records),
-        )
-    )
+    verdicts = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+    out = [("h", (1, f"wireup bench report: run {run_id}"))]
+    out.append(("p", f"{len(records)} host(s): {verdicts}. " + judged_on(records)))
     if plot_note:
         out.append(("p", plot_note))
     rows = []
@@ -359,97 +354,122 @@ def _sections(run_id, records, plots, plot_note):
                 record.get("skipped") or "",
             ]
         )
-    out.append(("h", (2, "Summary")))
-    out.append(
+    header = ["host", "verdict", "GPUs", "links", "findings (crit/warn/info)", "baseline (last PASS)", "note"]
+    return [*out, ("h", (2, "Summary")), ("table", (header, rows))]
+
+
+_COLLECTIVE_HEADER = [
+    "collective",
+    "verdict",
+    "size",
+    "busbw GB/s",
+    "expected GB/s",
+    "of expected",
+    "raw link GB/s",
+    "of raw link",
+    "NCCL env",
+    "reason",
+]
+
+
+def _collective_row(name, coll):
+    v = coll.get("verdict") or {}
+    e = coll.get("expected") or {}
+    link = coll.get("of_link") or {}
+    return [
+        name,
+        v.get("verdict", "N/A"),
+        human_bytes(v.get("size")) if v.get("size") else "-",
+        _fmt(v.get("measured_busbw")),
+        _fmt(e.get("expected_busbw")),
+        _pct(v.get("ratio")),
+        _fmt(link.get("link_gbps")),
+        _pct(link.get("ratio")),
+        (coll.get("env") or {}).get("mode", "-"),
+        v.get("reason", ""),
+    ]
+
+
+def _collectives_sections(record):
+    """A host's nccl-tests table, what "of expected" and "of raw link" mean, the expectation's basis."""
+    colls = record.get("collectives") or {}
+    if not colls:
+        return []
+    out = [
         (
             "table",
-            (
-                [
-                    "host",
-                    "verdict",
-                    "GPUs",
-                    "links",
-                    "findings (crit/warn/info)",
-                    "baseline (last PASS)",
-                    "note",
-                ],
-                rows,
-            ),
-        )
-    )
+            (_COLLECTIVE_HEADER, [_collective_row(name, coll) for name, coll in sorted(colls.items())]),
+        ),
+        (
+            "p",
+            '"of expected" judges the verdict against factors calibrated on known-good hardware '
+            "(partly circular on the machine kind they were fitted on); "
+            '"of raw link" is the busbw against the bottleneck link\'s raw speed: '
+            "what the hardware could do (roles/bench/README.md).",
+        ),
+    ]
+    basis = {(c.get("expected") or {}).get("basis") for c in colls.values()} - {None, ""}
+    if basis:
+        out.append(("p", "Expectation: " + "; ".join(sorted(basis))))
+    return out
 
-    for host, record in sorted(records.items()):
-        out.append(("h", (2, f"{host}: {record.get('verdict', 'N/A')}")))
-        versions = record.get("versions") or {}
-        if versions:
-            out.append(("p", "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()) if v)))
-        if record.get("skipped"):
-            out.append(("p", record["skipped"]))
-        colls = record.get("collectives") or {}
-        if colls:
-            rows = []
-            for name, coll in sorted(colls.items()):
-                v = coll.get("verdict") or {}
-                e = coll.get("expected") or {}
-                link = coll.get("of_link") or {}
-                rows.append(
-                    [
-                        name,
-                        v.get("verdict", "N/A"),
-                        human_bytes(v.get("size")) if v.get("size") else "-",
-                        _fmt(v.get("measured_busbw")),
-                        _fmt(e.get("expected_busbw")),
-                        _pct(v.get("ratio")),
-                        _fmt(link.get("link_gbps")),
-                        _pct(link.get("ratio")),
-                        (coll.get("env") or {}).get("mode", "-"),
-                        v.get("reason", ""),
-                    ]
-                )
-            out.append(
-                (
-                    "table",
-                    (
-                        [
-                            "collective",
-                            "verdict",
-                            "size",
-                            "busbw GB/s",
-                            "expected GB/s",
-                            "of expected",
-                            "raw link GB/s",
-                            "of raw link",
-                            "NCCL env",
-                            "reason",
-                        ],
-                        rows,
-                    ),
-                )
-            )
-            out.append(
-                (
-                    "p",
-                    '"of expected" judges the verdict against factors calibrated on known-good hardware '
-                    "(partly circular on the machine kind they were fitted on); "
-                    '"of raw link" is the busbw against the bottleneck link\'s raw speed: '
-                    "what the hardware could do (roles/bench/README.md).",
-                )
-            )
-            basis = {(c.get("expected") or {}).get("basis") for c in colls.values()} - {None, ""}
-            if basis:
-                out.append(("p", "Expectation: " + "; ".join(sorted(basis))))
-        out += _env_sections(record)
-        if plots.get(("busbw", host)):
-            out.append(("img", (plots[("busbw", host)], f"busbw and latency vs size on {host}")))
-        if plots.get(("topology", host)):
-            out.append(("img", (plots[("topology", host)], f"topology of {host}")))
 
-    torch_rows = []
+def _host_sections(host, record, plots):
+    """One host's part: versions, its skip note, nccl-tests, environments, its plots."""
+    out = [("h", (2, f"{host}: {record.get('verdict', 'N/A')}"))]
+    versions = record.get("versions") or {}
+    if versions:
+        out.append(("p", "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()) if v)))
+    if record.get("skipped"):
+        out.append(("p", record["skipped"]))
+    out += _collectives_sections(record)
+    out += _env_sections(record)
+    if plots.get(("busbw", host)):
+        out.append(("img", (plots[("busbw", host)], f"busbw and latency vs size on {host}")))
+    if plots.get(("topology", host)):
+        out.append(("img", (plots[("topology", host)], f"topology of {host}")))
+    return out
+
+
+def _hosts_part(run_id, records, plots, plot_note):
+    return [
+        section for host, record in sorted(records.items()) for section in _host_sections(host, record, plots)
+    ]
+
+
+_TORCH_ROWS_HEADER = [
+    "host",
+    "run",
+    "ranks",
+    "backend",
+    "size",
+    "time us",
+    "algbw GB/s",
+    "busbw GB/s",
+    "wrong",
+]
+_TORCH_SUMMARY_HEADER = [
+    "host",
+    "run",
+    "backend",
+    "size",
+    "busbw GB/s",
+    "verdict",
+    "of expected",
+    "of raw link",
+    "nccl-tests GB/s",
+    "of nccl-tests (goal)",
+    "environment",
+]
+
+
+def _torch_rows(records):
+    rows = []
     for host, record in sorted(records.items()):
         for name, item in sorted((record.get("torch") or {}).items()):
             for row in item.get("rows") or []:
                 sec = row.get("in_place") or {}
-                torch_rows.append(
+                rows.append(
                     [
                         host,
                         name,
@@ -462,91 +482,75 @@ def _sections(run_id, records, plots, plot_note):
                         sec.get("wrong"),
                     ]
                 )
-    if torch_rows:
-        out.append(("h", (2, "torch.distributed all_reduce")))
+    return rows
+
+
+def _torch_part(run_id, records, plots, plot_note):
+    """Every torch.distributed run's rows, the largest size of each against nccl-tests, the plot."""
+    rows = _torch_rows(records)
+    if not rows:
+        return []
+    out = [("h", (2, "torch.distributed all_reduce")), ("table", (_TORCH_ROWS_HEADER, rows))]
+    summary = _torch_summary(records)
+    if summary:
         out.append(
             (
-                "table",
-                (
-                    [
-                        "host",
-                        "run",
-                        "ranks",
-                        "backend",
-                        "size",
-                        "time us",
-                        "algbw GB/s",
-                        "busbw GB/s",
-                        "wrong",
-                    ],
-                    torch_rows,
-                ),
+                "p",
+                'Largest size of each run. "of nccl-tests": torch busbw / nccl-tests all_reduce busbw at '
+                "the same size and NCCL env (goal >= the threshold shown).",
             )
         )
-        summary = _torch_summary(records)
-        if summary:
-            out.append(
-                (
-                    "p",
-                    'Largest size of each run. "of nccl-tests": torch busbw / nccl-tests all_reduce busbw at '
-                    "the same size and NCCL env (goal >= the threshold shown).",
-                )
-            )
-            out.append(
-                (
-                    "table",
-                    (
-                        [
-                            "host",
-                            "run",
-                            "backend",
-                            "size",
-                            "busbw GB/s",
-                            "verdict",
-                            "of expected",
-                            "of raw link",
-                            "nccl-tests GB/s",
-                            "of nccl-tests (goal)",
-                            "environment",
-                        ],
-                        summary,
-                    ),
-                )
-            )
-        if plots.get(("torch", None)):
-            out.append(("img", (plots[("torch", None)], "torch.distributed all_reduce busbw")))
-
-    out += stepcost_sections(records, plots)
-    finding_rows = []
-    for host, record in sorted(records.items()):
-        for item in sorted(
-            record.get("findings") or [],
-            key=lambda f: (
-                SEVERITY_ORDER.index(f.get("severity", "info"))
-                if f.get("severity", "info") in SEVERITY_ORDER
-                else 9
-            ),
-        ):
-            finding_rows.append(
-                [
-                    host,
-                    item.get("severity", ""),
-                    item.get("source", "topology"),
-                    item.get("code", ""),
-                    item.get("message", ""),
-                ]
-            )
-    out.append(("h", (2, "Findings")))
-    if finding_rows:
-        out.append(("table", (["host", "severity", "source", "code", "finding"], finding_rows)))
-    else:
-        out.append(("p", "None."))
+        out.append(("table", (_TORCH_SUMMARY_HEADER, summary)))
+    if plots.get(("torch", None)):
+        out.append(("img", (plots[("torch", None)], "torch.distributed all_reduce busbw")))
     return out
+
+
+def _stepcost_part(run_id, records, plots, plot_note):
+    return stepcost_sections(records, plots)
+
+
+def _findings_part(run_id, records, plots, plot_note):
+    """Every host's findings, critical first."""
+    rows = [
+        [
+            host,
+            item.get("severity", ""),
+            item.get("source", "topology"),
+            item.get("code", ""),
+            item.get("message", ""),
+        ]
+        for host, record in sorted(records.items())
+        for item in sorted(record.get("findings") or [], key=_severity_rank)
+    ]
+    if not rows:
+        return [("h", (2, "Findings")), ("p", "None.")]
+    return [("h", (2, "Findings")), ("table", (["host", "severity", "source", "code", "finding"], rows))]
+
+
+# The report's parts in order, one per capability after the summary and the hosts; each takes
+# (run_id, records, plots, plot_note) and returns sections. A new capability's part goes before
+# the findings (which list every capability's).
+REPORT_PARTS = (_summary_part, _hosts_part, _torch_part, _stepcost_part, _findings_part)
+
+
+def _sections(run_id, records, plots, plot_note):
+    """The report as a list of (kind, payload): ('h', (level, text)), ('p', text),
+    ('table', (header, rows)), ('img', (file, alt))."""
+    return [section for part in REPORT_PARTS for section in part(run_id, records, plots, plot_note)]
 
 
 def _env_sections(record):
     """The environment of every figure of a host, the tuned env file, default vs tuned."""
-    out = []
+    out = _figure_env_sections(record)
+    tuned_line = benchenv.describe_tuned(record.get("tuned_env"))
+    if tuned_line:
+        out.append(("p", tuned_line))
+    return out + _tuning_sections(record)
+
+
+def _figure_env_sections(record):
+    """One table of the environments the figures ran with (figures of one environment together)."""
     groups = {}
     for name, coll in sorted((record.get("collectives") or {}).items()):
         groups.setdefault(benchenv.describe_figure_env(coll.get("env")), []).append(f"nccl-tests {name}")
@@ -554,66 +558,55 @@ def _env_sections(record):
         groups.setdefault(benchenv.describe_figure_env(item.get("env")), []).append(f"torch {name}")
     tuning = record.get("tuning") or {}
     if tuning.get("candidates"):
-        groups.setdefault(
-            benchenv.describe_figure_env({"mode": "default", "vars": tuning.get("env") or {}, "seen": None}),
-            [],
-        ).append("all_reduce default vs other settings (each adds its own)")
-    if groups:
-        out.append(
-            (
-                "table",
-                (
-                    ["figures", "environment they ran with (what the process saw, where it said)"],
-                    [[", ".join(names), text] for text, names in sorted(groups.items(), key=lambda g: g[1])],
-                ),
-            )
+        default = {"mode": "default", "vars": tuning.get("env") or {}, "seen": None}
+        groups.setdefault(benchenv.describe_figure_env(default), []).append(
+            "all_reduce default vs other settings (each adds its own)"
         )
-    elif record.get("env"):
-        out.append(("p", "Environment: " + benchenv.format_env(record["env"])))
-    tuned_line = benchenv.describe_tuned(record.get("tuned_env"))
-    if tuned_line:
-        out.append(("p", tuned_line))
-    if tuning.get("candidates"):
-        default = tuning.get("default_busbw")
-        rows = []
-        for cand in tuning["candidates"]:
-            env = cand.get("env") or {}
-            busbw = cand.get("busbw")
-            label = "default NCCL" if not env else benchenv.format_env(env)
-            if env and env == (record.get("tuned_env") or {}).get("values"):
-                label += " (tuned env file)"
-            rows.append(
-                [
-                    label,
-                    _fmt(busbw),
-                    "-"
-                    if busbw is None or not default or not env
-                    else f"{(busbw / default - 1) * 100:+.1f}%",
-                ]
-            )
-        size = tuning.get("size", "")
+    if groups:
+        header = ["figures", "environment they ran with (what the process saw, where it said)"]
+        rows = [[", ".join(names), text] for text, names in sorted(groups.items(), key=lambda g: g[1])]
+        return [("table", (header, rows))]
+    if record.get("env"):
+        return [("p", "Environment: " + benchenv.format_env(record["env"]))]
+    return []
+
+
+def _tuning_row(cand, default, tuned_values):
+    env = cand.get("env") or {}
+    busbw = cand.get("busbw")
+    label = "default NCCL" if not env else benchenv.format_env(env)
+    if env and env == tuned_values:
+        label += " (tuned env file)"
+    change = "-" if busbw is None or not default or not env else f"{(busbw / default - 1) * 100:+.1f}%"
+    return [label, _fmt(busbw), change]
+
+
+def _tuning_sections(record):
+    """all_reduce at the top size with default NCCL beside the other settings, and the stored winner."""
+    tuning = record.get("tuning") or {}
+    if not tuning.get("candidates"):
+        return []
+    tuned_values = (record.get("tuned_env") or {}).get("values")
+    rows = [_tuning_row(c, tuning.get("default_busbw"), tuned_values) for c in tuning["candidates"]]
+    sweep = tuning.get("mode", "sweep") == "sweep"
+    rule = (
+        f" (sweep: a setting must gain > {tuning.get('min_gain', 0.02) * 100:.0f}% to be stored)"
+        if sweep
+        else ""
+    )
+    out = [
+        ("p", f"all_reduce at {tuning.get('size', '')}, default and tuned NCCL side by side{rule}:"),
+        ("table", (["NCCL settings", "busbw GB/s", "vs default"], rows)),
+    ]
+    if tuning.get("best") and sweep:
         out.append(
             (
                 "p",
-                f"all_reduce at {size}, default and tuned NCCL side by side"
-                + (
-                    f" (sweep: a setting must gain > {tuning.get('min_gain', 0.02) * 100:.0f}% to be stored)"
-                    if tuning.get("mode", "sweep") == "sweep"
-                    else ""
-                )
-                + ":",
+                f"NCCL tuning: best {benchenv.format_env(tuning['best'])} "
+                f"({_fmt(tuning.get('best_busbw'))} GB/s vs {_fmt(tuning.get('default_busbw'))} GB/s "
+                f"default) written to {tuning.get('path', '')}",
             )
         )
-        out.append(("table", (["NCCL settings", "busbw GB/s", "vs default"], rows)))
-        if tuning.get("best") and tuning.get("mode", "sweep") == "sweep":
-            out.append(
-                (
-                    "p",
-                    f"NCCL tuning: best {benchenv.format_env(tuning['best'])} "
-                    f"({_fmt(tuning.get('best_busbw'))} GB/s vs {_fmt(tuning.get('default_busbw'))} GB/s "
-                    f"default) written to {tuning.get('path', '')}",
-                )
-            )
     return out
 
 
@@ -795,6 +788,72 @@ def stepcost_plots(plt, records, run_dir):
     return plots
 
 
+_STEPCOST_HEADER = [
+    "params",
+    "backend",
+    "precision",
+    "hook",
+    "compute ms",
+    "step ms",
+    "step p25-p75",
+    "exposed comm ms",
+    "comm share",
+    "vs no hook",
+    "note",
+]
+
+
+def _stepcost_rows(figs):
+    rows = []
+    for fig in figs:
+        for hook, entry in (fig.get("hooks") or {}).items():
+            spread = entry.get("spread_ms") or [None, None]
+            rows.append(
+                [
+                    stepcost.human_count(fig.get("params")),
+                    fig.get("backend"),
+                    fig.get("precision"),
+                    entry.get("label") or hook,
+                    _fmt(fig.get("compute_ms"), 2),
+                    _fmt(entry.get("step_ms"), 2),
+                    "-" if spread[0] is None else f"{spread[0]:.2f}-{spread[1]:.2f}",
+                    _fmt(entry.get("exposed_ms"), 2),
+                    _pct(entry.get("share")),
+                    "-" if entry.get("vs_none") is None else f"{entry['vs_none'] * 100:+.0f}%",
+                    entry.get("skipped") or ("inconsistent" if entry.get("inconsistent") else ""),
+                ]
+            )
+    return rows
+
+
+def _stepcost_line(fig):
+    """One model size's sentence, its effective all-reduce bandwidth and its baseline."""
+    eff = fig.get("effective") or {}
+    ref = eff.get("reference") or {}
+    line = f"{stepcost.human_count(fig.get('params'))} params: {fig.get('sentence', '')}"
+    if eff.get("busbw") is not None:
+        line += (
+            " Gradient all-reduce as the step saw it: "
+            f"{(fig.get('grad_bytes') or 0) / 1e9:.3g} GB of gradients in "
+            f"{_fmt((fig.get('hooks') or {}).get('none', {}).get('exposed_ms'), 2)} ms exposed = "
+            f"{_fmt(eff['busbw'])} GB/s busbw"
+        )
+        if ref:
+            line += (
+                f", {_pct(eff.get('ratio'))} of the {_fmt(ref.get('busbw'))} GB/s "
+                f"{ref.get('source')} at {human_bytes(ref.get('size'))} (run {ref.get('run_id')})"
+            )
+        line += "."
+    base = fig.get("baseline") or {}
+    if base.get("run_id"):
+        line += (
+            f" Against the last passing run {base['run_id']}: "
+            f"{_fmt(base.get('baseline_step_ms'), 2)} ms, "
+            f"{base.get('change', 0) * 100:+.0f}% ({fig.get('verdict')})."
+        )
+    return line
+
+
 def stepcost_sections(records, plots):
     """The report's DDP step section: per host and for the group, a table per model size and hook,
     the sentence, the effective all-reduce bandwidth against the reference, the chart."""
@@ -812,71 +871,8 @@ def stepcost_sections(records, plots):
     ]
     for key, title, figs in groups:
         out.append(("h", (3, f"DDP step on {title}")))
-        rows = []
-        for fig in figs:
-            for hook, entry in (fig.get("hooks") or {}).items():
-                spread = entry.get("spread_ms") or [None, None]
-                rows.append(
-                    [
-                        stepcost.human_count(fig.get("params")),
-                        fig.get("backend"),
-                        fig.get("precision"),
-                        entry.get("label") or hook,
-                        _fmt(fig.get("compute_ms"), 2),
-                        _fmt(entry.get("step_ms"), 2),
-                        "-" if spread[0] is None else f"{spread[0]:.2f}-{spread[1]:.2f}",
-                        _fmt(entry.get("exposed_ms"), 2),
-                        _pct(entry.get("share")),
-                        "-" if entry.get("vs_none") is None else f"{entry['vs_none'] * 100:+.0f}%",
-                        entry.get("skipped") or ("inconsistent" if entry.get("inconsistent") else ""),
-                    ]
-                )
-        out.append(
-            (
-                "table",
-                (
-                    [
-                        "params",
-                        "backend",
-                        "precision",
-                        "hook",
-                        "compute ms",
-                        "step ms",
-                        "step p25-p75",
-                        "exposed comm ms",
-                        "comm share",
-                        "vs no hook",
-                        "note",
-                    ],
-                    rows,
-                ),
-            )
-        )
-        for fig in figs:
-            eff = fig.get("effective") or {}
-            ref = eff.get("reference") or {}
-            line = f"{stepcost.human_count(fig.get('params'))} params: {fig.get('sentence', '')}"
-            if eff.get("busbw") is not None:
-                line += (
-                    " Gradient all-reduce as the step saw it: "
-                    f"{(fig.get('grad_bytes') or 0) / 1e9:.3g} GB of gradients in "
-                    f"{_fmt((fig.get('hooks') or {}).get('none', {}).get('exposed_ms'), 2)} ms exposed = "
-                    f"{_fmt(eff['busbw'])} GB/s busbw"
-                )
-                if ref:
-                    line += (
-                        f", {_pct(eff.get('ratio'))} of the {_fmt(ref.get('busbw'))} GB/s "
-                        f"{ref.get('source')} at {human_bytes(ref.get('size'))} (run {ref.get('run_id')})"
-                    )
-                line += "."
-            base = fig.get("baseline") or {}
-            if base.get("run_id"):
-                line += (
-                    f" Against the last passing run {base['run_id']}: "
-                    f"{_fmt(base.get('baseline_step_ms'), 2)} ms, "
-                    f"{base.get('change', 0) * 100:+.0f}% ({fig.get('verdict')})."
-                )
-            out.append(("p", line))
+        out.append(("table", (_STEPCOST_HEADER, _stepcost_rows(figs))))
+        out += [("p", _stepcost_line(fig)) for fig in figs]
         if plots.get(("stepcost", key)):
             out.append(("img", (plots[("stepcost", key)], f"DDP step cost on {title}")))
     return out
