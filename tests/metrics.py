@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     lengths = [n for n, _ in rows]
     lines, whens = task_yaml()
     print(f"functions: {len(lengths)}, median {statistics.median(lengths):g} lines")
-    print(f"functions over 60 lines: {sum(n > 60 for n in lengths)}, over 100: {sum(n > 100 for n in lengths)}")
+    over_60, over_100 = sum(n > 60 for n in lengths), sum(n > 100 for n in lengths)
+    print(f"functions over 60 lines: {over_60}, over 100: {over_100}")
     if args.long:
         for n, name in rows:
             if n > 60:

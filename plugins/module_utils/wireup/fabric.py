@@ -80,7 +80,7 @@ SKIP_NET = re.compile(r"^(lo|docker\d*|virbr\d*|cni\d*|flannel.*|cali.*|vxlan.*|
 # transport. nccl-tests' doc/PERFORMANCE.md defines busbw so that it "reflects how optimally the
 # hardware is used" and compares to the hardware's peak: across nodes a ring crosses each node's
 # NICs, so busbw tops out at the node's NIC bandwidth (rails x rate). Where the factors come from
-# (roles/bench/README.md repeats this table):
+# (roles/bench_fabric/README.md repeats this table):
 # - ib_gdr 0.90: NDR 8x400G clusters report 360-370 GB/s all_reduce busbw of 400 GB/s in
 #   NVIDIA's DGX H100 reference figures; NVIDIA/nccl#1412 reached 93 of ~100 GB/s once GDR was on;
 #   an NCCL maintainer: "For NDR @ 400Gbps you should see 46-48GB/s per NIC" (0.92-0.96 of

@@ -21,7 +21,7 @@ but a FAILed group fails the bench on its members (``failed`` in the record) and
 
 import dataclasses
 
-from . import fabric, ncclinfo, nccltests, pairwise
+from . import bandwidth, fabric, ncclinfo, nccltests, pairwise
 from .health import finding
 from .report import md_text
 
@@ -261,6 +261,69 @@ def group_line(group):
     ratio = f", ratio {group['ratio']:.2f}" if group.get("ratio") is not None else ""
     err = f": {group['error']}" if group.get("error") else ""
     return f"{who} round {group.get('round')}: {figure}{against}{ratio} {group['verdict']}{err}"
+
+
+def summary_line(record, md_path):
+    """The play's one line on the run: each node's verdict, the rounds, the bad and unreachable
+    nodes, the whole-group run, the report."""
+    verdicts = ", ".join(f"{host} {verdict}" for host, verdict in record.get("verdicts", {}).items())
+    bad = f": bad {', '.join(record['bad'])}" if record.get("bad") else ""
+    lost = f"; unreachable {', '.join(record['unreachable'])}" if record.get("unreachable") else ""
+    rounds = f"{record.get('rounds', 0)} round(s)"
+    return f"fabric: {verdicts} in {rounds}{bad}{lost}; {record.get('group_line', '')}; report {md_path}"
+
+
+def job_results(results, read):
+    """{(round, members, kind): {logs: {host: text}, launch: {host: {ok, reason}}}} from the nodes'
+    results (bench_fabric.result); read(path) gives a log's text (None when unreadable). A member
+    that never reported (lost mid-round) failed its part of the job."""
+    jobs = {}
+    for r in results:
+        key = (int(r.get("round") or 0), tuple(sorted(r.get("pair") or [])), r.get("kind") or "pair")
+        job = jobs.setdefault(key, {"logs": {}, "launch": {}})
+        host = r.get("host")
+        if host:
+            job["logs"][host] = read(r.get("log"))
+            job["launch"][host] = {"ok": bool(r.get("ok")), "reason": r.get("reason") or ""}
+    for (_round, members, _kind), job in jobs.items():
+        for host in members:
+            job["launch"].setdefault(
+                host, {"ok": False, "reason": "no result (unreachable or failed during the round)"}
+            )
+    return jobs
+
+
+def intra_node_expectations(topologies):
+    """{host: the node's intra-node expected all-reduce busbw, or None}: bounds a pair's figure."""
+    out = {}
+    for host, topo in (topologies or {}).items():
+        try:
+            out[host] = bandwidth.expected_busbw(topo, "all_reduce")["expected_busbw"] if topo else None
+        except (KeyError, TypeError, ValueError):
+            out[host] = None
+    return out
+
+
+def judge_round(params, read):
+    """wireup_fabric_bench's judgement: every job's result so far (pair_result), judged (judge).
+    params: the module's nodes, results, unreachable, nics, topologies, ranks, pass_ratio, max_rounds."""
+    facts = {"nics": params["nics"], "gpus_per_node": params["ranks"]}
+    intra = intra_node_expectations(params["topologies"])
+    pair_results = [
+        pair_result(
+            round_no, list(members), job["logs"], job["launch"], kind=kind, intra_node_gbs=intra, **facts
+        )
+        for (round_no, members, kind), job in sorted(job_results(params["results"], read).items())
+    ]
+    return judge(
+        params["nodes"],
+        pair_results,
+        unreachable=params["unreachable"],
+        nics=params["nics"],
+        topologies=params["topologies"],
+        pass_ratio=params["pass_ratio"],
+        max_rounds=params["max_rounds"],
+    )
 
 
 def failures(judged):

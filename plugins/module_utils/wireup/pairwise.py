@@ -6,7 +6,7 @@ median of the first round's pairs; the members of failing pairs are then paired 
 passed, which decides which member is bad. :func:`plan` takes every result so far and returns the
 next round (or none), every node's state and the evidence; the tasks only run what it says.
 
-Rounds for N reachable nodes (roles/bench/README.md repeats this):
+Rounds for N reachable nodes (roles/bench_fabric/README.md repeats this):
 
 * round 1: floor(N/2) pairs at once (sorted names, neighbours paired); with odd N one node waits.
 * later rounds: each node still undecided (a member of a failed pair, or the odd one out) is
