@@ -171,6 +171,22 @@ class Tuning(TypedDict, total=False):
     summary: str
 
 
+class NodeData(TypedDict, total=False):
+    """node_results' answer (kept as __bench_result): what results.build_record judges of a node.
+    A node that stopped early has only failed and skipped (NO_DATA)."""
+
+    failed: bool
+    skipped: str
+    topology: dict
+    nccl_tests: dict[str, dict]
+    env: dict[str, str]
+    figure_env: dict
+    tuned_env: dict
+    versions: dict[str, str]
+    gpus: int | None
+    tuning: Tuning
+
+
 def _iterations(settings):
     return ["-w", str(settings.warmup_iterations), "-n", str(settings.iterations)]
 

@@ -52,6 +52,7 @@ with the first lines of the output, so a failed run is never mistaken for an emp
 import json
 import math
 import re
+from typing import TypedDict
 
 from .node import parse_nccl_header
 
@@ -1040,6 +1041,18 @@ def row_at_or_above(rows, min_bytes):
 
 
 # ---------------------------------------------------------------- building nccl-tests
+class NcclInfo(TypedDict, total=False):
+    """What the wireup_nccl_info module returns (its RETURN documents each key): the NCCL to build
+    nccl-tests against, nvcc, the CPUs for make -j, the last build (packages.nccl_tests_plan reads it)."""
+
+    changed: bool
+    cuda_home: str
+    nvcc: bool
+    nproc: int
+    nccl: dict
+    build: dict
+
+
 def nccl_header_version(text):
     """'2.28.9' from nccl.h's NCCL_MAJOR/MINOR/PATCH defines (node.parse_nccl_header: the one
     reading of nccl.h); '' when they are missing."""

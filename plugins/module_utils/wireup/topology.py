@@ -19,6 +19,7 @@ import csv
 import io
 import re
 import xml.etree.ElementTree as ET
+from typing import TypedDict
 
 from .nvlink import parse_nvlink_status
 
@@ -63,6 +64,18 @@ INT_RE = re.compile(r"^-?\d+$")
 FLOAT_RE = re.compile(r"^-?\d+\.\d+$")
 # Dotted values that are versions, not numbers ("9.0" and "9.10" must stay apart).
 VERSION_FIELDS = {"compute_cap", "driver_version", "vbios_version", "cuda_version", "inforom.img"}
+
+
+class TopologyProbe(TypedDict):
+    """What the wireup_gpu_topology module returns (its RETURN documents each key): the topology
+    (also the fact gpu_topology_facts), its findings and their counts, the role's summary lines."""
+
+    changed: bool
+    ansible_facts: dict
+    topology: dict
+    findings: list[dict]
+    findings_count: dict[str, int]
+    summary: list[str]
 
 
 def strip_ansi(text):
