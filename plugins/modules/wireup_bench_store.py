@@ -159,31 +159,31 @@ def _read(path):
         return ""
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec={
-            "results_dir": {"type": "path", "required": True},
-            "run_id": {"type": "str", "required": True},
-            "nodes": {"type": "dict", "required": True},
-            "torch_logs": {"type": "dict", "default": {}},
-            "thresholds": {
-                "type": "dict",
-                "required": True,
-                "options": {
-                    "pass_ratio": {"type": "float", "required": True},
-                    "warn_ratio": {"type": "float", "required": True},
-                    "min_bytes": {"type": "int", "required": True},
-                    "tolerance": {"type": "float", "required": True},
-                    "torch_goal": {"type": "float", "required": True},
-                },
-            },
-            "efficiency": {"type": "dict", "default": {}},
-            "lost": {"type": "dict", "default": {}},
-            "multi_node_skipped": {"type": "str", "default": ""},
-            "secret_env": {"type": "list", "elements": "str", "default": []},
+ARGUMENT_SPEC = {
+    "results_dir": {"type": "path", "required": True},
+    "run_id": {"type": "str", "required": True},
+    "nodes": {"type": "dict", "required": True},
+    "torch_logs": {"type": "dict", "default": {}},
+    "thresholds": {
+        "type": "dict",
+        "required": True,
+        "options": {
+            "pass_ratio": {"type": "float", "required": True},
+            "warn_ratio": {"type": "float", "required": True},
+            "min_bytes": {"type": "int", "required": True},
+            "tolerance": {"type": "float", "required": True},
+            "torch_goal": {"type": "float", "required": True},
         },
-        supports_check_mode=True,
-    )
+    },
+    "efficiency": {"type": "dict", "default": {}},
+    "lost": {"type": "dict", "default": {}},
+    "multi_node_skipped": {"type": "str", "default": ""},
+    "secret_env": {"type": "list", "elements": "str", "default": []},
+}
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
     if module.check_mode:
         # Check mode ran no benchmark: nothing to judge or store.

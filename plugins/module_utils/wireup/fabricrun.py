@@ -417,21 +417,37 @@ def _cell(value):
 def markdown(record):
     """The report section (Markdown); what nodes said is escaped (report.md_text)."""
     ref = record.get("reference_kind")
+    judged = (
+        "each pair judged against its expected busbw (NIC facts x transport efficiency)"
+        if ref == "expected"
+        else f"pairs judged against the median of the first round ({record.get('reference_gbs')} GB/s)"
+    )
     lines = [
         f"## Fabric (run {record['run_id']})",
         "",
         f"{len(record.get('verdicts', {}))} node(s) in {record.get('rounds', 0)} round(s) of disjoint pairs; "
-        + (
-            "each pair judged against its expected busbw (NIC facts x transport efficiency)"
-            if ref == "expected"
-            else f"pairs judged against the median of the first round ({record.get('reference_gbs')} GB/s)"
-        )
-        + ".",
+        f"{judged}.",
         "",
         "| round | pair | busbw GB/s | reference GB/s | ratio | verdict | transport |",
         "|---|---|---|---|---|---|---|",
+        *_pair_lines(record),
     ]
+    g = record.get("group") or {}
+    if g:
+        lines += ["", "### Whole-group run", "", md_text(group_line(g)) + "."]
+    lines += ["", "| node | verdict | evidence |", "|---|---|---|"]
+    for host, v in sorted(record.get("verdicts", {}).items()):
+        ev = "; ".join(record.get("nodes", {}).get(host, {}).get("evidence", []))
+        lines.append(f"| {_cell(host)} | {_cell(v)} | {_cell(ev)} |")
+    if record.get("findings"):
+        lines += ["", "Findings:", "", *(_finding_line(f) for f in record["findings"])]
+    return "\n".join(lines) + "\n"
+
+
+def _pair_lines(record):
+    """One table row per pair (its error on a row of its own), the transports NCCL used."""
     details = {(d["round"], "+".join(d["pair"])): d for d in record.get("pair_details", [])}
+    lines = []
     for p in record.get("pairs", []):
         d = details.get((p["round"], "+".join(p["pair"])), {})
         kinds = sorted(
@@ -447,19 +463,12 @@ def markdown(record):
         )
         if p.get("error"):
             lines.append(f"|  | error: {_cell(p['error'][:200])} |  |  |  |  |  |")
-    g = record.get("group") or {}
-    if g:
-        lines += ["", "### Whole-group run", "", md_text(group_line(g)) + "."]
-    lines += ["", "| node | verdict | evidence |", "|---|---|---|"]
-    for host, v in sorted(record.get("verdicts", {}).items()):
-        ev = "; ".join(record.get("nodes", {}).get(host, {}).get("evidence", []))
-        lines.append(f"| {_cell(host)} | {_cell(v)} | {_cell(ev)} |")
-    if record.get("findings"):
-        lines += ["", "Findings:", ""]
-        for f in record["findings"]:
-            quote = f" (NCCL: {md_text(f['evidence'])})" if f.get("evidence") else ""
-            lines.append(f"- {md_text(f['severity'])} {md_text(f['code'])}: {md_text(f['message'])}{quote}")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _finding_line(f):
+    quote = f" (NCCL: {md_text(f['evidence'])})" if f.get("evidence") else ""
+    return f"- {md_text(f['severity'])} {md_text(f['code'])}: {md_text(f['message'])}{quote}"
 
 
 def refusals(hosts, bench_verdicts=None, fabric_record=None):
@@ -532,34 +541,36 @@ def latest_verdicts(results_dir, hosts):
     (cut off, not JSON, not a record) is verdict DAMAGED naming the file, for the host it belongs
     to, and ``{"damaged": why}`` for a fabric record: the gate refuses, it never reads an older
     verdict past a damaged one."""
-    import os
-
     from . import results as store
 
-    bench = {}
     runs = store.list_runs(results_dir)
-    for host in hosts:
-        for run_id in reversed(runs):
-            try:
-                record = store.read_host(results_dir, run_id, host)
-            except FileNotFoundError:
-                continue
-            except store.DamagedRecord as err:
-                bench[host] = {"verdict": "DAMAGED", "run_id": run_id, "reason": str(err)}
-                break
-            except ValueError:
-                break  # a host name that is no file name: the store can hold no record of it
-            critical = [
-                f.get("message", "") for f in record.get("findings", []) if f.get("severity") == "critical"
-            ]
-            bench[host] = {
-                "verdict": record.get("verdict"),
-                "run_id": run_id,
-                "reason": "; ".join(critical[:3]),
-            }
-            break
+    bench = {host: _latest_bench(store, results_dir, runs, host) for host in hosts}
+    return {h: v for h, v in bench.items() if v is not None}, _latest_fabric(store, results_dir)
+
+
+def _latest_bench(store, results_dir, runs, host):
+    """{verdict, run_id, reason} of the host's newest bench record (None when it has none)."""
+    for run_id in reversed(runs):
+        try:
+            record = store.read_host(results_dir, run_id, host)
+        except FileNotFoundError:
+            continue
+        except store.DamagedRecord as err:
+            return {"verdict": "DAMAGED", "run_id": run_id, "reason": str(err)}
+        except ValueError:
+            return None  # a host name that is no file name: the store can hold no record of it
+        critical = [
+            f.get("message", "") for f in record.get("findings", []) if f.get("severity") == "critical"
+        ]
+        return {"verdict": record.get("verdict"), "run_id": run_id, "reason": "; ".join(critical[:3])}
+    return None
+
+
+def _latest_fabric(store, results_dir):
+    """The newest fabric record ({damaged, run_id} when it cannot be read; None without one)."""
+    import os
+
     fabric_dir = os.path.join(results_dir, "fabric")
-    record = None
     try:
         names = sorted(
             (d for d in os.listdir(fabric_dir) if store.RUN_ID_RE.match(d)), key=store._run_sort_key
@@ -568,13 +579,12 @@ def latest_verdicts(results_dir, hosts):
         names = []
     for name in reversed(names):
         try:
-            record = load_fabric_record(os.path.join(fabric_dir, name, "fabric.json"))
+            return load_fabric_record(os.path.join(fabric_dir, name, "fabric.json"))
         except FileNotFoundError:
             continue
         except ValueError as err:
-            record = {"damaged": str(err), "run_id": name}
-        break
-    return bench, record
+            return {"damaged": str(err), "run_id": name}
+    return None
 
 
 def plot(record, path):

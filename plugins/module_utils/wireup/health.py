@@ -117,47 +117,49 @@ def parse_xid(text):
     if text is None:
         return []
     seen = {}
-    for line in text.splitlines():
+    lines = text.splitlines()
+    for line in lines:
         m = XID_RE.search(line)
         if not m:
             continue
-        pci, xid = m.group(1).lower(), int(m.group(2))
-        key = (pci, xid)
+        key = (m.group(1).lower(), int(m.group(2)))
         if key not in seen:
-            severity, meaning = XID_MEANINGS.get(xid, ("warning", "see NVIDIA's Xid catalogue"))
-            detail = m.group(3).strip()
-            seen[key] = {
-                "pci": pci,
-                "xid": xid,
-                "count": 0,
-                "severity": severity,
-                "meaning": meaning,
-                "detail": detail[:120],
-            }
+            seen[key] = _xid_entry(key, m.group(3).strip()[:120])
         seen[key]["count"] += 1
-    # Newer drivers (seen on 570.158.01) may report a lost GPU without an Xid line, over several lines:
-    # "NVRM: The NVIDIA GPU 0000:b3:00.0 / NVRM: (PCI ID: ...) installed in this system has /
-    # NVRM: fallen off the bus and is not responding to commands." It is Xid 79 all the same.
-    lines = text.splitlines()
+    for key in _fallen_off_keys(lines):
+        if key not in seen:  # an Xid 79 line for the same GPU already says it
+            seen[key] = dict(
+                _xid_entry(key, "NVRM: fallen off the bus and is not responding to commands (no Xid line)"),
+                count=1,
+            )
+    return list(seen.values())
+
+
+def _xid_entry(key, detail):
+    severity, meaning = XID_MEANINGS.get(key[1], ("warning", "see NVIDIA's Xid catalogue"))
+    return {
+        "pci": key[0],
+        "xid": key[1],
+        "count": 0,
+        "severity": severity,
+        "meaning": meaning,
+        "detail": detail,
+    }
+
+
+def _fallen_off_keys(lines):
+    """(pci, 79) of each GPU the log says fell off the bus without an Xid line. Newer drivers (seen
+    on 570.158.01) may report a lost GPU over several lines: "NVRM: The NVIDIA GPU 0000:b3:00.0 /
+    NVRM: (PCI ID: ...) installed in this system has / NVRM: fallen off the bus and is not
+    responding to commands." It is Xid 79 all the same."""
+    keys = []
     for number, line in enumerate(lines):
         if "fallen off the bus" not in line or "NVRM" not in line or XID_RE.search(line):
             continue
-        window = " ".join(lines[max(number - 2, 0) : number + 1])
-        found = FALLEN_PCI_RE.findall(window)
-        if not found:
-            continue
-        key = (found[-1].lower(), 79)
-        if key not in seen:  # an Xid 79 line for the same GPU already says it
-            severity, meaning = XID_MEANINGS[79]
-            seen[key] = {
-                "pci": key[0],
-                "xid": 79,
-                "count": 1,
-                "severity": severity,
-                "meaning": meaning,
-                "detail": "NVRM: fallen off the bus and is not responding to commands (no Xid line)",
-            }
-    return list(seen.values())
+        found = FALLEN_PCI_RE.findall(" ".join(lines[max(number - 2, 0) : number + 1]))
+        if found:
+            keys.append((found[-1].lower(), 79))
+    return keys
 
 
 def parse_lspci(text):
@@ -169,44 +171,50 @@ def parse_lspci(text):
     current = None
     for line in text.splitlines():
         if line and not line[0].isspace():
-            m = LSPCI_HEADER_RE.match(line)
-            if not m:
-                current = None
-                continue
-            ids = LSPCI_IDS_RE.findall(m.group("rest"))
-            vendor, device = ids[-1] if ids else (None, None)
-            if vendor is None and "NVIDIA" in m.group("rest"):
-                vendor = NVIDIA_VENDOR
-            domain = (m.group("domain") or "0000").lower()
-            current = {
-                "address": f"{domain}:{m.group('bus')}:{m.group('dev')}.{m.group('fn')}".lower(),
-                "domain": domain,
-                "bus": int(m.group("bus"), 16),
-                "class_code": (m.group("classcode") or "").lower() or None,
-                "class_name": m.group("classname").strip(),
-                "vendor": vendor.lower() if vendor else None,
-                "device": device.lower() if device else None,
-                "description": m.group("rest").strip(),
-                "secondary": None,
-                "subordinate": None,
-                "acs_ctl": None,
-                "caps_readable": True,
-            }
-            devices.append(current)
-            continue
-        if current is None:
-            continue
-        stripped = line.strip()
-        if "<access denied>" in stripped:
-            current["caps_readable"] = False
-        m = LSPCI_BUS_RE.search(stripped)
-        if m:
-            current["secondary"] = int(m.group(2), 16)
-            current["subordinate"] = int(m.group(3), 16)
-        m = ACS_CTL_RE.search(stripped)
-        if m:
-            current["acs_ctl"] = {flag: sign == "+" for flag, sign in ACS_FLAG_RE.findall(m.group(1))}
+            current = _lspci_device(line)
+            devices += [current] if current else []
+        elif current is not None:
+            _lspci_detail(current, line.strip())
     return devices
+
+
+def _lspci_device(line):
+    """A device from its header line (None when the line is not one)."""
+    m = LSPCI_HEADER_RE.match(line)
+    if not m:
+        return None
+    ids = LSPCI_IDS_RE.findall(m.group("rest"))
+    vendor, device = ids[-1] if ids else (None, None)
+    if vendor is None and "NVIDIA" in m.group("rest"):
+        vendor = NVIDIA_VENDOR
+    domain = (m.group("domain") or "0000").lower()
+    return {
+        "address": f"{domain}:{m.group('bus')}:{m.group('dev')}.{m.group('fn')}".lower(),
+        "domain": domain,
+        "bus": int(m.group("bus"), 16),
+        "class_code": (m.group("classcode") or "").lower() or None,
+        "class_name": m.group("classname").strip(),
+        "vendor": vendor.lower() if vendor else None,
+        "device": device.lower() if device else None,
+        "description": m.group("rest").strip(),
+        "secondary": None,
+        "subordinate": None,
+        "acs_ctl": None,
+        "caps_readable": True,
+    }
+
+
+def _lspci_detail(device, stripped):
+    """What one indented line says of its device: unreadable capabilities, the bus range, ACSCtl."""
+    if "<access denied>" in stripped:
+        device["caps_readable"] = False
+    m = LSPCI_BUS_RE.search(stripped)
+    if m:
+        device["secondary"] = int(m.group(2), 16)
+        device["subordinate"] = int(m.group(3), 16)
+    m = ACS_CTL_RE.search(stripped)
+    if m:
+        device["acs_ctl"] = {flag: sign == "+" for flag, sign in ACS_FLAG_RE.findall(m.group(1))}
 
 
 def _is_gpu(dev):
@@ -303,33 +311,39 @@ def _nvlink_down_findings(topology, nvlink, nvswitches):
 
 
 def _nvlink_findings(topology, nvlink, nvswitches=0):
-    out = []
     if not nvlink:
-        return out
-    out.extend(_nvlink_down_findings(topology, nvlink, nvswitches))
-    by_index = {g["index"]: g for g in nvlink["gpus"]}
-    for gpu in nvlink["gpus"]:
-        if gpu["active"] and gpu["inactive"]:
-            links = ", ".join(str(n) for n in gpu["inactive_links"])
-            out.append(
-                finding(
-                    "critical",
-                    "nvlink_inactive",
-                    f"GPU{gpu['index']}: {gpu['inactive']} of {gpu['active'] + gpu['inactive']} NVLinks "
-                    f"inactive (links {links}); NVLink bandwidth is reduced",
-                    [gpu["index"]],
-                )
+        return []
+    return [
+        *_nvlink_down_findings(topology, nvlink, nvswitches),
+        *(f for gpu in nvlink["gpus"] for f in _gpu_link_findings(gpu)),
+        *_below_matrix_findings(topology, {g["index"]: g for g in nvlink["gpus"]}),
+    ]
+
+
+def _gpu_link_findings(gpu):
+    """nvlink_inactive (some links down beside active ones) and nvlink_speed_mixed of one GPU."""
+    out = []
+    if gpu["active"] and gpu["inactive"]:
+        links = ", ".join(str(n) for n in gpu["inactive_links"])
+        out.append(
+            finding(
+                "critical",
+                "nvlink_inactive",
+                f"GPU{gpu['index']}: {gpu['inactive']} of {gpu['active'] + gpu['inactive']} NVLinks "
+                f"inactive (links {links}); NVLink bandwidth is reduced",
+                [gpu["index"]],
             )
-        if len(gpu["speeds_gbps"]) > 1:
-            speeds = "/".join(f"{s:g}" for s in gpu["speeds_gbps"])
-            out.append(
-                finding(
-                    "warning",
-                    "nvlink_speed_mixed",
-                    f"GPU{gpu['index']}: active NVLinks run at different speeds ({speeds} GB/s)",
-                    [gpu["index"]],
-                )
-            )
+        )
+    if len(gpu["speeds_gbps"]) > 1:
+        speeds = "/".join(f"{s:g}" for s in gpu["speeds_gbps"])
+        message = f"GPU{gpu['index']}: active NVLinks run at different speeds ({speeds} GB/s)"
+        out.append(finding("warning", "nvlink_speed_mixed", message, [gpu["index"]]))
+    return out
+
+
+def _below_matrix_findings(topology, by_index):
+    """nvlink_below_matrix: topo -m says NV# for a pair, but a GPU of it has fewer active links."""
+    out = []
     for link in (topology or {}).get("links", []):
         if not link["nvlinks"]:
             continue
@@ -341,14 +355,8 @@ def _nvlink_findings(topology, nvlink, nvswitches=0):
         ]
         if short:
             detail = ", ".join(f"GPU{i} has {n} active" for i, n in short)
-            out.append(
-                finding(
-                    "critical",
-                    "nvlink_below_matrix",
-                    f"GPU{a}-GPU{b}: topo -m says {link['class']} but {detail}",
-                    [a, b],
-                )
-            )
+            message = f"GPU{a}-GPU{b}: topo -m says {link['class']} but {detail}"
+            out.append(finding("critical", "nvlink_below_matrix", message, [a, b]))
     return out
 
 

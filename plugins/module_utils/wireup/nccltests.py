@@ -649,39 +649,54 @@ def parse_json(text):
         result["program"] = args[0].rsplit("/", 1)[-1]
     result["nccl_version"] = nccl_version_string(data.get("nccl_version"))
     cfg = data.get("config") or {}
-    result["config"] = {
-        "nthreads": cfg.get("nthreads"),
-        "ngpus": cfg.get("ngpus"),
-        "min_bytes": cfg.get("minimum_bytes"),
-        "max_bytes": cfg.get("maximum_bytes"),
-        "step": cfg.get("step_factor"),
-        "warmup_iters": cfg.get("warmup_iters"),
-        "iters": cfg.get("iterations"),
+    result["config"] = {key: cfg.get(name) for key, name in _JSON_CONFIG.items()}
+    result["devices"] = [_json_device(dev) for dev in cfg.get("devices") or []]
+    result["rows"] = [_json_row(row) for row in data.get("results") or []]
+    _json_footer(data, result)
+    # "errors" is ncclGetLastError() after a finished run, not a failure (see _echo_lines); a run
+    # that fails writes no footer, so its file has neither the average nor "errors".
+    result["last_error"] = next((str(e).strip() for e in data.get("errors") or [] if str(e).strip()), "")
+    return _finish(result, text)
+
+
+# parse_json's config keys and the -J document's names for them.
+_JSON_CONFIG = {
+    "nthreads": "nthreads",
+    "ngpus": "ngpus",
+    "min_bytes": "minimum_bytes",
+    "max_bytes": "maximum_bytes",
+    "step": "step_factor",
+    "warmup_iters": "warmup_iters",
+    "iters": "iterations",
+}
+
+
+def _json_device(dev):
+    return {
+        "rank": dev.get("rank"),
+        "group": dev.get("group"),
+        "pid": dev.get("pid"),
+        "host": dev.get("hostname", ""),
+        "device": dev.get("device"),
+        "bus_id": dev.get("device_hex", ""),
+        "name": dev.get("device_info", ""),
     }
-    for dev in cfg.get("devices") or []:
-        result["devices"].append(
-            {
-                "rank": dev.get("rank"),
-                "group": dev.get("group"),
-                "pid": dev.get("pid"),
-                "host": dev.get("hostname", ""),
-                "device": dev.get("device"),
-                "bus_id": dev.get("device_hex", ""),
-                "name": dev.get("device_info", ""),
-            }
-        )
-    for row in data.get("results") or []:
-        result["rows"].append(
-            {
-                "size": row.get("size"),
-                "count": row.get("count"),
-                "type": row.get("type", ""),
-                "redop": row.get("redop", ""),
-                "root": _int(str(row.get("root", ""))),
-                "out_of_place": _json_section(row.get("out_of_place")),
-                "in_place": _json_section(row.get("in_place")),
-            }
-        )
+
+
+def _json_row(row):
+    return {
+        "size": row.get("size"),
+        "count": row.get("count"),
+        "type": row.get("type", ""),
+        "redop": row.get("redop", ""),
+        "root": _int(str(row.get("root", ""))),
+        "out_of_place": _json_section(row.get("out_of_place")),
+        "in_place": _json_section(row.get("in_place")),
+    }
+
+
+def _json_footer(data, result):
+    """The average bus bandwidth and its status, the out-of-bounds count, whether the run ended."""
     avg = data.get("average_bus_bandwidth") or {}
     result["avg_busbw"] = _num(str(avg.get("bandwidth")))
     # "okay" is "unchecked" without NCCL_TESTS_MIN_BW, else a boolean (as a string in 2.19).
@@ -691,10 +706,6 @@ def parse_json(text):
     result["out_of_bounds"] = oob.get("count")
     result["out_of_bounds_failed"] = str(oob.get("okay", "true")).lower() == "false" or bool(oob.get("count"))
     result["complete"] = "average_bus_bandwidth" in data
-    # "errors" is ncclGetLastError() after a finished run, not a failure (see _echo_lines); a run
-    # that fails writes no footer, so its file has neither the average nor "errors".
-    result["last_error"] = next((str(e).strip() for e in data.get("errors") or [] if str(e).strip()), "")
-    return _finish(result, text)
 
 
 def parse_torch(text):
