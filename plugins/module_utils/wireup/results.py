@@ -29,6 +29,8 @@ from .health import finding
 # The controller's results (host records, reports, plots, fabric records) are the user's and
 # group's only: the modules that write them run under this umask (files 0640, folders 0750).
 RESULTS_UMASK = 0o027
+# The host record's layout version (every record wireup writes, the unreachable one too).
+RECORD_SCHEMA = 2
 RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z(?:-\d+)?$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.@:-]+$")
 
@@ -676,7 +678,7 @@ def _record_head(host, run_id, node, *, baseline, limits, tuned_used):
     tuned = node.get("tuned_env") or {}
     changes = _changes(tuned)
     return {
-        "schema": 2,
+        "schema": RECORD_SCHEMA,
         "host": host,
         "run_id": run_id,
         "skipped": node.get("skipped") or "",
@@ -913,7 +915,7 @@ def unreachable_record(host, run_id, reason):
     summary and the report with Ansible's reason, never a baseline (verdict UNREACHABLE)."""
     reason = " ".join(str(reason or "no reason given").split())
     return {
-        "schema": 1,
+        "schema": RECORD_SCHEMA,
         "host": host,
         "run_id": run_id,
         "verdict": "UNREACHABLE",
@@ -926,13 +928,9 @@ def unreachable_record(host, run_id, reason):
         "torch": {},
         "tuning": {},
         "findings": [
-            {
-                "severity": "critical",
-                "code": "bench_host_unreachable",
-                "gpus": [],
-                "message": f"{host} was unreachable: {reason}",
-                "source": "ansible",
-            }
+            finding(
+                "critical", "bench_host_unreachable", f"{host} was unreachable: {reason}", source="ansible"
+            )
         ],
         "baseline": {},
     }
