@@ -711,17 +711,7 @@ def _json_footer(data, result):
 def parse_torch(text):
     """Parse the JSON lines of files/bench/torch_allreduce.py (noise lines in between are skipped)."""
     result = _empty_result("torch")
-    for line in _clean_lines(text):
-        stripped = line.strip()
-        if not stripped.startswith("{"):
-            continue
-        try:
-            # raw_decode: stderr may be glued to the end of the line when both go to one log.
-            item, _ = json.JSONDecoder().raw_decode(stripped)
-        except ValueError:
-            continue
-        if not isinstance(item, dict) or "wireup_bench" not in item:
-            continue
+    for item in _torch_lines(text):
         result["program"] = item["wireup_bench"]
         result["collective"] = "all_reduce"
         result["config"] = {
@@ -733,24 +723,42 @@ def parse_torch(text):
         }
         result["nccl_version"] = item.get("nccl_version", "") or ""
         result["torch_version"] = item.get("torch_version", "")
-        result["rows"].append(
-            {
-                "size": item.get("size"),
-                "count": item.get("count"),
-                "type": item.get("dtype", ""),
-                "redop": "sum",
-                "root": None,
-                "out_of_place": None,
-                "in_place": {
-                    "time_us": item.get("time_us"),
-                    "algbw": item.get("algbw"),
-                    "busbw": item.get("busbw"),
-                    "wrong": item.get("wrong"),
-                    "error": None,
-                },
-            }
-        )
+        result["rows"].append(_torch_row(item))
     return _finish(result, text)
+
+
+def _torch_lines(text):
+    """The benchmark's result objects in a log ("wireup_bench" lines, in order)."""
+    for line in _clean_lines(text):
+        stripped = line.strip()
+        if not stripped.startswith("{"):
+            continue
+        try:
+            # raw_decode: stderr may be glued to the end of the line when both go to one log.
+            item, _ = json.JSONDecoder().raw_decode(stripped)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and "wireup_bench" in item:
+            yield item
+
+
+def _torch_row(item):
+    """A torch result as a table row: the in-place half only (the benchmark reduces in place)."""
+    return {
+        "size": item.get("size"),
+        "count": item.get("count"),
+        "type": item.get("dtype", ""),
+        "redop": "sum",
+        "root": None,
+        "out_of_place": None,
+        "in_place": {
+            "time_us": item.get("time_us"),
+            "algbw": item.get("algbw"),
+            "busbw": item.get("busbw"),
+            "wrong": item.get("wrong"),
+            "error": None,
+        },
+    }
 
 
 def tests_version(text):

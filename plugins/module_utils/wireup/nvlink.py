@@ -129,9 +129,14 @@ def parse_nvlink_status(text, gpu_count=None):
     _check_complete(gpus, gpu_count, what)
     for gpu in gpus:
         _summarize(gpu)
+    return {"gpus": gpus, "totals": _totals(gpus)}
+
+
+def _totals(gpus):
+    """The node's NVLink totals; the per-link and per-GPU figures are the slowest GPU's with NVLink."""
     with_links = [g for g in gpus if g["active"]]
     speeds = sorted({g["speed_gbps"] for g in with_links})
-    totals = {
+    return {
         "gpus": len(gpus),
         "gpus_with_nvlink": len(with_links),
         "active_links": sum(g["active"] for g in gpus),
@@ -140,7 +145,6 @@ def parse_nvlink_status(text, gpu_count=None):
         "per_link_gbps": speeds[0] if speeds else None,
         "per_gpu_gbps": min((g["total_gbps"] for g in with_links), default=0.0),
     }
-    return {"gpus": gpus, "totals": totals}
 
 
 def _check_complete(gpus, gpu_count, what):
