@@ -109,28 +109,11 @@ def link_speed(cls, gpu_a, gpu_b):
     """Raw speed of one GPU-GPU link: {class, kind, gbps, detail}; gbps None when unknown."""
     match = _NV.match(cls or "")
     if match:
-        count = int(match.group(1))
-        speeds = [((g or {}).get("nvlink") or {}).get("speed_gbps") for g in (gpu_a, gpu_b)]
-        speeds = [s for s in speeds if s]
-        if not speeds:
-            return {
-                "class": cls,
-                "kind": "nvlink",
-                "gbps": None,
-                "detail": f"{cls} but `nvidia-smi nvlink -s` gave no per-link speed",
-            }
-        per_link = min(speeds)
-        return {
-            "class": cls,
-            "kind": "nvlink",
-            "gbps": round(count * per_link, 3),
-            "detail": f"{cls} x {per_link:.3f} GB/s per link",
-        }
+        return _nvlink_speed(cls, int(match.group(1)), (gpu_a, gpu_b))
     kind = _PCIE_KIND.get(cls)
     if kind is None:
         return {"class": cls, "kind": "unknown", "gbps": None, "detail": f"unknown link class {cls!r}"}
-    found = [_gpu_pcie_gbps(g) for g in (gpu_a, gpu_b)]
-    found = [f for f in found if f[0] is not None]
+    found = [f for f in (_gpu_pcie_gbps(g) for g in (gpu_a, gpu_b)) if f[0] is not None]
     if not found:
         return {
             "class": cls,
@@ -145,6 +128,17 @@ def link_speed(cls, gpu_a, gpu_b):
         "gbps": gbps,
         "detail": f"{cls}: PCIe Gen{gen} x{width} = {gbps:.1f} GB/s",
     }
+
+
+def _nvlink_speed(cls, count, gpus):
+    """An NV# link: count links at the slower GPU's per-link speed (nvlink -s)."""
+    speeds = [s for s in (((g or {}).get("nvlink") or {}).get("speed_gbps") for g in gpus) if s]
+    if not speeds:
+        detail = f"{cls} but `nvidia-smi nvlink -s` gave no per-link speed"
+        return {"class": cls, "kind": "nvlink", "gbps": None, "detail": detail}
+    per_link = min(speeds)
+    detail = f"{cls} x {per_link:.3f} GB/s per link"
+    return {"class": cls, "kind": "nvlink", "gbps": round(count * per_link, 3), "detail": detail}
 
 
 def bottleneck(topology, collective=None, overrides=None):
