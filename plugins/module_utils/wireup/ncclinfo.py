@@ -645,36 +645,12 @@ def _socket_findings(info, facts, who):
     rdma_up = [p for p in rail_ports(facts) if p.get("active")]
     if not rdma_up:
         return []
-    ev, inter, nnodes = info.get("evidence", {}), info.get("inter_node"), info.get("nnodes")
-    asked = _asked_for_sockets(info.get("env") or {})
     ports = f"{', '.join(p['name'] for p in rdma_up)} {'is' if len(rdma_up) == 1 else 'are'} ACTIVE"
+    inter, nnodes = info.get("inter_node"), info.get("nnodes")
     no_device = info.get("ib_no_device") and inter is None and info.get("network_kind") in (None, "socket")
-    line = ev.get("inter_node") if inter == "socket" else ev.get("ib_no_device")
-    if (inter == "socket" or (no_device and (nnodes or 0) > 1)) and asked:
-        return [
-            finding(
-                "warning",
-                "nccl_ib_disabled",
-                f"{who}{asked[0]}={asked[1]} in the job's environment: NCCL carried inter-node "
-                f"traffic over TCP sockets as told although {ports} (unset {asked[0]} to use RDMA)",
-                evidence=ev.get(f"env:{asked[0]}") or line,
-            )
-        ]
+    asked = _asked_for_sockets(info.get("env") or {})
     if inter == "socket" or (no_device and (nnodes or 0) > 1):
-        verbs = any(x["code"] == "ibverbs_missing" for x in info.get("failures", []))
-        cause = (
-            "NCCL could not open libibverbs: install rdma-core/libibverbs where the job runs"
-            if verbs
-            else "check NCCL_IB_DISABLE, NCCL_IB_HCA, libibverbs in the job's environment"
-        )
-        return [
-            finding(
-                "critical",
-                "nccl_socket_with_ib_up",
-                f"{who}NCCL carried inter-node traffic over TCP sockets although {ports} ({cause})",
-                evidence=line or ev.get("socket_using") or ev.get("network"),
-            )
-        ]
+        return [_sockets_used(info, ports, asked, who)]
     if no_device and not asked:
         span = (
             "a single-node communicator" if nnodes == 1 else "a communicator whose span the log does not show"
@@ -686,10 +662,37 @@ def _socket_findings(info, facts, who):
                 f"{who}NCCL found no IB device although {ports} ({span}: no traffic left the node over "
                 "sockets here, a multi-node job would; check libibverbs/rdma-core and /dev/infiniband "
                 "where the job runs)",
-                evidence=ev.get("ib_no_device"),
+                evidence=info.get("evidence", {}).get("ib_no_device"),
             )
         ]
     return []
+
+
+def _sockets_used(info, ports, asked, who):
+    """NCCL carried inter-node traffic over sockets beside active RDMA ports: as the job's
+    environment told it (nccl_ib_disabled), or not (nccl_socket_with_ib_up)."""
+    ev = info.get("evidence", {})
+    line = ev.get("inter_node") if info.get("inter_node") == "socket" else ev.get("ib_no_device")
+    if asked:
+        return finding(
+            "warning",
+            "nccl_ib_disabled",
+            f"{who}{asked[0]}={asked[1]} in the job's environment: NCCL carried inter-node "
+            f"traffic over TCP sockets as told although {ports} (unset {asked[0]} to use RDMA)",
+            evidence=ev.get(f"env:{asked[0]}") or line,
+        )
+    verbs = any(x["code"] == "ibverbs_missing" for x in info.get("failures", []))
+    cause = (
+        "NCCL could not open libibverbs: install rdma-core/libibverbs where the job runs"
+        if verbs
+        else "check NCCL_IB_DISABLE, NCCL_IB_HCA, libibverbs in the job's environment"
+    )
+    return finding(
+        "critical",
+        "nccl_socket_with_ib_up",
+        f"{who}NCCL carried inter-node traffic over TCP sockets although {ports} ({cause})",
+        evidence=line or ev.get("socket_using") or ev.get("network"),
+    )
 
 
 def _no_network_findings(info, who):
