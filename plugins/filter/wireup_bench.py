@@ -17,6 +17,7 @@ description:
     registered runs -> ranking, the tuned env file's text, one summary line), wireup_bench_multi
     (plan, the group and the play's hosts -> the torch jobs across the group, or why not),
     wireup_bench_result (plan and what the role registered -> the node's data for the report),
+    wireup_bench_fresh_log (a job's name, torchrun_launch's result -> its log path, '' when stale),
     wireup_bench_report_run (the group and what each host kept -> what wireup_bench_store takes).
 """
 
@@ -78,4 +79,5 @@ class FilterModule:
             "wireup_bench_multi": _wrap(bench_multi),
             "wireup_bench_result": _wrap(bench_result),
             "wireup_bench_report_run": _wrap(bench_report_run),
+            "wireup_bench_fresh_log": _wrap(bench.fresh_log),
         }

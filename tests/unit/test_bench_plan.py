@@ -336,3 +336,11 @@ def test_multi_node_stepcost_needs_every_node_too():
     ]  # all-reduce first
     lost = multi(["a", "b"], ["a", "b"], ["a"], name="g", torch_on=True, gpu_present=gpu, stepcost_on=True)
     assert not lost["stepcost"] and not lost["run"] and "b unreachable" in lost["skipped"]
+
+
+def test_only_this_jobs_log_is_its_result():
+    log = "/results/launch/bench-torch-single-20261201T000000Z/gpu-a01.log"
+    assert bench.fresh_log("bench-torch-single", {"log": log}) == log
+    # A result an earlier job left: its log path names that job.
+    assert bench.fresh_log("bench-stepcost-single", {"log": log}) == ""
+    assert bench.fresh_log("bench-torch-single", {}) == ""

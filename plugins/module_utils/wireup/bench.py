@@ -389,6 +389,14 @@ def _plan_gpu_runs(out, settings, build, host, *, count):
     out["compare"] = _compare(settings, build, count, out["tuned"], out["env_default"])
 
 
+def fresh_log(job, launch):
+    """The log path torchrun_launch's result (launch, {} when none) gives for job, or '' when it
+    is a result left by an earlier job (its log path names another job): the one rule for whether a
+    benchmark's result on a node is this job's."""
+    log = (launch or {}).get("log") or ""
+    return log if f"/{job}-" in log else ""
+
+
 def _busbw_at_top(text):
     """all_reduce's figure at the largest size it has one (nccltests.figure: the verdict's rule)."""
     rows = nccltests.parse(text or "")["rows"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TypedDict
 
+from .bench import fresh_log
+
 SCRIPT = "torch_allreduce.py"
 # NCCL INFO for the INIT and NET subsystems: what NCCL chose between the nodes (ncclinfo.py).
 NCCL_INFO = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
@@ -140,7 +142,7 @@ def result(the_job, launch, host, round_no):
     reason}. launch: torchrun_launch's result on this node ({} when none); a result left by an
     earlier round names another job in its log path, so it counts as the job not starting here."""
     log = (launch or {}).get("log") or ""
-    fresh = f"/{job_name(round_no)}-" in log
+    fresh = bool(fresh_log(the_job["job"], launch))
     verdict = (launch or {}).get("verdict") or {}
     return {
         "round": round_no,
