@@ -25,6 +25,7 @@ PLANS = {
     "__bench_plan": bench.BenchPlan,
     "__bench_torch": bench.TorchJob,
     "__bench_multi": bench.MultiNode,
+    "__bench_torch_logs": dict[str, str],  # {TorchJob kind: its log path on the controller}
     "__bench_tuning": bench.Tuning,
     "__bench_result": bench.NodeData,
     "__bench_report_run": bench_report.ReportRun,
