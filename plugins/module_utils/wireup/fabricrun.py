@@ -591,7 +591,7 @@ def plot(record, path):
     """Bar chart of the pairs' busbw and the whole-group run's (failing ones red, marked), each
     one's reference as a line.
     Returns False when there is nothing to plot or matplotlib is missing (the report says so)."""
-    from .report import _pyplot, save_png
+    from .report import _pyplot, save_figure
 
     pairs = [p for p in record.get("pairs", []) if p.get("busbw") is not None or p.get("error")]
     g = record.get("group") or {}
@@ -624,7 +624,5 @@ def plot(record, path):
     ax.set_ylabel("all-reduce busbw (GB/s)")
     kind = "expected" if record.get("reference_kind") == "expected" else "median of round 1"
     ax.set_title(f"Fabric pairs, run {record.get('run_id')} (dashed: reference, {kind})")
-    fig.tight_layout()
-    save_png(fig, path)
-    plt.close(fig)
+    save_figure(plt, fig, path)
     return True

@@ -147,47 +147,58 @@ def _pyplot():
     return plt
 
 
+def save_figure(plt, fig, path):
+    """Lay the figure out, write it as PNG (save_png: atomically) and close it."""
+    fig.tight_layout()
+    save_png(fig, path)
+    plt.close(fig)
+
+
+def _size_axis(ax, ylabel):
+    """A message-size axis (log2) with the figure's label and a grid."""
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def _draw_collective(ax, lat, name, coll, color):
+    """One collective's busbw (and its expectation dashed) and time per operation; its raw link
+    speed (None when unknown)."""
+    points = _points(coll.get("rows") or [], name)
+    if not points:
+        return None
+    ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", color=color, label=name)
+    exp = (coll.get("expected") or {}).get("expected_busbw")
+    if exp:
+        ax.axhline(exp, color=color, linestyle="--", linewidth=1, label=f"{name} expected {exp:.0f}")
+    times = [(r["size"], _time(r)) for r in coll.get("rows") or [] if r.get("size") and _time(r)]
+    if times:
+        lat.plot([t[0] for t in times], [t[1] for t in times], marker=".", color=color, label=name)
+    return (coll.get("expected") or {}).get("link_gbps")
+
+
 def _plot_busbw(plt, record, path):
     colls = record.get("collectives") or {}
     if not any(c.get("rows") for c in colls.values()):
         return False
     fig, (ax, lat) = plt.subplots(1, 2, figsize=(12, 4.5), dpi=100)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    links = set()
-    for i, (name, coll) in enumerate(sorted(colls.items())):
-        points = _points(coll.get("rows") or [], name)
-        if not points:
-            continue
-        color = colors[i % len(colors)]
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", color=color, label=name)
-        exp = (coll.get("expected") or {}).get("expected_busbw")
-        if exp:
-            ax.axhline(exp, color=color, linestyle="--", linewidth=1, label=f"{name} expected {exp:.0f}")
-        link = (coll.get("expected") or {}).get("link_gbps")
-        if link:
-            links.add(link)
-        times = [(r["size"], _time(r)) for r in coll.get("rows") or [] if r.get("size") and _time(r)]
-        if times:
-            lat.plot([t[0] for t in times], [t[1] for t in times], marker=".", color=color, label=name)
-    for link in sorted(links):
+    links = {
+        _draw_collective(ax, lat, name, coll, colors[i % len(colors)])
+        for i, (name, coll) in enumerate(sorted(colls.items()))
+    }
+    for link in sorted(links - {None, 0}):
         ax.axhline(link, color="black", linestyle=":", linewidth=1, label=f"raw link {link:.0f}")
-    ax.set_xscale("log", base=2)
+    _size_axis(ax, "bus bandwidth (GB/s)")
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("bus bandwidth (GB/s)")
     ax.set_title(f"{record.get('host')}: nccl-tests busbw, run {record.get('run_id')}", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
-    lat.set_xscale("log", base=2)
+    _size_axis(lat, "time per operation (us, best of out-of-place/in-place)")
     lat.set_yscale("log")
-    lat.set_xlabel("message size (bytes)")
-    lat.set_ylabel("time per operation (us, best of out-of-place/in-place)")
     lat.set_title("latency: small messages (tensor parallelism) live here", fontsize=9)
-    lat.grid(True, which="both", alpha=0.3)
     lat.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    save_png(fig, path)
-    plt.close(fig)
+    save_figure(plt, fig, path)
     return True
 
 
@@ -229,24 +240,25 @@ def _plot_topology(plt, record, path):
     ax.set_xticks(range(len(cols)), cols, fontsize=8)
     ax.set_yticks(range(len(gpus)), gpus, fontsize=8)
     ax.set_title(f"{record.get('host')}: nvidia-smi topo -m", fontsize=9)
-    fig.tight_layout()
-    save_png(fig, path)
-    plt.close(fig)
+    save_figure(plt, fig, path)
     return True
 
 
-def _plot_torch(plt, records, path):
+def _torch_series(records):
+    """[(label, points, expected busbw)] of every torch run with figures."""
     series = []
     for host, record in sorted(records.items()):
         for name, item in sorted((record.get("torch") or {}).items()):
             points = _points(item.get("rows") or [])
             if points:
-                label = (
-                    f"{name} ({item.get('world_size')} ranks, {item.get('backend')})"
-                    if name == "multi_node"
-                    else f"{host} {name} ({item.get('world_size')} ranks, {item.get('backend')})"
-                )
+                what = f"{name} ({item.get('world_size')} ranks, {item.get('backend')})"
+                label = what if name == "multi_node" else f"{host} {what}"
                 series.append((label, points, (item.get("expected") or {}).get("expected_busbw")))
+    return series
+
+
+def _plot_torch(plt, records, path):
+    series = _torch_series(records)
     if not series:
         return False
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
@@ -258,15 +270,10 @@ def _plot_torch(plt, records, path):
             ax.axhline(exp, color=color, linestyle="--", linewidth=1, label=f"expected {exp:.0f}")
     # From 0, so a 10x drop shows as one, not as a healthy curve on a rescaled axis.
     ax.set_ylim(bottom=0)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("bus bandwidth (GB/s)")
+    _size_axis(ax, "bus bandwidth (GB/s)")
     ax.set_title("torch.distributed all_reduce")
-    ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    save_png(fig, path)
-    plt.close(fig)
+    save_figure(plt, fig, path)
     return True
 
 
@@ -780,10 +787,8 @@ def stepcost_plots(plt, records, run_dir):
         ax.set_title(f"DDP step on {title}:\ncompute vs exposed communication per comm hook", fontsize=9)
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend(fontsize=7)
-        fig_.tight_layout()
         name = f"stepcost_{_safe(key)}.png"
-        save_png(fig_, os.path.join(run_dir, name))
-        plt.close(fig_)
+        save_figure(plt, fig_, os.path.join(run_dir, name))
         plots[("stepcost", key)] = name
     return plots
 
