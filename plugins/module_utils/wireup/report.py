@@ -56,34 +56,40 @@ def _baseline_change(base):
     return f" ({'; '.join(parts)})" if parts else ""
 
 
+def _collective_part(name, coll):
+    v = coll.get("verdict") or {}
+    if v.get("expected_busbw"):
+        measured = f"{_fmt(v.get('measured_busbw'))}/{_fmt(v.get('expected_busbw'))} GB/s"
+        return f"{name} {v.get('verdict')} {measured}{_link_note(coll.get('of_link'))}"
+    if v.get("verdict", "N/A") == "N/A" and v.get("reason"):
+        return f"{name} N/A ({v['reason']})"
+    return f"{name} {v.get('verdict', 'N/A')} {_fmt(v.get('measured_busbw'))} GB/s"
+
+
+def _torch_run_part(name, item):
+    """'torch NAME (W ranks, backend) X GB/s at SIZE[ = R% of nccl-tests]', or None without figures."""
+    size, busbw = _largest(item.get("rows") or [])
+    if size is None:
+        return None
+    like = item.get("vs_nccl_tests") or {}
+    of = f" = {_pct(like.get('ratio'))} of nccl-tests" if like.get("ratio") is not None else ""
+    run = f"torch {name} ({item.get('world_size')} ranks, {item.get('backend')})"
+    return f"{run} {_fmt(busbw, 3)} GB/s at {human_bytes(size)}{of}"
+
+
+def _summary_parts(record):
+    parts = [record["skipped"]] if record.get("skipped") else []
+    parts += [_collective_part(n, c) for n, c in sorted((record.get("collectives") or {}).items())]
+    parts += [p for n, i in sorted((record.get("torch") or {}).items()) if (p := _torch_run_part(n, i))]
+    parts += stepcost.summary(record)
+    modes = sorted({(f.get("env") or {}).get("mode") for f in _figures(record)} - {None})
+    return parts + (["NCCL " + "+".join(modes)] if modes else [])
+
+
 def summary_line(record):
     """One line per host for the end of the play."""
     host = record.get("host", "?")
-    parts = [record["skipped"]] if record.get("skipped") else []
-    for name, coll in sorted((record.get("collectives") or {}).items()):
-        v = coll.get("verdict") or {}
-        if v.get("expected_busbw"):
-            parts.append(
-                f"{name} {v.get('verdict')} {_fmt(v.get('measured_busbw'))}/"
-                f"{_fmt(v.get('expected_busbw'))} GB/s{_link_note(coll.get('of_link'))}"
-            )
-        elif v.get("verdict", "N/A") == "N/A" and v.get("reason"):
-            parts.append(f"{name} N/A ({v['reason']})")
-        else:
-            parts.append(f"{name} {v.get('verdict', 'N/A')} {_fmt(v.get('measured_busbw'))} GB/s")
-    for name, item in sorted((record.get("torch") or {}).items()):
-        size, busbw = _largest(item.get("rows") or [])
-        if size is not None:
-            like = item.get("vs_nccl_tests") or {}
-            parts.append(
-                f"torch {name} ({item.get('world_size')} ranks, {item.get('backend')}) "
-                f"{_fmt(busbw, 3)} GB/s at {human_bytes(size)}"
-                + (f" = {_pct(like.get('ratio'))} of nccl-tests" if like.get("ratio") is not None else "")
-            )
-    parts += stepcost.summary(record)
-    modes = sorted({(f.get("env") or {}).get("mode") for f in _figures(record)} - {None})
-    if modes:
-        parts.append("NCCL " + "+".join(modes))
+    parts = _summary_parts(record)
     if record.get("skipped") and len(parts) == 1:
         return f"{host}: {record.get('verdict', 'N/A')} - {record['skipped']}"
     counts = _count(record.get("findings"))
@@ -308,17 +314,7 @@ def judged_on(records):
     judged = [r for r in records.values() if r.get("verdict") != "UNREACHABLE"]
     cpu = sorted(r.get("host", "?") for r in judged if is_gpu_less(r))
     gpu = [r for r in judged if not is_gpu_less(r) and (r.get("collectives") or r.get("torch"))]
-    min_bytes = min(
-        [int((r.get("thresholds") or {}).get("min_bytes") or bandwidth.ONE_GIB) for r in gpu]
-        or [bandwidth.ONE_GIB]
-    )
-    parts = []
-    if gpu:
-        who = "Verdicts" if not cpu else f"GPU nodes' verdicts ({len(gpu)})"
-        parts.append(
-            f"{who} are taken at the largest message size >= {bandwidth.human_bytes(min_bytes)} against the "
-            "expected bus bandwidth of the node's slowest GPU-GPU link"
-        )
+    parts = [_gpu_judged_on(gpu, cpu)] if gpu else []
     if cpu:
         who = "Verdicts" if not gpu else "GPU-less nodes' verdicts"
         parts.append(
@@ -331,9 +327,32 @@ def judged_on(records):
     return "; ".join(parts) + " (roles/bench/README.md)."
 
 
+def _gpu_judged_on(gpu, cpu):
+    sizes = [int((r.get("thresholds") or {}).get("min_bytes") or bandwidth.ONE_GIB) for r in gpu]
+    who = "Verdicts" if not cpu else f"GPU nodes' verdicts ({len(gpu)})"
+    return (
+        f"{who} are taken at the largest message size >= {bandwidth.human_bytes(min(sizes))} against the "
+        "expected bus bandwidth of the node's slowest GPU-GPU link"
+    )
+
+
 def _severity_rank(item):
     severity = item.get("severity", "info")
     return SEVERITY_ORDER.index(severity) if severity in SEVERITY_ORDER else 9
+
+
+def _summary_row(host, record):
+    topo = record.get("topology") or {}
+    c = _count(record.get("findings"))
+    return [
+        host,
+        record.get("verdict", "N/A"),
+        topo.get("gpu_count", len(topo.get("gpus") or [])),
+        "/".join(topo.get("link_classes") or []) or "-",
+        f"{c['critical']}/{c['warning']}/{c['info']}",
+        (record.get("baseline") or {}).get("run_id") or "-",
+        record.get("skipped") or "",
+    ]
 
 
 def _summary_part(run_id, records, plots, plot_note):
@@ -346,21 +365,7 @@ def _summary_part(run_id, records, plots, plot_note):
     out.append(("p", f"{len(records)} host(s): {verdicts}. " + judged_on(records)))
     if plot_note:
         out.append(("p", plot_note))
-    rows = []
-    for host, record in sorted(records.items()):
-        topo = record.get("topology") or {}
-        c = _count(record.get("findings"))
-        rows.append(
-            [
-                host,
-                record.get("verdict", "N/A"),
-                topo.get("gpu_count", len(topo.get("gpus") or [])),
-                "/".join(topo.get("link_classes") or []) or "-",
-                f"{c['critical']}/{c['warning']}/{c['info']}",
-                (record.get("baseline") or {}).get("run_id") or "-",
-                record.get("skipped") or "",
-            ]
-        )
+    rows = [_summary_row(host, record) for host, record in sorted(records.items())]
     header = ["host", "verdict", "GPUs", "links", "findings (crit/warn/info)", "baseline (last PASS)", "note"]
     return [*out, ("h", (2, "Summary")), ("table", (header, rows))]
 
