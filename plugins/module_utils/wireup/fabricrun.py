@@ -373,37 +373,48 @@ def _best(record, host):
 def compare(current, previous, tolerance=0.10):
     """Findings against the last run: a node's usable NIC bandwidth that changed, and a node whose
     best pair figure dropped by more than ``tolerance`` against the last run where it PASSed."""
-    out = []
     if not previous:
-        return out
-    for host, now in sorted(current.get("nics", {}).items()):
-        before = previous.get("nics", {}).get(host)
-        if before and (before.get("rails"), before.get("rail_gbps")) != (
-            now.get("rails"),
-            now.get("rail_gbps"),
-        ):
-            f = finding(
-                "warning",
-                "fabric_nic_changed",
-                f"{host}: usable NICs changed from {before.get('rails')} x {before.get('rail_gbps')} Gb/s "
-                f"to {now.get('rails')} x {now.get('rail_gbps')} Gb/s since run {previous.get('run_id')}",
-            )
-            f["nodes"] = [host]
-            out.append(f)
-    for host in sorted(current.get("verdicts", {})):
-        if previous.get("verdicts", {}).get(host) != "PASS":
-            continue
-        now, before = _best(current, host), _best(previous, host)
-        if now is not None and before and now < (1 - tolerance) * before:
-            f = finding(
-                "warning",
-                "fabric_pair_dropped",
-                f"{host}: best pair busbw {now:.3g} GB/s, {100 * (1 - now / before):.0f}% below "
-                f"{before:.3g} GB/s in its last passing run {previous.get('run_id')}",
-            )
-            f["nodes"] = [host]
-            out.append(f)
-    return out
+        return []
+    hosts = sorted(current.get("nics", {}))
+    return [
+        *(f for host in hosts if (f := _nic_changed(host, current, previous))),
+        *(
+            f
+            for host in sorted(current.get("verdicts", {}))
+            if (f := _pair_dropped(host, current, previous, tolerance))
+        ),
+    ]
+
+
+def _nic_changed(host, current, previous):
+    now, before = current["nics"][host], previous.get("nics", {}).get(host)
+    if not before or (before.get("rails"), before.get("rail_gbps")) == (
+        now.get("rails"),
+        now.get("rail_gbps"),
+    ):
+        return None
+    return finding(
+        "warning",
+        "fabric_nic_changed",
+        f"{host}: usable NICs changed from {before.get('rails')} x {before.get('rail_gbps')} Gb/s "
+        f"to {now.get('rails')} x {now.get('rail_gbps')} Gb/s since run {previous.get('run_id')}",
+        nodes=[host],
+    )
+
+
+def _pair_dropped(host, current, previous, tolerance):
+    if previous.get("verdicts", {}).get(host) != "PASS":
+        return None
+    now, before = _best(current, host), _best(previous, host)
+    if now is None or not before or now >= (1 - tolerance) * before:
+        return None
+    return finding(
+        "warning",
+        "fabric_pair_dropped",
+        f"{host}: best pair busbw {now:.3g} GB/s, {100 * (1 - now / before):.0f}% below "
+        f"{before:.3g} GB/s in its last passing run {previous.get('run_id')}",
+        nodes=[host],
+    )
 
 
 def _fmt(value, spec):
