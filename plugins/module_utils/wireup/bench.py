@@ -311,6 +311,26 @@ def _compare(settings, build, count, tuned, env_default):
     }
 
 
+def _torch_plan(settings, present, count):
+    """The torch all-reduce and the DDP step benchmark: alone on this node (the all-reduce on 2+
+    GPUs, the step on 1+), across the group (torch_multi.yml), and their GPU and CPU arguments.
+    `--tags stepcost` alone (stepcost_only): the step benchmark only."""
+    return {
+        "torch_single": bool(settings.torch) and present and count >= 2 and not settings.stepcost_only,
+        "torch_args_gpu": _torch_args(settings, settings.torch_max_bytes),
+        "torch_args_cpu": _torch_args(settings, settings.torch_cpu_max_bytes),
+        "stepcost": bool(settings.stepcost),
+        "stepcost_single": bool(settings.stepcost) and present,
+        "stepcost_args_gpu": _stepcost_args(settings, settings.stepcost_params or [], False),
+        "stepcost_args_cpu": _stepcost_args(settings, settings.stepcost_cpu_params or [], True),
+        "stepcost_only": bool(settings.stepcost_only),
+        "multi": {
+            "torch": bool(settings.torch) and not settings.stepcost_only,
+            "stepcost": bool(settings.stepcost),
+        },
+    }
+
+
 def _scripts(settings):
     """What files/bench/ ships into bench_dir for the torch jobs."""
     return ([TORCH_SCRIPT] if not settings.stepcost_only else []) + (
@@ -340,20 +360,7 @@ def plan(node, settings, build=None, tuned_text=None, host=""):
         "nccl_runs": [],
         "json": False,
         "compare": {},
-        "torch_single": bool(settings.torch) and present and count >= 2 and not settings.stepcost_only,
-        "torch_args_gpu": _torch_args(settings, settings.torch_max_bytes),
-        "torch_args_cpu": _torch_args(settings, settings.torch_cpu_max_bytes),
-        # The DDP step benchmark: each GPU node alone (1+ GPUs), and the group (torch_multi.yml).
-        "stepcost": bool(settings.stepcost),
-        "stepcost_single": bool(settings.stepcost) and present,
-        "stepcost_args_gpu": _stepcost_args(settings, settings.stepcost_params or [], False),
-        "stepcost_args_cpu": _stepcost_args(settings, settings.stepcost_cpu_params or [], True),
-        # `--tags stepcost` alone: the step benchmark only (no nccl-tests, no torch all-reduce).
-        "stepcost_only": bool(settings.stepcost_only),
-        "multi": {
-            "torch": bool(settings.torch) and not settings.stepcost_only,
-            "stepcost": bool(settings.stepcost),
-        },
+        **_torch_plan(settings, present, count),
         "scripts": _scripts(settings),
         "notes": notes,
         "skipped": "",
@@ -575,30 +582,39 @@ def node_results(facts):
     secret = list(facts.get("secret_env") or [])
     origin = origin_of(facts.get("run_id"), facts.get("host"), node, build)
     tune = tuning(the_plan, (facts.get("tune_runs") or {}).get("results"), origin)
-    tuned = the_plan.get("tuned") or {}
     return {
         "skipped": the_plan.get("skipped", ""),
         "topology": facts.get("topology") or {},
         "nccl_tests": _nccl_outputs(facts, secret),
         "env": redact.redact_env(the_plan.get("env"), secret),
-        "figure_env": {
-            "nccl_tests": redact.redact_env(the_plan.get("nccl_env"), secret) if build else {},
-            "torch": redact.redact_env(the_plan.get("torch_env_given"), secret),
-            "tuned_used": tuned.get("used", False),
-            "tuned_text": tuned.get("text", ""),
-        },
+        "figure_env": _figure_env(the_plan, build, secret),
         "tuned_env": _tuned_env_state(facts, the_plan, tune, node, build),
-        "versions": {
-            "driver": (node.get("driver") or {}).get("version"),
-            "cuda": (node.get("cuda") or {}).get("version"),
-            "nccl": build.get("nccl_version") or (node.get("nccl") or {}).get("version"),
-            "nccl_source": build.get("nccl_source", ""),
-            "nccl_tests": build.get("version", ""),
-        },
+        "versions": _versions(node, build),
         "gpus": (node.get("gpu") or {}).get("count"),
         "tuning": _redact_tuning(
             {k: v for k, v in tune.items() if k not in ("file_text", "summary")}, secret
         ),
+    }
+
+
+def _figure_env(the_plan, build, secret):
+    """The environments the figures were given (redacted) and the tuned env file they used."""
+    tuned = the_plan.get("tuned") or {}
+    return {
+        "nccl_tests": redact.redact_env(the_plan.get("nccl_env"), secret) if build else {},
+        "torch": redact.redact_env(the_plan.get("torch_env_given"), secret),
+        "tuned_used": tuned.get("used", False),
+        "tuned_text": tuned.get("text", ""),
+    }
+
+
+def _versions(node, build):
+    return {
+        "driver": (node.get("driver") or {}).get("version"),
+        "cuda": (node.get("cuda") or {}).get("version"),
+        "nccl": build.get("nccl_version") or (node.get("nccl") or {}).get("version"),
+        "nccl_source": build.get("nccl_source", ""),
+        "nccl_tests": build.get("version", ""),
     }
 
 
