@@ -466,23 +466,25 @@ def usable_network(facts):
             }
     up = [i for i in facts.get("interfaces", []) if i.get("operstate") in ("up", "unknown")]
     if up:
-        best = max(
-            up, key=lambda i: (i["speed_mbps"] is not None, not i["virtual"], i["speed_mbps"] or 0, i["name"])
-        )
-        if best["speed_mbps"]:
-            gbps, assumed = best["speed_mbps"] / 1000.0, False
-        else:
-            # NCCL does the same: "Could not get speed from /sys/class/net/eth0/speed. Defaulting to
-            # 10 Gbps." (tests/fixtures/ncclinfo/h200x1_nccl-2.28.9_one_rank_all_reduce.txt)
-            gbps, assumed = SOCKET_DEFAULT_GBPS, True
-        return {
-            "transport": "socket",
-            "rails": 1,
-            "rail_gbps": gbps,
-            "devices": [best["name"]],
-            "speed_assumed": assumed,
-        }
+        return _socket_rail(up)
     return {"transport": None, "rails": 0, "rail_gbps": None, "devices": []}
+
+
+def _socket_rail(up):
+    """Sockets over the fastest interface that is up (a known speed, a real device first)."""
+    best = max(
+        up, key=lambda i: (i["speed_mbps"] is not None, not i["virtual"], i["speed_mbps"] or 0, i["name"])
+    )
+    # Without a speed NCCL does the same: "Could not get speed from /sys/class/net/eth0/speed.
+    # Defaulting to 10 Gbps." (tests/fixtures/ncclinfo/h200x1_nccl-2.28.9_one_rank_all_reduce.txt)
+    gbps = best["speed_mbps"] / 1000.0 if best["speed_mbps"] else SOCKET_DEFAULT_GBPS
+    return {
+        "transport": "socket",
+        "rails": 1,
+        "rail_gbps": gbps,
+        "devices": [best["name"]],
+        "speed_assumed": not best["speed_mbps"],
+    }
 
 
 def on_interface(facts, ifname):

@@ -406,21 +406,8 @@ def _gpu_number(name):
 
 def _p2p_findings(topology):
     """One finding per (link class, failing modes): the pairs that share them, listed."""
-    classes = {}
-    for link in topology.get("links", []):
-        classes[(link["a"], link["b"])] = link["class"]
-    bad = {}
-    for mode, data in sorted((topology.get("p2p") or {}).items()):
-        for pair in data["not_ok"]:
-            cls = classes.get((pair["a"], pair["b"])) or classes.get((pair["b"], pair["a"]))
-            nvlinked = bool(cls and cls.startswith("NV"))
-            if mode not in ("r", "w") and not nvlinked:
-                continue
-            bad.setdefault((pair["a"], pair["b"]), {"class": cls, "modes": []})["modes"].append(
-                f"{mode}={pair['status']}"
-            )
     groups = {}
-    for (a, b), info in bad.items():
+    for (a, b), info in _p2p_failures(topology).items():
         key = (info["class"] or "unknown link", ", ".join(info["modes"]))
         groups.setdefault(key, []).append((a, b))
     out = []
@@ -438,6 +425,21 @@ def _p2p_findings(topology):
             )
         )
     return out
+
+
+def _p2p_failures(topology):
+    """{(a, b): {class, modes: ["r=CNS", ...]}} of the pairs whose P2P status is not OK (modes
+    other than read and write only on NVLink pairs: on PCIe they are "NS" by design)."""
+    classes = {(link["a"], link["b"]): link["class"] for link in topology.get("links", [])}
+    bad = {}
+    for mode, data in sorted((topology.get("p2p") or {}).items()):
+        for pair in data["not_ok"]:
+            cls = classes.get((pair["a"], pair["b"])) or classes.get((pair["b"], pair["a"]))
+            if mode not in ("r", "w") and not (cls and cls.startswith("NV")):
+                continue
+            entry = bad.setdefault((pair["a"], pair["b"]), {"class": cls, "modes": []})
+            entry["modes"].append(f"{mode}={pair['status']}")
+    return bad
 
 
 def classify_smi_error(text):

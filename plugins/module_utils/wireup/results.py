@@ -657,6 +657,19 @@ SECTIONS = (
 )
 
 
+def _judging(node, limits, baseline):
+    nccl_env, torch_env, tuned_used = _figure_envs(node)
+    return Judging(
+        limits=limits,
+        efficiency=node.get("efficiency") or {},
+        topology=node.get("topology") or {},
+        baseline=baseline[1] if baseline else None,
+        nccl_env=nccl_env,
+        torch_env=torch_env,
+        tuned_used=tuned_used,
+    )
+
+
 def _limits(given):
     """The run's Thresholds from the report play's values (numbers as Ansible passes them)."""
     values = {**bandwidth.DEFAULT_THRESHOLDS, **(given or {})}
@@ -675,8 +688,7 @@ def _record_head(host, run_id, node, *, baseline, limits, tuned_used):
     """The record before its sections: who, what ran there, the thresholds, the tuned env file's
     state and the findings the node brought (gpu_topology's, the run's notes)."""
     topology = node.get("topology") or {}
-    tuned = node.get("tuned_env") or {}
-    changes = _changes(tuned)
+    changes = _changes(node.get("tuned_env") or {})
     return {
         "schema": RECORD_SCHEMA,
         "host": host,
@@ -688,16 +700,7 @@ def _record_head(host, run_id, node, *, baseline, limits, tuned_used):
         "thresholds": dataclasses.asdict(limits),
         # The tuned env file on the node after the run (used or not), and when the driver and
         # NCCL last changed there; every figure's own environment is in its "env".
-        "tuned_env": benchenv.tuned_env_state(
-            tuned.get("path", ""),
-            tuned.get("text"),
-            mtime=tuned.get("mtime"),
-            versions=node.get("versions"),
-            changes=changes,
-            used=bool(tuned_used),
-        )
-        if tuned
-        else {},
+        "tuned_env": _tuned_state(node, changes, tuned_used),
         "last_changes": changes,
         "collectives": {},
         "torch": {},
@@ -706,6 +709,20 @@ def _record_head(host, run_id, node, *, baseline, limits, tuned_used):
         + [dict(f) for f in node.get("findings") or []],
         "baseline": {"run_id": baseline[0]} if baseline else {},
     }
+
+
+def _tuned_state(node, changes, tuned_used):
+    tuned = node.get("tuned_env") or {}
+    if not tuned:
+        return {}
+    return benchenv.tuned_env_state(
+        tuned.get("path", ""),
+        tuned.get("text"),
+        mtime=tuned.get("mtime"),
+        versions=node.get("versions"),
+        changes=changes,
+        used=bool(tuned_used),
+    )
 
 
 def _stale_tuned_env(record):
@@ -749,17 +766,8 @@ def build_record(host, run_id, node, baseline=None):
     The record's sections are SECTIONS'; then the baseline comparison and the host's verdict.
     """
     limits = _limits(node.get("thresholds"))
-    nccl_env, torch_env, tuned_used = _figure_envs(node)
-    ctx = Judging(
-        limits=limits,
-        efficiency=node.get("efficiency") or {},
-        topology=node.get("topology") or {},
-        baseline=baseline[1] if baseline else None,
-        nccl_env=nccl_env,
-        torch_env=torch_env,
-        tuned_used=tuned_used,
-    )
-    record = _record_head(host, run_id, node, baseline=baseline, limits=limits, tuned_used=tuned_used)
+    ctx = _judging(node, limits, baseline)
+    record = _record_head(host, run_id, node, baseline=baseline, limits=limits, tuned_used=ctx.tuned_used)
     verdicts = []
     for key, section in SECTIONS:
         record[key], found, judged = section(node, record, ctx)
