@@ -155,6 +155,22 @@ def parse_args(argv=None):
     return args
 
 
+def _device(torch, use_cuda, local_rank):
+    """This rank's device: its GPU (made current), or the CPU."""
+    if not use_cuda:
+        return torch.device("cpu")
+    torch.cuda.set_device(local_rank)
+    return torch.device("cuda", local_rank)
+
+
+def _nccl_version(torch, use_cuda):
+    """The NCCL torch bundles ('2.28.9'), '' without CUDA."""
+    if not (use_cuda and hasattr(torch.cuda, "nccl")):
+        return ""
+    version = torch.cuda.nccl.version()
+    return ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
+
+
 def setup(args):
     """The process group joined, with what every model size shares: torch and its modules, use_cuda,
     backend, device, local_rank, rank, world, nnodes, torch's NCCL version, the model sizes, the
@@ -167,16 +183,8 @@ def setup(args):
     use_cuda = torch.cuda.is_available() and args.backend != "gloo"
     backend = args.backend if args.backend != "auto" else ("nccl" if use_cuda else "gloo")
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if use_cuda:
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-    else:
-        device = torch.device("cpu")
+    device = _device(torch, use_cuda, local_rank)
     dist.init_process_group(backend=backend, device_id=device if use_cuda else None)
-    nccl_version = ""
-    if use_cuda and hasattr(torch.cuda, "nccl"):
-        version = torch.cuda.nccl.version()
-        nccl_version = ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
     asked = ("500M" if use_cuda else "1M") if args.params == "auto" else args.params
     return types.SimpleNamespace(
         torch=torch,
@@ -190,7 +198,7 @@ def setup(args):
         rank=dist.get_rank(),
         world=dist.get_world_size(),
         nnodes=int(os.environ.get("GROUP_WORLD_SIZE", os.environ.get("WIREUP_NNODES", "1"))),
-        nccl_version=nccl_version,
+        nccl_version=_nccl_version(torch, use_cuda),
         sizes=[parse_count(p) for p in asked.split(",")],
         width_default=4096 if use_cuda else 512,
         batch=args.batch or (4096 if use_cuda else 64),

@@ -79,6 +79,22 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+def _device(torch, use_cuda, local_rank):
+    """This rank's device: its GPU (made current), or the CPU."""
+    if not use_cuda:
+        return torch.device("cpu")
+    torch.cuda.set_device(local_rank)
+    return torch.device("cuda", local_rank)
+
+
+def _nccl_version(torch, use_cuda):
+    """The NCCL torch bundles ('2.28.9'), '' without CUDA."""
+    if not (use_cuda and hasattr(torch.cuda, "nccl")):
+        return ""
+    version = torch.cuda.nccl.version()
+    return ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
+
+
 def setup(backend_arg):
     """The process group joined: torch, dist, use_cuda, backend, device, rank, world, nnodes and
     torch's NCCL version, in one namespace."""
@@ -88,16 +104,8 @@ def setup(backend_arg):
     use_cuda = torch.cuda.is_available() and backend_arg != "gloo"
     backend = backend_arg if backend_arg != "auto" else ("nccl" if use_cuda else "gloo")
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if use_cuda:
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-    else:
-        device = torch.device("cpu")
+    device = _device(torch, use_cuda, local_rank)
     dist.init_process_group(backend=backend)
-    nccl_version = ""
-    if use_cuda and hasattr(torch.cuda, "nccl"):
-        version = torch.cuda.nccl.version()
-        nccl_version = ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
     return types.SimpleNamespace(
         torch=torch,
         dist=dist,
@@ -107,7 +115,7 @@ def setup(backend_arg):
         rank=dist.get_rank(),
         world=dist.get_world_size(),
         nnodes=int(os.environ.get("GROUP_WORLD_SIZE", os.environ.get("WIREUP_NNODES", "1"))),
-        nccl_version=nccl_version,
+        nccl_version=_nccl_version(torch, use_cuda),
     )
 
 
