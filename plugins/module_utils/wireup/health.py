@@ -364,16 +364,21 @@ def _gpu_list(indexes):
     return ", ".join(f"GPU{i}" for i in sorted(indexes))
 
 
+def _pcie_low(gpu):
+    """(gen, gen max, width, width max, gen below max, width below max) of a GPU's PCIe link."""
+    p = gpu.get("pcie") or {}
+    gen, gen_max = p.get("gen_current"), p.get("gen_max")
+    width, width_max = p.get("width_current"), p.get("width_max")
+    gen_low = isinstance(gen, int) and isinstance(gen_max, int) and gen < gen_max
+    width_low = isinstance(width, int) and isinstance(width_max, int) and width < width_max
+    return gen, gen_max, width, width_max, gen_low, width_low
+
+
 def _pcie_findings(gpus):
     """Width below max: a warning per GPU. Gen below max at full width: one info per (gen, max, width)."""
-    out = []
-    idle = {}
+    out, idle = [], {}
     for gpu in gpus:
-        p = gpu.get("pcie") or {}
-        gen, gen_max = p.get("gen_current"), p.get("gen_max")
-        width, width_max = p.get("width_current"), p.get("width_max")
-        gen_low = isinstance(gen, int) and isinstance(gen_max, int) and gen < gen_max
-        width_low = isinstance(width, int) and isinstance(width_max, int) and width < width_max
+        gen, gen_max, width, width_max, gen_low, width_low = _pcie_low(gpu)
         if width_low:
             extra = f", Gen{gen} of Gen{gen_max}" if gen_low else ""
             out.append(
@@ -387,17 +392,16 @@ def _pcie_findings(gpus):
             )
         elif gen_low:
             idle.setdefault((gen, gen_max, width), []).append(gpu["index"])
-    for (gen, gen_max, width), indexes in sorted(idle.items()):
-        out.append(
-            finding(
-                "info",
-                "pcie_gen_below_max",
-                f"{_gpu_list(indexes)}: PCIe Gen{gen} of Gen{gen_max} at x{width}; expected on an idle GPU "
-                "(power saving), bench measures under load",
-                indexes,
-            )
+    return out + [
+        finding(
+            "info",
+            "pcie_gen_below_max",
+            f"{_gpu_list(indexes)}: PCIe Gen{gen} of Gen{gen_max} at x{width}; expected on an idle GPU "
+            "(power saving), bench measures under load",
+            indexes,
         )
-    return out
+        for (gen, gen_max, width), indexes in sorted(idle.items())
+    ]
 
 
 def _gpu_number(name):

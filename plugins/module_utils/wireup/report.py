@@ -761,19 +761,24 @@ def stepcost_groups(records):
     return out
 
 
+def _stepcost_bars(figs):
+    """[(label, compute ms, exposed communication ms)] per model size and timed hook."""
+    bars = []
+    for fig in figs:
+        size = stepcost.human_count(fig.get("params"))
+        for hook, entry in (fig.get("hooks") or {}).items():
+            if entry.get("step_ms") is not None:
+                comm = entry.get("exposed_ms") or 0.0
+                bars.append((f"{size}\n{hook}", entry["step_ms"] - comm, comm))
+    return bars
+
+
 def stepcost_plots(plt, records, run_dir):
     """One bar chart per host and one for the group: per model size and hook, compute-only and
     exposed communication stacked ({("stepcost", key): file})."""
     plots = {}
     for key, title, figs in stepcost_groups(records):
-        bars = []
-        for fig in figs:
-            size = stepcost.human_count(fig.get("params"))
-            for hook, entry in (fig.get("hooks") or {}).items():
-                if entry.get("step_ms") is None:
-                    continue
-                comm = entry.get("exposed_ms") or 0.0
-                bars.append((f"{size}\n{hook}", entry["step_ms"] - comm, comm))
+        bars = _stepcost_bars(figs)
         if not bars:
             continue
         fig_, ax = plt.subplots(figsize=(max(5.0, 0.8 * len(bars) + 2), 4.0), dpi=100)

@@ -449,6 +449,18 @@ def parse_query_gpu_csv(text):
     what = "parse_query_gpu_csv"
     command = "nvidia-smi --query-gpu=... --format=csv"
     _require_text(text, what, command)
+    rows = _csv_rows(text, what, command)
+    header = [re.sub(r"\s*\[[^\]]*\]\s*$", "", h.strip()) for h in rows[0]]
+    if not header or not all(re.match(r"^[a-z_][a-z0-9_.]*$", h) for h in header):
+        raise ValueError(
+            f"{what}: the first line {rows[0][:4]!r} is not a header of query field names; run "
+            f"`{command}` with --format=csv (not csv,noheader)"
+        )
+    return [_query_row(number, row, header, (what, command)) for number, row in enumerate(rows[1:], start=2)]
+
+
+def _csv_rows(text, what, command):
+    """The non-empty CSV rows of the output (the header first)."""
     try:
         reader = csv.reader(io.StringIO(text.strip()), skipinitialspace=True)
         rows = [r for r in reader if r and any(c.strip() for c in r)]
@@ -456,28 +468,25 @@ def parse_query_gpu_csv(text):
         raise ValueError(f"{what}: the output of `{command}` is not CSV ({exc})") from exc
     if not rows:
         raise ValueError(f"{what}: the output of `{command}` has no values")
-    header = [re.sub(r"\s*\[[^\]]*\]\s*$", "", h.strip()) for h in rows[0]]
-    if not header or not all(re.match(r"^[a-z_][a-z0-9_.]*$", h) for h in header):
+    return rows
+
+
+def _query_row(number, row, header, where):
+    """One GPU's {field: value}; its index (when queried) must be a GPU number."""
+    what, command = where
+    if len(row) != len(header):
         raise ValueError(
-            f"{what}: the first line {rows[0][:4]!r} is not a header of query field names; run "
-            f"`{command}` with --format=csv (not csv,noheader)"
+            f"{what}: line {number} has {len(row)} values, the header has {len(header)} fields "
+            f"({', '.join(header)})"
         )
-    result = []
-    for number, row in enumerate(rows[1:], start=2):
-        if len(row) != len(header):
-            raise ValueError(
-                f"{what}: line {number} has {len(row)} values, the header has {len(header)} fields "
-                f"({', '.join(header)})"
-            )
-        item = {field: _convert(field, value) for field, value in zip(header, row, strict=True)}
-        index = item.get("index")
-        if "index" in item and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
-            raise ValueError(
-                f"{what}: line {number} has index {row[header.index('index')].strip()!r}; expected a GPU "
-                f"number (0, 1, ...) in `{command}`"
-            )
-        result.append(item)
-    return result
+    item = {field: _convert(field, value) for field, value in zip(header, row, strict=True)}
+    index = item.get("index")
+    if "index" in item and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
+        raise ValueError(
+            f"{what}: line {number} has index {row[header.index('index')].strip()!r}; expected a GPU "
+            f"number (0, 1, ...) in `{command}`"
+        )
+    return item
 
 
 L_LINE_RE = re.compile(r"^GPU (\d+): (.+?) \(UUID: (\S+?)\)\s*$")
