@@ -487,31 +487,30 @@ def refusals(hosts, bench_verdicts=None, fabric_record=None):
     (bench_verdicts {host: {verdict, reason}}) or latest fabric verdict is FAIL, or whose latest
     record cannot be read (verdict DAMAGED; a damaged fabric record refuses every host: it cannot
     tell which nodes it failed). A gate that cannot read a verdict refuses: it never fails open."""
-    out = {}
     rec = fabric_record or {}
-    for host in hosts:
-        b = (bench_verdicts or {}).get(host) or {}
-        if b.get("verdict") == "DAMAGED":
-            out[host] = (
-                f"latest bench record of {host} cannot be read: {b.get('reason')}; rerun bench.yml on it "
-                "(or move the file away)"
-            )
-            continue
-        if b.get("verdict") == "FAIL":
-            out[host] = (
-                f"bench run {b.get('run_id', '?')} FAILed on {host}: {b.get('reason') or 'see its report'}"
-            )
-            continue
-        if rec.get("damaged"):
-            out[host] = (
-                f"latest fabric record cannot be read: {rec['damaged']}; it cannot say whether {host} "
-                "passed: rerun bench.yml --tags fabric (or move the file away)"
-            )
-            continue
-        if rec.get("verdicts", {}).get(host) == "FAIL":
-            ev = "; ".join(rec.get("nodes", {}).get(host, {}).get("evidence", []))
-            out[host] = f"fabric run {rec.get('run_id', '?')} named {host} bad: {ev}"
-    return out
+    reasons = {host: _refusal(host, (bench_verdicts or {}).get(host) or {}, rec) for host in hosts}
+    return {host: reason for host, reason in reasons.items() if reason}
+
+
+def _refusal(host, bench_verdict, rec):
+    """Why launch must refuse host ('' when it need not): its bench record, else the fabric's."""
+    if bench_verdict.get("verdict") == "DAMAGED":
+        return (
+            f"latest bench record of {host} cannot be read: {bench_verdict.get('reason')}; rerun bench.yml "
+            "on it (or move the file away)"
+        )
+    if bench_verdict.get("verdict") == "FAIL":
+        why = bench_verdict.get("reason") or "see its report"
+        return f"bench run {bench_verdict.get('run_id', '?')} FAILed on {host}: {why}"
+    if rec.get("damaged"):
+        return (
+            f"latest fabric record cannot be read: {rec['damaged']}; it cannot say whether {host} "
+            "passed: rerun bench.yml --tags fabric (or move the file away)"
+        )
+    if rec.get("verdicts", {}).get(host) == "FAIL":
+        ev = "; ".join(rec.get("nodes", {}).get(host, {}).get("evidence", []))
+        return f"fabric run {rec.get('run_id', '?')} named {host} bad: {ev}"
+    return ""
 
 
 def fabric_record_problem(record):

@@ -675,26 +675,32 @@ text-align:left;vertical-align:top}th{background:#f2f2f2}img{max-width:100%;disp
 .PASS{background:#d8f5d0}.WARN{background:#fff2c2}.FAIL,.critical{background:#f8d0d0}.warning{background:#fff2c2}"""
 
 
+_HTML_CLASSES = {"PASS", "WARN", "FAIL", "critical", "warning"}
+
+
+def _html_cell(value):
+    text = "" if value is None else str(value)
+    cls = f' class="{text}"' if text in _HTML_CLASSES else ""
+    return f"<td{cls}>{html.escape(text)}</td>"
+
+
+def _html_table(header, rows):
+    """A table, each verdict and severity cell carrying its colour class."""
+    lines = ["<table><tr>" + "".join(f"<th>{html.escape(str(h))}</th>" for h in header) + "</tr>"]
+    lines += ["<tr>" + "".join(_html_cell(value) for value in row) + "</tr>" for row in rows]
+    return "\n".join([*lines, "</table>"])
+
+
 def _render_html(sections, run_dir):
     esc = html.escape
     body = []
-    classes = {"PASS", "WARN", "FAIL", "critical", "warning"}
     for kind, payload in sections:
         if kind == "h":
             body.append(f"<h{payload[0]}>{esc(payload[1])}</h{payload[0]}>")
         elif kind == "p":
             body.append(f"<p>{esc(payload)}</p>")
         elif kind == "table":
-            header, rows = payload
-            body.append("<table><tr>" + "".join(f"<th>{esc(str(h))}</th>" for h in header) + "</tr>")
-            for row in rows:
-                cells = []
-                for value in row:
-                    text = "" if value is None else str(value)
-                    cls = f' class="{text}"' if text in classes else ""
-                    cells.append(f"<td{cls}>{esc(text)}</td>")
-                body.append("<tr>" + "".join(cells) + "</tr>")
-            body.append("</table>")
+            body.append(_html_table(*payload))
         elif kind == "img":
             with open(os.path.join(run_dir, payload[0]), "rb") as handle:
                 data = base64.b64encode(handle.read()).decode("ascii")
@@ -706,24 +712,27 @@ def _render_html(sections, run_dir):
     )
 
 
+def _draw_plots(plt, records, run_dir):
+    """{(kind, host or key): PNG file name} of every plot drawn into run_dir."""
+    plots = {}
+    for host, record in sorted(records.items()):
+        name = f"busbw_{_safe(host)}.png"
+        if _plot_busbw(plt, record, os.path.join(run_dir, name)):
+            plots[("busbw", host)] = name
+        name = f"topology_{_safe(host)}.png"
+        if _plot_topology(plt, record, os.path.join(run_dir, name)):
+            plots[("topology", host)] = name
+    if _plot_torch(plt, records, os.path.join(run_dir, "torch.png")):
+        plots[("torch", None)] = "torch.png"
+    plots.update(stepcost_plots(plt, records, run_dir))
+    return plots
+
+
 def write_report(run_dir, run_id, records):
     """Write report.md, report.html and the PNGs into run_dir; return {md, html, pngs, plots}."""
     plt = _pyplot()
-    plots = {}
-    note = ""
-    if plt is None:
-        note = "Plots skipped: matplotlib is not installed in the controller's Python."
-    else:
-        for host, record in sorted(records.items()):
-            name = f"busbw_{_safe(host)}.png"
-            if _plot_busbw(plt, record, os.path.join(run_dir, name)):
-                plots[("busbw", host)] = name
-            name = f"topology_{_safe(host)}.png"
-            if _plot_topology(plt, record, os.path.join(run_dir, name)):
-                plots[("topology", host)] = name
-        if _plot_torch(plt, records, os.path.join(run_dir, "torch.png")):
-            plots[("torch", None)] = "torch.png"
-        plots.update(stepcost_plots(plt, records, run_dir))
+    plots = _draw_plots(plt, records, run_dir) if plt is not None else {}
+    note = "" if plt is not None else "Plots skipped: matplotlib is not installed in the controller's Python."
     sections = _sections(run_id, records, plots, note)
     md_path = os.path.join(run_dir, "report.md")
     html_path = os.path.join(run_dir, "report.html")
