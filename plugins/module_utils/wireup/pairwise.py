@@ -213,10 +213,8 @@ def plan(nodes, results=(), *, expected_gbs=None, pass_ratio=0.7, unreachable=()
     reference_gbs, reference_kind ('expected', 'slowest_pair', 'none'), ratio, verdict (PASS, FAIL,
     PENDING or NOT RUN), error, note}, nodes {name: {state, evidence}}, bad, good, rounds_for_n
     (documented bound, pair rounds), errors}."""
-    if isinstance(pass_ratio, bool) or not isinstance(pass_ratio, (int, float)) or not 0 < pass_ratio <= 1:
-        return {"errors": [f"bench_fabric_pass_ratio must be a number in (0, 1], got {pass_ratio!r}"]}
     results = list(results)
-    errors = _result_errors(nodes, results)
+    errors = _ratio_errors(pass_ratio) or _result_errors(nodes, results)
     if errors:
         return {"errors": errors}
     pair_results = [r for r in results if r.get("kind", "pair") == "pair"]
@@ -233,8 +231,7 @@ def plan(nodes, results=(), *, expected_gbs=None, pass_ratio=0.7, unreachable=()
     ]
     out["phase"] = "pairs"
     members = sorted(n for n, s in out["nodes"].items() if s["state"] in ("good", "undetermined"))
-    out["group"] = {"members": members, "round": None, "busbw": None, "reference_gbs": None}
-    out["group"].update(reference_kind="none", ratio=None, verdict="PENDING", error="", note="")
+    out["group"] = _pending_group(members)
     if not out["done"]:
         return out
     group = next((r for r in results if r.get("kind") == "group"), None)
@@ -243,6 +240,25 @@ def plan(nodes, results=(), *, expected_gbs=None, pass_ratio=0.7, unreachable=()
     return _plan_group(
         out, members, expected_gbs, max([r.get("round") or 0 for r in pair_results] or [0]) + 1
     )
+
+
+def _ratio_errors(pass_ratio):
+    if isinstance(pass_ratio, bool) or not isinstance(pass_ratio, (int, float)) or not 0 < pass_ratio <= 1:
+        return [f"bench_fabric_pass_ratio must be a number in (0, 1], got {pass_ratio!r}"]
+    return []
+
+
+def _pending_group(members):
+    """The whole-group run before it is planned or judged."""
+    group = dict.fromkeys(("round", "busbw", "reference_gbs", "ratio"))
+    return {
+        "members": members,
+        **group,
+        "reference_kind": "none",
+        "verdict": "PENDING",
+        "error": "",
+        "note": "",
+    }
 
 
 def _result_errors(nodes, results):
