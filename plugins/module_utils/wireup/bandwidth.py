@@ -163,16 +163,22 @@ def bottleneck(topology, collective=None, overrides=None):
         value = efficiency_for(kind, collective, overrides) if collective else None
         return 1.0 if value is None else value
 
-    worst = None
-    for link in links:
-        speed = link_speed(link.get("class"), gpus.get(link.get("a")), gpus.get(link.get("b")))
-        speed["pair"] = [link.get("a"), link.get("b")]
-        if speed["gbps"] is None:
-            return dict(speed, gpus=len(gpus))  # an unknown link makes the whole set unknown
-        if worst is None or _rank(speed, factor) < _rank(worst, factor):
+    speeds = [_link_of(link, gpus) for link in links]
+    unknown = next((speed for speed in speeds if speed["gbps"] is None), None)
+    if unknown is not None:
+        return dict(unknown, gpus=len(gpus))  # an unknown link makes the whole set unknown
+    worst = speeds[0]
+    for speed in speeds[1:]:
+        if _rank(speed, factor) < _rank(worst, factor):
             worst = speed
-    worst["gpus"] = len(gpus)
-    return worst
+    return dict(worst, gpus=len(gpus))
+
+
+def _link_of(link, gpus):
+    """link_speed of one topology link, with its pair."""
+    speed = link_speed(link.get("class"), gpus.get(link.get("a")), gpus.get(link.get("b")))
+    speed["pair"] = [link.get("a"), link.get("b")]
+    return speed
 
 
 # Among PCIe paths of one speed and kind, the one crossing more of the host is named the bottleneck

@@ -767,6 +767,14 @@ def _value_text(value, unit):
     return f"{value:g}{unit}" if isinstance(value, float) else f"{value}{unit}"
 
 
+def _most_common(values):
+    """The value most nodes have (the larger one on a tie)."""
+    counts = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    return max(counts, key=lambda v: (counts[v], v))
+
+
 def _odd_ones(values, what, code, unit, ordered=False):
     """Findings naming the nodes whose value differs from the most common one ({host: value},
     None: unknown). ordered: a node above the common value is an info finding of its own (the group
@@ -774,10 +782,7 @@ def _odd_ones(values, what, code, unit, ordered=False):
     present = {h: v for h, v in values.items() if v is not None}
     if len(set(present.values())) <= 1:
         return []
-    counts = {}
-    for v in present.values():
-        counts[v] = counts.get(v, 0) + 1
-    common = max(counts, key=lambda v: (counts[v], v))
+    common = _most_common(present.values())
     odd = sorted(h for h, v in present.items() if v != common)
     out = []
     if ordered:

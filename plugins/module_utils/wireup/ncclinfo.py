@@ -615,18 +615,15 @@ def transport_findings(info, nic_facts=None, host=None):
         *_socket_findings(info, facts, who),
         *_gdr_findings(info, facts, who),
         *_no_network_findings(info, who),
-        *(
-            finding(
-                "warning",
-                "nccl_failure",
-                f"{who}NCCL WARN: {fail['meaning']}"
-                + (f" ({fail['count']} times)" if fail["count"] > 1 else ""),
-                evidence=fail["line"],
-                failure=fail["code"],
-            )
-            for fail in info.get("failures", [])
-        ),
+        *(_failure_finding(fail, who) for fail in info.get("failures", [])),
     ]
+
+
+def _failure_finding(fail, who):
+    """nccl_failure: one known failure shape among the WARN records, quoting its first line."""
+    times = f" ({fail['count']} times)" if fail["count"] > 1 else ""
+    message = f"{who}NCCL WARN: {fail['meaning']}{times}"
+    return finding("warning", "nccl_failure", message, evidence=fail["line"], failure=fail["code"])
 
 
 def _asked_for_sockets(env):
