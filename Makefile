@@ -16,7 +16,7 @@ TESTBED_INVENTORY := .testbed/$(TESTBED)/inventory.yml
 RUN_INVENTORY = $(if $(INVENTORY),$(INVENTORY),$(TESTBED_INVENTORY))
 ENTRY_PLAYBOOKS := site.yml bench.yml launch.yml jobs.yml
 
-.PHONY: help venv deps run lint unit integration test testbed-up testbed-down bench-provision clean
+.PHONY: help venv deps run lint metrics unit integration test testbed-up testbed-down bench-provision clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -83,6 +83,9 @@ lint: venv  ## static checks: ansible-lint (production), yamllint, ruff, syntax-
 	  $(BIN)/ansible-playbook -i inventory/local.yml --syntax-check $$playbook; \
 	  $(BIN)/ansible-playbook -i inventory/example --syntax-check $$playbook; \
 	done
+
+metrics: venv  ## the code's shape (docs/DEVELOPING.md "Shape"): function lengths, complexity, task YAML, duplicates
+	$(BIN)/python -m tests.metrics
 
 # Both suites run on 2 workers (pytest-xdist). The integration suite's modules are grouped by the
 # testbed they use (tests/integration/conftest.py: OWN_TESTBEDS), so each testbed comes up once.

@@ -131,34 +131,53 @@ def _read(path):
         return None
 
 
+def _problem(kind, path="", detail=""):
+    return {"problem": {"kind": kind, "path": path, "detail": detail}}
+
+
+def venv_nccl_home(module, python):
+    """(the venv's NCCL wheel folder, or a problem). The venv's Python says where it imports
+    nvidia.nccl from: a venv that reuses a base interpreter's packages (system site packages, .pth
+    files) has it outside its own folder."""
+    if not python or not os.access(python, os.X_OK):
+        return "", _problem("venv_python", python)
+    rc, out, err = module.run_command([python, "-c", FIND_NCCL_WHEEL], environ_update={"LC_ALL": "C"})
+    if rc != 0:
+        return "", _problem("venv_probe", python, err.strip())
+    home = out.strip()
+    if not home or not os.path.isdir(home):
+        return "", _problem("wheel", python)
+    return home, None
+
+
+def home_nccl(home):
+    """{home, include_dir, lib_dir} of an NCCL_HOME holding include/nccl.h and lib/libnccl.so*."""
+    include_dir, lib_dir = os.path.join(home, "include"), os.path.join(home, "lib")
+    if not os.path.isfile(os.path.join(include_dir, "nccl.h")):
+        return _problem("home_header", include_dir)
+    if not glob.glob(os.path.join(lib_dir, "libnccl.so*")):
+        return _problem("home_lib", lib_dir)
+    return {"home": home, "include_dir": include_dir, "lib_dir": lib_dir}
+
+
+def system_nccl(cuda_home):
+    """{home: '', include_dir, lib_dir} of the system's NCCL (the usual folders, then CUDA's)."""
+    includes = [*SYSTEM_INCLUDES, os.path.join(cuda_home, "include")]
+    include_dir = next((d for d in includes if os.path.isfile(os.path.join(d, "nccl.h"))), None)
+    lib_dir = _first_lib([*SYSTEM_LIBS, os.path.join(cuda_home, "lib64")])
+    if include_dir is None or lib_dir is None:
+        return _problem("system")
+    return {"home": "", "include_dir": include_dir, "lib_dir": lib_dir}
+
+
 def find_nccl(module, params):
     """{home, include_dir, lib_dir} of the NCCL to build against, or {problem: {kind, path, detail}}."""
     home = params["nccl_home"] or ""
     if not home and params["source"] == "venv":
-        python = params["venv_python"] or ""
-        if not python or not os.access(python, os.X_OK):
-            return {"problem": {"kind": "venv_python", "path": python, "detail": ""}}
-        # Ask the venv's Python where it imports nvidia.nccl from: a venv that reuses a base
-        # interpreter's packages (system site packages, .pth files) has it outside its own folder.
-        rc, out, err = module.run_command([python, "-c", FIND_NCCL_WHEEL], environ_update={"LC_ALL": "C"})
-        if rc != 0:
-            return {"problem": {"kind": "venv_probe", "path": python, "detail": err.strip()}}
-        home = out.strip()
-        if not home or not os.path.isdir(home):
-            return {"problem": {"kind": "wheel", "path": python, "detail": ""}}
-    if home:
-        include_dir, lib_dir = os.path.join(home, "include"), os.path.join(home, "lib")
-        if not os.path.isfile(os.path.join(include_dir, "nccl.h")):
-            return {"problem": {"kind": "home_header", "path": include_dir, "detail": ""}}
-        if not glob.glob(os.path.join(lib_dir, "libnccl.so*")):
-            return {"problem": {"kind": "home_lib", "path": lib_dir, "detail": ""}}
-        return {"home": home, "include_dir": include_dir, "lib_dir": lib_dir}
-    includes = [*SYSTEM_INCLUDES, os.path.join(params["cuda_home"], "include")]
-    include_dir = next((d for d in includes if os.path.isfile(os.path.join(d, "nccl.h"))), None)
-    lib_dir = _first_lib([*SYSTEM_LIBS, os.path.join(params["cuda_home"], "lib64")])
-    if include_dir is None or lib_dir is None:
-        return {"problem": {"kind": "system", "path": "", "detail": ""}}
-    return {"home": "", "include_dir": include_dir, "lib_dir": lib_dir}
+        home, problem = venv_nccl_home(module, params["venv_python"] or "")
+        if problem:
+            return problem
+    return home_nccl(home) if home else system_nccl(params["cuda_home"])
 
 
 def main():

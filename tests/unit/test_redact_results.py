@@ -124,14 +124,18 @@ def test_store_module_redacts_listed_names_and_writes_private_files(tmp_path):
 
 
 def test_node_results_hand_the_controller_no_secret():
-    """What the report play's variables and the store's arguments hold (bench.node_results, through
-    the wireup_bench_run filter): no secret value of the plan's env nor of nccl-tests' -J JSON."""
+    """What the report play's variables and the store's arguments hold (bench.node_results, kept by
+    the bench role as __bench_result): no secret value of the plan's env nor of nccl-tests' -J JSON."""
     defaults = yaml.safe_load((ROOT / "roles/bench/defaults/main.yml").read_text())
     settings = dict(
         defaults, bench_dir="/opt/wireup/bench", bench_torch_max_bytes=defaults["bench_max_bytes"]
     )
     settings.update(
         wireup_base_dir="/opt/wireup", wireup_job_env=dict(ENV), bench_env={"TORCH_HUB_TOKEN": "hubtoken99"}
+    )
+    names = {"wireup_base_dir": "base_dir", "wireup_job_env": "job_env"}
+    settings = bench.BenchSettings(
+        **{names.get(k, k.removeprefix("bench_")): v for k, v in settings.items()}, stepcost_only=False
     )
     node = {"gpu": {"present": True, "count": 2}, "driver": {"version": "580.159.04"}, "cuda": {}, "nccl": {}}
     build = {"bin_dir": "/opt/wireup/nccl-tests/build", "json": True, "version": "v2.19.6"}
