@@ -519,7 +519,7 @@ def cpus_allowed(status_text: str) -> int:
     """CPUs a process may run on, from /proc/self/status's ``Cpus_allowed_list`` (e.g. "0-3,8"):
     what ``nproc`` counts (the affinity mask; cgroup quotas are not counted). 0 when unreadable."""
     for line in (status_text or "").splitlines():
-        key, _, value = line.partition(":")
+        key, _sep, value = line.partition(":")
         if key.strip() != "Cpus_allowed_list":
             continue
         total = 0
