@@ -21,7 +21,6 @@ description:
     wireup_bench_report_run (the group and what each host kept -> what wireup_bench_store takes).
 """
 
-
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bench, bench_report
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 

@@ -22,7 +22,6 @@ description:
     fabricrun.latest_verdicts)."
 """
 
-
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bench_fabric, fabricrun
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 

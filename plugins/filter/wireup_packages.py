@@ -21,7 +21,6 @@ description:
     wireup_pkg_dpkg_status.
 """
 
-
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import driver, packages
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 

@@ -9,8 +9,11 @@ launch's summary.json (the folder that launch.log names), and for a phase that f
 the task and the cause with the log line to read. ``ansible-playbook`` run by hand keeps Ansible's
 own output: only this wrapper summarises.
 
-    python -m wireup.runsummary tee LOG            (stdin to stdout and, without colours, to LOG)
-    python -m wireup.runsummary summary RUN_DIR [--inventory I] [--testbed NAME]
+    python3 -m M tee LOG            (stdin to stdout and, without colours, to LOG)
+    python3 -m M summary RUN_DIR [--inventory I] [--testbed NAME]
+
+with M = ansible_collections.wireup.cluster.plugins.module_utils.wireup.runsummary and the
+repository's .collections on PYTHONPATH (the Makefile's RUN_SUMMARY).
 
 Pure functions (text in, lines out) with unit tests in tests/unit/test_runsummary.py; stdlib only.
 Nothing read is trusted: the log's paths are used only when they lie under the results folder
