@@ -227,7 +227,7 @@ def build(rig, width, layers):
     nn = rig.nn
     rig.torch.manual_seed(1234)
     blocks = []
-    for _ in range(layers):
+    for _layer in range(layers):
         linear = nn.Linear(width, width, device=rig.device)  # made and initialised in place
         nn.init.kaiming_normal_(linear.weight, nonlinearity="relu")  # keeps activations O(1)
         nn.init.zeros_(linear.bias)
@@ -280,7 +280,7 @@ def time_runs(rig, runs, data, args):
     that rotates each round (a busy moment of the machine, a shared CPU or another job's traffic,
     falls on every configuration alike instead of on one of them)."""
     names = list(runs)
-    for _ in range(args.warmup):
+    for _step in range(args.warmup):
         for name in names:
             step(rig, runs[name], data)
     sync(rig)

@@ -135,14 +135,14 @@ def timed(rig, buf, iters):
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record()
-        for _ in range(iters):
+        for _step in range(iters):
             dist.all_reduce(buf)
         end.record()
         end.synchronize()
         elapsed_s = start.elapsed_time(end) / 1000.0
     else:
         begin = time.perf_counter()
-        for _ in range(iters):
+        for _step in range(iters):
             dist.all_reduce(buf)
         elapsed_s = time.perf_counter() - begin
     per_iter = torch.tensor([elapsed_s / max(iters, 1)], dtype=torch.float64, device=rig.device)
@@ -169,7 +169,7 @@ def measure(rig, size, args):
     elem = torch.tensor([], dtype=dtype).element_size()
     count = max(size // elem, 1)
     buf = torch.ones(count, dtype=dtype, device=rig.device)
-    for _ in range(args.warmup):
+    for _step in range(args.warmup):
         dist.all_reduce(buf)
     if rig.use_cuda:
         torch.cuda.synchronize(rig.device)

@@ -21,16 +21,8 @@ description:
     wireup_bench_report_run (the group and what each host kept -> what wireup_bench_store takes).
 """
 
-import pathlib
-import sys
-
-_UTILS = str(pathlib.Path(__file__).resolve().parents[1] / "module_utils")
-if _UTILS not in sys.path:
-    sys.path.insert(0, _UTILS)
-
-from wireup_plugin import wrap as _wrap
-
-from wireup import bench, bench_report
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bench, bench_report
+from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
 def bench_plan(node, build, tuned_read, host, **settings):

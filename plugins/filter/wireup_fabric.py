@@ -22,14 +22,8 @@ description:
     fabricrun.latest_verdicts)."
 """
 
-import pathlib
-import sys
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "module_utils"))
-
-from wireup_plugin import wrap as _wrap
-
-from wireup import bench_fabric, fabricrun
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bench_fabric, fabricrun
+from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
 def launch_refusals(hosts, results_dir):

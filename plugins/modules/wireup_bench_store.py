@@ -90,7 +90,7 @@ options:
     type: list
     elements: str
     default: []
-author: wireup
+author: wireup (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -148,7 +148,8 @@ failed_hosts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.wireup import bench_report, report, results
+
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bench_report, report, results
 
 
 def _read(path):
@@ -168,7 +169,7 @@ ARGUMENT_SPEC = {
         "type": "dict",
         "required": True,
         "options": {
-            "pass_ratio": {"type": "float", "required": True},
+            "pass_ratio": {"type": "float", "required": True, "no_log": False},
             "warn_ratio": {"type": "float", "required": True},
             "min_bytes": {"type": "int", "required": True},
             "tolerance": {"type": "float", "required": True},
@@ -178,7 +179,7 @@ ARGUMENT_SPEC = {
     "efficiency": {"type": "dict", "default": {}},
     "lost": {"type": "dict", "default": {}},
     "multi_node_skipped": {"type": "str", "default": ""},
-    "secret_env": {"type": "list", "elements": "str", "default": []},
+    "secret_env": {"type": "list", "elements": "str", "default": [], "no_log": False},
 }
 
 

@@ -72,7 +72,7 @@ options:
     description: A node's best pair below (1 - tolerance) x its last passing figure is a finding.
     type: float
     default: 0.10
-author: wireup
+author: wireup (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -113,7 +113,8 @@ summary:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.wireup import atomicfile, fabricrun, results
+
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import atomicfile, fabricrun, results
 
 
 def _read(path):
@@ -202,7 +203,7 @@ def main():
             "nics": {"type": "dict", "default": {}},
             "topologies": {"type": "dict", "default": {}},
             "ranks": {"type": "dict", "default": {}},
-            "pass_ratio": {"type": "float", "default": 0.7},
+            "pass_ratio": {"type": "float", "default": 0.7, "no_log": False},
             "max_rounds": {"type": "int", "default": 4},
             "store": {"type": "bool", "default": False},
             "results_dir": {"type": "path", "default": ""},

@@ -17,7 +17,7 @@ description:
     reports what it can; callers decide whether critical findings fail the play. nvidia-smi output
     that is not UTF-8 is a C(parse_failed) finding too (its raw text keeps the bad bytes escaped).
 version_added: "1.0.0"
-author: wireup
+author: wireup (!UNKNOWN)
 options:
   nvidia_smi:
     description: Path of nvidia-smi. Empty to search PATH and /usr/local/nvidia/bin.
@@ -48,6 +48,7 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Only reads; the same in check mode.
 notes:
   - Commands run as argv lists with C(LC_ALL=C). Without root, dmesg may be refused and lspci hides
     ACS capabilities; the result then says so (C(kernel_log.readable), C(acs.readable)).
@@ -187,7 +188,8 @@ summary:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.wireup.health import (
+
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.health import (
     SEVERITIES,
     acs_above_gpus,
     count_by_severity,
@@ -197,8 +199,8 @@ from ansible.module_utils.wireup.health import (
     parse_lspci,
     parse_xid,
 )
-from ansible.module_utils.wireup.nvlink import parse_nvlink_status
-from ansible.module_utils.wireup.topology import (
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.nvlink import parse_nvlink_status
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.topology import (
     combine_topology,
     decode_output,
     gpu_count_of,

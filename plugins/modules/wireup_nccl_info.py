@@ -37,7 +37,7 @@ options:
   build_dir:
     description: An nccl-tests build directory whose stamp (wireup-build.stamp) and all_reduce_perf to report.
     type: path
-author: wireup
+author: wireup (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -66,7 +66,7 @@ nccl:
   returned: always
   type: dict
   contains:
-    home: {description: NCCL_HOME for the build, empty for system paths, type: str}
+    home: {description: "NCCL_HOME for the build, empty for system paths", type: str}
     include_dir: {description: Directory of nccl.h, type: str}
     lib_dir: {description: Directory of libnccl.so.2, type: str}
     version:
@@ -84,7 +84,7 @@ build:
   returned: when build_dir is given
   type: dict
   contains:
-    stamp: {description: Text of build_dir/wireup-build.stamp, null when missing, type: str}
+    stamp: {description: "Text of build_dir/wireup-build.stamp, null when missing", type: str}
     binary: {description: Whether build_dir/all_reduce_perf exists, type: bool}
 """
 
@@ -92,8 +92,9 @@ import glob
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.wireup.nccltests import nccl_header_version
-from ansible.module_utils.wireup.packages import BUILD_STAMP
+
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.nccltests import nccl_header_version
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.packages import BUILD_STAMP
 
 SYSTEM_INCLUDES = ["/usr/include", "/usr/local/include"]
 SYSTEM_LIBS = [

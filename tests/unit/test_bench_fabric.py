@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from wireup import bench_fabric, pairwise
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bench_fabric, pairwise
 
 GPU = {"gpu": {"present": True, "count": 2}}
 CPU = {"gpu": {"present": False, "count": 0}}

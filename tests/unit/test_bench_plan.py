@@ -8,7 +8,13 @@ import pathlib
 import pytest
 import yaml
 
-from wireup import bandwidth, bench, benchenv, results, validate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
+    bandwidth,
+    bench,
+    benchenv,
+    results,
+    validate,
+)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 H200 = REPO / "tests/fixtures/h200x2"

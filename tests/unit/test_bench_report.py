@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from wireup import bench, bench_report
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bench, bench_report
 
 RESULT = {"skipped": "", "nccl_tests": {}, "env": {}}
 

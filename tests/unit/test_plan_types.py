@@ -18,7 +18,13 @@ import typing
 import pytest
 import yaml
 
-from wireup import bench, bench_fabric, bench_report, nccltests, topology
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
+    bench,
+    bench_fabric,
+    bench_report,
+    nccltests,
+    topology,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PLANS = {

@@ -16,7 +16,7 @@ import re
 import pytest
 import yaml
 
-from wireup import launch
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROLES = ROOT / "roles"

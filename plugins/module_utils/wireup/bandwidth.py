@@ -234,8 +234,9 @@ def expected_busbw(topology, collective, overrides=None):
         return out
     factor = efficiency_for(link["kind"], collective, overrides)
     if factor is None:
-        out["basis"] = "no efficiency factor for {} over {} (set bench_efficiency.{}.{})".format(
-            collective, link["kind"], link["kind"], collective
+        kind = link["kind"]
+        out["basis"] = (
+            f"no efficiency factor for {collective} over {kind} (set bench_efficiency.{kind}.{collective})"
         )
         return out
     out["efficiency"] = factor
@@ -251,7 +252,7 @@ def expected_busbw(topology, collective, overrides=None):
 def check_thresholds(pass_ratio, warn_ratio):
     """Raise ValueError (naming the variable) unless the thresholds pass validate's one rule."""
     for name, value in (("bench_pass_ratio", pass_ratio), ("bench_warn_ratio", warn_ratio)):
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"{name} must be a number in (0, 1.5], got {value!r}")
     errors = validate.bench_threshold_errors({"bench_pass_ratio": pass_ratio, "bench_warn_ratio": warn_ratio})
     if errors:
@@ -325,7 +326,7 @@ def _failure_reason(measured, expected, rows, collective, problems):
     if ceiling:
         return "; ".join([f"FAIL (implausible: {ceiling})", *causes])
     errors = nccltests.data_errors({"rows": rows, "collective": collective}, check_delta=False)
-    wrong = sum(int(w.split()[0]) for _, _, w in errors)
+    wrong = sum(int(w.split()[0]) for _size, _half, w in errors)
     if wrong and not any("wrong elements" in c for c in causes):
         causes.append(f"{wrong} wrong elements: the collective returned corrupt data")
     if not causes:
@@ -365,12 +366,12 @@ def implausible(measured, expected=None):
     its link_gbps, link_class and basis). Without a known link only non-finite figures are caught."""
     if measured is None:
         return ""
-    if isinstance(measured, bool) or not isinstance(measured, int | float):
+    if isinstance(measured, bool) or not isinstance(measured, (int, float)):
         return f"busbw {measured!r} is not a number"
     if not math.isfinite(measured):
         return f"busbw {measured} GB/s is not a finite number"
     link = (expected or {}).get("link_gbps")
-    if not isinstance(link, int | float) or isinstance(link, bool) or not link or not math.isfinite(link):
+    if not isinstance(link, (int, float)) or isinstance(link, bool) or not link or not math.isfinite(link):
         return ""
     limit = link * PLAUSIBLE_LINK_FACTOR
     if measured <= limit:

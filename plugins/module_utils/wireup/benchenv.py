@@ -271,7 +271,7 @@ def torch_log_env(text):
         if start < 0 or '"wireup_bench_env"' not in line:
             continue
         try:
-            item, _ = json.JSONDecoder().raw_decode(line[start:])
+            item, _end = json.JSONDecoder().raw_decode(line[start:])
         except ValueError:
             continue
         if isinstance(item, dict) and isinstance(item.get("wireup_bench_env"), dict):

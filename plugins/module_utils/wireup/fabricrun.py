@@ -19,6 +19,8 @@ The whole-group run after the pairs goes through the same :func:`pair_result` (i
 but a FAILed group fails the bench on its members (``failed`` in the record) and is a finding.
 """
 
+from __future__ import annotations
+
 import dataclasses
 
 from . import bandwidth, fabric, ncclinfo, nccltests, pairwise
@@ -625,10 +627,10 @@ def plot(record, path):
     for i, ref in enumerate(refs):
         if ref:
             ax.hlines(ref, i - 0.45, i + 0.45, colors="black", linestyles="dashed")
-    for bar, p in zip(bars, pairs, strict=True):
+    for rect, p in zip(bars, pairs, strict=True):
         if p["verdict"] == "FAIL":
             ax.annotate(
-                "FAIL", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom"
+                "FAIL", (rect.get_x() + rect.get_width() / 2, rect.get_height()), ha="center", va="bottom"
             )
     ax.set_xticks(range(len(pairs)), labels, rotation=30, ha="right")
     ax.set_ylabel("all-reduce busbw (GB/s)")

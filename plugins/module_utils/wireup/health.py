@@ -42,6 +42,8 @@ Rules (documented in roles/gpu_topology/README.md too):
   routes GPU peer traffic up through the root complex (or blocks it).
 """
 
+from __future__ import annotations
+
 import dataclasses
 import re
 

@@ -557,7 +557,7 @@ def _text_line(st, stripped):
         return
     tokens = _header_tokens(stripped)
     if tokens:
-        st["lead"], st["section"], _ = _parse_header(tokens)
+        st["lead"], st["section"], _start = _parse_header(tokens)
         result["time_kind"] = "cputime" if "cputime" in (t.lower() for t in tokens) else "time"
     elif stripped.startswith("#"):
         _comment_line(stripped, result)
@@ -735,7 +735,7 @@ def _torch_lines(text):
             continue
         try:
             # raw_decode: stderr may be glued to the end of the line when both go to one log.
-            item, _ = json.JSONDecoder().raw_decode(stripped)
+            item, _end = json.JSONDecoder().raw_decode(stripped)
         except ValueError:
             continue
         if isinstance(item, dict) and "wireup_bench" in item:

@@ -16,6 +16,8 @@ was taken at (nccl-tests collectives; else the largest size both runs measured) 
 common size (torch benchmarks).
 """
 
+from __future__ import annotations
+
 import dataclasses
 import json
 import math
@@ -41,7 +43,7 @@ def new_run_id(now=None):
 
 
 def _run_sort_key(run_id):
-    base, _, serial = run_id.partition("-")
+    base, _sep, serial = run_id.partition("-")
     return base, int(serial or 1)
 
 
@@ -204,7 +206,7 @@ def _type_name(value):
 def _number_problem(value, where):
     if value is None:
         return ""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"{where} is {_type_name(value)}, not a number"
     if not math.isfinite(value):
         return f"{where} is {value}, not a finite number"

@@ -60,7 +60,7 @@ def parse_log(text):
         if start < 0:
             continue
         try:
-            item, _ = json.JSONDecoder().raw_decode(line[start:])
+            item, _end = json.JSONDecoder().raw_decode(line[start:])
         except ValueError:
             continue
         if (

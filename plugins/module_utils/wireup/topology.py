@@ -404,7 +404,7 @@ def parse_topo_p2p(text, mode=None):
     command = f"nvidia-smi topo -p2p {mode or '<mode>'}"
     if mode is not None and mode not in P2P_MODES:
         raise ValueError(f"{what}: mode {mode!r} is not one of {sorted(P2P_MODES)}")
-    devices, trailing, rows, legend_lines, _ = _split_matrix(text, what, command)
+    devices, trailing, rows, legend_lines, _nic_legend = _split_matrix(text, what, command)
     legend = _parse_legend(legend_lines) or dict(P2P_CODES)
     codes = set(legend) | set(P2P_CODES)
     if trailing or any(not GPU_RE.match(d) for d in devices):
