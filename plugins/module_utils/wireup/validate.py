@@ -288,8 +288,9 @@ def check_version_range(version: str, spec: str) -> bool:
     '==2.11.*'), decided by packaging.specifiers (installed with ansible-core; this runs on the
     controller only). A pre-release, post-release or local label counts as its release
     (2.11.0a0+git12 and 2.11.0+cu130 are 2.11.0). ValueError when either does not parse."""
-    # Imported here, not at the top: wireup-check imports this module on nodes, with the node's
-    # python3 and the standard library only (issue 26); only the controller checks versions.
+    # packaging is imported where it is used: the wireup package must import without third-party
+    # packages: modules carry it to nodes (ansible-test sanity's import test checks it; wireup-check
+    # runs this package on nodes with the standard library only, issue 26).
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
