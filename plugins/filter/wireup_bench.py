@@ -18,7 +18,9 @@ description:
     (plan, the group and the play's hosts -> the torch jobs across the group, or why not),
     wireup_bench_result (plan and what the role registered -> the node's data for the report),
     wireup_bench_fresh_log (a job's name, torchrun_launch's result -> its log path, '' when stale),
-    wireup_bench_report_run (the group and what each host kept -> what wireup_bench_store takes).
+    wireup_bench_report_run (the group and what each host kept -> what wireup_bench_store takes),
+    wireup_bench_report_quick (the group and what node_check kept on each host -> the same for a
+    quick check's run, bench.yml --tags quick).
 """
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bench, bench_report
@@ -63,6 +65,17 @@ def bench_report_run(group, *, name, run_ids, results, torch_logs, multi):
     )
 
 
+def bench_report_quick(group, *, name, run_ids, results, reached):
+    """bench_report.gather_quick's answer; each list has one entry per host of group, in its order."""
+    return bench_report.gather_quick(
+        list(group),
+        name=name,
+        run_ids=list(run_ids),
+        results=list(results),
+        reached=[bool(r) for r in reached],
+    )
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -71,5 +84,6 @@ class FilterModule:
             "wireup_bench_multi": _wrap(bench_multi),
             "wireup_bench_result": _wrap(bench_result),
             "wireup_bench_report_run": _wrap(bench_report_run),
+            "wireup_bench_report_quick": _wrap(bench_report_quick),
             "wireup_bench_fresh_log": _wrap(bench.fresh_log),
         }

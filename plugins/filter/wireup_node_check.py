@@ -1,66 +1,47 @@
-"""Filters for the node_check and slurm_health_check roles (issue 26): thin wrappers around
-wireup.nodecheck, wireup.promtext, wireup.checkstore and wireup.slurmhealth (pure, unit-tested)."""
+"""Filters of the node_check role (issue 26): thin wrappers around
+plugins/module_utils/wireup/node_check.py (the plan, what the store gives a node after a bench,
+a node's answer). A ValueError becomes an AnsibleFilterError carrying the same message; settings
+come as keyword arguments named in node_check.CheckSettings (a misspelt one is an error)."""
 
 from __future__ import annotations
 
-import pathlib
-import sys
+DOCUMENTATION = """
+name: wireup_node_check
+short_description: The node_check role's plans
+description:
+  - "wireup_node_check_plan (wireup_node, the host and each node_check setting by name ->
+    node_check.NodeCheckPlan, check.json's content and wireup-check's command lines),
+    wireup_node_check_read (the results folder, the host, the nccl-tests build and the benchmark's
+    size -> node_check.StoreRead, the baseline's bench part and wireup_bench.prom's text),
+    wireup_node_check_result (wireup-check --json's output, the host, its stderr and exit code ->
+    node_check.CheckResult, checked; nothing a node prints is trusted)."
+"""
 
-_UTILS = str(pathlib.Path(__file__).resolve().parents[1] / "module_utils")
-if _UTILS not in sys.path:
-    sys.path.insert(0, _UTILS)
-
-from wireup_plugin import wrap as _wrap
-
-from wireup import checkstore, nodecheck, promtext, slurmhealth, watchsettings
-
-
-def wireup_check_config(host, node_facts, settings):
-    """check.json's content for one node (nodecheck.config)."""
-    return nodecheck.config(str(host), dict(node_facts or {}), dict(settings))
-
-
-def wireup_check_bench_part(results_dir, host, build=None, size="1G"):
-    """The baseline's bench part from the host's newest bench record when it PASSed ({} when it
-    did not, or there is none: the baseline of the last passing bench stays)."""
-    latest = promtext.latest_record(str(results_dir), str(host))
-    if not latest or latest["verdict"] != "PASS":
-        return {}
-    return nodecheck.bench_part(latest["record"], dict(build or {}), watchsettings.size_bytes(size))
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import node_check
+from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
-def wireup_check_textfile(results_dir, host):
-    """wireup_bench.prom's text for one node from the controller's store ('' when it has nothing)."""
-    return promtext.controller_text(str(results_dir), str(host))
+def node_check_plan(node, *, host, check_mode=False, **settings):
+    """wireup_node, the host and node_check.CheckSettings' fields by name -> node_check.plan's answer."""
+    return node_check.plan(
+        str(host), dict(node or {}), node_check.CheckSettings(**settings), check_mode=bool(check_mode)
+    )
 
 
-def wireup_check_gather(hosts, hostvars):
-    """The quick check's results from each host's node_check_result fact, and the hosts without one."""
-    return checkstore.gather(list(hosts), {h: hostvars[h] for h in hosts if h in hostvars})
+def node_check_read(results_dir, *, host, build, size):
+    """node_check.read_store's answer (build: nccl_tests_build, None when absent)."""
+    return node_check.read_store(str(results_dir), str(host), build=dict(build or {}), size=size)
 
 
-def wireup_check_result(stdout, host, stderr="", rc=None):
-    """The node's wireup-check --json answer as a dict (checkstore.parse_output: an ERROR result
-    when it printed something else)."""
-    return checkstore.parse_output(str(host), str(stdout or ""), str(stderr or ""), rc)
-
-
-def wireup_slurm_health_plan(slurp, conf_path, node, settings):
-    """slurmhealth.plan from the slurped slurm.conf (a failed slurp: no such file)."""
-    import base64
-
-    found = dict(slurp or {})
-    text = base64.b64decode(found["content"]).decode("utf-8", "replace") if "content" in found else None
-    return slurmhealth.plan(text, str(conf_path), str(node), dict(settings))
+def node_check_result(stdout, *, host, stderr, rc):
+    """node_check.result's answer for what wireup-check printed on host."""
+    return node_check.result(str(host), stdout=str(stdout or ""), stderr=str(stderr or ""), rc=rc)
 
 
 class FilterModule:
     def filters(self):
         return {
-            "wireup_check_config": _wrap(wireup_check_config),
-            "wireup_check_bench_part": _wrap(wireup_check_bench_part),
-            "wireup_check_textfile": _wrap(wireup_check_textfile),
-            "wireup_check_gather": wireup_check_gather,
-            "wireup_check_result": wireup_check_result,
-            "wireup_slurm_health_plan": wireup_slurm_health_plan,
+            "wireup_node_check_plan": _wrap(node_check_plan),
+            "wireup_node_check_read": _wrap(node_check_read),
+            "wireup_node_check_result": _wrap(node_check_result),
         }

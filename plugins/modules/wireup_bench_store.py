@@ -28,8 +28,18 @@ options:
     description:
       - Per host, what the bench role kept for the report (its fact C(__bench_result), gathered by the
         filter wireup_bench_report_run; plugins/module_utils/wireup/bench.py node_results says each field).
+      - "In a quick check's run (I(kind=quick)), C({node_check: RESULT}) per host (the node_check role's
+        fact C(__node_check_result), gathered by the filter wireup_bench_report_quick)."
     type: dict
     required: true
+  kind:
+    description:
+      - "The run's kind: C(bench) (bench.yml; C(RESULTS/bench/RUN/HOST.json), each host compared with its
+        last passing run) or C(quick) (bench.yml --tags quick; C(RESULTS/quick/RUN/HOST.json), each record
+        with C(kind: quick); no baseline and no launch gate reads them)."
+    type: str
+    choices: [bench, quick]
+    default: bench
   thresholds:
     description:
       - The run's verdict thresholds, the same for every host (bench_pass_ratio, bench_warn_ratio,
@@ -164,6 +174,7 @@ ARGUMENT_SPEC = {
     "results_dir": {"type": "path", "required": True},
     "run_id": {"type": "str", "required": True},
     "nodes": {"type": "dict", "required": True},
+    "kind": {"type": "str", "choices": ["bench", "quick"], "default": "bench"},
     "torch_logs": {"type": "dict", "default": {}},
     "thresholds": {
         "type": "dict",
@@ -201,7 +212,7 @@ def main():
     os.umask(results.RESULTS_UMASK)
     try:
         nodes = bench_report.store_nodes(p, _read)
-        run_id, run_dir, records = results.store_run(p["results_dir"], p["run_id"], nodes)
+        run_id, run_dir, records = results.store_run(p["results_dir"], p["run_id"], nodes, p["kind"])
         paths = report.write_report(run_dir, run_id, records)
     except (ValueError, OSError) as err:
         module.fail_json(msg=f"storing the bench run failed: {err}")

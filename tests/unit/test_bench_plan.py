@@ -350,3 +350,22 @@ def test_only_this_jobs_log_is_its_result():
     # A result an earlier job left: its log path names that job.
     assert bench.fresh_log("bench-stepcost-single", {"log": log}) == ""
     assert bench.fresh_log("bench-torch-single", {}) == ""
+
+
+def test_one_gpu_runs_no_nccl_tests_needs_no_build_and_says_so():
+    """Issue 26, item 5: no GPU pair, no bus bandwidth figure: nccl-tests and the comparison are not
+    planned (no build needed), the DDP step benchmark still is (its step time is a figure)."""
+    one = {"gpu": dict(GPU_NODE["gpu"], count=1)}
+    plan = bench.plan(one, settings(nccl_tune=True), None, None, "h1")
+    assert plan["nccl_runs"] == [] and plan["compare"] == {} and not plan["torch_single"]
+    why = (
+        "nccl-tests skipped on h1: 1 GPU, no GPU pair to give a bus bandwidth figure (every collective "
+        "would be N/A)"
+    )
+    assert plan["skipped"] == why and plan["notes"] == [f"bench: {why}"]
+    assert [j["kind"] for j in plan["single_jobs"]] == ["stepcost_single_node"]
+    two = bench.plan(GPU_NODE, settings(nccl_tune=True), BUILD, None, "h2")
+    assert len(two["nccl_runs"]) == len(DEFAULTS["bench_collectives"]) and two["skipped"] == ""
+    assert two["compare"]["mode"] == "sweep"
+    assert bench.nccl_tests_skip(bench.MIN_GPUS_FOR_NCCL_TESTS) == ""
+    assert bench.nccl_tests_skip(0, "c").startswith("nccl-tests skipped on c: 0 GPU")

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from wireup import checkbundle, checkrun, checkstore
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import checkbundle, checkrun
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 H200 = REPO / "tests/fixtures/h200x2"
@@ -93,6 +93,27 @@ def test_the_bundle_is_deterministic_and_refuses_an_odd_interpreter(tmp_path):
     out = tmp_path / "w"
     assert checkbundle.main([str(out)]) == 0 and out.read_bytes() == one
     assert stat.S_IMODE(out.stat().st_mode) == 0o755
+
+
+def test_every_module_of_the_bundle_imports_with_the_standard_library_alone(tmp_path):
+    """The zip holds the whole package as the top-level ``wireup``: each module imports there under
+    ``python3 -S -I`` (no site-packages: no ansible, no packaging), so none imports the collection's
+    name or a third-party module at module level (the collection's own rule, and what a node has)."""
+    exe = tmp_path / "wireup-check"
+    exe.write_bytes(checkbundle.build(PYTHON))
+    names = sorted(n[len("wireup/") : -3] for n in checkbundle.sources() if n.startswith("wireup/"))
+    assert {"checkrun", "nodecheck", "node_check", "promtext", "results", "report", "validate"} <= set(names)
+    # -I ignores PYTHONPATH: the zip goes on sys.path as the node's __main__ finds it.
+    code = "import importlib, sys; [importlib.import_module('wireup.' + n) for n in sys.argv[2:]]"
+    code = f"import sys; sys.path.insert(0, sys.argv[1]); {code}"
+    done = subprocess.run(
+        [PYTHON, "-S", "-I", "-c", code, str(exe), *names],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_baseline_then_pass_then_nvlinks_down_fail_with_the_line_and_the_textfile(node):
@@ -273,34 +294,6 @@ def test_write_textfile_writes_only_wireup_names_atomically_and_only_on_change(n
         run(node, "--write-textfile", "wireup_y.prom", "--json", "--textfile", "never", stdin=text).stdout
     )
     assert never == {"changed": False, "note": ""} and not (node / "prom/wireup_y.prom").exists()
-
-
-def test_checkstore_keeps_one_record_per_host_and_trusts_nothing_a_node_printed(tmp_path):
-    said = checkstore.parse_output("n2", "Traceback ...", "ModuleNotFoundError: x\n", 1)
-    assert said["verdict"] == "ERROR" and said["line"].endswith("(exit code 1): ModuleNotFoundError: x")
-    facts = {
-        "n1": {
-            "wireup_node": {},
-            "node_check_result": {"verdict": "PASS", "line": "wireup-check: PASS n1: ok", "seconds": 0.3},
-        },
-        "n2": {"wireup_node": {}, "node_check_result": {"verdict": "<script>", "line": "x | [y](z)\nsecond"}},
-        "n3": {"wireup_node": {}},
-        "n4": {},
-    }
-    gathered = checkstore.gather(["n1", "n2", "n3", "n4"], facts)
-    assert sorted(gathered["results"]) == ["n1", "n2"] and gathered["lost"] == ["n3"]
-    run_id, run_dir, records = checkstore.store(
-        tmp_path, "20261202T100000Z", gathered, {"n3": "ssh: timed out"}
-    )
-    assert {h: r["verdict"] for h, r in records.items()} == {"n1": "PASS", "n2": "ERROR", "n3": "UNREACHABLE"}
-    assert checkstore.summary_line(records["n1"]) == "n1: PASS - ok (0.3 s)"
-    assert "ssh: timed out" in records["n3"]["line"]
-    stored = json.loads((pathlib.Path(run_dir) / "n2.json").read_text())
-    assert stored["line"] == "x | [y](z) second"
-    md = (pathlib.Path(run_dir) / "report.md").read_text()
-    assert "not healthy: n2, n3." in md and "\\[y\\]" in md and "<script>" not in md
-    again, again_dir, _ = checkstore.store(tmp_path, run_id, {"results": {}, "lost": []})
-    assert again == f"{run_id}-2" and again_dir != run_dir  # a taken id gets -2, nothing overwritten
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pathlib
 
 import pytest
 
-from wireup import fabric, nodecheck, nvlink, topology
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import fabric, nodecheck, nvlink, topology
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 H200 = FIXTURES / "h200x2"
@@ -215,25 +215,6 @@ def test_bench_part_keeps_the_passing_records_figure_and_refuses_other_verdicts(
     )
     other = dict(part, links=[["GPU0", "GPU1", "SYS"]])
     assert "link classes" in nodecheck.record_mismatch(other, now)
-
-
-def test_config_takes_the_slurm_name_and_nvidia_smi_from_preflights_facts():
-    settings = {
-        "baseline": "/var/lib/wireup/check/baseline.json",
-        "textfile_dir": "/var/lib/prometheus/node-exporter",
-        "textfile": "auto",
-        "nvidia_smi": "",
-        "require_baseline": False,
-        "timeout": 10,
-        "bench_bytes": "256M",
-        "bench_tolerance": 0.2,
-        "bench_iterations": 20,
-    }
-    facts = {"hostname": "gpu-a01", "gpu": {"nvidia_smi": "/usr/local/nvidia/bin/nvidia-smi"}}
-    conf = nodecheck.config("a01", facts, settings)
-    assert conf["slurm_node"] == "gpu-a01" and conf["nvidia_smi"] == "/usr/local/nvidia/bin/nvidia-smi"
-    assert conf["bench"] == {"run": False, "size": 256 << 20, "tolerance": 0.2, "iterations": 20}
-    assert nodecheck.config("a01", {}, dict(settings, nvidia_smi="/x"))["slurm_node"] == "a01"
 
 
 def test_gpus_not_read_are_not_compared_and_nvidia_smis_problem_names_the_part():

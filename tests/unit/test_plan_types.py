@@ -23,6 +23,8 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
     bench_fabric,
     bench_report,
     nccltests,
+    node_check,
+    slurm_health_check,
     topology,
 )
 
@@ -42,6 +44,10 @@ PLANS = {
     "__bench_fabric_judged": bench_fabric.JudgeAnswer,
     "__gpu_topology_probe": topology.TopologyProbe,
     "__nccl_tests_info": nccltests.NcclInfo,
+    "__node_check_plan": node_check.NodeCheckPlan,
+    "__node_check_read": node_check.StoreRead,
+    "__node_check_result": node_check.CheckResult,
+    "__slurm_health_check_plan": slurm_health_check.SlurmHealthPlan,
 }
 # Plans kept by tasks whose types are still to come (the site and launch roles, issue 24's other
 # half; nccl_tests' plan is packages.nccl_tests_plan's).

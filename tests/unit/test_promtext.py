@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from wireup import nodecheck, promtext, results
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import nodecheck, promtext, results
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 H200 = REPO / "tests/fixtures/h200x2"

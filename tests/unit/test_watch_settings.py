@@ -1,16 +1,22 @@
 """Issue 26's settings and Slurm block: preflight refuses bad node_check_*/slurm_health_check_*
 values naming the variable and the fix (wireup.watchsettings through validate.host_errors, and
 the roles' argument_specs through preflight's filter), slurm.conf's block and its conflicts
-(wireup.slurmhealth), and the bench plan's 1-GPU rule (bench.nccl_tests_skip)."""
+(wireup.slurm_health_check)."""
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import importlib.util
 import pathlib
 
 import pytest
 
-from wireup import bench, slurmhealth, validate, watchsettings
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
+    slurm_health_check,
+    validate,
+    watchsettings,
+)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -99,20 +105,21 @@ BLOCK = (
     "HealthCheckProgram=/usr/local/sbin/wireup-slurm-health\nHealthCheckInterval=300\nHealthCheckNodeState=ANY\n"
     "# END wireup slurm_health_check (managed by Ansible: roles/slurm_health_check)\n"
 )
-SETTINGS = {
-    "present": True,
-    "program": "/usr/local/sbin/wireup-slurm-health",
-    "interval": 300,
-    "node_state": "ANY",
-}
+SETTINGS = slurm_health_check.Settings(
+    conf="/etc/slurm/slurm.conf",
+    state="present",
+    program="/usr/local/sbin/wireup-slurm-health",
+    interval=300,
+    node_state="ANY",
+)
 
 
 def test_the_block_and_a_slurm_conf_that_carries_it_already():
-    plan = slurmhealth.plan(CONF, "/etc/slurm/slurm.conf", "n1", SETTINGS)
+    plan = slurm_health_check.plan(CONF, "n1", SETTINGS)
     assert plan["errors"] == [] and plan["state"] == "present"
     assert plan["block"] + "\n" == BLOCK.split("\n", 1)[1].rsplit("# END", 1)[0]
     assert plan["marker"].replace("{mark}", "BEGIN") + "\n" == BLOCK.splitlines(keepends=True)[0]
-    assert slurmhealth.conflicts(CONF + BLOCK) == []
+    assert slurm_health_check.conflicts(CONF + BLOCK) == []
 
 
 @pytest.mark.parametrize(
@@ -127,57 +134,25 @@ def test_the_block_and_a_slurm_conf_that_carries_it_already():
     ],
 )
 def test_a_health_check_outside_the_block_is_refused_with_its_line(line, where):
-    plan = slurmhealth.plan(CONF + line + "\n" + BLOCK, "/etc/slurm/slurm.conf", "n1", SETTINGS)
+    plan = slurm_health_check.plan(CONF + line + "\n" + BLOCK, "n1", SETTINGS)
     [error] = plan["errors"]
     assert where in error and "LBNL NHC" in error
-    assert slurmhealth.conflicts(CONF + "# HealthCheckProgram=/usr/sbin/nhc\n") == []
+    assert slurm_health_check.conflicts(CONF + "# HealthCheckProgram=/usr/sbin/nhc\n") == []
 
 
 def test_no_slurm_conf_and_removal():
-    [error] = slurmhealth.plan(None, "/etc/slurm/slurm.conf", "n2", SETTINGS)["errors"]
+    [error] = slurm_health_check.plan(None, "n2", SETTINGS)["errors"]
     assert error.startswith("n2 has no /etc/slurm/slurm.conf") and "slurm_health_check_conf" in error
-    gone = slurmhealth.plan(CONF + "HealthCheckProgram=/x\n", "/c", "n1", dict(SETTINGS, present=False))
-    assert gone == {"errors": [], "block": "", "state": "absent", "marker": slurmhealth.MARKER}
+    absent = dataclasses.replace(SETTINGS, state="absent", conf="/c")
+    gone = slurm_health_check.plan(CONF + "HealthCheckProgram=/x\n", "n1", absent)
+    assert gone == {"errors": [], "block": "", "state": "absent", "marker": slurm_health_check.MARKER}
+    with pytest.raises(ValueError, match="slurm_health_check_state='gone' is not present or absent"):
+        slurm_health_check.plan(CONF, "n1", dataclasses.replace(SETTINGS, state="gone"))
 
 
-NODE = {"gpu": {"present": True, "count": 1, "nvidia_smi": "/usr/bin/nvidia-smi"}}
-BENCH_SETTINGS = {
-    "bench_collectives": ["all_reduce"],
-    "bench_min_bytes": "8",
-    "bench_max_bytes": "8G",
-    "bench_step_factor": 2,
-    "bench_iterations": 20,
-    "bench_warmup_iterations": 5,
-    "bench_timeout": 900,
-    "bench_dir": "/opt/wireup/bench",
-    "wireup_base_dir": "/opt/wireup",
-    "bench_torch": True,
-    "bench_torch_min_bytes": "1M",
-    "bench_torch_max_bytes": "8G",
-    "bench_torch_cpu_max_bytes": "16M",
-    "bench_torch_step_factor": 4,
-    "bench_stepcost": True,
-    "bench_stepcost_params": ["500M"],
-    "bench_stepcost_cpu_params": ["1M"],
-    "bench_stepcost_hooks": ["none"],
-    "bench_nccl_tune": True,
-    "bench_nccl_tune_candidates": [{"NCCL_ALGO": "Ring"}],
-    "bench_nccl_tune_min_gain": 0.02,
-}
-
-
-def test_one_gpu_runs_no_nccl_tests_needs_no_build_and_says_so():
-    plan = bench.plan(NODE, BENCH_SETTINGS, None, None, "h1")
-    assert plan["nccl_runs"] == [] and plan["compare"] == {} and not plan["torch_single"]
-    why = (
-        "nccl-tests skipped on h1: 1 GPU, no GPU pair to give a bus bandwidth figure (every collective "
-        "would be N/A)"
-    )
-    assert plan["skipped"] == why and plan["notes"] == [f"bench: {why}"]
-    assert [j["kind"] for j in plan["single_jobs"]] == ["stepcost_single_node"]  # the step time is a figure
-    build = {"bin_dir": "/b", "json": True}
-    two = bench.plan({"gpu": dict(NODE["gpu"], count=2)}, BENCH_SETTINGS, build, None, "h2")
-    assert len(two["nccl_runs"]) == 1 and two["skipped"] == "" and two["compare"]
-    assert bench.nccl_tests_skip(2) == "" and bench.nccl_tests_skip(0, "c").startswith(
-        "nccl-tests skipped on c: 0 GPU"
-    )
+def test_the_plan_reads_the_slurped_file_and_every_setting_by_name():
+    slurp = {"content": base64.b64encode(CONF.encode()).decode(), "encoding": "base64"}
+    assert slurm_health_check.conf_text(slurp) == CONF
+    assert slurm_health_check.conf_text({"failed": True, "msg": "file not found"}) is None
+    with pytest.raises(TypeError):
+        slurm_health_check.Settings(conf="/c", state="present", program="/p", interval=1, node_sate="ANY")

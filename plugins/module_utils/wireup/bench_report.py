@@ -5,23 +5,28 @@ results.build_record judges each host (one section per capability) and report.wr
 writes the report; this module only assembles their input.
 
 A new capability that lands in the host record adds, here, what its role keeps on each node (a
-list beside ``results`` in gather) and, in results.SECTIONS, how it is judged.
+list beside ``results`` in gather) and, in results.SECTIONS, how it is judged. The quick node
+check (issue 26, ``bench.yml --tags quick``) is a run of its own: gather_quick takes what
+node_check kept on each node (__node_check_run_id, __node_check_result) and the store writes it
+under results/quick/ (kind quick), where neither a baseline nor the launch gate looks.
 """
 
 from __future__ import annotations
 
 from typing import TypedDict
 
-from . import stepcost
+from . import node_check, stepcost
 from .bench import NO_DATA
 from .health import finding
 
 
 class ReportRun(TypedDict):
-    """gather's answer: hosts (those that reached the bench role), lost (nodes lost before it),
-    run_id, nodes ({host: bench.node_results' data}), torch_logs ({host: {kind: log path}}),
-    multi_skipped (why the torch jobs across the group did not run, '' when they did)."""
+    """gather's answer: kind (bench, or quick: gather_quick's; the store's folder), hosts (those
+    that reached the bench role), lost (nodes lost before it), run_id, nodes ({host:
+    bench.node_results' data}), torch_logs ({host: {kind: log path}}), multi_skipped (why the torch
+    jobs across the group did not run, '' when they did)."""
 
+    kind: str
     hosts: list[str]
     lost: list[str]
     run_id: str
@@ -64,12 +69,46 @@ def gather(group, *, name, run_ids, results, torch_logs, multi):
         )
     first = kept[hosts[0]][3] or {}
     return {
+        "kind": "bench",
         "hosts": hosts,
         "lost": sorted(set(first.get("lost") or []) - set(hosts)),
         "run_id": kept[hosts[0]][0],
         "nodes": {h: kept[h][1] or dict(NO_DATA) for h in hosts},
         "torch_logs": {h: kept[h][2] or {} for h in hosts},
         "multi_skipped": first.get("skipped", ""),
+    }
+
+
+# A host that reached the quick check's play but kept no result (it failed on the way).
+NO_CHECK = {
+    "failed": True,
+    "skipped": (
+        "no quick-check result: the host failed or became unreachable during the check (see the play output)"
+    ),
+}
+
+
+def gather_quick(group, *, name, run_ids, results, reached):
+    """A quick check's run as the report play sees it (a ReportRun of kind quick). group: the
+    node group's hosts; run_ids, results, reached: per host of group, in its order, what node_check
+    kept there (__node_check_run_id, __node_check_result; '' / None where it has none) and whether
+    preflight reached it in this run (wireup_node set). A host preflight reached that never got
+    the run id was lost before the check. Raises ValueError when no host reached the check."""
+    kept = dict(zip(group, zip(run_ids, results, reached, strict=True), strict=True))
+    hosts = [h for h in group if kept[h][0]]
+    if not hosts:
+        raise ValueError(
+            f"No host of group {name} reached the quick check (all failed or unreachable, or the run was "
+            "limited to other hosts): nothing to report."
+        )
+    return {
+        "kind": node_check.KIND,
+        "hosts": hosts,
+        "lost": [h for h in group if kept[h][2] and not kept[h][0]],
+        "run_id": kept[hosts[0]][0],
+        "nodes": {h: {"node_check": kept[h][1]} if kept[h][1] else dict(NO_CHECK) for h in hosts},
+        "torch_logs": {},
+        "multi_skipped": "",
     }
 
 
@@ -129,7 +168,8 @@ def store_nodes(params, read):
     for node in nodes.values() if skipped else ():
         node["findings"] = [*node.get("findings", []), _multi_node_skipped(skipped)]
     for host, reason in sorted((params.get("lost") or {}).items()):
-        nodes[host] = {"unreachable": str(reason)} if reason else dict(NO_DATA, **run_wide)
+        no_data = NO_CHECK if params.get("kind") == node_check.KIND else NO_DATA
+        nodes[host] = {"unreachable": str(reason)} if reason else dict(no_data, **run_wide)
     torch_logs = params.get("torch_logs") or {}
     _torch_texts(nodes, torch_logs, read)
     _stepcost_texts(nodes, torch_logs, read)

@@ -7,6 +7,10 @@ The bytes depend on the package's sources and the interpreter line only (entries
 dates and modes), so copying it again reports no change until wireup itself changes.
 
     python3 -m wireup.checkbundle OUT [--python /usr/bin/python3]   (PYTHONPATH=plugins/module_utils)
+
+It runs as the top-level package ``wireup`` (the zip's own name for it), so this package imports
+relatively and with the standard library alone at module level (tests/unit/test_checkrun.py
+builds the file and runs it with ``python3 -S -I``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import zipfile
 from . import atomicfile
 
 PACKAGE = os.path.dirname(os.path.abspath(__file__))
-MAIN = "import sys\n\nfrom wireup.checkrun import main\n\nsys.exit(main())\n"
+MAIN = "from wireup.checkrun import main\n\nraise SystemExit(main())\n"
 FIXED_DATE = (1980, 1, 1, 0, 0, 0)
 INTERPRETER = re.compile(r"/[A-Za-z0-9._/+-]{1,255}")
 
@@ -63,14 +67,14 @@ def main(argv=None) -> int:
     try:
         with open(args.out, "rb") as handle:
             if handle.read() == data:
-                print(f"{args.out}: unchanged")
+                sys.stdout.write(f"{args.out}: unchanged\n")
                 return 0
     except OSError:
         pass
     atomicfile.write_bytes(args.out, data, mode=0o755)
-    print(f"{args.out}: written ({len(data)} bytes)")
+    sys.stdout.write(f"{args.out}: written ({len(data)} bytes)\n")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

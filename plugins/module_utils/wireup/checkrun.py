@@ -69,8 +69,8 @@ def _typed(key, value, default):
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise ValueError(f"{key} must be true or false, got {value!r}")
-    elif isinstance(default, int | float):
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    elif isinstance(default, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise ValueError(f"{key} must be a number >= 0, got {value!r}")
     elif not isinstance(value, str):
         raise ValueError(f"{key} must be a string, got {value!r}")
@@ -443,30 +443,42 @@ def _public(result):
     return out
 
 
-def main(argv=None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+def _say(text, stream=None):
+    """One line on stdout (or ``stream``): the program's output (module_utils writes no print)."""
+    (stream or sys.stdout).write(f"{text}\n")
+
+
+def _settings(args):
+    """(config, error): the configuration file with the command line's overrides."""
     config, error = load_config(args.config)
     for key in ("baseline", "nvidia_smi", "sysfs_root", "textfile_dir", "textfile", "host"):
         if getattr(args, key) is not None:
             config[key] = getattr(args, key)
     config["host"] = config["host"] or socket.gethostname().split(".")[0]
-    if args.write_textfile:
-        changed, note = write_textfile(config, args.write_textfile, sys.stdin.read())
-        print(
-            json.dumps({"changed": changed, "note": note})
-            if args.json
-            else note or f"{args.write_textfile}: ok"
-        )
-        return 0
-    if args.write_baseline:
-        if error:
-            print(f"wireup-check: ERROR {config['host']}: {error}")
-            return 2
-        code, line, changed = write_baseline(
-            config, "" if args.manual else sys.stdin.read(), manual=args.manual
-        )
-        print(json.dumps({"rc": code, "line": line, "changed": changed}) if args.json else line)
-        return code
+    return config, error
+
+
+def _textfile_main(args, config):
+    """--write-textfile NAME: stdin as NAME in the textfile folder; always exit 0."""
+    changed, note = write_textfile(config, args.write_textfile, sys.stdin.read())
+    _say(
+        json.dumps({"changed": changed, "note": note}) if args.json else note or f"{args.write_textfile}: ok"
+    )
+    return 0
+
+
+def _baseline_main(args, config, error):
+    """--write-baseline [--manual]: the node now as its baseline (the bench part on stdin)."""
+    if error:
+        _say(f"wireup-check: ERROR {config['host']}: {error}")
+        return 2
+    code, line, changed = write_baseline(config, "" if args.manual else sys.stdin.read(), manual=args.manual)
+    _say(json.dumps({"rc": code, "line": line, "changed": changed}) if args.json else line)
+    return code
+
+
+def _check_main(args, config, error):
+    """The check: its line (or --json), its textfile, the drain on failure; its exit code."""
     if error:  # settings that cannot be used: nothing is read, the check fails closed
         result = nodecheck.result(
             config["host"], None, None, found={"errors": [error]}, time=time.time(), seconds=0.0
@@ -481,8 +493,18 @@ def main(argv=None) -> int:
         result["notes"].append(note)
         result["line"] = nodecheck.line(result)
     drained = drain(config, result) if args.drain and result["exit"] != 0 else []
-    print(json.dumps(_public(result), sort_keys=True, default=str) if args.json else result["line"])
+    _say(json.dumps(_public(result), sort_keys=True, default=str) if args.json else result["line"])
     for text in drained:
         with contextlib.suppress(OSError):
-            print(text, file=sys.stderr)
+            _say(text, sys.stderr)
     return result["exit"]
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    config, error = _settings(args)
+    if args.write_textfile:
+        return _textfile_main(args, config)
+    if args.write_baseline:
+        return _baseline_main(args, config, error)
+    return _check_main(args, config, error)

@@ -23,6 +23,7 @@ or exit 3 with node_check_require_baseline (README "Quick check").
 from __future__ import annotations
 
 import time
+from typing import TypedDict
 
 from .topology import link_class_key
 
@@ -43,7 +44,7 @@ RANKS = ("gpu", "nvidia_smi", "nvlink", "link", "pcie", "gpu_health", "nic", "be
 
 def when(seconds) -> str:
     """Unix seconds as the line writes them (UTC, ISO 8601); '?' when unknown."""
-    if not isinstance(seconds, int | float):
+    if not isinstance(seconds, (int, float)):
         return "?"
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
@@ -93,7 +94,7 @@ def _ports(nic_facts):
                 "name": i["name"],
                 "kind": i.get("type") or "net",
                 "up": up,
-                "gbps": mbps / 1000.0 if isinstance(mbps, int | float) else None,
+                "gbps": mbps / 1000.0 if isinstance(mbps, (int, float)) else None,
                 # IPoIB netdevs follow their HCA port, which is watched itself.
                 "watched": up
                 and i.get("type") != "infiniband"
@@ -116,7 +117,29 @@ def node_state(topology=None, nic_facts=None) -> dict:
 
 
 # ------------------------------------------------------------------------------ the baseline
-def bench_part(record, build=None, size=None, collective="all_reduce") -> dict:
+class BenchFigure(TypedDict, total=False):
+    collective: str
+    size: int
+    busbw: float
+    ngpus: int
+
+
+class NcclTestsBuild(TypedDict, total=False):
+    bin_dir: str
+    ld_library_path: str
+
+
+class BenchPart(TypedDict):
+    """What a baseline keeps of the passing bench record it was taken at (bench_part)."""
+
+    run_id: str
+    gpu_count: int
+    links: list[tuple[str, str, str]]
+    figure: BenchFigure
+    nccl_tests: NcclTestsBuild
+
+
+def bench_part(record, build=None, size=None, collective="all_reduce") -> BenchPart:
     """What the baseline keeps of the node's passing bench record (results.build_record's shape):
     run id, GPU count, link classes, and the figure of ``collective`` at ``size`` bytes with the
     nccl-tests build that measured it (nccl_tests_build: bin_dir, ld_library_path) for the
@@ -165,7 +188,7 @@ def bench_part_problem(part) -> str:
         return "gpu_count is not a number"
     links = part.get("links")
     if not isinstance(links, list) or not all(
-        isinstance(x, list | tuple) and len(x) == 3 and all(isinstance(v, str) for v in x) for x in links
+        isinstance(x, (list, tuple)) and len(x) == 3 and all(isinstance(v, str) for v in x) for x in links
     ):
         return "links is not a list of [GPU, GPU, class]"
     for key in ("figure", "nccl_tests"):
@@ -217,7 +240,7 @@ def baseline_problem(doc) -> str:
     for key in ("gpus", "links", "ports"):
         if not isinstance(node.get(key), list) or not all(isinstance(x, dict) for x in node[key]):
             return f"node.{key} is not a list of entries"
-    if not isinstance(doc.get("time"), int | float):
+    if not isinstance(doc.get("time"), (int, float)):
         return "no time"
     return ""
 
@@ -283,7 +306,9 @@ def _nvlink_problems(pairs, at):
                     f"{_gpu_name(n)} NVLink {was - now} of {was} links down (was {was} {at})",
                 )
             )
-        elif isinstance(nl.get("speed_gbps"), int | float) and nl["speed_gbps"] < (bl.get("speed_gbps") or 0):
+        elif isinstance(nl.get("speed_gbps"), (int, float)) and nl["speed_gbps"] < (
+            bl.get("speed_gbps") or 0
+        ):
             out.append(
                 _problem(
                     "nvlink",
@@ -333,7 +358,7 @@ def _link_problems(base_links, now_links, at):
 
 
 def _rate(port):
-    return f"{port['gbps']:g} Gb/s" if isinstance(port.get("gbps"), int | float) else "rate unknown"
+    return f"{port['gbps']:g} Gb/s" if isinstance(port.get("gbps"), (int, float)) else "rate unknown"
 
 
 def _nic_problems(base_ports, now_ports, at):
@@ -347,8 +372,8 @@ def _nic_problems(base_ports, now_ports, at):
         elif not n.get("up"):
             message = f"NIC {b['name']} down (was {was} {at})"
         elif (
-            isinstance(b.get("gbps"), int | float)
-            and isinstance(n.get("gbps"), int | float)
+            isinstance(b.get("gbps"), (int, float))
+            and isinstance(n.get("gbps"), (int, float))
             and n["gbps"] < b["gbps"]
         ):
             message = f"NIC {b['name']} at {_rate(n)} (was {_rate(b)} {at})"
@@ -483,30 +508,3 @@ def result(host, baseline, now, *, found=None, require_baseline=False, **extra) 
     }
     out["line"] = line(out)
     return out
-
-
-# ------------------------------------------------------------------------------ the role's plan
-def config(host, node_facts, settings) -> dict:
-    """/etc/wireup/check.json for one node (checkrun.DEFAULTS' keys). node_facts: wireup_node
-    (its hostname is the node's Slurm name: slurm.node_name, the drain's rule; nvidia-smi where
-    preflight found it); settings: the node_check_* values by name without the prefix."""
-    from .slurm import node_name
-    from .watchsettings import size_bytes
-
-    facts = node_facts or {}
-    return {
-        "host": host,
-        "baseline": settings["baseline"],
-        "textfile_dir": settings["textfile_dir"],
-        "textfile": settings["textfile"],
-        "nvidia_smi": settings["nvidia_smi"] or str((facts.get("gpu") or {}).get("nvidia_smi") or ""),
-        "require_baseline": bool(settings["require_baseline"]),
-        "timeout": int(settings["timeout"]),
-        "slurm_node": node_name(host, facts),
-        "bench": {
-            "run": False,
-            "size": size_bytes(settings["bench_bytes"]),
-            "tolerance": float(settings["bench_tolerance"]),
-            "iterations": int(settings["bench_iterations"]),
-        },
-    }

@@ -86,7 +86,7 @@ def family(name, help_text, samples, kind="gauge"):
             continue
         labels = {str(k): str(v) for k, v in (given or {}).items()}
         _check_labels(name, labels)
-        if isinstance(value, str) or not isinstance(value, int | float):
+        if isinstance(value, str) or not isinstance(value, (int, float)):
             raise ValueError(f"{name}{labels}: value {value!r} is not a number")
         key = tuple(sorted(labels.items()))
         if key in seen:
@@ -134,7 +134,7 @@ def run_time(run_id):
 
 
 def _bytes_per_second(gbs):
-    return gbs * GB if isinstance(gbs, int | float) and math.isfinite(gbs) else None
+    return gbs * GB if isinstance(gbs, (int, float)) and math.isfinite(gbs) else None
 
 
 # ------------------------------------------------------------------------------ bench records
@@ -195,11 +195,11 @@ def _bench_stepcost(host, record):
             base = {"host": host, "run": run, "params": fig.get("params", "")}
             ms = fig.get("compute_ms")
             step.append(
-                ({**base, "hook": "compute_only"}, ms / 1000.0 if isinstance(ms, int | float) else None)
+                ({**base, "hook": "compute_only"}, ms / 1000.0 if isinstance(ms, (int, float)) else None)
             )
             for hook, entry in sorted((fig.get("hooks") or {}).items()):
                 ms = (entry or {}).get("step_ms")
-                step.append(({**base, "hook": hook}, ms / 1000.0 if isinstance(ms, int | float) else None))
+                step.append(({**base, "hook": hook}, ms / 1000.0 if isinstance(ms, (int, float)) else None))
             share.append((base, fig.get("share")))
     return [
         family("wireup_bench_ddp_step_seconds", "Median DDP training step time per comm hook", step),
@@ -352,7 +352,7 @@ def _check_hardware(labels, now):
     for port in now.get("ports") or []:
         p = {**labels, "port": port["name"]}
         nic_up.append((p, 1 if port.get("up") else 0))
-        nic_rate.append((p, port["gbps"] * GB / 8 if isinstance(port.get("gbps"), int | float) else None))
+        nic_rate.append((p, port["gbps"] * GB / 8 if isinstance(port.get("gbps"), (int, float)) else None))
     return [
         family("wireup_check_nvlink_active_links", "Active NVLinks per GPU", nvlink),
         family("wireup_check_pcie_link_width", "Current PCIe link width per GPU (lanes)", width),

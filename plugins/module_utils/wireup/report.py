@@ -19,7 +19,7 @@ import io
 import os
 import re
 
-from . import atomicfile, bandwidth, benchenv, nccltests, stepcost
+from . import atomicfile, bandwidth, benchenv, nccltests, node_check, stepcost
 
 SEVERITY_ORDER = ("critical", "warning", "info")
 _NV = re.compile(r"^NV(\d+)$")
@@ -87,7 +87,9 @@ def _summary_parts(record):
 
 
 def summary_line(record):
-    """One line per host for the end of the play."""
+    """One line per host for the end of the play (a quick check's record: node_check's line)."""
+    if record.get("kind") == node_check.KIND:
+        return node_check.summary_line(record)
     host = record.get("host", "?")
     parts = _summary_parts(record)
     if record.get("skipped") and len(parts) == 1:
@@ -311,6 +313,11 @@ def judged_on(records):
     all-reduce against their own last passing run."""
     from .results import is_gpu_less
 
+    if records and all(r.get("kind") == node_check.KIND for r in records.values()):
+        return (
+            "Verdicts are the quick node check's: wireup-check compared each node with the baseline "
+            "its last passing bench left on it (roles/node_check/README.md)."
+        )
     judged = [r for r in records.values() if r.get("verdict") != "UNREACHABLE"]
     cpu = sorted(r.get("host", "?") for r in judged if is_gpu_less(r))
     gpu = [r for r in judged if not is_gpu_less(r) and (r.get("collectives") or r.get("torch"))]
@@ -361,7 +368,8 @@ def _summary_part(run_id, records, plots, plot_note):
     for record in records.values():
         counts[record.get("verdict", "N/A")] = counts.get(record.get("verdict", "N/A"), 0) + 1
     verdicts = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-    out = [("h", (1, f"wireup bench report: run {run_id}"))]
+    quick = records and all(r.get("kind") == node_check.KIND for r in records.values())
+    out = [("h", (1, f"wireup {'quick check' if quick else 'bench'} report: run {run_id}"))]
     out.append(("p", f"{len(records)} host(s): {verdicts}. " + judged_on(records)))
     if plot_note:
         out.append(("p", plot_note))
@@ -444,8 +452,12 @@ def _host_sections(host, record, plots):
 
 
 def _hosts_part(run_id, records, plots, plot_note):
+    """Each host's figures (a quick check's record has none: its part is node_check's)."""
     return [
-        section for host, record in sorted(records.items()) for section in _host_sections(host, record, plots)
+        section
+        for host, record in sorted(records.items())
+        if record.get("kind") != node_check.KIND
+        for section in _host_sections(host, record, plots)
     ]
 
 
@@ -522,6 +534,11 @@ def _stepcost_part(run_id, records, plots, plot_note):
     return stepcost_sections(records, plots)
 
 
+def _node_check_part(run_id, records, plots, plot_note):
+    """The quick node check (issue 26): each node's wireup-check line."""
+    return node_check.report_sections(records)
+
+
 def _findings_part(run_id, records, plots, plot_note):
     """Every host's findings, critical first."""
     rows = [
@@ -543,7 +560,7 @@ def _findings_part(run_id, records, plots, plot_note):
 # The report's parts in order, one per capability after the summary and the hosts; each takes
 # (run_id, records, plots, plot_note) and returns sections. A new capability's part goes before
 # the findings (which list every capability's).
-REPORT_PARTS = (_summary_part, _hosts_part, _torch_part, _stepcost_part, _findings_part)
+REPORT_PARTS = (_summary_part, _hosts_part, _torch_part, _stepcost_part, _node_check_part, _findings_part)
 
 
 def _sections(run_id, records, plots, plot_note):

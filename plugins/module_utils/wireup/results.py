@@ -1,14 +1,17 @@
 """The controller's benchmark results store, and the comparison with the last passing run.
 
-Layout: ``<results_dir>/bench/<run id>/<host>.json``, one folder per run, one JSON per host;
+Layout: ``<results_dir>/bench/<run id>/<host>.json``, one folder per run, one JSON per host (a
+quick check's run, ``bench.yml --tags quick``: ``<results_dir>/quick/<run id>/<host>.json``, kind
+"quick" in each record; nothing here reads them as bench records: no baseline, no gate);
 files are created exclusively, atomically (atomicfile) and never overwritten; strict JSON. Run ids
 sort in time order (``20261129T164455Z``, with ``-2``, ``-3`` ... when two runs start in the same second).
 
 A host record (what the bench role writes; see roles/bench/README.md) is a dict with at least:
   host, run_id, verdict ("PASS"|"WARN"|"FAIL"|"N/A"), topology ({gpus: [{index, uuid, name}],
   links: [{a, b, class}]}), collectives ({name: {rows, verdict: {verdict, measured_busbw, size}}}),
-  torch ({single_node|multi_node: {rows, world_size}}), findings ([{severity, code, gpus, message,
-  source}], the shape of gpu_topology's health findings).
+  torch ({single_node|multi_node: {rows, world_size}}), node_check (the quick check, issue 26:
+  node_check.CheckResult), findings ([{severity, code, gpus, message, source}], the shape of
+  gpu_topology's health findings).
 
 compare(current, baseline, tolerance) returns findings for: a GPU that is gone, any GPU-GPU link
 whose class changed, and a bus bandwidth drop larger than the tolerance at the size the verdict
@@ -25,7 +28,7 @@ import os
 import re
 import time
 
-from . import atomicfile, bandwidth, benchenv, nccltests, redact, stepcost
+from . import atomicfile, bandwidth, benchenv, nccltests, node_check, redact, stepcost
 from .health import finding
 
 # The controller's results (host records, reports, plots, fabric records) are the user's and
@@ -34,6 +37,9 @@ RESULTS_UMASK = 0o027
 # The host record's layout version (every record wireup writes, the unreachable one too).
 RECORD_SCHEMA = 2
 RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z(?:-\d+)?$")
+# The kinds of run stored as host records, each in its own folder: bench.yml's, and the quick
+# check's (bench.yml --tags quick), which no baseline and no gate reads.
+KINDS = ("bench", node_check.KIND)
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.@:-]+$")
 
 
@@ -70,18 +76,20 @@ def reserve_run(results_dir, run_id=None, kind="bench"):
             candidate = f"{run_id.split('-')[0]}-{serial}"
 
 
-def _host_path(results_dir, run_id, host):
+def _host_path(results_dir, run_id, host, kind="bench"):
     if not RUN_ID_RE.match(str(run_id)):
         raise ValueError(f"run id {run_id!r} is not like 20261129T164455Z")
     if not _HOST_RE.match(str(host)):
         raise ValueError(f"host name {host!r} cannot be a file name")
-    return os.path.join(bench_dir(results_dir), run_id, f"{host}.json")
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+    return os.path.join(results_dir, kind, run_id, f"{host}.json")
 
 
-def write_host(results_dir, run_id, host, record):
+def write_host(results_dir, run_id, host, record, kind="bench"):
     """Write one host's record atomically, as strict JSON (NaN and infinities become null);
     raises FileExistsError rather than overwrite. Returns the path."""
-    path = _host_path(results_dir, run_id, host)
+    path = _host_path(results_dir, run_id, host, kind)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     return atomicfile.write_json(path, record, exclusive=True)
 
@@ -194,6 +202,7 @@ _RECORD_PARTS = {
     "env": dict,
     "versions": dict,
     "findings": list,
+    "node_check": dict,
 }
 
 
@@ -290,7 +299,12 @@ def record_problem(record):
         return f"is {_type_name(record)}, not a host record (an object)"
     if record.get("verdict") not in _RECORD_VERDICTS:
         return f"verdict is {record.get('verdict')!r}, not one of {', '.join(_RECORD_VERDICTS)}"
-    return _shape_problem(record) or _stepcost_problem(record) or _figures_problem(record)
+    return (
+        _shape_problem(record)
+        or _stepcost_problem(record)
+        or node_check.part_problem(record)
+        or _figures_problem(record)
+    )
 
 
 def _finding(severity, code, message, gpus=()):
@@ -656,6 +670,7 @@ SECTIONS = (
     ("collectives", nccl_tests_section),
     ("torch", torch_section),
     ("stepcost", stepcost_section),
+    ("node_check", node_check.section),
 )
 
 
@@ -882,26 +897,39 @@ def judge_gpu_less(record, baseline=None):
     return "WARN" if dropped else "PASS"
 
 
-def store_run(results_dir, run_id, nodes):
+def store_run(results_dir, run_id, nodes, kind="bench"):
     """Write every host's record of one run; returns (run_id, run_dir, {host: record}).
 
     nodes is {host: node} as build_record takes them. The run folder is created fresh (a taken
-    id gets a -N suffix); each host is compared with its own last passing run before this one.
+    id gets a -N suffix) under results_dir/kind; in a bench run each host is compared with its own
+    last passing run before this one. A quick check's run (kind quick) is compared with nothing
+    here (wireup-check compared each node with its own baseline) and each record says its kind.
     """
-    run_id, run_dir = reserve_run(results_dir, run_id)
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+    run_id, run_dir = reserve_run(results_dir, run_id, kind=kind)
     records = {}
     try:
         for host in sorted(nodes):
-            if nodes[host].get("unreachable"):
-                records[host] = unreachable_record(host, run_id, nodes[host]["unreachable"])
-            else:
-                records[host] = _judged(results_dir, run_id, host, nodes[host])
-            write_host(results_dir, run_id, host, records[host])
+            records[host] = _host_record(results_dir, run_id, host, nodes[host], kind)
+            write_host(results_dir, run_id, host, records[host], kind)
     except BaseException:
         if not os.listdir(run_dir):
             os.rmdir(run_dir)  # no empty run folder left behind by a run that stored nothing
         raise
     return run_id, run_dir, records
+
+
+def _host_record(results_dir, run_id, host, node, kind):
+    """One host's record of a run of this kind: unreachable, judged against its last passing bench
+    (a bench run), or on its own (a quick run: the record says its kind)."""
+    if node.get("unreachable"):
+        record = unreachable_record(host, run_id, node["unreachable"])
+    elif kind == "bench":
+        return _judged(results_dir, run_id, host, node)
+    else:
+        record = build_record(host, run_id, node)
+    return record if kind == "bench" else dict(record, kind=kind)
 
 
 def _judged(results_dir, run_id, host, node):

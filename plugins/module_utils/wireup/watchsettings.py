@@ -73,7 +73,7 @@ def _bench_errors(values):
             )
     if "node_check_bench_tolerance" in values:
         value = values["node_check_bench_tolerance"]
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
             out.append(f"node_check_bench_tolerance={value!r} must be a fraction from 0 to below 1, e.g. 0.2")
     return out
 

@@ -1,5 +1,5 @@
-"""slurmd's HealthCheckProgram running wireup-check (issue 26): the block wireup keeps in
-slurm.conf and the checks before it is written (pure Python, stdlib only; roles/slurm_health_check).
+"""The slurm_health_check role's plan (issue 26): slurmd's HealthCheckProgram running wireup-check,
+the block wireup keeps in slurm.conf and the checks before it is written (pure Python, stdlib only).
 
 slurm.conf(5): HealthCheckProgram is run by slurmd as root every HealthCheckInterval seconds on
 the nodes HealthCheckNodeState names (and when slurmd starts), and killed after 60 s. Its keys are
@@ -12,7 +12,10 @@ one of them unused without a word.
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import re
+from typing import TypedDict
 
 KEYS = ("HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState")
 MARKER = "# {mark} wireup slurm_health_check (managed by Ansible: roles/slurm_health_check)"
@@ -55,28 +58,57 @@ def conflicts(text) -> list[str]:
     ]
 
 
-def plan(conf_text, conf_path, node, settings) -> dict:
-    """What the role does on one node: {errors, block, state (present|absent), marker}.
-    conf_text: the node's slurm.conf (None: there is none); settings: {present, program, interval,
-    node_state}. Errors name the file, the line and the fix."""
-    present = bool(settings.get("present", True))
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The slurm_health_check_* settings the plan reads, by name without the prefix (a misspelt or
+    missing one is a TypeError)."""
+
+    conf: str
+    state: str
+    program: str
+    interval: int
+    node_state: str
+
+
+class SlurmHealthPlan(TypedDict):
+    """plan's answer: errors (each naming the file, the line and the fix), block (the three lines,
+    '' when absent), state (present, absent: blockinfile's), marker (blockinfile's)."""
+
+    errors: list[str]
+    block: str
+    state: str
+    marker: str
+
+
+def conf_text(slurp):
+    """slurm.conf's text from ansible.builtin.slurp's result; None when it read nothing (no file)."""
+    found = dict(slurp or {})
+    return base64.b64decode(found["content"]).decode("utf-8", "replace") if "content" in found else None
+
+
+def plan(conf, node, settings) -> SlurmHealthPlan:
+    """What the role does on one node. conf: the node's slurm.conf (None: there is none);
+    settings: Settings. Errors name the file, the line and the fix."""
+    if settings.state not in ("present", "absent"):
+        raise ValueError(f"slurm_health_check_state={settings.state!r} is not present or absent")
+    present = settings.state == "present"
     errors = []
-    if conf_text is None:
+    if conf is None:
         errors.append(
-            f"{node} has no {conf_path}: Slurm is not installed there, or its configuration lives elsewhere "
-            "(set slurm_health_check_conf; configless Slurm: apply the block on the slurmctld host)"
+            f"{node} has no {settings.conf}: Slurm is not installed there, or its configuration lives "
+            "elsewhere (set slurm_health_check_conf; configless Slurm: apply the block on the slurmctld host)"
         )
     elif present:
-        found = conflicts(conf_text)
+        found = conflicts(conf)
         if found:
             errors.append(
-                f"{conf_path} on {node} sets {'/'.join(KEYS)} outside wireup's block ({'; '.join(found)}): "
-                "remove those lines, or keep your health check and call wireup-check from it "
-                "(roles/slurm_health_check/README.md: LBNL NHC)"
+                f"{settings.conf} on {node} sets {'/'.join(KEYS)} outside wireup's block "
+                f"({'; '.join(found)}): remove those lines, or keep your health check and call "
+                "wireup-check from it (roles/slurm_health_check/README.md: LBNL NHC)"
             )
     return {
         "errors": errors,
-        "block": block(settings["program"], settings["interval"], settings["node_state"]) if present else "",
-        "state": "present" if present else "absent",
+        "block": block(settings.program, settings.interval, settings.node_state) if present else "",
+        "state": settings.state,
         "marker": MARKER,
     }
