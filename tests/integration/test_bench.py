@@ -232,7 +232,8 @@ def test_quick_check_against_the_bench_baseline(torch_nodes, tmp_path):
         [run] = (tmp_path / "results/quick").iterdir()
         records = _records(run)
         assert {n: r["verdict"] for n, r in records.items()} == dict.fromkeys(nodes, "PASS")
-        assert all(r["seconds"] < 5 for r in records.values()), records  # the budget without benchmark
+        assert {r["kind"] for r in records.values()} == {"quick"}  # never read as bench records
+        assert all(r["node_check"]["seconds"] < 5 for r in records.values()), records  # the budget
         assert "every node healthy." in (run / "report.md").read_text()
 
         rail = {"name": "mlx5_0:1", "kind": "ib", "up": True, "gbps": 400.0, "watched": True}
@@ -253,8 +254,8 @@ def test_quick_check_against_the_bench_baseline(torch_nodes, tmp_path):
             r"(last passing bench|baseline taken by hand) \S+\) \([0-9.]+ s\)'",
             out,
         )
-        assert f"'node3: ERROR - the baseline {BASELINE} is not JSON" in out
-        assert "quick check not passed on node2, node3" in out
+        assert f"'node3: FAIL - ERROR: the baseline {BASELINE} is not JSON" in out
+        assert "quick check FAIL on node2, node3" in out
         prom = testbed.ssh("node2", f"cat {TEXTFILES}/wireup_check.prom").stdout
         assert 'wireup_check_verdict{host="node2",verdict="FAIL"} 1' in prom
         assert 'wireup_check_problem{host="node2",part="NIC mlx5_0:1"} 1' in prom

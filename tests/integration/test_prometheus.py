@@ -45,18 +45,19 @@ PLAY = """\
 - name: Preflight
   ansible.builtin.import_playbook: {repo}/playbooks/preflight.yml
 
-# What bench.yml runs after its report, then what --tags quick runs: node_check's entry points.
+# What bench.yml runs after its report, then what --tags quick runs: node_check's entry points and
+# bench_report's quick tasks.
 - name: After a bench, then the quick check
   hosts: gpu_nodes
   gather_facts: false
   tasks:
     - name: Baseline and figures
       ansible.builtin.import_role:
-        name: node_check
+        name: wireup.cluster.node_check
         tasks_from: after_bench
     - name: Quick check
       ansible.builtin.import_role:
-        name: node_check
+        name: wireup.cluster.node_check
         tasks_from: quick
 
 - name: Quick check's records
@@ -65,8 +66,8 @@ PLAY = """\
   tasks:
     - name: Store and report
       ansible.builtin.import_role:
-        name: node_check
-        tasks_from: report
+        name: wireup.cluster.bench_report
+        tasks_from: quick
 """
 
 
@@ -207,7 +208,7 @@ def test_prometheus_scrapes_the_last_bench_and_a_failing_nodes_verdict(prometheu
     )
     (tmp_path / "group_vars").symlink_to(REPO_ROOT / "group_vars")
     play = write_playbook(tmp_path, "after_bench_and_quick.yml", PLAY.format(repo=REPO_ROOT))
-    extra = {"wireup_results_dir": str(results_dir), "node_check_fail_on_fail": False}
+    extra = {"wireup_results_dir": str(results_dir), "bench_fail_on_fail": False}
     try:
         start = time.monotonic()
         result = run_playbook(play, testbed.inventory, extra)
@@ -219,7 +220,7 @@ def test_prometheus_scrapes_the_last_bench_and_a_failing_nodes_verdict(prometheu
                 f"wireup-check: FAIL {node}: baseline not written: nvidia-smi lists 0 GPU(s) now, "
                 "the bench record 2" in out
             )
-        assert "wireup-check: baseline of node2 kept: its latest bench record did not PASS" in out
+        assert f"wireup-check: baseline of node2 kept: its latest bench record ({RUN_ID}) is FAIL, not PASS" in out
         assert "'node2: FAIL - NIC mlx5_0:1 missing" in out
 
         url = prometheus

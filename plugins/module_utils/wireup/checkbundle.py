@@ -57,7 +57,7 @@ def build(python="/usr/bin/python3", package=PACKAGE) -> bytes:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python3 -m wireup.checkbundle", description=__doc__.split("\n\n")[0]
+        prog="python3 -m wireup.checkbundle", description=__doc__.split("\n\n", maxsplit=1)[0]
     )
     parser.add_argument("out", help="where to write wireup-check")
     parser.add_argument("--python", default="/usr/bin/python3", help="the nodes' python3")

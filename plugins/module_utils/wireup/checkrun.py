@@ -398,7 +398,7 @@ def write_baseline(config, bench_text, *, manual=False, run=run_all):
     mismatch = nodecheck.record_mismatch(part, state)
     if mismatch:
         return 1, f"wireup-check: FAIL {host}: baseline not written: {mismatch}", False
-    old, _ = load_baseline(config["baseline"])
+    old = load_baseline(config["baseline"])[0]
     if old and not manual and (old.get("bench") or {}).get("run_id") == part["run_id"]:
         return 0, f"wireup-check: baseline of {host} is already bench run {part['run_id']}", False
     parsed, _found, _p, _e, _n = gpu_health(texts, None)
@@ -412,7 +412,7 @@ def write_baseline(config, bench_text, *, manual=False, run=run_all):
 
 # ------------------------------------------------------------------------------ main
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="wireup-check", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="wireup-check", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--config", default=CONFIG, help=f"configuration file (default {CONFIG})")
     parser.add_argument("--bench", action="store_true", help="run nccl-tests at the configured size too")
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON instead")

@@ -321,7 +321,7 @@ def latest_record(results_dir, host):
     from . import fabricrun
     from . import results as store
 
-    bench, _ = fabricrun.latest_verdicts(results_dir, [host])
+    bench = fabricrun.latest_verdicts(results_dir, [host])[0]
     found = bench.get(host)
     if not found:
         return None
@@ -336,7 +336,7 @@ def controller_text(results_dir, host):
     fabric record); '' when there is neither."""
     from . import fabricrun
 
-    _, fabric_record = fabricrun.latest_verdicts(results_dir, [host])
+    fabric_record = fabricrun.latest_verdicts(results_dir, [host])[1]
     return node_text(host, latest_record(results_dir, host), fabric_record)
 
 

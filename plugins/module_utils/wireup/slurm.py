@@ -124,7 +124,8 @@ def sbatch_job_id(stdout: str) -> str:
 def _end_time(text: str):
     """sacct's End ('2026-12-01T01:00:12', 'Unknown' while running) as epoch seconds, or None."""
     try:
-        return datetime.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()  # noqa: UP017  # python3.10 on nodes
+        when = datetime.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S")
+        return when.replace(tzinfo=timezone.utc).timestamp()  # noqa: UP017  # python3.10 on nodes (issue 26)
     except ValueError:
         return None
 
