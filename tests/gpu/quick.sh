@@ -4,13 +4,16 @@
 # PASSing nccl-tests verdict to take one from), run the check three times (its seconds, exit code
 # and line), then two faults: a stand-in (the baseline claims 18 active NVLinks on GPU0, as if they
 # were lost since) and a real one (no nvidia-smi: the driver gone), and check every textfile it wrote
-# with promtool. Everything lands in $OUT/quick/ (quick.txt is the summary).
+# with promtool. Two files come back (the device returns at most 8 files from $OUT, no more than 2
+# folders deep): $OUT/quick/quick.txt (the summary) and $OUT/quick/quick-files.tgz (everything else:
+# wireup-check, its settings, baseline, outputs, textfiles and the nvidia-smi captures).
 # Usage (device run, repo root): bash tests/gpu/run.sh quick   (carry .promtool: tests/gpu/README.md)
 set -o nounset -o pipefail
 : "${OUT:=/tmp/wireup-gpu-out}"
-Q=$OUT/quick
+mkdir -p "$OUT/quick"
+Q=$(mktemp -d /tmp/wireup-quick.XXXXXX)
 mkdir -p "$Q/textfile"
-exec > >(tee "$Q/quick.txt") 2>&1
+exec > >(tee "$OUT/quick/quick.txt") 2>&1
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3)
 echo "== python for wireup-check: $PY ($("$PY" --version 2>&1))"
@@ -71,3 +74,5 @@ else
   echo "== promtool: not found (carry .promtool/promtool.xz)"
 fi
 grep -h "^wireup_check_verdict" "$Q"/healthy-1.prom "$Q"/fault-nvlink.prom | grep ' 1$'
+tar -czf "$OUT/quick/quick-files.tgz" -C "$Q" . && echo "== the rest packed: quick/quick-files.tgz"
+rm -rf "$Q"
