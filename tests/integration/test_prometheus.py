@@ -196,6 +196,14 @@ def _store(results_dir):
 def test_prometheus_scrapes_the_last_bench_and_a_failing_nodes_verdict(prometheus, testbed, tmp_path):
     results_dir = tmp_path / "results"
     _store(results_dir)
+    # wireup-check on every node first, as the README installs it alone (the test does not rely on
+    # an earlier module of the session having installed it).
+    start = time.monotonic()
+    installed = run_playbook(
+        "site.yml", testbed.inventory, {"wireup_results_dir": str(results_dir)}, tags=["node_check"]
+    )
+    print(f"[prometheus] site.yml --tags node_check rc={installed.rc} in {time.monotonic() - start:.0f} s")
+    assert installed.rc == 0, f"{installed.failure_messages()}\n{installed.stdout[-3000:]}"
     for node in NODES:
         testbed.ssh(
             node, f"test -s {BASELINE} && cp -p {BASELINE} {BASELINE}.it; {CHECK} --write-baseline --manual"
@@ -220,7 +228,10 @@ def test_prometheus_scrapes_the_last_bench_and_a_failing_nodes_verdict(prometheu
                 f"wireup-check: FAIL {node}: baseline not written: nvidia-smi lists 0 GPU(s) now, "
                 "the bench record 2" in out
             )
-        assert f"wireup-check: baseline of node2 kept: its latest bench record ({RUN_ID}) is FAIL, not PASS" in out
+        assert (
+            f"wireup-check: baseline of node2 kept: its latest bench record ({RUN_ID}) is FAIL, not PASS"
+            in out
+        )
         assert "'node2: FAIL - NIC mlx5_0:1 missing" in out
 
         url = prometheus

@@ -26,7 +26,6 @@ from .health import finding
 SOURCE = "node_check"
 KIND = "quick"
 MAX_TEXT = 600
-TEXTFILE_MODES = ("auto", "always", "never")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,10 +131,6 @@ def plan(host, node, settings, *, check_mode=False) -> NodeCheckPlan:
     from .slurm import node_name
     from .watchsettings import size_bytes
 
-    if settings.textfile not in TEXTFILE_MODES:
-        raise ValueError(
-            f"node_check_textfile={settings.textfile!r} is not one of {', '.join(TEXTFILE_MODES)}"
-        )
     facts = node or {}
     config = {
         "host": str(host),
