@@ -71,11 +71,21 @@ _NODE_VARS = {
 }
 
 
-def bench_run(group, hostvars, name=""):
+def bench_run(group, hostvars, name="", gpu_trial=None):
     """What the report play needs from the nodes of one bench run: {hosts (those that ran the
     bench role), lost (nodes lost during the run), run_id, nodes (bench.node_results per host),
-    torch_logs, multi_skipped}. Raises ValueError when no host of the group ran the role."""
+    torch_logs, multi_skipped}. Raises ValueError when no host of the group ran the role (nor,
+    gpu_trial: the gpu_trial role's run, the GPU trial alone: then its run id and no bench nodes)."""
     hosts = [h for h in group if hostvars[h].get("__bench_run_id")]
+    if not hosts and (gpu_trial or {}).get("hosts"):  # issue 25: `--tags gpu_health` / `gpu_trial`
+        return {
+            "hosts": [],
+            "lost": [],
+            "run_id": gpu_trial["run_id"],
+            "nodes": {},
+            "torch_logs": {},
+            "multi_skipped": "",
+        }
     if not hosts:
         raise ValueError(
             f"No host of group {name} reached the bench role (all failed or unreachable, or the run was "

@@ -27,6 +27,7 @@ _PREFIXES = (
     "pytorch_venv_",
     "torchrun_launch_",
     "gpu_topology_",
+    "gpu_trial_",
     "preflight_",
 )
 

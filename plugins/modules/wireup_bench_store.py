@@ -90,6 +90,14 @@ options:
     type: list
     elements: str
     default: []
+  gpu_trial:
+    description:
+      - "The GPU trial of the run (the gpu_trial role's report tasks set it, issue 25):
+        C({run_id, hosts, nodes: {HOST: gpu_trial_node}, thresholds})."
+      - Every GPU is judged across the run (spec, peers, its own last passing run by serial) and each
+        record gets its C(gpus) section; hosts that ran only the GPU trial get a record too.
+    type: dict
+    default: {}
 author: wireup
 """
 
@@ -148,7 +156,7 @@ failed_hosts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.wireup import report, results, stepcost
+from ansible.module_utils.wireup import gpurecord, report, results, stepcost
 from ansible.module_utils.wireup.bench import NO_DATA
 
 
@@ -192,6 +200,7 @@ def main():
             "lost": {"type": "dict", "default": {}},
             "multi_node_skipped": {"type": "str", "default": ""},
             "secret_env": {"type": "list", "elements": "str", "default": []},
+            "gpu_trial": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
@@ -253,6 +262,16 @@ def main():
             nodes[host]["stepcost"] = texts
     os.umask(results.RESULTS_UMASK)
     try:
+        # GPU trial (issue 25): every GPU judged across the run before the records are built.
+        trial = module.params["gpu_trial"] or {}
+        nodes = gpurecord.attach(
+            module.params["results_dir"],
+            module.params["run_id"],
+            nodes,
+            trial,
+            settings=trial.get("thresholds"),
+            defaults=run_wide,
+        )
         run_id, run_dir, records = results.store_run(
             module.params["results_dir"], module.params["run_id"], nodes
         )

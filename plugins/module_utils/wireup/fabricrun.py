@@ -430,6 +430,7 @@ def latest_verdicts(results_dir, hosts):
     verdict past a damaged one."""
     import os
 
+    from . import gpuhealth
     from . import results as store
 
     bench = {}
@@ -445,8 +446,11 @@ def latest_verdicts(results_dir, hosts):
                 break
             except ValueError:
                 break  # a host name that is no file name: the store can hold no record of it
+            # A GPU finding gives its short form (issue 25: the GPU, the finding, the remediation).
             critical = [
-                f.get("message", "") for f in record.get("findings", []) if f.get("severity") == "critical"
+                gpuhealth.short(f) or f.get("message", "")
+                for f in record.get("findings", [])
+                if f.get("severity") == "critical"
             ]
             bench[host] = {
                 "verdict": record.get("verdict"),

@@ -513,6 +513,17 @@ def label(gpu):
     return f"GPU{gpu.get('index')}" + (f" ({', '.join(ids)})" if ids else "")
 
 
+def short(found):
+    """A GPU finding as one short phrase for the launch gate's reason and Slurm's drain reason
+    ('' for a finding about no GPU): 'GPU0 S/N 1653724057182: row_remap_pending -> reset'."""
+    gpu = found.get("gpu") or {}
+    if not gpu or not found.get("remediation"):
+        return ""
+    who = f"S/N {gpu['serial']}" if gpu.get("serial") else gpu.get("uuid") or gpu.get("bus_id") or ""
+    code = str(found.get("code", "")).removeprefix("gpu_")
+    return " ".join(f"GPU{gpu.get('index')} {who}".split()) + f": {code} -> {found['remediation']}"
+
+
 def gpu_finding(gpu, code, message, *, source="gpu_health", remediation=None, severity=None):
     """One finding about one GPU in the project's shape (health.finding) plus source, remediation
     and the GPU's identity. severity/remediation default to RULES[code]."""

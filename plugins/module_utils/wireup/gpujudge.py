@@ -299,11 +299,11 @@ def _judge_figure_peers(have, figure, slow, settings):
         }
         if verdict != "PASS":
             gpu["findings"].append(
-                _peer_finding(host, gpu, figure, (ref_host, ref_gpu, ref), deficit, verdict)
+                _peer_finding(host, gpu, figure, (ref_host, ref_gpu, ref), deficit=deficit, verdict=verdict)
             )
 
 
-def _peer_finding(host, gpu, figure, reference, deficit, verdict):  # noqa: PLR0917  # one finding's parts
+def _peer_finding(host, gpu, figure, reference, *, deficit, verdict):
     ref_host, ref_gpu, ref = reference
     value = gpu["figures"][figure]["median"]
     return gpuhealth.gpu_finding(

@@ -19,7 +19,7 @@ import io
 import os
 import re
 
-from . import atomicfile, bandwidth, benchenv, nccltests, stepcost
+from . import atomicfile, bandwidth, benchenv, gpureport, nccltests, stepcost
 
 SEVERITY_ORDER = ("critical", "warning", "info")
 _NV = re.compile(r"^NV(\d+)$")
@@ -81,6 +81,7 @@ def summary_line(record):
                 + (f" = {_pct(like.get('ratio'))} of nccl-tests" if like.get("ratio") is not None else "")
             )
     parts += stepcost.summary(record)
+    parts += gpureport.summary(record)  # issue 25: the GPU trial
     modes = sorted({(f.get("env") or {}).get("mode") for f in _figures(record)} - {None})
     if modes:
         parts.append("NCCL " + "+".join(modes))
@@ -517,6 +518,7 @@ def _sections(run_id, records, plots, plot_note):
             out.append(("img", (plots[("torch", None)], "torch.distributed all_reduce busbw")))
 
     out += stepcost_sections(records, plots)
+    out += gpureport.sections(records, plots)  # issue 25: the GPU trial
     finding_rows = []
     for host, record in sorted(records.items()):
         for item in sorted(
@@ -719,6 +721,7 @@ def write_report(run_dir, run_id, records):
         if _plot_torch(plt, records, os.path.join(run_dir, "torch.png")):
             plots[("torch", None)] = "torch.png"
         plots.update(stepcost_plots(plt, records, run_dir))
+        plots.update(gpureport.plots(plt, records, run_dir))  # issue 25: the GPU trial
     sections = _sections(run_id, records, plots, note)
     md_path = os.path.join(run_dir, "report.md")
     html_path = os.path.join(run_dir, "report.html")

@@ -22,7 +22,7 @@ import os
 import re
 import time
 
-from . import atomicfile, bandwidth, benchenv, nccltests, redact, stepcost
+from . import atomicfile, bandwidth, benchenv, gpurecord, nccltests, redact, stepcost
 
 # The controller's results (host records, reports, plots, fabric records) are the user's and
 # group's only: the modules that write them run under this umask (files 0640, folders 0750).
@@ -188,6 +188,8 @@ _RECORD_PARTS = {
     "env": dict,
     "versions": dict,
     "findings": list,
+    "gpus": list,  # issue 25: the GPU trial (gpurecord)
+    "gpu_trial": dict,
 }
 
 
@@ -275,7 +277,7 @@ def record_problem(record):
             return f"stepcost.{scope} is not a list of objects"
         if not all(isinstance(f.get("hooks", {}), dict) for f in figures):
             return f"stepcost.{scope}[].hooks is not an object"
-    return _figures_problem(record)
+    return gpurecord.record_gpus_problem(record) or _figures_problem(record)  # gpus: issue 25
 
 
 def _finding(severity, code, message, gpus=()):
@@ -692,6 +694,7 @@ def build_record(host, run_id, node, baseline=None):
         verdicts.append(judge_gpu_less(record, baseline[1] if baseline else None))
     if node.get("failed"):
         verdicts.append("FAIL")
+    verdicts += gpurecord.into_record(record, node)  # issue 25: the GPU trial's section and verdict
     if any(f.get("severity") == "critical" for f in record["findings"]):
         verdicts.append("FAIL")
     record["verdict"] = bandwidth.worst_verdict(verdicts)

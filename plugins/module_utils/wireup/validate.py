@@ -550,6 +550,8 @@ _PARAMS = re.compile(r"[0-9]+(\.[0-9]+)?[KMG]?")
 # Old name -> (new name or "", what to do). A value under an old name would be silently ignored
 # (Ansible does not know which variables a role reads), so the inventory check names the new one.
 RENAMED = {
+    # Issue 25 named it so; the GPU trial's settings are the gpu_trial role's (one prefix per role).
+    "bench_dcgm_diag": ("gpu_trial_dcgm_diag", "DCGM's diagnostic belongs to the gpu_trial role"),
     "cuda_repo_toolkit_on_gpu_less_node": (
         "cuda_repo_toolkit_on_gpu_less_nodes",
         "the variable's name ends in 'nodes'",
@@ -582,6 +584,14 @@ def renamed_errors(names) -> list[str]:
 ENV_MAPPINGS = ("wireup_job_env", "torchrun_launch_env")
 
 
+def _gpu_trial_errors(values: dict) -> list[str]:
+    """The gpu_trial role's settings (issue 25; its rule is gputrial.settings_errors, imported here
+    late: gputrial's imports lead back to this module)."""
+    from . import gputrial
+
+    return gputrial.settings_errors({k: v for k, v in values.items() if k.startswith("gpu_trial_")})
+
+
 def host_errors(values: dict) -> list[str]:
     """Every check of one host's variables that needs no node (values: its variables as the
     inventory, group_vars, host_vars and -e set them, over the roles' defaults)."""
@@ -599,6 +609,7 @@ def host_errors(values: dict) -> list[str]:
     if "torchrun_launch_args" in values:
         errors += program_args_errors(values["torchrun_launch_args"])
     errors += bench_errors({k: v for k, v in values.items() if k.startswith("bench_")})
+    errors += _gpu_trial_errors(values)  # issue 25
     errors += renamed_errors(values)
     return errors
 

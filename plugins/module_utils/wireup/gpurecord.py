@@ -1,0 +1,297 @@
+"""The GPU trial in the host records (issue 25): what the nodes gathered, judged across the run, and
+each GPU's own last passing run, found by serial or UUID (pure Python, stdlib only).
+
+On the controller, wireup_bench_store calls ``attach(results_dir, run_id, nodes, trial)`` before
+the records are built: it reads each node's gpu_trial data (``node_inputs``), finds each GPU's
+baseline (``baselines``), judges the whole run (gpujudge.judge_run: peers span the cluster) and
+puts each host's section on its node. results.build_record then calls ``into_record(record,
+node)``: the record gets
+
+  "gpus": [{index, bus_id, uuid, serial, name, model, health, findings, figures: {figure: {median,
+            min, max, mean, stdev, samples, spec, peer, baseline}}, throttle, verdicts, verdict}],
+  "gpu_trial": {verdict, scope, sharing, fingerprint (mode, seconds, versions, cost), dcgm, notes},
+
+and every GPU and node finding of the trial at the head of its "findings" (so the launch gate's
+reason and Slurm's drain reason name the GPU first). The GPU verdict joins the host's verdict;
+a run that only read health or ran only the GPU trial (``--tags gpu_health``/``gpu_trial``) gives
+the host no PASS from it (the record is no bandwidth baseline then), only WARN or FAIL.
+
+Baselines follow the host records' rules (results.baseline_of): newest first, before this run,
+a damaged record is a warning naming its file and never a baseline, and an entry whose figures are
+not finite numbers or implausible (gpujudge/gpuspec) is never one either.
+"""
+
+import json
+import math
+import os
+
+from . import dcgm, gpujudge, gpuspec, health, results
+
+SCOPES = ("full", "gpu_only")
+
+
+# ---------------------------------------------------------------- what a node gathered
+def _fingerprint(data, host):
+    """(document or None, node findings) of the fingerprint's registered result."""
+    if not data or data.get("skipped"):
+        return None, []
+    rc, text = data.get("rc"), (data.get("stdout") or "").strip()
+    why = ""
+    doc = None
+    try:
+        doc = json.loads(text.splitlines()[-1]) if text else None
+    except ValueError as err:
+        why = f"its output is not JSON ({err})"
+    if doc is not None and (not isinstance(doc, dict) or doc.get("wireup_gpu_fingerprint") != 1):
+        doc, why = None, "its output is not a wireup fingerprint document"
+    if doc is None and not why:
+        why = "it printed nothing"
+    if doc is not None and doc.get("mode") != "cuda":
+        return None, [
+            _node_finding(
+                "warning",
+                "gpu_fingerprint_test_mode",
+                f"{host}: the fingerprint ran in {doc.get('mode')!r} mode: CPU figures, not judged",
+            )
+        ]
+    if doc is None or rc not in (0, None):
+        tail = " ".join((data.get("stderr") or "").split())[-300:]
+        return doc, [
+            _node_finding(
+                "critical",
+                "gpu_fingerprint_failed",
+                f"{host}: the GPU fingerprint failed (rc {rc}): {why or 'see its output'}; {tail}",
+            )
+        ]
+    return doc, []
+
+
+def _node_finding(severity, code, message, remediation="monitor"):
+    return dict(health.finding(severity, code, message), source="gpu_trial", remediation=remediation, gpu={})
+
+
+def _health(read, host, when):
+    """(parsed health or None, node findings) of one health read (wireup_gpu_health_info's result)."""
+    if not read or read.get("skipped"):
+        return None, []
+    if read.get("error"):
+        return None, [
+            _node_finding(
+                "critical",
+                "gpu_health_unreadable",
+                f"{host}: GPU health {when} could not be read: {read['error']}",
+                "reboot",
+            )
+        ]
+    return read.get("health"), []
+
+
+def _dcgm(data, host, health_doc):
+    if not data or data.get("skipped"):
+        return None, []
+    level = data.get("level")
+    if data.get("rc") == 124:
+        return None, [
+            _node_finding(
+                "critical",
+                "gpu_dcgm_timeout",
+                f"{host}: dcgmi diag -r {level} did not finish in its time limit",
+                "isolate",
+            )
+        ]
+    try:
+        parsed = dcgm.parse(data.get("stdout") or "")
+    except ValueError as err:
+        tail = " ".join((data.get("stderr") or "").split())[-200:]
+        return None, [
+            _node_finding(
+                "critical",
+                "gpu_dcgm_unreadable",
+                f"{host}: dcgmi diag -r {level} (rc {data.get('rc')}): {err}; {tail}",
+                "isolate",
+            )
+        ]
+    return parsed, dcgm.findings(parsed, (health_doc or {}).get("gpus"), level)
+
+
+def node_inputs(host, trial):
+    """gpujudge's input for one node from its gpu_trial_node fact (gputrial.node_data)."""
+    trial = trial or {}
+    before, f1 = _health(trial.get("health_before"), host, "before the fingerprint")
+    after, f2 = _health(trial.get("health_after"), host, "after the fingerprint")
+    doc, f3 = _fingerprint(trial.get("fingerprint"), host)
+    current = after or before
+    parsed_dcgm, f4 = _dcgm(trial.get("dcgm"), host, current)
+    return {
+        "health": current,
+        "health_before": before if after else None,
+        "fingerprint": doc,
+        "dcgm": parsed_dcgm,
+        "findings": f1 + f2 + f3 + f4,
+        "notes": list(trial.get("notes") or []),
+    }
+
+
+# ---------------------------------------------------------------- baselines by serial / UUID
+def entry_problem(entry):
+    """What makes a stored GPU entry unusable as a baseline ('' when nothing)."""
+    if not isinstance(entry, dict):
+        return "a gpus entry is not an object"
+    figures = entry.get("figures")
+    if figures is not None and not isinstance(figures, dict):
+        return "figures is not an object"
+    for name, figure in sorted((figures or {}).items()):
+        median = (figure or {}).get("median") if isinstance(figure, dict) else "?"
+        if median is None:
+            continue
+        if isinstance(median, bool) or not isinstance(median, int | float) or not math.isfinite(median):
+            return f"figures.{name}.median is {median!r}, not a finite number"
+        if median < 0 or ((figure.get("spec") or {}).get("implausible")):
+            return f"figures.{name}.median {median!r} is implausible"
+        peak = (figure.get("spec") or {}).get("peak")
+        if isinstance(peak, int | float) and peak > 0 and median > peak * gpuspec.PLAUSIBLE_FACTOR:
+            return f"figures.{name}.median {median!r} is above {gpuspec.PLAUSIBLE_FACTOR:g} x its peak"
+    return ""
+
+
+def record_gpus_problem(record):
+    """What makes a record's GPU section unusable ('' when nothing): results.record_problem's hook."""
+    gpus = record.get("gpus")
+    if gpus is None:
+        return ""
+    if not isinstance(gpus, list):
+        return "gpus is not a list"
+    for i, entry in enumerate(gpus):
+        problem = entry_problem(entry)
+        if problem:
+            return f"gpus[{i}]: {problem}"
+    return ""
+
+
+def _host_records(results_dir, run_id):
+    folder = os.path.join(results.bench_dir(results_dir), run_id)
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
+    except OSError:
+        return
+    for name in names:
+        yield name[:-5], os.path.join(folder, name)
+
+
+def baselines(results_dir, before_run_id, keys):
+    """({key: (run_id, host, entry)}, [findings]): for each serial/UUID in keys, the GPU's entry in
+    the newest record before before_run_id where that GPU PASSed, whatever host or slot it was in.
+    Damaged records are warnings naming the file (each once), never baselines."""
+    wanted, found, damaged = set(k for k in keys if k), {}, []
+    runs = [
+        r
+        for r in results.list_runs(results_dir)
+        if results._run_sort_key(r) < results._run_sort_key(before_run_id)
+    ]
+    for run_id in reversed(runs):
+        if wanted <= set(found):
+            break
+        for host, path in _host_records(results_dir, run_id):
+            try:
+                record = results.load_record(path)
+            except (results.DamagedRecord, ValueError) as err:
+                damaged.append(_damaged(err))
+                continue
+            _take(found, wanted, run_id, host, record)
+    return found, damaged
+
+
+def _take(found, wanted, run_id, host, record):
+    for entry in record.get("gpus") or []:
+        if entry.get("verdict") != "PASS" or entry_problem(entry):
+            continue
+        for key in (entry.get("serial"), entry.get("uuid")):
+            if key in wanted and key not in found:
+                found[key] = (run_id, host, entry)
+
+
+def _damaged(err):
+    return _node_finding(
+        "warning",
+        "baseline_record_damaged",
+        f"earlier record {err}; not used as a GPU baseline (move it away or delete it)",
+    )
+
+
+# ---------------------------------------------------------------- the run, then each record
+def _keys(inputs):
+    """Every serial and UUID the run's health reads name (the baselines to look for)."""
+    return [
+        key
+        for node in inputs.values()
+        for gpu in (node["health"] or {}).get("gpus") or []
+        for key in (gpu.get("serial"), gpu.get("uuid"))
+    ]
+
+
+GPU_ONLY = "GPU trial only (bench.yml --tags gpu_health or gpu_trial): links not measured in this run"
+
+
+def attach(results_dir, run_id, nodes, trial, *, settings=None, defaults=None):
+    """nodes ({host: node} as results.store_run takes them) with each host's judged GPU section
+    as node["gpu_trial"]. Hosts that ran only the GPU trial (no bench data) are added with scope
+    gpu_only and the run-wide `defaults`. trial: the gpu_trial_run the report play gathered
+    ({nodes: {host: fact}}); settings: gpujudge's thresholds."""
+    facts = (trial or {}).get("nodes") or {}
+    if not facts:
+        return nodes
+    out = {host: dict(node) for host, node in nodes.items()}
+    inputs = {
+        h: node_inputs(h, fact) for h, fact in sorted(facts.items()) if not out.get(h, {}).get("unreachable")
+    }
+    found, damaged = baselines(results_dir, run_id, _keys(inputs))
+    sections = gpujudge.judge_run(inputs, found, settings)
+    for host, section in sections.items():
+        node = out.setdefault(host, dict(defaults or {}, skipped=GPU_ONLY, gpu_only=True))
+        meta = _meta(inputs[host], facts[host])
+        section["findings"] += damaged
+        scope = "gpu_only" if node.get("gpu_only") else "full"
+        judged = {**gpujudge.DEFAULT_SETTINGS, **(settings or {})}
+        node["gpu_trial"] = dict(section, scope=scope, thresholds=judged, **meta)
+    return out
+
+
+def _meta(inputs, fact):
+    doc = inputs["fingerprint"] or {}
+    keep = (
+        "mode",
+        "torch",
+        "cuda",
+        "nvml",
+        "nvml_note",
+        "seconds_per_set",
+        "sets",
+        "elapsed_s",
+        "set_seconds",
+    )
+    dcgm_data = fact.get("dcgm") or {}
+    return {
+        "fingerprint": {k: doc.get(k) for k in keep} if doc else {},
+        "dcgm": {"level": dcgm_data.get("level"), "tests": (inputs["dcgm"] or {}).get("tests", [])}
+        if inputs["dcgm"]
+        else {},
+        "notes": inputs["notes"],
+        "errors": list(doc.get("errors") or []),
+    }
+
+
+def into_record(record, node):
+    """results.build_record's hook: the GPU section into the record (module docstring); returns
+    the verdicts the host's verdict takes from it."""
+    section = node.get("gpu_trial")
+    if not section:
+        return []
+    record["gpus"] = section["gpus"]
+    record["gpu_trial"] = {k: v for k, v in section.items() if k != "gpus"}
+    gpu_findings = [f for g in section["gpus"] for f in g["findings"]] + section["findings"]
+    ordered = sorted(gpu_findings, key=lambda f: health.SEVERITIES.index(f["severity"]))
+    record["findings"] = ordered + record["findings"]
+    verdict = section["verdict"]
+    if section.get("scope") == "gpu_only" and verdict in ("PASS", "N/A"):
+        return []
+    return [verdict] if verdict != "N/A" else []
