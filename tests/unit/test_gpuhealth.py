@@ -326,3 +326,62 @@ def test_values():
 def test_gpu_finding_refuses_an_unknown_remediation():
     with pytest.raises(ValueError, match="remediation"):
         gpuhealth.gpu_finding({"index": 0}, "gpu_x", "m", remediation="pray")
+
+
+def test_the_module_reads_a_stand_in_nvidia_smi(tmp_path):
+    """wireup_gpu_health_info run by Ansible (check mode) on the testbed's stand-in nvidia-smi,
+    then on one that fails as nvidia-smi does without GPUs."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.testbed.stand_in_smi import NO_DEVICES, script
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(
+        script(str(HEALTH / "synthetic" / "h200x2_580.159.04_q_x_gpu0_row_remap_pending_edited.xml"))
+    )
+    smi.chmod(0o755)
+    broken = tmp_path / "broken-smi"
+    broken.write_text(
+        script(str(tmp_path / "missing.xml")).replace("exec cat", "echo 'No devices were found'; exit 6; cat")
+    )
+    broken.chmod(0o755)
+    env = dict(os.environ, ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    answers = []
+    for path in (smi, broken):
+        out = subprocess.run(
+            [
+                str(pathlib.Path(sys.executable).with_name("ansible")),
+                "-i",
+                "localhost,",
+                "-c",
+                "local",
+                "--check",
+                "-e",
+                f"ansible_python_interpreter={sys.executable}",
+                "localhost",
+                "-m",
+                "wireup_gpu_health_info",
+                "-a",
+                f"nvidia_smi={path}",
+            ],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        answers.append(json.loads(out.stdout.split("=>", 1)[1]))
+    good, bad = answers
+    assert good["changed"] is False and good["error"] == "" and len(good["health"]["gpus"]) == 2
+    assert [f["code"] for f in good["findings"] if f["severity"] == "critical"] == ["gpu_row_remap_pending"]
+    assert (
+        "2 GPU(s), driver 580.159.04: GPU0 (00000000:00:06.0, S/N 1653724057182): row remap pending"
+        in good["summary"][0]
+    )
+    assert bad["health"] is None and NO_DEVICES in bad["error"] and "rc 6" in bad["error"]

@@ -41,8 +41,10 @@ LEVEL_TIMEOUT = {1: 120, 2: 600, 3: 2400}
 
 def _json_part(text):
     start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end <= start:
+    if start < 0:
         raise ValueError("dcgmi printed no JSON document (is -j supported by this DCGM?)")
+    if end <= start:
+        raise ValueError("dcgmi's JSON is cut off or mangled (no closing brace)")
     try:
         return json.loads(text[start : end + 1])
     except ValueError as err:

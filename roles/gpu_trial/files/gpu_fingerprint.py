@@ -474,9 +474,11 @@ def pci_path(bus_id, root="/sys/bus/pci/devices"):
         return None
     domain, _, rest = str(bus_id).partition(":")
     name = f"{int(domain, 16):04x}:{rest.lower()}" if rest else str(bus_id).lower()
-    path = os.path.realpath(os.path.join(root, name))
-    parts = [p for p in path.split("/") if p.startswith("pci") or p.count(":") == 2]
-    return parts if parts and parts[-1] == name else None
+    link = os.path.join(root, name)
+    if not os.path.exists(link):
+        return None
+    parts = [p for p in os.path.realpath(link).split("/") if p.startswith("pci") or p.count(":") == 2]
+    return parts if len(parts) >= 2 and parts[0].startswith("pci") and parts[-1] == name else None
 
 
 def _bus_id(props):
