@@ -8,13 +8,13 @@ DOCUMENTATION = r"""
 module: wireup_gpu_health_info
 short_description: Read every GPU's memory, error, throttle, power and PCIe health in one nvidia-smi call
 description:
-  - Runs C(nvidia-smi -q -x) (argv, C(LC_ALL=C)) and parses it with C(wireup.gpuhealth) (pure Python,
+  - "Runs C(nvidia-smi -q -x) (argv, C(LC_ALL=C)) and parses it with C(wireup.gpuhealth) (pure Python,
     stdlib only): ECC counts, retired pages, remapped rows, the driver's recovery action, clock event
-    reasons and their counters, temperatures, power and its limit, PCIe replays and link, persistence mode.
+    reasons and their counters, temperatures, power and its limit, PCIe replays and link, persistence mode."
   - Returns the findings of the read alone (the controller adds the ones against the GPU's last
     passing run) and whether C(dcgmi) is installed. Changes nothing.
   - An nvidia-smi that fails or prints what cannot be parsed is reported in C(error), not a module
-    failure: the controller judges it (a health read that cannot be read never passes).
+    failure; the controller judges it (a health read that cannot be read never passes).
 options:
   nvidia_smi:
     description: Path of nvidia-smi. Empty to search PATH and /usr/local/nvidia/bin.
