@@ -19,6 +19,12 @@
 #   netns     the fabric bench across 4 simulated hosts in network namespaces (veth NICs on a
 #             bridge, sshd in each), healthy and then one host's link shaped with tc tbf; launch.yml
 #             refused, then on_failed=skip on the others (tests/gpu/fabric_netns.py; needs .sshbin)
+#   trial     the GPU trial (issue 25): site.yml --tags pytorch_venv (nvidia-ml-py into the venv from
+#             the carried wheelhouse), bench.yml --tags gpu_health, bench.yml --tags gpu_trial with
+#             windows of GPU_TRIAL_SECONDS (default 10) per figure set, then tests/gpu/reference.sh
+#             (an independent CUDA runtime + cuBLAS measurement, GPU_REFERENCE_SECONDS per figure,
+#             default 3) and tests/gpu/gpu_trial_check.py: both must agree within 5%; the logs, the
+#             runs' records and reports go to $OUT/trial-results/
 #   results   pack results/ into $OUT/results.tgz
 set -o nounset -o pipefail
 # shellcheck source=tests/gpu/env.sh
@@ -106,6 +112,15 @@ PY
       timeout -s INT 540 python3 -m tests.gpu.fabric_netns --hosts 4 >"$OUT/fabric-netns.txt" 2>&1
       echo "== netns: rc=$? in $((SECONDS - start)) s"
       tail -n 60 "$OUT/fabric-netns.txt" ;;
+    trial)
+      secs=${GPU_TRIAL_SECONDS:-10}
+      play trial-venv site.yml --tags pytorch_venv
+      play trial-health bench.yml --tags gpu_health -e bench_fail_on_fail=false
+      play trial bench.yml --tags gpu_trial -e bench_fail_on_fail=false -e "gpu_trial_seconds=$secs"
+      grep -h -E "gpu_trial [a-z]|: (PASS|WARN|FAIL|N/A) - |bench report:" "$OUT/trial-health.log" "$OUT/trial.log" | cut -c1-400
+      bash tests/gpu/reference.sh "$OUT" "${GPU_REFERENCE_SECONDS:-3}"
+      python3 tests/gpu/gpu_trial_check.py results "$OUT/reference.jsonl" 2>&1 | tee "$OUT/trial-check.txt"
+      mkdir -p "$OUT/trial-results" && cp -r results/bench "$OUT/trial-results/" && echo "== trial results copied" ;;
     results) tar -czf "$OUT/results.tgz" results && echo "== results packed" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
