@@ -182,3 +182,28 @@ def test_preflight_names_the_variable(values, message):
 def test_the_defaults_pass_preflight():
     assert gputrial.settings_errors(DEFAULTS) == []
     assert not [e for e in validate.host_errors(dict(DEFAULTS)) if "gpu_trial" in e]
+
+
+def test_extra_vars_given_as_strings_are_numbers():
+    """`-e gpu_trial_seconds=10` arrives as the string '10' (so do the thresholds)."""
+    given = settings(
+        gpu_trial_seconds="10",
+        gpu_trial_dcgm_diag="2",
+        gpu_trial_gemm_size="4096",
+        gpu_trial_warn_tolerance="0.15",
+    )
+    assert gputrial.settings_errors(given) == []
+    plan = gputrial.plan(GPU_NODE, given, "h")
+    assert (
+        plan["argv"][3] == "90"
+        and plan["argv"][7] == "10"
+        and "4096" in plan["argv"]
+        and plan["dcgm_level"] == 2
+    )
+    assert gputrial.thresholds(given)["warn_tolerance"] == 0.15
+    assert gputrial.settings_errors(settings(gpu_trial_seconds="ten"))[0].startswith(
+        "gpu_trial_seconds must be"
+    )
+    assert gputrial.settings_errors(settings(gpu_trial_gemm_size="8192.5"))[0].startswith(
+        "gpu_trial_gemm_size"
+    )

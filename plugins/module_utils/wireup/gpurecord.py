@@ -28,6 +28,9 @@ import os
 from . import dcgm, gpujudge, gpuspec, health, results
 
 SCOPES = ("full", "gpu_only")
+# How far back a GPU's baseline is looked for: the newest runs only, so a GPU that never passed
+# (new, or always failing) does not make every run read the whole store.
+BASELINE_RUNS = 100
 
 
 # ---------------------------------------------------------------- what a node gathered
@@ -180,15 +183,12 @@ def _host_records(results_dir, run_id):
 
 def baselines(results_dir, before_run_id, keys):
     """({key: (run_id, host, entry)}, [findings]): for each serial/UUID in keys, the GPU's entry in
-    the newest record before before_run_id where that GPU PASSed, whatever host or slot it was in.
-    Damaged records are warnings naming the file (each once), never baselines."""
-    wanted, found, damaged = set(k for k in keys if k), {}, []
-    runs = [
-        r
-        for r in results.list_runs(results_dir)
-        if results._run_sort_key(r) < results._run_sort_key(before_run_id)
-    ]
-    for run_id in reversed(runs):
+    the newest record before before_run_id (among the BASELINE_RUNS newest) where that GPU PASSed,
+    whatever host or slot it was in. Damaged records are warnings naming the file, never baselines."""
+    wanted, found, damaged = {k for k in keys if k}, {}, []
+    before = results._run_sort_key(before_run_id)
+    runs = [r for r in results.list_runs(results_dir) if results._run_sort_key(r) < before]
+    for run_id in reversed(runs[-BASELINE_RUNS:]):
         if wanted <= set(found):
             break
         for host, path in _host_records(results_dir, run_id):

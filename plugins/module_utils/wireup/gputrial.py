@@ -12,6 +12,7 @@ for the play output. run_data(group, hostvars): every host's gpu_trial_node.
 """
 
 import json
+import math
 import re
 
 from . import gpujudge
@@ -25,8 +26,20 @@ SETUP_ALLOWANCE_S = 60
 _DELTA_RE = re.compile(r"^(\d+):(\d{2}):(\d{2}(?:\.\d+)?)$")
 
 
+def number(value):
+    """A setting as a float (`-e name=10` arrives as the string '10'); None when it is no number."""
+    if isinstance(value, bool):
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
 def _number_error(name, value, low, high, what):
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low < value <= high:
+    given = number(value)
+    if given is None or not low < given <= high:
         return [f"{name} must be {what}, got {value!r}"]
     return []
 
@@ -38,7 +51,8 @@ def _list_error(name, value, allowed):
 
 
 def _count_error(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    given = number(value)
+    if given is None or given <= 0 or given != int(given):
         return [f"{name} must be a positive whole number, got {value!r}"]
     return []
 
@@ -53,9 +67,7 @@ def settings_errors(s):
     for key, allowed in (("gpu_trial_sets", SETS), ("gpu_trial_gemm_dtypes", GEMM_DTYPES)):
         if key in s:
             errors += _list_error(key, s[key], allowed)
-    if "gpu_trial_dcgm_diag" in s and (
-        isinstance(s["gpu_trial_dcgm_diag"], bool) or s["gpu_trial_dcgm_diag"] not in (0, 1, 2, 3)
-    ):
+    if "gpu_trial_dcgm_diag" in s and number(s["gpu_trial_dcgm_diag"]) not in (0, 1, 2, 3):
         errors.append(f"gpu_trial_dcgm_diag must be 0 (off), 1, 2 or 3, got {s['gpu_trial_dcgm_diag']!r}")
     for key in ("gpu_trial_gemm_size", "gpu_trial_copy_bytes", "gpu_trial_pcie_bytes"):
         if key in s:
@@ -74,12 +86,20 @@ def settings_errors(s):
 
 def thresholds(s):
     """gpujudge's settings from the gpu_trial_* variables (gpujudge's defaults where absent)."""
-    defaults = gpujudge.DEFAULT_SETTINGS
-    return {key: s.get(f"gpu_trial_{key}", default) for key, default in defaults.items()}
+    out = {}
+    for key, default in gpujudge.DEFAULT_SETTINGS.items():
+        value = s.get(f"gpu_trial_{key}", default)
+        # `-e gpu_trial_warn_tolerance=0.15` arrives as a string: a number is taken as one.
+        out[key] = number(value) if key != "efficiency" and number(value) is not None else value
+    return out
+
+
+def _whole(value):
+    return str(int(number(value)))
 
 
 def _fingerprint_argv(s, python, script):
-    seconds = float(s["gpu_trial_seconds"])
+    seconds = number(s["gpu_trial_seconds"])
     limit = int(len(s["gpu_trial_sets"]) * seconds + SETUP_ALLOWANCE_S)
     return [
         *["timeout", "-k", "10", str(limit), python, script],
@@ -116,9 +136,9 @@ def plan(node, s, host, tags=()):
     python = s.get("gpu_trial_python") or f"{str(s['wireup_venv_path']).rstrip('/')}/bin/python"
     out["argv"], out["timeout"] = _fingerprint_argv(s, python, script)
     out["dir"], out["script"] = str(s["gpu_trial_dir"]), script
-    level = int(s.get("gpu_trial_dcgm_diag") or 0)
+    level = int(number(s.get("gpu_trial_dcgm_diag")) or 0)
     out["dcgm_level"] = level if out["health"] and not health_only else 0
-    timeout = int(s.get("gpu_trial_dcgm_timeout") or 0) or {1: 120, 2: 600, 3: 2400}.get(level, 0)
+    timeout = int(number(s.get("gpu_trial_dcgm_timeout")) or 0) or {1: 120, 2: 600, 3: 2400}.get(level, 0)
     out["dcgm_argv"] = ["timeout", "-k", "10", str(timeout), "dcgmi", "diag", "-r", str(level), "-j"]
     out["dcgm_timeout"] = timeout
     return out
