@@ -49,7 +49,7 @@ options:
     description: Fail a node whose OS wireup does not support (Ubuntu 22.04/24.04, Debian 12).
     type: bool
     default: true
-author: wireup
+author: wireup (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -130,7 +130,8 @@ import struct
 import sys
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.wireup import node
+
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import node
 
 QUERY_FIELDS = ["index", "name", "uuid", "pci.bus_id", "compute_cap", "memory.total", "driver_version"]
 SIOCGIFADDR = 0x8915
@@ -235,7 +236,7 @@ def _cuda_facts(module, cuda_home):
     nvcc = nvcc if os.access(nvcc, os.X_OK) else module.get_bin_path("nvcc")
     if nvcc:
         facts["nvcc"] = nvcc
-        rc, out, _ = module.run_command([nvcc, "--version"], environ_update={"LC_ALL": "C"})
+        rc, out, _err = module.run_command([nvcc, "--version"], environ_update={"LC_ALL": "C"})
         if rc == 0 and not facts["version"]:
             with contextlib.suppress(ValueError):
                 facts.update(node.parse_nvcc_version(out))
@@ -245,10 +246,10 @@ def _cuda_facts(module, cuda_home):
 def _nccl_facts(module, cuda_home):
     dpkg_query = module.get_bin_path("dpkg-query")
     if dpkg_query:
-        rc, out, _ = module.run_command(
+        rc, out, _err = module.run_command(
             [dpkg_query, "-W", "-f=${Status}|${Version}", "libnccl2"], environ_update={"LC_ALL": "C"}
         )
-        status, _, version = out.partition("|")
+        status, _sep, version = out.partition("|")
         if rc == 0 and "installed" in status.split() and version:
             return {"version": node.nccl_version_from_package(version), "package": version, "source": "dpkg"}
     for header in ("/usr/include/nccl.h", os.path.join(cuda_home, "include", "nccl.h")):

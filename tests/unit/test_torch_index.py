@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from wireup import packages, torch_index
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import packages, torch_index
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Captures from the lent 2x H200 machine, copied from ../shared/fixtures/h200x2.

@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-from wireup import torch_index
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import torch_index
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TESTBED = ROOT / "tests" / "fixtures" / "testbed"

@@ -27,9 +27,6 @@ import json
 import re
 from urllib.parse import urlsplit
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
-
 from . import redact
 from .packages import parse_dpkg_status
 from .validate import check_version_range
@@ -326,6 +323,10 @@ def _choose_cuda(series, variants, drv, toolkit_version, match_toolkit) -> tuple
 
 def check_spec(spec) -> str:
     """'' when pytorch_venv_accept_preinstalled is a PEP 440 range, else the message."""
+    # packaging is imported where it is used: the wireup package must import without third-party
+    # packages: modules carry it to nodes (ansible-test sanity's import test checks it).
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     if isinstance(spec, str) and spec.strip():
         try:
             SpecifierSet(spec)
@@ -447,6 +448,11 @@ def pip_satisfied(requirement: str, installed: dict) -> bool:
     (packaging.specifiers): release segments compare zero-padded, and a pin without a local label
     ('+cu130') accepts any local label. Anything else (extras, a range, an unparsable version) is
     'not met', so pip decides: this only lets a rerun skip pip when the answer is certain."""
+    # packaging is imported where it is used: the wireup package must import without third-party
+    # packages: modules carry it to nodes (ansible-test sanity's import test checks it).
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
     match = _PINNED_REQ.fullmatch(str(requirement))
     if not match or match.group(2):
         return False
