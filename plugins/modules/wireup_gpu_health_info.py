@@ -69,7 +69,8 @@ dcgmi:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.wireup import gpuhealth
+
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import gpuhealth
 
 ENV = {"LC_ALL": "C", "LANG": "C"}
 
@@ -107,15 +108,7 @@ def main():
         health, error = None, "nvidia-smi not found: the NVIDIA driver is not installed"
     else:
         health, error = read(module, smi, max(1, module.params["timeout"]))
-    found = gpuhealth.findings(health) if health else []
-    if error:
-        line = f"GPU health not read: {error}"
-    else:
-        bad = [f for f in found if f["severity"] in ("critical", "warning")]
-        line = f"{len(health['gpus'])} GPU(s), driver {health.get('driver_version')}: " + (
-            "; ".join(f"{f['message']} [{f['remediation']}]" for f in bad) or "no health finding"
-        )
-    module.exit_json(changed=False, health=health, error=error, findings=found, summary=[line], dcgmi=dcgmi)
+    module.exit_json(**gpuhealth.answer(health, error, dcgmi))
 
 
 if __name__ == "__main__":

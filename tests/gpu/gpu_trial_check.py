@@ -15,13 +15,18 @@ import sys
 AGREE = 0.05
 
 
+def gpus_of(record):
+    """The record's judged GPUs (its gpu_trial part, wireup/gpurecord.py)."""
+    return (record.get("gpu_trial") or {}).get("gpus") or []
+
+
 def newest_record(results_dir):
     """(run id, host, record) of the newest bench run whose record has GPU figures, or None."""
     runs = sorted((pathlib.Path(results_dir) / "bench").glob("*"), reverse=True)
     for run in runs:
         for path in sorted(run.glob("*.json")):
             record = json.loads(path.read_text())
-            if any(g.get("figures") for g in record.get("gpus") or []):
+            if any(g.get("figures") for g in gpus_of(record)):
                 return run.name, path.stem, record
     return None
 
@@ -42,7 +47,7 @@ def reference(lines):
 def compare(record, ref):
     """[(gpu index, figure, wireup median, reference median, ratio, agrees)] for the figures both have."""
     rows = []
-    for gpu in record.get("gpus") or []:
+    for gpu in gpus_of(record):
         for figure, entry in sorted((gpu.get("figures") or {}).items()):
             theirs = ref.get((gpu.get("index"), figure))
             mine = entry.get("median")
@@ -60,11 +65,12 @@ def lines_of(run_id, host, record, rows):
     trial = record.get("gpu_trial") or {}
     fp = trial.get("fingerprint") or {}
     out = [
-        f"run {run_id}, {host}: verdict {record.get('verdict')}, GPU verdict {trial.get('verdict')}",
+        f"run {run_id}, {host}: verdict {record.get('verdict')}, GPU verdict {trial.get('verdict')} "
+        f"({trial.get('capability')}: {', '.join(trial.get('measured') or [])})",
         f"fingerprint: {fp.get('elapsed_s')} s, windows {fp.get('seconds_per_set')} s, "
         f"torch {fp.get('torch')}, nvml {fp.get('nvml')}",
     ]
-    for gpu in record.get("gpus") or []:
+    for gpu in gpus_of(record):
         codes = ", ".join(f"{f['code']}->{f.get('remediation')}" for f in gpu.get("findings") or []) or "none"
         out.append(
             f"GPU{gpu.get('index')} {gpu.get('name')} S/N {gpu.get('serial')}: {gpu.get('verdict')}; "

@@ -5,7 +5,7 @@ import pathlib
 
 import pytest
 
-from wireup import dcgm, gpuhealth
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import dcgm, gpuhealth
 
 DCGM = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "gpuhealth" / "dcgm"
 WRITTEN = DCGM.parent / "synthetic" / "h200x2_dcgm4_diag_r2_memory_fail_written.json"

@@ -33,7 +33,10 @@ def test_agreement_within_five_percent_and_the_line_that_says_it(tmp_path, capsy
     )
     assert check.main([str(tmp_path), str(reference)]) == 0
     out = capsys.readouterr().out
-    assert "run 20261203T100000Z, localhost: verdict PASS, GPU verdict PASS" in out
+    assert (
+        "run 20261203T100000Z, localhost: verdict PASS, GPU verdict PASS (gpu_trial: health, fingerprint)"
+        in out
+    )
     assert "GPU0 gemm_bf16_flops: wireup 780.0 TFLOPS, reference 770.0 TFLOPS, ratio 1.013 ok" in out
     assert out.strip().endswith("gpu trial check: OK (3 figures within 5%)")
 

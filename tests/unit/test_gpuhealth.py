@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from wireup import gpuhealth
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import gpuhealth
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 HEALTH = FIXTURES / "gpuhealth"
@@ -364,7 +364,7 @@ def test_the_module_reads_a_stand_in_nvidia_smi(tmp_path):
                 f"ansible_python_interpreter={sys.executable}",
                 "localhost",
                 "-m",
-                "wireup_gpu_health_info",
+                "wireup.cluster.wireup_gpu_health_info",
                 "-a",
                 f"nvidia_smi={path}",
             ],

@@ -7,7 +7,12 @@ import pathlib
 
 import pytest
 
-from wireup import gpuhealth, gpujudge, gpurecord, gpuspec
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
+    gpuhealth,
+    gpujudge,
+    gpurecord,
+    gpuspec,
+)
 
 H200_XML = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "h200x2" / "nvidia_smi_q.xml"
 TEMPLATE = gpuhealth.parse(H200_XML.read_text())["gpus"][0]

@@ -1,26 +1,47 @@
 """The gpu_trial role's plan, node fact and cost line (wireup.gputrial), and its settings' rule in
 preflight (validate.host_errors)."""
 
+import dataclasses
 import json
+import re
 
 import pytest
 import yaml
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import gputrial, validate
 from tests.unit.test_layout import ROOT
-from wireup import gputrial, validate
 
 DEFAULTS = yaml.safe_load((ROOT / "roles/gpu_trial/defaults/main.yml").read_text())
 GPU_NODE = {"gpu": {"present": True, "count": 8, "nvidia_smi": "/usr/bin/nvidia-smi"}}
 CPU_NODE = {"gpu": {"present": False, "count": 0, "nvidia_smi": ""}}
 
 
-def settings(**extra):
-    return {
-        **DEFAULTS,
-        "gpu_trial_dir": "/opt/wireup/gpu_trial",
-        "wireup_venv_path": "/opt/wireup/venv",
-        **extra,
-    }
+def values(**extra):
+    """The role's variables as preflight sees them (the defaults, a rendered gpu_trial_dir)."""
+    return {**DEFAULTS, "gpu_trial_dir": "/opt/wireup/gpu_trial", **extra}
+
+
+def settings(health_only=False, **extra):
+    """The plan's TrialSettings as the role's task passes them (each variable by name)."""
+    given = {k.removeprefix("gpu_trial_"): v for k, v in values(**extra).items() if k in DEFAULTS}
+    return gputrial.TrialSettings(
+        **{k: v for k, v in given.items() if k in TRIAL_FIELDS},
+        venv_path="/opt/wireup/venv",
+        health_only=health_only,
+    )
+
+
+TRIAL_FIELDS = {f.name for f in dataclasses.fields(gputrial.TrialSettings)}
+
+
+def test_the_task_passes_every_setting_the_plan_takes():
+    """roles/gpu_trial/tasks/main.yml names each TrialSettings field once (a forgotten or misspelt
+    one would be a TypeError on the node)."""
+    task = (ROOT / "roles/gpu_trial/tasks/main.yml").read_text()
+    call = task[task.index("wireup_gpu_trial_plan(") : task.index("}}", task.index("wireup_gpu_trial_plan("))]
+    assert set(re.findall(r"(\w+)=", call)) == TRIAL_FIELDS
+    with pytest.raises(TypeError):
+        gputrial.TrialSettings(**{**dataclasses.asdict(settings()), "second": 10})
 
 
 def test_a_gpu_node_reads_health_and_runs_the_fingerprint_within_its_budget():
@@ -53,6 +74,7 @@ def test_a_gpu_node_reads_health_and_runs_the_fingerprint_within_its_budget():
     short = gputrial.plan(
         GPU_NODE, settings(gpu_trial_seconds=8, gpu_trial_python="/opt/torch/.venv/bin/python3"), "h"
     )
+    assert plan["capability"] == "gpu_trial"
     assert short["argv"][3:5] == ["84", "/opt/torch/.venv/bin/python3"] and "8" in short["argv"]
 
 
@@ -73,8 +95,12 @@ def test_a_gpu_less_node_says_the_fingerprint_needs_gpus():
 
 
 def test_gpu_health_alone_reads_health_only():
-    plan = gputrial.plan(GPU_NODE, settings(gpu_trial_dcgm_diag=2), "h", tags=["gpu_health"])
+    plan = gputrial.plan(GPU_NODE, settings(health_only=True, gpu_trial_dcgm_diag=2), "h")
     assert plan["health"] and not plan["fingerprint"] and plan["dcgm_level"] == 0 and plan["notes"] == []
+    # The record says which capability the run measured (a per-capability reader tells them apart).
+    assert plan["capability"] == "gpu_health"
+    fact = gputrial.node_data(plan, "r", "h", reads=[], fingerprint=None, dcgm_run=None)
+    assert fact["capability"] == "gpu_health"
 
 
 @pytest.mark.parametrize(
@@ -137,16 +163,28 @@ def test_the_node_fact_keeps_what_the_controller_reads():
     assert gputrial.seconds_of("1:02:03.5") == 3723.5 and gputrial.seconds_of("soon") is None
 
 
-def test_run_data_reads_only_the_public_fact():
-    hostvars = {
-        "a": {"gpu_trial_node": {"run_id": "20261203T100001Z"}},
-        "b": {"__gpu_trial_plan": {}},
-        "c": {"gpu_trial_node": {"run_id": "20261203T100000Z"}},
-    }
-    run = gputrial.run_data(["a", "b", "c"], hostvars)
+def test_run_data_keeps_each_host_that_kept_the_fact_and_the_thresholds_as_numbers():
+    nodes = [{"run_id": "20261203T100001Z"}, None, {"run_id": "20261203T100000Z"}]
+    given = gputrial.JudgeSettings(
+        spec_pass_ratio=0.9, spec_warn_ratio="0.75", warn_tolerance="0.15", fail_tolerance=0.2, efficiency={}
+    )
+    run = gputrial.run_data(["a", "b", "c"], nodes, given)
     assert (
         run["hosts"] == ["a", "c"] and run["run_id"] == "20261203T100000Z" and set(run["nodes"]) == {"a", "c"}
     )
+    assert run["thresholds"] == {
+        "spec_pass_ratio": 0.9,
+        "spec_warn_ratio": 0.75,
+        "warn_tolerance": 0.15,
+        "fail_tolerance": 0.2,
+        "efficiency": {},
+    }
+    with pytest.raises(ValueError):  # one entry per host of the group
+        gputrial.run_data(["a", "b"], nodes, given)
+    with pytest.raises(TypeError):  # a threshold the task misspells
+        gputrial.JudgeSettings(
+            spec_pass=0.9, spec_warn_ratio=0.75, warn_tolerance=0.1, fail_tolerance=0.2, efficiency={}
+        )
 
 
 @pytest.mark.parametrize(
@@ -180,20 +218,21 @@ def test_preflight_names_the_variable(values, message):
 
 
 def test_the_defaults_pass_preflight():
-    assert gputrial.settings_errors(DEFAULTS) == []
+    assert gputrial.settings_errors(values()) == []
     assert not [e for e in validate.host_errors(dict(DEFAULTS)) if "gpu_trial" in e]
 
 
 def test_extra_vars_given_as_strings_are_numbers():
     """`-e gpu_trial_seconds=10` arrives as the string '10' (so do the thresholds)."""
-    given = settings(
-        gpu_trial_seconds="10",
-        gpu_trial_dcgm_diag="2",
-        gpu_trial_gemm_size="4096",
-        gpu_trial_warn_tolerance="0.15",
-    )
+    strings = {
+        "gpu_trial_seconds": "10",
+        "gpu_trial_dcgm_diag": "2",
+        "gpu_trial_gemm_size": "4096",
+        "gpu_trial_warn_tolerance": "0.15",
+    }
+    given = values(**strings)
     assert gputrial.settings_errors(given) == []
-    plan = gputrial.plan(GPU_NODE, given, "h")
+    plan = gputrial.plan(GPU_NODE, settings(**strings), "h")
     assert (
         plan["argv"][3] == "90"
         and plan["argv"][7] == "10"
@@ -201,9 +240,7 @@ def test_extra_vars_given_as_strings_are_numbers():
         and plan["dcgm_level"] == 2
     )
     assert gputrial.thresholds(given)["warn_tolerance"] == 0.15
-    assert gputrial.settings_errors(settings(gpu_trial_seconds="ten"))[0].startswith(
+    assert gputrial.settings_errors(values(gpu_trial_seconds="ten"))[0].startswith(
         "gpu_trial_seconds must be"
     )
-    assert gputrial.settings_errors(settings(gpu_trial_gemm_size="8192.5"))[0].startswith(
-        "gpu_trial_gemm_size"
-    )
+    assert gputrial.settings_errors(values(gpu_trial_gemm_size="8192.5"))[0].startswith("gpu_trial_gemm_size")

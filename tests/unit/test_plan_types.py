@@ -22,6 +22,8 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
     bench,
     bench_fabric,
     bench_report,
+    gpuhealth,
+    gputrial,
     nccltests,
     topology,
 )
@@ -41,6 +43,11 @@ PLANS = {
     "__bench_fabric_judge": bench_fabric.JudgeAnswer,
     "__bench_fabric_judged": bench_fabric.JudgeAnswer,
     "__gpu_topology_probe": topology.TopologyProbe,
+    "__gpu_trial_plan": gputrial.TrialPlan,
+    "__gpu_trial_health_before": gpuhealth.HealthRead,
+    "__gpu_trial_health_after": gpuhealth.HealthRead,
+    "gpu_trial_node": gputrial.TrialNode,
+    "gpu_trial_run": gputrial.TrialRun,
     "__nccl_tests_info": nccltests.NcclInfo,
 }
 # Plans kept by tasks whose types are still to come (the site and launch roles, issue 24's other
@@ -141,7 +148,7 @@ def kept_plans(task):
     wireup = re.compile(r"\|\s*wireup_\w+|\bwireup_\w+\(")
     facts = task.get("ansible.builtin.set_fact") or task.get("set_fact") or {}
     names = [k for k, v in facts.items() if isinstance(v, str) and wireup.search(v)]
-    if any(str(k).startswith("wireup_") for k in task) and task.get("register"):
+    if any(str(k).startswith(("wireup_", "wireup.cluster.wireup_")) for k in task) and task.get("register"):
         names.append(task["register"])
     return names
 

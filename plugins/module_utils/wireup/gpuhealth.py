@@ -41,11 +41,27 @@ passing run (a parse() result or its "gpus" list; matched by serial, else UUID):
 grew since then are ``monitor`` warnings.
 """
 
+from __future__ import annotations
+
 import re
 import textwrap
 import xml.etree.ElementTree as ET
+from typing import TypedDict
 
 from . import health
+
+
+class HealthRead(TypedDict):
+    """wireup_gpu_health_info's answer (answer()); the gpu_trial role registers it as
+    __gpu_trial_health_before and __gpu_trial_health_after."""
+
+    changed: bool
+    health: dict | None
+    error: str
+    findings: list[dict]
+    summary: list[str]
+    dcgmi: str
+
 
 REMEDIATIONS = ("isolate", "reset", "reboot", "monitor")
 MISSING = {
@@ -745,3 +761,24 @@ def findings(parsed, previous=None):
         )
     order = health.SEVERITIES
     return sorted(out, key=lambda f: (order.index(f["severity"]), f["gpus"], f["code"]))
+
+
+def answer(parsed, error, dcgmi=""):
+    """wireup_gpu_health_info's answer (a HealthRead): the read (None when it failed, error says
+    why), its findings, one line for the play output, and where dcgmi is ('' when not installed)."""
+    found = findings(parsed) if parsed else []
+    if error:
+        line = f"GPU health not read: {error}"
+    else:
+        bad = [f for f in found if f["severity"] in ("critical", "warning")]
+        line = f"{len(parsed['gpus'])} GPU(s), driver {parsed.get('driver_version')}: " + (
+            "; ".join(f"{f['message']} [{f['remediation']}]" for f in bad) or "no health finding"
+        )
+    return {
+        "changed": False,
+        "health": parsed,
+        "error": error,
+        "findings": found,
+        "summary": [line],
+        "dcgmi": dcgmi,
+    }

@@ -1,20 +1,25 @@
 """The GPU trial in the host records (issue 25): what the nodes gathered, judged across the run, and
 each GPU's own last passing run, found by serial or UUID (pure Python, stdlib only).
 
-On the controller, wireup_bench_store calls ``attach(results_dir, run_id, nodes, trial)`` before
-the records are built: it reads each node's gpu_trial data (``node_inputs``), finds each GPU's
-baseline (``baselines``), judges the whole run (gpujudge.judge_run: peers span the cluster) and
-puts each host's section on its node. results.build_record then calls ``into_record(record,
-node)``: the record gets
+On the controller, bench_report.store_nodes calls ``attach(results_dir, run_id, nodes, trial)``
+before the records are built: it reads each node's gpu_trial_node (``node_inputs``), finds each
+GPU's baseline (``baselines``), judges the whole run (gpujudge.judge_run: peers span the cluster)
+and puts each host's judged GPUs on its node data as ``gpu_trial``. results.build_record's
+section ``gpu_trial`` (``section``, in results.SECTIONS) then makes the record's part
 
-  "gpus": [{index, bus_id, uuid, serial, name, model, health, findings, figures: {figure: {median,
-            min, max, mean, stdev, samples, spec, peer, baseline}}, throttle, verdicts, verdict}],
-  "gpu_trial": {verdict, scope, sharing, fingerprint (mode, seconds, versions, cost), dcgm, notes},
+  "gpu_trial": {capability ("gpu_health": the health read alone, `--tags gpu_health`; "gpu_trial":
+                health and fingerprint), measured (what ran: health, fingerprint, dcgm), scope
+                ("full": with the bench's figures; "gpu_only": a run of the GPU trial alone),
+                verdict, thresholds, sharing, fingerprint (mode, seconds, versions, cost), dcgm,
+                notes, errors,
+                gpus: [{index, bus_id, uuid, serial, name, model, health, findings, figures:
+                        {figure: {median, min, max, mean, stdev, samples, spec, peer, baseline}},
+                        throttle, verdicts, verdict}]},
 
-and every GPU and node finding of the trial at the head of its "findings" (so the launch gate's
-reason and Slurm's drain reason name the GPU first). The GPU verdict joins the host's verdict;
-a run that only read health or ran only the GPU trial (``--tags gpu_health``/``gpu_trial``) gives
-the host no PASS from it (the record is no bandwidth baseline then), only WARN or FAIL.
+and every GPU and node finding of the trial in the record's "findings". The GPU verdict joins the
+host's verdict; a run that only read health or ran only the GPU trial (``--tags
+gpu_health``/``gpu_trial``, scope gpu_only) gives the host no PASS from it (the record is no
+bandwidth baseline then), only WARN or FAIL.
 
 Baselines follow the host records' rules (results.baseline_of): newest first, before this run,
 a damaged record is a warning naming its file and never a baseline, and an entry whose figures are
@@ -25,7 +30,7 @@ import json
 import math
 import os
 
-from . import dcgm, gpujudge, gpuspec, health, results
+from . import dcgm, gpujudge, gpuspec, health
 
 SCOPES = ("full", "gpu_only")
 # How far back a GPU's baseline is looked for: the newest runs only, so a GPU that never passed
@@ -147,31 +152,32 @@ def entry_problem(entry):
         median = (figure or {}).get("median") if isinstance(figure, dict) else "?"
         if median is None:
             continue
-        if isinstance(median, bool) or not isinstance(median, int | float) or not math.isfinite(median):
+        if isinstance(median, bool) or not isinstance(median, (int, float)) or not math.isfinite(median):
             return f"figures.{name}.median is {median!r}, not a finite number"
         if median < 0 or ((figure.get("spec") or {}).get("implausible")):
             return f"figures.{name}.median {median!r} is implausible"
         peak = (figure.get("spec") or {}).get("peak")
-        if isinstance(peak, int | float) and peak > 0 and median > peak * gpuspec.PLAUSIBLE_FACTOR:
+        if isinstance(peak, (int, float)) and peak > 0 and median > peak * gpuspec.PLAUSIBLE_FACTOR:
             return f"figures.{name}.median {median!r} is above {gpuspec.PLAUSIBLE_FACTOR:g} x its peak"
     return ""
 
 
-def record_gpus_problem(record):
-    """What makes a record's GPU section unusable ('' when nothing): results.record_problem's hook."""
-    gpus = record.get("gpus")
+def section_problem(record):
+    """What makes a record's GPU trial part unusable ('' when nothing): results.record_problem's
+    check of the part results._RECORD_PARTS types as an object."""
+    gpus = (record.get("gpu_trial") or {}).get("gpus")
     if gpus is None:
         return ""
     if not isinstance(gpus, list):
-        return "gpus is not a list"
+        return "gpu_trial.gpus is not a list"
     for i, entry in enumerate(gpus):
         problem = entry_problem(entry)
         if problem:
-            return f"gpus[{i}]: {problem}"
+            return f"gpu_trial.gpus[{i}]: {problem}"
     return ""
 
 
-def _host_records(results_dir, run_id):
+def _host_records(results, results_dir, run_id):
     folder = os.path.join(results.bench_dir(results_dir), run_id)
     try:
         names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
@@ -185,13 +191,15 @@ def baselines(results_dir, before_run_id, keys):
     """({key: (run_id, host, entry)}, [findings]): for each serial/UUID in keys, the GPU's entry in
     the newest record before before_run_id (among the BASELINE_RUNS newest) where that GPU PASSed,
     whatever host or slot it was in. Damaged records are warnings naming the file, never baselines."""
+    from . import results  # imported here: results imports this module for its section
+
     wanted, found, damaged = {k for k in keys if k}, {}, []
     before = results._run_sort_key(before_run_id)
     runs = [r for r in results.list_runs(results_dir) if results._run_sort_key(r) < before]
     for run_id in reversed(runs[-BASELINE_RUNS:]):
         if wanted <= set(found):
             break
-        for host, path in _host_records(results_dir, run_id):
+        for host, path in _host_records(results, results_dir, run_id):
             try:
                 record = results.load_record(path)
             except (results.DamagedRecord, ValueError) as err:
@@ -202,7 +210,7 @@ def baselines(results_dir, before_run_id, keys):
 
 
 def _take(found, wanted, run_id, host, record):
-    for entry in record.get("gpus") or []:
+    for entry in (record.get("gpu_trial") or {}).get("gpus") or []:
         if entry.get("verdict") != "PASS" or entry_problem(entry):
             continue
         for key in (entry.get("serial"), entry.get("uuid")):
@@ -232,66 +240,75 @@ def _keys(inputs):
 GPU_ONLY = "GPU trial only (bench.yml --tags gpu_health or gpu_trial): links not measured in this run"
 
 
-def attach(results_dir, run_id, nodes, trial, *, settings=None, defaults=None):
-    """nodes ({host: node} as results.store_run takes them) with each host's judged GPU section
-    as node["gpu_trial"]. Hosts that ran only the GPU trial (no bench data) are added with scope
-    gpu_only and the run-wide `defaults`. trial: the gpu_trial_run the report play gathered
-    ({nodes: {host: fact}}); settings: gpujudge's thresholds."""
+def attach(results_dir, run_id, nodes, trial, *, run_wide=None):
+    """nodes ({host: node} as results.store_run takes them) with each host's judged GPUs as
+    node["gpu_trial"]. Hosts that ran only the GPU trial (no bench data) are added with scope
+    gpu_only and the run-wide settings (run_wide: thresholds, efficiency, secret_env). trial: the
+    gpu_trial_run the report play gathered (gputrial.TrialRun: {nodes: {host: fact}, thresholds})."""
     facts = (trial or {}).get("nodes") or {}
     if not facts:
         return nodes
+    settings = {**gpujudge.DEFAULT_SETTINGS, **(trial.get("thresholds") or {})}
     out = {host: dict(node) for host, node in nodes.items()}
     inputs = {
         h: node_inputs(h, fact) for h, fact in sorted(facts.items()) if not out.get(h, {}).get("unreachable")
     }
     found, damaged = baselines(results_dir, run_id, _keys(inputs))
-    sections = gpujudge.judge_run(inputs, found, settings)
-    for host, section in sections.items():
-        node = out.setdefault(host, dict(defaults or {}, skipped=GPU_ONLY, gpu_only=True))
-        meta = _meta(inputs[host], facts[host])
-        section["findings"] += damaged
+    for host, judged in gpujudge.judge_run(inputs, found, settings).items():
+        node = out.setdefault(host, dict(run_wide or {}, skipped=GPU_ONLY, gpu_only=True))
+        judged["findings"] += damaged
         scope = "gpu_only" if node.get("gpu_only") else "full"
-        judged = {**gpujudge.DEFAULT_SETTINGS, **(settings or {})}
-        node["gpu_trial"] = dict(section, scope=scope, thresholds=judged, **meta)
+        node["gpu_trial"] = dict(judged, scope=scope, thresholds=settings, **_meta(inputs[host], facts[host]))
     return out
 
 
+_FINGERPRINT_KEPT = (
+    "mode",
+    "torch",
+    "cuda",
+    "nvml",
+    "nvml_note",
+    "seconds_per_set",
+    "sets",
+    "elapsed_s",
+    "set_seconds",
+)
+
+
 def _meta(inputs, fact):
+    """What the record keeps of the run beside the GPUs: the capability it measured and what ran
+    (a per-capability reader of the records tells a health read alone from the whole trial)."""
     doc = inputs["fingerprint"] or {}
-    keep = (
-        "mode",
-        "torch",
-        "cuda",
-        "nvml",
-        "nvml_note",
-        "seconds_per_set",
-        "sets",
-        "elapsed_s",
-        "set_seconds",
-    )
-    dcgm_data = fact.get("dcgm") or {}
+    parsed_dcgm = inputs["dcgm"]
+    measured = [
+        part
+        for part, ran in (("health", inputs["health"]), ("fingerprint", doc), ("dcgm", parsed_dcgm))
+        if ran
+    ]
     return {
-        "fingerprint": {k: doc.get(k) for k in keep} if doc else {},
-        "dcgm": {"level": dcgm_data.get("level"), "tests": (inputs["dcgm"] or {}).get("tests", [])}
-        if inputs["dcgm"]
+        "capability": fact.get("capability") or "gpu_trial",
+        "measured": measured,
+        "fingerprint": {k: doc.get(k) for k in _FINGERPRINT_KEPT} if doc else {},
+        "dcgm": {"level": (fact.get("dcgm") or {}).get("level"), "tests": parsed_dcgm.get("tests", [])}
+        if parsed_dcgm
         else {},
         "notes": inputs["notes"],
         "errors": list(doc.get("errors") or []),
     }
 
 
-def into_record(record, node):
-    """results.build_record's hook: the GPU section into the record (module docstring); returns
-    the verdicts the host's verdict takes from it."""
-    section = node.get("gpu_trial")
-    if not section:
-        return []
-    record["gpus"] = section["gpus"]
-    record["gpu_trial"] = {k: v for k, v in section.items() if k != "gpus"}
-    gpu_findings = [f for g in section["gpus"] for f in g["findings"]] + section["findings"]
-    ordered = sorted(gpu_findings, key=lambda f: health.SEVERITIES.index(f["severity"]))
-    record["findings"] = ordered + record["findings"]
-    verdict = section["verdict"]
-    if section.get("scope") == "gpu_only" and verdict in ("PASS", "N/A"):
-        return []
-    return [verdict] if verdict != "N/A" else []
+def section(node, record, ctx):
+    """The record's gpu_trial (results.SECTIONS): the judged GPUs attach put on the node data, every
+    GPU and node finding of the trial (most severe first), and the verdict the host takes from it
+    (none from a PASS of a GPU-only run: such a record is no bandwidth baseline). record and ctx
+    (results.Judging) are not read: the trial was judged across the run before."""
+    judged = node.get("gpu_trial")
+    if not judged:
+        return {}, [], []
+    part = {k: v for k, v in judged.items() if k != "findings"}
+    found = [f for g in judged["gpus"] for f in g["findings"]] + judged["findings"]
+    ordered = sorted(found, key=lambda f: health.SEVERITIES.index(f["severity"]))
+    verdict = judged["verdict"]
+    if verdict == "N/A" or (judged.get("scope") == "gpu_only" and verdict == "PASS"):
+        return part, ordered, []
+    return part, ordered, [verdict]

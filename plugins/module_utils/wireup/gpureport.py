@@ -1,6 +1,7 @@
-"""The GPU trial in the bench report (issue 25): the per-GPU tables, one chart, the summary line.
+"""The GPU trial in the bench report (issue 25): the per-GPU tables, one chart, the summary line,
+from each host record's gpu_trial part (gpurecord).
 
-report.py calls sections(records, plots) for its section list (('h', (level, text)), ('p', text),
+report.py calls sections(records, plots) for its part of report.REPORT_PARTS (('h', (level, text)), ('p', text),
 ('table', (header, rows)), ('img', (file, alt))), plots(plt, records, run_dir) for the chart
 (gpus.png: every GPU on the x axis, its % of spec per figure, the peer tolerance band) and
 summary(record) for the host's line at the end of the play. Figures are shown in TFLOPS and GB/s;
@@ -22,15 +23,20 @@ def _gpu_name(host, gpu):
     return f"{host} GPU{gpu.get('index')}"
 
 
+def _gpus(record):
+    return (record.get("gpu_trial") or {}).get("gpus") or []
+
+
 def _hosts(records):
-    return [(h, r) for h, r in sorted(records.items()) if r.get("gpus")]
+    """[(host, its judged GPUs)] of the hosts whose record has any."""
+    return [(h, _gpus(r)) for h, r in sorted(records.items()) if _gpus(r)]
 
 
 def summary(record):
     """['GPUs PASS (8 PASS), fingerprint 84 s'] or [] when the record has no GPU section."""
     section = record.get("gpu_trial") or {}
-    gpus = record.get("gpus") or []
-    if not section or not gpus:
+    gpus = _gpus(record)
+    if not gpus:
         return []
     counts = {}
     for gpu in gpus:
@@ -74,8 +80,8 @@ def _health_text(gpu):
 
 def gpu_rows(records):
     rows = []
-    for host, record in _hosts(records):
-        for gpu in record["gpus"]:
+    for host, gpus in _hosts(records):
+        for gpu in gpus:
             rows.append(
                 [
                     _gpu_name(host, gpu),
@@ -107,8 +113,8 @@ def _baseline_text(entry):
 
 def figure_rows(records):
     rows = []
-    for host, record in _hosts(records):
-        for gpu in record["gpus"]:
+    for host, gpus in _hosts(records):
+        for gpu in gpus:
             for figure in gpuspec.FIGURES:
                 entry = (gpu.get("figures") or {}).get(figure)
                 if not entry:
@@ -142,6 +148,8 @@ def _notes(records):
     for host, record in sorted(records.items()):
         section = record.get("gpu_trial") or {}
         fp = section.get("fingerprint") or {}
+        if section.get("capability") == "gpu_health":
+            out.append(f"{host}: the GPUs' health read alone (bench.yml --tags gpu_health): no fingerprint")
         if fp:
             sets = ", ".join(f"{k} {v:.1f} s" for k, v in (fp.get("set_seconds") or {}).items())
             out.append(
@@ -214,8 +222,8 @@ def sections(records, plots):
 def _series(records):
     """{figure: [(x label, % of spec, best peer's % of spec)]} over every GPU of the run."""
     out = {}
-    for host, record in _hosts(records):
-        for gpu in record["gpus"]:
+    for host, gpus in _hosts(records):
+        for gpu in gpus:
             for figure, entry in (gpu.get("figures") or {}).items():
                 ratio = (entry.get("spec") or {}).get("ratio")
                 peer = (entry.get("peer") or {}).get("ratio")

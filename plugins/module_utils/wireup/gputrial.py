@@ -1,21 +1,29 @@
 """The gpu_trial role's plan (on each node), its node fact, and the run the report play gathers (on
 the controller): every decision of roles/gpu_trial in one tested place; the tasks execute it.
 
-plan(node, settings, host, tags): which parts run on this node (the health read needs nvidia-smi;
-the fingerprint needs NVIDIA GPUs and runs in the venv's python; DCGM's diagnostic runs at
-gpu_trial_dcgm_diag's level where dcgmi exists), their commands and time limits, and the one line
-a node that skips a part prints.
+plan(node, settings, host): which parts run on this node (the health read needs nvidia-smi; the
+fingerprint needs NVIDIA GPUs and runs in the venv's python; DCGM's diagnostic runs at
+gpu_trial_dcgm_diag's level where dcgmi exists), their commands and time limits, the capability
+the run measures (gpu_health: the health read alone; gpu_trial: health and fingerprint), and the
+one line a node that skips a part prints. settings: TrialSettings, each role variable by name.
 
-node_data(...): the node's registered results -> the public fact gpu_trial_node, the only thing
-the controller reads (gpurecord.node_inputs judges it). cost_line(...): the fingerprint's cost
-for the play output. run_data(group, hostvars): every host's gpu_trial_node.
+node_data(...): the node's registered results -> the public fact gpu_trial_node (a TrialNode), the
+only thing the controller reads (gpurecord.node_inputs judges it). cost_line(...): the
+fingerprint's cost for the play output. run_data(group, nodes, thresholds): every host's
+gpu_trial_node and the run's thresholds (a TrialRun), which bench_report hands to the store.
+
+The TypedDicts are what the role's YAML may read (tests/unit/test_plan_types.py checks them).
 """
 
+from __future__ import annotations
+
+import dataclasses
 import json
 import math
 import re
+from typing import TypedDict
 
-from . import gpujudge
+from . import dcgm, gpujudge
 
 FINGERPRINT_SCRIPT = "gpu_fingerprint.py"
 SETS = ("gemm", "hbm", "pcie")
@@ -84,64 +92,150 @@ def settings_errors(s):
     return errors + gpujudge.settings_errors(judged)
 
 
+def _numbers(values):
+    """Threshold values with numbers given as strings (`-e gpu_trial_warn_tolerance=0.15`) as numbers."""
+    return {k: v if k == "efficiency" or number(v) is None else number(v) for k, v in values.items()}
+
+
 def thresholds(s):
     """gpujudge's settings from the gpu_trial_* variables (gpujudge's defaults where absent)."""
-    out = {}
-    for key, default in gpujudge.DEFAULT_SETTINGS.items():
-        value = s.get(f"gpu_trial_{key}", default)
-        # `-e gpu_trial_warn_tolerance=0.15` arrives as a string: a number is taken as one.
-        out[key] = number(value) if key != "efficiency" and number(value) is not None else value
-    return out
+    return _numbers(
+        {key: s.get(f"gpu_trial_{key}", default) for key, default in gpujudge.DEFAULT_SETTINGS.items()}
+    )
 
 
-def _whole(value):
-    return str(int(number(value)))
+CAPABILITIES = ("gpu_health", "gpu_trial")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialSettings:
+    """The role's variables the plan reads (each named after its variable without ``gpu_trial_``),
+    plus wireup_venv_path and health_only (`--tags gpu_health` alone). Every field is required: a
+    variable the task forgets, or a misspelt one, is a TypeError. Numbers may arrive as strings
+    (`-e gpu_trial_seconds=10`): the plan reads them with number()."""
+
+    health: bool
+    fingerprint: bool
+    seconds: float | str
+    sets: list
+    gemm_dtypes: list
+    gemm_size: int | str
+    copy_bytes: int | str
+    pcie_bytes: int | str
+    python: str
+    dir: str
+    dcgm_diag: int | str
+    dcgm_timeout: int | str
+    venv_path: str
+    health_only: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeSettings:
+    """The run's GPU thresholds (gpu_trial_spec_pass_ratio, ..._spec_warn_ratio, ..._warn_tolerance,
+    ..._fail_tolerance, ..._efficiency by name without ``gpu_trial_``), as the report play gives them."""
+
+    spec_pass_ratio: float | str
+    spec_warn_ratio: float | str
+    warn_tolerance: float | str
+    fail_tolerance: float | str
+    efficiency: dict
+
+
+class TrialPlan(TypedDict):
+    """plan's answer (kept as __gpu_trial_plan)."""
+
+    capability: str
+    health: bool
+    nvidia_smi: str
+    notes: list[str]
+    fingerprint: bool
+    argv: list[str]
+    timeout: int
+    dir: str
+    script: str
+    dcgm_level: int
+    dcgm_argv: list[str]
+    dcgm_timeout: int
+
+
+class TrialNode(TypedDict):
+    """node_data's answer: the public fact gpu_trial_node (each part {skipped: true} where it did
+    not run)."""
+
+    run_id: str
+    capability: str
+    notes: list[str]
+    health_before: dict
+    health_after: dict
+    fingerprint: dict
+    dcgm: dict
+
+
+class TrialRun(TypedDict):
+    """run_data's answer (the fact gpu_trial_run): the run id the trial took (used when no host ran
+    the bench role), the hosts that kept a gpu_trial_node, each one's, and the run's thresholds."""
+
+    run_id: str
+    hosts: list[str]
+    nodes: dict[str, TrialNode]
+    thresholds: dict
 
 
 def _fingerprint_argv(s, python, script):
-    seconds = number(s["gpu_trial_seconds"])
-    limit = int(len(s["gpu_trial_sets"]) * seconds + SETUP_ALLOWANCE_S)
+    seconds = number(s.seconds)
+    limit = int(len(s.sets) * seconds + SETUP_ALLOWANCE_S)
     return [
         *["timeout", "-k", "10", str(limit), python, script],
-        *["--seconds", f"{seconds:g}", "--sets", ",".join(s["gpu_trial_sets"])],
-        *[
-            "--gemm-dtypes",
-            ",".join(s["gpu_trial_gemm_dtypes"]),
-            "--gemm-size",
-            str(s["gpu_trial_gemm_size"]),
-        ],
-        *["--copy-bytes", str(s["gpu_trial_copy_bytes"]), "--pcie-bytes", str(s["gpu_trial_pcie_bytes"])],
+        *["--seconds", f"{seconds:g}", "--sets", ",".join(s.sets)],
+        *["--gemm-dtypes", ",".join(s.gemm_dtypes), "--gemm-size", str(s.gemm_size)],
+        *["--copy-bytes", str(s.copy_bytes), "--pcie-bytes", str(s.pcie_bytes)],
     ], limit
 
 
-def plan(node, s, host, tags=()):
-    """Every decision of the gpu_trial role on one node.
-
-    node: wireup_node; s: the gpu_trial_* variables plus wireup_venv_path and gpu_trial_dir;
-    tags: ansible_run_tags (gpu_health alone reads the health only)."""
-    gpu = (node or {}).get("gpu") or {}
-    smi = str(gpu.get("nvidia_smi") or "")
-    health_only = set(tags or ()) == {"gpu_health"}
-    out = {"health": bool(s.get("gpu_trial_health", True)) and bool(smi), "nvidia_smi": smi, "notes": []}
-    if not smi:
-        out["notes"].append(f"gpu_trial {host}: no nvidia-smi (no NVIDIA driver): GPU health not read")
-    fingerprint = bool(s.get("gpu_trial_fingerprint", True)) and not health_only
-    present = bool(gpu.get("present")) and int(gpu.get("count") or 0) > 0
-    if fingerprint and not present:
-        out["notes"].append(
+def _skip_notes(host, smi, wanted, present):
+    notes = [f"gpu_trial {host}: no nvidia-smi (no NVIDIA driver): GPU health not read"] if not smi else []
+    if wanted and not present:
+        notes.append(
             f"gpu_trial {host}: the GPU fingerprint needs GPUs: skipped (no NVIDIA GPU that nvidia-smi lists)"
         )
-    out["fingerprint"] = fingerprint and present
-    script = f"{str(s['gpu_trial_dir']).rstrip('/')}/{FINGERPRINT_SCRIPT}"
-    python = s.get("gpu_trial_python") or f"{str(s['wireup_venv_path']).rstrip('/')}/bin/python"
-    out["argv"], out["timeout"] = _fingerprint_argv(s, python, script)
-    out["dir"], out["script"] = str(s["gpu_trial_dir"]), script
-    level = int(number(s.get("gpu_trial_dcgm_diag")) or 0)
-    out["dcgm_level"] = level if out["health"] and not health_only else 0
-    timeout = int(number(s.get("gpu_trial_dcgm_timeout")) or 0) or {1: 120, 2: 600, 3: 2400}.get(level, 0)
-    out["dcgm_argv"] = ["timeout", "-k", "10", str(timeout), "dcgmi", "diag", "-r", str(level), "-j"]
-    out["dcgm_timeout"] = timeout
-    return out
+    return notes
+
+
+def _dcgm_plan(s, health, health_only):
+    level = int(number(s.dcgm_diag) or 0)
+    timeout = int(number(s.dcgm_timeout) or 0) or dcgm.LEVEL_TIMEOUT.get(level, 0)
+    return {
+        "dcgm_level": level if health and not health_only else 0,
+        "dcgm_argv": ["timeout", "-k", "10", str(timeout), "dcgmi", "diag", "-r", str(level), "-j"],
+        "dcgm_timeout": timeout,
+    }
+
+
+def plan(node, s, host):
+    """Every decision of the gpu_trial role on one node (a TrialPlan).
+
+    node: wireup_node; s: TrialSettings (health_only: `--tags gpu_health` alone reads the health only)."""
+    gpu = (node or {}).get("gpu") or {}
+    smi = str(gpu.get("nvidia_smi") or "")
+    wanted = bool(s.fingerprint) and not s.health_only
+    present = bool(gpu.get("present")) and int(gpu.get("count") or 0) > 0
+    health = bool(s.health) and bool(smi)
+    script = f"{str(s.dir).rstrip('/')}/{FINGERPRINT_SCRIPT}"
+    python = s.python or f"{str(s.venv_path).rstrip('/')}/bin/python"
+    argv, timeout = _fingerprint_argv(s, python, script)
+    return {
+        "capability": "gpu_health" if s.health_only else "gpu_trial",
+        "health": health,
+        "nvidia_smi": smi,
+        "notes": _skip_notes(host, smi, wanted, present),
+        "fingerprint": wanted and present,
+        "argv": argv,
+        "timeout": timeout,
+        "dir": str(s.dir),
+        "script": script,
+        **_dcgm_plan(s, health, s.health_only),
+    }
 
 
 def dcgm_note(the_plan, read, host):
@@ -192,6 +286,7 @@ def node_data(the_plan, run_id, host, *, reads=(), fingerprint=None, dcgm_run=No
     note = dcgm_note(the_plan, before, host)
     return {
         "run_id": str(run_id or ""),
+        "capability": the_plan.get("capability") or "gpu_trial",
         "notes": list(the_plan.get("notes") or []) + ([note] if note else []),
         "health_before": _health_read(before),
         "health_after": _health_read(after),
@@ -228,9 +323,20 @@ def _last_json(text):
     return doc if isinstance(doc, dict) else {}
 
 
-def run_data(group, hostvars):
-    """What the report play hands the store: {run_id, hosts, nodes: {host: gpu_trial_node}} of the
-    hosts of the group that ran the gpu_trial role (read from their public fact only)."""
-    nodes = {h: hostvars[h]["gpu_trial_node"] for h in group if (hostvars.get(h) or {}).get("gpu_trial_node")}
-    run_ids = sorted({n.get("run_id") for n in nodes.values() if n.get("run_id")})
-    return {"run_id": run_ids[0] if run_ids else "", "hosts": sorted(nodes), "nodes": nodes}
+def judge_settings(given):
+    """gpujudge's settings from the report play's thresholds (a JudgeSettings)."""
+    return _numbers(dataclasses.asdict(given))
+
+
+def run_data(group, nodes, thresholds):
+    """What the report play hands the store (a TrialRun). group: the node group's hosts; nodes: per
+    host of group, in its order, its gpu_trial_node (None where the role kept none); thresholds: a
+    JudgeSettings. The run id is the earliest the nodes took."""
+    kept = {h: n for h, n in zip(group, nodes, strict=True) if n}
+    run_ids = sorted({n.get("run_id") for n in kept.values() if n.get("run_id")})
+    return {
+        "run_id": run_ids[0] if run_ids else "",
+        "hosts": sorted(kept),
+        "nodes": kept,
+        "thresholds": judge_settings(thresholds),
+    }
