@@ -24,7 +24,7 @@ options:
     description: Seconds nvidia-smi may take (a GPU that hangs the driver makes it hang).
     type: int
     default: 60
-author: wireup
+author: wireup (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -1,11 +1,11 @@
 """The GPU trial in the bench report (issue 25): the per-GPU tables, one chart, the summary line,
 from each host record's gpu_trial part (gpurecord).
 
-report.py calls sections(records, plots) for its part of report.REPORT_PARTS (('h', (level, text)), ('p', text),
-('table', (header, rows)), ('img', (file, alt))), plots(plt, records, run_dir) for the chart
-(gpus.png: every GPU on the x axis, its % of spec per figure, the peer tolerance band) and
-summary(record) for the host's line at the end of the play. Figures are shown in TFLOPS and GB/s;
-the records keep base units and every spread.
+report.py calls sections(records, plots) for its part of report.REPORT_PARTS (('h', (level,
+text)), ('p', text), ('table', (header, rows)), ('img', (file, alt))), plots(plt, records,
+run_dir) for the chart (gpus.png: every GPU on the x axis, its % of spec per figure, the peer
+tolerance band) and summary(record) for the host's line at the end of the play. Figures are
+shown in TFLOPS and GB/s; the records keep base units and every spread.
 """
 
 import os

@@ -135,7 +135,7 @@ def peaks(model):
 def efficiency(figure, overrides=None):
     """The efficiency of a figure (EFFICIENCY, or gpu_trial_efficiency's value for it)."""
     value = (overrides or {}).get(figure, EFFICIENCY.get(figure))
-    if value is not None and not (isinstance(value, int | float) and 0 < value <= 1):
+    if value is not None and not (isinstance(value, (int, float)) and 0 < value <= 1):
         raise ValueError(f"gpu_trial_efficiency.{figure} must be a fraction in (0, 1], got {value!r}")
     return value
 
@@ -151,6 +151,6 @@ def efficiency_errors(overrides):
             errors.append(
                 f"gpu_trial_efficiency.{figure}: not a judged figure (one of {', '.join(EFFICIENCY)})"
             )
-        elif isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
             errors.append(f"gpu_trial_efficiency.{figure} must be a fraction in (0, 1], got {value!r}")
     return errors

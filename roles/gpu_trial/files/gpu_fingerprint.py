@@ -362,7 +362,7 @@ class PythonDevice:
 
     def timed(self, op, n):
         start = time.perf_counter()
-        for _ in range(n):
+        for _repeat in range(n):
             op()
         return time.perf_counter() - start
 
@@ -441,14 +441,14 @@ class TorchDevice:
     def timed(self, op, n):
         if not self.cuda:
             start = time.perf_counter()
-            for _ in range(n):
+            for _repeat in range(n):
                 op()
             return time.perf_counter() - start
         torch = self.torch
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         with torch.cuda.device(self.dev), torch.cuda.stream(self.stream):
             start.record(self.stream)
-            for _ in range(n):
+            for _repeat in range(n):
                 op()
             end.record(self.stream)
         end.synchronize()
@@ -472,7 +472,7 @@ def pci_path(bus_id, root="/sys/bus/pci/devices"):
     paths share a root port share its link (the controller groups them). None when unknown."""
     if not bus_id:
         return None
-    domain, _, rest = str(bus_id).partition(":")
+    domain, _colon, rest = str(bus_id).partition(":")
     name = f"{int(domain, 16):04x}:{rest.lower()}" if rest else str(bus_id).lower()
     link = os.path.join(root, name)
     if not os.path.exists(link):
