@@ -72,6 +72,8 @@ def test_a_pending_row_remap_fails_the_node_and_the_gate_refuses_it(stand_in, tm
     records = {p.stem: json.loads(p.read_text()) for p in run.glob("*.json")}
     node2 = records["node2"]
     assert node2["verdict"] == "FAIL" and node2["gpu_trial"]["scope"] == "gpu_only"
+    # The part names the capability it measured: the health read alone.
+    assert (node2["gpu_trial"]["capability"], node2["gpu_trial"]["measured"]) == ("gpu_health", ["health"])
     first = node2["findings"][0]
     assert (first["code"], first["severity"], first["remediation"]) == (
         "gpu_row_remap_pending",
@@ -84,9 +86,9 @@ def test_a_pending_row_remap_fails_the_node_and_the_gate_refuses_it(stand_in, tm
         "uuid": "GPU-47e4f408-caf2-4eaa-9629-5a6d1365dd75",
         "serial": "1653724057182",
     }
-    assert [g["verdict"] for g in node2["gpus"]] == ["FAIL", "PASS"]
+    assert [g["verdict"] for g in node2["gpu_trial"]["gpus"]] == ["FAIL", "PASS"]
     for node in ("node1", "node3"):
-        assert records[node]["verdict"] == "N/A" and records[node]["gpus"] == []
+        assert records[node]["verdict"] == "N/A" and records[node]["gpu_trial"]["gpus"] == []
     md = (run / "report.md").read_text()
     assert (
         "| node2 GPU0 | 00000000:00:06.0 | 1653724057182 | H200 | FAIL | row_remap_pending -> reset |" in md

@@ -3,6 +3,7 @@ preflight (validate.host_errors)."""
 
 import dataclasses
 import json
+import pathlib
 import re
 
 import pytest
@@ -244,3 +245,55 @@ def test_extra_vars_given_as_strings_are_numbers():
         "gpu_trial_seconds must be"
     )
     assert gputrial.settings_errors(values(gpu_trial_gemm_size="8192.5"))[0].startswith("gpu_trial_gemm_size")
+
+
+def test_the_run_filter_under_ansible_takes_lazy_facts_and_settings(tmp_path):
+    """wireup_gpu_trial_run in a real play (ansible-core 2.19 hands filters lazy containers: a
+    dataclasses.asdict of them failed with "Direct construction of lazy containers")."""
+    import os
+    import subprocess
+    import sys
+
+    play = tmp_path / "run.yml"
+    play.write_text(
+        """
+- hosts: localhost
+  gather_facts: false
+  vars:
+    efficiency: {gemm_bf16_flops: 0.7}
+  tasks:
+    - ansible.builtin.set_fact:
+        gpu_trial_node: {run_id: "20261203T100000Z", capability: gpu_health}
+    - ansible.builtin.set_fact:
+        run: >-
+          {{ ['localhost', 'gone'] | wireup.cluster.wireup_gpu_trial_run(
+               nodes=[hostvars.localhost.gpu_trial_node, none], spec_pass_ratio=0.9, spec_warn_ratio='0.75',
+               warn_tolerance=0.1, fail_tolerance=0.2, efficiency=efficiency) }}
+    - ansible.builtin.copy:
+        content: "{{ run | to_json }}"
+        dest: "{{ playbook_dir }}/run.json"
+        mode: "0600"
+"""
+    )
+    out = subprocess.run(
+        [
+            str(pathlib.Path(sys.executable).with_name("ansible-playbook")),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            str(play),
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, ANSIBLE_PYTHON_INTERPRETER=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["hosts"] == ["localhost"] and run["run_id"] == "20261203T100000Z"
+    assert run["thresholds"]["spec_warn_ratio"] == 0.75 and run["thresholds"]["efficiency"] == {
+        "gemm_bf16_flops": 0.7
+    }

@@ -324,8 +324,11 @@ def _last_json(text):
 
 
 def judge_settings(given):
-    """gpujudge's settings from the report play's thresholds (a JudgeSettings)."""
-    return _numbers(dataclasses.asdict(given))
+    """gpujudge's settings from the report play's thresholds (a JudgeSettings). Read field by
+    field, not with dataclasses.asdict: its deep copy would rebuild Ansible's lazy containers by
+    their type, which ansible-core 2.19 refuses ("Direct construction of lazy containers")."""
+    values = {f.name: getattr(given, f.name) for f in dataclasses.fields(given)}
+    return _numbers(dict(values, efficiency=dict(values["efficiency"] or {})))
 
 
 def run_data(group, nodes, thresholds):
