@@ -610,44 +610,40 @@ def _memory_findings(gpu):
     return out
 
 
+def _recovery_text(action):
+    return "reboot the node" if _RECOVERY_REMEDIATION.get(action) else "drain its jobs and reset the GPU"
+
+
 def _state_findings(gpu):
-    name, out = label(gpu), []
-    action = gpu["recovery_action"]
-    if action not in (None, "none"):
-        out.append(
-            gpu_finding(
-                gpu,
-                "gpu_recovery_action",
-                f"{name}: the driver's recovery action is {action}: "
-                + (
-                    "reboot the node"
-                    if _RECOVERY_REMEDIATION.get(action)
-                    else "drain its jobs and reset the GPU"
-                ),
-                remediation=_RECOVERY_REMEDIATION.get(action, "reset"),
-            )
-        )
+    """The driver's recovery action, throttling now, a lowered power limit: (hit, code, message,
+    remediation or None for the rule's) each, as one table."""
+    name, action, power, clocks = label(gpu), gpu["recovery_action"], gpu["power"], gpu["clocks"]
     now = [r for r in THROTTLE_REASONS if gpu["clock_event_reasons"].get(r)]
-    if now:
-        out.append(
-            gpu_finding(
-                gpu,
-                "gpu_throttling_now",
-                f"{name}: clocks held down now by {', '.join(now)} (SM {gpu['clocks']['sm'] or '?'} of "
-                f"{gpu['clocks']['sm_max'] or '?'} MHz): check cooling and the power supply",
-            )
-        )
-    power = gpu["power"]
-    if power["limit"] and power["default_limit"] and power["limit"] < 0.99 * power["default_limit"]:
-        out.append(
-            gpu_finding(
-                gpu,
-                "gpu_power_limit_reduced",
-                f"{name}: power limit {power['limit']:.0f} W of its default {power['default_limit']:.0f} W: "
-                "figures will be lower (nvidia-smi -pl resets it)",
-            )
-        )
-    return out
+    checks = (
+        (
+            action not in (None, "none"),
+            "gpu_recovery_action",
+            f"{name}: the driver's recovery action is {action}: {_recovery_text(action)}",
+            _RECOVERY_REMEDIATION.get(action, "reset"),
+        ),
+        (
+            bool(now),
+            "gpu_throttling_now",
+            f"{name}: clocks held down now by {', '.join(now)} (SM {clocks['sm'] or '?'} of "
+            f"{clocks['sm_max'] or '?'} MHz): check cooling and the power supply",
+            None,
+        ),
+        (
+            bool(
+                power["limit"] and power["default_limit"] and power["limit"] < 0.99 * power["default_limit"]
+            ),
+            "gpu_power_limit_reduced",
+            f"{name}: power limit {power['limit'] or 0:.0f} W of its default "
+            f"{power['default_limit'] or 0:.0f} W: figures will be lower (nvidia-smi -pl resets it)",
+            None,
+        ),
+    )
+    return [gpu_finding(gpu, code, message, remediation=fix) for hit, code, message, fix in checks if hit]
 
 
 def _note_findings(gpu):

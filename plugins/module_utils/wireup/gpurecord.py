@@ -55,22 +55,12 @@ def _fingerprint(data, host):
     if doc is None and not why:
         why = "it printed nothing"
     if doc is not None and doc.get("mode") != "cuda":
-        return None, [
-            _node_finding(
-                "warning",
-                "gpu_fingerprint_test_mode",
-                f"{host}: the fingerprint ran in {doc.get('mode')!r} mode: CPU figures, not judged",
-            )
-        ]
+        said = f"{host}: the fingerprint ran in {doc.get('mode')!r} mode: CPU figures, not judged"
+        return None, [_node_finding("warning", "gpu_fingerprint_test_mode", said)]
     if doc is None or rc not in (0, None):
         tail = " ".join((data.get("stderr") or "").split())[-300:]
-        return doc, [
-            _node_finding(
-                "critical",
-                "gpu_fingerprint_failed",
-                f"{host}: the GPU fingerprint failed (rc {rc}): {why or 'see its output'}; {tail}",
-            )
-        ]
+        said = f"{host}: the GPU fingerprint failed (rc {rc}): {why or 'see its output'}; {tail}"
+        return doc, [_node_finding("critical", "gpu_fingerprint_failed", said)]
     return doc, []
 
 
@@ -83,14 +73,8 @@ def _health(read, host, when):
     if not read or read.get("skipped"):
         return None, []
     if read.get("error"):
-        return None, [
-            _node_finding(
-                "critical",
-                "gpu_health_unreadable",
-                f"{host}: GPU health {when} could not be read: {read['error']}",
-                "reboot",
-            )
-        ]
+        said = f"{host}: GPU health {when} could not be read: {read['error']}"
+        return None, [_node_finding("critical", "gpu_health_unreadable", said, "reboot")]
     return read.get("health"), []
 
 
@@ -99,26 +83,14 @@ def _dcgm(data, host, health_doc):
         return None, []
     level = data.get("level")
     if data.get("rc") == 124:
-        return None, [
-            _node_finding(
-                "critical",
-                "gpu_dcgm_timeout",
-                f"{host}: dcgmi diag -r {level} did not finish in its time limit",
-                "isolate",
-            )
-        ]
+        said = f"{host}: dcgmi diag -r {level} did not finish in its time limit"
+        return None, [_node_finding("critical", "gpu_dcgm_timeout", said, "isolate")]
     try:
         parsed = dcgm.parse(data.get("stdout") or "")
     except ValueError as err:
         tail = " ".join((data.get("stderr") or "").split())[-200:]
-        return None, [
-            _node_finding(
-                "critical",
-                "gpu_dcgm_unreadable",
-                f"{host}: dcgmi diag -r {level} (rc {data.get('rc')}): {err}; {tail}",
-                "isolate",
-            )
-        ]
+        said = f"{host}: dcgmi diag -r {level} (rc {data.get('rc')}): {err}; {tail}"
+        return None, [_node_finding("critical", "gpu_dcgm_unreadable", said, "isolate")]
     return parsed, dcgm.findings(parsed, (health_doc or {}).get("gpus"), level)
 
 
