@@ -68,3 +68,19 @@ def test_store_nodes_adds_the_run_wide_settings_the_lost_nodes_and_the_logs():
     assert nodes["a"]["stepcost"] == {"single_node": "step a"}
     skipped = bench_report.store_nodes(dict(params, multi_node_skipped="b lost"), logs.get)
     assert [f["code"] for f in skipped["a"]["findings"]] == ["bench_torch_multi_skipped"]
+
+
+def test_the_gather_tasks_give_map_a_default_jinja_keeps():
+    """Jinja's map(attribute=..., default=none) is no default at all: a host without the fact
+    (one that stopped midway, or a run of the GPU trial alone: no __bench_result) made the report
+    play fail on 'HostVarsVars has no attribute'. The gather tasks default to {} instead."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    found = [
+        f"{path.relative_to(root)}: {m.group(0)}"
+        for path in sorted(root.glob("roles/*/tasks/*.yml"))
+        for m in re.finditer(r"map\(attribute=[^)]*default=none[^)]*\)", path.read_text())
+    ]
+    assert found == []
