@@ -1,4 +1,4 @@
-"""Filters exposing plugins/module_utils/wireup/packages.py (package, version and URL choices).
+"""Filters exposing plugins/module_utils/wireup/cuda_repo.py (package, version and URL choices).
 
 Thin wrappers: the choices and checks live in wireup.packages; a PackageError becomes an
 AnsibleFilterError carrying the same message (it names the variable and the fix).
@@ -30,7 +30,8 @@ if _UTILS not in sys.path:
 
 from wireup_plugin import wrap as _wrap
 
-from wireup import driver, packages
+from wireup import cuda_repo as packages
+from wireup import driver
 
 
 class FilterModule:

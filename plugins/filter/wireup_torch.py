@@ -1,4 +1,4 @@
-"""Filters exposing plugins/module_utils/wireup/torch_index.py to the pytorch_venv role.
+"""Filters exposing plugins/module_utils/wireup/pytorch_venv.py to the pytorch_venv role.
 
 Thin wrappers: the table, the rules and the plan live in wireup.torch_index; a ValueError becomes
 an AnsibleFilterError carrying the same message (it names the variable and the fix).
@@ -27,7 +27,7 @@ if _UTILS not in sys.path:
 
 from wireup_plugin import wrap as _wrap
 
-from wireup import torch_index
+from wireup import pytorch_venv as torch_index
 
 
 def plan(probe_result, settings, node, check_mode=False):

@@ -92,8 +92,8 @@ import glob
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.wireup.cuda_repo import BUILD_STAMP
 from ansible.module_utils.wireup.nccltests import nccl_header_version
-from ansible.module_utils.wireup.packages import BUILD_STAMP
 
 SYSTEM_INCLUDES = ["/usr/include", "/usr/local/include"]
 SYSTEM_LIBS = [

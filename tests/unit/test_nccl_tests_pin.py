@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wireup import packages, validate
+from wireup import cuda_repo as packages
+from wireup import validate
 
 REPO = Path(__file__).resolve().parents[2]
 # Read from a fetched NVIDIA/nccl-tests on 2026-12-01: `git rev-parse v2.19.6^{commit}`.

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 
-from .packages import PackageError, check_distro
+from .cuda_repo import PackageError, check_distro
 
 # THE era boundary: from this branch on, NVIDIA's repository locks branches with pinning packages
 # and drops the branch from package names.

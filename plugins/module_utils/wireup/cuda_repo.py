@@ -1,7 +1,7 @@
 """Which NVIDIA packages, versions and repository URLs a node gets: pure functions.
 
 Text and strings in, plain data out; no Ansible imports. The roles nvidia_driver, cuda_repo and
-nccl call these through the ``wireup_packages`` filter plugin, and tests/unit/test_packages.py
+nccl call these through the ``wireup_packages`` filter plugin, and tests/unit/test_cuda_repo.py
 pins every choice. Bad input raises ``PackageError`` whose message names the variable and the fix.
 
 Naming facts encoded here (checked against NVIDIA's and Ubuntu's repositories):

@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-from wireup import torch_index
+from wireup import pytorch_venv as torch_index
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TESTBED = ROOT / "tests" / "fixtures" / "testbed"

@@ -1,5 +1,5 @@
 """The PyTorch wheel choice (variant, index URL, pin), the preinstalled-torch rule and the
-verification of an installed torch (plugins/module_utils/wireup/torch_index.py)."""
+verification of an installed torch (plugins/module_utils/wireup/pytorch_venv.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from wireup import packages, torch_index
+from wireup import cuda_repo as packages
+from wireup import pytorch_venv as torch_index
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Captures from the lent 2x H200 machine, copied from ../shared/fixtures/h200x2.
