@@ -332,7 +332,7 @@ def test_plan_reads_the_roles_dpkg_query_like_package_facts():
     """The role reads dpkg-query (package_facts needs python3-apt in Ansible's interpreter, which the
     GPU machine's venv lacks: it failed there); both shapes give the same plan. Held and removed
     (rc: config files left) packages as dpkg-query prints them."""
-    from wireup import cuda_repo as packages
+    from wireup import apt as packages
 
     text = (
         "nvidia-open-580 hi 580.95.05-1\n"

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from wireup import cuda_repo as packages
+from wireup import apt as packages
 from wireup import pytorch_venv as torch_index
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 
-from .cuda_repo import PackageError, check_distro
+from .apt import PackageError, check_distro, dpkg_query_argv, require_str, upstream_version
 
 # THE era boundary: from this branch on, NVIDIA's repository locks branches with pinning packages
 # and drops the branch from package names.
@@ -64,17 +64,8 @@ class DriverError(PackageError):
     """Bad input: the message names the variable and the fix."""
 
 
-def _str(name, value, example):
-    if not isinstance(value, str):
-        raise DriverError(
-            f"{name}={value!r} is a {type(value).__name__}, not a string: quote it in YAML, "
-            f"e.g. {name}: {example}"
-        )
-    return value
-
-
 def check_branch(branch) -> str:
-    _str("nvidia_driver_branch", branch, '"580"')
+    require_str("nvidia_driver_branch", branch, '"580"')
     if not _BRANCH_RE.fullmatch(branch):
         raise DriverError(
             f'nvidia_driver_branch={branch!r} is malformed: expected three digits such as "580"'
@@ -90,15 +81,9 @@ def era(branch, source: str = "cuda") -> str:
     return "pin-file"
 
 
-def upstream_version(deb_version) -> str:
-    """Debian version -> upstream part: '1:580.95.05-0ubuntu1' -> '580.95.05'."""
-    version = str(deb_version or "").split(":", 1)[-1]
-    return version.rsplit("-", 1)[0] if "-" in version else version
-
-
 def kernel_headers_package(kernel_release) -> str:
     """Headers for the running kernel: 'linux-headers-<uname -r>' on Debian and Ubuntu alike."""
-    _str("wireup_node.kernel", kernel_release, '"6.1.0-26-amd64"')
+    require_str("wireup_node.kernel", kernel_release, '"6.1.0-26-amd64"')
     if not re.fullmatch(r"\d+\.\d+[\w.+~-]*", kernel_release):
         raise DriverError(
             f"wireup_node.kernel={kernel_release!r} is not a kernel release (uname -r): rerun preflight, "
@@ -122,7 +107,7 @@ def packages_for(branch, flavor: str, distro: str, source: str = "cuda", version
             f"nvidia_driver_source={source!r} is not one of {', '.join(SOURCES)}: cuda installs from "
             f"NVIDIA's CUDA repository (cuda_repo), distro from Ubuntu's archive"
         )
-    _str("nvidia_driver_version", version, '"580.95.05"')
+    require_str("nvidia_driver_version", version, '"580.95.05"')
     if version:
         match = _VERSION_RE.fullmatch(version)
         if not match or match.group(1) != branch:
@@ -182,10 +167,9 @@ def _of(version: str, branch: str, exact: str) -> bool:
 
 
 # dpkg's NVIDIA packages and kernel headers: what plan() reads (as parse_dpkg_status reads it).
-DPKG_READ = [
-    "dpkg-query", "-W", "-f=${Package} ${db:Status-Abbrev} ${Version}\n", "nvidia-*", "libnvidia-*",
-    "cuda-drivers*", "xserver-xorg-video-nvidia*", "libxnvctrl*", "linux-headers-*",
-]  # fmt: skip
+DPKG_READ = dpkg_query_argv(
+    "nvidia-*", "libnvidia-*", "cuda-drivers*", "xserver-xorg-video-nvidia*", "libxnvctrl*", "linux-headers-*"
+)
 SECURE_BOOT_READS = [["modinfo", "-F", "signer", "nvidia"], ["mokutil", "--test-key", MOK_KEY]]
 
 

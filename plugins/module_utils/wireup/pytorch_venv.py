@@ -31,7 +31,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from . import redact
-from .cuda_repo import parse_dpkg_status
+from .apt import parse_dpkg_status
 from .validate import check_version_range
 
 # Release series -> architecture -> wheel variants on download.pytorch.org/whl/<variant>.

@@ -14,13 +14,15 @@ import shlex
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from . import apt
+
 # variable -> (pattern, example), matched whole (fullmatch). Pins are strings: YAML turns 580 or
 # 13.0 into numbers, and 13.10 would silently become 13.1, so numbers are refused with the fix.
 PIN_FORMATS = {
     "nvidia_driver_branch": (r"\d{3}", '"580"'),
     "cuda_repo_version": (r"\d{2}\.\d", '"13.0"'),
     "nccl_version": (r"\d+\.\d+\.\d+", '"2.28.9"'),
-    "nccl_package_version": (r"\d+\.\d+\.\d+-\d+\+cuda\d+\.\d+", '"2.28.9-1+cuda13.0"'),
+    "nccl_package_version": (apt.NCCL_PACKAGE_VERSION, '"2.28.9-1+cuda13.0"'),
     "nccl_tests_version": (r"v\d+\.\d+\.\d+", '"v2.19.6"'),
     "nccl_tests_commit": (r"[0-9a-f]{40}", '"a0b82b2260cf5152b9f8c061bbf7eaf0ba096432" (a full commit id)'),
     "pytorch_venv_torch_version": (r"\d+\.\d+\.\d+", '"2.13.0"'),
@@ -271,18 +273,8 @@ def validate_pins(values: dict) -> list[str]:
             errors.append(f"{name}={value!r} is malformed: expected a value like {example}")
     if errors:
         return errors
-    pkg = values.get("nccl_package_version")
-    if pkg and values.get("nccl_version") and not pkg.startswith(values["nccl_version"] + "-"):
-        errors.append(
-            f"nccl_package_version={pkg!r} does not match nccl_version={values['nccl_version']!r}: "
-            f"set both to the same NCCL release"
-        )
-    cuda = values.get("cuda_repo_version")
-    if pkg and cuda and not pkg.endswith("+cuda" + cuda):
-        errors.append(
-            f"nccl_package_version={pkg!r} is built for another CUDA than cuda_repo_version={cuda!r}: "
-            f"use the '+cuda{cuda}' build of libnccl2"
-        )
+    pkg, cuda = values.get("nccl_package_version"), values.get("cuda_repo_version")
+    errors.extend(apt.nccl_pin_errors(pkg, values.get("nccl_version"), cuda))
     return errors
 
 

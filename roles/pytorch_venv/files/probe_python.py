@@ -11,7 +11,7 @@ From WIREUP_PROBE (a JSON object; torch_index.probe_request writes it) it also r
 
 - `user`: who runs the tasks; `owner_exists`: whether WIREUP_PROBE's `owner` is a user;
 - `dpkg`: dpkg-query's lines for WIREUP_PROBE's `packages`, unparsed, in the format
-  wireup.packages.parse_dpkg_status reads on the controller (null without dpkg-query). Not
+  wireup.apt.parse_dpkg_status reads on the controller (null without dpkg-query). Not
   package_facts: that loads apt's whole cache on every run (0.75 s on a testbed node against
   0.05 s for dpkg-query), the cost a rerun must not pay;
 - `pip`: pip processes already installing into WIREUP_PROBE's `venv` when the probe started (an
