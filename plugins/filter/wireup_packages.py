@@ -14,7 +14,7 @@ description:
     nccl (one plan, the install check, its report lines) wireup_pkg_nccl_plan,
     wireup_pkg_nccl_install_problems, wireup_pkg_nccl_torch_comparison;
     nccl_tests (one plan, the source check) wireup_pkg_nccl_tests_plan, wireup_pkg_nccl_tests_source_problems;
-    nvidia_driver (wireup.driver - the read, one plan, the install specs, the run one-line report)
+    nvidia_driver (wireup.nvidia_driver - the read, one plan, the install specs, the run one-line report)
     wireup_pkg_driver_reads, wireup_pkg_driver_plan, wireup_pkg_driver_install_specs,
     wireup_pkg_driver_report;
     wireup_pkg_dpkg_status.
@@ -29,7 +29,7 @@ if _UTILS not in sys.path:
 
 from wireup_plugin import wrap as _wrap
 
-from wireup import apt, cuda_repo, driver, nccl, nccl_tests
+from wireup import apt, cuda_repo, nccl, nccl_tests, nvidia_driver
 
 
 class FilterModule:
@@ -40,11 +40,11 @@ class FilterModule:
             "wireup_pkg_cuda_repo_source_path": _wrap(cuda_repo.cuda_repo_source_path),
             "wireup_pkg_verified_key": _wrap(cuda_repo.verified_key),
             "wireup_pkg_cuda_toolkit_problems": _wrap(cuda_repo.toolkit_problems),
-            # nvidia_driver: wireup.driver (one plan, the install specs, the run's one line)
-            "wireup_pkg_driver_reads": _wrap(driver.reads),
-            "wireup_pkg_driver_plan": _wrap(driver.plan),
-            "wireup_pkg_driver_install_specs": _wrap(driver.install_specs),
-            "wireup_pkg_driver_report": _wrap(driver.report),
+            # nvidia_driver: wireup.nvidia_driver (one plan, the install specs, the run's one line)
+            "wireup_pkg_driver_reads": _wrap(nvidia_driver.reads),
+            "wireup_pkg_driver_plan": _wrap(nvidia_driver.plan),
+            "wireup_pkg_driver_install_specs": _wrap(nvidia_driver.install_specs),
+            "wireup_pkg_driver_report": _wrap(nvidia_driver.report),
             "wireup_pkg_dpkg_status": _wrap(apt.parse_dpkg_status),
             # nccl
             "wireup_pkg_nccl_plan": _wrap(nccl.plan),

@@ -9,7 +9,7 @@ Naming facts encoded here (checked against NVIDIA's and Ubuntu's repositories):
   ``/``), with ``<distro>`` one of debian12/debian13/ubuntu2204/ubuntu2404/ubuntu2604 and
   ``<arch>`` x86_64 or sbsa (arm64 servers). Its signing key is published beside it
   (``3bf863cc.pub`` since 2022).
-- Driver and Fabric Manager package names per branch era: wireup.driver.
+- Driver and Fabric Manager package names per branch era: wireup.nvidia_driver.
 - NCCL packages: ``libnccl2`` and ``libnccl-dev`` at ``<nccl>-<build>+cuda<major>.<minor>``.
 """
 

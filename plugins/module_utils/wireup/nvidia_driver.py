@@ -4,7 +4,7 @@ Node facts (preflight's ``wireup_node``), the installed packages (dpkg-query, pa
 role's variables in; one plan out: packages to remove, install and hold, the branch lock (wireup's
 apt pin file, or NVIDIA's pinning package), services, the reboot, Secure Boot's verdict and the
 one-line report. No Ansible imports; the ``wireup_driver`` filter wraps these and
-tests/unit/test_driver.py pins every choice. Bad input raises ``DriverError`` whose message names
+tests/unit/test_nvidia_driver.py pins every choice. Bad input raises ``DriverError`` whose message names
 the variable and the fix.
 
 Package names, as NVIDIA's driver installation guide ("Recent updates", "Version locking") and its

@@ -1,10 +1,10 @@
-"""wireup.driver: package names per branch era, the branch lock, the switch, the report."""
+"""wireup.nvidia_driver: package names per branch era, the branch lock, the switch, the report."""
 
 from __future__ import annotations
 
 import pytest
 
-from plugins.module_utils.wireup import driver as d
+from plugins.module_utils.wireup import nvidia_driver as d
 
 FM = "nvidia-fabricmanager"
 NODE = {
