@@ -7,6 +7,7 @@ import pathlib
 import pytest
 
 from wireup import nccl as p
+from wireup.apt import parse_dpkg_status
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "h200x2"
 
@@ -82,7 +83,12 @@ def _files(pin=PIN_TEXT, header=HEADER, mode="0644"):
 
 def _plan(dpkg, files=None):
     return p.plan(
-        PIN, "2.28.9", "13.0", dpkg=dpkg, files=files or _files(), header_path="/usr/include/nccl.h"
+        PIN,
+        "2.28.9",
+        "13.0",
+        installed=parse_dpkg_status(dpkg),
+        files=files or _files(),
+        header_path="/usr/include/nccl.h",
     )
 
 

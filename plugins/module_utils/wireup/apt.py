@@ -22,6 +22,9 @@ DPKG_FORMAT = "-f=${Package} ${db:Status-Abbrev} ${Version}\n"
 # NVIDIA's libnccl2/libnccl-dev versions: "<X.Y.Z>-<build>+cuda<A.B>" (validate.PIN_FORMATS uses it).
 NCCL_PACKAGE_VERSION = r"(?P<version>\d+\.\d+\.\d+)-(?P<build>\d+)\+cuda(?P<cuda>\d+\.\d+)"
 _NCCL_PACKAGE_VERSION = re.compile(NCCL_PACKAGE_VERSION)
+_NCCL_RELEASE = re.compile(r"(?:\d+:)?(\d+\.\d+\.\d+)-.*")
+# The system NCCL's packages (the nccl role installs them; preflight reads them).
+NCCL_PACKAGES = ("libnccl2", "libnccl-dev")
 
 
 class PackageError(ValueError):
@@ -69,6 +72,13 @@ def upstream_version(deb_version) -> str:
     """Debian version -> upstream part: '1:580.95.05-0ubuntu1' -> '580.95.05'."""
     version = str(deb_version or "").split(":", 1)[-1]
     return version.rsplit("-", 1)[0] if "-" in version else version
+
+
+def nccl_release(package_version) -> str:
+    """The NCCL release of an installed libnccl2's version: '2.28.9-1+cuda13.0' -> '2.28.9' (a
+    distribution's own '2.18.3-1' too); '' for anything else."""
+    match = _NCCL_RELEASE.fullmatch(package_version) if isinstance(package_version, str) else None
+    return match.group(1) if match else ""
 
 
 def split_nccl_package_version(value) -> dict | None:

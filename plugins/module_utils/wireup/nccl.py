@@ -10,13 +10,14 @@ names the variable and the fix. NVIDIA names the packages' versions ``<nccl>-<bu
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TypedDict
 
-from .apt import PackageError, nccl_pin_errors, parse_dpkg_status, require_str, split_nccl_package_version
+from .apt import NCCL_PACKAGES, PackageError, nccl_pin_errors, require_str, split_nccl_package_version
 from .cuda_repo import cuda_version_parts
 from .nccltests import nccl_header_version
 
-PACKAGES = ("libnccl2", "libnccl-dev")
+PACKAGES = NCCL_PACKAGES
 PIN_PATH = "/etc/apt/preferences.d/wireup-nccl.pref"
 
 
@@ -90,34 +91,35 @@ def _check_header(files: dict, header_path: str, package_version: str, version: 
         )
 
 
-def plan(
-    package_version,
-    nccl_version,
-    cuda_version,
-    *,
-    dpkg=None,
-    files=None,
-    header_path="",
-    manage=True,
-    node_nccl=None,
-) -> NcclPlan:
+@dataclass(frozen=True)
+class Inputs:
+    """What the plan reads besides the pins: ``installed``: preflight's wireup_node.nccl.packages
+    (dpkg's libnccl2 and libnccl-dev, {name: {version, held}}); ``files``: wireup_file_state's files
+    (the pin file and ``header_path``); ``manage``: nccl_install_system; ``node_nccl``: preflight's
+    wireup_node.nccl, for the line when the role does not manage NCCL."""
+
+    installed: dict | None = None
+    files: dict | None = None
+    header_path: str = ""
+    manage: bool = True
+    node_nccl: dict | None = None
+
+
+def plan(package_version, nccl_version, cuda_version, **inputs) -> NcclPlan:
     """Everything the nccl role decides: validated libnccl2/libnccl-dev specs, consistent with
-    nccl_version and the node's CUDA; from the role's one read of the node (``dpkg``: the output
-    of apt.dpkg_query_argv for the packages, which tells versions and holds, what package_facts
-    cannot; ``files``: wireup_file_state's files, the pin file and ``header_path``), which packages
-    apt must install, which dpkg must hold, the pin file's text and ``apply``: whether dpkg is off
-    the plan or the pin file is missing (the pin's content and mode are copy's to keep, whenever
-    the steps run; a rerun runs none of them). Packages at the pin while nccl.h says another
-    version raise PackageError. ``manage`` false (nccl_install_system: false): nothing to apply;
-    ``report`` says what the node has instead (preflight's ``node_nccl``)."""
+    nccl_version and the node's CUDA, from what dpkg has (Inputs): which packages apt must install,
+    which dpkg must hold, the pin file's text and ``apply``: whether dpkg is off the plan or the pin
+    file is missing (the pin's content and mode are copy's to keep whenever the steps run; a rerun
+    runs none of them). Packages at the pin while nccl.h says another version raise PackageError.
+    ``manage`` false (nccl_install_system: false): nothing to apply; ``report`` says what the node
+    has instead."""
+    given = Inputs(**inputs)
     parsed = _checked_pins(package_version, nccl_version, cuda_version)
-    names = list(PACKAGES)
-    status = parse_dpkg_status(dpkg or "")
+    names, status, files = list(PACKAGES), given.installed or {}, given.files or {}
     install = [n for n in names if status.get(n, {}).get("version") != package_version]
     hold = [n for n in names if not status.get(n, {}).get("held")]
-    files = files or {}
     if files and not install:
-        _check_header(files, header_path, package_version, parsed["version"])
+        _check_header(files, given.header_path, package_version, parsed["version"])
     pin_missing = not (files.get(PIN_PATH) or {}).get("exists")
     return {
         "names": names,
@@ -132,8 +134,8 @@ def plan(
         "known": [n for n in names if n in status],
         "pin_path": PIN_PATH,
         "pin": pin_text(names, package_version),
-        "apply": bool(manage) and bool(install or hold or pin_missing),
-        "report": [] if manage else [unmanaged_report(node_nccl)],
+        "apply": bool(given.manage) and bool(install or hold or pin_missing),
+        "report": [] if given.manage else [unmanaged_report(given.node_nccl)],
     }
 
 

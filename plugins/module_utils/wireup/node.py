@@ -171,12 +171,6 @@ def parse_nccl_header(text: str) -> str:
     return f"{parts['MAJOR']}.{parts['MINOR']}.{parts['PATCH']}"
 
 
-def nccl_version_from_package(package_version: str) -> str:
-    """'2.28.9-1+cuda13.0' -> '2.28.9'."""
-    match = re.match(r"^(\d+\.\d+\.\d+)-", package_version)
-    return match.group(1) if match else ""
-
-
 def parse_gpu_inventory(text: str, fields: list[str]) -> list[dict]:
     """Parse `nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits` rows."""
     gpus = []

@@ -30,8 +30,11 @@ CUDA repository name them (sources in roles/nvidia_driver/README.md):
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import TypedDict
 
 from .apt import PackageError, check_distro, dpkg_query_argv, require_str, upstream_version
+from .validate import PIN_FORMATS
 
 # THE era boundary: from this branch on, NVIDIA's repository locks branches with pinning packages
 # and drops the branch from package names.
@@ -47,7 +50,7 @@ PIN_PACKAGES = ("nvidia-*", "libnvidia-*", "cuda-drivers*", "xserver-xorg-video-
 PINNING_PREFIX = "nvidia-driver-pinning-"
 MOK_KEY = "/var/lib/dkms/mok.pub"
 
-_BRANCH_RE = re.compile(r"\d{3}")
+_BRANCH_RE = re.compile(PIN_FORMATS["nvidia_driver_branch"][0])
 _VERSION_RE = re.compile(r"(\d{3})\.\d+(?:\.\d+)?")
 # What a branch, era or flavour switch removes when the plan does not install it: metapackages with
 # a branch in their name, Fabric Manager's branch-named form, and pinning packages.
@@ -92,11 +95,7 @@ def kernel_headers_package(kernel_release) -> str:
     return f"linux-headers-{kernel_release}"
 
 
-def packages_for(branch, flavor: str, distro: str, source: str = "cuda", version="") -> dict:
-    """Package names of a branch: metapackage(s), Fabric Manager, and the lock (pin file or pinning
-    package). ``version``: an exact upstream version within the branch ("580.95.05") or ""."""
-    check_branch(branch)
-    check_distro(distro)
+def _check_choices(flavor, source, version, branch) -> None:
     if flavor not in FLAVORS:
         raise DriverError(
             f"nvidia_driver_flavor={flavor!r} is not one of {', '.join(FLAVORS)}: use open "
@@ -108,34 +107,44 @@ def packages_for(branch, flavor: str, distro: str, source: str = "cuda", version
             f"NVIDIA's CUDA repository (cuda_repo), distro from Ubuntu's archive"
         )
     require_str("nvidia_driver_version", version, '"580.95.05"')
-    if version:
-        match = _VERSION_RE.fullmatch(version)
-        if not match or match.group(1) != branch:
-            raise DriverError(
-                f"nvidia_driver_version={version!r} is not a version of branch "
-                f"nvidia_driver_branch={branch!r}: "
-                f'use "{branch}.<minor>.<patch>" or "" for the newest'
-            )
+    match = _VERSION_RE.fullmatch(version) if version else None
+    if version and (not match or match.group(1) != branch):
+        raise DriverError(
+            f"nvidia_driver_version={version!r} is not a version of branch nvidia_driver_branch={branch!r}: "
+            f'use "{branch}.<minor>.<patch>" or "" for the newest'
+        )
+
+
+def _names(branch, flavor, distro, source, lock) -> tuple[list[str], str]:
+    """(the driver metapackages, Fabric Manager's package) of a branch in its era."""
     debian = distro.startswith("debian")
-    lock = era(branch, source)
     if source == "distro":
         if debian:
             raise DriverError(
                 f"nvidia_driver_source=distro on {distro}: Debian's archive has no branch-pinned driver "
                 f"packages; set nvidia_driver_source: cuda (NVIDIA's repository, cuda_repo role)"
             )
-        names = [f"nvidia-driver-{branch}-server" + ("-open" if flavor == "open" else "")]
-        fabricmanager = f"nvidia-fabricmanager-{branch}"
-    elif lock == "pinning-package":
-        names = ["nvidia-open" if flavor == "open" else "cuda-drivers"]
-        fabricmanager = "nvidia-fabricmanager"
+        return [f"nvidia-driver-{branch}-server" + ("-open" if flavor == "open" else "")], (
+            f"nvidia-fabricmanager-{branch}"
+        )
+    if lock == "pinning-package":
+        return ["nvidia-open" if flavor == "open" else "cuda-drivers"], "nvidia-fabricmanager"
+    if flavor == "open":
+        names = [f"nvidia-open-{branch}" if debian else f"nvidia-driver-{branch}-open"]
     else:
-        if flavor == "open":
-            names = [f"nvidia-open-{branch}" if debian else f"nvidia-driver-{branch}-open"]
-        else:
-            names = [f"cuda-drivers-{branch}"]
-        unversioned = int(branch) >= FABRICMANAGER_UNVERSIONED_FROM
-        fabricmanager = "nvidia-fabricmanager" if unversioned else f"nvidia-fabricmanager-{branch}"
+        names = [f"cuda-drivers-{branch}"]
+    unversioned = int(branch) >= FABRICMANAGER_UNVERSIONED_FROM
+    return names, "nvidia-fabricmanager" if unversioned else f"nvidia-fabricmanager-{branch}"
+
+
+def packages_for(branch, flavor: str, distro: str, source: str = "cuda", version="") -> dict:
+    """Package names of a branch: metapackage(s), Fabric Manager, and the lock (pin file or pinning
+    package). ``version``: an exact upstream version within the branch ("580.95.05") or ""."""
+    check_branch(branch)
+    check_distro(distro)
+    _check_choices(flavor, source, version, branch)
+    lock = era(branch, source)
+    names, fabricmanager = _names(branch, flavor, distro, source, lock)
     return {
         "era": lock,
         "names": names,
@@ -148,17 +157,8 @@ def packages_for(branch, flavor: str, distro: str, source: str = "cuda", version
 
 
 def _installed(packages) -> dict:
-    """packages.parse_dpkg_status' {name: {version, held}} (the role's read), or package_facts'
-    ``packages`` ({name: [{version: ...}, ...]}) -> {name: deb version}."""
-    found = {}
-    for name, entries in (packages or {}).items():
-        if isinstance(entries, dict):
-            found[name] = str(entries.get("version", ""))
-        elif isinstance(entries, list) and entries:
-            found[name] = str(entries[0].get("version", ""))
-        elif isinstance(entries, str):
-            found[name] = entries
-    return found
+    """apt.parse_dpkg_status' {name: {version, held}} (the role's read) -> {name: deb version}."""
+    return {name: str((entry or {}).get("version", "")) for name, entry in (packages or {}).items()}
 
 
 def _of(version: str, branch: str, exact: str) -> bool:
@@ -205,41 +205,64 @@ def secure_boot_verdict(probes) -> str:
     )
 
 
-def plan(
-    node: dict,
-    packages=None,
-    *,
-    branch="580",
-    flavor="open",
-    source="cuda",
-    version="",
-    fabricmanager="auto",
-    persistenced=True,
-    kernel_headers=True,
-    reboot=False,
-    secure_boot_check=True,
-    secure_boot_probes=None,
-    check_mode=False,
-    host="this node",
-) -> dict:
-    """Every decision of the nvidia_driver role for one node.
+@dataclass(frozen=True)
+class Settings:
+    """The role's variables the plan reads (roles/nvidia_driver/tasks/10-plan.yml passes each by
+    name), with Ansible's check mode and the inventory name."""
 
-    ``node``: preflight's wireup_node; ``packages``: the installed ones (parse_dpkg_status' dict).
-    Returns ``manage`` (False: GPU-less node or a driver the image brings, left alone), the lock
-    (``pin_file`` or ``pinning_package``), ``remove`` (other branches'/eras' metapackages and pinning
-    packages), ``install`` (specs still missing; empty on a converged node), ``names`` (the driver
-    metapackages, asked of apt before installing), ``fabricmanager`` ({name, version} or None),
-    ``hold``, ``services``, ``reboot`` and ``summary`` (the one-line report), ``error``.
-    """
-    if fabricmanager not in FABRICMANAGER_CHOICES:
-        raise DriverError(
-            f"nvidia_driver_fabricmanager={fabricmanager!r} is not one of "
-            f"{', '.join(FABRICMANAGER_CHOICES)}: "
-            "auto installs it where preflight found NVSwitches"
-        )
-    gpu = node.get("gpu") or {}
-    prefix = f"nvidia_driver on {host}: "
-    base = {
+    branch: str = "580"
+    flavor: str = "open"
+    source: str = "cuda"
+    version: str = ""
+    fabricmanager: str = "auto"
+    persistenced: bool = True
+    kernel_headers: bool = True
+    reboot: bool = False
+    secure_boot_check: bool = True
+    check_mode: bool = False
+    host: str = "this node"
+
+
+class PinFile(TypedDict):
+    packages: list[str]  # the apt preferences file's Package: patterns
+    version: str  # its Pin: version
+
+
+class FabricManager(TypedDict):
+    name: str
+    version: str  # the driver's exact upstream version ('' until apt's candidate says it)
+
+
+class RebootLines(TypedDict):
+    changed: str  # the report's last part when the driver changed
+    unchanged: str  # ... when it did not ('' when nothing waits for a reboot)
+
+
+class DriverPlan(TypedDict):
+    """``__nvidia_driver_plan``: what roles/nvidia_driver/tasks and templates read."""
+
+    manage: bool  # False: a GPU-less node, or a driver the image brings (left alone)
+    era: str  # pin-file or pinning-package
+    names: list[str]  # the driver metapackages (asked of apt before installing)
+    pin_file: PinFile | None
+    pinning_package: str
+    remove: list[str]  # other branches' and eras' packages
+    install: list[str]  # what dpkg lacks (empty on a converged node)
+    fabricmanager: FabricManager | None
+    hold: list[str]
+    services: list[str]
+    may_reboot: bool
+    error: str  # Secure Boot's verdict: stops before any change
+    summary: str
+    reboot: RebootLines
+    pin_file_removed: str  # the report's part when NVIDIA's pinning package replaced wireup's pin file
+    branch: str
+    host: str
+
+
+def _left_alone(s: Settings, summary: str) -> DriverPlan:
+    """The plan of a node whose driver the role does not manage."""
+    return {
         "manage": False,
         "era": "",
         "names": [],
@@ -252,121 +275,157 @@ def plan(
         "services": [],
         "may_reboot": False,
         "error": "",
-        "summary": "",
+        "summary": f"nvidia_driver on {s.host}: {summary}",
         "reboot": {"changed": "", "unchanged": ""},
         "pin_file_removed": "",
+        "branch": s.branch,
+        "host": s.host,
     }
-    if not gpu.get("present"):
-        return {**base, "summary": prefix + "skipped: no NVIDIA GPU found (PCI vendor 10de)"}
-    pkgs = packages_for(branch, flavor, node.get("cuda_repo_distro", ""), source, version)
-    names = pkgs["names"]
-    installed = _installed(packages)
-    driver = node.get("driver") or {}
-    have_driver = all(n in installed and _of(installed[n], branch, version) for n in names)
-    running = bool(driver.get("loaded")) and driver.get("branch") == branch
-    if running and not any(n in installed for n in names):
-        # A node image can bring its own driver (a mount, a .run install, another package):
-        # installing packages over it would break it.
-        module = driver.get("kernel_module", "")
-        return {
-            **base,
-            "summary": prefix
-            + f"driver {driver.get('version', '')} ({module} module) already running, branch {branch}, "
-            f"not installed from {', '.join(names)}: left alone"
-            + ("" if module == flavor else f" (nvidia_driver_flavor is {flavor})"),
-        }
-    error = ""
-    if node.get("secure_boot") is True and secure_boot_check:
-        error = secure_boot_verdict(secure_boot_probes)
-        error = f"{host}: {error}" if error else ""
 
-    wanted = {*names, pkgs["fabricmanager"], pkgs["pinning_package"]}
-    remove = sorted(
+
+def _image_driver(node: dict, s: Settings, names: list[str], installed: dict) -> str:
+    """Why a running driver is left alone ('' when the role manages it): a node image can bring its
+    own driver (a mount, a .run install, another package); installing packages over it would break it."""
+    driver = node.get("driver") or {}
+    running = bool(driver.get("loaded")) and driver.get("branch") == s.branch
+    if not running or any(n in installed for n in names):
+        return ""
+    module = driver.get("kernel_module", "")
+    return (
+        f"driver {driver.get('version', '')} ({module} module) already running, branch {s.branch}, "
+        f"not installed from {', '.join(names)}: left alone"
+        + ("" if module == s.flavor else f" (nvidia_driver_flavor is {s.flavor})")
+    )
+
+
+def _to_remove(installed: dict, pkgs: dict, branch: str) -> list[str]:
+    """Other branches' and eras' packages: branch-named ones, and the unversioned metapackages when
+    they carry another branch (up to 580 they may be what a branch-named metapackage depends on)."""
+    wanted = {*pkgs["names"], pkgs["fabricmanager"], pkgs["pinning_package"]}
+    return sorted(
         n
         for n, v in installed.items()
         if n not in wanted
         and (_BRANCH_NAMED_RE.fullmatch(n) or (n in UNVERSIONED_METAPACKAGES and not _of(v, branch, "")))
     )
+
+
+def _fabricmanager(s: Settings, gpu: dict, pkgs: dict, installed: dict, have_driver: bool):
+    """({name, version} or None, whether it is to install). Exactly the driver's version: known now
+    when the driver is installed (or pinned exactly), else read from apt's candidate (install_specs)."""
+    wanted = s.fabricmanager == "always" or (
+        s.fabricmanager == "auto" and int(gpu.get("nvswitch_count") or 0) > 0
+    )
+    if not wanted:
+        return None, False
+    name, names = pkgs["fabricmanager"], pkgs["names"]
+    version = s.version or (upstream_version(installed[names[0]]) if have_driver else "")
+    current = name in installed and version and upstream_version(installed[name]) == version
+    return {"name": name, "version": version}, not current
+
+
+def _to_install(s: Settings, node: dict, pkgs: dict, installed: dict, have_driver: bool) -> list[str]:
+    """The pinning package (first: apt's candidate is then of the branch), the kernel's headers and
+    the driver, each when dpkg lacks it."""
     install = []
     if pkgs["pinning_package"] and pkgs["pinning_package"] not in installed:
         install.append(pkgs["pinning_package"])
-    if kernel_headers:
+    if s.kernel_headers:
         headers = kernel_headers_package(node.get("kernel", ""))
         if headers not in installed:
             install.append(headers)
-    if not have_driver:
-        install += names
-    fm_wanted = fabricmanager == "always" or (
-        fabricmanager == "auto" and int(gpu.get("nvswitch_count") or 0) > 0
-    )
-    fm = None
-    if fm_wanted:
-        fm_name = pkgs["fabricmanager"]
-        # Exactly the driver's version: known now when the driver is installed (or pinned exactly),
-        # else read from apt's candidate when installing (install_specs).
-        fm_version = version or (upstream_version(installed[names[0]]) if have_driver else "")
-        fm = {"name": fm_name, "version": fm_version}
-        if not (fm_name in installed and fm_version and upstream_version(installed[fm_name]) == fm_version):
-            install.append(fm_name)
-    hold = names + ([fm["name"]] if fm else [])
-    if check_mode:  # dpkg holds only what it has: in --check, what is not installed yet is not held either
-        hold = [n for n in hold if n in installed]
-    systemd = node.get("service_mgr") == "systemd"
-    services = []
-    # In --check before the driver is installed the units do not exist yet: say so instead.
-    if systemd and (have_driver or not check_mode):
-        services = (["nvidia-persistenced"] if persistenced else []) + (
-            ["nvidia-fabricmanager"] if fm else []
-        )
+    return install + ([] if have_driver else list(pkgs["names"]))
 
-    would = "would " if check_mode else ""
-    parts = [f"branch {branch} ({', '.join(names)}"]
-    parts[0] += (
-        f", locked by {pkgs['pinning_package']})" if pkgs["pinning_package"] else f", pinned by {PIN_FILE})"
-    )
-    if remove:
-        parts.append(f"{would}remove {', '.join(remove)}")
-    if install:
-        parts.append(f"{would}install {', '.join(install)}")
-    if not remove and not install:
-        parts.append("installed")
-    if check_mode and not have_driver and services == [] and systemd:
+
+def _services(s: Settings, node: dict, have_driver: bool, fm) -> list[str]:
+    """The units to enable; in --check before the driver is installed they do not exist yet."""
+    if node.get("service_mgr") != "systemd" or not (have_driver or not s.check_mode):
+        return []
+    return (["nvidia-persistenced"] if s.persistenced else []) + (["nvidia-fabricmanager"] if fm else [])
+
+
+def _summary(s: Settings, node: dict, pkgs: dict, changes: tuple, have_driver: bool) -> str:
+    remove, install, services = changes
+    would = "would " if s.check_mode else ""
+    lock = f"locked by {pkgs['pinning_package']}" if pkgs["pinning_package"] else f"pinned by {PIN_FILE}"
+    parts = [f"branch {s.branch} ({', '.join(pkgs['names'])}, {lock})"]
+    parts += [f"{would}remove {', '.join(remove)}"] if remove else []
+    parts += [f"{would}install {', '.join(install)}"] if install else []
+    parts += [] if remove or install else ["installed"]
+    if s.check_mode and not have_driver and services == [] and node.get("service_mgr") == "systemd":
         parts.append("would enable its services once installed")
+    return f"nvidia_driver on {s.host}: " + "; ".join(parts)
+
+
+def _reboot_lines(s: Settings, node: dict, have_driver: bool) -> tuple[bool, RebootLines]:
+    """(whether the role may reboot the node, the report's reboot part after a change or without)."""
     is_local = bool(node.get("is_local"))
-    may_reboot = bool(reboot) and not is_local
+    may_reboot = bool(s.reboot) and not is_local
     how = (
         "this is the control node: reboot it yourself"
         if is_local
         else "rerun with -e nvidia_driver_reboot=true, or reboot it yourself"
     )
-    changed_text = (
-        f"{would}reboot to load branch {branch}"
-        if may_reboot
-        else f"reboot required to load driver branch {branch} ({how})"
+    required = f"reboot required to load driver branch {s.branch} ({how})"
+    driver = node.get("driver") or {}
+    running = bool(driver.get("loaded")) and driver.get("branch") == s.branch
+    changed = (
+        f"{'would ' if s.check_mode else ''}reboot to load branch {s.branch}" if may_reboot else required
     )
-    unchanged_text = (
-        f"reboot required to load driver branch {branch} ({how})" if have_driver and not running else ""
+    return may_reboot, {"changed": changed, "unchanged": required if have_driver and not running else ""}
+
+
+def plan(node: dict, packages=None, secure_boot_probes=None, **settings) -> DriverPlan:
+    """Every decision of the nvidia_driver role for one node.
+
+    ``node``: preflight's wireup_node; ``packages``: the installed ones (apt.parse_dpkg_status'
+    dict); ``secure_boot_probes``: the results of SECURE_BOOT_READS; ``settings``: Settings' fields.
+    A GPU-less node or a driver the image brings is left alone (``manage`` false, the one line why).
+    """
+    s = Settings(**settings)
+    if s.fabricmanager not in FABRICMANAGER_CHOICES:
+        raise DriverError(
+            f"nvidia_driver_fabricmanager={s.fabricmanager!r} is not one of "
+            f"{', '.join(FABRICMANAGER_CHOICES)}: auto installs it where preflight found NVSwitches"
+        )
+    gpu = node.get("gpu") or {}
+    if not gpu.get("present"):
+        return _left_alone(s, "skipped: no NVIDIA GPU found (PCI vendor 10de)")
+    pkgs = packages_for(s.branch, s.flavor, node.get("cuda_repo_distro", ""), s.source, s.version)
+    installed = _installed(packages)
+    have_driver = all(n in installed and _of(installed[n], s.branch, s.version) for n in pkgs["names"])
+    image = _image_driver(node, s, pkgs["names"], installed)
+    if image:
+        return _left_alone(s, image)
+    verdict = (
+        secure_boot_verdict(secure_boot_probes)
+        if node.get("secure_boot") is True and s.secure_boot_check
+        else ""
     )
+    fm, fm_missing = _fabricmanager(s, gpu, pkgs, installed, have_driver)
+    install = _to_install(s, node, pkgs, installed, have_driver) + ([fm["name"]] if fm_missing else [])
+    hold = pkgs["names"] + ([fm["name"]] if fm else [])
+    remove, services = _to_remove(installed, pkgs, s.branch), _services(s, node, have_driver, fm)
+    may_reboot, reboot = _reboot_lines(s, node, have_driver)
+    removed = f"wireup's pin file {PIN_FILE} {'would be ' if s.check_mode else ''}removed"
     return {
-        **base,
+        **_left_alone(s, ""),
         "manage": True,
         "era": pkgs["era"],
-        "names": names,
+        "names": pkgs["names"],
         "pin_file": pkgs["pin_file"],
         "pinning_package": pkgs["pinning_package"],
         "remove": remove,
         "install": install,
         "fabricmanager": fm,
-        "hold": hold,
+        # dpkg holds only what it has: in --check, what is not installed yet is not held either
+        "hold": [n for n in hold if n in installed] if s.check_mode else hold,
         "services": services,
         "may_reboot": may_reboot,
-        "error": error,
-        "summary": prefix + "; ".join(parts),
-        "reboot": {"changed": changed_text, "unchanged": unchanged_text},
-        "pin_file_removed": (
-            f"wireup's pin file {PIN_FILE} {'would be ' if check_mode else ''}removed "
-            f"({pkgs['pinning_package']} locks the branch)"
-        )
+        "error": f"{s.host}: {verdict}" if verdict else "",
+        "summary": _summary(s, node, pkgs, (remove, install, services), have_driver),
+        "reboot": reboot,
+        "pin_file_removed": f"{removed} ({pkgs['pinning_package']} locks the branch)"
         if pkgs["pinning_package"]
         else "",
     }
@@ -383,16 +442,44 @@ def _candidates(apt_show_text: str) -> dict:
     return found
 
 
+def _specs(the_plan: DriverPlan, pending: list[str], version: str, fm_version: str) -> list[str]:
+    """apt's specs: the driver at ``version``, Fabric Manager at ``fm_version`` (any build)."""
+    fm = the_plan.get("fabricmanager") or {}
+    return [
+        f"{p}={version}" if p in the_plan["names"] else f"{p}={fm_version}-*" if fm and p == fm["name"] else p
+        for p in pending
+    ]
+
+
+def _unavailable(the_plan: DriverPlan, version: str, apt_err: str) -> str:
+    names, branch = the_plan["names"], the_plan["branch"]
+    if version:
+        return f"apt offers {names[0]} {version}, not of branch {branch}"
+    said = str(apt_err).strip()
+    return f"{', '.join(names)} not available from {the_plan['host']}'s apt sources (apt said: {said})"
+
+
+class InstallSpecs(TypedDict):
+    """``__nvidia_driver_specs``: what roles/nvidia_driver/tasks and handlers read."""
+
+    specs: list[str]  # apt's NAME=VERSION specs
+    error: str  # stops the run
+    message: str  # what --check says instead of the plan's summary
+    driver: bool  # the driver packages themselves are among the specs (a reboot may follow)
+
+
+def _spec_answer(specs=(), error="", message="", driver=False) -> InstallSpecs:
+    return {"specs": list(specs), "error": error, "message": message, "driver": driver}
+
+
 def install_specs(
-    the_plan: dict,
+    the_plan: DriverPlan,
     apt_show_text: str,
     apt_rc: int = 0,
     apt_err: str = "",
     *,
     check_mode=False,
     lock_ready=True,
-    branch="580",
-    host="this node",
 ) -> dict:
     """The apt specs of the plan's ``install``, with the driver and Fabric Manager at apt's candidate
     version of the driver (under the branch lock) so both are the same version.
@@ -400,69 +487,39 @@ def install_specs(
     pinning package not installed yet, leaves apt's candidates unlocked: the versions are unknown and
     apt's own simulation would fail on dependencies of another branch).
     Returns {specs, error, message, driver}: ``error`` stops the run, ``message`` is what --check says
-    instead, ``driver`` whether the driver packages themselves are among the specs."""
-    names = the_plan["names"]
-    candidates = _candidates(apt_show_text)
-    version = candidates.get(names[0], "") if apt_rc == 0 else ""
-    of_branch = upstream_version(version).startswith(branch + ".")
+    instead, ``driver`` whether the driver packages themselves are among the specs (a reboot follows
+    a change of the driver itself, not of headers or Fabric Manager alone)."""
+    names, branch = the_plan["names"], the_plan["branch"]
     pending = [p for p in the_plan["install"] if p != the_plan.get("pinning_package")]
     fm = the_plan.get("fabricmanager") or {}
     if not set(names) & set(pending) and (not fm or fm.get("version")):
         # The driver is in place: only headers or Fabric Manager at the installed driver's version.
-        return {
-            "specs": [f"{p}={fm['version']}-*" if fm and p == fm["name"] else p for p in pending],
-            "error": "",
-            "message": "",
-            "driver": False,
-        }
+        return _spec_answer(_specs(the_plan, pending, "", fm.get("version", "")))
     lock = the_plan.get("pinning_package") or "the pin file"
     unlocked = not lock_ready or the_plan.get("pinning_package") in the_plan["install"]
+    exact = f"; the exact version of branch {branch} once {lock}"
     if check_mode and unlocked:
-        return {
-            "specs": [],
-            "error": "",
-            "message": the_plan["summary"]
-            + f"; the exact version of branch {branch} once {lock} is in place",
-            "driver": False,
-        }
-    if not version or not of_branch:
-        offered = (
-            f"apt offers {names[0]} {version}, not of branch {branch}"
-            if version
-            else f"{', '.join(names)} not available from {host}'s apt sources "
-            f"(apt said: {str(apt_err).strip()})"
+        return _spec_answer(message=f"{the_plan['summary']}{exact} is in place")
+    version = _candidates(apt_show_text).get(names[0], "") if apt_rc == 0 else ""
+    if version and upstream_version(version).startswith(branch + "."):
+        return _spec_answer(
+            _specs(the_plan, pending, version, fm.get("version") or upstream_version(version)), driver=True
         )
-        if check_mode:
-            return {
-                "specs": [],
-                "error": "",
-                "message": the_plan["summary"] + f"; the exact version of branch {branch} once {lock} and "
-                f"NVIDIA's repository are in place ({offered} now)",
-                "driver": False,
-            }
-        return {
-            "specs": [],
-            "error": f"{offered}: check nvidia_driver_branch / nvidia_driver_version / "
-            "nvidia_driver_flavor and, "
-            "with nvidia_driver_source: cuda, cuda_repo_base_url (cuda_repo runs before nvidia_driver in "
-            "site.yml; with --tags, add cuda_repo)",
-            "message": "",
-            "driver": False,
-        }
-    fm_version = fm.get("version") or upstream_version(version)
-    specs = []
-    for item in pending:
-        if item in names:
-            specs.append(f"{item}={version}")
-        elif fm and item == fm.get("name"):
-            specs.append(f"{item}={fm_version}-*")
-        else:
-            specs.append(item)
-    # A reboot follows a change of the driver itself (not of headers or Fabric Manager alone).
-    return {"specs": specs, "error": "", "message": "", "driver": True}
+    offered = _unavailable(the_plan, version, apt_err)
+    if check_mode:
+        return _spec_answer(
+            message=f"{the_plan['summary']}{exact} and NVIDIA's repository are in place ({offered} now)"
+        )
+    return _spec_answer(
+        error=f"{offered}: check nvidia_driver_branch / nvidia_driver_version / nvidia_driver_flavor "
+        "and, with nvidia_driver_source: cuda, cuda_repo_base_url (cuda_repo runs before nvidia_driver in "
+        "site.yml; with --tags, add cuda_repo)"
+    )
 
 
-def report(the_plan: dict, driver_changed: bool = False, pin_file_removed: bool = False, note="") -> str:
+def report(
+    the_plan: DriverPlan, driver_changed: bool = False, pin_file_removed: bool = False, note=""
+) -> str:
     """The run's one line for a node, after the tasks ran (``note``: install_specs' --check message,
     which then replaces the plan's summary)."""
     line = note or the_plan["summary"]
