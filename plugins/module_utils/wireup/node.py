@@ -134,9 +134,14 @@ def parse_proc_driver_version(text: str) -> dict:
     }
 
 
+_DRIVER_BRANCH_RE = re.compile(r"(\d+)(?:\.\d+)*")
+
+
 def driver_branch(version: str) -> str:
-    """'580.159.04' -> '580'."""
-    return version.split(".", 1)[0] if version else ""
+    """The branch of a driver version: '580.159.04' -> '580', '580' -> '580'; '' for anything else
+    ('[N/A]', ''). The one reading of it: preflight's facts and pytorch_venv's wheel choice."""
+    match = _DRIVER_BRANCH_RE.fullmatch(str(version or "").strip())
+    return match.group(1) if match else ""
 
 
 _NVCC_RE = re.compile(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)")
