@@ -163,7 +163,7 @@ def test_reuse_preinstalled_torch_from_a_base_venv(testbed, wheelhouse):
         == {}
     )
     assert second.task_results("PyTorch venv | Provide torchrun for the reused torch") == {}
-    assert second.task_results("PyTorch venv | Build the venv and install what it lacks") == {}
+    assert second.task_results("PyTorch venv | Build the venv where it lacks something") == {}
     first_torchrun = first.task_results("PyTorch venv | Provide torchrun for the reused torch")
     assert first_torchrun[node].get("changed"), first_torchrun
     reused = second.task_results(REPORT_TASK)[node]["msg"]

@@ -97,7 +97,7 @@ CONVERGED_SKIPS = [
     "NCCL | Ask the venv which NCCL torch uses",
     "PyTorch venv | Install venv support for the system Python",
     "PyTorch venv | Install with pip (torch, the extras, or the hash-checked requirements)",
-    "PyTorch venv | Build the venv and install what it lacks",
+    "PyTorch venv | Build the venv where it lacks something",
     "CUDA repo | Add the verified key and the deb822 source, install the toolkit",
 ]
 

@@ -423,11 +423,10 @@ def test_verified_reads_the_real_verification_script():
 
 def test_the_build_runs_only_for_what_the_probe_finds_the_venv_lacking():
     """The probe says what the venv is (its python, pyvenv.cfg's flag, the .pth's folders,
-    torchrun, the local fact); the build's one include runs only for a difference or a pin pip must
-    install. Folders' modes and owners are not read: the file task keeps them
+    torchrun, the local fact); the build's one include runs only for a difference. Folders' modes and owners are not read: the file task keeps them
     on every run (issue 24: no second idempotency model)."""
     converged = _plan()
-    assert converged["changes"] == [] and converged["build"] is False
+    assert converged["changes"] == [] and converged["pip"]["run"] is False
     venv = json.loads(_probe("converged")["stdout_lines"][0])["venv"]
     pth = converged["pth"]["path"]
     for change, named in (
@@ -436,9 +435,9 @@ def test_the_build_runs_only_for_what_the_probe_finds_the_venv_lacking():
         ({"pth": ["/elsewhere"]}, pth),  # a stale link to a base virtualenv
     ):
         plan = _plan(_probe("converged", venv={**venv, **change}))
-        assert plan["changes"] == [named] and plan["build"] is True, (change, plan["changes"])
+        assert plan["changes"] == [named], (change, plan["changes"])
     apt = _plan(settings=_settings(pytorch_venv_os_packages=["python3-dev"]))
-    assert apt["changes"] == ["apt packages python3-dev"] and apt["build"] is True
+    assert apt["changes"] == ["apt packages python3-dev"]
     # The local fact: written when the verification's info differs from the one the probe read.
     info = json.loads(_probe("converged")["stdout_lines"][0])["fact"]
     assert converged["fact_now"] == info

@@ -798,8 +798,7 @@ class VenvPlan(TypedDict):
     preinstalled: dict
     notes: list[str]
     pip: PipPlan
-    build: bool  # whether the build steps run at all (changes, or a pin pip must install)
-    changes: list[str]  # what the venv lacks (_venv_changes)
+    changes: list[str]  # what the venv lacks (_venv_changes): the build steps run for any
     verify: bool
     skip_verify: str
     verify_env: dict
@@ -824,7 +823,6 @@ def _refused(errors: list[str], choice: dict, gpu: dict) -> VenvPlan:
         "preinstalled": {},
         "notes": [],
         "pip": {},  # type: ignore[typeddict-item]
-        "build": False,
         "changes": [],
         "verify": False,
         "skip_verify": "",
@@ -840,8 +838,8 @@ def plan(probe_result, settings, node, check_mode=False, controller=None) -> Ven
 
     probe_result: the registered result of files/probe_python.py (run by the base interpreter);
     settings: Settings' fields; node: preflight's wireup_node; check_mode: ansible's; controller:
-    see input_errors. ``build`` says whether the build steps run at all: the venv lacks something
-    (``changes``) or pip has a pin to install."""
+    see input_errors. The venv's build steps run only for what it lacks (``changes``), pip only for
+    a pin it lacks (``pip.run``)."""
     s, node = Settings(**settings), node or {}
     gpu = node.get("gpu") or {}
     choice = _choice(s, node)
@@ -887,7 +885,6 @@ def plan(probe_result, settings, node, check_mode=False, controller=None) -> Ven
         verify=the_plan["venv_ready"] and not (check_mode and pip["run"]),
     )
     the_plan["changes"] = _venv_changes(the_plan, venv)
-    the_plan["build"] = bool(the_plan["changes"] or pip["run"])
     return the_plan
 
 
