@@ -420,7 +420,18 @@ def how_it_ended(status: dict) -> str:
     }.get(status.get("state"), f"exited with code {status.get('rc')}")
 
 
-def job_verdict(states: dict, play_hosts=None, timeout: float = 0) -> dict:
+class Verdict(TypedDict):
+    """A run's verdict (``__torchrun_launch_verdict``): over, how it went, who failed first."""
+
+    over: bool
+    ok: bool
+    first_failure: str
+    timed_out: bool
+    running: list[str]
+    reason: str
+
+
+def job_verdict(states: dict, play_hosts=None, timeout: float = 0) -> Verdict:
     """Whether a running job is over, and how it went.
 
     ``states`` maps each job host to its last ``wireup-jobctl status`` (state, rc, ended,
@@ -1012,7 +1023,21 @@ def run_id_errors(run_id, var: str = "torchrun_launch_run_id") -> list[str]:
     return []
 
 
-def parse_status(stdout: str) -> dict:
+class RunStatus(TypedDict, total=False):
+    """A node's run as ``wireup-jobctl status`` says it (and stop, which ends with it)."""
+
+    state: str  # running, exited, lost, stopped, missing (gone: left the play; unknown: no answer)
+    rc: int | None
+    started: float
+    ended: float | None
+    elapsed: float
+    log: str  # the node's log of the run
+    reason: str
+    said: list[str]  # lines before the status line
+    tail: list[str]  # the log's last lines after it
+
+
+def parse_status(stdout: str) -> RunStatus:
     """A ``wireup-jobctl`` answer: its first line that is a JSON object is the run's status
     (``stop`` prints what it did before it, ``status ... WAIT LINES`` the log's last lines after
     it, in ``tail``). ``{"state": "unknown"}`` when there is none."""
@@ -1129,7 +1154,20 @@ def precheck_errors(plan_: dict, host: str, play_hosts, **probes) -> list[str]:
     )
 
 
-def node_result(plan_: dict, host: str, status: dict, verdict: dict, **extra) -> dict:
+class NodeResult(RunStatus, total=False):
+    """``__torchrun_launch_result``: one node's part of a run (its status, where its log went)."""
+
+    host: str
+    node_rank: int
+    nproc: int
+    node_log: str  # the log on the node
+    verdict: dict  # the run's verdict without its nodes
+    slurm_job_id: str
+    slurm_state: str
+    step: str
+
+
+def node_result(plan_: dict, host: str, status: dict, verdict: dict, **extra) -> NodeResult:
     """What one node of a run reports (``__torchrun_launch_result``; the bench role reads ``log``)."""
     node = plan_.get("nodes", {}).get(host, {})
     out = {k: v for k, v in (status or {}).items() if k not in ("said", "tail")}
@@ -1194,9 +1232,14 @@ def summary(plan_: dict, results: dict, verdict: dict, **run) -> dict:
     return {**out, **_drained(plan_, r.drain)}
 
 
+class Report(TypedDict):
+    ok: str  # the node's line
+    failed: str  # the failure message: the reason and the failing node's log tail
+
+
 def report(
     plan_: dict, result: dict, verdict: dict, *, log_text: str = "", tail: int = 40, timeout=0
-) -> dict:
+) -> Report:
     """{"ok": the node's line (the master's also says where the logs are), "failed": the failure
     message: the reason and the failing node's log tail, or on the others whom they followed}."""
     host, job, run_id = result.get("host"), plan_.get("job"), plan_.get("run_id")
@@ -1416,7 +1459,22 @@ class JobsOptions:
     check_mode: bool = False
 
 
-def jobs_plan(plan_: dict, action: str, run_id: str = "", **options) -> dict:
+class JobsPlan(TypedDict):
+    """``__torchrun_launch_jobs``: what jobs.yml does on every node."""
+
+    action: str
+    job: str
+    run_id: str
+    results: str
+    argv: list[str]  # the one wireup-jobctl call
+    errors: list[str]
+    hosts: list[str]  # those the call runs on
+    master: str
+    not_part: dict  # hosts of the group the run did not run on -> why
+    notes: list[str]
+
+
+def jobs_plan(plan_: dict, action: str, run_id: str = "", **options) -> JobsPlan:
     """What jobs.yml does on every node (``options``: JobsOptions' fields): ``argv`` of its one
     wireup-jobctl call for ``action`` (status, logs, stop, list; in check mode a stop only reads the
     status), the run, its hosts, its results folder, and the errors that stop it.
@@ -1460,7 +1518,15 @@ def jobs_plan(plan_: dict, action: str, run_id: str = "", **options) -> dict:
     }
 
 
-def _answer(lines=(), errors=(), status=None) -> dict:
+class JobsNode(TypedDict):
+    """One node's answer to jobs.yml (``__node``)."""
+
+    errors: list[str]
+    status: dict
+    lines: list[str]
+
+
+def _answer(lines=(), errors=(), status=None) -> JobsNode:
     return {"errors": list(errors), "status": status or {}, "lines": list(lines)}
 
 
@@ -1481,7 +1547,7 @@ def _unanswered(jobs: dict, host: str, result: dict, jobctl: str) -> dict | None
     return None
 
 
-def jobs_node(jobs: dict, host: str, result: dict, jobctl: str, gpus_text: str = "") -> dict:
+def jobs_node(jobs: dict, host: str, result: dict, jobctl: str, gpus_text: str = "") -> JobsNode:
     """One node's answer to jobs.yml: {"errors", "status", "lines"} (its status line, then the
     log's last lines; for list, how many runs it has; for a host of the group the run did not run
     on, that it is not part of it, and why)."""

@@ -486,7 +486,23 @@ def pip_missing(requirements, installed) -> list:
     return [req for req in requirements or [] if not pip_satisfied(req, installed)]
 
 
-def fact(report, choice, decision, venv_path, python_executable="") -> dict:
+class TorchInfo(TypedDict):
+    """pytorch_venv_info (and the local fact wireup_torch): what the venv's torch is."""
+
+    venv: str
+    python: str
+    torch_version: str
+    torch_path: str
+    cuda_version: str
+    nccl_version: str
+    cuda_available: bool
+    device_count: int
+    variant: str
+    preinstalled: bool
+    base_python: str
+
+
+def fact(report, choice, decision, venv_path, python_executable="") -> TorchInfo:
     """The pytorch_venv_info fact (and the local fact file's content): stable values only."""
     report = report or {}
     decision = decision or {}
@@ -1025,7 +1041,7 @@ class Verified(TypedDict):
     """``__pytorch_venv_verified``: what roles/pytorch_venv/tasks/30-verify.yml reads."""
 
     problems: list[str]
-    info: dict  # the pytorch_venv_info fact ({} when the verification was skipped)
+    info: TorchInfo  # the pytorch_venv_info fact ({} when the verification was skipped)
     summary: str
     write_fact: bool  # the local fact differs from info (the probe read it before)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import shlex
 from datetime import UTC, datetime
+from typing import TypedDict
 
 from . import validate
 
@@ -196,6 +197,22 @@ def first_failed_step(batch_output: str) -> str:
     return ""
 
 
+class SlurmVerdict(TypedDict):
+    """A Slurm job's verdict (``__torchrun_launch_verdict`` on the Slurm path): launch.Verdict's keys,
+    Slurm's job, and each node's state in wireup-jobctl's shape (with its step and Slurm state)."""
+
+    over: bool
+    ok: bool
+    first_failure: str
+    timed_out: bool
+    running: list[str]
+    reason: str
+    job_id: str
+    job_state: str
+    job_exit_code: str
+    nodes: dict
+
+
 _PENDING = {"state": "running", "rc": None, "ended": None, "slurm_state": "PENDING", "step": ""}
 _MISSING = {"state": "missing", "rc": None, "ended": None, "slurm_state": "", "step": ""}
 
@@ -282,7 +299,7 @@ def _reason(job, nodes: dict, facts: dict) -> str:
 
 def job_verdict(
     sacct_text: str, hosts, names=None, *, timed_out: bool = False, first_failed: str = ""
-) -> dict:
+) -> SlurmVerdict:
     """How a Slurm job of job.sbatch went, per node, from sacct's rows.
 
     ``hosts``: the job's inventory hosts; ``names``: {host: Slurm node name} (default: the host's
@@ -388,7 +405,20 @@ def sbatch_options(options) -> list[str]:
     ]
 
 
-def run_plan(sbatch_stdout: str, plan: dict, *, timeout=1800, poll_interval=5, stop_grace=15) -> dict:
+class SlurmRun(TypedDict):
+    """``__slurm`` (slurm.yml combines it into ``__plan``): the Slurm path's decisions once sbatch
+    answered."""
+
+    job_id: str
+    run_id: str  # slurm-JOBID
+    results: str  # the controller's folder of the run
+    sacct_argv: list[str]
+    looks: int  # sacct looks that fit in torchrun_launch_timeout (at least one)
+    cancel_looks: int  # looks after a scancel
+    errors: list[str]
+
+
+def run_plan(sbatch_stdout: str, plan: dict, *, timeout=1800, poll_interval=5, stop_grace=15) -> SlurmRun:
     """The Slurm path's decisions once sbatch answered: the job id, the run id and results folder
     (JOB-slurm-ID), sacct's argv, how many looks fit in torchrun_launch_timeout (at least one; the
     last one ends the wait whatever it says) and how many after a scancel; errors when sbatch
@@ -477,7 +507,15 @@ def parse_show_node(text: str) -> dict:
     return nodes
 
 
-def drain_plan(drain, show_result=None, *, check_mode: bool = False) -> dict:
+class DrainPlan(TypedDict):
+    """``__torchrun_launch_drain``: what the drain step does."""
+
+    drain: list[dict]  # launch.health_plan's items to drain now ({host, node, reason, argv})
+    nodes: dict  # node -> {host, action (drain, drained_already, kept), state, slurm_reason, reason}
+    show: list[str]  # a line per node
+
+
+def drain_plan(drain, show_result=None, *, check_mode: bool = False) -> DrainPlan:
     """What torchrun_launch_drain_failed does with each node the launch plan would drain
     (``drain``: launch.health_plan's [{host, node, reason, argv}]), given their Slurm state
     (``show_result``: the registered ``scontrol show node -o NODES``; its stdout, rc, stderr).
