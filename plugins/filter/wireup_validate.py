@@ -13,6 +13,7 @@ if _UTILS not in sys.path:
 
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from wireup_plugin import wrap as _wrap
 
 from wireup import node, validate
 
@@ -35,10 +36,6 @@ def wireup_cluster_errors(groups, node_group, master_host, addresses=None, hostn
     return validate.validate_cluster(
         dict(groups), node_group, master_host, addresses, dict(hostnames) if hostnames else None
     )
-
-
-def wireup_version_in(version, spec):
-    return validate.check_version_range(str(version), str(spec))
 
 
 def wireup_master(members, master_host):
@@ -116,10 +113,10 @@ def wireup_inventory_errors(hosts, hostvars, groups, node_group, master_host="",
 
 class FilterModule:
     def filters(self):
-        return {
+        filters = {
             "wireup_inventory_errors": wireup_inventory_errors,
             "wireup_cluster_errors": wireup_cluster_errors,
-            "wireup_version_in": wireup_version_in,
             "wireup_master": wireup_master,
             "wireup_node_summary": wireup_node_summary,
         }
+        return {name: _wrap(func) for name, func in filters.items()}
