@@ -424,7 +424,7 @@ def test_verified_reads_the_real_verification_script():
 def test_the_build_runs_only_for_what_the_probe_finds_the_venv_lacking():
     """The probe says what the venv is (its python, pyvenv.cfg's flag, the .pth's folders,
     torchrun, the local fact); the build's one include runs only for a difference. Folders' modes
-    and owners are not read: the file task keeps them on every run (issue 24: no second idempotency
+    and owners are not read: the file task keeps the venv's on every run (issue 24: no second idempotency
     model)."""
     converged = _plan()
     assert converged["changes"] == [] and converged["pip"]["run"] is False

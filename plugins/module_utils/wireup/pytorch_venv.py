@@ -761,8 +761,8 @@ def _venv_tools(s: Settings, probe: dict, apt: list[str], needs_pip: bool) -> tu
 def _venv_changes(the_plan: dict, venv: dict) -> list[str]:
     """What the venv lacks, from the probe's read of it (``venv``): its python, the
     system-site-packages flag python -m venv wrote, the base's site folders in the .pth (or a stale
-    .pth), torchrun for a reused torch. Folders' modes and owners are the file task's, run every
-    time; contents are the builtins' own whenever the build runs."""
+    .pth), torchrun for a reused torch. The venv folder's mode and owner are the file task's, run
+    every time; contents are the builtins' own whenever the build runs."""
     changes = [f"apt packages {', '.join(the_plan['apt'])}"] if the_plan["apt"] else []
     if not venv.get("python"):
         return [*changes, "the venv's python"]
@@ -818,7 +818,7 @@ class VenvPlan(TypedDict):
     verify: bool
     skip_verify: str
     verify_env: dict
-    dirs: list[dict]  # {path, owner, group}: the venv's folder and the local facts folder
+    dirs: list[dict]  # {path, owner, group}: the venv's folder (made every run), the local facts folder
     fact_path: str
     fact_now: dict | None  # the local fact as the probe read it
 
