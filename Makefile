@@ -16,7 +16,7 @@ TESTBED_INVENTORY := .testbed/$(TESTBED)/inventory.yml
 RUN_INVENTORY = $(if $(INVENTORY),$(INVENTORY),$(TESTBED_INVENTORY))
 ENTRY_PLAYBOOKS := site.yml bench.yml launch.yml jobs.yml
 
-.PHONY: help venv deps run lint unit integration test testbed-up testbed-down bench-provision clean
+.PHONY: help venv deps run lint metrics unit collection sanity integration test testbed-up testbed-down bench-provision clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -53,8 +53,9 @@ LAUNCH_ARGS ?= $(if $(INVENTORY),,-e wireup_nproc_per_node=2 -e torchrun_launch_
 # ansible-playbook run by hand keeps Ansible's own output: only this target summarises. The inner
 # make takes the venv as run found it (run's own prerequisite already checked it).
 RUN_DIR := results/run-$(shell date -u +%Y%m%dT%H%M%SZ)
-# Standard library only: the system's python3, from this Makefile's folder whatever the cwd.
-RUN_SUMMARY = PYTHONPATH=$(REPO_DIR)plugins/module_utils $(PYTHON) -m wireup.runsummary
+# Standard library only: the system's python3, from this Makefile's folder whatever the cwd (the
+# collection's name through the link in .collections; plain namespace packages, no Ansible).
+RUN_SUMMARY = PYTHONPATH=$(REPO_DIR).collections $(PYTHON) -m ansible_collections.wireup.cluster.plugins.module_utils.wireup.runsummary
 # $(call RUN_PHASE,name,command): run command, tee'd into RUN_DIR/name.log, noted in phases.tsv.
 RUN_PHASE = ( t0=$$(date +%s); rc=0; { $(2); } 2>&1 | $(RUN_SUMMARY) tee $(RUN_DIR)/$(1).log || rc=$$?; \
   printf '%s\t%s\t%s\n' $(1) $$rc $$(( $$(date +%s) - t0 )) >>$(RUN_DIR)/phases.tsv; [ $$rc -eq 0 ] )
@@ -74,15 +75,16 @@ lint: venv  ## static checks: ansible-lint (production), yamllint, ruff, syntax-
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-lint --strict
-	# Every module's DOCUMENTATION and every role's argument_specs render (ansible-doc).
-	for module in plugins/modules/*.py; do \
-	  $(BIN)/ansible-doc -M plugins/modules "$$(basename "$$module" .py)" >/dev/null; \
-	done
-	$(BIN)/ansible-doc -t role -r roles $$(ls roles) >/dev/null
+	# Every module's DOCUMENTATION and every role's argument_specs render (ansible-doc), by FQCN.
+	$(BIN)/ansible-doc $$(ls plugins/modules | sed -n 's/^\(.*\)\.py$$/wireup.cluster.\1/p') >/dev/null
+	$(BIN)/ansible-doc -t role $$(ls roles | sed 's/^/wireup.cluster./') >/dev/null
 	for playbook in $(ENTRY_PLAYBOOKS); do \
 	  $(BIN)/ansible-playbook -i inventory/local.yml --syntax-check $$playbook; \
 	  $(BIN)/ansible-playbook -i inventory/example --syntax-check $$playbook; \
 	done
+
+metrics: venv  ## the code's shape (docs/DEVELOPING.md "Shape"): function lengths, complexity, task YAML, duplicates
+	$(BIN)/python -m tests.metrics
 
 # Both suites run on 2 workers (pytest-xdist). The integration suite's modules are grouped by the
 # testbed they use (tests/integration/conftest.py: OWN_TESTBEDS), so each testbed comes up once.
@@ -109,10 +111,32 @@ integration: venv  ## integration tests on the local testbed (root)
 	$(BIN)/python .ci/times.py $(CI_TIMES)/integration.xml $(CI_TIMES)/integration-alone.xml; \
 	exit $$rc
 
+# The repository is the collection wireup.cluster (galaxy.yml). `collection` builds its artifact into
+# results/collection/; `sanity` installs it into a temporary .../ansible_collections/wireup/cluster
+# (ansible-test runs only there) and runs ansible-test sanity on it for the venv's Python.
+# ansible-test makes a venv per sanity test (~/.ansible/test/venv) and fills it from PyPI; it
+# bootstraps pip with a get-pip.py from a host CI cannot reach, so .ci/get_pip.py stands in for it
+# (ANSIBLE_TEST_PIP: ansible-test's pip, tests/unit/test_collection.py keeps it in step).
+COLLECTION_DIR := results/collection
+ANSIBLE_TEST_PIP := 24.2
+GET_PIP := $(HOME)/.ansible/test/cache/get_pip_$(subst .,_,$(ANSIBLE_TEST_PIP)).py
+
+collection: venv  ## build the collection's artifact (ansible-galaxy collection build) into results/collection/
+	rm -rf $(COLLECTION_DIR) && mkdir -p $(COLLECTION_DIR)
+	$(BIN)/ansible-galaxy collection build --output-path $(COLLECTION_DIR) .
+
+sanity: collection  ## ansible-test sanity on the built collection (needs PyPI the first time)
+	[ -e $(GET_PIP) ] || install -D -m 0644 .ci/get_pip.py $(GET_PIP)
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	ANSIBLE_COLLECTIONS_PATH=$$tmp $(BIN)/ansible-galaxy collection install -p $$tmp $(COLLECTION_DIR)/wireup-cluster-*.tar.gz && \
+	cd $$tmp/ansible_collections/wireup/cluster && \
+	$(abspath $(BIN))/ansible-test sanity --color no \
+	  --python $$($(abspath $(BIN))/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+
 # What CI runs (.ci/run), from a fresh clone: the venv, the system packages (deps), then every
 # check; a check that would skip fails instead (WIREUP_NO_SKIP, tests/conftest.py).
 test: export WIREUP_NO_SKIP := 1
-test: venv deps unit integration  ## everything: installs what it needs, then static checks, unit and integration tests
+test: venv deps unit sanity integration  ## everything: installs what it needs, then static checks, unit tests, the collection's sanity and integration tests
 
 bench-provision: venv  ## provisioning-speed benchmark on the local testbed (root; ~30-40 min; docs/performance.md)
 	$(BIN)/python -m tests.perf.provision_bench $(BENCH_ARGS)

@@ -4,7 +4,10 @@ import sys
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "plugins" / "module_utils"))
+# wireup as the collection wireup.cluster (.collections/ansible_collections/wireup/cluster links to the
+# repository root): tests import ansible_collections.wireup.cluster.plugins.module_utils.wireup.*, the
+# same modules the plugins import.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / ".collections"))
 
 
 # `make test` (and CI) set WIREUP_NO_SKIP=1 after installing every tool the checks use (make deps):

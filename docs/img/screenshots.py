@@ -20,8 +20,8 @@ import tempfile
 from PIL import Image
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
-from wireup import report  # noqa: E402
+sys.path.insert(0, str(ROOT / ".collections"))
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import report  # noqa: E402
 
 OUT = ROOT / "docs" / "img"
 REPORT = ROOT / "docs/example-h200x2/healthy/report.html"

@@ -35,6 +35,7 @@ import math
 import os
 import sys
 import time
+import types
 
 CONFIGS = ("compute", "none", "fp16", "bf16", "powersgd")
 HOOKS = ("none", "fp16", "bf16", "powersgd")
@@ -154,9 +155,26 @@ def parse_args(argv=None):
     return args
 
 
-def main(argv=None):
-    args = parse_args(argv)
+def _device(torch, use_cuda, local_rank):
+    """This rank's device: its GPU (made current), or the CPU."""
+    if not use_cuda:
+        return torch.device("cpu")
+    torch.cuda.set_device(local_rank)
+    return torch.device("cuda", local_rank)
 
+
+def _nccl_version(torch, use_cuda):
+    """The NCCL torch bundles ('2.28.9'), '' without CUDA."""
+    if not (use_cuda and hasattr(torch.cuda, "nccl")):
+        return ""
+    version = torch.cuda.nccl.version()
+    return ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
+
+
+def setup(args):
+    """The process group joined, with what every model size shares: torch and its modules, use_cuda,
+    backend, device, local_rank, rank, world, nnodes, torch's NCCL version, the model sizes, the
+    default width, the batch per rank and the precision, in one namespace."""
     import torch
     import torch.distributed as dist
     from torch import nn
@@ -165,149 +183,177 @@ def main(argv=None):
     use_cuda = torch.cuda.is_available() and args.backend != "gloo"
     backend = args.backend if args.backend != "auto" else ("nccl" if use_cuda else "gloo")
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if use_cuda:
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-    else:
-        device = torch.device("cpu")
+    device = _device(torch, use_cuda, local_rank)
     dist.init_process_group(backend=backend, device_id=device if use_cuda else None)
-    rank, world = dist.get_rank(), dist.get_world_size()
-    nnodes = int(os.environ.get("GROUP_WORLD_SIZE", os.environ.get("WIREUP_NNODES", "1")))
-    nccl_version = ""
-    if use_cuda and hasattr(torch.cuda, "nccl"):
-        version = torch.cuda.nccl.version()
-        nccl_version = ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
-    sizes = [
-        parse_count(p)
-        for p in (("500M" if use_cuda else "1M") if args.params == "auto" else args.params).split(",")
-    ]
-    width_default = 4096 if use_cuda else 512
-    batch = args.batch or (4096 if use_cuda else 64)
-    # GPUs: fp32 weights and gradients, bf16 compute (autocast), as mixed-precision training runs.
-    precision = "bf16-autocast" if use_cuda else "fp32"
+    asked = ("500M" if use_cuda else "1M") if args.params == "auto" else args.params
+    return types.SimpleNamespace(
+        torch=torch,
+        dist=dist,
+        nn=nn,
+        ddp_class=DistributedDataParallel,
+        use_cuda=use_cuda,
+        backend=backend,
+        device=device,
+        local_rank=local_rank,
+        rank=dist.get_rank(),
+        world=dist.get_world_size(),
+        nnodes=int(os.environ.get("GROUP_WORLD_SIZE", os.environ.get("WIREUP_NNODES", "1"))),
+        nccl_version=_nccl_version(torch, use_cuda),
+        sizes=[parse_count(p) for p in asked.split(",")],
+        width_default=4096 if use_cuda else 512,
+        batch=args.batch or (4096 if use_cuda else 64),
+        # GPUs: fp32 weights and gradients, bf16 compute (autocast), as mixed-precision training runs.
+        precision="bf16-autocast" if use_cuda else "fp32",
+    )
 
-    if rank == 0:
-        seen = {k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_PREFIXES)}
-        print(
-            json.dumps({"wireup_bench_env": seen, "tuned_env": os.environ.get("WIREUP_NCCL_TUNED_ENV", "")}),
-            flush=True,
-        )
 
-    def autocast():
-        if use_cuda:
-            return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+def print_env():
+    """The environment line (rank 0): the recorded variables and the tuned env file launch.sh sourced."""
+    seen = {k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_PREFIXES)}
+    print(
+        json.dumps({"wireup_bench_env": seen, "tuned_env": os.environ.get("WIREUP_NCCL_TUNED_ENV", "")}),
+        flush=True,
+    )
 
-    def sync():
-        if use_cuda:
-            torch.cuda.synchronize(device)
 
-    def build(width, layers):
-        torch.manual_seed(1234)  # the same weights on every rank and configuration
-        blocks = []
-        for _ in range(layers):
-            linear = nn.Linear(width, width, device=device)  # made and initialised in place
-            nn.init.kaiming_normal_(linear.weight, nonlinearity="relu")  # keeps activations O(1)
-            nn.init.zeros_(linear.bias)
-            blocks += [linear, nn.ReLU()]
-        return nn.Sequential(*blocks)
+def sync(rig):
+    if rig.use_cuda:
+        rig.torch.cuda.synchronize(rig.device)
 
-    def step(ddp, optimizer, quiet_comm, data):
-        optimizer.zero_grad(set_to_none=True)
-        with autocast():
-            if quiet_comm:
-                with ddp.no_sync():
-                    loss = ddp(data).float().pow(2).mean()
-                    loss.backward()
-            else:
-                loss = ddp(data).float().pow(2).mean()
-                loss.backward()
-        optimizer.step()
 
-    out_lines = []
-    for params in sizes:
-        width, layers = plan_model(params, args.width or width_default)
-        configs = {}
-        runs = {}
-        grad_bytes = 0
-        actual = 0
-        # compute-only runs on the model of the plain DDP step (no hook), under no_sync(); every
-        # hook gets a model and DDP wrapper of its own (a DDP model takes one hook, once).
-        for hook in ["none", *[h for h in args.hook_list if h != "none"]]:
-            why = hook_unavailable(hook, backend)
-            if why:
-                configs[hook] = {"skipped": why}
-                continue
-            model = build(width, layers)
-            actual = sum(p.numel() for p in model.parameters())
-            grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-            ddp = DistributedDataParallel(
-                model, device_ids=[local_rank] if use_cuda else None, bucket_cap_mb=args.bucket_cap_mb
-            )
-            register_hook(ddp, hook, args.powersgd_rank)
-            optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-6)
-            if hook == "none":
-                runs["compute"] = (ddp, optimizer, True)
-            if hook in args.hook_list:
-                runs[hook] = (ddp, optimizer, False)
-        gen = torch.Generator(device="cpu").manual_seed(4321 + rank)
-        data = torch.randn(batch, width, generator=gen).to(device)
-        names = list(runs)
-        for _ in range(args.warmup):
-            for name in names:
-                step(*runs[name], data)
-        sync()
-        dist.barrier()
-        # Interleaved, in an order that rotates each round: a busy moment of the machine (a shared
-        # CPU, another job's traffic) falls on every configuration alike instead of on one of them.
-        times = {name: [] for name in names}
-        for i in range(args.iters):
-            k = i % len(names)
-            for name in names[k:] + names[:k]:
-                sync()
-                begin = time.perf_counter()
-                step(*runs[name], data)
-                sync()
-                times[name].append(time.perf_counter() - begin)
+def build(rig, width, layers):
+    """The synthetic model: layers of Linear(width, width) + ReLU, the same weights on every rank
+    and configuration."""
+    nn = rig.nn
+    rig.torch.manual_seed(1234)
+    blocks = []
+    for _layer in range(layers):
+        linear = nn.Linear(width, width, device=rig.device)  # made and initialised in place
+        nn.init.kaiming_normal_(linear.weight, nonlinearity="relu")  # keeps activations O(1)
+        nn.init.zeros_(linear.bias)
+        blocks += [linear, nn.ReLU()]
+    return nn.Sequential(*blocks)
+
+
+def step(rig, run, data):
+    """One training step of a run (ddp, optimizer, quiet_comm: under no_sync(), no all-reduce)."""
+    ddp, optimizer, quiet_comm = run
+    optimizer.zero_grad(set_to_none=True)
+    autocast = (
+        rig.torch.autocast(device_type="cuda", dtype=rig.torch.bfloat16)
+        if rig.use_cuda
+        else contextlib.nullcontext()
+    )
+    with autocast, ddp.no_sync() if quiet_comm else contextlib.nullcontext():
+        loss = ddp(data).float().pow(2).mean()
+        loss.backward()
+    optimizer.step()
+
+
+def make_runs(rig, args, width, layers):
+    """(runs {config: (ddp, optimizer, quiet_comm)}, configs with each hook that cannot run, the
+    model's parameters and gradient bytes). compute-only runs on the model of the plain DDP step
+    (no hook), under no_sync(); every hook gets a model and DDP wrapper of its own (a DDP model
+    takes one hook, once)."""
+    runs, configs, actual, grad_bytes = {}, {}, 0, 0
+    for hook in ["none", *[h for h in args.hook_list if h != "none"]]:
+        why = hook_unavailable(hook, rig.backend)
+        if why:
+            configs[hook] = {"skipped": why}
+            continue
+        model = build(rig, width, layers)
+        actual = sum(p.numel() for p in model.parameters())
+        grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        device_ids = [rig.local_rank] if rig.use_cuda else None
+        ddp = rig.ddp_class(model, device_ids=device_ids, bucket_cap_mb=args.bucket_cap_mb)
+        register_hook(ddp, hook, args.powersgd_rank)
+        optimizer = rig.torch.optim.SGD(ddp.parameters(), lr=1e-6)
+        if hook == "none":
+            runs["compute"] = (ddp, optimizer, True)
+        if hook in args.hook_list:
+            runs[hook] = (ddp, optimizer, False)
+    return runs, configs, actual, grad_bytes
+
+
+def time_runs(rig, runs, data, args):
+    """{config: spread of its step times}: warm-up, then the timed steps interleaved in an order
+    that rotates each round (a busy moment of the machine, a shared CPU or another job's traffic,
+    falls on every configuration alike instead of on one of them)."""
+    names = list(runs)
+    for _step in range(args.warmup):
         for name in names:
-            # Each step's time is the slowest rank's: a step ends for the job when its last rank ends.
-            slowest = torch.tensor(times[name], dtype=torch.float64, device=device)
-            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-            configs[name] = spread(slowest.tolist())
-        if "powersgd" in configs and "steps" in configs["powersgd"]:
-            configs["powersgd"]["rank"] = args.powersgd_rank
-        # Free this size's models before the next size is made (the loop names hold the last one).
-        runs = data = model = ddp = optimizer = None
-        if use_cuda:
-            torch.cuda.empty_cache()
-        line = {
-            "wireup_bench": "ddp_step",
-            "params": actual,
-            "params_asked": params,
-            "width": width,
-            "layers": layers,
-            "batch": batch,
-            "precision": precision,
-            "grad_bytes": grad_bytes,
-            "bucket_cap_mb": args.bucket_cap_mb,
-            "world_size": world,
-            "nnodes": nnodes,
-            "backend": backend,
-            "device": device.type,
-            "warmup": args.warmup,
-            "iters": args.iters,
-            "configs": configs,
-            "torch_version": torch.__version__,
-            "nccl_version": nccl_version,
-        }
-        if rank == 0:
+            step(rig, runs[name], data)
+    sync(rig)
+    rig.dist.barrier()
+    times = {name: [] for name in names}
+    for i in range(args.iters):
+        k = i % len(names)
+        for name in names[k:] + names[:k]:
+            sync(rig)
+            begin = time.perf_counter()
+            step(rig, runs[name], data)
+            sync(rig)
+            times[name].append(time.perf_counter() - begin)
+    out = {}
+    for name in names:
+        # Each step's time is the slowest rank's: a step ends for the job when its last rank ends.
+        slowest = rig.torch.tensor(times[name], dtype=rig.torch.float64, device=rig.device)
+        rig.dist.all_reduce(slowest, op=rig.dist.ReduceOp.MAX)
+        out[name] = spread(slowest.tolist())
+    return out
+
+
+def measure(rig, args, params):
+    """The result line of one model size."""
+    width, layers = plan_model(params, args.width or rig.width_default)
+    runs, configs, actual, grad_bytes = make_runs(rig, args, width, layers)
+    gen = rig.torch.Generator(device="cpu").manual_seed(4321 + rig.rank)
+    data = rig.torch.randn(rig.batch, width, generator=gen).to(rig.device)
+    configs.update(time_runs(rig, runs, data, args))
+    if "powersgd" in configs and "steps" in configs["powersgd"]:
+        configs["powersgd"]["rank"] = args.powersgd_rank
+    # Free this size's models before the next size is made.
+    runs = data = None
+    if rig.use_cuda:
+        rig.torch.cuda.empty_cache()
+    return {
+        "wireup_bench": "ddp_step",
+        "params": actual,
+        "params_asked": params,
+        "width": width,
+        "layers": layers,
+        "batch": rig.batch,
+        "precision": rig.precision,
+        "grad_bytes": grad_bytes,
+        "bucket_cap_mb": args.bucket_cap_mb,
+        "world_size": rig.world,
+        "nnodes": rig.nnodes,
+        "backend": rig.backend,
+        "device": rig.device.type,
+        "warmup": args.warmup,
+        "iters": args.iters,
+        "configs": configs,
+        "torch_version": rig.torch.__version__,
+        "nccl_version": rig.nccl_version,
+    }
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    rig = setup(args)
+    if rig.rank == 0:
+        print_env()
+    out_lines = []
+    for params in rig.sizes:
+        line = measure(rig, args, params)
+        if rig.rank == 0:
             text = json.dumps(line, sort_keys=True)
             out_lines.append(text)
             print(text, flush=True)
-    if rank == 0 and args.out:
+    if rig.rank == 0 and args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
             handle.write("\n".join(out_lines) + "\n")
-    dist.barrier()
+    rig.dist.barrier()
     # Leave without tearing the process group down (its destructors race with the peers').
     sys.stdout.flush()
     sys.stderr.flush()

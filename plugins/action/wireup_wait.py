@@ -13,9 +13,7 @@ error or an unusable answer), naming the node; how the run went is the verdict's
 
 from __future__ import annotations
 
-import pathlib
 import shlex
-import sys
 import time
 
 from ansible.errors import AnsibleActionFail
@@ -23,11 +21,7 @@ from ansible.module_utils.common.validation import check_type_float
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-_UTILS = str(pathlib.Path(__file__).resolve().parents[1] / "module_utils")
-if _UTILS not in sys.path:
-    sys.path.insert(0, _UTILS)
-
-from wireup import wait  # noqa: E402
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import wait
 
 display = Display()
 

@@ -1,5 +1,6 @@
-"""Filters exposing plugins/module_utils/wireup/fabricrun.py to launch.yml (the refusal of nodes
-whose latest bench verdict FAILed).
+"""Filters of the bench_fabric role (plugins/module_utils/wireup/bench_fabric.py: each node's part
+of the fabric bench) and of launch.yml's refusal of nodes whose latest bench verdict FAILed
+(fabricrun.py).
 
 Thin wrappers: a ValueError becomes an AnsibleFilterError carrying the same message.
 """
@@ -8,32 +9,46 @@ from __future__ import annotations
 
 DOCUMENTATION = """
 name: wireup_fabric
-short_description: launch.yml's refusal of nodes that FAILed their latest bench
+short_description: The bench_fabric role's plan, and launch.yml's refusal of nodes that FAILed
+  their latest bench
 description:
+  - "wireup_bench_fabric_plan: wireup_node and each setting by name (bench_fabric.FabricSettings) -> this
+    node's part of every job and the group's facts for the judgement."
+  - "wireup_bench_fabric_job: the last round's judged plan, the host, the round -> this node's job."
+  - "wireup_bench_fabric_result: the job, torchrun_launch's result, the host, the round -> what the
+    node reports."
   - "wireup_launch_refusals: hosts and results_dir in, a mapping host -> reason out, for each host whose
     newest intra-node bench record or newest fabric run says FAIL (fabricrun.refusals over
     fabricrun.latest_verdicts)."
 """
 
-import pathlib
-import sys
-
-from ansible.errors import AnsibleFilterError
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "module_utils"))
-
-from wireup import fabricrun
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bench_fabric, fabricrun
+from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
 def launch_refusals(hosts, results_dir):
     """{host: reason} for the hosts launch.yml must refuse (read on the controller)."""
-    try:
-        bench, fabric_record = fabricrun.latest_verdicts(str(results_dir), list(hosts))
-        return fabricrun.refusals(list(hosts), bench, fabric_record)
-    except ValueError as exc:
-        raise AnsibleFilterError(str(exc)) from exc
+    bench, fabric_record = fabricrun.latest_verdicts(str(results_dir), list(hosts))
+    return fabricrun.refusals(list(hosts), bench, fabric_record)
+
+
+def fabric_plan(node, **settings):
+    return bench_fabric.plan(dict(node or {}), **settings)
+
+
+def fabric_job(judged_plan, host, round_no):
+    return bench_fabric.job(dict(judged_plan or {}), str(host), int(round_no))
+
+
+def fabric_result(job, launch, host, round_no):
+    return bench_fabric.result(dict(job), dict(launch or {}), str(host), int(round_no))
 
 
 class FilterModule:
     def filters(self):
-        return {"wireup_launch_refusals": launch_refusals}
+        return {
+            "wireup_launch_refusals": _wrap(launch_refusals),
+            "wireup_bench_fabric_plan": _wrap(fabric_plan),
+            "wireup_bench_fabric_job": _wrap(fabric_job),
+            "wireup_bench_fabric_result": _wrap(fabric_result),
+        }

@@ -20,16 +20,14 @@ description:
     wireup_pkg_dpkg_status.
 """
 
-import pathlib
-import sys
-
-_UTILS = str(pathlib.Path(__file__).resolve().parents[1] / "module_utils")
-if _UTILS not in sys.path:
-    sys.path.insert(0, _UTILS)
-
-from wireup_plugin import wrap as _wrap
-
-from wireup import apt, cuda_repo, nccl, nccl_tests, nvidia_driver
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
+    apt,
+    cuda_repo,
+    nccl,
+    nccl_tests,
+    nvidia_driver,
+)
+from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
 class FilterModule:

@@ -10,22 +10,15 @@ DOCUMENTATION = """
 name: wireup_redact
 short_description: which environment values are secret
 description:
-  - wireup_secret_names (an env mapping, or a list of them, and wireup_secret_env -> the names whose
+  - >-
+    wireup_secret_names (an env mapping, or a list of them, and wireup_secret_env -> the names whose
     values are secret, sorted: a task's no_log is
-    "{{ env | wireup_secret_names(wireup_secret_env) | length > 0 }}"). What wireup writes or
-    prints is redacted in Python (wireup.redact), not in templates.
+    "{{ env | wireup.cluster.wireup_secret_names(wireup_secret_env) | length > 0 }}"). What wireup
+    writes or prints is redacted in Python (wireup.redact), not in templates.
 """
 
-import pathlib
-import sys
-
-_UTILS = str(pathlib.Path(__file__).resolve().parents[1] / "module_utils")
-if _UTILS not in sys.path:
-    sys.path.insert(0, _UTILS)
-
-from wireup_plugin import wrap as _wrap
-
-from wireup import redact
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import redact
+from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
 def _mapping(value):

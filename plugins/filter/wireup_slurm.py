@@ -2,16 +2,8 @@
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
-_UTILS = str(pathlib.Path(__file__).resolve().parents[1] / "module_utils")
-if _UTILS not in sys.path:
-    sys.path.insert(0, _UTILS)
-
-from wireup_plugin import wrap as _wrap
-
-from wireup import slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import slurm
+from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
 def wireup_slurm_verdict(sacct_stdout, plan, timed_out=False, batch_output=""):

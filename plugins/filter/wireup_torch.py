@@ -18,16 +18,9 @@ description:
 """
 
 import os
-import pathlib
-import sys
 
-_UTILS = str(pathlib.Path(__file__).resolve().parents[1] / "module_utils")
-if _UTILS not in sys.path:
-    sys.path.insert(0, _UTILS)
-
-from wireup_plugin import wrap as _wrap
-
-from wireup import pytorch_venv
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import pytorch_venv
+from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
 def plan(probe_result, settings, node, check_mode=False):

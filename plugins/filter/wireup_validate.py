@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import pathlib
-import sys
-
-_UTILS = str(pathlib.Path(__file__).resolve().parents[1] / "module_utils")
-if _UTILS not in sys.path:
-    sys.path.insert(0, _UTILS)
 
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from wireup_plugin import wrap as _wrap
 
-from wireup import node, validate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import node, validate
+from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 # Variables of these prefixes (and the renamed ones) are checked; the rest of a host's variables
 # (ansible_*, the testbed's own) are not wireup's.
@@ -86,7 +81,7 @@ def wireup_inventory_errors(hosts, hostvars, groups, node_group, master_host="",
     ((version, range))."""
     files = _role_files(kwargs["roles_dir"], kwargs.get("roles") or [])
     defaults = {}
-    for role_defaults, _ in files.values():
+    for role_defaults, _specs in files.values():
         # Defaults that are templates ("{{ wireup_base_dir }}/bench") are the roles' own, not checked.
         defaults.update((k, v) for k, v in role_defaults.items() if not (isinstance(v, str) and "{{" in v))
     values, spec_errors = {}, {}
@@ -99,7 +94,7 @@ def wireup_inventory_errors(hosts, hostvars, groups, node_group, master_host="",
             # task that reads it.
             with contextlib.suppress(Exception):
                 given[name] = hv[name]
-        for role, (_, options) in files.items():
+        for role, (_defaults, options) in files.items():
             for error in _spec_errors(role, options, given):
                 spec_errors.setdefault(error, []).append(host)
         values[host] = {**defaults, **given}

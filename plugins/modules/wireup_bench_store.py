@@ -14,7 +14,7 @@ description:
     with the host's last passing run, and writes C(RESULTS/bench/RUN/HOST.json) (never overwritten).
   - Writes report.md, report.html (self-contained) and PNG plots into the run folder; files 0640,
     folders 0750. Secret values of the environment are never written (C(<redacted>)).
-  - Logic lives in module_utils wireup.results and wireup.report; this is a thin wrapper.
+  - Logic lives in module_utils wireup.bench_report, wireup.results and wireup.report; this is a thin wrapper.
 options:
   results_dir:
     description: wireup's results folder on the controller (wireup_results_dir).
@@ -26,8 +26,8 @@ options:
     required: true
   nodes:
     description:
-      - Per host, what the bench role gathered (the filter wireup_bench_run builds it from the
-        hosts' registered results; plugins/module_utils/wireup/bench.py node_results says each field).
+      - Per host, what the bench role kept for the report (its fact C(__bench_result), gathered by the
+        filter wireup_bench_report_run; plugins/module_utils/wireup/bench.py node_results says each field).
     type: dict
     required: true
   thresholds:
@@ -90,7 +90,7 @@ options:
     type: list
     elements: str
     default: []
-author: wireup
+author: wireup (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -98,7 +98,7 @@ EXAMPLES = r"""
   wireup_bench_store:
     results_dir: "{{ wireup_results_dir }}"
     run_id: "20261129T164455Z"
-    nodes: "{{ (groups.gpu_nodes | wireup_bench_run(hostvars)).nodes }}"
+    nodes: "{{ __bench_report_run.nodes }}"
     thresholds: {pass_ratio: 0.9, warn_ratio: 0.75, min_bytes: 1073741824, tolerance: 0.1, torch_goal: 0.97}
 """
 
@@ -148,8 +148,8 @@ failed_hosts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.wireup import report, results, stepcost
-from ansible.module_utils.wireup.bench import NO_DATA
+
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bench_report, report, results
 
 
 def _read(path):
@@ -160,102 +160,48 @@ def _read(path):
         return ""
 
 
-def _multi_node_skipped(reason):
-    return {
-        "severity": "warning",
-        "code": "bench_torch_multi_skipped",
-        "gpus": [],
-        "message": f"torch benchmark across all nodes skipped: {reason}",
-        "source": "torch",
-    }
+ARGUMENT_SPEC = {
+    "results_dir": {"type": "path", "required": True},
+    "run_id": {"type": "str", "required": True},
+    "nodes": {"type": "dict", "required": True},
+    "torch_logs": {"type": "dict", "default": {}},
+    "thresholds": {
+        "type": "dict",
+        "required": True,
+        "options": {
+            "pass_ratio": {"type": "float", "required": True, "no_log": False},
+            "warn_ratio": {"type": "float", "required": True},
+            "min_bytes": {"type": "int", "required": True},
+            "tolerance": {"type": "float", "required": True},
+            "torch_goal": {"type": "float", "required": True},
+        },
+    },
+    "efficiency": {"type": "dict", "default": {}},
+    "lost": {"type": "dict", "default": {}},
+    "multi_node_skipped": {"type": "str", "default": ""},
+    "secret_env": {"type": "list", "elements": "str", "default": [], "no_log": False},
+}
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "results_dir": {"type": "path", "required": True},
-            "run_id": {"type": "str", "required": True},
-            "nodes": {"type": "dict", "required": True},
-            "torch_logs": {"type": "dict", "default": {}},
-            "thresholds": {
-                "type": "dict",
-                "required": True,
-                "options": {
-                    "pass_ratio": {"type": "float", "required": True},
-                    "warn_ratio": {"type": "float", "required": True},
-                    "min_bytes": {"type": "int", "required": True},
-                    "tolerance": {"type": "float", "required": True},
-                    "torch_goal": {"type": "float", "required": True},
-                },
-            },
-            "efficiency": {"type": "dict", "default": {}},
-            "lost": {"type": "dict", "default": {}},
-            "multi_node_skipped": {"type": "str", "default": ""},
-            "secret_env": {"type": "list", "elements": "str", "default": []},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    p = module.params
     if module.check_mode:
         # Check mode ran no benchmark: nothing to judge or store.
         module.exit_json(
             changed=False,
             msg="check mode: nothing stored",
-            run_id=module.params["run_id"],
+            run_id=p["run_id"],
             run_dir="",
             report={},
             verdicts={},
             summary=[],
             failed_hosts=[],
         )
-    # The run-wide settings reach every host's judgement from here (not from the hosts' facts).
-    run_wide = {
-        "thresholds": module.params["thresholds"],
-        "efficiency": module.params["efficiency"] or {},
-        "secret_env": module.params["secret_env"] or [],
-    }
-    nodes = {host: dict(node or {}, **run_wide) for host, node in module.params["nodes"].items()}
-    if module.params["multi_node_skipped"]:
-        for node in nodes.values():
-            node["findings"] = [
-                *node.get("findings", []),
-                _multi_node_skipped(module.params["multi_node_skipped"]),
-            ]
-    for host, reason in sorted((module.params["lost"] or {}).items()):
-        nodes[host] = {"unreachable": str(reason)} if reason else dict(NO_DATA, **run_wide)
-    multi = {}
-    for host, given in sorted((module.params["torch_logs"] or {}).items()):
-        if host not in nodes:
-            continue
-        logs = {name: path for name, path in (given or {}).items() if not name.startswith("stepcost_")}
-        if logs.get("multi_node"):
-            multi[host] = _read(logs.pop("multi_node"))
-        nodes[host]["torch"] = {name: _read(path) for name, path in logs.items() if path}
-    if multi:
-        # Only global rank 0 prints results (or, when none did, the first host's log becomes a
-        # finding). Every node that took part ran each of those all-reduces, so each keeps them:
-        # a GPU-less node is judged on them against its own last passing run (issue 12).
-        printed = [host for host, text in multi.items() if '"wireup_bench"' in text]
-        owner = printed[0] if printed else sorted(multi)[0]
-        for host in multi:
-            nodes[host].setdefault("torch", {})["multi_node"] = multi[owner]
-    # The DDP step benchmark's logs (stepcost_single_node, stepcost_multi_node; issue 16).
-    steps = {
-        host: {
-            name[9:]: _read(path)
-            for name, path in (given or {}).items()
-            if name.startswith("stepcost_") and path
-        }
-        for host, given in (module.params["torch_logs"] or {}).items()
-        if host in nodes
-    }
-    for host, texts in stepcost.spread_logs(steps).items():
-        if texts:
-            nodes[host]["stepcost"] = texts
     os.umask(results.RESULTS_UMASK)
     try:
-        run_id, run_dir, records = results.store_run(
-            module.params["results_dir"], module.params["run_id"], nodes
-        )
+        nodes = bench_report.store_nodes(p, _read)
+        run_id, run_dir, records = results.store_run(p["results_dir"], p["run_id"], nodes)
         paths = report.write_report(run_dir, run_id, records)
     except (ValueError, OSError) as err:
         module.fail_json(msg=f"storing the bench run failed: {err}")

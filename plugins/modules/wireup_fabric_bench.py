@@ -72,7 +72,7 @@ options:
     description: A node's best pair below (1 - tolerance) x its last passing figure is a finding.
     type: float
     default: 0.10
-author: wireup
+author: wireup (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -95,15 +95,26 @@ plan:
   returned: always
   type: dict
 report:
-  description: Paths of fabric.json and fabric.md when stored.
+  description: Paths of fabric.json and fabric.md (and fabric.png when plotted) when stored.
   returned: when store
   type: dict
+record:
+  description: The run's record as fabric.json holds it (fabricrun.build_record).
+  returned: when store
+  type: dict
+summary:
+  description: >-
+    One line on the run for the play - each node's verdict, the rounds, the bad and unreachable
+    nodes, the whole-group run, the report.
+  returned: when store
+  type: str
 """
 
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.wireup import atomicfile, bandwidth, fabricrun, results
+
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import atomicfile, fabricrun, results
 
 
 def _read(path):
@@ -152,6 +163,37 @@ def _run_folder(module, results_dir, run_id):
     return run_id, run_dir
 
 
+def _write(run_dir, record, paths):
+    """Each round rewrites its own run's record, whole or not at all (atomicfile), its report
+    section and, with matplotlib, its plot."""
+    atomicfile.write_json(paths["json"], record, indent=2)
+    text = fabricrun.markdown(record)
+    if fabricrun.plot(record, os.path.join(run_dir, "fabric.png")):
+        paths["png"] = os.path.join(run_dir, "fabric.png")
+        text += "\n![pair busbw against the reference](fabric.png)\n"
+    atomicfile.write_text(paths["md"], text)
+
+
+def _store(module, p, plan):
+    """(record, report paths) of this round, written unless in check mode."""
+    if not p["results_dir"]:
+        module.fail_json(msg="store needs results_dir (wireup_results_dir)")
+    fabric_dir = os.path.join(p["results_dir"], "fabric")
+    if not module.check_mode:
+        os.umask(results.RESULTS_UMASK)  # the folders it makes 0750 (atomicfile: files 0640)
+    try:
+        run_id, run_dir = _run_folder(module, p["results_dir"], p["run_id"])
+        record = fabricrun.build_record(run_id, plan, p["nics"])
+        record["findings"] += fabricrun.compare(record, _previous(fabric_dir, run_id), p["tolerance"])
+        run_dir = run_dir or os.path.join(fabric_dir, run_id)
+        paths = {"json": os.path.join(run_dir, "fabric.json"), "md": os.path.join(run_dir, "fabric.md")}
+        if not module.check_mode:
+            _write(run_dir, record, paths)
+    except (OSError, ValueError) as err:
+        module.fail_json(msg=f"storing the fabric run failed: {err}")
+    return record, paths
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -161,7 +203,7 @@ def main():
             "nics": {"type": "dict", "default": {}},
             "topologies": {"type": "dict", "default": {}},
             "ranks": {"type": "dict", "default": {}},
-            "pass_ratio": {"type": "float", "default": 0.7},
+            "pass_ratio": {"type": "float", "default": 0.7, "no_log": False},
             "max_rounds": {"type": "int", "default": 4},
             "store": {"type": "bool", "default": False},
             "results_dir": {"type": "path", "default": ""},
@@ -171,81 +213,19 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    jobs = {}
-    for r in p["results"]:
-        pair = sorted(r.get("pair") or [])
-        key = (int(r.get("round") or 0), tuple(pair), r.get("kind") or "pair")
-        job = jobs.setdefault(key, {"logs": {}, "launch": {}})
-        host = r.get("host")
-        if host:
-            job["logs"][host] = _read(r.get("log"))
-            job["launch"][host] = {"ok": bool(r.get("ok")), "reason": r.get("reason") or ""}
-    intra = {}
-    for host, topo in p["topologies"].items():
-        try:
-            intra[host] = bandwidth.expected_busbw(topo, "all_reduce")["expected_busbw"] if topo else None
-        except (KeyError, TypeError, ValueError):
-            intra[host] = None
-    pair_results = []
-    for (round_no, pair, kind), job in sorted(jobs.items()):
-        # A member that never reported (lost mid-round) failed its part of the job.
-        for host in pair:
-            job["launch"].setdefault(
-                host, {"ok": False, "reason": "no result (unreachable or failed during the round)"}
-            )
-        pair_results.append(
-            fabricrun.pair_result(
-                round_no,
-                list(pair),
-                job["logs"],
-                job["launch"],
-                nics=p["nics"],
-                gpus_per_node=p["ranks"],
-                intra_node_gbs=intra,
-                kind=kind,
-            )
-        )
-    plan = fabricrun.judge(
-        p["nodes"],
-        pair_results,
-        unreachable=p["unreachable"],
-        nics=p["nics"],
-        topologies=p["topologies"],
-        pass_ratio=p["pass_ratio"],
-        max_rounds=p["max_rounds"],
-    )
+    plan = fabricrun.judge_round(p, _read)
     if plan.get("errors"):
         module.fail_json(msg="; ".join(plan["errors"]), plan=plan)
-    out = {"changed": False, "plan": plan}
-    if p["store"]:
-        if not p["results_dir"]:
-            module.fail_json(msg="store needs results_dir (wireup_results_dir)")
-        fabric_dir = os.path.join(p["results_dir"], "fabric")
-        if not module.check_mode:
-            os.umask(results.RESULTS_UMASK)  # the folders it makes 0750 (atomicfile: files 0640)
-        try:
-            p["run_id"], run_dir = _run_folder(module, p["results_dir"], p["run_id"])
-        except (OSError, ValueError) as err:
-            module.fail_json(msg=f"storing the fabric run failed: {err}")
-        record = fabricrun.build_record(p["run_id"], plan, p["nics"])
-        record["findings"] += fabricrun.compare(record, _previous(fabric_dir, p["run_id"]), p["tolerance"])
-        run_dir = run_dir or os.path.join(fabric_dir, p["run_id"])
-        paths = {"json": os.path.join(run_dir, "fabric.json"), "md": os.path.join(run_dir, "fabric.md")}
-        if not module.check_mode:
-            # Each round rewrites its own run's record, whole or not at all (atomicfile).
-            try:
-                atomicfile.write_json(paths["json"], record, indent=2)
-                text = fabricrun.markdown(record)
-                if fabricrun.plot(record, os.path.join(run_dir, "fabric.png")):
-                    paths["png"] = os.path.join(run_dir, "fabric.png")
-                    text += "\n![pair busbw against the reference](fabric.png)\n"
-                atomicfile.write_text(paths["md"], text)
-            except (OSError, ValueError) as err:
-                module.fail_json(msg=f"storing the fabric run failed: {err}")
-            out["changed"] = True
-        out["report"] = paths
-        out["record"] = record
-    module.exit_json(**out)
+    if not p["store"]:
+        module.exit_json(changed=False, plan=plan)
+    record, paths = _store(module, p, plan)
+    module.exit_json(
+        changed=not module.check_mode,
+        plan=plan,
+        record=record,
+        report=paths,
+        summary=fabricrun.summary_line(record, paths["md"]),
+    )
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ options:
     description: Content larger than this is not returned (its SHA-256 still is).
     type: int
     default: 65536
-author: wireup
+author: wireup (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -46,7 +46,7 @@ files:
   contains:
     exists: {description: Whether the path exists, type: bool}
     type: {description: "C(file), C(directory) or C(other)", type: str}
-    mode: {description: Permission bits, four octal digits, type: str, sample: "0644"}
+    mode: {description: "Permission bits, four octal digits", type: str, sample: "0644"}
     owner: {description: Owner's name (the uid when it has none), type: str}
     group: {description: Group's name (the gid when it has none), type: str}
     size: {description: Size in bytes, type: int}
@@ -71,6 +71,8 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.file_state import PathState
+
 
 def _name(lookup, ident):
     try:
@@ -79,7 +81,7 @@ def _name(lookup, ident):
         return str(ident)
 
 
-def read_path(path, max_bytes):
+def read_path(path, max_bytes) -> PathState:
     try:
         info = os.stat(path)
     except OSError:

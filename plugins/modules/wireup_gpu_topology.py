@@ -17,7 +17,7 @@ description:
     reports what it can; callers decide whether critical findings fail the play. nvidia-smi output
     that is not UTF-8 is a C(parse_failed) finding too (its raw text keeps the bad bytes escaped).
 version_added: "1.0.0"
-author: wireup
+author: wireup (!UNKNOWN)
 options:
   nvidia_smi:
     description: Path of nvidia-smi. Empty to search PATH and /usr/local/nvidia/bin.
@@ -48,6 +48,7 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Only reads; the same in check mode.
 notes:
   - Commands run as argv lists with C(LC_ALL=C). Without root, dmesg may be refused and lspci hides
     ACS capabilities; the result then says so (C(kernel_log.readable), C(acs.readable)).
@@ -187,7 +188,8 @@ summary:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.wireup.health import (
+
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.health import (
     SEVERITIES,
     acs_above_gpus,
     count_by_severity,
@@ -197,8 +199,8 @@ from ansible.module_utils.wireup.health import (
     parse_lspci,
     parse_xid,
 )
-from ansible.module_utils.wireup.nvlink import parse_nvlink_status
-from ansible.module_utils.wireup.topology import (
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.nvlink import parse_nvlink_status
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.topology import (
     combine_topology,
     decode_output,
     gpu_count_of,
@@ -325,106 +327,119 @@ def parse_probes(texts, p2p_modes, extra):
     return topology, parsed.get("nvlink_s")
 
 
+def probe_smi(module, smi, p2p_modes):
+    """(raw outputs, {command: error text}, {key: text that parses}, findings) of every nvidia-smi
+    probe; a missing nvidia-smi is one critical finding."""
+    raw, errors, texts, extra = {}, {}, {}, []
+    if not smi or not os.access(smi, os.X_OK):
+        message = f"nvidia-smi not found ({smi or 'not on PATH'}): the NVIDIA driver is not installed"
+        return raw, errors, texts, [finding("critical", "nvidia_smi_missing", message)]
+    probes = [("topo -m", "topo_m", [smi, "topo", "-m"])]
+    probes += [(f"topo -p2p {m}", f"topo_p2p_{m}", [smi, "topo", "-p2p", m]) for m in p2p_modes]
+    probes += [
+        ("nvlink -s", "nvlink_s", [smi, "nvlink", "-s"]),
+        ("--query-gpu", "query_gpu", [smi, f"--query-gpu={QUERY_FIELDS}", "--format=csv"]),
+        ("-q -x", "nvidia_smi_q_x", [smi, "-q", "-x"]),
+    ]
+    for name, key, argv in probes:
+        rc, out, err, bad = run_strict(module, argv, f"nvidia-smi {name}")
+        raw[key] = out
+        if rc != 0:
+            errors[name] = (err or out).strip()
+            raw[key + "_stderr"] = err
+        elif bad:
+            extra.append(finding("critical", "parse_failed", f"{key}: {bad}"))
+        else:
+            texts[key] = out
+    return raw, errors, texts, extra
+
+
+def read_lspci(module, wanted):
+    """lspci -D -nn -vvv's text, or None (not asked for, not installed, or it failed)."""
+    lspci = module.get_bin_path("lspci") if wanted else None
+    if not lspci:
+        return None
+    rc, out, _err = run(module, [lspci, "-D", "-nn", "-vvv"])
+    return out if rc == 0 else None
+
+
+def read_node(module, params):
+    """What the findings need besides nvidia-smi: the kernel log (its source and text; None where
+    it cannot be read), lspci's text and devices, the NVSwitches, whether Fabric Manager runs."""
+    source, kernel_log = read_kernel_log(module) if params["read_kernel_log"] else (None, None)
+    if kernel_log is None:
+        source = "not readable" if params["read_kernel_log"] else "not read"
+    lspci_text = read_lspci(module, params["read_lspci"])
+    devices = parse_lspci(lspci_text)
+    switches = sorted({d["address"] for d in devices if is_nvswitch(d)} | set(sysfs_nvswitches()))
+    return {
+        "source": source,
+        "kernel_log": kernel_log,
+        "lspci": lspci_text,
+        "devices": devices,
+        "switches": switches,
+        "fm_running": fabric_manager_running() if switches else None,
+    }
+
+
+ARGUMENT_SPEC = {
+    "nvidia_smi": {"type": "path", "default": ""},
+    "p2p_modes": {
+        "type": "list",
+        "elements": "str",
+        "choices": ["r", "w", "n", "a", "p"],
+        "default": ["r", "w", "n"],
+    },
+    "expected_gpus": {"type": "int", "default": 0},
+    "read_kernel_log": {"type": "bool", "default": True},
+    "read_lspci": {"type": "bool", "default": True},
+}
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "nvidia_smi": {"type": "path", "default": ""},
-            "p2p_modes": {
-                "type": "list",
-                "elements": "str",
-                "choices": ["r", "w", "n", "a", "p"],
-                "default": ["r", "w", "n"],
-            },
-            "expected_gpus": {"type": "int", "default": 0},
-            "read_kernel_log": {"type": "bool", "default": True},
-            "read_lspci": {"type": "bool", "default": True},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     if params["expected_gpus"] < 0:
         module.fail_json(
             msg=f"expected_gpus must be 0 (no check) or a positive number, got {params['expected_gpus']}"
         )
-
     smi = params["nvidia_smi"] or module.get_bin_path("nvidia-smi", opt_dirs=["/usr/local/nvidia/bin"])
-    raw, errors, extra = {}, {}, []
-    texts = {}
-    if not smi or not os.access(smi, os.X_OK):
-        extra.append(
-            finding(
-                "critical",
-                "nvidia_smi_missing",
-                f"nvidia-smi not found ({smi or 'not on PATH'}): the NVIDIA driver is not installed",
-            )
-        )
-    else:
-        probes = [("topo -m", "topo_m", [smi, "topo", "-m"])]
-        probes += [(f"topo -p2p {m}", f"topo_p2p_{m}", [smi, "topo", "-p2p", m]) for m in params["p2p_modes"]]
-        probes += [
-            ("nvlink -s", "nvlink_s", [smi, "nvlink", "-s"]),
-            ("--query-gpu", "query_gpu", [smi, f"--query-gpu={QUERY_FIELDS}", "--format=csv"]),
-            ("-q -x", "nvidia_smi_q_x", [smi, "-q", "-x"]),
-        ]
-        for name, key, argv in probes:
-            rc, out, err, bad = run_strict(module, argv, f"nvidia-smi {name}")
-            raw[key] = out
-            if rc != 0:
-                errors[name] = (err or out).strip()
-                raw[key + "_stderr"] = err
-            elif bad:
-                extra.append(finding("critical", "parse_failed", f"{key}: {bad}"))
-            else:
-                texts[key] = out
-
+    raw, errors, texts, extra = probe_smi(module, smi, params["p2p_modes"])
     topology, nvlink = parse_probes(texts, params["p2p_modes"], extra)
-
-    source, kernel_log = read_kernel_log(module) if params["read_kernel_log"] else (None, None)
-    xid_lines = [line for line in (kernel_log or "").splitlines() if "NVRM" in line]
-    raw["kernel_log_nvrm"] = "\n".join(xid_lines[-200:])
-
-    lspci_text = None
-    lspci = module.get_bin_path("lspci") if params["read_lspci"] else None
-    if lspci:
-        rc, out, _err = run(module, [lspci, "-D", "-nn", "-vvv"])
-        lspci_text = out if rc == 0 else None
-    devices = parse_lspci(lspci_text)
-    switches = sorted({d["address"] for d in devices if is_nvswitch(d)} | set(sysfs_nvswitches()))
-    fm_running = fabric_manager_running() if switches else None
-    acs_bridges, acs_readable = acs_above_gpus(devices)
-
-    items = (
-        findings(
-            topology=topology,
-            nvlink=nvlink,
-            expected_gpus=params["expected_gpus"],
-            command_errors=errors,
-            kernel_log=kernel_log,
-            kernel_log_readable=kernel_log is not None,
-            lspci=lspci_text,
-            nvswitch_fabric_manager_running=fm_running,
-            nvswitches=len(switches),
-        )
-        + extra
+    node = read_node(module, params)
+    kernel_log = node["kernel_log"]
+    raw["kernel_log_nvrm"] = "\n".join(
+        [line for line in (kernel_log or "").splitlines() if "NVRM" in line][-200:]
     )
-    items.sort(key=lambda f: (SEVERITIES.index(f["severity"]), f["code"], f["gpus"]))
-
-    if kernel_log is None:
-        source = "not readable" if params["read_kernel_log"] else "not read"
-    topology["kernel_log"] = {
-        "readable": kernel_log is not None,
-        "source": source,
-        "xid": parse_xid(kernel_log),
-    }
-    topology["acs"] = {
-        "checked": lspci_text is not None,
-        "readable": bool(lspci_text) and acs_readable,
-        "bridges": acs_bridges,
-    }
-    topology["fabric"] = {"nvswitches": switches, "manager_running": fm_running}
-    topology["findings"] = items
-    topology["findings_count"] = count_by_severity(items)
-    topology["raw"] = raw
+    items = findings(
+        topology,
+        nvlink,
+        expected_gpus=params["expected_gpus"],
+        command_errors=errors,
+        kernel_log=kernel_log,
+        kernel_log_readable=kernel_log is not None,
+        lspci=node["lspci"],
+        nvswitch_fabric_manager_running=node["fm_running"],
+        nvswitches=len(node["switches"]),
+    )
+    items = sorted(items + extra, key=lambda f: (SEVERITIES.index(f["severity"]), f["code"], f["gpus"]))
+    acs_bridges, acs_readable = acs_above_gpus(node["devices"])
+    topology.update(
+        kernel_log={
+            "readable": kernel_log is not None,
+            "source": node["source"],
+            "xid": parse_xid(kernel_log),
+        },
+        acs={
+            "checked": node["lspci"] is not None,
+            "readable": bool(node["lspci"]) and acs_readable,
+            "bridges": acs_bridges,
+        },
+        fabric={"nvswitches": node["switches"], "manager_running": node["fm_running"]},
+        findings=items,
+        findings_count=count_by_severity(items),
+        raw=raw,
+    )
     module.exit_json(
         changed=False,
         ansible_facts={"gpu_topology_facts": topology},

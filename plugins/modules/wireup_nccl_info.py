@@ -37,7 +37,7 @@ options:
   build_dir:
     description: An nccl-tests build directory whose stamp (wireup-build.stamp) and all_reduce_perf to report.
     type: path
-author: wireup
+author: wireup (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -66,7 +66,7 @@ nccl:
   returned: always
   type: dict
   contains:
-    home: {description: NCCL_HOME for the build, empty for system paths, type: str}
+    home: {description: "NCCL_HOME for the build, empty for system paths", type: str}
     include_dir: {description: Directory of nccl.h, type: str}
     lib_dir: {description: Directory of libnccl.so.2, type: str}
     version:
@@ -84,7 +84,7 @@ build:
   returned: when build_dir is given
   type: dict
   contains:
-    stamp: {description: Text of build_dir/wireup-build.stamp, null when missing, type: str}
+    stamp: {description: "Text of build_dir/wireup-build.stamp, null when missing", type: str}
     binary: {description: Whether build_dir/all_reduce_perf exists, type: bool}
 """
 
@@ -92,8 +92,9 @@ import glob
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.wireup.nccl_tests import BUILD_STAMP
-from ansible.module_utils.wireup.nccltests import nccl_header_version
+
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.nccl_tests import BUILD_STAMP
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.nccltests import nccl_header_version
 
 SYSTEM_INCLUDES = ["/usr/include", "/usr/local/include"]
 SYSTEM_LIBS = [
@@ -131,34 +132,53 @@ def _read(path):
         return None
 
 
+def _problem(kind, path="", detail=""):
+    return {"problem": {"kind": kind, "path": path, "detail": detail}}
+
+
+def venv_nccl_home(module, python):
+    """(the venv's NCCL wheel folder, or a problem). The venv's Python says where it imports
+    nvidia.nccl from: a venv that reuses a base interpreter's packages (system site packages, .pth
+    files) has it outside its own folder."""
+    if not python or not os.access(python, os.X_OK):
+        return "", _problem("venv_python", python)
+    rc, out, err = module.run_command([python, "-c", FIND_NCCL_WHEEL], environ_update={"LC_ALL": "C"})
+    if rc != 0:
+        return "", _problem("venv_probe", python, err.strip())
+    home = out.strip()
+    if not home or not os.path.isdir(home):
+        return "", _problem("wheel", python)
+    return home, None
+
+
+def home_nccl(home):
+    """{home, include_dir, lib_dir} of an NCCL_HOME holding include/nccl.h and lib/libnccl.so*."""
+    include_dir, lib_dir = os.path.join(home, "include"), os.path.join(home, "lib")
+    if not os.path.isfile(os.path.join(include_dir, "nccl.h")):
+        return _problem("home_header", include_dir)
+    if not glob.glob(os.path.join(lib_dir, "libnccl.so*")):
+        return _problem("home_lib", lib_dir)
+    return {"home": home, "include_dir": include_dir, "lib_dir": lib_dir}
+
+
+def system_nccl(cuda_home):
+    """{home: '', include_dir, lib_dir} of the system's NCCL (the usual folders, then CUDA's)."""
+    includes = [*SYSTEM_INCLUDES, os.path.join(cuda_home, "include")]
+    include_dir = next((d for d in includes if os.path.isfile(os.path.join(d, "nccl.h"))), None)
+    lib_dir = _first_lib([*SYSTEM_LIBS, os.path.join(cuda_home, "lib64")])
+    if include_dir is None or lib_dir is None:
+        return _problem("system")
+    return {"home": "", "include_dir": include_dir, "lib_dir": lib_dir}
+
+
 def find_nccl(module, params):
     """{home, include_dir, lib_dir} of the NCCL to build against, or {problem: {kind, path, detail}}."""
     home = params["nccl_home"] or ""
     if not home and params["source"] == "venv":
-        python = params["venv_python"] or ""
-        if not python or not os.access(python, os.X_OK):
-            return {"problem": {"kind": "venv_python", "path": python, "detail": ""}}
-        # Ask the venv's Python where it imports nvidia.nccl from: a venv that reuses a base
-        # interpreter's packages (system site packages, .pth files) has it outside its own folder.
-        rc, out, err = module.run_command([python, "-c", FIND_NCCL_WHEEL], environ_update={"LC_ALL": "C"})
-        if rc != 0:
-            return {"problem": {"kind": "venv_probe", "path": python, "detail": err.strip()}}
-        home = out.strip()
-        if not home or not os.path.isdir(home):
-            return {"problem": {"kind": "wheel", "path": python, "detail": ""}}
-    if home:
-        include_dir, lib_dir = os.path.join(home, "include"), os.path.join(home, "lib")
-        if not os.path.isfile(os.path.join(include_dir, "nccl.h")):
-            return {"problem": {"kind": "home_header", "path": include_dir, "detail": ""}}
-        if not glob.glob(os.path.join(lib_dir, "libnccl.so*")):
-            return {"problem": {"kind": "home_lib", "path": lib_dir, "detail": ""}}
-        return {"home": home, "include_dir": include_dir, "lib_dir": lib_dir}
-    includes = [*SYSTEM_INCLUDES, os.path.join(params["cuda_home"], "include")]
-    include_dir = next((d for d in includes if os.path.isfile(os.path.join(d, "nccl.h"))), None)
-    lib_dir = _first_lib([*SYSTEM_LIBS, os.path.join(params["cuda_home"], "lib64")])
-    if include_dir is None or lib_dir is None:
-        return {"problem": {"kind": "system", "path": "", "detail": ""}}
-    return {"home": "", "include_dir": include_dir, "lib_dir": lib_dir}
+        home, problem = venv_nccl_home(module, params["venv_python"] or "")
+        if problem:
+            return problem
+    return home_nccl(home) if home else system_nccl(params["cuda_home"])
 
 
 def main():

@@ -19,7 +19,7 @@ options:
     description: Root under which C(sys/) and C(proc/) are read (tests point it at a fixture tree).
     type: path
     default: /
-author: wireup
+author: wireup (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -90,7 +90,8 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.wireup import fabric
+
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import fabric
 
 
 def main():

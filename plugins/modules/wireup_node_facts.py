@@ -49,7 +49,7 @@ options:
     description: Fail a node whose OS wireup does not support (Ubuntu 22.04/24.04, Debian 12).
     type: bool
     default: true
-author: wireup
+author: wireup (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -131,7 +131,8 @@ import struct
 import sys
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.wireup import apt, node
+
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import apt, node
 
 QUERY_FIELDS = ["index", "name", "uuid", "pci.bus_id", "compute_cap", "memory.total", "driver_version"]
 SIOCGIFADDR = 0x8915
@@ -236,7 +237,7 @@ def _cuda_facts(module, cuda_home):
     nvcc = nvcc if os.access(nvcc, os.X_OK) else module.get_bin_path("nvcc")
     if nvcc:
         facts["nvcc"] = nvcc
-        rc, out, _ = module.run_command([nvcc, "--version"], environ_update={"LC_ALL": "C"})
+        rc, out, _err = module.run_command([nvcc, "--version"], environ_update={"LC_ALL": "C"})
         if rc == 0 and not facts["version"]:
             with contextlib.suppress(ValueError):
                 facts.update(node.parse_nvcc_version(out))
@@ -250,7 +251,7 @@ def _nccl_facts(module, cuda_home):
     dpkg_query = module.get_bin_path("dpkg-query")
     if dpkg_query:
         argv = apt.dpkg_query_argv(*apt.NCCL_PACKAGES)
-        _, out, _ = module.run_command([dpkg_query, *argv[1:]], environ_update={"LC_ALL": "C"})
+        _rc, out, _err = module.run_command([dpkg_query, *argv[1:]], environ_update={"LC_ALL": "C"})
         packages = apt.parse_dpkg_status(out)  # rc 1: one of them is unknown to dpkg
     found = packages.get("libnccl2")
     if found:

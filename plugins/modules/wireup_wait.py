@@ -42,7 +42,7 @@ attributes:
   check_mode:
     support: full
     description: It only looks.
-author: wireup
+author: wireup (!UNKNOWN)
 """
 
 EXAMPLES = r"""

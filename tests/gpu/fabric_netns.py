@@ -52,9 +52,9 @@ import yaml
 from tests.perf.scaling_one_host import PORT, REPO_ROOT, log, run, write_inventory
 from tests.testbed.system import ssh_argv
 
-sys.path.insert(0, str(REPO_ROOT / "plugins" / "module_utils"))
+sys.path.insert(0, str(REPO_ROOT / ".collections"))
 
-from wireup import fabric, ncclinfo
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import fabric, ncclinfo
 
 BRIDGE = "wfabbr0"
 NET = "10.250.0"
@@ -182,7 +182,8 @@ def nic_tree(out, name):
     for the unit tests) and the facts parsed from it, logged."""
     tree = run(
         ["ip", "netns", "exec", ns_of(name), sys.executable, "-c",
-         "import json, sys; sys.path.insert(0, 'plugins/module_utils'); from wireup import fabric; "
+         "import json, sys; sys.path.insert(0, '.collections'); "
+         "from ansible_collections.wireup.cluster.plugins.module_utils.wireup import fabric; "
          "print(json.dumps(fabric.read_tree('/'), indent=1, sort_keys=True))"],
         cwd=REPO_ROOT,
     ).stdout  # fmt: skip

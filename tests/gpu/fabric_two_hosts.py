@@ -37,9 +37,9 @@ import yaml
 
 from tests.perf.scaling_one_host import REPO_ROOT, log, start_sshd, write_inventory
 
-sys.path.insert(0, str(REPO_ROOT / "plugins" / "module_utils"))
+sys.path.insert(0, str(REPO_ROOT / ".collections"))
 
-from wireup import ncclinfo
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import ncclinfo
 
 DUMMY = "wfab0"
 NCCL_INFO = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}

@@ -86,8 +86,8 @@ for step in "$@"; do
       done
       python3 - "$OUT" <<'PY'
 import json, pathlib, sys
-sys.path.insert(0, "plugins/module_utils")
-from wireup import stepcost
+sys.path.insert(0, ".collections")
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import stepcost
 for path in sorted(pathlib.Path(sys.argv[1]).glob("stepcost-*.jsonl")):
     for line in path.read_text().splitlines():
         fig = stepcost.figure(json.loads(line))

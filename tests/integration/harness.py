@@ -144,11 +144,14 @@ def run_playbook(
     envvars=None,
     private_data_dir=None,
     timeout=1800,
+    project_dir=REPO_ROOT,
 ):
     """Run playbook (relative to the repo root, or absolute) on inventory with ansible-runner.
 
     connection: None (the inventory's: ssh on the testbed), "paramiko" or "local" (an extra var,
-    so it beats the inventory). Returns a PlaybookResult; never raises on a failed play.
+    so it beats the inventory). project_dir: the run's working directory (the repository root, so
+    its ansible.cfg is read; elsewhere, Ansible's defaults). Returns a PlaybookResult; never raises
+    on a failed play.
     """
     if connection is not None and connection not in CONNECTIONS:
         raise ValueError(f"connection={connection!r}: use one of {', '.join(CONNECTIONS)} or None")
@@ -171,7 +174,7 @@ def run_playbook(
     env.update(envvars or {})
     runner = ansible_runner.run(
         private_data_dir=str(private_data_dir),
-        project_dir=str(REPO_ROOT),
+        project_dir=str(project_dir),
         playbook=str(playbook_path),
         inventory=str(Path(inventory).resolve()),
         extravars=extravars,

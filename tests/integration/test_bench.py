@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wireup import stepcost
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import stepcost
 
 from .harness import run_playbook
 

@@ -139,8 +139,8 @@ DRIVER_PLAY = """\
       tags: [always]
   roles:
     # As in site.yml: cuda_repo first, the driver's source.
-    - {{role: cuda_repo, tags: [cuda_repo]}}
-    - {{role: nvidia_driver, tags: [nvidia_driver]}}
+    - {{role: wireup.cluster.cuda_repo, tags: [cuda_repo]}}
+    - {{role: wireup.cluster.nvidia_driver, tags: [nvidia_driver]}}
 """
 
 REPORT = "NVIDIA driver | Report what the driver role did"
@@ -202,9 +202,9 @@ PRETEND_PLAY = """\
              | combine(wireup_test_pretend[inventory_hostname] | default({{}}), recursive=true) }}}}
       tags: [always]
   roles:
-    - {{role: nvidia_driver, tags: [nvidia_driver]}}
-    - {{role: cuda_repo, tags: [cuda_repo]}}
-    - {{role: nccl, tags: [nccl]}}
+    - {{role: wireup.cluster.nvidia_driver, tags: [nvidia_driver]}}
+    - {{role: wireup.cluster.cuda_repo, tags: [cuda_repo]}}
+    - {{role: wireup.cluster.nccl, tags: [nccl]}}
 """
 
 

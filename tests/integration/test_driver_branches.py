@@ -40,8 +40,8 @@ PLAY = """\
              'kernel_module': ''}}}}, recursive=true) }}}}
       tags: [always]
   roles:
-    - {{role: cuda_repo, tags: [cuda_repo]}}
-    - {{role: nvidia_driver, tags: [nvidia_driver]}}
+    - {{role: wireup.cluster.cuda_repo, tags: [cuda_repo]}}
+    - {{role: wireup.cluster.nvidia_driver, tags: [nvidia_driver]}}
 """
 
 

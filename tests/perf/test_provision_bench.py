@@ -120,19 +120,13 @@ def test_stock_config_has_no_speedups():
     cfg = configparser.ConfigParser()
     cfg.read_string(STOCK_CFG.format(root="/repo"))
     defaults, ssh = dict(cfg["defaults"]), dict(cfg["ssh_connection"])
-    assert defaults == {
-        "roles_path": "/repo/roles",
-        "library": "/repo/plugins/modules",
-        "module_utils": "/repo/plugins/module_utils",
-        "filter_plugins": "/repo/plugins/filter",
-    }
+    assert defaults == {"collections_path": "/repo/.collections"}
     assert ssh == {"ssh_args": "-C"}  # no ControlPersist, no pipelining
 
 
 PROJECT_CFG = """\
 [defaults]
-roles_path = roles
-library = plugins/modules
+collections_path = .collections
 forks = 20
 
 [ssh_connection]
@@ -156,7 +150,9 @@ def test_variants_change_one_thing_and_make_paths_absolute():
     piped = _variant("piped")
     assert piped["ssh_connection"]["transfer_method"] == "piped"
     assert piped["ssh_connection"]["pipelining"] == "True"
-    assert piped["defaults"]["roles_path"] == "/repo/roles" and piped["defaults"]["forks"] == "20"
+    assert (
+        piped["defaults"]["collections_path"] == "/repo/.collections" and piped["defaults"]["forks"] == "20"
+    )
 
 
 def test_mitogen_variant_needs_the_package(tmp_path):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wireup import apt as p
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import apt as p
 
 
 def test_parse_dpkg_status():

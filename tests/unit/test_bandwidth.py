@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 
-from wireup import bandwidth, nccltests
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bandwidth, nccltests
 
 FIX = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "nccltests"
 

@@ -2,16 +2,24 @@
 the role's tasks registered, on the 2x H200 captures."""
 
 import base64
+import dataclasses
 import pathlib
 
 import pytest
 import yaml
 
-from wireup import bandwidth, bench, benchenv, results, validate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
+    bandwidth,
+    bench,
+    benchenv,
+    results,
+    validate,
+)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 H200 = REPO / "tests/fixtures/h200x2"
 DEFAULTS = yaml.safe_load((REPO / "roles/bench/defaults/main.yml").read_text())
+REPORT_DEFAULTS = yaml.safe_load((REPO / "roles/bench_report/defaults/main.yml").read_text())
 GPU_NODE = {
     "gpu": {"present": True, "count": 2, "nvidia_smi": "/usr/bin/nvidia-smi"},
     "driver": {"version": "580.159.04"},
@@ -31,11 +39,15 @@ TUNED = "NCCL_MIN_NCHANNELS='32'\nNCCL_NVLS_ENABLE='1'\n"
 
 
 def settings(**over):
-    """The role's defaults as Ansible renders them, plus what the plan task adds."""
+    """The role's defaults as Ansible renders them, plus what the plan task adds, as the plan task
+    names them (bench_min_bytes -> min_bytes)."""
     values = dict(DEFAULTS, bench_dir="/opt/wireup/bench", bench_torch_max_bytes=DEFAULTS["bench_max_bytes"])
-    values.update(wireup_base_dir="/opt/wireup", wireup_job_env={"NCCL_NVLS_ENABLE": "0"})
+    values.update(
+        wireup_base_dir="/opt/wireup", wireup_job_env={"NCCL_NVLS_ENABLE": "0"}, stepcost_only=False
+    )
     values.update(over)
-    return values
+    names = {"wireup_base_dir": "base_dir", "wireup_job_env": "job_env"}
+    return bench.BenchSettings(**{names.get(k, k.removeprefix("bench_")): v for k, v in values.items()})
 
 
 def b64(text):
@@ -44,6 +56,15 @@ def b64(text):
 
 def test_defaults_pass_the_one_inventory_check():
     assert validate.bench_errors(DEFAULTS) == []
+    assert validate.bench_errors(REPORT_DEFAULTS) == []
+
+
+def test_a_setting_the_plan_task_forgets_or_misspells_is_an_error():
+    values = dataclasses.asdict(settings())
+    with pytest.raises(TypeError, match="collectives"):
+        bench.BenchSettings(**{k: v for k, v in values.items() if k != "collectives"})
+    with pytest.raises(TypeError, match="colectives"):
+        bench.BenchSettings(**values, colectives=["all_reduce"])
 
 
 def test_gpu_node_runs_every_collective_with_one_argv_each():
@@ -219,33 +240,51 @@ def test_threshold_rule_is_one_rule():
 def test_python_fallback_thresholds_equal_the_role_defaults():
     """Re-judging outside a play uses bandwidth.DEFAULT_THRESHOLDS: the same as the role's."""
     assert {
-        "pass_ratio": DEFAULTS["bench_pass_ratio"],
-        "warn_ratio": DEFAULTS["bench_warn_ratio"],
-        "min_bytes": DEFAULTS["bench_verdict_min_bytes"],
-        "tolerance": DEFAULTS["bench_baseline_tolerance"],
-        "torch_goal": DEFAULTS["bench_torch_goal_ratio"],
+        "pass_ratio": REPORT_DEFAULTS["bench_pass_ratio"],
+        "warn_ratio": REPORT_DEFAULTS["bench_warn_ratio"],
+        "min_bytes": REPORT_DEFAULTS["bench_verdict_min_bytes"],
+        "tolerance": REPORT_DEFAULTS["bench_baseline_tolerance"],
+        "torch_goal": REPORT_DEFAULTS["bench_torch_goal_ratio"],
     } == bandwidth.DEFAULT_THRESHOLDS
+
+
+def multi(group, play_hosts_all, play_hosts, *, name, torch_on, gpu_present, stepcost_on=False):
+    """bench.multi_node with a plan that wants the torch all-reduce and/or the DDP step across the group."""
+    the_plan = bench.plan(
+        GPU_NODE, settings(bench_torch=torch_on, bench_stepcost=stepcost_on), BUILD, "", "a"
+    )
+    hosts = {"group": group, "play_hosts_all": play_hosts_all, "play_hosts": play_hosts}
+    return bench.multi_node(the_plan, hosts, name=name, gpu_present=gpu_present)
+
+
+PLAN = bench.plan(GPU_NODE, settings(), BUILD, "", "a")
+
+
+def job(kind, name, args):
+    """A bench.TorchJob: the all-reduce (torch_allreduce.py) or the DDP step (ddp_step.py)."""
+    script = "ddp_step.py" if kind.startswith("stepcost") else "torch_allreduce.py"
+    return {"kind": kind, "job": name, "script": script, "args": PLAN[args]}
 
 
 def test_multi_node_runs_only_with_every_node_left():
     gpus = {"a": True, "b": False}
-    ran = bench.multi_node(["b", "a"], ["a", "b"], ["a", "b"], name="g", torch_on=True, gpu_present=gpus)
+    ran = multi(["b", "a"], ["a", "b"], ["a", "b"], name="g", torch_on=True, gpu_present=gpus)
     assert ran == {
         "run": True,
         "skipped": "",
         "lost": [],
         "gpu": False,
         "stepcost": False,
-        "jobs": [{"kind": "multi_node", "job": "bench-torch-multi", "args": "torch_args_cpu"}],
+        "jobs": [job("multi_node", "bench-torch-multi", "torch_args_cpu")],
         "notes": [],
     }
-    lost = bench.multi_node(["a", "b"], ["a", "b"], ["a"], name="g", torch_on=True, gpu_present=gpus)
+    lost = multi(["a", "b"], ["a", "b"], ["a"], name="g", torch_on=True, gpu_present=gpus)
     assert not lost["run"] and lost["lost"] == ["b"] and lost["jobs"] == []
     assert lost["skipped"] == "not every node of g is left in this run (b unreachable or failed earlier)"
     assert lost["notes"] == ["bench: torch benchmark across all nodes skipped: " + lost["skipped"]]
-    limited = bench.multi_node(["a", "b"], ["a"], ["a"], name="g", torch_on=True, gpu_present=gpus)
+    limited = multi(["a", "b"], ["a"], ["a"], name="g", torch_on=True, gpu_present=gpus)
     assert limited["skipped"] == "not every node of g is left in this run (b left out by --limit)"
-    off = bench.multi_node(["a", "b"], ["a"], ["a"], name="g", torch_on=False, gpu_present=gpus)
+    off = multi(["a", "b"], ["a"], ["a"], name="g", torch_on=False, gpu_present=gpus)
     assert off["skipped"] == "" and not off["run"]
 
 
@@ -263,8 +302,8 @@ def test_stepcost_runs_on_gpu_nodes_alone_and_its_args():
     assert "--backend" not in args
     assert plan["stepcost_args_cpu"][-2:] == ["--backend", "gloo"]
     assert plan["single_jobs"] == [
-        {"kind": "single_node", "job": "bench-torch-single", "args": "torch_args_gpu"},
-        {"kind": "stepcost_single_node", "job": "bench-stepcost-single", "args": "stepcost_args_gpu"},
+        job("single_node", "bench-torch-single", "torch_args_gpu"),
+        job("stepcost_single_node", "bench-stepcost-single", "stepcost_args_gpu"),
     ]
     one_gpu = bench.plan({**GPU_NODE, "gpu": {**GPU_NODE["gpu"], "count": 1}}, settings(), BUILD, "", "g")
     assert [j["kind"] for j in one_gpu["single_jobs"]] == ["stepcost_single_node"]  # no all-reduce on 1 GPU
@@ -289,18 +328,25 @@ def test_stepcost_tag_alone_needs_no_build_and_runs_no_collective():
 
 def test_multi_node_stepcost_needs_every_node_too():
     gpu = {"a": True, "b": True}
-    both = bench.multi_node(
+    both = multi(
         ["a", "b"], ["a", "b"], ["a", "b"], name="g", torch_on=False, gpu_present=gpu, stepcost_on=True
     )
     assert both["stepcost"] and not both["run"]
-    assert both["jobs"] == [
-        {"kind": "stepcost_multi_node", "job": "bench-stepcost-multi", "args": "stepcost_args_gpu"}
-    ]
-    every = bench.multi_node(
+    assert both["jobs"] == [job("stepcost_multi_node", "bench-stepcost-multi", "stepcost_args_gpu")]
+    every = multi(
         ["a", "b"], ["a", "b"], ["a", "b"], name="g", torch_on=True, gpu_present=gpu, stepcost_on=True
     )
-    assert [j["args"] for j in every["jobs"]] == ["torch_args_gpu", "stepcost_args_gpu"]  # all-reduce first
-    lost = bench.multi_node(
-        ["a", "b"], ["a", "b"], ["a"], name="g", torch_on=True, gpu_present=gpu, stepcost_on=True
-    )
+    assert [j["args"] for j in every["jobs"]] == [
+        PLAN["torch_args_gpu"],
+        PLAN["stepcost_args_gpu"],
+    ]  # all-reduce first
+    lost = multi(["a", "b"], ["a", "b"], ["a"], name="g", torch_on=True, gpu_present=gpu, stepcost_on=True)
     assert not lost["stepcost"] and not lost["run"] and "b unreachable" in lost["skipped"]
+
+
+def test_only_this_jobs_log_is_its_result():
+    log = "/results/launch/bench-torch-single-20261201T000000Z/gpu-a01.log"
+    assert bench.fresh_log("bench-torch-single", {"log": log}) == log
+    # A result an earlier job left: its log path names that job.
+    assert bench.fresh_log("bench-stepcost-single", {"log": log}) == ""
+    assert bench.fresh_log("bench-torch-single", {}) == ""

@@ -11,7 +11,7 @@ import time
 import pytest
 from test_report import NCCL, good_node, h200_topology
 
-from wireup import benchenv, report, results
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import benchenv, report, results
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 HEALTHY = REPO / "tests" / "fixtures" / "h200x2" / "bench_record_2026-11-29_healthy.json"

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from wireup import cuda_repo as p
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import cuda_repo as p
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "h200x2"
 NVIDIA_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"

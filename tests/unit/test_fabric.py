@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from wireup import fabric, topology
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import fabric, topology
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 SYSFS = FIXTURES / "sysfs"

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from wireup import fabric, fabricrun, launch
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import fabric, fabricrun, launch
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 LOGS = FIXTURES / "ncclinfo"
@@ -210,7 +210,7 @@ def test_history_nic_change_and_drop():
 
 
 def test_node_findings_closeness_and_mismatch():
-    from wireup import topology
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import topology
 
     topo = topology.parse_topo_matrix(
         (FIXTURES / "public" / "rtx4090x8_go-gpuallocator-17_topo_m.txt").read_text()
@@ -400,7 +400,7 @@ def test_a_second_fabric_run_in_the_same_second_never_replaces_the_first(tmp_pat
     import sys
     import time
 
-    from wireup import results
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import results
 
     root = pathlib.Path(__file__).resolve().parents[2]
     fabric_dir = tmp_path / "fabric"
@@ -413,7 +413,7 @@ def test_a_second_fabric_run_in_the_same_second_never_replaces_the_first(tmp_pat
         [
             str(pathlib.Path(sys.executable).with_name("ansible")),
             *["-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}"],
-            *["localhost", "-m", "wireup_fabric_bench"],
+            *["localhost", "-m", "wireup.cluster.wireup_fabric_bench"],
             *["-a", json.dumps({"nodes": ["n1", "n2"], "store": True, "results_dir": str(tmp_path)})],
         ],
         cwd=root,

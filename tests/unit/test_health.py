@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 
-from wireup import health, nvlink, topology
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import health, nvlink, topology
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 H200 = FIXTURES / "h200x2"

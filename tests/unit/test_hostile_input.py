@@ -20,7 +20,7 @@ from ansible.errors import AnsibleFilterError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wireup import benchenv, launch, slurm, validate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import benchenv, launch, slurm, validate
 
 MARKER = "PWNED"
 FRAGMENTS = [

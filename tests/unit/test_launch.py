@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 
-from wireup import launch
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch
 
 
 def node(address, interface="eth0", gpus=0, ib=(), hostname=""):

@@ -8,7 +8,7 @@ import shlex
 import pytest
 from test_launch_plan import BASE  # the job settings every launch plan test starts from
 
-from wireup import launch, slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch, slurm
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -211,7 +211,7 @@ def test_the_filter_passes_the_failed_mapping_through():
 def test_each_fabric_job_of_a_round_writes_its_own_summary_and_logs():
     """The fabric bench runs a round's jobs at once with one run id and one job name: each job's
     summary file is named by its group (pairwise.job_name), each node's log by the node."""
-    from wireup import pairwise
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import pairwise
 
     p = pairwise.plan(list(NODES))
     nodes = list(NODES)

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from wireup import launch
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch
 
 JOBCTL = pathlib.Path(__file__).resolve().parents[2] / "roles" / "torchrun_launch" / "files" / "wireup-jobctl"
 GROUP = ["node1", "node2", "node3", "node4"]

@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from wireup import launch, slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch, slurm
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 ROOT = pathlib.Path(__file__).resolve().parents[2]

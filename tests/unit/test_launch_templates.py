@@ -13,7 +13,7 @@ import pytest
 import yaml
 from ansible.plugins.filter.core import FilterModule as AnsibleCoreFilters
 
-from wireup import launch
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "torchrun_launch"
@@ -35,8 +35,9 @@ ENV = jinja2.Environment(
     undefined=jinja2.StrictUndefined,
 )
 ENV.filters.update(AnsibleCoreFilters().filters())
-ENV.filters.update(_wireup_filters())
-ENV.filters.update(_wireup_filters(SLURM_FILTERS_PY))
+# The templates call wireup's filters by their FQCN, as Ansible registers them from the collection.
+for _path in (FILTERS_PY, SLURM_FILTERS_PY):
+    ENV.filters.update({f"wireup.cluster.{name}": func for name, func in _wireup_filters(_path).items()})
 
 
 def node(address, interface="eth0", gpus=0, ib=(), hostname=""):

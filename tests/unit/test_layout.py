@@ -99,6 +99,34 @@ def test_every_role_has_its_documents():
         assert not missing, f"{role.name}: defaults without argument_specs entries: {missing}"
 
 
+def _role_options():
+    """{variable: {role: (its default, its argument spec)}} over every role."""
+    out = {}
+    for role in sorted(p for p in (ROOT / "roles").iterdir() if p.is_dir()):
+        defaults = yaml.safe_load((role / "defaults/main.yml").read_text()) or {}
+        specs = yaml.safe_load((role / "meta/argument_specs.yml").read_text())
+        options = {}
+        for entry in specs["argument_specs"].values():
+            options.update(entry.get("options") or {})
+        for name, value in defaults.items():
+            spec = {k: v for k, v in (options.get(name) or {}).items() if k != "description"}
+            out.setdefault(name, {})[role.name] = (value, spec)
+    return out
+
+
+def test_a_variable_several_roles_declare_has_one_default_and_one_type():
+    """The bench family's shared settings (bench_env, bench_dir, bench_fail_on_fail) are declared by
+    each role that reads them: the same default and type everywhere, so it cannot drift."""
+    shared = {name: by_role for name, by_role in _role_options().items() if len(by_role) > 1}
+    assert {name: sorted(by_role) for name, by_role in shared.items()} == {
+        "bench_dir": ["bench", "bench_fabric"],
+        "bench_env": ["bench", "bench_fabric"],
+        "bench_fail_on_fail": ["bench_fabric", "bench_report"],
+    }
+    for name, by_role in shared.items():
+        assert len({repr(v) for v in by_role.values()}) == 1, f"{name} differs between {sorted(by_role)}"
+
+
 def _block_scalar_escapes(text):
     """(line number, line) of every Jinja '\\n', '\\t' or '\\\\' escape written inside a YAML block
     scalar (`>-`, `|`): there Jinja keeps the backslash (ansible-core 2.19), so '\\n' joins with a

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import test_launch_templates as templates
 
-from wireup import benchenv, launch, slurm, validate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import benchenv, launch, slurm, validate
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GROUP = ["node1", "node2"]

@@ -6,8 +6,8 @@ import pathlib
 
 import pytest
 
-from wireup import nccl as p
-from wireup.apt import parse_dpkg_status
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import nccl as p
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.apt import parse_dpkg_status
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "h200x2"
 

@@ -27,7 +27,7 @@ def _info(tmp_path, **args):
     cmd = [
         str(Path(sys.executable).parent / "ansible"), "localhost", "-i", "localhost,", "-c", "local", "-o",
         "-e", f"ansible_python_interpreter={sys.executable}",
-        "-m", "wireup_nccl_info", "-a", json.dumps(args),
+        "-m", "wireup.cluster.wireup_nccl_info", "-a", json.dumps(args),
     ]  # fmt: skip
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False, cwd=REPO)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wireup import nccl_tests, validate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import nccl_tests, validate
 
 REPO = Path(__file__).resolve().parents[2]
 # Read from a fetched NVIDIA/nccl-tests on 2026-12-01: `git rev-parse v2.19.6^{commit}`.
@@ -30,7 +30,7 @@ PLAY = """
   tasks:
     - name: Fetch the source as the role does
       ansible.builtin.include_role:
-        name: nccl_tests
+        name: wireup.cluster.nccl_tests
         tasks_from: build
 """
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wireup import nccl_tests as p
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import nccl_tests as p
 
 # --- nccl_tests' plan: from wireup_nccl_info's one read -------------------------------------------
 INFO = {

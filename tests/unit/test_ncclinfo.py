@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from wireup import fabric, ncclinfo
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import fabric, ncclinfo
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 LOGS = FIXTURES / "ncclinfo"

@@ -24,7 +24,7 @@ def test_module_returns_the_fact_in_check_mode():
             f"ansible_python_interpreter={sys.executable}",
             "localhost",
             "-m",
-            "wireup_nic_facts",
+            "wireup.cluster.wireup_nic_facts",
             "-a",
             f"root={TREE}",
         ],

@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 
-from wireup import apt, node
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import apt, node
 
 FIX = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 H200 = FIX / "h200x2"

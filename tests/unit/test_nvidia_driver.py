@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from plugins.module_utils.wireup import nvidia_driver as d
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import nvidia_driver as d
 
 FM = "nvidia-fabricmanager"
 NODE = {
@@ -332,7 +332,7 @@ def test_plan_reads_the_roles_dpkg_query_like_package_facts():
     """The role reads dpkg-query (package_facts needs python3-apt in Ansible's interpreter, which the
     GPU machine's venv lacks: it failed there); its lines give the plan of the same packages. Held and removed
     (rc: config files left) packages as dpkg-query prints them."""
-    from wireup import apt as packages
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import apt as packages
 
     text = (
         "nvidia-open-580 hi 580.95.05-1\n"

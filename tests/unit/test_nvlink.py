@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 
-from wireup import nvlink
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import nvlink
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -3,7 +3,7 @@ re-pairing the members of failing pairs with passing nodes to name the bad node.
 
 import pytest
 
-from wireup import pairwise
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import pairwise
 
 N4 = ["n1", "n2", "n3", "n4"]
 

@@ -1,16 +1,18 @@
-"""Every read of a plan in the roles' task files, handlers and templates exists in its type.
+"""Typed seams (issue 24, item 2): every read of a typed plan in the roles' task files, handlers,
+templates and the playbooks (``__bench_plan.compare.argv``, ``__plan.nodes[host].listen``,
+``__bench_report_store['report']``) names a key its type has, following nested TypedDicts; every
+plan a task keeps from wireup's code (set_fact or a task's ``vars:`` from a wireup filter, the
+register of a wireup module or action) has its type here; every name a role sets and then reads by
+key has one too; and the table names nothing that is gone. So a renamed or misspelt key fails
+here, not as an undefined variable on a node.
 
-The seams between the YAML and the Python that plans it (issue 24 item 2): each plan a role sets
-(``set_fact``, or a task's ``vars:`` alias such as ``__plan``) is a TypedDict in
-plugins/module_utils/wireup/, and ``TYPES`` below says which. The scanner finds every
-``NAME.key.key`` (and ``NAME.key[...].key``) the files read and checks each key against the type,
-following nested TypedDicts (``__plan.watchdog.key``, ``__plan.nodes[host].listen``); it stops at
-a key whose type is not a TypedDict (a plain dict, a list, a string). So a renamed key in Python
-fails here, not as an undefined variable on a node.
-
-``CHECKED_ROLES``: the roles whose set_fact and vars names, when read with a dot, must be in TYPES
-(a new plan cannot stay untyped); registered results of builtin modules are not plans. One table
-for every role: the bench side adds its roles and entries here.
+PLANS maps a name (set_fact, register or task var) to the type of its value: a TypedDict in
+plugins/module_utils/wireup/, a container of one (``dict[str, X]``, ``list[X]``) or a plain type
+(``str``, ``list[str]``: a key read from it fails). A tuple: the value is one of them (a key
+passes when one of them has it). The walk follows ``.key`` and quoted subscripts (``['key']``) as
+keys; a subscript by a variable (``[host]``) of a mapping or list goes on into its values, of a
+TypedDict stops (a key the template chooses); a call (``.get(``, ``.items(``) stops at the object
+it is called on; past a plain dict, a list's index or ``Any`` nothing is checked.
 """
 
 from __future__ import annotations
@@ -23,26 +25,81 @@ import typing
 import pytest
 import yaml
 
-from wireup import cuda_repo, launch, nccl, nccl_tests, nvidia_driver, pytorch_venv, slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
+    bench,
+    bench_fabric,
+    bench_report,
+    cuda_repo,
+    file_state,
+    launch,
+    nccl,
+    nccl_tests,
+    nccltests,
+    nvidia_driver,
+    pytorch_venv,
+    slurm,
+    topology,
+    wait,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-# name the YAML reads -> its TypedDict (a tuple: the keys of any of them)
-TYPES: dict[str, type | tuple[type, ...]] = {
+ERRORS = list[str]  # a check's sentences, each naming the variable and the fix
+PLANS: dict[str, typing.Any] = {
+    # preflight
+    "__preflight_errors": ERRORS,
+    "__preflight_address_errors": ERRORS,
+    # cuda_repo
+    "__cuda_repo_state": file_state.FileState,
     "__cuda_repo": cuda_repo.CudaRepoPlan,
-    "__nccl_plan": nccl.NcclPlan,
-    "__nccl_tests": nccl_tests.NcclTestsPlan,
-    "nccl_tests_build": nccl_tests.BuildFact,
+    "__cuda_repo_problems": ERRORS,
+    # nvidia_driver
     "__nvidia_driver_plan": nvidia_driver.DriverPlan,
     "__nvidia_driver_specs": nvidia_driver.InstallSpecs,
+    # nccl
+    "__nccl_files": file_state.FileState,
+    "__nccl_plan": nccl.NcclPlan,
+    "__nccl_problems": ERRORS,
+    "__nccl_torch_line": str,
+    # nccl_tests
+    "__nccl_tests_plan": nccl_tests.NcclTestsPlan,
+    "__nccl_tests": nccl_tests.NcclTestsPlan,
+    "nccl_tests_build": nccl_tests.BuildFact,
+    "__nccl_tests_info": nccltests.NcclInfo,
+    "__nccl_tests_problems": ERRORS,
+    # pytorch_venv
     "__pytorch_venv_plan": pytorch_venv.VenvPlan,
     "__pytorch_venv_verified": pytorch_venv.Verified,
     "__verified": pytorch_venv.Verified,
     "pytorch_venv_info": pytorch_venv.TorchInfo,
+    # gpu_topology
+    "__gpu_topology_probe": topology.TopologyProbe,
+    # bench
+    "__bench_plan": bench.BenchPlan,
+    "__bench_torch": bench.TorchJob,
+    "__bench_multi": bench.MultiNode,
+    "__bench_torch_logs": dict[str, str],  # {TorchJob kind: its log path on the controller}
+    "__bench_tuning": bench.Tuning,
+    "__bench_result": bench.NodeData,
+    # bench_fabric
+    "__bench_fabric_plan": bench_fabric.FabricPlan,
+    "__bench_fabric_job": bench_fabric.FabricJob,
+    "__bench_fabric_results": list[bench_fabric.PairResult],
+    "__bench_fabric_judge": bench_fabric.JudgeAnswer,
+    "__bench_fabric_judged": bench_fabric.JudgeAnswer,
+    # bench_report
+    "__bench_report_run": bench_report.ReportRun,
+    "__bench_report_store": bench_report.StoreAnswer,
+    # launch.yml, torchrun_launch
+    "__wireup_launch_failed": dict[str, str],  # {host: why launch refuses it} (fabricrun.refusals)
+    "__torchrun_launch_watchdog_key": str,
+    "__torchrun_launch_node": launch.NodeFacts,
     "__torchrun_launch_plan": launch.JobPlan,
     # slurm.yml's __plan is the launch plan combined with sbatch's (slurm.run_plan)
     "__plan": (launch.JobPlan, slurm.SlurmRun),
     "__slurm": slurm.SlurmRun,
+    "__batch_out": str,
+    "__errors": ERRORS,
+    "__torchrun_launch_status": wait.WaitResult,
     "__torchrun_launch_jobs": launch.JobsPlan,
     "__torchrun_launch_verdict": (launch.Verdict, slurm.SlurmVerdict),
     "__torchrun_launch_drain": slurm.DrainPlan,
@@ -51,135 +108,210 @@ TYPES: dict[str, type | tuple[type, ...]] = {
     "__report": launch.Report,
     "__status": launch.RunStatus,
 }
-CHECKED_ROLES = ("preflight", "cuda_repo", "nvidia_driver", "nccl", "pytorch_venv", "torchrun_launch")
-
-_READ = re.compile(r"(?<![\w.])([A-Za-z_]\w*)((?:\.[A-Za-z_]\w*|\[[^\]\n]*\])+)")
-_STEP = re.compile(r"\.([A-Za-z_]\w*)|\[([^\]\n]*)\]")
-# Methods of a mapping a template may call on a plan: not keys.
-_METHODS = {"get", "items", "keys", "values"}
-
-
-def _files() -> list[pathlib.Path]:
-    patterns = (
-        "roles/*/tasks/*.yml",
-        "roles/*/handlers/*.yml",
-        "roles/*/templates/**/*.j2",
-        "playbooks/*.yml",
-    )
-    return sorted(p for pattern in patterns for p in ROOT.glob(pattern))
-
-
-def _reads(path: pathlib.Path):
-    """(line number, name, [steps]) of every dotted read in a file; a step is ('key', name) or
-    ('item', None) for a subscript."""
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if line.lstrip().startswith("#"):
-            continue
-        for match in _READ.finditer(line):
-            steps = [("key", key) if key else ("item", None) for key, _ in _STEP.findall(match.group(2))]
-            yield number, match.group(1), steps
+SOURCES = [
+    *sorted(ROOT.glob("roles/*/tasks/*.yml")),
+    *sorted(ROOT.glob("roles/*/handlers/*.yml")),
+    *sorted(p for p in ROOT.glob("roles/*/templates/**/*") if p.is_file()),
+    *sorted(ROOT.glob("playbooks/*.yml")),
+]
+# .key, ['key'] or ["key"] (a key), [anything else] (a subscript by a value)
+STEP = r"\.[A-Za-z_]\w*|\[[^\]\n]*\]"
+_QUOTED = re.compile(r"""\[\s*(?:'([^']*)'|"([^"]*)")\s*\]""")
+ITEM = None  # the step of a subscript by a value
+# A filter call in a task's value: `| wireup.cluster.wireup_x`, `wireup_x(`, `map('wireup.cluster.wireup_x')`
+_WIREUP_CALL = re.compile(
+    r"\|\s*(?:wireup\.cluster\.)?wireup_\w+|\bwireup_\w+\(|['\"]wireup\.cluster\.wireup_\w+['\"]"
+)
+_WIREUP_MODULE = ("wireup.cluster.wireup_", "wireup_")
 
 
-def _unwrap(hint):
-    """The TypedDict a hint names (X | None: X), or None when it is none."""
-    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        found = [h for h in typing.get_args(hint) if h is not type(None)]
-        return _unwrap(found[0]) if len(found) == 1 else None
-    return hint if typing.is_typeddict(hint) else None
+def _step(text):
+    """'.key' or "['key']" -> 'key'; any other subscript -> ITEM."""
+    if text.startswith("."):
+        return text[1:]
+    quoted = _QUOTED.fullmatch(text)
+    return (quoted.group(1) if quoted.group(1) is not None else quoted.group(2)) if quoted else ITEM
 
 
-def _item(hint):
-    """The TypedDict of a subscript's value: dict[str, X] -> X, list[X] -> X."""
-    args = typing.get_args(hint)
-    return _unwrap(args[-1]) if args else None
+def reads(text, name):
+    """[(line number, [step, ...])] of every read of ``name``'s keys in text (a step is a key or
+    ITEM); the last step before a call is the call's, not a key."""
+    out = []
+    for match in re.finditer(rf"(?<![\w.]){re.escape(name)}((?:{STEP})+)", text):
+        steps = [_step(s) for s in re.findall(STEP, match.group(1))]
+        if text[match.end() : match.end() + 1] == "(":
+            steps = steps[:-1]
+        if steps:
+            out.append((text.count("\n", 0, match.start()) + 1, steps))
+    return out
 
 
-def _missing(kinds, steps) -> str:
-    """'' when ``steps`` read keys that exist in one of ``kinds`` (TypedDicts), else the first key
-    that does not exist."""
-    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
-    problems = []
-    for kind in kinds:
-        problem = _walk(kind, steps)
-        if not problem:
+def _typed_dict(kind):
+    """The TypedDict in kind (itself, or a member of an Optional/Union), else None."""
+    if typing.is_typeddict(kind):
+        return kind
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        return next((k for k in typing.get_args(kind) if typing.is_typeddict(k)), None)
+    return None
+
+
+def _values(kind):
+    """The type of a mapping's or list's values (dict[str, X], list[X]: X), else None."""
+    args = typing.get_args(kind)
+    return args[-1] if typing.get_origin(kind) in (dict, list) and args else None
+
+
+def _path(steps):
+    """'.nodes[].listen'"""
+    return "".join("[]" if s is ITEM else f".{s}" for s in steps)
+
+
+def missing_key(kind, steps):
+    """The path up to the first key the type does not have ('' when the path exists)."""
+    for depth, step in enumerate(steps):
+        typed = _typed_dict(kind)
+        if step is ITEM:
+            kind = None if typed is not None else _values(kind)  # a TypedDict's chosen key: stop
+        elif typed is not None:
+            hints = typing.get_type_hints(typed)
+            if step not in hints:
+                return _path(steps[: depth + 1]).lstrip(".")
+            kind = hints[step]
+        elif typing.get_origin(kind) is dict:
+            kind = _values(kind)
+        elif kind in (str, int, float, bool) or typing.get_origin(kind) is list:
+            return _path(steps[: depth + 1]).lstrip(".")  # a key of a scalar or a list
+        else:
             return ""
-        problems.append(problem)
-    return problems[0]
-
-
-def _walk(kind, steps) -> str:
-    hint = kind
-    for step, key in steps:
-        td = _unwrap(hint)
-        if step == "item":
-            if td is not None:
-                return ""  # a subscript of a TypedDict: a key the template chooses
-            hint = _item(hint)  # dict[str, X], list[X]: X
-            if hint is None:
-                return ""
-            continue
-        if td is None or key in _METHODS:
-            return ""  # not a TypedDict (its keys are data, not the plan's shape), or a method
-        hints = typing.get_type_hints(td)
-        if key not in hints:
-            return f"{td.__name__} has no key {key!r}"
-        hint = hints[key]
+        if kind is None:
+            return ""
     return ""
 
 
-def test_every_plan_read_exists_in_its_type():
-    problems = []
-    for path in _files():
-        for number, name, steps in _reads(path):
-            if name in TYPES:
-                problem = _missing(TYPES[name], steps)
-                if problem:
-                    problems.append(f"{path.relative_to(ROOT)}:{number}: {name}: {problem}")
-    assert problems == []
+def _name(kind):
+    """'JobPlan or SlurmRun', 'list[PairResult]'."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    names = (re.sub(r"[\w.]+\.(\w+)", r"\1", str(k)) if typing.get_args(k) else k.__name__ for k in kinds)
+    return " or ".join(names)
 
 
-def _tasks(node):
-    """Every task mapping of a task file (inside blocks, rescue and always too)."""
-    if isinstance(node, list):
-        for item in node:
-            yield from _tasks(item)
-    elif isinstance(node, dict):
-        yield node
-        for key in ("block", "rescue", "always"):
-            yield from _tasks(node.get(key))
+def problem(kind, steps):
+    """'' when one of the types (a tuple: any of them) has the path, else the first one's miss."""
+    misses = [missing_key(k, steps) for k in (kind if isinstance(kind, tuple) else (kind,))]
+    return "" if "" in misses else misses[0]
 
 
-def _names(role: str) -> tuple[set[str], set[str]]:
-    """(names the role sets with set_fact or a task's vars, names it registers)."""
+def problems(text, plans=PLANS):
+    found = [
+        (line, f"line {line}: {name}{_path(steps)} reads {bad!r}, which {_name(plans[name])} has not")
+        for name in plans
+        for line, steps in reads(text, name)
+        if (bad := problem(plans[name], steps))
+    ]
+    return [message for _line, message in sorted(found)]
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[str(p.relative_to(ROOT)) for p in SOURCES])
+def test_every_plan_read_exists_in_its_type(path):
+    assert problems(path.read_text()) == []
+
+
+def _tasks(items):
+    """Every task mapping (inside blocks, rescue and always too)."""
+    for task in items or []:
+        if not isinstance(task, dict):
+            continue
+        for part in ("block", "rescue", "always"):
+            yield from _tasks(task.get(part))
+        yield task
+
+
+def _task_files():
+    """(path, its tasks) of every role's task and handler file and every playbook's plays."""
+    for path in sorted([*ROOT.glob("roles/*/tasks/*.yml"), *ROOT.glob("roles/*/handlers/*.yml")]):
+        yield path, list(_tasks(yaml.safe_load(path.read_text())))
+    for path in sorted(ROOT.glob("playbooks/*.yml")):
+        for play in yaml.safe_load(path.read_text()) or []:
+            for part in ("pre_tasks", "tasks", "post_tasks", "handlers"):
+                yield path, list(_tasks(play.get(part)))
+
+
+def _set(task):
+    """{name: value} of what a task sets: its set_fact keys and its vars."""
+    facts = task.get("ansible.builtin.set_fact") or task.get("set_fact") or {}
+    return {**(task.get("vars") or {}), **facts}
+
+
+def kept_plans(task):
+    """Names a task keeps from wireup's code: what it sets from a wireup filter, the register of a
+    wireup module or action."""
+    names = [k for k, v in _set(task).items() if isinstance(v, str) and _WIREUP_CALL.search(v)]
+    if task.get("register") and any(str(k).startswith(_WIREUP_MODULE) for k in task):
+        names.append(task["register"])
+    return names
+
+
+def test_every_plan_kept_from_wireup_code_has_its_type():
+    kept = {
+        name: str(path.relative_to(ROOT))
+        for path, tasks in _task_files()
+        for t in tasks
+        for name in kept_plans(t)
+    }
+    assert {name: where for name, where in kept.items() if name not in PLANS} == {}, (
+        "give these plans a type (a TypedDict beside the code that makes them) and add them to PLANS"
+    )
+
+
+def test_every_name_a_role_sets_and_reads_by_key_has_its_type():
+    """What a role builds itself (set_fact or vars from other plans, not from a wireup filter) and
+    reads by key is a plan too; registered results of builtin modules are not."""
     made, registered = set(), set()
-    for path in (ROOT / "roles" / role / "tasks").glob("*.yml"):
-        for task in _tasks(yaml.safe_load(path.read_text()) or []):
-            made |= set(task.get("ansible.builtin.set_fact") or {}) | set(task.get("vars") or {})
-            if task.get("register"):
-                registered.add(task["register"])
-    return made, registered
+    for _file, tasks in _task_files():
+        for task in tasks:
+            made |= set(_set(task))
+            registered |= {task["register"]} if task.get("register") else set()
+    text = "".join(path.read_text() for path in SOURCES)
+    read = {name for name in made - registered if any(s and s[0] is not ITEM for _, s in reads(text, name))}
+    assert sorted(read - set(PLANS)) == []
 
 
-@pytest.mark.parametrize("role", CHECKED_ROLES)
-def test_every_plan_a_role_reads_with_a_dot_is_typed(role):
-    made, registered = _names(role)
-    files = [p for p in _files() if f"roles/{role}/" in str(p)]
-    read = {name for path in files for _, name, steps in _reads(path) if steps and steps[0][0] == "key"}
-    untyped = sorted((read & made) - set(TYPES) - registered)
-    assert untyped == [], f"{role}: plans read by key without a type in TYPES: {untyped}"
+def test_the_table_names_nothing_that_is_gone():
+    """A renamed plan moves its entry."""
+    text = "".join(path.read_text() for path in SOURCES)
+    assert [name for name in PLANS if not re.search(rf"(?<![\w.]){name}\b", text)] == []
 
 
-def test_the_table_names_plans_the_yaml_reads():
-    """No stale entry: every name in TYPES is one the roles' files use."""
-    text = "\n".join(path.read_text() for path in _files())
-    assert [name for name in TYPES if not re.search(rf"(?<![\w.]){name}\b", text)] == []
+def test_the_check_catches_a_misspelt_key_and_follows_nested_types():
+    text = (
+        "argv: '{{ __bench_plan.compare.argv }}'\n"
+        "x: '{{ __bench_plan.nccl_rnus }}'\n"
+        "y: '{{ __bench_plan[\"compare\"].agrv }}'\n"
+        "z: '{{ __bench_plan.tuned.values.NCCL_ALGO }}'\n"  # values: dict[str, str], any key
+        "w: '{{ __bench_plan.skipped.bad }}'\n"  # a key of a string
+        "ok: '{{ __bench_fabric_judged.record.failed.get(inventory_hostname) }}'\n"
+        "n: '{{ __plan.nodes[host].listen }} {{ __plan.nodes[host].lisen }}'\n"
+        "s: '{{ __plan.sacct_argv }} {{ __plan.watchdog.kye }} {{ __plan.watchdog.keys() }}'\n"
+        "e: '{{ __errors | join }} {{ __errors.first }} {{ __cuda_repo_state.files[path].mode }}'\n"
+        "l: '{{ __bench_fabric_results[0].pair }} {{ __bench_fabric_results[0].pear }}'\n"
+    )
+    assert problems(text) == [
+        "line 2: __bench_plan.nccl_rnus reads 'nccl_rnus', which BenchPlan has not",
+        "line 3: __bench_plan.compare.agrv reads 'compare.agrv', which BenchPlan has not",
+        "line 5: __bench_plan.skipped.bad reads 'skipped.bad', which BenchPlan has not",
+        "line 7: __plan.nodes[].lisen reads 'nodes[].lisen', which JobPlan or SlurmRun has not",
+        "line 8: __plan.watchdog.kye reads 'watchdog.kye', which JobPlan or SlurmRun has not",
+        "line 9: __errors.first reads 'first', which list[str] has not",
+        "line 10: __bench_fabric_results[].pear reads '[].pear', which list[PairResult] has not",
+    ]
 
 
-def test_the_scanner_catches_a_missing_key():
-    assert _missing(launch.JobPlan, [("key", "no_such_key")]) == "JobPlan has no key 'no_such_key'"
-    assert _missing(launch.JobPlan, [("key", "watchdog"), ("key", "keys")]) == ""
-    assert "WatchdogPlan has no key 'kye'" in _missing(launch.JobPlan, [("key", "watchdog"), ("key", "kye")])
-    nested = [("key", "nodes"), ("item", None), ("key", "listen")]
-    assert _missing(launch.JobPlan, nested) == ""
-    assert "NodePlan has no key 'lisen'" in _missing(launch.JobPlan, [*nested[:2], ("key", "lisen")])
-    assert _missing((launch.JobPlan, slurm.SlurmRun), [("key", "sacct_argv")]) == ""
+def test_a_kept_plan_is_found_by_its_filter_or_module():
+    fact = {
+        "ansible.builtin.set_fact": {"__x": "{{ a | wireup.cluster.wireup_launch_status }}", "y": "{{ 1 }}"}
+    }
+    assert kept_plans(fact) == ["__x"]
+    assert kept_plans({"vars": {"__v": "{{ a | map('wireup.cluster.wireup_launch_status') }}"}}) == ["__v"]
+    assert kept_plans({"vars": {"__v": "{{ wireup_launch_watchdog_key(32) }}"}}) == ["__v"]
+    assert kept_plans({"wireup.cluster.wireup_wait": {}, "register": "__r"}) == ["__r"]
+    assert kept_plans({"ansible.builtin.command": {}, "register": "__r"}) == []

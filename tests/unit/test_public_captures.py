@@ -9,7 +9,13 @@ import re
 
 import pytest
 
-from wireup import bandwidth, health, nccltests, nvlink, topology
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
+    bandwidth,
+    health,
+    nccltests,
+    nvlink,
+    topology,
+)
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 PUB = FIXTURES / "public"

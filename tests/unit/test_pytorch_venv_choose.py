@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from wireup import apt as packages
-from wireup import pytorch_venv
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import apt as packages
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import pytorch_venv
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Captures from the lent 2x H200 machine, copied from ../shared/fixtures/h200x2.

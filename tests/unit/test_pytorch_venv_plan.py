@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-from wireup import pytorch_venv
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import pytorch_venv
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TESTBED = ROOT / "tests" / "fixtures" / "testbed"

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wireup import redact
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import redact
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import sys
 
 import yaml
 
-from wireup import bench, report, results
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bench, report, results
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NCCL = ROOT / "tests/fixtures/nccltests"
@@ -105,8 +105,8 @@ def test_store_module_redacts_listed_names_and_writes_private_files(tmp_path):
     env = dict(os.environ, ANSIBLE_CALLBACK_RESULT_FORMAT="json")
     out = subprocess.run(
         [str(pathlib.Path(sys.executable).with_name("ansible")), "-i", "localhost,", "-c", "local",
-         "-e", f"ansible_python_interpreter={sys.executable}", "localhost", "-m", "wireup_bench_store",
-         "-a", json.dumps(args)],
+         "-e", f"ansible_python_interpreter={sys.executable}", "localhost",
+         "-m", "wireup.cluster.wireup_bench_store", "-a", json.dumps(args)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
         preexec_fn=lambda: os.umask(0o022),
     )  # fmt: skip
@@ -124,14 +124,18 @@ def test_store_module_redacts_listed_names_and_writes_private_files(tmp_path):
 
 
 def test_node_results_hand_the_controller_no_secret():
-    """What the report play's variables and the store's arguments hold (bench.node_results, through
-    the wireup_bench_run filter): no secret value of the plan's env nor of nccl-tests' -J JSON."""
+    """What the report play's variables and the store's arguments hold (bench.node_results, kept by
+    the bench role as __bench_result): no secret value of the plan's env nor of nccl-tests' -J JSON."""
     defaults = yaml.safe_load((ROOT / "roles/bench/defaults/main.yml").read_text())
     settings = dict(
         defaults, bench_dir="/opt/wireup/bench", bench_torch_max_bytes=defaults["bench_max_bytes"]
     )
     settings.update(
         wireup_base_dir="/opt/wireup", wireup_job_env=dict(ENV), bench_env={"TORCH_HUB_TOKEN": "hubtoken99"}
+    )
+    names = {"wireup_base_dir": "base_dir", "wireup_job_env": "job_env"}
+    settings = bench.BenchSettings(
+        **{names.get(k, k.removeprefix("bench_")): v for k, v in settings.items()}, stepcost_only=False
     )
     node = {"gpu": {"present": True, "count": 2}, "driver": {"version": "580.159.04"}, "cuda": {}, "nccl": {}}
     build = {"bin_dir": "/opt/wireup/nccl-tests/build", "json": True, "version": "v2.19.6"}

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from wireup import report, results, topology
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import report, results, topology
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 H200 = ROOT / "h200x2"

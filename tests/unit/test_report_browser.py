@@ -21,7 +21,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from wireup import report
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import report
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "docs/example-h200x2/healthy"

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from wireup import results
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import results
 
 
 def record(run_id, verdict="PASS", *, busbw=345.0, links=None, gpus=2, torch_busbw=None):
@@ -262,7 +262,7 @@ def test_a_run_that_stores_nothing_leaves_no_empty_folder(tmp_path):
 
 
 def test_records_are_written_atomically_and_strict(tmp_path, monkeypatch):
-    from wireup import atomicfile
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import atomicfile
 
     rid, _ = results.reserve_run(str(tmp_path), "20261201T020000Z")
 
@@ -304,7 +304,7 @@ def _row(size, dtype, op, oop, ip):
     ],
 )  # fmt: skip
 def test_verdict_baseline_report_and_tuning_read_one_figure(collective, rows, figure):
-    from wireup import bandwidth, bench, report
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bandwidth, bench, report
 
     for r in rows:
         r["in_place"]["wrong"] = 0 if collective != "alltoall" else None

@@ -6,7 +6,7 @@ import io
 import json
 from pathlib import Path
 
-from wireup import runsummary
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import runsummary
 
 REPO = Path(__file__).resolve().parents[2]
 

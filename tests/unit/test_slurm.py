@@ -10,7 +10,7 @@ import time
 import pytest
 from test_launch_templates import ENV, ROLE, context, fake_venv, render
 
-from wireup import slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import slurm
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"

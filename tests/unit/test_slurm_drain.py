@@ -8,7 +8,7 @@ import shlex
 
 import pytest
 
-from wireup import launch, slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch, slurm
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 WIREUP = "wireup: fabric run 20261201T050000Z named node2 bad: round 1 with node1: 0.0236 GB/s FAIL"

@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-from wireup import report, results, stepcost
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import report, results, stepcost
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -16,15 +16,16 @@ import re
 import pytest
 import yaml
 
-from wireup import launch
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROLES = ROOT / "roles"
 SOURCES = re.compile(
     r"\b(wireup_job_env|bench_env|torchrun_launch_env|pytorch_venv_extra_index_url"
     r"|pytorch_venv_index_base_url|pytorch_venv_wheelhouse_url|pytorch_venv_verify_env"
-    r"|__bench_settings|__pytorch_venv_settings)\b"
+    r"|__pytorch_venv_settings)\b"
     r"|__bench_plan\.(env|env_default|nccl_env|torch_env_given|compare\.envs)\b"
+    r"|__bench_fabric_plan\.env\b"
     r"|__pytorch_venv_plan\.(verify_env|pip\.(installs|env|extras_env))\b"
     r"|\bjson_file\b"  # nccl-tests' -J JSON holds the process environment
 )

@@ -5,7 +5,7 @@ import pathlib
 
 import pytest
 
-from wireup import topology
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import topology
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 H200 = FIXTURES / "h200x2"
@@ -390,8 +390,7 @@ def run_module(tmp_path, folder, args):
     smi.chmod(0o755)
     env = dict(
         os.environ,
-        ANSIBLE_LIBRARY=str(root / "plugins" / "modules"),
-        ANSIBLE_MODULE_UTILS=str(root / "plugins" / "module_utils"),
+        ANSIBLE_COLLECTIONS_PATH=str(root / ".collections"),
         ANSIBLE_STDOUT_CALLBACK="default",
         ANSIBLE_CALLBACK_RESULT_FORMAT="json",
         ANSIBLE_NOCOLOR="1",
@@ -408,7 +407,7 @@ def run_module(tmp_path, folder, args):
         "-e",
         f"ansible_python_interpreter={sys.executable}",
         "-m",
-        "wireup_gpu_topology",
+        "wireup.cluster.wireup_gpu_topology",
         "-a",
         json.dumps({"nvidia_smi": str(smi), "read_kernel_log": False, "read_lspci": False, **args}),
     ]
@@ -468,7 +467,7 @@ ROLE_PLAY = """
     wireup_node:
       gpu: {{present: {present}, pci_count: {pci_count}, count: {pci_count}, nvidia_smi: "{smi}"}}
   roles:
-    - gpu_topology
+    - wireup.cluster.gpu_topology
 """
 
 
@@ -626,7 +625,7 @@ def _mutations(text):
     ids=str,
 )
 def test_mangled_inputs_raise_only_value_error(path):
-    from wireup import nvlink
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import nvlink
 
     parsers = {
         "topo_m": topology.parse_topo_matrix,
@@ -683,16 +682,11 @@ def test_module_single_gpu_vm_without_nvlink(tmp_path):
     assert result["topology"]["gpus"][0]["cpu_affinity"] == "0-15"
 
 
-def _module_main_file(monkeypatch):
-    """plugins/modules/wireup_gpu_topology.py imported with ansible.module_utils.wireup as ours."""
+def _module_main_file():
+    """plugins/modules/wireup_gpu_topology.py imported as a plain file (its module_utils through the
+    collection's name, as Ansible packs them)."""
     import importlib.util
-    import sys
 
-    import wireup
-    from wireup import health, nvlink, topology
-
-    for name, mod in (("", wireup), (".health", health), (".nvlink", nvlink), (".topology", topology)):
-        monkeypatch.setitem(sys.modules, "ansible.module_utils.wireup" + name, mod)
     path = pathlib.Path(__file__).resolve().parents[2] / "plugins/modules/wireup_gpu_topology.py"
     spec = importlib.util.spec_from_file_location("wireup_gpu_topology_under_test", path)
     module = importlib.util.module_from_spec(spec)
@@ -701,7 +695,7 @@ def _module_main_file(monkeypatch):
 
 
 def test_module_parses_each_output_once(monkeypatch):
-    module = _module_main_file(monkeypatch)
+    module = _module_main_file()
     calls = []
 
     def counted(name, func):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from wireup import validate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import validate
 
 GOOD_PINS = {
     "nvidia_driver_branch": "580",

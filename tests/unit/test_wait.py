@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from wireup import wait
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import wait
 
 
 def answer(state, elapsed=12.04, rc=None, **extra):

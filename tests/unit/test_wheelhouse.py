@@ -11,7 +11,7 @@ import zipfile
 
 import pytest
 
-from wireup import wheelhouse
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import wheelhouse
 
 SHA = "a" * 64
 

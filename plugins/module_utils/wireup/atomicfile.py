@@ -28,7 +28,7 @@ def finite(data):
         return data if math.isfinite(data) else None
     if isinstance(data, dict):
         return {key: finite(value) for key, value in data.items()}
-    if isinstance(data, list | tuple):
+    if isinstance(data, (list, tuple)):
         return [finite(value) for value in data]
     return data
 

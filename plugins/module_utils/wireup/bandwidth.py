@@ -22,6 +22,7 @@ table cut off, wrong elements; see nccltests.assess), whatever the sizes reached
 expectation (one GPU, or unknown links) or without a size >= 1 GiB the verdict is ``N/A``.
 """
 
+import dataclasses
 import math
 import re
 
@@ -108,28 +109,11 @@ def link_speed(cls, gpu_a, gpu_b):
     """Raw speed of one GPU-GPU link: {class, kind, gbps, detail}; gbps None when unknown."""
     match = _NV.match(cls or "")
     if match:
-        count = int(match.group(1))
-        speeds = [((g or {}).get("nvlink") or {}).get("speed_gbps") for g in (gpu_a, gpu_b)]
-        speeds = [s for s in speeds if s]
-        if not speeds:
-            return {
-                "class": cls,
-                "kind": "nvlink",
-                "gbps": None,
-                "detail": f"{cls} but `nvidia-smi nvlink -s` gave no per-link speed",
-            }
-        per_link = min(speeds)
-        return {
-            "class": cls,
-            "kind": "nvlink",
-            "gbps": round(count * per_link, 3),
-            "detail": f"{cls} x {per_link:.3f} GB/s per link",
-        }
+        return _nvlink_speed(cls, int(match.group(1)), (gpu_a, gpu_b))
     kind = _PCIE_KIND.get(cls)
     if kind is None:
         return {"class": cls, "kind": "unknown", "gbps": None, "detail": f"unknown link class {cls!r}"}
-    found = [_gpu_pcie_gbps(g) for g in (gpu_a, gpu_b)]
-    found = [f for f in found if f[0] is not None]
+    found = [f for f in (_gpu_pcie_gbps(g) for g in (gpu_a, gpu_b)) if f[0] is not None]
     if not found:
         return {
             "class": cls,
@@ -144,6 +128,17 @@ def link_speed(cls, gpu_a, gpu_b):
         "gbps": gbps,
         "detail": f"{cls}: PCIe Gen{gen} x{width} = {gbps:.1f} GB/s",
     }
+
+
+def _nvlink_speed(cls, count, gpus):
+    """An NV# link: count links at the slower GPU's per-link speed (nvlink -s)."""
+    speeds = [s for s in (((g or {}).get("nvlink") or {}).get("speed_gbps") for g in gpus) if s]
+    if not speeds:
+        detail = f"{cls} but `nvidia-smi nvlink -s` gave no per-link speed"
+        return {"class": cls, "kind": "nvlink", "gbps": None, "detail": detail}
+    per_link = min(speeds)
+    detail = f"{cls} x {per_link:.3f} GB/s per link"
+    return {"class": cls, "kind": "nvlink", "gbps": round(count * per_link, 3), "detail": detail}
 
 
 def bottleneck(topology, collective=None, overrides=None):
@@ -168,16 +163,22 @@ def bottleneck(topology, collective=None, overrides=None):
         value = efficiency_for(kind, collective, overrides) if collective else None
         return 1.0 if value is None else value
 
-    worst = None
-    for link in links:
-        speed = link_speed(link.get("class"), gpus.get(link.get("a")), gpus.get(link.get("b")))
-        speed["pair"] = [link.get("a"), link.get("b")]
-        if speed["gbps"] is None:
-            return dict(speed, gpus=len(gpus))  # an unknown link makes the whole set unknown
-        if worst is None or _rank(speed, factor) < _rank(worst, factor):
+    speeds = [_link_of(link, gpus) for link in links]
+    unknown = next((speed for speed in speeds if speed["gbps"] is None), None)
+    if unknown is not None:
+        return dict(unknown, gpus=len(gpus))  # an unknown link makes the whole set unknown
+    worst = speeds[0]
+    for speed in speeds[1:]:
+        if _rank(speed, factor) < _rank(worst, factor):
             worst = speed
-    worst["gpus"] = len(gpus)
-    return worst
+    return dict(worst, gpus=len(gpus))
+
+
+def _link_of(link, gpus):
+    """link_speed of one topology link, with its pair."""
+    speed = link_speed(link.get("class"), gpus.get(link.get("a")), gpus.get(link.get("b")))
+    speed["pair"] = [link.get("a"), link.get("b")]
+    return speed
 
 
 # Among PCIe paths of one speed and kind, the one crossing more of the host is named the bottleneck
@@ -233,8 +234,9 @@ def expected_busbw(topology, collective, overrides=None):
         return out
     factor = efficiency_for(link["kind"], collective, overrides)
     if factor is None:
-        out["basis"] = "no efficiency factor for {} over {} (set bench_efficiency.{}.{})".format(
-            collective, link["kind"], link["kind"], collective
+        kind = link["kind"]
+        out["basis"] = (
+            f"no efficiency factor for {collective} over {kind} (set bench_efficiency.{kind}.{collective})"
         )
         return out
     out["efficiency"] = factor
@@ -250,58 +252,49 @@ def expected_busbw(topology, collective, overrides=None):
 def check_thresholds(pass_ratio, warn_ratio):
     """Raise ValueError (naming the variable) unless the thresholds pass validate's one rule."""
     for name, value in (("bench_pass_ratio", pass_ratio), ("bench_warn_ratio", warn_ratio)):
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"{name} must be a number in (0, 1.5], got {value!r}")
     errors = validate.bench_threshold_errors({"bench_pass_ratio": pass_ratio, "bench_warn_ratio": warn_ratio})
     if errors:
         raise ValueError(errors[0])
 
 
-# For callers outside a play (re-judging a record, tests): the bench role's defaults, which
-# roles/bench/defaults/main.yml sets for every run (tests/unit/test_bench_plan.py keeps them equal).
-DEFAULT_THRESHOLDS = {
-    "pass_ratio": 0.9,
-    "warn_ratio": 0.75,
-    "min_bytes": ONE_GIB,
-    "tolerance": 0.10,
-    "torch_goal": 0.97,
-}
+@dataclasses.dataclass(frozen=True)
+class Thresholds:
+    """The run's verdict thresholds (the report play's bench_pass_ratio, bench_warn_ratio,
+    bench_verdict_min_bytes, bench_baseline_tolerance, bench_torch_goal_ratio). The defaults are
+    the role's, for callers outside a play (re-judging a record, tests): tests/unit/test_bench_plan.py
+    keeps them equal to roles/bench_report/defaults/main.yml."""
+
+    pass_ratio: float = 0.9
+    warn_ratio: float = 0.75
+    min_bytes: int = ONE_GIB
+    tolerance: float = 0.10
+    torch_goal: float = 0.97
 
 
-def verdict(
-    rows,
-    expected,
-    pass_ratio=DEFAULT_THRESHOLDS["pass_ratio"],
-    warn_ratio=DEFAULT_THRESHOLDS["warn_ratio"],
-    min_bytes=DEFAULT_THRESHOLDS["min_bytes"],
-    *,
-    problems=None,
-    collective=None,
-):
+DEFAULT_THRESHOLDS = dataclasses.asdict(Thresholds())
+
+
+def verdict(rows, expected, *, problems=None, collective=None, **thresholds):
     """Judge one collective's rows against its expectation (a dict from expected_busbw).
 
     problems: what nccl-tests itself reported against the run (nccltests.assess: exit code, a
     FAILED line, failure lines, a cut-off table); any makes the verdict FAIL, whatever the size
     reached, with every cause in the reason. Only the halves nccl-tests validates are judged
     (nccltests.checked_halves: never alltoall's in-place half); collective defaults to
-    expected["collective"].
+    expected["collective"]. thresholds: Thresholds' fields by name (pass_ratio, warn_ratio,
+    min_bytes; the defaults where not given).
 
     Returns {verdict, measured_busbw, size, expected_busbw, ratio, reason, halves}.
     """
-    check_thresholds(pass_ratio, warn_ratio)
+    limits = Thresholds(**thresholds)
+    check_thresholds(limits.pass_ratio, limits.warn_ratio)
     exp = (expected or {}).get("expected_busbw")
     collective = collective or (expected or {}).get("collective") or ""
-    halves = nccltests.checked_halves(collective, rows)
-    out = {
-        "verdict": "N/A",
-        "measured_busbw": None,
-        "size": None,
-        "expected_busbw": exp,
-        "ratio": None,
-        "reason": "",
-        "halves": halves,
-    }
-    sizes = [s for s in nccltests.figure_sizes(rows, collective) if s >= min_bytes]
+    out = {"verdict": "N/A", "measured_busbw": None, "size": None, "expected_busbw": exp, "ratio": None}
+    out.update(reason="", halves=nccltests.checked_halves(collective, rows))
+    sizes = [s for s in nccltests.figure_sizes(rows, collective) if s >= limits.min_bytes]
     # With -d all / -o all nccl-tests prints one row per type and op at each size: judge the one of
     # its defaults (float, sum; "none" for collectives without an op), not whichever came first.
     row = nccltests.figure_row(rows, sizes[-1], collective) if sizes else None
@@ -309,45 +302,54 @@ def verdict(
         out["measured_busbw"] = nccltests.figure(rows, row["size"], collective)
         out["size"] = row["size"]
         out["row"] = {"type": row.get("type"), "redop": row.get("redop")}
-    causes = list(problems or [])
-    ceiling = implausible(out["measured_busbw"], expected)
-    if ceiling:
-        out["verdict"] = "FAIL"
-        out["reason"] = "; ".join([f"FAIL (implausible: {ceiling})", *causes])
-        return out
-    errors = nccltests.data_errors({"rows": rows, "collective": collective}, check_delta=False)
-    wrong = sum(int(w.split()[0]) for _, _, w in errors)
-    if wrong and not any("wrong elements" in c for c in causes):
-        causes.append(f"{wrong} wrong elements: the collective returned corrupt data")
-    if causes:
-        out["verdict"] = "FAIL"
-        out["reason"] = f"{collective + '_perf' if collective else 'nccl-tests'} failed: " + "; ".join(causes)
-        return out
-    if row is None:
+    failed = _failure_reason(out["measured_busbw"], expected, rows, collective, problems)
+    if failed:
+        out.update(verdict="FAIL", reason=failed)
+    elif row is None:
         largest = max([r["size"] for r in rows if r.get("size") is not None] or [0])
         out["reason"] = (
-            f"no size >= {human_bytes(min_bytes)} measured (largest {human_bytes(largest)}); "
+            f"no size >= {human_bytes(limits.min_bytes)} measured (largest {human_bytes(largest)}); "
             "raise bench_max_bytes"
         )
-        return out
-    if not exp:
+    elif not exp:
         out["reason"] = "no expectation: %s" % ((expected or {}).get("basis") or "unknown topology")
-        return out
-    ratio = out["measured_busbw"] / exp
-    out["ratio"] = round(ratio, 3)
-    if ratio >= pass_ratio:
-        out["verdict"] = "PASS"
-    elif ratio >= warn_ratio:
-        out["verdict"] = "WARN"
     else:
-        out["verdict"] = "FAIL"
-    judged = "out-of-place" if halves == ["out_of_place"] else "/".join(h.replace("_", "-") for h in halves)
-    out["reason"] = (
-        f"{out['measured_busbw']:.1f} GB/s ({judged}) at {human_bytes(row['size'])} = {ratio * 100:.0f}% "
-        f"of expected {exp:.1f} GB/s (PASS >= {pass_ratio * 100:.0f}%, "
-        f"WARN >= {warn_ratio * 100:.0f}%)"
-    )
+        out.update(_ratio_verdict(out["measured_busbw"], exp, row["size"], out["halves"], limits))
     return out
+
+
+def _failure_reason(measured, expected, rows, collective, problems):
+    """Why the run FAILs whatever its figure ('' when nothing says so): an implausible figure, or
+    nccl-tests' own problems and wrong elements."""
+    causes = list(problems or [])
+    ceiling = implausible(measured, expected)
+    if ceiling:
+        return "; ".join([f"FAIL (implausible: {ceiling})", *causes])
+    errors = nccltests.data_errors({"rows": rows, "collective": collective}, check_delta=False)
+    wrong = sum(int(w.split()[0]) for _size, _half, w in errors)
+    if wrong and not any("wrong elements" in c for c in causes):
+        causes.append(f"{wrong} wrong elements: the collective returned corrupt data")
+    if not causes:
+        return ""
+    return f"{collective + '_perf' if collective else 'nccl-tests'} failed: " + "; ".join(causes)
+
+
+def _ratio_verdict(measured, exp, size, halves, limits):
+    """{ratio, verdict, reason} of a figure against its expectation."""
+    ratio = measured / exp
+    if ratio >= limits.pass_ratio:
+        judged = "PASS"
+    elif ratio >= limits.warn_ratio:
+        judged = "WARN"
+    else:
+        judged = "FAIL"
+    which = "out-of-place" if halves == ["out_of_place"] else "/".join(h.replace("_", "-") for h in halves)
+    reason = (
+        f"{measured:.1f} GB/s ({which}) at {human_bytes(size)} = {ratio * 100:.0f}% "
+        f"of expected {exp:.1f} GB/s (PASS >= {limits.pass_ratio * 100:.0f}%, "
+        f"WARN >= {limits.warn_ratio * 100:.0f}%)"
+    )
+    return {"ratio": round(ratio, 3), "verdict": judged, "reason": reason}
 
 
 # The most any collective's busbw can get out of its bottleneck link, as a multiple of the link's
@@ -364,12 +366,12 @@ def implausible(measured, expected=None):
     its link_gbps, link_class and basis). Without a known link only non-finite figures are caught."""
     if measured is None:
         return ""
-    if isinstance(measured, bool) or not isinstance(measured, int | float):
+    if isinstance(measured, bool) or not isinstance(measured, (int, float)):
         return f"busbw {measured!r} is not a number"
     if not math.isfinite(measured):
         return f"busbw {measured} GB/s is not a finite number"
     link = (expected or {}).get("link_gbps")
-    if not isinstance(link, int | float) or isinstance(link, bool) or not link or not math.isfinite(link):
+    if not isinstance(link, (int, float)) or isinstance(link, bool) or not link or not math.isfinite(link):
         return ""
     limit = link * PLAUSIBLE_LINK_FACTOR
     if measured <= limit:

@@ -182,26 +182,31 @@ def tuned_env_state(path, text=None, *, mtime=None, versions=None, changes=None,
     state["values"] = parsed["values"]
     state["origin"] = parsed["origin"]
     # The origin line's time; a hand-written file is dated by its modification time.
-    written = parsed["origin"].get("written") or utc(mtime)
-    state["written"] = written
-    reasons = []
-    for key, label in (("driver", "driver"), ("nccl", "NCCL")):
-        then = parsed["origin"].get(key)
-        now = (versions or {}).get(key)
-        if then and now and then != now:
-            reasons.append(f"measured with {label} {then}, {label} {now} now")
+    state["written"] = parsed["origin"].get("written") or utc(mtime)
+    if not parsed["origin"]:
+        state["origin_note"] = "no origin line (not written by wireup): its driver/NCCL versions are unknown"
+    state["stale_reasons"] = _stale_reasons(parsed["origin"], state["written"], versions or {}, changes or {})
+    state["stale"] = bool(state["stale_reasons"])
+    return state
+
+
+def _stale_reasons(origin, written, versions, changes):
+    """Why a tuned env file no longer fits the node: measured with another driver or NCCL than
+    the one installed now, or written before their last change."""
+    labels = (("driver", "driver"), ("nccl", "NCCL"))
+    reasons = [
+        f"measured with {label} {origin.get(key)}, {label} {versions.get(key)} now"
+        for key, label in labels
+        if origin.get(key) and versions.get(key) and origin.get(key) != versions.get(key)
+    ]
     written_s = _seconds(written)
-    for key, label in (("driver", "driver"), ("nccl", "NCCL")):
-        change = (changes or {}).get(key)
+    for key, label in labels:
+        change = changes.get(key)
         if change and written_s is not None and change["mtime"] > written_s:
             reasons.append(
                 f"written {written}, before the last {label} change {change['time']} ({change['path']})"
             )
-    if not parsed["origin"]:
-        state["origin_note"] = "no origin line (not written by wireup): its driver/NCCL versions are unknown"
-    state["stale"] = bool(reasons)
-    state["stale_reasons"] = reasons
-    return state
+    return reasons
 
 
 def describe_tuned(state):
@@ -266,7 +271,7 @@ def torch_log_env(text):
         if start < 0 or '"wireup_bench_env"' not in line:
             continue
         try:
-            item, _ = json.JSONDecoder().raw_decode(line[start:])
+            item, _end = json.JSONDecoder().raw_decode(line[start:])
         except ValueError:
             continue
         if isinstance(item, dict) and isinstance(item.get("wireup_bench_env"), dict):

@@ -80,7 +80,7 @@ SKIP_NET = re.compile(r"^(lo|docker\d*|virbr\d*|cni\d*|flannel.*|cali.*|vxlan.*|
 # transport. nccl-tests' doc/PERFORMANCE.md defines busbw so that it "reflects how optimally the
 # hardware is used" and compares to the hardware's peak: across nodes a ring crosses each node's
 # NICs, so busbw tops out at the node's NIC bandwidth (rails x rate). Where the factors come from
-# (roles/bench/README.md repeats this table):
+# (roles/bench_fabric/README.md repeats this table):
 # - ib_gdr 0.90: NDR 8x400G clusters report 360-370 GB/s all_reduce busbw of 400 GB/s in
 #   NVIDIA's DGX H100 reference figures; NVIDIA/nccl#1412 reached 93 of ~100 GB/s once GDR was on;
 #   an NCCL maintainer: "For NDR @ 400Gbps you should see 46-48GB/s per NIC" (0.92-0.96 of
@@ -104,6 +104,64 @@ TRANSPORT_EFFICIENCY = {
 }
 
 
+class _Tree:
+    """read_tree's reader: files, links and folders under one root, into one dict."""
+
+    def __init__(self, root):
+        self.root, self.out = root, {}
+
+    def grab(self, rel):
+        try:
+            with open(os.path.join(self.root, rel), encoding="utf-8", errors="replace") as fh:
+                self.out[rel] = fh.read(65536)
+        except OSError:
+            self.out[rel] = None
+
+    def link(self, rel):
+        path = os.path.join(self.root, rel)
+        if os.path.islink(path) or os.path.exists(path):
+            try:
+                self.out[rel] = os.path.basename(os.path.realpath(path))
+            except OSError:
+                self.out[rel] = None
+
+    def listdir(self, rel):
+        try:
+            return sorted(os.listdir(os.path.join(self.root, rel)))
+        except OSError:
+            return []
+
+
+def _read_hca(tree, base):
+    for name in ("device", "device/driver", "device/physfn"):
+        tree.link(f"{base}/{name}")
+    for name in ("board_id", "hca_type"):
+        if os.path.exists(os.path.join(tree.root, base, name)):
+            tree.grab(f"{base}/{name}")
+    for port in tree.listdir(f"{base}/ports"):
+        pbase = f"{base}/ports/{port}"
+        for name in ("state", "phys_state", "rate", "link_layer"):
+            tree.grab(f"{pbase}/{name}")
+        for idx in tree.listdir(f"{pbase}/gid_attrs/types")[:4]:
+            tree.grab(f"{pbase}/gid_attrs/types/{idx}")
+            tree.grab(f"{pbase}/gid_attrs/ndevs/{idx}")
+
+
+def _read_node_files(tree):
+    """The NVIDIA driver's GPU list, the loaded modules, the kernel command line, IOMMU groups."""
+    if os.path.isdir(os.path.join(tree.root, NVIDIA_GPUS)):
+        tree.out[NVIDIA_GPUS] = ""
+        for bus in tree.listdir(NVIDIA_GPUS):
+            tree.grab(f"{NVIDIA_GPUS}/{bus}/information")
+    tree.grab("proc/modules")
+    tree.grab("proc/cmdline")
+    groups = tree.listdir(IOMMU_ROOT)
+    for group in groups[:1]:
+        tree.grab(f"{IOMMU_ROOT}/{group}/type")
+    if not groups:
+        tree.out[IOMMU_ROOT] = None
+
+
 def read_tree(root="/", ib_root=IB_ROOT, net_root=NET_ROOT):
     """Read the files this module parses under ``root`` into {relative path: text}.
 
@@ -111,61 +169,16 @@ def read_tree(root="/", ib_root=IB_ROOT, net_root=NET_ROOT):
     that cannot be read (a down link's ``speed`` raises EINVAL) is stored as None. Bounded: only
     the files listed in the module docstring, GID tables to their first 4 entries.
     """
-    out = {}
-
-    def grab(rel):
-        path = os.path.join(root, rel)
-        try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                out[rel] = fh.read(65536)
-        except OSError:
-            out[rel] = None
-
-    def link(rel):
-        path = os.path.join(root, rel)
-        if os.path.islink(path) or os.path.exists(path):
-            try:
-                out[rel] = os.path.basename(os.path.realpath(path))
-            except OSError:
-                out[rel] = None
-
-    def listdir(rel):
-        try:
-            return sorted(os.listdir(os.path.join(root, rel)))
-        except OSError:
-            return []
-
-    for hca in listdir(ib_root):
-        base = f"{ib_root}/{hca}"
-        link(f"{base}/device")
-        link(f"{base}/device/driver")
-        link(f"{base}/device/physfn")
-        for name in ("board_id", "hca_type"):
-            if os.path.exists(os.path.join(root, base, name)):
-                grab(f"{base}/{name}")
-        for port in listdir(f"{base}/ports"):
-            pbase = f"{base}/ports/{port}"
-            for name in ("state", "phys_state", "rate", "link_layer"):
-                grab(f"{pbase}/{name}")
-            for idx in listdir(f"{pbase}/gid_attrs/types")[:4]:
-                grab(f"{pbase}/gid_attrs/types/{idx}")
-                grab(f"{pbase}/gid_attrs/ndevs/{idx}")
-    for ifname in listdir(net_root):
+    tree = _Tree(root)
+    for hca in tree.listdir(ib_root):
+        _read_hca(tree, f"{ib_root}/{hca}")
+    for ifname in tree.listdir(net_root):
         base = f"{net_root}/{ifname}"
         for name in ("speed", "mtu", "operstate", "type"):
-            grab(f"{base}/{name}")
-        link(f"{base}/device")
-    if os.path.isdir(os.path.join(root, NVIDIA_GPUS)):
-        out[NVIDIA_GPUS] = ""
-        for bus in listdir(NVIDIA_GPUS):
-            grab(f"{NVIDIA_GPUS}/{bus}/information")
-    grab("proc/modules")
-    grab("proc/cmdline")
-    for group in listdir(IOMMU_ROOT)[:1]:
-        grab(f"{IOMMU_ROOT}/{group}/type")
-    if not listdir(IOMMU_ROOT):
-        out[f"{IOMMU_ROOT}"] = None
-    return out
+            tree.grab(f"{base}/{name}")
+        tree.link(f"{base}/device")
+    _read_node_files(tree)
+    return tree.out
 
 
 def _text(files, rel):
@@ -321,99 +334,24 @@ def parse_nic_facts(files):
     """
     if not isinstance(files, dict):
         raise ValueError(f"parse_nic_facts: expected a dict of sysfs files, got {type(files).__name__}")
-    ports = []
     port_re = re.compile(rf"^{re.escape(IB_ROOT)}/([^/]+)/ports/(\d+)/state$")
-    for rel in sorted(files):
-        m = port_re.match(rel)
-        if not m:
-            continue
-        hca, num = m.group(1), int(m.group(2))
-        base = f"{IB_ROOT}/{hca}/ports/{num}"
-        code, state = parse_state(_text(files, rel))
-        pcode, phys = parse_state(_text(files, f"{base}/phys_state"))
-        rate = parse_rate(_text(files, f"{base}/rate"))
-        layer = _text(files, f"{base}/link_layer")
-        gid_types = [_text(files, k) for k in sorted(files) if k.startswith(f"{base}/gid_attrs/types/")]
-        ndevs = [_text(files, k) for k in sorted(files) if k.startswith(f"{base}/gid_attrs/ndevs/")]
-        driver = _text(files, f"{IB_ROOT}/{hca}/device/driver")
-        roce = None
-        if layer == "Ethernet":
-            kinds = [t for t in gid_types if t]
-            roce = "RoCE v2" if "RoCE v2" in kinds else (kinds[0] if kinds else "RoCE")
-        ports.append(
-            {
-                "hca": hca,
-                "port": num,
-                "name": f"{hca}:{num}",
-                "state": state,
-                "state_code": code,
-                "phys_state": phys,
-                "phys_state_code": pcode,
-                "rate_gbps": rate["gbps"] if rate else None,
-                "width": rate["width"] if rate else None,
-                "speed": rate["speed"] if rate else None,
-                "rate": _text(files, f"{base}/rate"),
-                "link_layer": layer,
-                "kind": _kind(layer, driver, hca),
-                "roce": roce,
-                "netdev": next((n for n in ndevs if n), None),
-                "pci": _text(files, f"{IB_ROOT}/{hca}/device"),
-                "driver": driver,
-                "board_id": _text(files, f"{IB_ROOT}/{hca}/board_id") or None,
-                "hca_type": _text(files, f"{IB_ROOT}/{hca}/hca_type") or None,
-                # The card model: board_id, else the kernel's hca_type (None when neither says).
-                "model": _text(files, f"{IB_ROOT}/{hca}/board_id")
-                or _text(files, f"{IB_ROOT}/{hca}/hca_type")
-                or None,
-                "vf_of": _text(files, f"{IB_ROOT}/{hca}/device/physfn"),
-                "active": state == "ACTIVE" and (phys is None or phys == "LinkUp"),
-            }
-        )
+    ports = [_ib_port(files, m.group(1), int(m.group(2))) for m in map(port_re.match, sorted(files)) if m]
     _set_aside(ports)
     _other_card_models(ports, _transport_kind(ports))
-    ifaces = []
     if_re = re.compile(rf"^{re.escape(NET_ROOT)}/([^/]+)/operstate$")
-    for rel in sorted(files):
-        m = if_re.match(rel)
-        if not m or SKIP_NET.match(m.group(1)):
-            continue
-        name = m.group(1)
-        base = f"{NET_ROOT}/{name}"
-        arp = _int(_text(files, f"{base}/type"))
-        speed = _int(_text(files, f"{base}/speed"))
-        if arp == 772:
-            continue
-        ifaces.append(
-            {
-                "name": name,
-                "operstate": _text(files, rel),
-                "speed_mbps": speed
-                if speed is not None and speed > 0 and speed not in SPEED_UNKNOWN
-                else None,
-                "mtu": _int(_text(files, f"{base}/mtu")),
-                "type": ARPHRD.get(arp, str(arp) if arp is not None else None),
-                "pci": _text(files, f"{base}/device"),
-                "virtual": files.get(f"{base}/device") is None,
-            }
-        )
+    names = [m.group(1) for m in map(if_re.match, sorted(files)) if m and not SKIP_NET.match(m.group(1))]
     mods = parse_modules(files.get("proc/modules"))
     loaded = next((m for m in PEERMEM_MODULES if m in mods), None)
-    group_types = [v for k, v in files.items() if k.startswith(f"{IOMMU_ROOT}/") and k.endswith("/type")]
-    mode = iommu_mode(
-        files.get("proc/cmdline"),
-        next((t for t in group_types if isinstance(t, str)), None),
-        bool(group_types),
-    )
     gpu_re = re.compile(rf"^{re.escape(NVIDIA_GPUS)}/[^/]+/information$")
     facts = {
         "ib_ports": ports,
-        "interfaces": ifaces,
+        "interfaces": [i for i in (_interface(files, name) for name in names) if i],
         "peermem": {
             "loaded": loaded is not None,
             "module": loaded,
             "modules_read": files.get("proc/modules") is not None,
         },
-        "iommu": {"mode": mode},
+        "iommu": {"mode": _iommu_of(files)},
         "nvidia_gpus": sum(1 for k in files if gpu_re.match(k)) if NVIDIA_GPUS in files else None,
         "set_aside": [
             {"name": p["name"], "role": p["role"], "reason": p["set_aside"]} for p in ports if p["set_aside"]
@@ -422,6 +360,78 @@ def parse_nic_facts(files):
     facts.update(usable_network(facts))
     facts["findings"] = node_findings(facts)
     return facts
+
+
+def _ib_port(files, hca, num):
+    """One HCA port's entry of parse_nic_facts' ib_ports (before _set_aside gives it a role)."""
+    base = f"{IB_ROOT}/{hca}/ports/{num}"
+    code, state = parse_state(_text(files, f"{base}/state"))
+    pcode, phys = parse_state(_text(files, f"{base}/phys_state"))
+    rate = parse_rate(_text(files, f"{base}/rate")) or {}
+    layer = _text(files, f"{base}/link_layer")
+    ndevs = [_text(files, k) for k in sorted(files) if k.startswith(f"{base}/gid_attrs/ndevs/")]
+    driver = _text(files, f"{IB_ROOT}/{hca}/device/driver")
+    board_id = _text(files, f"{IB_ROOT}/{hca}/board_id") or None
+    hca_type = _text(files, f"{IB_ROOT}/{hca}/hca_type") or None
+    return {
+        "hca": hca,
+        "port": num,
+        "name": f"{hca}:{num}",
+        "state": state,
+        "state_code": code,
+        "phys_state": phys,
+        "phys_state_code": pcode,
+        "rate_gbps": rate.get("gbps"),
+        "width": rate.get("width"),
+        "speed": rate.get("speed"),
+        "rate": _text(files, f"{base}/rate"),
+        "link_layer": layer,
+        "kind": _kind(layer, driver, hca),
+        "roce": _roce_version(files, base) if layer == "Ethernet" else None,
+        "netdev": next((n for n in ndevs if n), None),
+        "pci": _text(files, f"{IB_ROOT}/{hca}/device"),
+        "driver": driver,
+        "board_id": board_id,
+        "hca_type": hca_type,
+        # The card model: board_id, else the kernel's hca_type (None when neither says).
+        "model": board_id or hca_type,
+        "vf_of": _text(files, f"{IB_ROOT}/{hca}/device/physfn"),
+        "active": state == "ACTIVE" and (phys is None or phys == "LinkUp"),
+    }
+
+
+def _roce_version(files, base):
+    """'RoCE v2' when a GID of the port is, else the first GID type, else 'RoCE'."""
+    kinds = [_text(files, k) for k in sorted(files) if k.startswith(f"{base}/gid_attrs/types/")]
+    kinds = [t for t in kinds if t]
+    return "RoCE v2" if "RoCE v2" in kinds else (kinds[0] if kinds else "RoCE")
+
+
+def _interface(files, name):
+    """One netdev's entry of parse_nic_facts' interfaces; None for a loopback device."""
+    base = f"{NET_ROOT}/{name}"
+    arp = _int(_text(files, f"{base}/type"))
+    if arp == 772:
+        return None
+    speed = _int(_text(files, f"{base}/speed"))
+    return {
+        "name": name,
+        "operstate": _text(files, f"{base}/operstate"),
+        "speed_mbps": speed if speed is not None and speed > 0 and speed not in SPEED_UNKNOWN else None,
+        "mtu": _int(_text(files, f"{base}/mtu")),
+        "type": ARPHRD.get(arp, str(arp) if arp is not None else None),
+        "pci": _text(files, f"{base}/device"),
+        "virtual": files.get(f"{base}/device") is None,
+    }
+
+
+def _iommu_of(files):
+    group_types = [v for k, v in files.items() if k.startswith(f"{IOMMU_ROOT}/") and k.endswith("/type")]
+    return iommu_mode(
+        files.get("proc/cmdline"),
+        next((t for t in group_types if isinstance(t, str)), None),
+        bool(group_types),
+    )
 
 
 def rail_ports(facts):
@@ -456,23 +466,25 @@ def usable_network(facts):
             }
     up = [i for i in facts.get("interfaces", []) if i.get("operstate") in ("up", "unknown")]
     if up:
-        best = max(
-            up, key=lambda i: (i["speed_mbps"] is not None, not i["virtual"], i["speed_mbps"] or 0, i["name"])
-        )
-        if best["speed_mbps"]:
-            gbps, assumed = best["speed_mbps"] / 1000.0, False
-        else:
-            # NCCL does the same: "Could not get speed from /sys/class/net/eth0/speed. Defaulting to
-            # 10 Gbps." (tests/fixtures/ncclinfo/h200x1_nccl-2.28.9_one_rank_all_reduce.txt)
-            gbps, assumed = SOCKET_DEFAULT_GBPS, True
-        return {
-            "transport": "socket",
-            "rails": 1,
-            "rail_gbps": gbps,
-            "devices": [best["name"]],
-            "speed_assumed": assumed,
-        }
+        return _socket_rail(up)
     return {"transport": None, "rails": 0, "rail_gbps": None, "devices": []}
+
+
+def _socket_rail(up):
+    """Sockets over the fastest interface that is up (a known speed, a real device first)."""
+    best = max(
+        up, key=lambda i: (i["speed_mbps"] is not None, not i["virtual"], i["speed_mbps"] or 0, i["name"])
+    )
+    # Without a speed NCCL does the same: "Could not get speed from /sys/class/net/eth0/speed.
+    # Defaulting to 10 Gbps." (tests/fixtures/ncclinfo/h200x1_nccl-2.28.9_one_rank_all_reduce.txt)
+    gbps = best["speed_mbps"] / 1000.0 if best["speed_mbps"] else SOCKET_DEFAULT_GBPS
+    return {
+        "transport": "socket",
+        "rails": 1,
+        "rail_gbps": gbps,
+        "devices": [best["name"]],
+        "speed_assumed": not best["speed_mbps"],
+    }
 
 
 def on_interface(facts, ifname):
@@ -527,71 +539,90 @@ def _down_port_severity(p, ports, transport):
 
 def node_findings(facts):
     """Findings about one node's NICs (see roles/gpu_topology/README.md, "Network facts")."""
-    out = []
     ports = facts.get("ib_ports", [])
-    transport = facts.get("transport")
+    rails = [p for p in rail_ports(facts) if p.get("active")]
+    return [
+        *_down_port_findings(ports, facts.get("transport")),
+        *_set_aside_findings(ports),
+        *_rate_findings(rails, facts.get("transport")),
+        *_rdma_findings(facts, rails),
+    ]
+
+
+def _down_port_findings(ports, transport):
+    out = []
     for p in ports:
-        if not p.get("active"):
-            severity, why = _down_port_severity(p, ports, transport)
-            out.append(
-                finding(
-                    severity,
-                    "nic_port_down",
-                    f"{p['name']} is {p.get('state') or 'unknown'}/{p.get('phys_state') or 'unknown'} "
-                    f"({p.get('link_layer') or 'unknown link layer'}): {why}",
-                )
-            )
-    aside = [p for p in ports if p.get("active") and p.get("role", "rail") != "rail"]
-    if aside:
+        if p.get("active"):
+            continue
+        severity, why = _down_port_severity(p, ports, transport)
         out.append(
             finding(
-                "info",
-                "nic_set_aside",
-                "not counted as training rails: "
-                + "; ".join(f"{p['name']} ({p['set_aside']})" for p in aside),
+                severity,
+                "nic_port_down",
+                f"{p['name']} is {p.get('state') or 'unknown'}/{p.get('phys_state') or 'unknown'} "
+                f"({p.get('link_layer') or 'unknown link layer'}): {why}",
             )
         )
-    rails = [p for p in rail_ports(facts) if p.get("active")]
+    return out
+
+
+def _set_aside_findings(ports):
+    aside = [p for p in ports if p.get("active") and p.get("role", "rail") != "rail"]
+    if not aside:
+        return []
+    listed = "; ".join(f"{p['name']} ({p['set_aside']})" for p in aside)
+    return [finding("info", "nic_set_aside", f"not counted as training rails: {listed}")]
+
+
+def _rate_findings(rails, transport):
+    """nic_rate_low: an active rail slower or narrower than the node's other ports of its link layer."""
     compared = [
         p for p in rails if p.get("rate_gbps") and (transport not in KIND_RANK or _port_kind(p) == transport)
     ]
+    out = []
     for layer in sorted({p.get("link_layer") or "" for p in compared}):
         same = [p for p in compared if (p.get("link_layer") or "") == layer]
         top = max(p["rate_gbps"] for p in same)
         widest = max((p["width"] or 0) for p in same)
-        for p in same:
-            if p["rate_gbps"] < top or (p["width"] or 0) < widest:
-                out.append(
-                    finding(
-                        "critical",
-                        "nic_rate_low",
-                        f"{p['name']} runs at {p['rate']} where other {layer or 'unknown link layer'} ports "
-                        f"of this node run at {top:g} Gb/sec: a degraded cable, port or width "
-                        "(the slowest rail paces every ring)",
-                    )
-                )
-    rdma = [p for p in rails if p.get("link_layer") == "InfiniBand" or p.get("roce")]
-    if rdma:
-        peer = facts.get("peermem", {})
-        if peer.get("modules_read", True) and not peer.get("loaded"):
-            out.append(
-                finding(
-                    "warning",
-                    "peermem_missing",
-                    "RDMA NICs are up but neither nvidia_peermem nor nv_peer_mem is loaded: NCCL cannot use "
-                    "GPUDirect RDMA (unless the driver and kernel support DMA-BUF) and stages through host "
-                    "memory; load it with `modprobe nvidia_peermem`",
-                )
+        out += [
+            finding(
+                "critical",
+                "nic_rate_low",
+                f"{p['name']} runs at {p['rate']} where other {layer or 'unknown link layer'} ports "
+                f"of this node run at {top:g} Gb/sec: a degraded cable, port or width "
+                "(the slowest rail paces every ring)",
             )
-        if facts.get("iommu", {}).get("mode") == "translated":
-            out.append(
-                finding(
-                    "warning",
-                    "iommu_translated",
-                    "the IOMMU translates DMA (iommu group type DMA): NCCL's troubleshooting guide advises "
-                    "iommu=pt on bare metal for GPU-NIC traffic",
-                )
+            for p in same
+            if p["rate_gbps"] < top or (p["width"] or 0) < widest
+        ]
+    return out
+
+
+def _rdma_findings(facts, rails):
+    """peermem_missing and iommu_translated, on a node with an active RDMA rail."""
+    if not any(p.get("link_layer") == "InfiniBand" or p.get("roce") for p in rails):
+        return []
+    out = []
+    peer = facts.get("peermem", {})
+    if peer.get("modules_read", True) and not peer.get("loaded"):
+        out.append(
+            finding(
+                "warning",
+                "peermem_missing",
+                "RDMA NICs are up but neither nvidia_peermem nor nv_peer_mem is loaded: NCCL cannot use "
+                "GPUDirect RDMA (unless the driver and kernel support DMA-BUF) and stages through host "
+                "memory; load it with `modprobe nvidia_peermem`",
             )
+        )
+    if facts.get("iommu", {}).get("mode") == "translated":
+        out.append(
+            finding(
+                "warning",
+                "iommu_translated",
+                "the IOMMU translates DMA (iommu group type DMA): NCCL's troubleshooting guide advises "
+                "iommu=pt on bare metal for GPU-NIC traffic",
+            )
+        )
     return out
 
 
@@ -624,6 +655,36 @@ def _nic_cards(topo, nics, facts_by_hca):
     return cards
 
 
+def _device(nic):
+    return nic.get("device") or nic["name"]
+
+
+def _hca_states(ports):
+    """({hca: its first port}, HCAs whose ports are all set aside, HCAs without an active port)."""
+    by_hca = {}
+    for p in ports:
+        by_hca.setdefault(p["hca"], []).append(p)
+    aside = {h for h, group in by_hca.items() if all(p.get("role", "rail") != "rail" for p in group)}
+    inactive = {
+        h for h, group in by_hca.items() if h not in aside and not any(p.get("active") for p in group)
+    }
+    return {h: group[0] for h, group in by_hca.items()}, aside, inactive
+
+
+def _closeness_row(gpu, links, nics, usable, down_close):
+    """gpu_nic_closeness' entry of one GPU: its nearest usable NICs and their class."""
+    classes = {n: links.get(n) for n in usable if links.get(n)}
+    if not classes:
+        return {"gpu": gpu["index"], "nics": [], "class": None, "close": False}
+    best = min(classes.values(), key=link_class_key)
+    names = [n for n, c in classes.items() if c == best]
+    devices = [next((_device(x) for x in nics if x["name"] == n), n) for n in names]
+    row = {"gpu": gpu["index"], "nics": devices, "class": best, "close": best in CLOSE_CLASSES}
+    if down_close and not row["close"]:
+        row["close_but_down"] = down_close
+    return row
+
+
 def gpu_nic_closeness(topo, nic_facts=None):
     """Which NIC sits closest to each GPU, from parse_topo_matrix's output (its NIC columns).
 
@@ -640,74 +701,57 @@ def gpu_nic_closeness(topo, nic_facts=None):
     any NIC, as on boards without switches and in VMs whose PCI tree is flat). Nothing on nodes
     without NICs."""
     nics = topo.get("nics", [])
-    ports = (nic_facts or {}).get("ib_ports", [])
-    by_hca = {}
-    for p in ports:
-        by_hca.setdefault(p["hca"], []).append(p)
-    aside, inactive = set(), set()
-    for hca, group in by_hca.items():
-        if all(p.get("role", "rail") != "rail" for p in group):
-            aside.add(hca)
-        elif not any(p.get("active") for p in group):
-            inactive.add(hca)
-
-    def device(n):
-        return n.get("device") or n["name"]
-
-    designed = [n for n in nics if device(n) not in aside]
-    usable = [n["name"] for n in designed if device(n) not in inactive]
-    cards = _nic_cards(topo, designed, {h: g[0] for h, g in by_hca.items()})
+    first_port, aside, inactive = _hca_states((nic_facts or {}).get("ib_ports", []))
+    designed = [n for n in nics if _device(n) not in aside]
+    usable = [n["name"] for n in designed if _device(n) not in inactive]
     matrix = topo.get("matrix", {})
     rows = []
     for gpu in topo.get("gpus", []):
         # parse_topo_matrix names rows GPU0...; build_topology's gpus carry the model as name.
         links = matrix.get(f"GPU{gpu['index']}", {})
-        classes = {n: links.get(n) for n in usable if links.get(n)}
-        if not classes:
-            rows.append({"gpu": gpu["index"], "nics": [], "class": None, "close": False})
-            continue
-        best = min(classes.values(), key=link_class_key)
-        names = [n for n, c in classes.items() if c == best]
-        devices = [next((device(x) for x in nics if x["name"] == n), n) for n in names]
-        row = {"gpu": gpu["index"], "nics": devices, "class": best, "close": best in CLOSE_CLASSES}
         down = [
-            device(n) for n in designed if device(n) in inactive and links.get(n["name"]) in CLOSE_CLASSES
+            _device(n) for n in designed if _device(n) in inactive and links.get(n["name"]) in CLOSE_CLASSES
         ]
-        if down and not row["close"]:
-            row["close_but_down"] = down
-        rows.append(row)
-    out = []
+        rows.append(_closeness_row(gpu, links, nics, usable, down))
     far = [r for r in rows if r["class"] is not None and not r["close"]]
     if not far:
-        return {"gpus": rows, "findings": out}
+        return {"gpus": rows, "findings": []}
+    cards = _nic_cards(topo, designed, first_port)
     gpu_rows = [matrix.get(f"GPU{g['index']}", {}) for g in topo.get("gpus", [])]
     close_cards = {
         cards[n["name"]] for n in designed if any(r.get(n["name"]) in CLOSE_CLASSES for r in gpu_rows)
     }
-    ncards, ngpus = len(close_cards), len(rows)
+    return {"gpus": rows, "findings": _far_gpu_findings(far, len(close_cards), len(rows))}
+
+
+def _far_gpu_findings(far, ncards, ngpus):
+    """gpu_without_close_nic: a warning per far GPU on a node built with a NIC card per GPU, else
+    one info finding saying the layout explains it."""
     if ncards >= ngpus:
-        for r in far:
-            down = r.get("close_but_down")
-            out.append(
-                finding(
-                    "warning",
-                    "gpu_without_close_nic",
-                    f"GPU{r['gpu']}'s nearest NIC ({', '.join(r['nics'])}) is {r['class']}, not on its PCIe "
-                    "switch (PIX/PXB)"
-                    + (f"; its own NIC {', '.join(down)} has no active port" if down else "")
-                    + ": its inter-node traffic crosses the CPU (no GPUDirect RDMA by default), on a node "
-                    f"built with {ncards} NIC card(s) on GPU switches for {ngpus} GPUs",
-                    gpus=[r["gpu"]],
+        return [
+            finding(
+                "warning",
+                "gpu_without_close_nic",
+                f"GPU{r['gpu']}'s nearest NIC ({', '.join(r['nics'])}) is {r['class']}, not on its PCIe "
+                "switch (PIX/PXB)"
+                + (
+                    f"; its own NIC {', '.join(r['close_but_down'])} has no active port"
+                    if r.get("close_but_down")
+                    else ""
                 )
+                + ": its inter-node traffic crosses the CPU (no GPUDirect RDMA by default), on a node "
+                f"built with {ncards} NIC card(s) on GPU switches for {ngpus} GPUs",
+                gpus=[r["gpu"]],
             )
-        return {"gpus": rows, "findings": out}
+            for r in far
+        ]
     why = (
         f"{ncards} NIC card(s) on a GPU's PCIe switch for {ngpus} GPUs"
         if ncards
         else "no GPU shares a PCIe switch with any NIC (a board without PCIe switches, or a VM whose PCI "
         "tree is flat: there NCCL reads the provider's topology file, NCCL_TOPO_FILE)"
     )
-    out.append(
+    return [
         finding(
             "info",
             "gpu_without_close_nic",
@@ -716,85 +760,92 @@ def gpu_nic_closeness(topo, nic_facts=None):
             f"explains: {why}",
             gpus=[r["gpu"] for r in far],
         )
-    )
-    return {"gpus": rows, "findings": out}
+    ]
+
+
+def _value_text(value, unit):
+    return f"{value:g}{unit}" if isinstance(value, float) else f"{value}{unit}"
+
+
+def _most_common(values):
+    """The value most nodes have (the larger one on a tie)."""
+    counts = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    return max(counts, key=lambda v: (counts[v], v))
+
+
+def _odd_ones(values, what, code, unit, ordered=False):
+    """Findings naming the nodes whose value differs from the most common one ({host: value},
+    None: unknown). ordered: a node above the common value is an info finding of its own (the group
+    runs at the lower rate: no fault of that node), the critical finding names the slower ones."""
+    present = {h: v for h, v in values.items() if v is not None}
+    if len(set(present.values())) <= 1:
+        return []
+    common = _most_common(present.values())
+    odd = sorted(h for h, v in present.items() if v != common)
+    out = []
+    if ordered:
+        above = [h for h in odd if present[h] > common]
+        odd = [h for h in odd if present[h] < common]
+        if above:
+            listed = ", ".join(f"{h} {present[h]:g}{unit}" for h in above)
+            out.append(
+                finding(
+                    "info",
+                    "fabric_rate_above_peers",
+                    f"{what} is higher on {listed} than on most nodes ({common:g}{unit}): jobs spanning them "
+                    "run at the lower rate",
+                    nodes=above,
+                )
+            )
+    if odd:
+        detail = ", ".join(f"{h} {_value_text(present[h], unit)}" for h in odd)
+        out.append(
+            finding(
+                "critical" if code == "fabric_rate_mismatch" else "warning",
+                code,
+                f"{what} differs across nodes: most run {_value_text(common, unit)}; {detail}",
+                nodes=odd,
+            )
+        )
+    return out
+
+
+def _mtu_of(facts):
+    """The smallest MTU of the node's inter-node devices (or of their RDMA ports' netdevs)."""
+    names = set(facts.get("devices", []))
+    mtus = [i["mtu"] for i in facts.get("interfaces", []) if i["name"] in names and i.get("mtu")]
+    if not mtus:
+        netdevs = {p.get("netdev") for p in facts.get("ib_ports", []) if p["name"] in names}
+        mtus = [i["mtu"] for i in facts.get("interfaces", []) if i["name"] in netdevs and i.get("mtu")]
+    return min(mtus) if mtus else None
 
 
 def cross_node_findings(nodes):
     """Findings across nodes: {host: nic facts} -> mismatched rates, MTUs or transports.
 
     Each finding names the nodes that differ from the most common value."""
-    out = []
-
-    def odd_ones(values, what, code, unit, ordered=False):
-        present = {h: v for h, v in values.items() if v is not None}
-        if len(set(present.values())) <= 1:
-            return
-        counts = {}
-        for v in present.values():
-            counts[v] = counts.get(v, 0) + 1
-        common = max(counts, key=lambda v: (counts[v], v))
-        odd = sorted(h for h, v in present.items() if v != common)
-        if ordered:
-            # A node with MORE bandwidth than most is no fault of its own: the group runs at the
-            # slower rate; say so (info) and keep the critical finding for the slower ones.
-            above = [h for h in odd if present[h] > common]
-            odd = [h for h in odd if present[h] < common]
-            if above:
-                f = finding(
-                    "info",
-                    "fabric_rate_above_peers",
-                    f"{what} is higher on {', '.join(f'{h} {present[h]:g}{unit}' for h in above)} than "
-                    f"on most nodes ({common:g}{unit}): jobs spanning them run at the lower rate",
-                )
-                f["nodes"] = above
-                out.append(f)
-            if not odd:
-                return
-        detail = ", ".join(
-            f"{h} {present[h]:g}{unit}" if isinstance(present[h], float) else f"{h} {present[h]}{unit}"
-            for h in odd
-        )
-        f = finding(
-            "critical" if code == "fabric_rate_mismatch" else "warning",
-            code,
-            f"{what} differs across nodes: most run {common:g}{unit}"
-            if isinstance(common, float)
-            else f"{what} differs across nodes: most run {common}{unit}",
-        )
-        f["message"] += f"; {detail}"
-        f["nodes"] = odd
-        out.append(f)
-
-    odd_ones(
-        {h: f.get("transport") for h, f in nodes.items()},
-        "the inter-node transport",
-        "fabric_transport_mismatch",
-        "",
-    )
-    odd_ones(
-        {h: (float(f["rails"] * f["rail_gbps"]) if f.get("rail_gbps") else None) for h, f in nodes.items()},
-        "usable NIC bandwidth (rails x rate)",
-        "fabric_rate_mismatch",
-        " Gb/s",
-        ordered=True,
-    )
-
-    def mtu_of(f):
-        names = set(f.get("devices", []))
-        mtus = [i["mtu"] for i in f.get("interfaces", []) if i["name"] in names and i.get("mtu")]
-        if not mtus:
-            netdevs = {p.get("netdev") for p in f.get("ib_ports", []) if p["name"] in names}
-            mtus = [i["mtu"] for i in f.get("interfaces", []) if i["name"] in netdevs and i.get("mtu")]
-        return min(mtus) if mtus else None
-
-    odd_ones(
-        {h: mtu_of(f) for h, f in nodes.items()},
-        "the MTU of the inter-node interface",
-        "fabric_mtu_mismatch",
-        "",
-    )
-    return out
+    bandwidth = {
+        h: (float(f["rails"] * f["rail_gbps"]) if f.get("rail_gbps") else None) for h, f in nodes.items()
+    }
+    return [
+        *_odd_ones(
+            {h: f.get("transport") for h, f in nodes.items()},
+            "the inter-node transport",
+            "fabric_transport_mismatch",
+            "",
+        ),
+        *_odd_ones(
+            bandwidth, "usable NIC bandwidth (rails x rate)", "fabric_rate_mismatch", " Gb/s", ordered=True
+        ),
+        *_odd_ones(
+            {h: _mtu_of(f) for h, f in nodes.items()},
+            "the MTU of the inter-node interface",
+            "fabric_mtu_mismatch",
+            "",
+        ),
+    ]
 
 
 def rails_for_ranks(facts, ranks):
@@ -841,46 +892,26 @@ def expected_busbw(
     EFA) where known, else what the facts promise; ``gdr`` likewise.
     Returns {expected_gbs, network_gbs, bottleneck, transport, efficiency, slowest, rails,
     rails_basis} or {expected_gbs: None, reason}."""
-    eff_table = dict(TRANSPORT_EFFICIENCY)
-    eff_table.update(overrides or {})
+    eff_table = {**TRANSPORT_EFFICIENCY, **(overrides or {})}
     if not nic_facts_by_node:
         return {"expected_gbs": None, "reason": "no node has NIC facts"}
     per_node = {}
     for host, facts in nic_facts_by_node.items():
-        if facts and facts.get("unlisted_interface"):
-            listed = ", ".join(facts.get("devices") or []) or "none"
-            return {
-                "expected_gbs": None,
-                "reason": f"{host}: NCCL used {facts['unlisted_interface']}, not one of the NICs read "
-                f"({listed}): no expectation from the hardware",
-            }
-        if not facts or not facts.get("rail_gbps"):
-            return {"expected_gbs": None, "reason": f"{host}: no usable NIC with a known rate"}
+        why = _no_rate(host, facts)
+        if why:
+            return {"expected_gbs": None, "reason": why}
         rails, basis = rails_for_ranks(facts, gpus_per_node)
         per_node[host] = (rails * facts["rail_gbps"] / 8.0, rails, basis)  # Gb/s -> GB/s
     slowest = min(per_node, key=lambda h: (per_node[h][0], h))
     network, rails, basis = per_node[slowest]
-    promised = nic_facts_by_node[slowest].get("transport")
-    kind = {"ofi": "efa"}.get(transport, transport) or promised
-    if kind == "ib" and promised == "roce":
-        kind = "roce"  # NCCL's NET/IB over the node's RoCE ports
-    if kind in ("ib", "roce"):
-        use_gdr = (
-            gdr
-            if gdr is not None
-            else all(f.get("peermem", {}).get("loaded") for f in nic_facts_by_node.values())
-        )
-        key = f"{kind}_gdr" if use_gdr else kind
-    else:
-        key = kind
+    key = _efficiency_key(transport, gdr, nic_facts_by_node, slowest)
     if key not in eff_table:
         return {
             "expected_gbs": None,
-            "reason": f"no efficiency known for transport {kind!r} (fabric.TRANSPORT_EFFICIENCY has "
-            f"{', '.join(sorted(eff_table))})",
+            "reason": f"no efficiency known for transport {key!r} "
+            f"(fabric.TRANSPORT_EFFICIENCY has {', '.join(sorted(eff_table))})",
         }
-    bottleneck = "network"
-    base = network
+    base, bottleneck = network, "network"
     if intra_node_gbs and intra_node_gbs < network:
         base, bottleneck = intra_node_gbs, "intra-node"
     return {
@@ -893,3 +924,31 @@ def expected_busbw(
         "rails": rails,
         "rails_basis": basis,
     }
+
+
+def _no_rate(host, facts):
+    """Why a node's facts give no network bandwidth ('' when they do)."""
+    if facts and facts.get("unlisted_interface"):
+        listed = ", ".join(facts.get("devices") or []) or "none"
+        return (
+            f"{host}: NCCL used {facts['unlisted_interface']}, not one of the NICs read ({listed}): no "
+            "expectation from the hardware"
+        )
+    if not facts or not facts.get("rail_gbps"):
+        return f"{host}: no usable NIC with a known rate"
+    return ""
+
+
+def _efficiency_key(transport, gdr, nic_facts_by_node, slowest):
+    """TRANSPORT_EFFICIENCY's key: what NCCL used (else what the slowest node's facts promise),
+    NET/IB over RoCE ports as roce, with _gdr where GPUDirect RDMA was used (else where every node
+    has peermem loaded)."""
+    promised = nic_facts_by_node[slowest].get("transport")
+    kind = {"ofi": "efa"}.get(transport, transport) or promised
+    if kind == "ib" and promised == "roce":
+        kind = "roce"  # NCCL's NET/IB over the node's RoCE ports
+    if kind not in ("ib", "roce"):
+        return kind
+    if gdr is None:
+        gdr = all(f.get("peermem", {}).get("loaded") for f in nic_facts_by_node.values())
+    return f"{kind}_gdr" if gdr else kind

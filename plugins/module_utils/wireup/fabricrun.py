@@ -19,7 +19,11 @@ The whole-group run after the pairs goes through the same :func:`pair_result` (i
 but a FAILed group fails the bench on its members (``failed`` in the record) and is a finding.
 """
 
-from . import fabric, ncclinfo, nccltests, pairwise
+from __future__ import annotations
+
+import dataclasses
+
+from . import bandwidth, fabric, ncclinfo, nccltests, pairwise
 from .health import finding
 from .report import md_text
 
@@ -51,60 +55,33 @@ def _transport_summary(info):
     }
 
 
-def pair_result(
-    round_no, pair, logs, launch, *, nics=None, gpus_per_node=None, intra_node_gbs=None, kind="pair"
-):
+@dataclasses.dataclass(frozen=True)
+class NodeFacts:
+    """What the controller knows of the group's nodes, for pair_result and judge: nics {host:
+    gpu_topology_nics}, topologies {host: gpu_topology_facts}, gpus_per_node {host: ranks it runs},
+    intra_node_gbs {host: the node's intra-node expected busbw} (bounds a pair's expectation)."""
+
+    nics: dict | None = None
+    topologies: dict | None = None
+    gpus_per_node: dict | None = None
+    intra_node_gbs: dict | None = None
+
+
+def pair_result(round_no, pair, logs, launch, *, kind="pair", **facts):
     """Judge-ready result of one pair's job (or of the whole-group run: ``kind="group"``, its
     members in ``pair``; the expectation is then the group's, from every member's facts).
 
     logs: {host: log text or None}; launch: {host: {ok, reason}} (the launch role's verdict as each
-    member saw it); nics: {host: gpu_topology_nics}; gpus_per_node: {host: ranks it ran};
-    intra_node_gbs: {host: the node's intra-node expected busbw} (bounds the expectation)."""
-    nics = nics or {}
-    busbw, size, backend = None, None, None
-    for host in sorted(pair):
-        value, s, b = _busbw(logs.get(host))
-        if value is not None:
-            busbw, size, backend = value, s, b
-            break
-    transports, findings = {}, []
-    for host in sorted(pair):
-        text = logs.get(host)
-        try:
-            info = ncclinfo.parse_nccl_info(text) if text else None
-        except ValueError:
-            info = None
-        if info:
-            transports[host] = _transport_summary(info)
-            for f in ncclinfo.transport_findings(info, nics.get(host), host=host):
-                f["nodes"] = [host]
-                findings.append(f)
+    member saw it); facts: NodeFacts' fields by name."""
+    facts = NodeFacts(**facts)
+    busbw, size, backend = _job_busbw(pair, logs)
+    transports, findings = _transports(pair, logs, facts.nics or {})
     errors = [
         f"{h}: {v.get('reason') or 'failed'}" for h, v in sorted(launch.items()) if not v.get("ok", False)
     ]
     error = "; ".join(dict.fromkeys(errors))
     if not error and busbw is None:
         error = "the job ended without a bandwidth line (see its logs)"
-    expected = None
-    if backend == "nccl" and all(nics.get(h) for h in pair):
-        used = next((t["inter_node"] for t in transports.values() if t.get("inter_node")), None)
-        gdr = next((t["gdrdma"] for t in transports.values() if t.get("gdrdma") is not None), None)
-        ranks = min((gpus_per_node or {}).get(h) or 1 for h in pair)
-        intra = [v for h, v in (intra_node_gbs or {}).items() if h in pair and v and ranks > 1]
-        facts = {h: nics[h] for h in pair}
-        if used == "socket":
-            # The expectation follows the interface NCCL used, where its log names one.
-            facts = {
-                h: fabric.on_interface(f, (transports.get(h, {}).get("socket_interfaces") or [None])[0])
-                for h, f in facts.items()
-            }
-        expected = fabric.expected_busbw(
-            facts,
-            ranks,
-            intra_node_gbs=min(intra) if intra else None,
-            transport=used if used in ("ib", "socket") else None,
-            gdr=gdr,
-        )
     return {
         "round": round_no,
         "pair": sorted(pair),
@@ -114,10 +91,62 @@ def pair_result(
         "size": size,
         "backend": backend,
         "error": error,
-        "expected": expected,
+        "expected": _pair_expectation(pair, backend, transports, facts),
         "transports": transports,
         "findings": findings,
     }
+
+
+def _job_busbw(pair, logs):
+    """(busbw, size, backend) of the first member (sorted) whose log has the figure."""
+    for host in sorted(pair):
+        value, size, backend = _busbw(logs.get(host))
+        if value is not None:
+            return value, size, backend
+    return None, None, None
+
+
+def _transports(pair, logs, nics):
+    """({host: what NCCL used there}, the transport findings) from each member's NCCL INFO log."""
+    transports, findings = {}, []
+    for host in sorted(pair):
+        text = logs.get(host)
+        try:
+            info = ncclinfo.parse_nccl_info(text) if text else None
+        except ValueError:
+            info = None
+        if info:
+            transports[host] = _transport_summary(info)
+            findings += [
+                dict(f, nodes=[host]) for f in ncclinfo.transport_findings(info, nics.get(host), host=host)
+            ]
+    return transports, findings
+
+
+def _pair_expectation(pair, backend, transports, facts):
+    """fabric.expected_busbw for the job from its members' NIC facts and the transport NCCL used
+    (the interface it names, for sockets); None for gloo or a member without facts."""
+    nics = facts.nics or {}
+    if backend != "nccl" or not all(nics.get(h) for h in pair):
+        return None
+    used = next((t["inter_node"] for t in transports.values() if t.get("inter_node")), None)
+    gdr = next((t["gdrdma"] for t in transports.values() if t.get("gdrdma") is not None), None)
+    ranks = min((facts.gpus_per_node or {}).get(h) or 1 for h in pair)
+    intra = [v for h, v in (facts.intra_node_gbs or {}).items() if h in pair and v and ranks > 1]
+    members = {h: nics[h] for h in pair}
+    if used == "socket":
+        # The expectation follows the interface NCCL used, where its log names one.
+        members = {
+            h: fabric.on_interface(f, (transports.get(h, {}).get("socket_interfaces") or [None])[0])
+            for h, f in members.items()
+        }
+    return fabric.expected_busbw(
+        members,
+        ranks,
+        intra_node_gbs=min(intra) if intra else None,
+        transport=used if used in ("ib", "socket") else None,
+        gdr=gdr,
+    )
 
 
 def node_findings(nics, topologies=None):
@@ -138,73 +167,87 @@ def node_findings(nics, topologies=None):
     return out
 
 
-def judge(nodes, pair_results, *, unreachable=(), nics=None, topologies=None, pass_ratio=0.7, max_rounds=6):
+def judge(nodes, pair_results, *, unreachable=(), pass_ratio=0.7, max_rounds=6, **facts):
     """The planner over every pair result so far, plus the findings. Returns pairwise.plan's dict
     with ``pair_details`` (the results as given), ``findings`` and ``verdicts`` {host: PASS|FAIL|
-    UNREACHABLE|N/A} (N/A: undetermined)."""
+    UNREACHABLE|N/A} (N/A: undetermined). facts: NodeFacts' fields by name (nics, topologies)."""
+    facts = NodeFacts(**facts)
     pair_results = list(pair_results)
-    expected = {}
-    for r in pair_results:
-        e = r.get("expected") or {}
-        if e.get("expected_gbs"):
-            expected[pairwise.pair_key(r["pair"])] = e["expected_gbs"]
-    # Expectations judge the pairs when every pair has one (else the median does); the whole-group
-    # run's joins them then, and without one the group is judged against the slowest passing pair.
-    pairs_only = [r for r in pair_results if r.get("kind", "pair") == "pair"]
-    complete = all((r.get("expected") or {}).get("expected_gbs") for r in pairs_only)
-    use = expected if pairs_only and complete else None
     p = pairwise.plan(
         nodes,
-        [
-            {
-                "round": r["round"],
-                "pair": r["pair"],
-                "kind": r.get("kind", "pair"),
-                "busbw": r["busbw"],
-                "error": r["error"],
-            }
-            for r in pair_results
-        ],
-        expected_gbs=use,
+        [_planner_result(r) for r in pair_results],
+        expected_gbs=_expectations(pair_results),
         pass_ratio=pass_ratio,
         unreachable=unreachable,
         max_rounds=max_rounds,
     )
     if p.get("errors"):
         return p
-    findings = node_findings(nics, topologies)
+    findings = node_findings(facts.nics, facts.topologies)
     for r in pair_results:
         findings.extend(r.get("findings", []))
     # The whole-group run meets the same NCCL choices as the pairs did: say each one once.
     findings = list({(f.get("code"), f.get("message")): f for f in findings}.values())
-    for host in p["bad"]:
-        f = finding(
-            "critical",
-            "fabric_bad_node",
-            f"{host}: every pair with it failed: " + "; ".join(p["nodes"][host]["evidence"]),
-        )
-        f["nodes"] = [host]
-        findings.append(f)
-    for host in p["unreachable"]:
-        f = finding("critical", "fabric_unreachable", f"{host}: unreachable, not tested")
-        f["nodes"] = [host]
-        findings.append(f)
-    g = p["group"]
-    if g["verdict"] == "FAIL":
-        f = finding(
-            "critical",
-            "fabric_group_failed",
-            f"{group_line(g)}; its nodes passed their pairs or were undecided: look at what only the "
-            "whole group shares (a switch uplink, a node slowed by more peers) or at the job's error",
-        )
-        f["nodes"] = list(g["members"])
-        findings.append(f)
     verdict = {"good": "PASS", "bad": "FAIL", "unreachable": "UNREACHABLE"}
     p["verdicts"] = {h: verdict.get(s["state"], "N/A") for h, s in p["nodes"].items()}
     p["pair_details"] = pair_results
-    p["findings"] = findings
+    p["findings"] = findings + _verdict_findings(p)
     p["failed"] = failures(p)
     return p
+
+
+def _planner_result(result):
+    """What pairwise.plan reads of a pair_result."""
+    return {
+        "round": result["round"],
+        "pair": result["pair"],
+        "kind": result.get("kind", "pair"),
+        "busbw": result["busbw"],
+        "error": result["error"],
+    }
+
+
+def _expectations(pair_results):
+    """{pair key: expected GB/s} when every pair has an expectation (else None: the median
+    judges); the whole-group run's joins them then, and without one the group is judged against
+    the slowest passing pair."""
+    pairs_only = [r for r in pair_results if r.get("kind", "pair") == "pair"]
+    if not pairs_only or not all((r.get("expected") or {}).get("expected_gbs") for r in pairs_only):
+        return None
+    return {
+        pairwise.pair_key(r["pair"]): r["expected"]["expected_gbs"]
+        for r in pair_results
+        if (r.get("expected") or {}).get("expected_gbs")
+    }
+
+
+def _verdict_findings(judged):
+    """fabric_bad_node, fabric_unreachable and fabric_group_failed, each naming its nodes."""
+    out = [
+        finding(
+            "critical",
+            "fabric_bad_node",
+            f"{host}: every pair with it failed: " + "; ".join(judged["nodes"][host]["evidence"]),
+            nodes=[host],
+        )
+        for host in judged["bad"]
+    ]
+    out += [
+        finding("critical", "fabric_unreachable", f"{host}: unreachable, not tested", nodes=[host])
+        for host in judged["unreachable"]
+    ]
+    g = judged["group"]
+    if g["verdict"] == "FAIL":
+        out.append(
+            finding(
+                "critical",
+                "fabric_group_failed",
+                f"{group_line(g)}; its nodes passed their pairs or were undecided: look at what only the "
+                "whole group shares (a switch uplink, a node slowed by more peers) or at the job's error",
+                nodes=list(g["members"]),
+            )
+        )
+    return out
 
 
 def group_line(group):
@@ -220,6 +263,69 @@ def group_line(group):
     ratio = f", ratio {group['ratio']:.2f}" if group.get("ratio") is not None else ""
     err = f": {group['error']}" if group.get("error") else ""
     return f"{who} round {group.get('round')}: {figure}{against}{ratio} {group['verdict']}{err}"
+
+
+def summary_line(record, md_path):
+    """The play's one line on the run: each node's verdict, the rounds, the bad and unreachable
+    nodes, the whole-group run, the report."""
+    verdicts = ", ".join(f"{host} {verdict}" for host, verdict in record.get("verdicts", {}).items())
+    bad = f": bad {', '.join(record['bad'])}" if record.get("bad") else ""
+    lost = f"; unreachable {', '.join(record['unreachable'])}" if record.get("unreachable") else ""
+    rounds = f"{record.get('rounds', 0)} round(s)"
+    return f"fabric: {verdicts} in {rounds}{bad}{lost}; {record.get('group_line', '')}; report {md_path}"
+
+
+def job_results(results, read):
+    """{(round, members, kind): {logs: {host: text}, launch: {host: {ok, reason}}}} from the nodes'
+    results (bench_fabric.result); read(path) gives a log's text (None when unreadable). A member
+    that never reported (lost mid-round) failed its part of the job."""
+    jobs = {}
+    for r in results:
+        key = (int(r.get("round") or 0), tuple(sorted(r.get("pair") or [])), r.get("kind") or "pair")
+        job = jobs.setdefault(key, {"logs": {}, "launch": {}})
+        host = r.get("host")
+        if host:
+            job["logs"][host] = read(r.get("log"))
+            job["launch"][host] = {"ok": bool(r.get("ok")), "reason": r.get("reason") or ""}
+    for (_round, members, _kind), job in jobs.items():
+        for host in members:
+            job["launch"].setdefault(
+                host, {"ok": False, "reason": "no result (unreachable or failed during the round)"}
+            )
+    return jobs
+
+
+def intra_node_expectations(topologies):
+    """{host: the node's intra-node expected all-reduce busbw, or None}: bounds a pair's figure."""
+    out = {}
+    for host, topo in (topologies or {}).items():
+        try:
+            out[host] = bandwidth.expected_busbw(topo, "all_reduce")["expected_busbw"] if topo else None
+        except (KeyError, TypeError, ValueError):
+            out[host] = None
+    return out
+
+
+def judge_round(params, read):
+    """wireup_fabric_bench's judgement: every job's result so far (pair_result), judged (judge).
+    params: the module's nodes, results, unreachable, nics, topologies, ranks, pass_ratio, max_rounds."""
+    facts = {"nics": params["nics"], "gpus_per_node": params["ranks"]}
+    intra = intra_node_expectations(params["topologies"])
+    pair_results = [
+        pair_result(
+            round_no, list(members), job["logs"], job["launch"], kind=kind, intra_node_gbs=intra, **facts
+        )
+        for (round_no, members, kind), job in sorted(job_results(params["results"], read).items())
+    ]
+    return judge(
+        params["nodes"],
+        pair_results,
+        unreachable=params["unreachable"],
+        nics=params["nics"],
+        topologies=params["topologies"],
+        pass_ratio=params["pass_ratio"],
+        max_rounds=params["max_rounds"],
+    )
 
 
 def failures(judged):
@@ -269,37 +375,48 @@ def _best(record, host):
 def compare(current, previous, tolerance=0.10):
     """Findings against the last run: a node's usable NIC bandwidth that changed, and a node whose
     best pair figure dropped by more than ``tolerance`` against the last run where it PASSed."""
-    out = []
     if not previous:
-        return out
-    for host, now in sorted(current.get("nics", {}).items()):
-        before = previous.get("nics", {}).get(host)
-        if before and (before.get("rails"), before.get("rail_gbps")) != (
-            now.get("rails"),
-            now.get("rail_gbps"),
-        ):
-            f = finding(
-                "warning",
-                "fabric_nic_changed",
-                f"{host}: usable NICs changed from {before.get('rails')} x {before.get('rail_gbps')} Gb/s "
-                f"to {now.get('rails')} x {now.get('rail_gbps')} Gb/s since run {previous.get('run_id')}",
-            )
-            f["nodes"] = [host]
-            out.append(f)
-    for host in sorted(current.get("verdicts", {})):
-        if previous.get("verdicts", {}).get(host) != "PASS":
-            continue
-        now, before = _best(current, host), _best(previous, host)
-        if now is not None and before and now < (1 - tolerance) * before:
-            f = finding(
-                "warning",
-                "fabric_pair_dropped",
-                f"{host}: best pair busbw {now:.3g} GB/s, {100 * (1 - now / before):.0f}% below "
-                f"{before:.3g} GB/s in its last passing run {previous.get('run_id')}",
-            )
-            f["nodes"] = [host]
-            out.append(f)
-    return out
+        return []
+    hosts = sorted(current.get("nics", {}))
+    return [
+        *(f for host in hosts if (f := _nic_changed(host, current, previous))),
+        *(
+            f
+            for host in sorted(current.get("verdicts", {}))
+            if (f := _pair_dropped(host, current, previous, tolerance))
+        ),
+    ]
+
+
+def _nic_changed(host, current, previous):
+    now, before = current["nics"][host], previous.get("nics", {}).get(host)
+    if not before or (before.get("rails"), before.get("rail_gbps")) == (
+        now.get("rails"),
+        now.get("rail_gbps"),
+    ):
+        return None
+    return finding(
+        "warning",
+        "fabric_nic_changed",
+        f"{host}: usable NICs changed from {before.get('rails')} x {before.get('rail_gbps')} Gb/s "
+        f"to {now.get('rails')} x {now.get('rail_gbps')} Gb/s since run {previous.get('run_id')}",
+        nodes=[host],
+    )
+
+
+def _pair_dropped(host, current, previous, tolerance):
+    if previous.get("verdicts", {}).get(host) != "PASS":
+        return None
+    now, before = _best(current, host), _best(previous, host)
+    if now is None or not before or now >= (1 - tolerance) * before:
+        return None
+    return finding(
+        "warning",
+        "fabric_pair_dropped",
+        f"{host}: best pair busbw {now:.3g} GB/s, {100 * (1 - now / before):.0f}% below "
+        f"{before:.3g} GB/s in its last passing run {previous.get('run_id')}",
+        nodes=[host],
+    )
 
 
 def _fmt(value, spec):
@@ -313,21 +430,37 @@ def _cell(value):
 def markdown(record):
     """The report section (Markdown); what nodes said is escaped (report.md_text)."""
     ref = record.get("reference_kind")
+    judged = (
+        "each pair judged against its expected busbw (NIC facts x transport efficiency)"
+        if ref == "expected"
+        else f"pairs judged against the median of the first round ({record.get('reference_gbs')} GB/s)"
+    )
     lines = [
         f"## Fabric (run {record['run_id']})",
         "",
         f"{len(record.get('verdicts', {}))} node(s) in {record.get('rounds', 0)} round(s) of disjoint pairs; "
-        + (
-            "each pair judged against its expected busbw (NIC facts x transport efficiency)"
-            if ref == "expected"
-            else f"pairs judged against the median of the first round ({record.get('reference_gbs')} GB/s)"
-        )
-        + ".",
+        f"{judged}.",
         "",
         "| round | pair | busbw GB/s | reference GB/s | ratio | verdict | transport |",
         "|---|---|---|---|---|---|---|",
+        *_pair_lines(record),
     ]
+    g = record.get("group") or {}
+    if g:
+        lines += ["", "### Whole-group run", "", md_text(group_line(g)) + "."]
+    lines += ["", "| node | verdict | evidence |", "|---|---|---|"]
+    for host, v in sorted(record.get("verdicts", {}).items()):
+        ev = "; ".join(record.get("nodes", {}).get(host, {}).get("evidence", []))
+        lines.append(f"| {_cell(host)} | {_cell(v)} | {_cell(ev)} |")
+    if record.get("findings"):
+        lines += ["", "Findings:", "", *(_finding_line(f) for f in record["findings"])]
+    return "\n".join(lines) + "\n"
+
+
+def _pair_lines(record):
+    """One table row per pair (its error on a row of its own), the transports NCCL used."""
     details = {(d["round"], "+".join(d["pair"])): d for d in record.get("pair_details", [])}
+    lines = []
     for p in record.get("pairs", []):
         d = details.get((p["round"], "+".join(p["pair"])), {})
         kinds = sorted(
@@ -343,19 +476,12 @@ def markdown(record):
         )
         if p.get("error"):
             lines.append(f"|  | error: {_cell(p['error'][:200])} |  |  |  |  |  |")
-    g = record.get("group") or {}
-    if g:
-        lines += ["", "### Whole-group run", "", md_text(group_line(g)) + "."]
-    lines += ["", "| node | verdict | evidence |", "|---|---|---|"]
-    for host, v in sorted(record.get("verdicts", {}).items()):
-        ev = "; ".join(record.get("nodes", {}).get(host, {}).get("evidence", []))
-        lines.append(f"| {_cell(host)} | {_cell(v)} | {_cell(ev)} |")
-    if record.get("findings"):
-        lines += ["", "Findings:", ""]
-        for f in record["findings"]:
-            quote = f" (NCCL: {md_text(f['evidence'])})" if f.get("evidence") else ""
-            lines.append(f"- {md_text(f['severity'])} {md_text(f['code'])}: {md_text(f['message'])}{quote}")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _finding_line(f):
+    quote = f" (NCCL: {md_text(f['evidence'])})" if f.get("evidence") else ""
+    return f"- {md_text(f['severity'])} {md_text(f['code'])}: {md_text(f['message'])}{quote}"
 
 
 def refusals(hosts, bench_verdicts=None, fabric_record=None):
@@ -363,31 +489,30 @@ def refusals(hosts, bench_verdicts=None, fabric_record=None):
     (bench_verdicts {host: {verdict, reason}}) or latest fabric verdict is FAIL, or whose latest
     record cannot be read (verdict DAMAGED; a damaged fabric record refuses every host: it cannot
     tell which nodes it failed). A gate that cannot read a verdict refuses: it never fails open."""
-    out = {}
     rec = fabric_record or {}
-    for host in hosts:
-        b = (bench_verdicts or {}).get(host) or {}
-        if b.get("verdict") == "DAMAGED":
-            out[host] = (
-                f"latest bench record of {host} cannot be read: {b.get('reason')}; rerun bench.yml on it "
-                "(or move the file away)"
-            )
-            continue
-        if b.get("verdict") == "FAIL":
-            out[host] = (
-                f"bench run {b.get('run_id', '?')} FAILed on {host}: {b.get('reason') or 'see its report'}"
-            )
-            continue
-        if rec.get("damaged"):
-            out[host] = (
-                f"latest fabric record cannot be read: {rec['damaged']}; it cannot say whether {host} "
-                "passed: rerun bench.yml --tags fabric (or move the file away)"
-            )
-            continue
-        if rec.get("verdicts", {}).get(host) == "FAIL":
-            ev = "; ".join(rec.get("nodes", {}).get(host, {}).get("evidence", []))
-            out[host] = f"fabric run {rec.get('run_id', '?')} named {host} bad: {ev}"
-    return out
+    reasons = {host: _refusal(host, (bench_verdicts or {}).get(host) or {}, rec) for host in hosts}
+    return {host: reason for host, reason in reasons.items() if reason}
+
+
+def _refusal(host, bench_verdict, rec):
+    """Why launch must refuse host ('' when it need not): its bench record, else the fabric's."""
+    if bench_verdict.get("verdict") == "DAMAGED":
+        return (
+            f"latest bench record of {host} cannot be read: {bench_verdict.get('reason')}; rerun bench.yml "
+            "on it (or move the file away)"
+        )
+    if bench_verdict.get("verdict") == "FAIL":
+        why = bench_verdict.get("reason") or "see its report"
+        return f"bench run {bench_verdict.get('run_id', '?')} FAILed on {host}: {why}"
+    if rec.get("damaged"):
+        return (
+            f"latest fabric record cannot be read: {rec['damaged']}; it cannot say whether {host} "
+            "passed: rerun bench.yml --tags fabric (or move the file away)"
+        )
+    if rec.get("verdicts", {}).get(host) == "FAIL":
+        ev = "; ".join(rec.get("nodes", {}).get(host, {}).get("evidence", []))
+        return f"fabric run {rec.get('run_id', '?')} named {host} bad: {ev}"
+    return ""
 
 
 def fabric_record_problem(record):
@@ -428,34 +553,36 @@ def latest_verdicts(results_dir, hosts):
     (cut off, not JSON, not a record) is verdict DAMAGED naming the file, for the host it belongs
     to, and ``{"damaged": why}`` for a fabric record: the gate refuses, it never reads an older
     verdict past a damaged one."""
-    import os
-
     from . import results as store
 
-    bench = {}
     runs = store.list_runs(results_dir)
-    for host in hosts:
-        for run_id in reversed(runs):
-            try:
-                record = store.read_host(results_dir, run_id, host)
-            except FileNotFoundError:
-                continue
-            except store.DamagedRecord as err:
-                bench[host] = {"verdict": "DAMAGED", "run_id": run_id, "reason": str(err)}
-                break
-            except ValueError:
-                break  # a host name that is no file name: the store can hold no record of it
-            critical = [
-                f.get("message", "") for f in record.get("findings", []) if f.get("severity") == "critical"
-            ]
-            bench[host] = {
-                "verdict": record.get("verdict"),
-                "run_id": run_id,
-                "reason": "; ".join(critical[:3]),
-            }
-            break
+    bench = {host: _latest_bench(store, results_dir, runs, host) for host in hosts}
+    return {h: v for h, v in bench.items() if v is not None}, _latest_fabric(store, results_dir)
+
+
+def _latest_bench(store, results_dir, runs, host):
+    """{verdict, run_id, reason} of the host's newest bench record (None when it has none)."""
+    for run_id in reversed(runs):
+        try:
+            record = store.read_host(results_dir, run_id, host)
+        except FileNotFoundError:
+            continue
+        except store.DamagedRecord as err:
+            return {"verdict": "DAMAGED", "run_id": run_id, "reason": str(err)}
+        except ValueError:
+            return None  # a host name that is no file name: the store can hold no record of it
+        critical = [
+            f.get("message", "") for f in record.get("findings", []) if f.get("severity") == "critical"
+        ]
+        return {"verdict": record.get("verdict"), "run_id": run_id, "reason": "; ".join(critical[:3])}
+    return None
+
+
+def _latest_fabric(store, results_dir):
+    """The newest fabric record ({damaged, run_id} when it cannot be read; None without one)."""
+    import os
+
     fabric_dir = os.path.join(results_dir, "fabric")
-    record = None
     try:
         names = sorted(
             (d for d in os.listdir(fabric_dir) if store.RUN_ID_RE.match(d)), key=store._run_sort_key
@@ -464,20 +591,19 @@ def latest_verdicts(results_dir, hosts):
         names = []
     for name in reversed(names):
         try:
-            record = load_fabric_record(os.path.join(fabric_dir, name, "fabric.json"))
+            return load_fabric_record(os.path.join(fabric_dir, name, "fabric.json"))
         except FileNotFoundError:
             continue
         except ValueError as err:
-            record = {"damaged": str(err), "run_id": name}
-        break
-    return bench, record
+            return {"damaged": str(err), "run_id": name}
+    return None
 
 
 def plot(record, path):
     """Bar chart of the pairs' busbw and the whole-group run's (failing ones red, marked), each
     one's reference as a line.
     Returns False when there is nothing to plot or matplotlib is missing (the report says so)."""
-    from .report import _pyplot, save_png
+    from .report import _pyplot, save_figure
 
     pairs = [p for p in record.get("pairs", []) if p.get("busbw") is not None or p.get("error")]
     g = record.get("group") or {}
@@ -501,16 +627,14 @@ def plot(record, path):
     for i, ref in enumerate(refs):
         if ref:
             ax.hlines(ref, i - 0.45, i + 0.45, colors="black", linestyles="dashed")
-    for bar, p in zip(bars, pairs, strict=True):
+    for rect, p in zip(bars, pairs, strict=True):
         if p["verdict"] == "FAIL":
             ax.annotate(
-                "FAIL", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom"
+                "FAIL", (rect.get_x() + rect.get_width() / 2, rect.get_height()), ha="center", va="bottom"
             )
     ax.set_xticks(range(len(pairs)), labels, rotation=30, ha="right")
     ax.set_ylabel("all-reduce busbw (GB/s)")
     kind = "expected" if record.get("reference_kind") == "expected" else "median of round 1"
     ax.set_title(f"Fabric pairs, run {record.get('run_id')} (dashed: reference, {kind})")
-    fig.tight_layout()
-    save_png(fig, path)
-    plt.close(fig)
+    save_figure(plt, fig, path)
     return True

@@ -42,6 +42,9 @@ Rules (documented in roles/gpu_topology/README.md too):
   routes GPU peer traffic up through the root complex (or blocks it).
 """
 
+from __future__ import annotations
+
+import dataclasses
 import re
 
 SEVERITIES = ("critical", "warning", "info")
@@ -90,10 +93,19 @@ NVSWITCH_CLASS = "0680"
 BRIDGE_CLASS = "0604"
 
 
-def finding(severity, code, message, gpus=()):
+def finding(severity, code, message, gpus=(), **extra):
+    """The one shape of a finding, wherever it is made: {severity, code, gpus (sorted indexes),
+    message (one line)}, plus what the caller adds by keyword (source: the part of a run that
+    found it, nodes, evidence: the line it rests on, ...)."""
     if severity not in SEVERITIES:
         raise ValueError(f"finding: severity {severity!r} is not one of {SEVERITIES}")
-    return {"severity": severity, "code": code, "gpus": sorted(gpus), "message": " ".join(message.split())}
+    return {
+        "severity": severity,
+        "code": code,
+        "gpus": sorted(gpus),
+        "message": " ".join(message.split()),
+        **extra,
+    }
 
 
 def _bus_key(text):
@@ -107,47 +119,49 @@ def parse_xid(text):
     if text is None:
         return []
     seen = {}
-    for line in text.splitlines():
+    lines = text.splitlines()
+    for line in lines:
         m = XID_RE.search(line)
         if not m:
             continue
-        pci, xid = m.group(1).lower(), int(m.group(2))
-        key = (pci, xid)
+        key = (m.group(1).lower(), int(m.group(2)))
         if key not in seen:
-            severity, meaning = XID_MEANINGS.get(xid, ("warning", "see NVIDIA's Xid catalogue"))
-            detail = m.group(3).strip()
-            seen[key] = {
-                "pci": pci,
-                "xid": xid,
-                "count": 0,
-                "severity": severity,
-                "meaning": meaning,
-                "detail": detail[:120],
-            }
+            seen[key] = _xid_entry(key, m.group(3).strip()[:120])
         seen[key]["count"] += 1
-    # Newer drivers (seen on 570.158.01) may report a lost GPU without an Xid line, over several lines:
-    # "NVRM: The NVIDIA GPU 0000:b3:00.0 / NVRM: (PCI ID: ...) installed in this system has /
-    # NVRM: fallen off the bus and is not responding to commands." It is Xid 79 all the same.
-    lines = text.splitlines()
+    for key in _fallen_off_keys(lines):
+        if key not in seen:  # an Xid 79 line for the same GPU already says it
+            seen[key] = dict(
+                _xid_entry(key, "NVRM: fallen off the bus and is not responding to commands (no Xid line)"),
+                count=1,
+            )
+    return list(seen.values())
+
+
+def _xid_entry(key, detail):
+    severity, meaning = XID_MEANINGS.get(key[1], ("warning", "see NVIDIA's Xid catalogue"))
+    return {
+        "pci": key[0],
+        "xid": key[1],
+        "count": 0,
+        "severity": severity,
+        "meaning": meaning,
+        "detail": detail,
+    }
+
+
+def _fallen_off_keys(lines):
+    """(pci, 79) of each GPU the log says fell off the bus without an Xid line. Newer drivers (seen
+    on 570.158.01) may report a lost GPU over several lines: "NVRM: The NVIDIA GPU 0000:b3:00.0 /
+    NVRM: (PCI ID: ...) installed in this system has / NVRM: fallen off the bus and is not
+    responding to commands." It is Xid 79 all the same."""
+    keys = []
     for number, line in enumerate(lines):
         if "fallen off the bus" not in line or "NVRM" not in line or XID_RE.search(line):
             continue
-        window = " ".join(lines[max(number - 2, 0) : number + 1])
-        found = FALLEN_PCI_RE.findall(window)
-        if not found:
-            continue
-        key = (found[-1].lower(), 79)
-        if key not in seen:  # an Xid 79 line for the same GPU already says it
-            severity, meaning = XID_MEANINGS[79]
-            seen[key] = {
-                "pci": key[0],
-                "xid": 79,
-                "count": 1,
-                "severity": severity,
-                "meaning": meaning,
-                "detail": "NVRM: fallen off the bus and is not responding to commands (no Xid line)",
-            }
-    return list(seen.values())
+        found = FALLEN_PCI_RE.findall(" ".join(lines[max(number - 2, 0) : number + 1]))
+        if found:
+            keys.append((found[-1].lower(), 79))
+    return keys
 
 
 def parse_lspci(text):
@@ -159,44 +173,50 @@ def parse_lspci(text):
     current = None
     for line in text.splitlines():
         if line and not line[0].isspace():
-            m = LSPCI_HEADER_RE.match(line)
-            if not m:
-                current = None
-                continue
-            ids = LSPCI_IDS_RE.findall(m.group("rest"))
-            vendor, device = ids[-1] if ids else (None, None)
-            if vendor is None and "NVIDIA" in m.group("rest"):
-                vendor = NVIDIA_VENDOR
-            domain = (m.group("domain") or "0000").lower()
-            current = {
-                "address": f"{domain}:{m.group('bus')}:{m.group('dev')}.{m.group('fn')}".lower(),
-                "domain": domain,
-                "bus": int(m.group("bus"), 16),
-                "class_code": (m.group("classcode") or "").lower() or None,
-                "class_name": m.group("classname").strip(),
-                "vendor": vendor.lower() if vendor else None,
-                "device": device.lower() if device else None,
-                "description": m.group("rest").strip(),
-                "secondary": None,
-                "subordinate": None,
-                "acs_ctl": None,
-                "caps_readable": True,
-            }
-            devices.append(current)
-            continue
-        if current is None:
-            continue
-        stripped = line.strip()
-        if "<access denied>" in stripped:
-            current["caps_readable"] = False
-        m = LSPCI_BUS_RE.search(stripped)
-        if m:
-            current["secondary"] = int(m.group(2), 16)
-            current["subordinate"] = int(m.group(3), 16)
-        m = ACS_CTL_RE.search(stripped)
-        if m:
-            current["acs_ctl"] = {flag: sign == "+" for flag, sign in ACS_FLAG_RE.findall(m.group(1))}
+            current = _lspci_device(line)
+            devices += [current] if current else []
+        elif current is not None:
+            _lspci_detail(current, line.strip())
     return devices
+
+
+def _lspci_device(line):
+    """A device from its header line (None when the line is not one)."""
+    m = LSPCI_HEADER_RE.match(line)
+    if not m:
+        return None
+    ids = LSPCI_IDS_RE.findall(m.group("rest"))
+    vendor, device = ids[-1] if ids else (None, None)
+    if vendor is None and "NVIDIA" in m.group("rest"):
+        vendor = NVIDIA_VENDOR
+    domain = (m.group("domain") or "0000").lower()
+    return {
+        "address": f"{domain}:{m.group('bus')}:{m.group('dev')}.{m.group('fn')}".lower(),
+        "domain": domain,
+        "bus": int(m.group("bus"), 16),
+        "class_code": (m.group("classcode") or "").lower() or None,
+        "class_name": m.group("classname").strip(),
+        "vendor": vendor.lower() if vendor else None,
+        "device": device.lower() if device else None,
+        "description": m.group("rest").strip(),
+        "secondary": None,
+        "subordinate": None,
+        "acs_ctl": None,
+        "caps_readable": True,
+    }
+
+
+def _lspci_detail(device, stripped):
+    """What one indented line says of its device: unreadable capabilities, the bus range, ACSCtl."""
+    if "<access denied>" in stripped:
+        device["caps_readable"] = False
+    m = LSPCI_BUS_RE.search(stripped)
+    if m:
+        device["secondary"] = int(m.group(2), 16)
+        device["subordinate"] = int(m.group(3), 16)
+    m = ACS_CTL_RE.search(stripped)
+    if m:
+        device["acs_ctl"] = {flag: sign == "+" for flag, sign in ACS_FLAG_RE.findall(m.group(1))}
 
 
 def _is_gpu(dev):
@@ -293,33 +313,39 @@ def _nvlink_down_findings(topology, nvlink, nvswitches):
 
 
 def _nvlink_findings(topology, nvlink, nvswitches=0):
-    out = []
     if not nvlink:
-        return out
-    out.extend(_nvlink_down_findings(topology, nvlink, nvswitches))
-    by_index = {g["index"]: g for g in nvlink["gpus"]}
-    for gpu in nvlink["gpus"]:
-        if gpu["active"] and gpu["inactive"]:
-            links = ", ".join(str(n) for n in gpu["inactive_links"])
-            out.append(
-                finding(
-                    "critical",
-                    "nvlink_inactive",
-                    f"GPU{gpu['index']}: {gpu['inactive']} of {gpu['active'] + gpu['inactive']} NVLinks "
-                    f"inactive (links {links}); NVLink bandwidth is reduced",
-                    [gpu["index"]],
-                )
+        return []
+    return [
+        *_nvlink_down_findings(topology, nvlink, nvswitches),
+        *(f for gpu in nvlink["gpus"] for f in _gpu_link_findings(gpu)),
+        *_below_matrix_findings(topology, {g["index"]: g for g in nvlink["gpus"]}),
+    ]
+
+
+def _gpu_link_findings(gpu):
+    """nvlink_inactive (some links down beside active ones) and nvlink_speed_mixed of one GPU."""
+    out = []
+    if gpu["active"] and gpu["inactive"]:
+        links = ", ".join(str(n) for n in gpu["inactive_links"])
+        out.append(
+            finding(
+                "critical",
+                "nvlink_inactive",
+                f"GPU{gpu['index']}: {gpu['inactive']} of {gpu['active'] + gpu['inactive']} NVLinks "
+                f"inactive (links {links}); NVLink bandwidth is reduced",
+                [gpu["index"]],
             )
-        if len(gpu["speeds_gbps"]) > 1:
-            speeds = "/".join(f"{s:g}" for s in gpu["speeds_gbps"])
-            out.append(
-                finding(
-                    "warning",
-                    "nvlink_speed_mixed",
-                    f"GPU{gpu['index']}: active NVLinks run at different speeds ({speeds} GB/s)",
-                    [gpu["index"]],
-                )
-            )
+        )
+    if len(gpu["speeds_gbps"]) > 1:
+        speeds = "/".join(f"{s:g}" for s in gpu["speeds_gbps"])
+        message = f"GPU{gpu['index']}: active NVLinks run at different speeds ({speeds} GB/s)"
+        out.append(finding("warning", "nvlink_speed_mixed", message, [gpu["index"]]))
+    return out
+
+
+def _below_matrix_findings(topology, by_index):
+    """nvlink_below_matrix: topo -m says NV# for a pair, but a GPU of it has fewer active links."""
+    out = []
     for link in (topology or {}).get("links", []):
         if not link["nvlinks"]:
             continue
@@ -331,14 +357,8 @@ def _nvlink_findings(topology, nvlink, nvswitches=0):
         ]
         if short:
             detail = ", ".join(f"GPU{i} has {n} active" for i, n in short)
-            out.append(
-                finding(
-                    "critical",
-                    "nvlink_below_matrix",
-                    f"GPU{a}-GPU{b}: topo -m says {link['class']} but {detail}",
-                    [a, b],
-                )
-            )
+            message = f"GPU{a}-GPU{b}: topo -m says {link['class']} but {detail}"
+            out.append(finding("critical", "nvlink_below_matrix", message, [a, b]))
     return out
 
 
@@ -346,16 +366,21 @@ def _gpu_list(indexes):
     return ", ".join(f"GPU{i}" for i in sorted(indexes))
 
 
+def _pcie_low(gpu):
+    """(gen, gen max, width, width max, gen below max, width below max) of a GPU's PCIe link."""
+    p = gpu.get("pcie") or {}
+    gen, gen_max = p.get("gen_current"), p.get("gen_max")
+    width, width_max = p.get("width_current"), p.get("width_max")
+    gen_low = isinstance(gen, int) and isinstance(gen_max, int) and gen < gen_max
+    width_low = isinstance(width, int) and isinstance(width_max, int) and width < width_max
+    return gen, gen_max, width, width_max, gen_low, width_low
+
+
 def _pcie_findings(gpus):
     """Width below max: a warning per GPU. Gen below max at full width: one info per (gen, max, width)."""
-    out = []
-    idle = {}
+    out, idle = [], {}
     for gpu in gpus:
-        p = gpu.get("pcie") or {}
-        gen, gen_max = p.get("gen_current"), p.get("gen_max")
-        width, width_max = p.get("width_current"), p.get("width_max")
-        gen_low = isinstance(gen, int) and isinstance(gen_max, int) and gen < gen_max
-        width_low = isinstance(width, int) and isinstance(width_max, int) and width < width_max
+        gen, gen_max, width, width_max, gen_low, width_low = _pcie_low(gpu)
         if width_low:
             extra = f", Gen{gen} of Gen{gen_max}" if gen_low else ""
             out.append(
@@ -369,17 +394,16 @@ def _pcie_findings(gpus):
             )
         elif gen_low:
             idle.setdefault((gen, gen_max, width), []).append(gpu["index"])
-    for (gen, gen_max, width), indexes in sorted(idle.items()):
-        out.append(
-            finding(
-                "info",
-                "pcie_gen_below_max",
-                f"{_gpu_list(indexes)}: PCIe Gen{gen} of Gen{gen_max} at x{width}; expected on an idle GPU "
-                "(power saving), bench measures under load",
-                indexes,
-            )
+    return out + [
+        finding(
+            "info",
+            "pcie_gen_below_max",
+            f"{_gpu_list(indexes)}: PCIe Gen{gen} of Gen{gen_max} at x{width}; expected on an idle GPU "
+            "(power saving), bench measures under load",
+            indexes,
         )
-    return out
+        for (gen, gen_max, width), indexes in sorted(idle.items())
+    ]
 
 
 def _gpu_number(name):
@@ -388,21 +412,8 @@ def _gpu_number(name):
 
 def _p2p_findings(topology):
     """One finding per (link class, failing modes): the pairs that share them, listed."""
-    classes = {}
-    for link in topology.get("links", []):
-        classes[(link["a"], link["b"])] = link["class"]
-    bad = {}
-    for mode, data in sorted((topology.get("p2p") or {}).items()):
-        for pair in data["not_ok"]:
-            cls = classes.get((pair["a"], pair["b"])) or classes.get((pair["b"], pair["a"]))
-            nvlinked = bool(cls and cls.startswith("NV"))
-            if mode not in ("r", "w") and not nvlinked:
-                continue
-            bad.setdefault((pair["a"], pair["b"]), {"class": cls, "modes": []})["modes"].append(
-                f"{mode}={pair['status']}"
-            )
     groups = {}
-    for (a, b), info in bad.items():
+    for (a, b), info in _p2p_failures(topology).items():
         key = (info["class"] or "unknown link", ", ".join(info["modes"]))
         groups.setdefault(key, []).append((a, b))
     out = []
@@ -422,6 +433,21 @@ def _p2p_findings(topology):
     return out
 
 
+def _p2p_failures(topology):
+    """{(a, b): {class, modes: ["r=CNS", ...]}} of the pairs whose P2P status is not OK (modes
+    other than read and write only on NVLink pairs: on PCIe they are "NS" by design)."""
+    classes = {(link["a"], link["b"]): link["class"] for link in topology.get("links", [])}
+    bad = {}
+    for mode, data in sorted((topology.get("p2p") or {}).items()):
+        for pair in data["not_ok"]:
+            cls = classes.get((pair["a"], pair["b"])) or classes.get((pair["b"], pair["a"]))
+            if mode not in ("r", "w") and not (cls and cls.startswith("NV")):
+                continue
+            entry = bad.setdefault((pair["a"], pair["b"]), {"class": cls, "modes": []})
+            entry["modes"].append(f"{mode}={pair['status']}")
+    return bad
+
+
 def classify_smi_error(text):
     """(code, first line) for an nvidia-smi failure text, or (None, None) when it names no NVML problem."""
     if not text:
@@ -434,147 +460,165 @@ def classify_smi_error(text):
     return None, first
 
 
-def findings(
-    topology=None,
-    nvlink=None,
-    *,
-    expected_gpus=0,
-    found_gpus=None,
-    command_errors=None,
-    kernel_log=None,
-    kernel_log_readable=True,
-    lspci=None,
-    nvswitch_fabric_manager_running=None,
-    nvswitches=None,
-):
+@dataclasses.dataclass(frozen=True)
+class NodeReads:
+    """What findings() judges besides the topology and NVLink status (each read by the
+    gpu_topology module): expected_gpus (0 skips the count check), found_gpus (GPUs nvidia-smi
+    sees; None: the topology's), command_errors ({"topo -m": "stderr text", ...} of probes that
+    failed), kernel_log (dmesg or journal text; None with kernel_log_readable False when refused),
+    lspci (`lspci -D -nn -vvv` text or None), nvswitch_fabric_manager_running (whether an
+    nv-fabricmanager process runs; None: unknown), nvswitches (NVSwitch devices on the node's PCI
+    bus; None: count them in lspci)."""
+
+    expected_gpus: int = 0
+    found_gpus: int | None = None
+    command_errors: dict | None = None
+    kernel_log: str | None = None
+    kernel_log_readable: bool = True
+    lspci: str | None = None
+    nvswitch_fabric_manager_running: bool | None = None
+    nvswitches: int | None = None
+
+
+def findings(topology=None, nvlink=None, **reads):
     """Apply the rules in this module's docstring; return findings sorted critical first.
 
     topology: build_topology()'s dict (gpus, links, p2p); nvlink: parse_nvlink_status()'s dict;
-    expected_gpus: 0 to skip the count check; found_gpus: GPUs nvidia-smi sees (default: topology's);
-    command_errors: {"topo -m": "stderr text", ...} for probes that failed; kernel_log: dmesg or
-    journal text (None with kernel_log_readable False when refused); lspci: `lspci -D -nn -vvv`
-    text or None; nvswitch_fabric_manager_running: whether an nv-fabricmanager process runs
-    (None: unknown); nvswitches: NVSwitch devices on the node's PCI bus (None: count them in lspci).
-    """
+    reads: NodeReads' fields by name (a name it does not have is a TypeError)."""
+    reads = NodeReads(**reads)
+    expected = reads.expected_gpus
+    if isinstance(expected, bool) or not isinstance(expected, int) or expected < 0:
+        raise ValueError(f"findings: expected_gpus must be a non-negative integer, got {expected!r}")
     topology = topology or {}
     gpus = topology.get("gpus", [])
-    out = []
+    devices = parse_lspci(reads.lspci)
+    switches = len([d for d in devices if is_nvswitch(d)]) if reads.nvswitches is None else reads.nvswitches
+    by_bus = _gpu_index_by_bus(gpus)
+    out = [
+        *_command_findings(reads.command_errors or {}),
+        *_count_findings(expected, len(gpus) if reads.found_gpus is None else reads.found_gpus),
+        *_nvlink_findings(topology, nvlink, switches),
+        *_pcie_findings(gpus),
+        *_p2p_findings(topology),
+        *_xid_findings(reads, by_bus),
+        *_fabric_state_findings(gpus),
+        *_fabric_manager_findings(switches, reads.nvswitch_fabric_manager_running),
+        *_acs_findings(devices, by_bus),
+    ]
+    return sorted(out, key=lambda f: (SEVERITIES.index(f["severity"]), f["code"], f["gpus"]))
 
-    if isinstance(expected_gpus, bool) or not isinstance(expected_gpus, int) or expected_gpus < 0:
-        raise ValueError(f"findings: expected_gpus must be a non-negative integer, got {expected_gpus!r}")
-    errors = command_errors or {}
-    nvml_reported = False
+
+def _command_findings(errors):
+    """nvml_driver_mismatch / nvml_failed once (the first NVML failure), probe_failed per command."""
+    out, nvml_reported = [], False
     for command, text in sorted(errors.items()):
         code, first = classify_smi_error(text)
-        if code == "nvml_driver_mismatch" and not nvml_reported:
-            nvml_reported = True
-            out.append(
-                finding(
-                    "critical",
-                    code,
-                    "NVML driver/library version mismatch: the user-space driver was upgraded without "
-                    "reloading the kernel module; reboot the node (or reload the nvidia modules)",
-                )
-            )
-        elif code == "nvml_failed" and not nvml_reported:
-            nvml_reported = True
-            out.append(finding("critical", code, f"nvidia-smi cannot talk to the driver: {first}"))
-        elif code is None:
+        if code is None:
             out.append(
                 finding("warning", "probe_failed", f"`nvidia-smi {command}` failed: {first or 'no output'}")
             )
+        elif not nvml_reported:
+            nvml_reported = True
+            out.append(finding("critical", code, _NVML_MESSAGES[code].format(first=first)))
+    return out
 
-    found = len(gpus) if found_gpus is None else found_gpus
-    if expected_gpus:
-        if found < expected_gpus:
-            out.append(
-                finding(
-                    "critical",
-                    "gpu_count_low",
-                    f"{found} GPU(s) visible to nvidia-smi, {expected_gpus} expected "
-                    "(a GPU is missing, off the bus or held by another driver)",
-                )
-            )
-        elif found > expected_gpus:
-            out.append(
-                finding(
-                    "info",
-                    "gpu_count_high",
-                    f"{found} GPU(s) visible to nvidia-smi, {expected_gpus} expected",
-                )
-            )
 
-    devices = parse_lspci(lspci)
-    switches = len([d for d in devices if is_nvswitch(d)]) if nvswitches is None else nvswitches
-    out.extend(_nvlink_findings(topology, nvlink, switches))
-    out.extend(_pcie_findings(gpus))
-    out.extend(_p2p_findings(topology))
+_NVML_MESSAGES = {
+    "nvml_driver_mismatch": (
+        "NVML driver/library version mismatch: the user-space driver was upgraded without reloading "
+        "the kernel module; reboot the node (or reload the nvidia modules)"
+    ),
+    "nvml_failed": "nvidia-smi cannot talk to the driver: {first}",
+}
 
-    by_bus = _gpu_index_by_bus(gpus)
-    if kernel_log_readable and kernel_log is not None:
-        for xid in parse_xid(kernel_log):
-            index = by_bus.get(_bus_key(xid["pci"]))
-            who = f"GPU{index}" if index is not None else f"PCI {xid['pci']}"
-            out.append(
-                finding(
-                    xid["severity"],
-                    "xid",
-                    f"{who}: Xid {xid['xid']} x{xid['count']} since boot: {xid['meaning']}",
-                    [index] if index is not None else [],
-                )
+
+def _count_findings(expected, found):
+    if expected and found < expected:
+        return [
+            finding(
+                "critical",
+                "gpu_count_low",
+                f"{found} GPU(s) visible to nvidia-smi, {expected} expected "
+                "(a GPU is missing, off the bus or held by another driver)",
             )
-    else:
-        out.append(
+        ]
+    if expected and found > expected:
+        return [
+            finding("info", "gpu_count_high", f"{found} GPU(s) visible to nvidia-smi, {expected} expected")
+        ]
+    return []
+
+
+def _xid_findings(reads, by_bus):
+    if not reads.kernel_log_readable or reads.kernel_log is None:
+        return [
             finding(
                 "info",
                 "kernel_log_unreadable",
                 "kernel log not read (dmesg and journalctl refused or disabled): Xid errors unchecked",
             )
+        ]
+    out = []
+    for xid in parse_xid(reads.kernel_log):
+        index = by_bus.get(_bus_key(xid["pci"]))
+        who = f"GPU{index}" if index is not None else f"PCI {xid['pci']}"
+        out.append(
+            finding(
+                xid["severity"],
+                "xid",
+                f"{who}: Xid {xid['xid']} x{xid['count']} since boot: {xid['meaning']}",
+                [index] if index is not None else [],
+            )
         )
+    return out
 
+
+def _fabric_state_findings(gpus):
     not_ready = {}
     for gpu in gpus:
-        state = gpu.get("fabric_state")
-        if state is None or state == "Not Supported":
+        state, status = gpu.get("fabric_state"), gpu.get("fabric_status")
+        if state in (None, "Not Supported"):
             continue
-        status = gpu.get("fabric_status")
-        if state != "Completed" or (status not in (None, "Success")):
+        if state != "Completed" or status not in (None, "Success"):
             not_ready.setdefault((state, status), []).append(gpu["index"])
-    for (state, status), indexes in sorted(not_ready.items(), key=lambda kv: str(kv[0])):
-        out.append(
-            finding(
-                "critical",
-                "fabric_not_ready",
-                f"{_gpu_list(indexes)}: NVSwitch fabric state {state!r}, status {status!r}; start "
-                "nvidia-fabricmanager (its version must match the driver)",
-                indexes,
-            )
+    return [
+        finding(
+            "critical",
+            "fabric_not_ready",
+            f"{_gpu_list(indexes)}: NVSwitch fabric state {state!r}, status {status!r}; start "
+            "nvidia-fabricmanager (its version must match the driver)",
+            indexes,
         )
+        for (state, status), indexes in sorted(not_ready.items(), key=lambda kv: str(kv[0]))
+    ]
 
-    if switches and nvswitch_fabric_manager_running is False:
-        out.append(
-            finding(
-                "critical",
-                "fabric_manager_not_running",
-                f"{switches} NVSwitch device(s) on the PCI bus but no nv-fabricmanager process; "
-                "install and start nvidia-fabricmanager matching the driver",
-            )
+
+def _fabric_manager_findings(switches, running):
+    if not switches or running is not False:
+        return []
+    return [
+        finding(
+            "critical",
+            "fabric_manager_not_running",
+            f"{switches} NVSwitch device(s) on the PCI bus but no nv-fabricmanager process; "
+            "install and start nvidia-fabricmanager matching the driver",
         )
+    ]
+
+
+def _acs_findings(devices, by_bus):
     acs, _readable = acs_above_gpus(devices)
-    for bridge in acs:
-        indexes = [by_bus[_bus_key(g)] for g in bridge["gpus"] if _bus_key(g) in by_bus]
-        out.append(
-            finding(
-                "warning",
-                "acs_enabled",
-                f"ACS {'+'.join(bridge['flags'])} on bridge {bridge['address']} above "
-                f"{', '.join(bridge['gpus'])}: GPU peer traffic is redirected to the root complex "
-                "(disable ACS in BIOS or with setpci for P2P)",
-                indexes,
-            )
+    return [
+        finding(
+            "warning",
+            "acs_enabled",
+            f"ACS {'+'.join(bridge['flags'])} on bridge {bridge['address']} above "
+            f"{', '.join(bridge['gpus'])}: GPU peer traffic is redirected to the root complex "
+            "(disable ACS in BIOS or with setpci for P2P)",
+            [by_bus[_bus_key(g)] for g in bridge["gpus"] if _bus_key(g) in by_bus],
         )
-
-    return sorted(out, key=lambda f: (SEVERITIES.index(f["severity"]), f["code"], f["gpus"]))
+        for bridge in acs
+    ]
 
 
 def count_by_severity(items):

@@ -1,7 +1,8 @@
 """Launch planning for torchrun jobs: who is master, each node's rank and process count, its env.
 
 Pure Python (stdlib only, no Ansible imports): the torchrun_launch role calls it through the
-filters in plugins/filter/wireup_launch.py, tests import it as ``from wireup import launch``.
+filters in plugins/filter/wireup_launch.py, tests import it from
+``ansible_collections.wireup.cluster.plugins.module_utils.wireup``.
 Errors are returned as sentences that name the variable to fix, never raised, so a play can show
 all of them at once.
 """
@@ -618,7 +619,7 @@ def cpus_allowed(status_text: str) -> int:
     """CPUs a process may run on, from /proc/self/status's ``Cpus_allowed_list`` (e.g. "0-3,8"):
     what ``nproc`` counts (the affinity mask; cgroup quotas are not counted). 0 when unreadable."""
     for line in (status_text or "").splitlines():
-        key, _, value = line.partition(":")
+        key, _sep, value = line.partition(":")
         if key.strip() != "Cpus_allowed_list":
             continue
         total = 0

@@ -1,8 +1,8 @@
 """The nccl role's plan: the system NCCL (libnccl2 and libnccl-dev from NVIDIA's repository)
 pinned to one exact version and held, and the comparison with the NCCL torch bundles.
 
-Pure functions, no Ansible imports (``packaging`` for versions: it runs on the controller only);
-the ``wireup_packages`` filter plugin wraps them and
+Pure functions, no Ansible imports (``packaging`` for versions, imported where it is used: it
+runs on the controller only); the ``wireup_packages`` filter plugin wraps them and
 tests/unit/test_nccl.py pins every choice. Bad input raises ``apt.PackageError`` whose message
 names the variable and the fix. NVIDIA names the packages' versions ``<nccl>-<build>+cuda<A.B>``
 (apt.split_nccl_package_version, the one grammar).
@@ -13,8 +13,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import TypedDict
-
-from packaging.version import Version
 
 from .apt import NCCL_PACKAGES, PackageError, nccl_pin_errors, require_str, split_nccl_package_version
 from .cuda_repo import cuda_version_parts
@@ -228,6 +226,10 @@ def parse_torch_nccl_version(text) -> str:
 def mismatch(system_version: str, torch_version: str) -> bool:
     """True when both are known and differ in major.minor (patch differences are harmless):
     packaging.version's release numbers (this module runs on the controller only)."""
+    # packaging is imported where it is used: the wireup package must import without third-party
+    # packages: modules carry it to nodes (ansible-test sanity's import test checks it).
+    from packaging.version import Version
+
     if not system_version or not torch_version:
         return False
     return Version(system_version).release[:2] != Version(torch_version).release[:2]

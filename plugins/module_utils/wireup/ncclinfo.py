@@ -280,7 +280,21 @@ def parse_nccl_info(text):
         raise ValueError(
             f"parse_nccl_info: expected the text of an NCCL_DEBUG=INFO log, got {type(text).__name__}"
         )
-    out = {
+    out = _new_info()
+    st = {"out": out, "ev": out["evidence"], "ring_totals": [], "ring_ids": set(), "failures": {}}
+    for raw in text.splitlines():
+        _read_line(st, raw.replace("\r", "").replace("\x00", "").rstrip())
+    if not out["lines"] and out["version"] is None:
+        raise ValueError(
+            "parse_nccl_info: no NCCL line (host:pid:tid [dev] NCCL INFO ...) in the log; "
+            "was NCCL_DEBUG=INFO set?"
+        )
+    return _conclude(st)
+
+
+def _new_info():
+    """parse_nccl_info's answer before the first line."""
+    return {
         "version": None,
         "hosts": set(),
         "network": None,
@@ -314,28 +328,36 @@ def parse_nccl_info(text):
         "evidence": {},
         "lines": 0,
     }
-    ev = out["evidence"]
-    st = {"out": out, "ev": ev, "ring_totals": [], "ring_ids": set(), "failures": {}}
-    for raw in text.splitlines():
-        line = raw.replace("\r", "").replace("\x00", "").rstrip()
-        records = _records(line)
-        if not records:
-            bm = BANNER_RE.search(line)
-            if bm and "NCCL error" not in line and out["version"] is None:
-                out["version"] = bm.group(1)
-                ev.setdefault("version", line.strip())
-            continue
+
+
+def _read_line(st, line):
+    """Every NCCL record of one line, or NCCL's banner when the line holds no record."""
+    records = _records(line)
+    if records:
         for head, host, level, message in records:
             _record(st, head, host, level, message.strip())
-    if not out["lines"] and out["version"] is None:
-        raise ValueError(
-            "parse_nccl_info: no NCCL line (host:pid:tid [dev] NCCL INFO ...) in the log; "
-            "was NCCL_DEBUG=INFO set?"
-        )
-    if out["channels"] is None and st["ring_totals"]:
-        out["channels"] = max(st["ring_totals"])
-    elif out["channels"] is None and st["ring_ids"]:
-        out["channels"] = max(st["ring_ids"]) + 1
+        return
+    out = st["out"]
+    banner = BANNER_RE.search(line)
+    if banner and "NCCL error" not in line and out["version"] is None:
+        out["version"] = banner.group(1)
+        st["ev"].setdefault("version", line.strip())
+
+
+def _real_hosts(hosts):
+    """A benchmark row glued to a record ("...  -1host:1:2 [0] NCCL INFO") makes "-1host": keep "host"."""
+    return sorted(
+        h
+        for h in hosts
+        if not any(o != h and h.endswith(o) and re.fullmatch(r"[-\d]+", h[: -len(o)]) for o in hosts)
+    )
+
+
+def _conclude(st):
+    """What the whole log says, from what its lines said (channels, GDR, the inter-node kind)."""
+    out, ev = st["out"], st["ev"]
+    if out["channels"] is None and (st["ring_totals"] or st["ring_ids"]):
+        out["channels"] = max(st["ring_totals"]) if st["ring_totals"] else max(st["ring_ids"]) + 1
     counts = out["net_gdr_counts"]
     if counts["gdr"] or counts["no_gdr"]:
         out["gdrdma"] = counts["gdr"] > 0
@@ -349,166 +371,217 @@ def parse_nccl_info(text):
         next(iter(layers)) if out["inter_node"] == "ib" and layers in ({"IB"}, {"RoCE"}) else None
     )
     out["failures"] = sorted(st["failures"].values(), key=lambda f: f.pop("_order"))
-    hosts = out["hosts"]
-    # A benchmark row glued to a record ("...  -1host:1:2 [0] NCCL INFO") makes "-1host": keep "host".
-    out["hosts"] = sorted(
-        h
-        for h in hosts
-        if not any(o != h and h.endswith(o) and re.fullmatch(r"[-\d]+", h[: -len(o)]) for o in hosts)
-    )
+    out["hosts"] = _real_hosts(out["hosts"])
     out["intra_node"] = sorted(out["intra_node"])
     out["pxn_proxy_ranks"] = sorted(out["pxn_proxy_ranks"])
     return out
 
 
 def _record(st, head, host, level, msg):
-    """Fold one NCCL record (its header text, host, level and message) into ``st["out"]``."""
-    out, ev, failures = st["out"], st["ev"], st["failures"]
+    """Fold one NCCL record (its header text, host, level and message) into ``st["out"]``: a WARN
+    is a warning (and a known failure shape), an INFO the first of _INFO_RULES that matches."""
+    out = st["out"]
     out["lines"] += 1
     if host:
         out["hosts"].add(host)
     quoted = f"{head} {msg[:MAX_MESSAGE]}".strip()
     if level == "WARN":
-        out["warnings"].append(quoted)
-        for code, pattern, meaning in FAILURES:
-            if pattern.search(msg):
-                f = failures.setdefault(
-                    code,
-                    {"code": code, "count": 0, "line": quoted, "meaning": meaning, "_order": len(failures)},
-                )
-                f["count"] += 1
-                break
+        _warn(st, msg, quoted)
         return
     if len(msg) > MAX_MESSAGE:
         return
-    vm = VERSION_RE.match(msg)
-    if vm:
-        out["version"] = out["version"] or vm.group(1)
-        ev.setdefault("version", quoted)
-        return
-    em = ENV_RE.match(msg)
-    if em:
-        out["env"].setdefault(em.group(1), _env_value(em.group(2)))
-        ev.setdefault(f"env:{em.group(1)}", quoted)
-        return
-    nm = NETWORK_RE.match(msg)
-    if nm:
-        name = nm.group(1)
-        if name not in out["networks"]:
-            out["networks"].append(name)
-        out["network"] = out["network"] or name
-        ev.setdefault("network", quoted)
-        return
-    pm = PLUGIN_RE.match(msg)
-    if pm:
-        key = {"Initialized": "initialized", "Failed to initialize": "failed", "Assigned": "assigned"}[
-            pm.group(1)
-        ]
-        if pm.group(2) not in out["net_plugins"][key]:
-            out["net_plugins"][key].append(pm.group(2))
-        return
-    lm = LOADED_RE.match(msg)
-    if lm:
-        if lm.group(1) not in out["net_plugins"]["loaded"]:
-            out["net_plugins"]["loaded"].append(lm.group(1))
-        return
-    if NO_DEVICE_RE.match(msg):
-        out["ib_no_device"] = True
-        ev.setdefault("ib_no_device", quoted)
-        return
-    im = IB_USING_RE.match(msg)
-    if im:
-        if _ib_devices(im.group(1), out):
-            ev.setdefault("ib_using", quoted)
-        return
-    om = IB_OLD_DEV_RE.match(msg)
-    if om:
-        _ib_devices(msg[len("NET/IB: ") :], out)
-        ev.setdefault("ib_using", quoted)
-        return
-    sm = SOCKET_USING_RE.match(msg)
-    if sm:
-        for d in SOCKET_DEV_RE.finditer(sm.group(1)):
-            entry = {"index": int(d.group(1)), "name": d.group(2), "address": d.group(3)}
-            if entry not in out["socket_interfaces"]:
-                out["socket_interfaces"].append(entry)
-        ev.setdefault("socket_using", quoted)
-        return
-    om = OFI_RE.match(msg)
-    if om:
-        out["ofi_provider"] = out["ofi_provider"] or om.group(1)
-        ev.setdefault("ofi_provider", quoted)
-        return
-    gm = GDR_HCA_RE.search(msg)
-    go = GDR_OLD_RE.match(msg)
-    if gm or go:
-        if not msg.startswith("NET/Socket"):
-            enabled = (gm or go).group(1 if gm else 2) == "Enabled"
-            name = gm.group(3) if gm else f"HCA {go.group(3)}"
-            out["gdr_hca"][name] = out["gdr_hca"].get(name, False) or enabled
-            if not enabled:
-                ev.setdefault("gdr_disabled", quoted)
-        return
-    cm = VIA_RE.match(msg)
-    if cm:
-        via = _via(cm.group(5))
-        if via is None:
+    for match, fold in _INFO_RULES:
+        m = match(msg)
+        if m:
+            fold(st, m, quoted)
             return
-        key = f"{via['family']}/{via['plugin']}" if via["plugin"] else via["family"]
-        out["connections"][key] = out["connections"].get(key, 0) + 1
-        if via["family"] == "NET":
-            out["net_gdr_counts"]["gdr" if via["gdr"] else "no_gdr"] += 1
-            kind = _net_kind(via["plugin"])
-            if kind not in out["inter_node_kinds"]:
-                out["inter_node_kinds"].append(kind)
-            if via["proxy"] is not None:
-                out["pxn_proxy_ranks"].add(via["proxy"])
-                ev.setdefault("pxn", quoted)
-            if out["inter_node"] is None:
-                out["inter_node"] = kind
-                out["inter_node_plugin"] = via["plugin"]
-                ev.setdefault("inter_node", quoted)
-            ev.setdefault("net_gdr" if via["gdr"] else "net_without_gdr", quoted)
-        elif via["family"] in ("P2P", "SHM"):
-            out["intra_node"].add(key)
-            ev.setdefault("intra_node", quoted)
+
+
+def _warn(st, msg, quoted):
+    st["out"]["warnings"].append(quoted)
+    failures = st["failures"]
+    for code, pattern, meaning in FAILURES:
+        if pattern.search(msg):
+            f = failures.setdefault(
+                code, {"code": code, "count": 0, "line": quoted, "meaning": meaning, "_order": len(failures)}
+            )
+            f["count"] += 1
+            return
+
+
+def _add_once(items, item):
+    if item not in items:
+        items.append(item)
+
+
+def _on_version(st, m, quoted):
+    st["out"]["version"] = st["out"]["version"] or m.group(1)
+    st["ev"].setdefault("version", quoted)
+
+
+def _on_env(st, m, quoted):
+    st["out"]["env"].setdefault(m.group(1), _env_value(m.group(2)))
+    st["ev"].setdefault(f"env:{m.group(1)}", quoted)
+
+
+def _on_network(st, m, quoted):
+    out = st["out"]
+    _add_once(out["networks"], m.group(1))
+    out["network"] = out["network"] or m.group(1)
+    st["ev"].setdefault("network", quoted)
+
+
+_PLUGIN_STATES = {"Initialized": "initialized", "Failed to initialize": "failed", "Assigned": "assigned"}
+
+
+def _on_plugin(st, m, quoted):
+    _add_once(st["out"]["net_plugins"][_PLUGIN_STATES[m.group(1)]], m.group(2))
+
+
+def _on_loaded(st, m, quoted):
+    _add_once(st["out"]["net_plugins"]["loaded"], m.group(1))
+
+
+def _on_no_device(st, m, quoted):
+    st["out"]["ib_no_device"] = True
+    st["ev"].setdefault("ib_no_device", quoted)
+
+
+def _on_ib_using(st, m, quoted):
+    if _ib_devices(m.group(1), st["out"]):
+        st["ev"].setdefault("ib_using", quoted)
+
+
+def _on_ib_old(st, m, quoted):
+    _ib_devices(m.string[len("NET/IB: ") :], st["out"])
+    st["ev"].setdefault("ib_using", quoted)
+
+
+def _on_socket(st, m, quoted):
+    for d in SOCKET_DEV_RE.finditer(m.group(1)):
+        _add_once(
+            st["out"]["socket_interfaces"],
+            {"index": int(d.group(1)), "name": d.group(2), "address": d.group(3)},
+        )
+    st["ev"].setdefault("socket_using", quoted)
+
+
+def _on_ofi(st, m, quoted):
+    st["out"]["ofi_provider"] = st["out"]["ofi_provider"] or m.group(1)
+    st["ev"].setdefault("ofi_provider", quoted)
+
+
+def _gdr_match(msg):
+    """(enabled, HCA name) of a GPU Direct RDMA line (2.12+ names the HCA, older ones its index);
+    a NET/Socket line says nothing about GPUDirect RDMA: (None, None). None: no such line."""
+    new, old = GDR_HCA_RE.search(msg), GDR_OLD_RE.match(msg)
+    if not (new or old):
+        return None
+    if msg.startswith("NET/Socket"):
+        return None, None
+    if new:
+        return new.group(1) == "Enabled", new.group(3)
+    return old.group(2) == "Enabled", f"HCA {old.group(3)}"
+
+
+def _on_gdr(st, m, quoted):
+    enabled, name = m
+    if name is None:
         return
-    rm = RING_RE.match(msg)
-    if rm:
-        if rm.group(2):
-            st["ring_totals"].append(int(rm.group(2)))
-        else:
-            st["ring_ids"].add(int(rm.group(1)))
+    st["out"]["gdr_hca"][name] = st["out"]["gdr_hca"].get(name, False) or enabled
+    if not enabled:
+        st["ev"].setdefault("gdr_disabled", quoted)
+
+
+def _on_net_connection(st, via, key, quoted):
+    out, ev = st["out"], st["ev"]
+    out["net_gdr_counts"]["gdr" if via["gdr"] else "no_gdr"] += 1
+    kind = _net_kind(via["plugin"])
+    _add_once(out["inter_node_kinds"], kind)
+    if via["proxy"] is not None:
+        out["pxn_proxy_ranks"].add(via["proxy"])
+        ev.setdefault("pxn", quoted)
+    if out["inter_node"] is None:
+        out["inter_node"], out["inter_node_plugin"] = kind, via["plugin"]
+        ev.setdefault("inter_node", quoted)
+    ev.setdefault("net_gdr" if via["gdr"] else "net_without_gdr", quoted)
+
+
+def _on_via(st, m, quoted):
+    via = _via(m.group(5))
+    if via is None:
         return
-    ccm = COLL_CHANNELS_RE.match(msg)
-    if ccm:
-        out["channels"] = max(out["channels"] or 0, int(ccm.group(1)))
-        nv = NVLS_CHANNELS_RE.search(msg)
-        if nv:
-            out["nvls_channels"] = max(out["nvls_channels"] or 0, int(nv.group(1)))
-        return
-    nvm = NVLS_RE.match(msg)
-    if nvm:
-        out["nvls_available"] = bool(out["nvls_available"]) or not nvm.group(1)
-        return
-    km = COMM_RE.search(msg)
-    if km:
-        out["nranks"] = max(out["nranks"] or 0, int(km.group(2)))
-        out["nnodes"] = max(out["nnodes"] or 0, int(km.group(3)))
-        out["local_ranks"] = max(out["local_ranks"] or 0, int(km.group(4)))
-        if km.group(6) is not None:
-            out["mnnvl"] = bool(out["mnnvl"]) or km.group(6) != "0"
-        ev.setdefault("comm", quoted)
-        return
-    km = NRANKS_RE.search(msg)
-    if km:
-        out["nranks"] = max(out["nranks"] or 0, int(km.group(2)))
-        return
-    cm = CONNECTED_RE.search(msg)
-    if cm and cm.group(2) is not None:
-        out["ring_pxn"] = cm.group(1) == "1"
-        out["ring_gdr"] = cm.group(2) == "1"
-        ev.setdefault("ring_gdr", quoted)
+    out = st["out"]
+    key = f"{via['family']}/{via['plugin']}" if via["plugin"] else via["family"]
+    out["connections"][key] = out["connections"].get(key, 0) + 1
+    if via["family"] == "NET":
+        _on_net_connection(st, via, key, quoted)
+    elif via["family"] in ("P2P", "SHM"):
+        out["intra_node"].add(key)
+        st["ev"].setdefault("intra_node", quoted)
+
+
+def _on_ring(st, m, quoted):
+    if m.group(2):
+        st["ring_totals"].append(int(m.group(2)))
+    else:
+        st["ring_ids"].add(int(m.group(1)))
+
+
+def _on_coll_channels(st, m, quoted):
+    out = st["out"]
+    out["channels"] = max(out["channels"] or 0, int(m.group(1)))
+    nv = NVLS_CHANNELS_RE.search(m.string)
+    if nv:
+        out["nvls_channels"] = max(out["nvls_channels"] or 0, int(nv.group(1)))
+
+
+def _on_nvls(st, m, quoted):
+    st["out"]["nvls_available"] = bool(st["out"]["nvls_available"]) or not m.group(1)
+
+
+def _on_comm(st, m, quoted):
+    out = st["out"]
+    for key, group in (("nranks", 2), ("nnodes", 3), ("local_ranks", 4)):
+        out[key] = max(out[key] or 0, int(m.group(group)))
+    if m.group(6) is not None:
+        out["mnnvl"] = bool(out["mnnvl"]) or m.group(6) != "0"
+    st["ev"].setdefault("comm", quoted)
+
+
+def _on_nranks(st, m, quoted):
+    st["out"]["nranks"] = max(st["out"]["nranks"] or 0, int(m.group(2)))
+
+
+def _on_connected(st, m, quoted):
+    if m.group(2) is not None:
+        st["out"]["ring_pxn"] = m.group(1) == "1"
+        st["out"]["ring_gdr"] = m.group(2) == "1"
+        st["ev"].setdefault("ring_gdr", quoted)
+
+
+# An INFO record's message -> the first rule whose matcher answers folds it in (order matters: a
+# GPU Direct RDMA line of the Socket plugin is taken and ignored before it could count elsewhere).
+_INFO_RULES = (
+    (VERSION_RE.match, _on_version),
+    (ENV_RE.match, _on_env),
+    (NETWORK_RE.match, _on_network),
+    (PLUGIN_RE.match, _on_plugin),
+    (LOADED_RE.match, _on_loaded),
+    (NO_DEVICE_RE.match, _on_no_device),
+    (IB_USING_RE.match, _on_ib_using),
+    (IB_OLD_DEV_RE.match, _on_ib_old),
+    (SOCKET_USING_RE.match, _on_socket),
+    (OFI_RE.match, _on_ofi),
+    (_gdr_match, _on_gdr),
+    (VIA_RE.match, _on_via),
+    (RING_RE.match, _on_ring),
+    (COLL_CHANNELS_RE.match, _on_coll_channels),
+    (NVLS_RE.match, _on_nvls),
+    (COMM_RE.search, _on_comm),
+    (NRANKS_RE.search, _on_nranks),
+    (CONNECTED_RE.search, _on_connected),
+)
 
 
 def _truthy(value):
@@ -536,82 +609,102 @@ def transport_findings(info, nic_facts=None, host=None):
       cut, or NCCL_DEBUG_SUBSYS left NET out).
     * nccl_failure (warning): one per failure shape among the WARN records (``failures``).
     Each finding quotes the NCCL line it rests on in ``evidence``."""
-    out = []
     who = f"{host}: " if host else ""
     facts = nic_facts or {}
+    return [
+        *_socket_findings(info, facts, who),
+        *_gdr_findings(info, facts, who),
+        *_no_network_findings(info, who),
+        *(_failure_finding(fail, who) for fail in info.get("failures", [])),
+    ]
+
+
+def _failure_finding(fail, who):
+    """nccl_failure: one known failure shape among the WARN records, quoting its first line."""
+    times = f" ({fail['count']} times)" if fail["count"] > 1 else ""
+    message = f"{who}NCCL WARN: {fail['meaning']}{times}"
+    return finding("warning", "nccl_failure", message, evidence=fail["line"], failure=fail["code"])
+
+
+def _asked_for_sockets(env):
+    """(variable, value) by which the job's environment told NCCL not to use IB, or None."""
+    if _truthy(env.get("NCCL_IB_DISABLE", "0")):
+        return "NCCL_IB_DISABLE", env["NCCL_IB_DISABLE"]
+    if str(env.get("NCCL_NET", "")).strip().lower() == "socket":
+        return "NCCL_NET", env["NCCL_NET"]
+    return None
+
+
+def _socket_findings(info, facts, who):
+    """nccl_socket_with_ib_up, nccl_ib_disabled, nccl_ib_not_found (transport_findings)."""
     # Only ports that can carry training traffic (fabric.rail_ports: Azure's mlx5_an0, SR-IOV VFs
     # and a storage card are set aside): NCCL on sockets beside those is no fallback.
     rdma_up = [p for p in rail_ports(facts) if p.get("active")]
-    ev = info.get("evidence", {})
-    env = info.get("env") or {}
-    inter = info.get("inter_node")
-    nnodes = info.get("nnodes")
-    asked = None
-    if _truthy(env.get("NCCL_IB_DISABLE", "0")):
-        asked = ("NCCL_IB_DISABLE", env["NCCL_IB_DISABLE"])
-    elif str(env.get("NCCL_NET", "")).strip().lower() == "socket":
-        asked = ("NCCL_NET", env["NCCL_NET"])
-    if rdma_up:
-        ports = f"{', '.join(p['name'] for p in rdma_up)} {'is' if len(rdma_up) == 1 else 'are'} ACTIVE"
-        no_device = (
-            info.get("ib_no_device") and inter is None and info.get("network_kind") in (None, "socket")
+    if not rdma_up:
+        return []
+    ports = f"{', '.join(p['name'] for p in rdma_up)} {'is' if len(rdma_up) == 1 else 'are'} ACTIVE"
+    inter, nnodes = info.get("inter_node"), info.get("nnodes")
+    no_device = info.get("ib_no_device") and inter is None and info.get("network_kind") in (None, "socket")
+    asked = _asked_for_sockets(info.get("env") or {})
+    if inter == "socket" or (no_device and (nnodes or 0) > 1):
+        return [_sockets_used(info, ports, asked, who)]
+    if no_device and not asked:
+        span = (
+            "a single-node communicator" if nnodes == 1 else "a communicator whose span the log does not show"
         )
-        if inter == "socket" or (no_device and (nnodes or 0) > 1):
-            line = ev.get("inter_node") if inter == "socket" else ev.get("ib_no_device")
-            if asked:
-                f = finding(
-                    "warning",
-                    "nccl_ib_disabled",
-                    f"{who}{asked[0]}={asked[1]} in the job's environment: NCCL carried inter-node "
-                    f"traffic over TCP sockets as told although {ports} (unset {asked[0]} to use RDMA)",
-                )
-                f["evidence"] = ev.get(f"env:{asked[0]}") or line
-            else:
-                verbs = any(x["code"] == "ibverbs_missing" for x in info.get("failures", []))
-                cause = (
-                    "NCCL could not open libibverbs: install rdma-core/libibverbs where the job runs"
-                    if verbs
-                    else "check NCCL_IB_DISABLE, NCCL_IB_HCA, libibverbs in the job's environment"
-                )
-                f = finding(
-                    "critical",
-                    "nccl_socket_with_ib_up",
-                    f"{who}NCCL carried inter-node traffic over TCP sockets although {ports} ({cause})",
-                )
-                f["evidence"] = line or ev.get("socket_using") or ev.get("network")
-            out.append(f)
-        elif no_device and not asked:
-            span = (
-                "a single-node communicator"
-                if nnodes == 1
-                else "a communicator whose span the log does not show"
-            )
-            f = finding(
+        return [
+            finding(
                 "warning",
                 "nccl_ib_not_found",
                 f"{who}NCCL found no IB device although {ports} ({span}: no traffic left the node over "
                 "sockets here, a multi-node job would; check libibverbs/rdma-core and /dev/infiniband "
                 "where the job runs)",
+                evidence=info.get("evidence", {}).get("ib_no_device"),
             )
-            f["evidence"] = ev.get("ib_no_device")
-            out.append(f)
-    out.extend(_gdr_findings(info, facts, who))
-    if (nnodes or 0) > 1 and not inter:
-        f = finding(
+        ]
+    return []
+
+
+def _sockets_used(info, ports, asked, who):
+    """NCCL carried inter-node traffic over sockets beside active RDMA ports: as the job's
+    environment told it (nccl_ib_disabled), or not (nccl_socket_with_ib_up)."""
+    ev = info.get("evidence", {})
+    line = ev.get("inter_node") if info.get("inter_node") == "socket" else ev.get("ib_no_device")
+    if asked:
+        return finding(
+            "warning",
+            "nccl_ib_disabled",
+            f"{who}{asked[0]}={asked[1]} in the job's environment: NCCL carried inter-node "
+            f"traffic over TCP sockets as told although {ports} (unset {asked[0]} to use RDMA)",
+            evidence=ev.get(f"env:{asked[0]}") or line,
+        )
+    verbs = any(x["code"] == "ibverbs_missing" for x in info.get("failures", []))
+    cause = (
+        "NCCL could not open libibverbs: install rdma-core/libibverbs where the job runs"
+        if verbs
+        else "check NCCL_IB_DISABLE, NCCL_IB_HCA, libibverbs in the job's environment"
+    )
+    return finding(
+        "critical",
+        "nccl_socket_with_ib_up",
+        f"{who}NCCL carried inter-node traffic over TCP sockets although {ports} ({cause})",
+        evidence=line or ev.get("socket_using") or ev.get("network"),
+    )
+
+
+def _no_network_findings(info, who):
+    nnodes = info.get("nnodes")
+    if (nnodes or 0) <= 1 or info.get("inter_node"):
+        return []
+    return [
+        finding(
             "info",
             "nccl_no_network",
             f"{who}the communicator spans {nnodes} nodes but the log shows no NET connection "
             "(cut short, or NCCL_DEBUG_SUBSYS without INIT,NET)",
+            evidence=info.get("evidence", {}).get("network"),
         )
-        f["evidence"] = ev.get("network")
-        out.append(f)
-    for fail in info.get("failures", []):
-        times = f" ({fail['count']} times)" if fail["count"] > 1 else ""
-        f = finding("warning", "nccl_failure", f"{who}NCCL WARN: {fail['meaning']}{times}")
-        f["evidence"] = fail["line"]
-        f["failure"] = fail["code"]
-        out.append(f)
-    return out
+    ]
 
 
 def _gdr_findings(info, facts, who):
@@ -632,8 +725,8 @@ def _gdr_findings(info, facts, who):
             "nccl_gdr_disabled_by_env",
             f"{who}NCCL_NET_GDR_LEVEL={level} in the job's environment: NCCL used NET/IB without "
             f"GPUDirect RDMA as told although {peer.get('module')} is loaded",
+            evidence=ev.get("env:NCCL_NET_GDR_LEVEL") or line,
         )
-        f["evidence"] = ev.get("env:NCCL_NET_GDR_LEVEL") or line
         return [f]
     why = (
         f"NCCL_NET_GDR_LEVEL={level} in the job's environment may be shorter than the GPU-NIC path, "
@@ -646,6 +739,6 @@ def _gdr_findings(info, facts, who):
         "warning",
         "nccl_gdr_skipped",
         f"{who}NCCL used {over} without GPUDirect RDMA although {peer.get('module')} is loaded ({why})",
+        evidence=line or ev.get("gdr_disabled") or ev.get("net_without_gdr"),
     )
-    f["evidence"] = line or ev.get("gdr_disabled") or ev.get("net_without_gdr")
     return [f]

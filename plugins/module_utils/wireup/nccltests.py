@@ -52,6 +52,9 @@ with the first lines of the output, so a failed run is never mistaken for an emp
 import json
 import math
 import re
+from typing import TypedDict
+
+from .node import parse_nccl_header
 
 # Launcher prefixes: Open MPI's --tag-output (`[1,0]<stdout>:`, indented in pasted logs), Slurm's
 # `srun --label` (`0: `, ` 0: ` with more than 10 tasks) and MPICH's -prepend-rank (`[0] `).
@@ -526,65 +529,74 @@ def _text_runs(text):
     starting' or a settings line follows rows or a footer (a log holding several binaries' output)."""
     lines = list(_clean_lines(text))
     echoes = _echo_lines(lines)
-    runs = [_empty_result("text")]
-    logged = [""]  # per run: the library version NCCL logged, the fallback for a run's banner
-    lead = section = None
+    # logged: per run, the library version NCCL logged (the fallback for a run's banner);
+    # lead, section: the table layout of the current run (None until its header or first row).
+    st = {"runs": [_empty_result("text")], "logged": [""], "lead": None, "section": None}
     for idx, line in enumerate(lines):
-        result = runs[-1]
         stripped = line.strip()
-        if not stripped:
-            continue
-        if idx in echoes:
-            result["last_error"] = echoes[idx]
-            continue
-        if (_RUN_START.match(stripped) or _CONFIG_START.match(stripped)) and (
-            result["rows"] or result["complete"]
-        ):
-            result = _empty_result("text")
-            runs.append(result)
-            logged.append("")
-            lead = section = None
-        if _settings_line(stripped, result):
-            continue
-        tokens = _header_tokens(stripped)
-        if tokens:
-            lead, section, _ = _parse_header(tokens)
-            result["time_kind"] = "cputime" if "cputime" in (t.lower() for t in tokens) else "time"
-            continue
-        if stripped.startswith("#"):
-            match = _VERSION_LINE.match(stripped)
-            if match:
-                result["version"] = match.group("v")
-                result["nccl_headers_version"] = nccl_version_string(match.group("h"))
-                result["nccl_version"] = nccl_version_string(match.group("l"))
-                continue
-            match = _STARTING.match(stripped) or _CONCLUDED.match(stripped)
-            if match:
-                result["program"] = result["program"] or match.group("p")
-                continue
-            _footer_line(stripped, result)
-            continue
-        if _is_failure(stripped):
-            if stripped not in result["failures"]:
-                result["failures"].append(stripped)
-            continue
-        if _footer_line(stripped, result):
-            continue  # the oldest layouts print the footer without "#"
-        match = _LIB_VERSION.search(stripped)
-        if match:
-            logged[-1] = logged[-1] or match.group("v")
-            continue
-        tokens = stripped.split()
-        if lead is None:
-            inferred = _infer_layout(tokens)
-            if inferred is None:
-                continue
-            lead, section = inferred
-            result["header_inferred"] = True
-        _text_row(tokens, lead, section, result, stripped)
-    for result, version in zip(runs, logged):
+        if stripped and idx in echoes:
+            st["runs"][-1]["last_error"] = echoes[idx]
+        elif stripped:
+            _text_line(st, stripped)
+    for result, version in zip(st["runs"], st["logged"]):
         result["nccl_version"] = result["nccl_version"] or version
-    return runs
+    return st["runs"]
+
+
+def _text_line(st, stripped):
+    """Fold one non-empty line of a text output into the current run (or start the next run)."""
+    result = st["runs"][-1]
+    if (_RUN_START.match(stripped) or _CONFIG_START.match(stripped)) and (
+        result["rows"] or result["complete"]
+    ):
+        result = _empty_result("text")
+        st["runs"].append(result)
+        st["logged"].append("")
+        st["lead"] = st["section"] = None
+    if _settings_line(stripped, result):
+        return
+    tokens = _header_tokens(stripped)
+    if tokens:
+        st["lead"], st["section"], _start = _parse_header(tokens)
+        result["time_kind"] = "cputime" if "cputime" in (t.lower() for t in tokens) else "time"
+    elif stripped.startswith("#"):
+        _comment_line(stripped, result)
+    elif _is_failure(stripped):
+        if stripped not in result["failures"]:
+            result["failures"].append(stripped)
+    elif _footer_line(stripped, result):
+        pass  # the oldest layouts print the footer without "#"
+    elif _LIB_VERSION.search(stripped):
+        st["logged"][-1] = st["logged"][-1] or _LIB_VERSION.search(stripped).group("v")
+    else:
+        _table_line(st, stripped, result)
+
+
+def _comment_line(stripped, result):
+    """A '#' line: the version banner, the program's start or end, or a footer."""
+    match = _VERSION_LINE.match(stripped)
+    if match:
+        result["version"] = match.group("v")
+        result["nccl_headers_version"] = nccl_version_string(match.group("h"))
+        result["nccl_version"] = nccl_version_string(match.group("l"))
+        return
+    match = _STARTING.match(stripped) or _CONCLUDED.match(stripped)
+    if match:
+        result["program"] = result["program"] or match.group("p")
+        return
+    _footer_line(stripped, result)
+
+
+def _table_line(st, stripped, result):
+    """A row of the table; before any header, the first row-shaped line gives the layout."""
+    tokens = stripped.split()
+    if st["lead"] is None:
+        inferred = _infer_layout(tokens)
+        if inferred is None:
+            return
+        st["lead"], st["section"] = inferred
+        result["header_inferred"] = True
+    _text_row(tokens, st["lead"], st["section"], result, stripped)
 
 
 def parse_runs(text):
@@ -637,39 +649,54 @@ def parse_json(text):
         result["program"] = args[0].rsplit("/", 1)[-1]
     result["nccl_version"] = nccl_version_string(data.get("nccl_version"))
     cfg = data.get("config") or {}
-    result["config"] = {
-        "nthreads": cfg.get("nthreads"),
-        "ngpus": cfg.get("ngpus"),
-        "min_bytes": cfg.get("minimum_bytes"),
-        "max_bytes": cfg.get("maximum_bytes"),
-        "step": cfg.get("step_factor"),
-        "warmup_iters": cfg.get("warmup_iters"),
-        "iters": cfg.get("iterations"),
+    result["config"] = {key: cfg.get(name) for key, name in _JSON_CONFIG.items()}
+    result["devices"] = [_json_device(dev) for dev in cfg.get("devices") or []]
+    result["rows"] = [_json_row(row) for row in data.get("results") or []]
+    _json_footer(data, result)
+    # "errors" is ncclGetLastError() after a finished run, not a failure (see _echo_lines); a run
+    # that fails writes no footer, so its file has neither the average nor "errors".
+    result["last_error"] = next((str(e).strip() for e in data.get("errors") or [] if str(e).strip()), "")
+    return _finish(result, text)
+
+
+# parse_json's config keys and the -J document's names for them.
+_JSON_CONFIG = {
+    "nthreads": "nthreads",
+    "ngpus": "ngpus",
+    "min_bytes": "minimum_bytes",
+    "max_bytes": "maximum_bytes",
+    "step": "step_factor",
+    "warmup_iters": "warmup_iters",
+    "iters": "iterations",
+}
+
+
+def _json_device(dev):
+    return {
+        "rank": dev.get("rank"),
+        "group": dev.get("group"),
+        "pid": dev.get("pid"),
+        "host": dev.get("hostname", ""),
+        "device": dev.get("device"),
+        "bus_id": dev.get("device_hex", ""),
+        "name": dev.get("device_info", ""),
     }
-    for dev in cfg.get("devices") or []:
-        result["devices"].append(
-            {
-                "rank": dev.get("rank"),
-                "group": dev.get("group"),
-                "pid": dev.get("pid"),
-                "host": dev.get("hostname", ""),
-                "device": dev.get("device"),
-                "bus_id": dev.get("device_hex", ""),
-                "name": dev.get("device_info", ""),
-            }
-        )
-    for row in data.get("results") or []:
-        result["rows"].append(
-            {
-                "size": row.get("size"),
-                "count": row.get("count"),
-                "type": row.get("type", ""),
-                "redop": row.get("redop", ""),
-                "root": _int(str(row.get("root", ""))),
-                "out_of_place": _json_section(row.get("out_of_place")),
-                "in_place": _json_section(row.get("in_place")),
-            }
-        )
+
+
+def _json_row(row):
+    return {
+        "size": row.get("size"),
+        "count": row.get("count"),
+        "type": row.get("type", ""),
+        "redop": row.get("redop", ""),
+        "root": _int(str(row.get("root", ""))),
+        "out_of_place": _json_section(row.get("out_of_place")),
+        "in_place": _json_section(row.get("in_place")),
+    }
+
+
+def _json_footer(data, result):
+    """The average bus bandwidth and its status, the out-of-bounds count, whether the run ended."""
     avg = data.get("average_bus_bandwidth") or {}
     result["avg_busbw"] = _num(str(avg.get("bandwidth")))
     # "okay" is "unchecked" without NCCL_TESTS_MIN_BW, else a boolean (as a string in 2.19).
@@ -679,26 +706,12 @@ def parse_json(text):
     result["out_of_bounds"] = oob.get("count")
     result["out_of_bounds_failed"] = str(oob.get("okay", "true")).lower() == "false" or bool(oob.get("count"))
     result["complete"] = "average_bus_bandwidth" in data
-    # "errors" is ncclGetLastError() after a finished run, not a failure (see _echo_lines); a run
-    # that fails writes no footer, so its file has neither the average nor "errors".
-    result["last_error"] = next((str(e).strip() for e in data.get("errors") or [] if str(e).strip()), "")
-    return _finish(result, text)
 
 
 def parse_torch(text):
     """Parse the JSON lines of files/bench/torch_allreduce.py (noise lines in between are skipped)."""
     result = _empty_result("torch")
-    for line in _clean_lines(text):
-        stripped = line.strip()
-        if not stripped.startswith("{"):
-            continue
-        try:
-            # raw_decode: stderr may be glued to the end of the line when both go to one log.
-            item, _ = json.JSONDecoder().raw_decode(stripped)
-        except ValueError:
-            continue
-        if not isinstance(item, dict) or "wireup_bench" not in item:
-            continue
+    for item in _torch_lines(text):
         result["program"] = item["wireup_bench"]
         result["collective"] = "all_reduce"
         result["config"] = {
@@ -710,24 +723,42 @@ def parse_torch(text):
         }
         result["nccl_version"] = item.get("nccl_version", "") or ""
         result["torch_version"] = item.get("torch_version", "")
-        result["rows"].append(
-            {
-                "size": item.get("size"),
-                "count": item.get("count"),
-                "type": item.get("dtype", ""),
-                "redop": "sum",
-                "root": None,
-                "out_of_place": None,
-                "in_place": {
-                    "time_us": item.get("time_us"),
-                    "algbw": item.get("algbw"),
-                    "busbw": item.get("busbw"),
-                    "wrong": item.get("wrong"),
-                    "error": None,
-                },
-            }
-        )
+        result["rows"].append(_torch_row(item))
     return _finish(result, text)
+
+
+def _torch_lines(text):
+    """The benchmark's result objects in a log ("wireup_bench" lines, in order)."""
+    for line in _clean_lines(text):
+        stripped = line.strip()
+        if not stripped.startswith("{"):
+            continue
+        try:
+            # raw_decode: stderr may be glued to the end of the line when both go to one log.
+            item, _end = json.JSONDecoder().raw_decode(stripped)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and "wireup_bench" in item:
+            yield item
+
+
+def _torch_row(item):
+    """A torch result as a table row: the in-place half only (the benchmark reduces in place)."""
+    return {
+        "size": item.get("size"),
+        "count": item.get("count"),
+        "type": item.get("dtype", ""),
+        "redop": "sum",
+        "root": None,
+        "out_of_place": None,
+        "in_place": {
+            "time_us": item.get("time_us"),
+            "algbw": item.get("algbw"),
+            "busbw": item.get("busbw"),
+            "wrong": item.get("wrong"),
+            "error": None,
+        },
+    }
 
 
 def tests_version(text):
@@ -843,6 +874,7 @@ def data_errors(parsed, collective=None, check_delta=True):
 
 
 def _version_tuple(version):
+    """(major, minor) of an nccl-tests version ('v2.19.6', '2.17.1'), None when it is not one."""
     match = re.match(r"^v?(\d+)\.(\d+)", str(version or ""))
     return (int(match.group(1)), int(match.group(2))) if match else None
 
@@ -888,55 +920,14 @@ def problems(parsed, rc=None, text=""):
     """
     out = []
     failures = list((parsed or {}).get("failures") or [])
-    for line in failure_lines(text):
-        if line not in failures:
-            failures.append(line)
+    failures += [line for line in failure_lines(text) if line not in failures]
     if rc not in (None, 0):
         out.append(_describe_rc(int(rc), (parsed or {}).get("version") or tests_version(text)))
     if parsed is not None:
-        if parsed.get("avg_status") == "FAILED":
-            avg = parsed.get("avg_busbw") or 0
-            out.append(f'"Avg bus bandwidth : {avg:g} FAILED" (below NCCL_TESTS_MIN_BW x 0.9)')
-        if parsed.get("out_of_bounds_failed"):
-            out.append(f'"Out of bounds values : {parsed.get("out_of_bounds") or 0} FAILED"')
-        errors = data_errors(parsed)
-        if errors:
-            size, half, what = errors[0]
-            more = f" (and {len(errors) - 1} more row halves)" if len(errors) > 1 else ""
-            out.append(f"{what} at {size} B {half.replace('_', '-')}{more}")
-        repeated = _repeated_ranks(parsed.get("devices"))
-        if repeated:
-            rank = repeated[0][0]
-            hosts = sorted({d.get("host") or "?" for d in parsed["devices"] if d.get("rank") == rank})
-            out.append(
-                f"rank {rank} is listed {sum(1 for d in parsed['devices'] if d.get('rank') == rank)} times "
-                f"(on {', '.join(hosts)}): the output holds more than one run, e.g. processes that ran "
-                "alone instead of as one job (nccl-tests built without MPI=1, or started by a launcher its "
-                "MPI does not know)"
-            )
-        if parsed.get("runs", 1) > 1:
-            names = [parsed.get("program") or "?"] + [r.get("program") or "?" for r in parsed["other_runs"]]
-            out.append(
-                f"the output holds {parsed['runs']} nccl-tests runs ({', '.join(names)}): only the first "
-                "is read; give each run its own output"
-            )
-        disorder = rows_out_of_order(parsed.get("rows"))
-        if disorder:
-            row, before = disorder[0]
-            more = f" (and {len(disorder) - 1} more rows)" if len(disorder) > 1 else ""
-            what = " ".join(str(x) for x in (row.get("type"), row.get("redop")) if x)
-            out.append(
-                f"the {row['size']} B {what} row comes after the {before} B row{more}: the output holds more "
-                "than one run's table, e.g. processes that ran alone instead of as one job"
-            )
-        if not parsed.get("complete"):
-            last = (parsed.get("rows") or [{}])[-1].get("size")
-            cut = f", cut in the middle of {parsed['cut_line']!r}" if parsed.get("cut_line") else ""
-            out.append(f"output stops mid-table after the {last} B row{cut}: no 'Avg bus bandwidth' footer")
+        out += [problem for check in _RUN_CHECKS if (problem := check(parsed))]
     # The lines naming the cause (NCCL's or CUDA's error string) before nccl-tests' trace lines.
     failures.sort(key=lambda line: 0 if re.search(r"(?:NCCL|CUDA|Cuda) (?:failure|error)", line) else 1)
-    for line in failures[:3]:
-        out.append(f'"{line}"')
+    out += [f'"{line}"' for line in failures[:3]]
     if len(failures) > 3:
         out.append(f"{len(failures) - 3} more failure lines")
     stopped = parsed is None or not parsed.get("complete")
@@ -944,6 +935,84 @@ def problems(parsed, rc=None, text=""):
     if warns:
         out.append(f'last NCCL WARN in the output: "{warns[-1]}"')
     return out
+
+
+def _avg_failed(parsed):
+    if parsed.get("avg_status") != "FAILED":
+        return ""
+    return f'"Avg bus bandwidth : {parsed.get("avg_busbw") or 0:g} FAILED" (below NCCL_TESTS_MIN_BW x 0.9)'
+
+
+def _out_of_bounds(parsed):
+    if not parsed.get("out_of_bounds_failed"):
+        return ""
+    return f'"Out of bounds values : {parsed.get("out_of_bounds") or 0} FAILED"'
+
+
+def _wrong_data(parsed):
+    errors = data_errors(parsed)
+    if not errors:
+        return ""
+    size, half, what = errors[0]
+    more = f" (and {len(errors) - 1} more row halves)" if len(errors) > 1 else ""
+    return f"{what} at {size} B {half.replace('_', '-')}{more}"
+
+
+def _ranks_repeated(parsed):
+    repeated = _repeated_ranks(parsed.get("devices"))
+    if not repeated:
+        return ""
+    rank = repeated[0][0]
+    hosts = sorted({d.get("host") or "?" for d in parsed["devices"] if d.get("rank") == rank})
+    return (
+        f"rank {rank} is listed {sum(1 for d in parsed['devices'] if d.get('rank') == rank)} times "
+        f"(on {', '.join(hosts)}): the output holds more than one run, e.g. processes that ran "
+        "alone instead of as one job (nccl-tests built without MPI=1, or started by a launcher its "
+        "MPI does not know)"
+    )
+
+
+def _several_runs(parsed):
+    if parsed.get("runs", 1) <= 1:
+        return ""
+    names = [parsed.get("program") or "?"] + [r.get("program") or "?" for r in parsed["other_runs"]]
+    return (
+        f"the output holds {parsed['runs']} nccl-tests runs ({', '.join(names)}): only the first "
+        "is read; give each run its own output"
+    )
+
+
+def _rows_disordered(parsed):
+    disorder = rows_out_of_order(parsed.get("rows"))
+    if not disorder:
+        return ""
+    row, before = disorder[0]
+    more = f" (and {len(disorder) - 1} more rows)" if len(disorder) > 1 else ""
+    what = " ".join(str(x) for x in (row.get("type"), row.get("redop")) if x)
+    return (
+        f"the {row['size']} B {what} row comes after the {before} B row{more}: the output holds more "
+        "than one run's table, e.g. processes that ran alone instead of as one job"
+    )
+
+
+def _cut_off(parsed):
+    if parsed.get("complete"):
+        return ""
+    last = (parsed.get("rows") or [{}])[-1].get("size")
+    cut = f", cut in the middle of {parsed['cut_line']!r}" if parsed.get("cut_line") else ""
+    return f"output stops mid-table after the {last} B row{cut}: no 'Avg bus bandwidth' footer"
+
+
+# What problems() checks in a parsed run, in the order it reports them ('' when it holds).
+_RUN_CHECKS = (
+    _avg_failed,
+    _out_of_bounds,
+    _wrong_data,
+    _ranks_repeated,
+    _several_runs,
+    _rows_disordered,
+    _cut_off,
+)
 
 
 def assess(output, rc=None, json_text=""):
@@ -991,15 +1060,25 @@ def row_at_or_above(rows, min_bytes):
 
 
 # ---------------------------------------------------------------- building nccl-tests
-_HEADER_DEFINE = re.compile(r"^#define\s+NCCL_(MAJOR|MINOR|PATCH|SUFFIX)\s+(\S+)", re.MULTILINE)
+class NcclInfo(TypedDict, total=False):
+    """What the wireup_nccl_info module returns (its RETURN documents each key): the NCCL to build
+    nccl-tests against, nvcc, the CPUs for make -j, the last build (packages.nccl_tests_plan reads it)."""
+
+    changed: bool
+    cuda_home: str
+    nvcc: bool
+    nproc: int
+    nccl: dict
+    build: dict
 
 
 def nccl_header_version(text):
-    """'2.28.9' from nccl.h's NCCL_MAJOR/MINOR/PATCH defines; '' when they are missing."""
-    found = {k: v.strip('"') for k, v in _HEADER_DEFINE.findall(text or "")}
-    if not all(k in found for k in ("MAJOR", "MINOR", "PATCH")):
+    """'2.28.9' from nccl.h's NCCL_MAJOR/MINOR/PATCH defines (node.parse_nccl_header: the one
+    reading of nccl.h); '' when they are missing."""
+    try:
+        return parse_nccl_header(text or "")
+    except ValueError:
         return ""
-    return f"{found['MAJOR']}.{found['MINOR']}.{found['PATCH']}"
 
 
 def gencode(compute_capabilities):
@@ -1031,7 +1110,5 @@ def gencode(compute_capabilities):
 
 def supports_json(version):
     """nccl-tests writes -J JSON from 2.18.0 on ('v2.19.6', '2.17.1' -> bool)."""
-    match = re.match(r"^v?(\d+)\.(\d+)", str(version or ""))
-    if not match:
-        return False
-    return (int(match.group(1)), int(match.group(2))) >= (2, 18)
+    known = _version_tuple(version)
+    return known is not None and known >= (2, 18)

@@ -58,6 +58,44 @@ def _summarize(gpu):
     return gpu
 
 
+def _clean_line(number, raw):
+    """One line without colour codes; other terminal control characters are refused."""
+    line = ANSI_RE.sub("", raw).strip()
+    if "\x1b" in line or any(ord(c) < 32 and c != "\t" for c in line):
+        raise ValueError(
+            f"parse_nvlink_status: line {number} {raw!r} carries terminal control characters; run "
+            f"`{COMMAND}` without a terminal (its output piped) or strip them"
+        )
+    return line
+
+
+def _read_line(gpus, number, raw):
+    """Add what one line says to gpus (a GPU line starts a GPU, a link line adds to the last)."""
+    what = "parse_nvlink_status"
+    line = _clean_line(number, raw)
+    gpu, link = GPU_LINE_RE.match(line), LINK_LINE_RE.match(line)
+    current = gpus[-1] if gpus else None
+    if gpu:
+        index, name, uuid = int(gpu.group(1)), gpu.group(2), gpu.group(3)
+        gpus.append({"index": index, "name": name, "uuid": uuid, "links": [], "all_inactive_note": False})
+    elif link and current is None:
+        raise ValueError(f"{what}: line {number} {line!r} comes before any 'GPU N: NAME (UUID: ...)' line")
+    elif link:
+        speed = float(link.group(2)) if link.group(2) is not None else None
+        current["links"].append(
+            {"link": int(link.group(1)), "active": speed is not None, "speed_gbps": speed}
+        )
+    elif line.startswith("Link "):
+        raise ValueError(
+            f"{what}: line {number} {line!r}: expected 'Link N: <speed> GB/s' or 'Link N: <inactive>'"
+        )
+    elif re.match(r"^GPU \d+:", line):
+        raise ValueError(f"{what}: line {number} {line!r}: expected 'GPU N: NAME (UUID: GPU-...)'")
+    elif current is not None and ALL_INACTIVE_RE.search(line):
+        current["all_inactive_note"] = True  # NVML lists no link: none is up, the GPU is complete
+    # Other lines (driver notes such as "NVLink is not supported") carry no link state.
+
+
 def parse_nvlink_status(text, gpu_count=None):
     """Parse ``nvidia-smi nvlink -s``.
 
@@ -77,48 +115,8 @@ def parse_nvlink_status(text, gpu_count=None):
     if not text.strip():
         return _empty()
     gpus = []
-    current = None
     for number, raw in enumerate(text.splitlines(), start=1):
-        line = ANSI_RE.sub("", raw).strip()
-        if not line:
-            continue
-        if "\x1b" in line or any(ord(c) < 32 and c != "\t" for c in line):
-            raise ValueError(
-                f"{what}: line {number} {raw!r} carries terminal control characters; run `{COMMAND}` "
-                "without a terminal (its output piped) or strip them"
-            )
-        m = GPU_LINE_RE.match(line)
-        if m:
-            current = {
-                "index": int(m.group(1)),
-                "name": m.group(2),
-                "uuid": m.group(3),
-                "links": [],
-                "all_inactive_note": False,
-            }
-            gpus.append(current)
-            continue
-        m = LINK_LINE_RE.match(line)
-        if m:
-            if current is None:
-                raise ValueError(
-                    f"{what}: line {number} {line!r} comes before any 'GPU N: NAME (UUID: ...)' line"
-                )
-            speed = float(m.group(2)) if m.group(2) is not None else None
-            current["links"].append(
-                {"link": int(m.group(1)), "active": speed is not None, "speed_gbps": speed}
-            )
-            continue
-        if line.startswith("Link "):
-            raise ValueError(
-                f"{what}: line {number} {line!r}: expected 'Link N: <speed> GB/s' or 'Link N: <inactive>'"
-            )
-        if re.match(r"^GPU \d+:", line):
-            raise ValueError(f"{what}: line {number} {line!r}: expected 'GPU N: NAME (UUID: GPU-...)'")
-        if current is not None and ALL_INACTIVE_RE.search(line):
-            current["all_inactive_note"] = True  # NVML lists no link: none is up, the GPU is complete
-            continue
-        # Other lines (driver notes such as "NVLink is not supported") carry no link state.
+        _read_line(gpus, number, raw)
     if not gpus:
         # nvidia-smi's own failures come here: "Failed to initialize NVML: Driver/library version
         # mismatch" (newer drivers add "NVML library version: 570.124"), "NVIDIA-SMI has failed
@@ -131,9 +129,14 @@ def parse_nvlink_status(text, gpu_count=None):
     _check_complete(gpus, gpu_count, what)
     for gpu in gpus:
         _summarize(gpu)
+    return {"gpus": gpus, "totals": _totals(gpus)}
+
+
+def _totals(gpus):
+    """The node's NVLink totals; the per-link and per-GPU figures are the slowest GPU's with NVLink."""
     with_links = [g for g in gpus if g["active"]]
     speeds = sorted({g["speed_gbps"] for g in with_links})
-    totals = {
+    return {
         "gpus": len(gpus),
         "gpus_with_nvlink": len(with_links),
         "active_links": sum(g["active"] for g in gpus),
@@ -142,7 +145,6 @@ def parse_nvlink_status(text, gpu_count=None):
         "per_link_gbps": speeds[0] if speeds else None,
         "per_gpu_gbps": min((g["total_gbps"] for g in with_links), default=0.0),
     }
-    return {"gpus": gpus, "totals": totals}
 
 
 def _check_complete(gpus, gpu_count, what):

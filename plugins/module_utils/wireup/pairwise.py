@@ -6,7 +6,7 @@ median of the first round's pairs; the members of failing pairs are then paired 
 passed, which decides which member is bad. :func:`plan` takes every result so far and returns the
 next round (or none), every node's state and the evidence; the tasks only run what it says.
 
-Rounds for N reachable nodes (roles/bench/README.md repeats this):
+Rounds for N reachable nodes (roles/bench_fabric/README.md repeats this):
 
 * round 1: floor(N/2) pairs at once (sorted names, neighbours paired); with odd N one node waits.
 * later rounds: each node still undecided (a member of a failed pair, or the odd one out) is
@@ -73,18 +73,14 @@ def judge_pair(result, reference, pass_ratio):
     return "PASS" if result["busbw"] >= pass_ratio * reference else "FAIL"
 
 
-def _pairs(nodes, results, *, expected_gbs, pass_ratio, unreachable, max_rounds):
-    """The pair rounds over the pair results: the next pairs and every node's state (see plan)."""
-    lost = sorted(set(unreachable) & set(nodes))
-    live = sorted(set(nodes) - set(lost))
-    reference, kind = _reference(results, expected_gbs)
+def _judged(results, reference, expected_gbs, pass_ratio):
+    """Each pair result with its reference (the run's, or its own from expected_gbs), ratio and verdict."""
     judged = []
     for r in results:
         ref = reference
         if isinstance(expected_gbs, dict):
             ref = expected_gbs.get(pair_key(r["pair"]))
             ref = float(ref) if ref else None
-        verdict = judge_pair(r, ref, pass_ratio)
         judged.append(
             {
                 "pair": sorted(r["pair"]),
@@ -92,27 +88,65 @@ def _pairs(nodes, results, *, expected_gbs, pass_ratio, unreachable, max_rounds)
                 "busbw": r.get("busbw"),
                 "reference_gbs": round(ref, 3) if ref else None,
                 "ratio": round(r["busbw"] / ref, 3) if ref and r.get("busbw") is not None else None,
-                "verdict": verdict,
+                "verdict": judge_pair(r, ref, pass_ratio),
                 "error": r.get("error") or "",
             }
         )
-    good = sorted({n for j in judged if j["verdict"] == "PASS" for n in j["pair"]})
-    tested = {n for j in judged for n in j["pair"]}
-    good = [n for n in good if n in live]
-    state = {}
+    return judged
+
+
+def _node_state(node, judged, good):
+    """{state, evidence} of a reachable node: good (a passing pair), bad (a failing pair with a
+    good partner), undetermined (failing pairs only with undecided partners) or untested."""
+    mine = [j for j in judged if node in j["pair"]]
+    evidence = [_say(j, node) for j in mine]
+    if node in good:
+        return {"state": "good", "evidence": evidence}
+    if not mine:
+        return {"state": "untested", "evidence": []}
+    if any(_partner(j, node) in good for j in mine):
+        return {"state": "bad", "evidence": evidence}
+    return {"state": "undetermined", "evidence": evidence}
+
+
+def _next_pairs(state, judged, good, live):
+    """Each node still pending with a distinct good partner, preferring one it has not met yet
+    (a second opinion)."""
+    pending = [n for n in live if state[n]["state"] in ("undetermined", "untested")]
+    free, pairs = list(good), []
+    for n in pending:
+        met = {_partner(j, n) for j in judged if n in j["pair"]}
+        pick = next((g for g in free if g not in met), None) or (free[0] if free else None)
+        if pick is None:
+            break
+        free.remove(pick)
+        pairs.append(sorted([n, pick]))
+    return pairs
+
+
+def _close_states(state, live, good):
+    """When no round follows: an untested node is undetermined (no pair could be formed), and an
+    undetermined one says why when no pair passed."""
     for n in live:
-        mine = [j for j in judged if n in j["pair"]]
-        if n in good:
-            state[n] = {"state": "good", "evidence": [_say(j, n) for j in mine]}
-            continue
-        if not mine:
-            state[n] = {"state": "untested", "evidence": []}
-            continue
-        against_good = [j for j in mine if _partner(j, n) in good]
-        if against_good:
-            state[n] = {"state": "bad", "evidence": [_say(j, n) for j in mine]}
-        else:
-            state[n] = {"state": "undetermined", "evidence": [_say(j, n) for j in mine]}
+        if state[n]["state"] == "untested":
+            state[n] = {
+                "state": "undetermined",
+                "evidence": [
+                    f"{n}: no pair could be formed (fewer than two reachable nodes, or no passing partner)"
+                ],
+            }
+        elif state[n]["state"] == "undetermined" and not good:
+            state[n]["evidence"].append("no pair passed: no known-good partner to decide which member is bad")
+
+
+def _pairs(nodes, results, *, expected_gbs, pass_ratio, unreachable, max_rounds):
+    """The pair rounds over the pair results: the next pairs and every node's state (see plan)."""
+    lost = sorted(set(unreachable) & set(nodes))
+    live = sorted(set(nodes) - set(lost))
+    reference, kind = _reference(results, expected_gbs)
+    judged = _judged(results, reference, expected_gbs, pass_ratio)
+    good = sorted({n for j in judged if j["verdict"] == "PASS" for n in j["pair"]} & set(live))
+    state = {n: _node_state(n, judged, good) for n in live}
     for n in lost:
         state[n] = {
             "state": "unreachable",
@@ -123,36 +157,14 @@ def _pairs(nodes, results, *, expected_gbs, pass_ratio, unreachable, max_rounds)
     if rounds_done == 0:
         next_pairs = first_round(live)
     elif rounds_done < max_rounds:
-        pending = [n for n in live if state[n]["state"] in ("undetermined", "untested")]
-        # Prefer partners each pending node has not met yet (a second opinion).
-        free = list(good)
-        for n in pending:
-            met = {_partner(j, n) for j in judged if n in j["pair"]}
-            pick = next((g for g in free if g not in met), None) or (free[0] if free else None)
-            if pick is None:
-                break
-            free.remove(pick)
-            next_pairs.append(sorted([n, pick]))
-    done = not next_pairs
-    if done:
-        for n in live:
-            if state[n]["state"] == "untested":
-                state[n] = {
-                    "state": "undetermined",
-                    "evidence": [
-                        f"{n}: no pair could be formed "
-                        "(fewer than two reachable nodes, or no passing partner)"
-                    ],
-                }
-            elif state[n]["state"] == "undetermined" and not good:
-                state[n]["evidence"].append(
-                    "no pair passed: no known-good partner to decide which member is bad"
-                )
+        next_pairs = _next_pairs(state, judged, good, live)
+    if not next_pairs:
+        _close_states(state, live, good)
     return {
         "errors": [],
         "round": rounds_done + 1,
         "next_pairs": next_pairs,
-        "done": done,
+        "done": not next_pairs,
         "reference_gbs": round(reference, 3) if reference is not None else None,
         "reference_kind": kind,
         "pairs": judged,
@@ -160,7 +172,7 @@ def _pairs(nodes, results, *, expected_gbs, pass_ratio, unreachable, max_rounds)
         "bad": sorted(n for n, s in state.items() if s["state"] == "bad"),
         "good": good,
         "unreachable": lost,
-        "untested": sorted(set(live) - tested),
+        "untested": sorted(set(live) - {n for j in judged for n in j["pair"]}),
         "rounds_for_n": rounds_for(len(live)),
     }
 
@@ -201,21 +213,8 @@ def plan(nodes, results=(), *, expected_gbs=None, pass_ratio=0.7, unreachable=()
     reference_gbs, reference_kind ('expected', 'slowest_pair', 'none'), ratio, verdict (PASS, FAIL,
     PENDING or NOT RUN), error, note}, nodes {name: {state, evidence}}, bad, good, rounds_for_n
     (documented bound, pair rounds), errors}."""
-    if isinstance(pass_ratio, bool) or not isinstance(pass_ratio, (int, float)) or not 0 < pass_ratio <= 1:
-        return {"errors": [f"bench_fabric_pass_ratio must be a number in (0, 1], got {pass_ratio!r}"]}
     results = list(results)
-    errors = []
-    for r in results:
-        members = r.get("pair") or []
-        if any(p not in nodes for p in members):
-            errors.append(f"pair result {members!r} names a node outside the nodes {sorted(nodes)}")
-        elif r.get("kind", "pair") == "pair" and len(set(members)) != 2:
-            errors.append(f"pair result {members!r} does not name two nodes")
-        elif r.get("kind") == "group" and len(set(members)) < 2:
-            errors.append(f"group result {members!r} names fewer than two nodes")
-    groups = [r for r in results if r.get("kind") == "group"]
-    if len(groups) > 1:
-        errors.append(f"{len(groups)} whole-group results: a fabric run has one")
+    errors = _ratio_errors(pass_ratio) or _result_errors(nodes, results)
     if errors:
         return {"errors": errors}
     pair_results = [r for r in results if r.get("kind", "pair") == "pair"]
@@ -232,30 +231,78 @@ def plan(nodes, results=(), *, expected_gbs=None, pass_ratio=0.7, unreachable=()
     ]
     out["phase"] = "pairs"
     members = sorted(n for n, s in out["nodes"].items() if s["state"] in ("good", "undetermined"))
-    group = {"members": members, "round": None, "busbw": None, "reference_gbs": None}
-    group.update(reference_kind="none", ratio=None, verdict="PENDING", error="", note="")
-    out["group"] = group
+    out["group"] = _pending_group(members)
     if not out["done"]:
         return out
-    if groups:
-        # Judged over the members it ran with (a node lost since is in its error, not left out).
-        g = groups[0]
-        members = sorted(g["pair"])
-        reference, kind = _group_reference(out["pairs"], expected_gbs, members)
-        group.update(
-            members=members,
-            round=g.get("round"),
-            busbw=g.get("busbw"),
-            reference_gbs=round(reference, 3) if reference else None,
-            reference_kind=kind,
-            ratio=round(g["busbw"] / reference, 3) if reference and g.get("busbw") is not None else None,
-            verdict=judge_pair(g, reference, pass_ratio),
-            error=g.get("error") or "",
-        )
-        out.update(phase="done", round=(g.get("round") or 0) + 1)
-        return out
-    ran = {tuple(p["pair"]) for p in out["pairs"]}
-    if len(members) < 2 or tuple(members) in ran:
+    group = next((r for r in results if r.get("kind") == "group"), None)
+    if group:
+        return _judge_group(out, group, expected_gbs, pass_ratio)
+    return _plan_group(
+        out, members, expected_gbs, max([r.get("round") or 0 for r in pair_results] or [0]) + 1
+    )
+
+
+def _ratio_errors(pass_ratio):
+    if isinstance(pass_ratio, bool) or not isinstance(pass_ratio, (int, float)) or not 0 < pass_ratio <= 1:
+        return [f"bench_fabric_pass_ratio must be a number in (0, 1], got {pass_ratio!r}"]
+    return []
+
+
+def _pending_group(members):
+    """The whole-group run before it is planned or judged."""
+    group = dict.fromkeys(("round", "busbw", "reference_gbs", "ratio"))
+    return {
+        "members": members,
+        **group,
+        "reference_kind": "none",
+        "verdict": "PENDING",
+        "error": "",
+        "note": "",
+    }
+
+
+def _result_errors(nodes, results):
+    """What makes the results unusable: a member outside the nodes, a pair that is not two nodes,
+    a group of fewer than two, more than one group."""
+    errors = []
+    for r in results:
+        members = r.get("pair") or []
+        if any(p not in nodes for p in members):
+            errors.append(f"pair result {members!r} names a node outside the nodes {sorted(nodes)}")
+        elif r.get("kind", "pair") == "pair" and len(set(members)) != 2:
+            errors.append(f"pair result {members!r} does not name two nodes")
+        elif r.get("kind") == "group" and len(set(members)) < 2:
+            errors.append(f"group result {members!r} names fewer than two nodes")
+    groups = [r for r in results if r.get("kind") == "group"]
+    if len(groups) > 1:
+        errors.append(f"{len(groups)} whole-group results: a fabric run has one")
+    return errors
+
+
+def _judge_group(out, g, expected_gbs, pass_ratio):
+    """The run is done: the whole-group result judged over the members it ran with (a node lost
+    since is in its error, not left out)."""
+    members = sorted(g["pair"])
+    reference, kind = _group_reference(out["pairs"], expected_gbs, members)
+    out["group"].update(
+        members=members,
+        round=g.get("round"),
+        busbw=g.get("busbw"),
+        reference_gbs=round(reference, 3) if reference else None,
+        reference_kind=kind,
+        ratio=round(g["busbw"] / reference, 3) if reference and g.get("busbw") is not None else None,
+        verdict=judge_pair(g, reference, pass_ratio),
+        error=g.get("error") or "",
+    )
+    out.update(phase="done", round=(g.get("round") or 0) + 1)
+    return out
+
+
+def _plan_group(out, members, expected_gbs, round_no):
+    """The pairs are done: one more round, the whole group as one job, unless it is no group (fewer
+    than two members) or just the pair that already ran."""
+    group = out["group"]
+    if len(members) < 2 or tuple(members) in {tuple(p["pair"]) for p in out["pairs"]}:
         group["verdict"] = "NOT RUN"
         group["note"] = (
             f"the group is the pair {' + '.join(members)}, judged above"
@@ -266,8 +313,6 @@ def plan(nodes, results=(), *, expected_gbs=None, pass_ratio=0.7, unreachable=()
         return out
     reference, kind = _group_reference(out["pairs"], expected_gbs, members)
     group.update(reference_gbs=round(reference, 3) if reference else None, reference_kind=kind)
-    # One more round: the whole group as one job.
-    round_no = max([r.get("round") or 0 for r in pair_results] or [0]) + 1
     out.update(round=round_no, next_pairs=[members], done=False, phase="group")
     out["next_jobs"] = [{"members": members, "kind": "group", "name": job_name(round_no, members, "group")}]
     return out

@@ -1,7 +1,8 @@
 """Which PyTorch wheel a node gets, whether a preinstalled torch is good enough, whether the
 installed torch works, and `plan`: every decision and message of the pytorch_venv role for one
-node. Pure functions (stdlib, and packaging for PEP 440 versions: it ships with ansible-core, and
-this module runs on the controller only, through plugins/filter/wireup_torch.py).
+node. Pure functions (stdlib, and packaging for PEP 440 versions, imported inside the functions
+that use it: it ships with ansible-core, and this module runs on the controller only, through
+plugins/filter/wireup_torch.py).
 
 Why the DRIVER decides, not the toolkit: a PyTorch CUDA wheel bundles its own CUDA runtime
 (cudart, cuBLAS, cuDNN, NCCL come as nvidia-* wheels), so the node's CUDA toolkit is never loaded
@@ -28,9 +29,6 @@ import re
 from dataclasses import dataclass, fields
 from typing import TypedDict
 from urllib.parse import urlsplit
-
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
 
 from . import node, redact
 from .apt import dpkg_query_argv, parse_dpkg_status
@@ -112,6 +110,10 @@ class TorchIndexError(ValueError):
 def _release(text, length: int = 2) -> tuple[int, ...]:
     """The first ``length`` numbers of a version's release, padded with zeros (packaging.version:
     '13.0.88' -> (13, 0), '13' -> (13, 0), '2.13.0+cu130' -> (2, 13)); ValueError for no version."""
+    # packaging is imported where it is used: the wireup package must import without third-party
+    # packages: modules carry it to nodes (ansible-test sanity's import test checks it).
+    from packaging.version import InvalidVersion, Version
+
     try:
         release = Version(str(text).strip()).release
     except InvalidVersion as exc:
@@ -344,6 +346,10 @@ def _choose_cuda(series, variants, drv, toolkit_version, match_toolkit) -> tuple
 
 def check_spec(spec) -> str:
     """'' when pytorch_venv_accept_preinstalled is a PEP 440 range, else the message."""
+    # packaging is imported where it is used: the wireup package must import without third-party
+    # packages: modules carry it to nodes (ansible-test sanity's import test checks it).
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     if isinstance(spec, str) and spec.strip():
         try:
             SpecifierSet(spec)
@@ -465,6 +471,11 @@ def pip_satisfied(requirement: str, installed: dict) -> bool:
     (packaging.specifiers): release segments compare zero-padded, and a pin without a local label
     ('+cu130') accepts any local label. Anything else (extras, a range, an unparsable version) is
     'not met', so pip decides: this only lets a rerun skip pip when the answer is certain."""
+    # packaging is imported where it is used: the wireup package must import without third-party
+    # packages: modules carry it to nodes (ansible-test sanity's import test checks it).
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
     match = _PINNED_REQ.fullmatch(str(requirement))
     if not match or match.group(2):
         return False

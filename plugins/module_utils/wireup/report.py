@@ -56,34 +56,40 @@ def _baseline_change(base):
     return f" ({'; '.join(parts)})" if parts else ""
 
 
+def _collective_part(name, coll):
+    v = coll.get("verdict") or {}
+    if v.get("expected_busbw"):
+        measured = f"{_fmt(v.get('measured_busbw'))}/{_fmt(v.get('expected_busbw'))} GB/s"
+        return f"{name} {v.get('verdict')} {measured}{_link_note(coll.get('of_link'))}"
+    if v.get("verdict", "N/A") == "N/A" and v.get("reason"):
+        return f"{name} N/A ({v['reason']})"
+    return f"{name} {v.get('verdict', 'N/A')} {_fmt(v.get('measured_busbw'))} GB/s"
+
+
+def _torch_run_part(name, item):
+    """'torch NAME (W ranks, backend) X GB/s at SIZE[ = R% of nccl-tests]', or None without figures."""
+    size, busbw = _largest(item.get("rows") or [])
+    if size is None:
+        return None
+    like = item.get("vs_nccl_tests") or {}
+    of = f" = {_pct(like.get('ratio'))} of nccl-tests" if like.get("ratio") is not None else ""
+    run = f"torch {name} ({item.get('world_size')} ranks, {item.get('backend')})"
+    return f"{run} {_fmt(busbw, 3)} GB/s at {human_bytes(size)}{of}"
+
+
+def _summary_parts(record):
+    parts = [record["skipped"]] if record.get("skipped") else []
+    parts += [_collective_part(n, c) for n, c in sorted((record.get("collectives") or {}).items())]
+    parts += [p for n, i in sorted((record.get("torch") or {}).items()) if (p := _torch_run_part(n, i))]
+    parts += stepcost.summary(record)
+    modes = sorted({(f.get("env") or {}).get("mode") for f in _figures(record)} - {None})
+    return parts + (["NCCL " + "+".join(modes)] if modes else [])
+
+
 def summary_line(record):
     """One line per host for the end of the play."""
     host = record.get("host", "?")
-    parts = [record["skipped"]] if record.get("skipped") else []
-    for name, coll in sorted((record.get("collectives") or {}).items()):
-        v = coll.get("verdict") or {}
-        if v.get("expected_busbw"):
-            parts.append(
-                f"{name} {v.get('verdict')} {_fmt(v.get('measured_busbw'))}/"
-                f"{_fmt(v.get('expected_busbw'))} GB/s{_link_note(coll.get('of_link'))}"
-            )
-        elif v.get("verdict", "N/A") == "N/A" and v.get("reason"):
-            parts.append(f"{name} N/A ({v['reason']})")
-        else:
-            parts.append(f"{name} {v.get('verdict', 'N/A')} {_fmt(v.get('measured_busbw'))} GB/s")
-    for name, item in sorted((record.get("torch") or {}).items()):
-        size, busbw = _largest(item.get("rows") or [])
-        if size is not None:
-            like = item.get("vs_nccl_tests") or {}
-            parts.append(
-                f"torch {name} ({item.get('world_size')} ranks, {item.get('backend')}) "
-                f"{_fmt(busbw, 3)} GB/s at {human_bytes(size)}"
-                + (f" = {_pct(like.get('ratio'))} of nccl-tests" if like.get("ratio") is not None else "")
-            )
-    parts += stepcost.summary(record)
-    modes = sorted({(f.get("env") or {}).get("mode") for f in _figures(record)} - {None})
-    if modes:
-        parts.append("NCCL " + "+".join(modes))
+    parts = _summary_parts(record)
     if record.get("skipped") and len(parts) == 1:
         return f"{host}: {record.get('verdict', 'N/A')} - {record['skipped']}"
     counts = _count(record.get("findings"))
@@ -147,47 +153,58 @@ def _pyplot():
     return plt
 
 
+def save_figure(plt, fig, path):
+    """Lay the figure out, write it as PNG (save_png: atomically) and close it."""
+    fig.tight_layout()
+    save_png(fig, path)
+    plt.close(fig)
+
+
+def _size_axis(ax, ylabel):
+    """A message-size axis (log2) with the figure's label and a grid."""
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def _draw_collective(ax, lat, name, coll, color):
+    """One collective's busbw (and its expectation dashed) and time per operation; its raw link
+    speed (None when unknown)."""
+    points = _points(coll.get("rows") or [], name)
+    if not points:
+        return None
+    ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", color=color, label=name)
+    exp = (coll.get("expected") or {}).get("expected_busbw")
+    if exp:
+        ax.axhline(exp, color=color, linestyle="--", linewidth=1, label=f"{name} expected {exp:.0f}")
+    times = [(r["size"], _time(r)) for r in coll.get("rows") or [] if r.get("size") and _time(r)]
+    if times:
+        lat.plot([t[0] for t in times], [t[1] for t in times], marker=".", color=color, label=name)
+    return (coll.get("expected") or {}).get("link_gbps")
+
+
 def _plot_busbw(plt, record, path):
     colls = record.get("collectives") or {}
     if not any(c.get("rows") for c in colls.values()):
         return False
     fig, (ax, lat) = plt.subplots(1, 2, figsize=(12, 4.5), dpi=100)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    links = set()
-    for i, (name, coll) in enumerate(sorted(colls.items())):
-        points = _points(coll.get("rows") or [], name)
-        if not points:
-            continue
-        color = colors[i % len(colors)]
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", color=color, label=name)
-        exp = (coll.get("expected") or {}).get("expected_busbw")
-        if exp:
-            ax.axhline(exp, color=color, linestyle="--", linewidth=1, label=f"{name} expected {exp:.0f}")
-        link = (coll.get("expected") or {}).get("link_gbps")
-        if link:
-            links.add(link)
-        times = [(r["size"], _time(r)) for r in coll.get("rows") or [] if r.get("size") and _time(r)]
-        if times:
-            lat.plot([t[0] for t in times], [t[1] for t in times], marker=".", color=color, label=name)
-    for link in sorted(links):
+    links = {
+        _draw_collective(ax, lat, name, coll, colors[i % len(colors)])
+        for i, (name, coll) in enumerate(sorted(colls.items()))
+    }
+    for link in sorted(links - {None, 0}):
         ax.axhline(link, color="black", linestyle=":", linewidth=1, label=f"raw link {link:.0f}")
-    ax.set_xscale("log", base=2)
+    _size_axis(ax, "bus bandwidth (GB/s)")
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("bus bandwidth (GB/s)")
     ax.set_title(f"{record.get('host')}: nccl-tests busbw, run {record.get('run_id')}", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
-    lat.set_xscale("log", base=2)
+    _size_axis(lat, "time per operation (us, best of out-of-place/in-place)")
     lat.set_yscale("log")
-    lat.set_xlabel("message size (bytes)")
-    lat.set_ylabel("time per operation (us, best of out-of-place/in-place)")
     lat.set_title("latency: small messages (tensor parallelism) live here", fontsize=9)
-    lat.grid(True, which="both", alpha=0.3)
     lat.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    save_png(fig, path)
-    plt.close(fig)
+    save_figure(plt, fig, path)
     return True
 
 
@@ -229,26 +246,25 @@ def _plot_topology(plt, record, path):
     ax.set_xticks(range(len(cols)), cols, fontsize=8)
     ax.set_yticks(range(len(gpus)), gpus, fontsize=8)
     ax.set_title(f"{record.get('host')}: nvidia-smi topo -m", fontsize=9)
-    fig.tight_layout()
-    save_png(fig, path)
-    plt.close(fig)
+    save_figure(plt, fig, path)
     return True
 
 
-def _plot_torch(plt, records, path):
+def _torch_series(records):
+    """[(label, points, expected busbw)] of every torch run with figures."""
     series = []
     for host, record in sorted(records.items()):
         for name, item in sorted((record.get("torch") or {}).items()):
-            if name == "multi_node" and item.get("reported_by") not in (None, host):
-                continue
             points = _points(item.get("rows") or [])
             if points:
-                label = (
-                    f"{name} ({item.get('world_size')} ranks, {item.get('backend')})"
-                    if name == "multi_node"
-                    else f"{host} {name} ({item.get('world_size')} ranks, {item.get('backend')})"
-                )
+                what = f"{name} ({item.get('world_size')} ranks, {item.get('backend')})"
+                label = what if name == "multi_node" else f"{host} {what}"
                 series.append((label, points, (item.get("expected") or {}).get("expected_busbw")))
+    return series
+
+
+def _plot_torch(plt, records, path):
+    series = _torch_series(records)
     if not series:
         return False
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
@@ -260,15 +276,10 @@ def _plot_torch(plt, records, path):
             ax.axhline(exp, color=color, linestyle="--", linewidth=1, label=f"expected {exp:.0f}")
     # From 0, so a 10x drop shows as one, not as a healthy curve on a rescaled axis.
     ax.set_ylim(bottom=0)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("bus bandwidth (GB/s)")
+    _size_axis(ax, "bus bandwidth (GB/s)")
     ax.set_title("torch.distributed all_reduce")
-    ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    save_png(fig, path)
-    plt.close(fig)
+    save_figure(plt, fig, path)
     return True
 
 
@@ -303,17 +314,7 @@ def judged_on(records):
     judged = [r for r in records.values() if r.get("verdict") != "UNREACHABLE"]
     cpu = sorted(r.get("host", "?") for r in judged if is_gpu_less(r))
     gpu = [r for r in judged if not is_gpu_less(r) and (r.get("collectives") or r.get("torch"))]
-    min_bytes = min(
-        [int((r.get("thresholds") or {}).get("min_bytes") or bandwidth.ONE_GIB) for r in gpu]
-        or [bandwidth.ONE_GIB]
-    )
-    parts = []
-    if gpu:
-        who = "Verdicts" if not cpu else f"GPU nodes' verdicts ({len(gpu)})"
-        parts.append(
-            f"{who} are taken at the largest message size >= {bandwidth.human_bytes(min_bytes)} against the "
-            "expected bus bandwidth of the node's slowest GPU-GPU link"
-        )
+    parts = [_gpu_judged_on(gpu, cpu)] if gpu else []
     if cpu:
         who = "Verdicts" if not gpu else "GPU-less nodes' verdicts"
         parts.append(
@@ -326,130 +327,161 @@ def judged_on(records):
     return "; ".join(parts) + " (roles/bench/README.md)."
 
 
-def _sections(run_id, records, plots, plot_note):
-    """The report as a list of (kind, payload): ('h', (level, text)), ('p', text),
-    ('table', (header, rows)), ('img', (file, alt))."""
-    out = [("h", (1, f"wireup bench report: run {run_id}"))]
+def _gpu_judged_on(gpu, cpu):
+    sizes = [int((r.get("thresholds") or {}).get("min_bytes") or bandwidth.ONE_GIB) for r in gpu]
+    who = "Verdicts" if not cpu else f"GPU nodes' verdicts ({len(gpu)})"
+    return (
+        f"{who} are taken at the largest message size >= {bandwidth.human_bytes(min(sizes))} against the "
+        "expected bus bandwidth of the node's slowest GPU-GPU link"
+    )
+
+
+def _severity_rank(item):
+    severity = item.get("severity", "info")
+    return SEVERITY_ORDER.index(severity) if severity in SEVERITY_ORDER else 9
+
+
+def _summary_row(host, record):
+    topo = record.get("topology") or {}
+    c = _count(record.get("findings"))
+    return [
+        host,
+        record.get("verdict", "N/A"),
+        topo.get("gpu_count", len(topo.get("gpus") or [])),
+        "/".join(topo.get("link_classes") or []) or "-",
+        f"{c['critical']}/{c['warning']}/{c['info']}",
+        (record.get("baseline") or {}).get("run_id") or "-",
+        record.get("skipped") or "",
+    ]
+
+
+def _summary_part(run_id, records, plots, plot_note):
+    """The title, the run's counts and what verdicts were judged on, the summary table."""
     counts = {}
     for record in records.values():
         counts[record.get("verdict", "N/A")] = counts.get(record.get("verdict", "N/A"), 0) + 1
-    out.append(
-        (
-            "p",
-            f"{len(records)} host(s): "
-            + ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-            + ". "
-            + judged_on(records),
-        )
-    )
+    verdicts = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+    out = [("h", (1, f"wireup bench report: run {run_id}"))]
+    out.append(("p", f"{len(records)} host(s): {verdicts}. " + judged_on(records)))
     if plot_note:
         out.append(("p", plot_note))
-    rows = []
-    for host, record in sorted(records.items()):
-        topo = record.get("topology") or {}
-        c = _count(record.get("findings"))
-        rows.append(
-            [
-                host,
-                record.get("verdict", "N/A"),
-                topo.get("gpu_count", len(topo.get("gpus") or [])),
-                "/".join(topo.get("link_classes") or []) or "-",
-                f"{c['critical']}/{c['warning']}/{c['info']}",
-                (record.get("baseline") or {}).get("run_id") or "-",
-                record.get("skipped") or "",
-            ]
-        )
-    out.append(("h", (2, "Summary")))
-    out.append(
+    rows = [_summary_row(host, record) for host, record in sorted(records.items())]
+    header = ["host", "verdict", "GPUs", "links", "findings (crit/warn/info)", "baseline (last PASS)", "note"]
+    return [*out, ("h", (2, "Summary")), ("table", (header, rows))]
+
+
+_COLLECTIVE_HEADER = [
+    "collective",
+    "verdict",
+    "size",
+    "busbw GB/s",
+    "expected GB/s",
+    "of expected",
+    "raw link GB/s",
+    "of raw link",
+    "NCCL env",
+    "reason",
+]
+
+
+def _collective_row(name, coll):
+    v = coll.get("verdict") or {}
+    e = coll.get("expected") or {}
+    link = coll.get("of_link") or {}
+    return [
+        name,
+        v.get("verdict", "N/A"),
+        human_bytes(v.get("size")) if v.get("size") else "-",
+        _fmt(v.get("measured_busbw")),
+        _fmt(e.get("expected_busbw")),
+        _pct(v.get("ratio")),
+        _fmt(link.get("link_gbps")),
+        _pct(link.get("ratio")),
+        (coll.get("env") or {}).get("mode", "-"),
+        v.get("reason", ""),
+    ]
+
+
+def _collectives_sections(record):
+    """A host's nccl-tests table, what "of expected" and "of raw link" mean, the expectation's basis."""
+    colls = record.get("collectives") or {}
+    if not colls:
+        return []
+    out = [
         (
             "table",
-            (
-                [
-                    "host",
-                    "verdict",
-                    "GPUs",
-                    "links",
-                    "findings (crit/warn/info)",
-                    "baseline (last PASS)",
-                    "note",
-                ],
-                rows,
-            ),
-        )
-    )
+            (_COLLECTIVE_HEADER, [_collective_row(name, coll) for name, coll in sorted(colls.items())]),
+        ),
+        (
+            "p",
+            '"of expected" judges the verdict against factors calibrated on known-good hardware '
+            "(partly circular on the machine kind they were fitted on); "
+            '"of raw link" is the busbw against the bottleneck link\'s raw speed: '
+            "what the hardware could do (roles/bench/README.md).",
+        ),
+    ]
+    basis = {(c.get("expected") or {}).get("basis") for c in colls.values()} - {None, ""}
+    if basis:
+        out.append(("p", "Expectation: " + "; ".join(sorted(basis))))
+    return out
 
-    for host, record in sorted(records.items()):
-        out.append(("h", (2, f"{host}: {record.get('verdict', 'N/A')}")))
-        versions = record.get("versions") or {}
-        if versions:
-            out.append(("p", "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()) if v)))
-        if record.get("skipped"):
-            out.append(("p", record["skipped"]))
-        colls = record.get("collectives") or {}
-        if colls:
-            rows = []
-            for name, coll in sorted(colls.items()):
-                v = coll.get("verdict") or {}
-                e = coll.get("expected") or {}
-                link = coll.get("of_link") or {}
-                rows.append(
-                    [
-                        name,
-                        v.get("verdict", "N/A"),
-                        human_bytes(v.get("size")) if v.get("size") else "-",
-                        _fmt(v.get("measured_busbw")),
-                        _fmt(e.get("expected_busbw")),
-                        _pct(v.get("ratio")),
-                        _fmt(link.get("link_gbps")),
-                        _pct(link.get("ratio")),
-                        (coll.get("env") or {}).get("mode", "-"),
-                        v.get("reason", ""),
-                    ]
-                )
-            out.append(
-                (
-                    "table",
-                    (
-                        [
-                            "collective",
-                            "verdict",
-                            "size",
-                            "busbw GB/s",
-                            "expected GB/s",
-                            "of expected",
-                            "raw link GB/s",
-                            "of raw link",
-                            "NCCL env",
-                            "reason",
-                        ],
-                        rows,
-                    ),
-                )
-            )
-            out.append(
-                (
-                    "p",
-                    '"of expected" judges the verdict against factors calibrated on known-good hardware '
-                    "(partly circular on the machine kind they were fitted on); "
-                    '"of raw link" is the busbw against the bottleneck link\'s raw speed: '
-                    "what the hardware could do (roles/bench/README.md).",
-                )
-            )
-            basis = {(c.get("expected") or {}).get("basis") for c in colls.values()} - {None, ""}
-            if basis:
-                out.append(("p", "Expectation: " + "; ".join(sorted(basis))))
-        out += _env_sections(record)
-        if plots.get(("busbw", host)):
-            out.append(("img", (plots[("busbw", host)], f"busbw and latency vs size on {host}")))
-        if plots.get(("topology", host)):
-            out.append(("img", (plots[("topology", host)], f"topology of {host}")))
 
-    torch_rows = []
+def _host_sections(host, record, plots):
+    """One host's part: versions, its skip note, nccl-tests, environments, its plots."""
+    out = [("h", (2, f"{host}: {record.get('verdict', 'N/A')}"))]
+    versions = record.get("versions") or {}
+    if versions:
+        out.append(("p", "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()) if v)))
+    if record.get("skipped"):
+        out.append(("p", record["skipped"]))
+    out += _collectives_sections(record)
+    out += _env_sections(record)
+    if plots.get(("busbw", host)):
+        out.append(("img", (plots[("busbw", host)], f"busbw and latency vs size on {host}")))
+    if plots.get(("topology", host)):
+        out.append(("img", (plots[("topology", host)], f"topology of {host}")))
+    return out
+
+
+def _hosts_part(run_id, records, plots, plot_note):
+    return [
+        section for host, record in sorted(records.items()) for section in _host_sections(host, record, plots)
+    ]
+
+
+_TORCH_ROWS_HEADER = [
+    "host",
+    "run",
+    "ranks",
+    "backend",
+    "size",
+    "time us",
+    "algbw GB/s",
+    "busbw GB/s",
+    "wrong",
+]
+_TORCH_SUMMARY_HEADER = [
+    "host",
+    "run",
+    "backend",
+    "size",
+    "busbw GB/s",
+    "verdict",
+    "of expected",
+    "of raw link",
+    "nccl-tests GB/s",
+    "of nccl-tests (goal)",
+    "environment",
+]
+
+
+def _torch_rows(records):
+    rows = []
     for host, record in sorted(records.items()):
         for name, item in sorted((record.get("torch") or {}).items()):
             for row in item.get("rows") or []:
                 sec = row.get("in_place") or {}
-                torch_rows.append(
+                rows.append(
                     [
                         host,
                         name,
@@ -462,91 +494,75 @@ def _sections(run_id, records, plots, plot_note):
                         sec.get("wrong"),
                     ]
                 )
-    if torch_rows:
-        out.append(("h", (2, "torch.distributed all_reduce")))
+    return rows
+
+
+def _torch_part(run_id, records, plots, plot_note):
+    """Every torch.distributed run's rows, the largest size of each against nccl-tests, the plot."""
+    rows = _torch_rows(records)
+    if not rows:
+        return []
+    out = [("h", (2, "torch.distributed all_reduce")), ("table", (_TORCH_ROWS_HEADER, rows))]
+    summary = _torch_summary(records)
+    if summary:
         out.append(
             (
-                "table",
-                (
-                    [
-                        "host",
-                        "run",
-                        "ranks",
-                        "backend",
-                        "size",
-                        "time us",
-                        "algbw GB/s",
-                        "busbw GB/s",
-                        "wrong",
-                    ],
-                    torch_rows,
-                ),
+                "p",
+                'Largest size of each run. "of nccl-tests": torch busbw / nccl-tests all_reduce busbw at '
+                "the same size and NCCL env (goal >= the threshold shown).",
             )
         )
-        summary = _torch_summary(records)
-        if summary:
-            out.append(
-                (
-                    "p",
-                    'Largest size of each run. "of nccl-tests": torch busbw / nccl-tests all_reduce busbw at '
-                    "the same size and NCCL env (goal >= the threshold shown).",
-                )
-            )
-            out.append(
-                (
-                    "table",
-                    (
-                        [
-                            "host",
-                            "run",
-                            "backend",
-                            "size",
-                            "busbw GB/s",
-                            "verdict",
-                            "of expected",
-                            "of raw link",
-                            "nccl-tests GB/s",
-                            "of nccl-tests (goal)",
-                            "environment",
-                        ],
-                        summary,
-                    ),
-                )
-            )
-        if plots.get(("torch", None)):
-            out.append(("img", (plots[("torch", None)], "torch.distributed all_reduce busbw")))
-
-    out += stepcost_sections(records, plots)
-    finding_rows = []
-    for host, record in sorted(records.items()):
-        for item in sorted(
-            record.get("findings") or [],
-            key=lambda f: (
-                SEVERITY_ORDER.index(f.get("severity", "info"))
-                if f.get("severity", "info") in SEVERITY_ORDER
-                else 9
-            ),
-        ):
-            finding_rows.append(
-                [
-                    host,
-                    item.get("severity", ""),
-                    item.get("source", "topology"),
-                    item.get("code", ""),
-                    item.get("message", ""),
-                ]
-            )
-    out.append(("h", (2, "Findings")))
-    if finding_rows:
-        out.append(("table", (["host", "severity", "source", "code", "finding"], finding_rows)))
-    else:
-        out.append(("p", "None."))
+        out.append(("table", (_TORCH_SUMMARY_HEADER, summary)))
+    if plots.get(("torch", None)):
+        out.append(("img", (plots[("torch", None)], "torch.distributed all_reduce busbw")))
     return out
+
+
+def _stepcost_part(run_id, records, plots, plot_note):
+    return stepcost_sections(records, plots)
+
+
+def _findings_part(run_id, records, plots, plot_note):
+    """Every host's findings, critical first."""
+    rows = [
+        [
+            host,
+            item.get("severity", ""),
+            item.get("source", "topology"),
+            item.get("code", ""),
+            item.get("message", ""),
+        ]
+        for host, record in sorted(records.items())
+        for item in sorted(record.get("findings") or [], key=_severity_rank)
+    ]
+    if not rows:
+        return [("h", (2, "Findings")), ("p", "None.")]
+    return [("h", (2, "Findings")), ("table", (["host", "severity", "source", "code", "finding"], rows))]
+
+
+# The report's parts in order, one per capability after the summary and the hosts; each takes
+# (run_id, records, plots, plot_note) and returns sections. A new capability's part goes before
+# the findings (which list every capability's).
+REPORT_PARTS = (_summary_part, _hosts_part, _torch_part, _stepcost_part, _findings_part)
+
+
+def _sections(run_id, records, plots, plot_note):
+    """The report as a list of (kind, payload): ('h', (level, text)), ('p', text),
+    ('table', (header, rows)), ('img', (file, alt))."""
+    return [section for part in REPORT_PARTS for section in part(run_id, records, plots, plot_note)]
 
 
 def _env_sections(record):
     """The environment of every figure of a host, the tuned env file, default vs tuned."""
-    out = []
+    out = _figure_env_sections(record)
+    tuned_line = benchenv.describe_tuned(record.get("tuned_env"))
+    if tuned_line:
+        out.append(("p", tuned_line))
+    return out + _tuning_sections(record)
+
+
+def _figure_env_sections(record):
+    """One table of the environments the figures ran with (figures of one environment together)."""
     groups = {}
     for name, coll in sorted((record.get("collectives") or {}).items()):
         groups.setdefault(benchenv.describe_figure_env(coll.get("env")), []).append(f"nccl-tests {name}")
@@ -554,66 +570,55 @@ def _env_sections(record):
         groups.setdefault(benchenv.describe_figure_env(item.get("env")), []).append(f"torch {name}")
     tuning = record.get("tuning") or {}
     if tuning.get("candidates"):
-        groups.setdefault(
-            benchenv.describe_figure_env({"mode": "default", "vars": tuning.get("env") or {}, "seen": None}),
-            [],
-        ).append("all_reduce default vs other settings (each adds its own)")
-    if groups:
-        out.append(
-            (
-                "table",
-                (
-                    ["figures", "environment they ran with (what the process saw, where it said)"],
-                    [[", ".join(names), text] for text, names in sorted(groups.items(), key=lambda g: g[1])],
-                ),
-            )
+        default = {"mode": "default", "vars": tuning.get("env") or {}, "seen": None}
+        groups.setdefault(benchenv.describe_figure_env(default), []).append(
+            "all_reduce default vs other settings (each adds its own)"
         )
-    elif record.get("env"):
-        out.append(("p", "Environment: " + benchenv.format_env(record["env"])))
-    tuned_line = benchenv.describe_tuned(record.get("tuned_env"))
-    if tuned_line:
-        out.append(("p", tuned_line))
-    if tuning.get("candidates"):
-        default = tuning.get("default_busbw")
-        rows = []
-        for cand in tuning["candidates"]:
-            env = cand.get("env") or {}
-            busbw = cand.get("busbw")
-            label = "default NCCL" if not env else benchenv.format_env(env)
-            if env and env == (record.get("tuned_env") or {}).get("values"):
-                label += " (tuned env file)"
-            rows.append(
-                [
-                    label,
-                    _fmt(busbw),
-                    "-"
-                    if busbw is None or not default or not env
-                    else f"{(busbw / default - 1) * 100:+.1f}%",
-                ]
-            )
-        size = tuning.get("size", "")
+    if groups:
+        header = ["figures", "environment they ran with (what the process saw, where it said)"]
+        rows = [[", ".join(names), text] for text, names in sorted(groups.items(), key=lambda g: g[1])]
+        return [("table", (header, rows))]
+    if record.get("env"):
+        return [("p", "Environment: " + benchenv.format_env(record["env"]))]
+    return []
+
+
+def _tuning_row(cand, default, tuned_values):
+    env = cand.get("env") or {}
+    busbw = cand.get("busbw")
+    label = "default NCCL" if not env else benchenv.format_env(env)
+    if env and env == tuned_values:
+        label += " (tuned env file)"
+    change = "-" if busbw is None or not default or not env else f"{(busbw / default - 1) * 100:+.1f}%"
+    return [label, _fmt(busbw), change]
+
+
+def _tuning_sections(record):
+    """all_reduce at the top size with default NCCL beside the other settings, and the stored winner."""
+    tuning = record.get("tuning") or {}
+    if not tuning.get("candidates"):
+        return []
+    tuned_values = (record.get("tuned_env") or {}).get("values")
+    rows = [_tuning_row(c, tuning.get("default_busbw"), tuned_values) for c in tuning["candidates"]]
+    sweep = tuning.get("mode", "sweep") == "sweep"
+    rule = (
+        f" (sweep: a setting must gain > {tuning.get('min_gain', 0.02) * 100:.0f}% to be stored)"
+        if sweep
+        else ""
+    )
+    out = [
+        ("p", f"all_reduce at {tuning.get('size', '')}, default and tuned NCCL side by side{rule}:"),
+        ("table", (["NCCL settings", "busbw GB/s", "vs default"], rows)),
+    ]
+    if tuning.get("best") and sweep:
         out.append(
             (
                 "p",
-                f"all_reduce at {size}, default and tuned NCCL side by side"
-                + (
-                    f" (sweep: a setting must gain > {tuning.get('min_gain', 0.02) * 100:.0f}% to be stored)"
-                    if tuning.get("mode", "sweep") == "sweep"
-                    else ""
-                )
-                + ":",
+                f"NCCL tuning: best {benchenv.format_env(tuning['best'])} "
+                f"({_fmt(tuning.get('best_busbw'))} GB/s vs {_fmt(tuning.get('default_busbw'))} GB/s "
+                f"default) written to {tuning.get('path', '')}",
             )
         )
-        out.append(("table", (["NCCL settings", "busbw GB/s", "vs default"], rows)))
-        if tuning.get("best") and tuning.get("mode", "sweep") == "sweep":
-            out.append(
-                (
-                    "p",
-                    f"NCCL tuning: best {benchenv.format_env(tuning['best'])} "
-                    f"({_fmt(tuning.get('best_busbw'))} GB/s vs {_fmt(tuning.get('default_busbw'))} GB/s "
-                    f"default) written to {tuning.get('path', '')}",
-                )
-            )
     return out
 
 
@@ -670,26 +675,32 @@ text-align:left;vertical-align:top}th{background:#f2f2f2}img{max-width:100%;disp
 .PASS{background:#d8f5d0}.WARN{background:#fff2c2}.FAIL,.critical{background:#f8d0d0}.warning{background:#fff2c2}"""
 
 
+_HTML_CLASSES = {"PASS", "WARN", "FAIL", "critical", "warning"}
+
+
+def _html_cell(value):
+    text = "" if value is None else str(value)
+    cls = f' class="{text}"' if text in _HTML_CLASSES else ""
+    return f"<td{cls}>{html.escape(text)}</td>"
+
+
+def _html_table(header, rows):
+    """A table, each verdict and severity cell carrying its colour class."""
+    lines = ["<table><tr>" + "".join(f"<th>{html.escape(str(h))}</th>" for h in header) + "</tr>"]
+    lines += ["<tr>" + "".join(_html_cell(value) for value in row) + "</tr>" for row in rows]
+    return "\n".join([*lines, "</table>"])
+
+
 def _render_html(sections, run_dir):
     esc = html.escape
     body = []
-    classes = {"PASS", "WARN", "FAIL", "critical", "warning"}
     for kind, payload in sections:
         if kind == "h":
             body.append(f"<h{payload[0]}>{esc(payload[1])}</h{payload[0]}>")
         elif kind == "p":
             body.append(f"<p>{esc(payload)}</p>")
         elif kind == "table":
-            header, rows = payload
-            body.append("<table><tr>" + "".join(f"<th>{esc(str(h))}</th>" for h in header) + "</tr>")
-            for row in rows:
-                cells = []
-                for value in row:
-                    text = "" if value is None else str(value)
-                    cls = f' class="{text}"' if text in classes else ""
-                    cells.append(f"<td{cls}>{esc(text)}</td>")
-                body.append("<tr>" + "".join(cells) + "</tr>")
-            body.append("</table>")
+            body.append(_html_table(*payload))
         elif kind == "img":
             with open(os.path.join(run_dir, payload[0]), "rb") as handle:
                 data = base64.b64encode(handle.read()).decode("ascii")
@@ -701,24 +712,27 @@ def _render_html(sections, run_dir):
     )
 
 
+def _draw_plots(plt, records, run_dir):
+    """{(kind, host or key): PNG file name} of every plot drawn into run_dir."""
+    plots = {}
+    for host, record in sorted(records.items()):
+        name = f"busbw_{_safe(host)}.png"
+        if _plot_busbw(plt, record, os.path.join(run_dir, name)):
+            plots[("busbw", host)] = name
+        name = f"topology_{_safe(host)}.png"
+        if _plot_topology(plt, record, os.path.join(run_dir, name)):
+            plots[("topology", host)] = name
+    if _plot_torch(plt, records, os.path.join(run_dir, "torch.png")):
+        plots[("torch", None)] = "torch.png"
+    plots.update(stepcost_plots(plt, records, run_dir))
+    return plots
+
+
 def write_report(run_dir, run_id, records):
     """Write report.md, report.html and the PNGs into run_dir; return {md, html, pngs, plots}."""
     plt = _pyplot()
-    plots = {}
-    note = ""
-    if plt is None:
-        note = "Plots skipped: matplotlib is not installed in the controller's Python."
-    else:
-        for host, record in sorted(records.items()):
-            name = f"busbw_{_safe(host)}.png"
-            if _plot_busbw(plt, record, os.path.join(run_dir, name)):
-                plots[("busbw", host)] = name
-            name = f"topology_{_safe(host)}.png"
-            if _plot_topology(plt, record, os.path.join(run_dir, name)):
-                plots[("topology", host)] = name
-        if _plot_torch(plt, records, os.path.join(run_dir, "torch.png")):
-            plots[("torch", None)] = "torch.png"
-        plots.update(stepcost_plots(plt, records, run_dir))
+    plots = _draw_plots(plt, records, run_dir) if plt is not None else {}
+    note = "" if plt is not None else "Plots skipped: matplotlib is not installed in the controller's Python."
     sections = _sections(run_id, records, plots, note)
     md_path = os.path.join(run_dir, "report.md")
     html_path = os.path.join(run_dir, "report.html")
@@ -756,19 +770,24 @@ def stepcost_groups(records):
     return out
 
 
+def _stepcost_bars(figs):
+    """[(label, compute ms, exposed communication ms)] per model size and timed hook."""
+    bars = []
+    for fig in figs:
+        size = stepcost.human_count(fig.get("params"))
+        for hook, entry in (fig.get("hooks") or {}).items():
+            if entry.get("step_ms") is not None:
+                comm = entry.get("exposed_ms") or 0.0
+                bars.append((f"{size}\n{hook}", entry["step_ms"] - comm, comm))
+    return bars
+
+
 def stepcost_plots(plt, records, run_dir):
     """One bar chart per host and one for the group: per model size and hook, compute-only and
     exposed communication stacked ({("stepcost", key): file})."""
     plots = {}
     for key, title, figs in stepcost_groups(records):
-        bars = []
-        for fig in figs:
-            size = stepcost.human_count(fig.get("params"))
-            for hook, entry in (fig.get("hooks") or {}).items():
-                if entry.get("step_ms") is None:
-                    continue
-                comm = entry.get("exposed_ms") or 0.0
-                bars.append((f"{size}\n{hook}", entry["step_ms"] - comm, comm))
+        bars = _stepcost_bars(figs)
         if not bars:
             continue
         fig_, ax = plt.subplots(figsize=(max(5.0, 0.8 * len(bars) + 2), 4.0), dpi=100)
@@ -787,12 +806,76 @@ def stepcost_plots(plt, records, run_dir):
         ax.set_title(f"DDP step on {title}:\ncompute vs exposed communication per comm hook", fontsize=9)
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend(fontsize=7)
-        fig_.tight_layout()
         name = f"stepcost_{_safe(key)}.png"
-        save_png(fig_, os.path.join(run_dir, name))
-        plt.close(fig_)
+        save_figure(plt, fig_, os.path.join(run_dir, name))
         plots[("stepcost", key)] = name
     return plots
+
+
+_STEPCOST_HEADER = [
+    "params",
+    "backend",
+    "precision",
+    "hook",
+    "compute ms",
+    "step ms",
+    "step p25-p75",
+    "exposed comm ms",
+    "comm share",
+    "vs no hook",
+    "note",
+]
+
+
+def _stepcost_rows(figs):
+    rows = []
+    for fig in figs:
+        for hook, entry in (fig.get("hooks") or {}).items():
+            spread = entry.get("spread_ms") or [None, None]
+            rows.append(
+                [
+                    stepcost.human_count(fig.get("params")),
+                    fig.get("backend"),
+                    fig.get("precision"),
+                    entry.get("label") or hook,
+                    _fmt(fig.get("compute_ms"), 2),
+                    _fmt(entry.get("step_ms"), 2),
+                    "-" if spread[0] is None else f"{spread[0]:.2f}-{spread[1]:.2f}",
+                    _fmt(entry.get("exposed_ms"), 2),
+                    _pct(entry.get("share")),
+                    "-" if entry.get("vs_none") is None else f"{entry['vs_none'] * 100:+.0f}%",
+                    entry.get("skipped") or ("inconsistent" if entry.get("inconsistent") else ""),
+                ]
+            )
+    return rows
+
+
+def _stepcost_line(fig):
+    """One model size's sentence, its effective all-reduce bandwidth and its baseline."""
+    eff = fig.get("effective") or {}
+    ref = eff.get("reference") or {}
+    line = f"{stepcost.human_count(fig.get('params'))} params: {fig.get('sentence', '')}"
+    if eff.get("busbw") is not None:
+        line += (
+            " Gradient all-reduce as the step saw it: "
+            f"{(fig.get('grad_bytes') or 0) / 1e9:.3g} GB of gradients in "
+            f"{_fmt((fig.get('hooks') or {}).get('none', {}).get('exposed_ms'), 2)} ms exposed = "
+            f"{_fmt(eff['busbw'])} GB/s busbw"
+        )
+        if ref:
+            line += (
+                f", {_pct(eff.get('ratio'))} of the {_fmt(ref.get('busbw'))} GB/s "
+                f"{ref.get('source')} at {human_bytes(ref.get('size'))} (run {ref.get('run_id')})"
+            )
+        line += "."
+    base = fig.get("baseline") or {}
+    if base.get("run_id"):
+        line += (
+            f" Against the last passing run {base['run_id']}: "
+            f"{_fmt(base.get('baseline_step_ms'), 2)} ms, "
+            f"{base.get('change', 0) * 100:+.0f}% ({fig.get('verdict')})."
+        )
+    return line
 
 
 def stepcost_sections(records, plots):
@@ -812,71 +895,8 @@ def stepcost_sections(records, plots):
     ]
     for key, title, figs in groups:
         out.append(("h", (3, f"DDP step on {title}")))
-        rows = []
-        for fig in figs:
-            for hook, entry in (fig.get("hooks") or {}).items():
-                spread = entry.get("spread_ms") or [None, None]
-                rows.append(
-                    [
-                        stepcost.human_count(fig.get("params")),
-                        fig.get("backend"),
-                        fig.get("precision"),
-                        entry.get("label") or hook,
-                        _fmt(fig.get("compute_ms"), 2),
-                        _fmt(entry.get("step_ms"), 2),
-                        "-" if spread[0] is None else f"{spread[0]:.2f}-{spread[1]:.2f}",
-                        _fmt(entry.get("exposed_ms"), 2),
-                        _pct(entry.get("share")),
-                        "-" if entry.get("vs_none") is None else f"{entry['vs_none'] * 100:+.0f}%",
-                        entry.get("skipped") or ("inconsistent" if entry.get("inconsistent") else ""),
-                    ]
-                )
-        out.append(
-            (
-                "table",
-                (
-                    [
-                        "params",
-                        "backend",
-                        "precision",
-                        "hook",
-                        "compute ms",
-                        "step ms",
-                        "step p25-p75",
-                        "exposed comm ms",
-                        "comm share",
-                        "vs no hook",
-                        "note",
-                    ],
-                    rows,
-                ),
-            )
-        )
-        for fig in figs:
-            eff = fig.get("effective") or {}
-            ref = eff.get("reference") or {}
-            line = f"{stepcost.human_count(fig.get('params'))} params: {fig.get('sentence', '')}"
-            if eff.get("busbw") is not None:
-                line += (
-                    " Gradient all-reduce as the step saw it: "
-                    f"{(fig.get('grad_bytes') or 0) / 1e9:.3g} GB of gradients in "
-                    f"{_fmt((fig.get('hooks') or {}).get('none', {}).get('exposed_ms'), 2)} ms exposed = "
-                    f"{_fmt(eff['busbw'])} GB/s busbw"
-                )
-                if ref:
-                    line += (
-                        f", {_pct(eff.get('ratio'))} of the {_fmt(ref.get('busbw'))} GB/s "
-                        f"{ref.get('source')} at {human_bytes(ref.get('size'))} (run {ref.get('run_id')})"
-                    )
-                line += "."
-            base = fig.get("baseline") or {}
-            if base.get("run_id"):
-                line += (
-                    f" Against the last passing run {base['run_id']}: "
-                    f"{_fmt(base.get('baseline_step_ms'), 2)} ms, "
-                    f"{base.get('change', 0) * 100:+.0f}% ({fig.get('verdict')})."
-                )
-            out.append(("p", line))
+        out.append(("table", (_STEPCOST_HEADER, _stepcost_rows(figs))))
+        out += [("p", _stepcost_line(fig)) for fig in figs]
         if plots.get(("stepcost", key)):
             out.append(("img", (plots[("stepcost", key)], f"DDP step cost on {title}")))
     return out

@@ -16,6 +16,9 @@ was taken at (nccl-tests collectives; else the largest size both runs measured) 
 common size (torch benchmarks).
 """
 
+from __future__ import annotations
+
+import dataclasses
 import json
 import math
 import os
@@ -23,10 +26,13 @@ import re
 import time
 
 from . import atomicfile, bandwidth, benchenv, nccltests, redact, stepcost
+from .health import finding
 
 # The controller's results (host records, reports, plots, fabric records) are the user's and
 # group's only: the modules that write them run under this umask (files 0640, folders 0750).
 RESULTS_UMASK = 0o027
+# The host record's layout version (every record wireup writes, the unreachable one too).
+RECORD_SCHEMA = 2
 RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z(?:-\d+)?$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.@:-]+$")
 
@@ -37,7 +43,7 @@ def new_run_id(now=None):
 
 
 def _run_sort_key(run_id):
-    base, _, serial = run_id.partition("-")
+    base, _sep, serial = run_id.partition("-")
     return base, int(serial or 1)
 
 
@@ -200,7 +206,7 @@ def _type_name(value):
 def _number_problem(value, where):
     if value is None:
         return ""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"{where} is {_type_name(value)}, not a number"
     if not math.isfinite(value):
         return f"{where} is {value}, not a finite number"
@@ -252,14 +258,8 @@ def _figures_problem(record):
     return ""
 
 
-def record_problem(record):
-    """What makes a stored host record unusable ('' when nothing): not an object, no known
-    verdict, a part of the wrong type, a figure that is not a finite number or above what its
-    link can carry (bandwidth.implausible)."""
-    if not isinstance(record, dict):
-        return f"is {_type_name(record)}, not a host record (an object)"
-    if record.get("verdict") not in _RECORD_VERDICTS:
-        return f"verdict is {record.get('verdict')!r}, not one of {', '.join(_RECORD_VERDICTS)}"
+def _shape_problem(record):
+    """A part of the wrong type, or a list part that does not hold objects ('' when none)."""
     for key, kind in _RECORD_PARTS.items():
         if record.get(key) is not None and not isinstance(record[key], kind):
             return f"{key} is {_type_name(record[key])}, not {_type_name(kind())}"
@@ -270,23 +270,32 @@ def record_problem(record):
             return f"topology.{key} is not a list of objects"
     if not all(isinstance(f, dict) for f in record.get("findings") or []):
         return "findings is not a list of objects"
+    return ""
+
+
+def _stepcost_problem(record):
     for scope, figures in sorted((record.get("stepcost") or {}).items()):
         if not isinstance(figures, list) or not all(isinstance(f, dict) for f in figures):
             return f"stepcost.{scope} is not a list of objects"
         if not all(isinstance(f.get("hooks", {}), dict) for f in figures):
             return f"stepcost.{scope}[].hooks is not an object"
-    return _figures_problem(record)
+    return ""
+
+
+def record_problem(record):
+    """What makes a stored host record unusable ('' when nothing): not an object, no known
+    verdict, a part of the wrong type, a figure that is not a finite number or above what its
+    link can carry (bandwidth.implausible)."""
+    if not isinstance(record, dict):
+        return f"is {_type_name(record)}, not a host record (an object)"
+    if record.get("verdict") not in _RECORD_VERDICTS:
+        return f"verdict is {record.get('verdict')!r}, not one of {', '.join(_RECORD_VERDICTS)}"
+    return _shape_problem(record) or _stepcost_problem(record) or _figures_problem(record)
 
 
 def _finding(severity, code, message, gpus=()):
-    # Same shape as gpu_topology's health findings (plugins/module_utils/wireup/health.py).
-    return {
-        "severity": severity,
-        "code": code,
-        "gpus": sorted(gpus),
-        "message": message,
-        "source": "baseline",
-    }
+    """A finding of the comparison with the last passing run (source baseline)."""
+    return finding(severity, code, message, gpus, source="baseline")
 
 
 def _gpu_key(gpu):
@@ -326,91 +335,91 @@ def compare(current, baseline, tolerance=bandwidth.DEFAULT_THRESHOLDS["tolerance
     """Findings of `current` against `baseline` (both host records); [] when nothing changed."""
     if not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
         raise ValueError(f"bench_baseline_tolerance must be a fraction in [0, 1), got {tolerance!r}")
-    findings = []
     base_run = baseline.get("run_id", "?")
-    cur_topo = current.get("topology") or {}
-    base_topo = baseline.get("topology") or {}
+    cur_topo, base_topo = current.get("topology") or {}, baseline.get("topology") or {}
+    return [
+        *_gpu_findings(cur_topo, base_topo, base_run),
+        *_link_findings(cur_topo, base_topo, base_run),
+        *_figure_drops(current, baseline, tolerance, base_run),
+    ]
 
+
+def _gpu_findings(cur_topo, base_topo, base_run):
+    """baseline_gpu_missing: each GPU of the last passing run that is gone, or the count."""
     cur_gpus = {_gpu_key(g): g for g in cur_topo.get("gpus") or []}
     base_gpus = {_gpu_key(g): g for g in base_topo.get("gpus") or []}
-    for key, gpu in base_gpus.items():
-        if key not in cur_gpus:
-            findings.append(
-                _finding(
-                    "critical",
-                    "baseline_gpu_missing",
-                    f"GPU {gpu.get('index')} ({gpu.get('name') or '?'}, {key}) of the last passing run "
-                    f"{base_run} is gone: {len(cur_gpus)} GPUs now, {len(base_gpus)} then",
-                    [gpu.get("index")] if gpu.get("index") is not None else (),
-                )
-            )
-    if len(cur_gpus) < len(base_gpus) and not findings:
-        findings.append(
+    gone = [
+        _finding(
+            "critical",
+            "baseline_gpu_missing",
+            f"GPU {gpu.get('index')} ({gpu.get('name') or '?'}, {key}) of the last passing run "
+            f"{base_run} is gone: {len(cur_gpus)} GPUs now, {len(base_gpus)} then",
+            [gpu.get("index")] if gpu.get("index") is not None else (),
+        )
+        for key, gpu in base_gpus.items()
+        if key not in cur_gpus
+    ]
+    if len(cur_gpus) < len(base_gpus) and not gone:
+        gone.append(
             _finding(
                 "critical",
                 "baseline_gpu_missing",
                 f"{len(cur_gpus)} GPUs now, {len(base_gpus)} in the last passing run {base_run}",
             )
         )
+    return gone
 
-    def links(topo):
-        return {tuple(sorted((lk.get("a"), lk.get("b")))): lk.get("class") for lk in topo.get("links") or []}
 
-    cur_links = links(cur_topo)
-    for pair, cls in sorted(links(base_topo).items()):
+def _links(topo):
+    return {tuple(sorted((lk.get("a"), lk.get("b")))): lk.get("class") for lk in topo.get("links") or []}
+
+
+def _link_findings(cur_topo, base_topo, base_run):
+    """baseline_link_changed: a GPU pair of both runs whose link class changed (a pair with a GPU
+    gone is _gpu_findings' business)."""
+    cur_links = _links(cur_topo)
+    out = []
+    for pair, cls in sorted(_links(base_topo).items()):
         now = cur_links.get(pair)
-        if now is None:
-            continue  # a GPU of the pair is gone: reported above
-        if now != cls:
-            gpus = [int(g[3:]) for g in pair if str(g).startswith("GPU") and g[3:].isdigit()]
-            findings.append(
-                _finding(
-                    "critical",
-                    "baseline_link_changed",
-                    f"{pair[0]}-{pair[1]} link changed from {cls} to {now} since the last "
-                    f"passing run {base_run}",
-                    gpus,
-                )
+        if now is None or now == cls:
+            continue
+        gpus = [int(g[3:]) for g in pair if str(g).startswith("GPU") and g[3:].isdigit()]
+        out.append(
+            _finding(
+                "critical",
+                "baseline_link_changed",
+                f"{pair[0]}-{pair[1]} link changed from {cls} to {now} since the last passing run {base_run}",
+                gpus,
             )
-
-    base_coll = baseline.get("collectives") or {}
-    for name, cur in sorted((current.get("collectives") or {}).items()):
-        base = base_coll.get(name)
-        if not base:
-            continue
-        size = _compare_size(cur.get("rows"), base.get("rows"), (base.get("verdict") or {}).get("size"), name)
-        if size is None:
-            continue
-        found = _drop(
-            name,
-            _row_busbw(cur.get("rows"), size, name),
-            _row_busbw(base.get("rows"), size, name),
-            size=size,
-            tolerance=tolerance,
-            base_run=base_run,
         )
-        if found:
-            findings.append(found)
+    return out
 
-    base_torch = baseline.get("torch") or {}
-    for name, cur in sorted((current.get("torch") or {}).items()):
-        base = base_torch.get(name)
-        if not base or not cur or base.get("world_size") != cur.get("world_size"):
-            continue
-        size = _compare_size(cur.get("rows"), base.get("rows"), None)
-        if size is None:
-            continue
-        found = _drop(
-            f"torch {name}",
-            _row_busbw(cur.get("rows"), size),
-            _row_busbw(base.get("rows"), size),
-            size=size,
-            tolerance=tolerance,
-            base_run=base_run,
-        )
-        if found:
-            findings.append(found)
-    return findings
+
+def _figure_drops(current, baseline, tolerance, base_run):
+    """baseline_busbw_drop of each nccl-tests collective (at the size its verdict was taken, else
+    the largest common one) and each torch run of the same world size (the largest common size)."""
+    out = []
+    for part, label in (("collectives", "{}"), ("torch", "torch {}")):
+        base_part = baseline.get(part) or {}
+        for name, cur in sorted((current.get(part) or {}).items()):
+            base = base_part.get(name)
+            if not base or not cur or (part == "torch" and base.get("world_size") != cur.get("world_size")):
+                continue
+            collective = name if part == "collectives" else "all_reduce"
+            preferred = (base.get("verdict") or {}).get("size") if part == "collectives" else None
+            size = _compare_size(cur.get("rows"), base.get("rows"), preferred, collective)
+            if size is None:
+                continue
+            found = _drop(
+                label.format(name),
+                _row_busbw(cur.get("rows"), size, collective),
+                _row_busbw(base.get("rows"), size, collective),
+                size=size,
+                tolerance=tolerance,
+                base_run=base_run,
+            )
+            out += [found] if found else []
+    return out
 
 
 # ---------------------------------------------------------------- one host's record
@@ -463,56 +472,237 @@ def _changes(tuned):
     return benchenv.last_changes(benchenv.change_probes(tuned.get("package_lists"), tuned.get("files")))
 
 
-def build_record(host, run_id, node, baseline=None):
-    """One host's results record from what the bench role gathered on it.
+@dataclasses.dataclass(frozen=True)
+class Judging:
+    """What every section of one host's record is judged with: the run's thresholds and
+    efficiency factors, the host's last passing record (None: none), the environments its figures
+    ran with (nccl_env, torch_env) and the tuned env file they used (None: default NCCL)."""
 
-    node: {skipped: reason|"", topology: gpu_topology fact, nccl_tests: {collective: {output, rc, json}},
-           torch: {single_node|multi_node: log text}, env: {}, versions: {},
-           figure_env: {nccl_tests: {given env}, torch: {given env}, tuned_used: bool, tuned_text},
-           tuned_env: {path, text|None, mtime, package_lists, files} (see wireup/bench.py node_results),
-           findings: [] (added as they are, e.g. the cross-node run skipped),
-           thresholds: {pass_ratio, warn_ratio, min_bytes, tolerance, torch_goal}, efficiency: {}, tuning: {},
-           secret_env: wireup_secret_env's names (every env mapping kept goes through redact_record)}
-    baseline: (run_id, record) of the host's last passing run, or None.
-    """
-    thresholds = {**bandwidth.DEFAULT_THRESHOLDS, **(node.get("thresholds") or {})}
-    pass_ratio = float(thresholds["pass_ratio"])
-    warn_ratio = float(thresholds["warn_ratio"])
-    min_bytes = int(thresholds["min_bytes"])
-    tolerance = float(thresholds["tolerance"])
-    bandwidth.check_thresholds(pass_ratio, warn_ratio)
-    torch_goal = float(thresholds["torch_goal"])
-    topology = node.get("topology") or {}
+    limits: bandwidth.Thresholds
+    efficiency: dict
+    topology: dict
+    baseline: dict | None
+    nccl_env: dict
+    torch_env: dict
+    tuned_used: dict | None
+
+
+def _verdict_finding(judged, label):
+    """The finding of a FAIL or WARN verdict against the expectation (None for PASS and N/A)."""
+    severity = _VERDICT_SEVERITY.get(judged["verdict"])
+    if not severity:
+        return None
+    return finding(severity, _verdict_code(judged), f"{label}: {judged['reason']}", source="expectation")
+
+
+def _nccl_tests_entry(name, item, ctx):
+    """One collective's record entry: its rows, nccl-tests' own problems, the verdict."""
+    expected = bandwidth.expected_busbw(ctx.topology, name, ctx.efficiency)
+    # -J JSON has full precision (a cut-off JSON falls back to the text); the exit code, the
+    # footer and failure lines say whether nccl-tests itself trusted the run. The text output is
+    # kept for audits and re-judging (the -J JSON carries the whole process environment, so it is
+    # parsed but not stored).
+    run = nccltests.assess(item.get("output") or "", item.get("rc"), item.get("json") or "")
+    parsed = run["parsed"]
+    rows = parsed["rows"] if parsed else []
+    entry = {
+        "expected": expected,
+        "rc": item.get("rc"),
+        "output": item.get("output") or "",
+        "env": benchenv.figure_env(ctx.nccl_env, ctx.tuned_used, benchenv.nccl_json_env(item.get("json"))),
+        "rows": rows,
+        "problems": run["problems"],
+        "verdict": bandwidth.verdict(
+            rows, expected, problems=run["problems"], collective=name, **_verdict_limits(ctx.limits)
+        ),
+    }
+    if parsed:
+        entry.update(
+            format=parsed["format"],
+            # nccl-tests' "Avg bus bandwidth": the mean over ALL sizes, 8 B included, not a result.
+            avg_busbw_all_sizes=parsed["avg_busbw"],
+            nccl_version=parsed["nccl_version"],
+            nccl_tests_version=parsed["version"],
+            ngpus=parsed["config"].get("ngpus"),
+        )
+    entry["of_link"] = _link_ratio(entry["verdict"].get("measured_busbw"), expected)
+    return entry
+
+
+def _verdict_limits(limits):
+    return {"pass_ratio": limits.pass_ratio, "warn_ratio": limits.warn_ratio, "min_bytes": limits.min_bytes}
+
+
+def nccl_tests_section(node, record, ctx):
+    """The record's collectives: each nccl-tests collective judged against the expectation."""
+    part, findings, verdicts = {}, [], []
+    for name, item in sorted((node.get("nccl_tests") or {}).items()):
+        entry = _nccl_tests_entry(name, item, ctx)
+        part[name] = entry
+        verdicts.append(entry["verdict"]["verdict"])
+        findings += [f for f in [_verdict_finding(entry["verdict"], name)] if f]
+    return part, findings, verdicts
+
+
+def _env_mismatch(name, seen, tuned_used):
+    """bench_env_mismatch: the launch script sourced a tuned env although the run asked for default
+    NCCL, or the other way round (the figure would be labelled with the wrong environment)."""
+    if not seen or bool(seen["tuned_env"]) == bool(tuned_used):
+        return []
+    message = (
+        f"torch {name} ran with the tuned NCCL env {seen['tuned_env']} although this run measures "
+        "default NCCL (bench_use_tuned_env=false)"
+        if seen["tuned_env"]
+        else f"torch {name} sourced no tuned NCCL env although this run measures with "
+        f"{(tuned_used or {}).get('path')} (bench_use_tuned_env=true)"
+    )
+    return [finding("warning", "bench_env_mismatch", message, source="env")]
+
+
+def _judge_single_node_torch(entry, rows, record, ctx):
+    """A GPU node's own torch all-reduce: its verdict against the expectation and its ratio to
+    nccl-tests' all_reduce; (findings, verdicts)."""
+    goal = ctx.limits.torch_goal
+    expected = bandwidth.expected_busbw(ctx.topology, "all_reduce", ctx.efficiency)
+    entry["expected"] = expected
+    entry["verdict"] = bandwidth.verdict(rows, expected, **_verdict_limits(ctx.limits))
+    entry["of_link"] = _link_ratio(entry["verdict"].get("measured_busbw"), expected)
+    like = entry["vs_nccl_tests"] = _torch_vs_nccl_tests(rows, record["collectives"].get("all_reduce"), goal)
+    findings = []
+    if like and like["ratio"] is not None and like["ratio"] < goal:
+        findings.append(
+            finding(
+                "warning",
+                "bench_torch_below_nccl_tests",
+                f"torch all_reduce {like['torch_busbw']:.1f} GB/s at {bandwidth.human_bytes(like['size'])} "
+                f"is {like['ratio'] * 100:.0f}% of nccl-tests' {like['nccl_tests_busbw']:.1f} GB/s "
+                f"(goal >= {goal * 100:.0f}%)",
+                source="torch",
+            )
+        )
+    findings += [f for f in [_verdict_finding(entry["verdict"], "torch all_reduce")] if f]
+    return findings, [entry["verdict"]["verdict"]]
+
+
+def _torch_data_findings(name, entry, rows):
+    """bench_implausible (a figure no link can carry, unless the verdict said so already) and
+    bench_wrong_results: each FAILs the host."""
+    findings = []
+    odd = _implausible_rows(rows, entry.get("expected"))
+    if odd and not (entry.get("verdict") or {}).get("reason", "").startswith("FAIL (implausible"):
+        findings.append(
+            finding(
+                "critical", "bench_implausible", f"torch {name}: FAIL (implausible: {odd})", source="torch"
+            )
+        )
+    wrong = sum(int((r.get("in_place") or {}).get("wrong") or 0) for r in rows)
+    if wrong:
+        findings.append(
+            finding(
+                "critical", "bench_wrong_results", f"torch {name}: {wrong} wrong elements", source="torch"
+            )
+        )
+    return findings, ["FAIL"] * len(findings)
+
+
+def _torch_entry(name, text, record, ctx):
+    """(entry, findings, verdicts) of one torch benchmark log; entry None when it printed no result."""
+    try:
+        parsed = nccltests.parse_torch(text or "")
+    except ValueError:
+        message = f"torch {name} benchmark printed no result line"
+        return None, [finding("warning", "bench_torch_no_results", message, source="torch")], []
+    config = parsed["config"]
+    entry = {
+        "rows": parsed["rows"],
+        "world_size": config.get("world_size"),
+        "backend": config.get("backend"),
+        "nnodes": config.get("nnodes"),
+        "torch_version": parsed.get("torch_version", ""),
+        "nccl_version": parsed["nccl_version"],
+    }
+    seen = benchenv.torch_log_env(text)
+    entry["env"] = benchenv.figure_env(ctx.torch_env, ctx.tuned_used, seen["vars"] if seen else None)
+    findings, verdicts = _env_mismatch(name, seen, ctx.tuned_used), []
+    if name == "single_node" and entry["backend"] == "nccl":
+        found, judged = _judge_single_node_torch(entry, parsed["rows"], record, ctx)
+        findings, verdicts = findings + found, verdicts + judged
+    found, judged = _torch_data_findings(name, entry, parsed["rows"])
+    return entry, findings + found, verdicts + judged
+
+
+def torch_section(node, record, ctx):
+    """The record's torch: each torch.distributed all-reduce run (single_node, multi_node)."""
+    part, findings, verdicts = {}, [], []
+    for name, text in sorted((node.get("torch") or {}).items()):
+        entry, found, judged = _torch_entry(name, text, record, ctx)
+        findings += found
+        verdicts += judged
+        if entry is not None:
+            part[name] = entry
+    return part, findings, verdicts
+
+
+def stepcost_section(node, record, ctx):
+    """The record's stepcost: the DDP step benchmark (issue 16) against the last passing run."""
+    return stepcost.judge_host(node.get("stepcost"), record, ctx.baseline, ctx.limits.tolerance)
+
+
+# A host record's sections, one per capability, in the order they are judged (a later one reads
+# an earlier one's part: torch's ratio to nccl-tests, stepcost's reference all-reduce). Each takes
+# (the host's node data, the record so far, Judging) and returns (its part, findings, verdicts).
+# A new capability adds its node data (what wireup_bench_store is given) and its section here.
+SECTIONS = (
+    ("collectives", nccl_tests_section),
+    ("torch", torch_section),
+    ("stepcost", stepcost_section),
+)
+
+
+def _judging(node, limits, baseline):
     nccl_env, torch_env, tuned_used = _figure_envs(node)
-    tuned = node.get("tuned_env") or {}
-    changes = _changes(tuned)
-    record = {
-        "schema": 2,
+    return Judging(
+        limits=limits,
+        efficiency=node.get("efficiency") or {},
+        topology=node.get("topology") or {},
+        baseline=baseline[1] if baseline else None,
+        nccl_env=nccl_env,
+        torch_env=torch_env,
+        tuned_used=tuned_used,
+    )
+
+
+def _limits(given):
+    """The run's Thresholds from the report play's values (numbers as Ansible passes them)."""
+    values = {**bandwidth.DEFAULT_THRESHOLDS, **(given or {})}
+    limits = bandwidth.Thresholds(
+        pass_ratio=float(values["pass_ratio"]),
+        warn_ratio=float(values["warn_ratio"]),
+        min_bytes=int(values["min_bytes"]),
+        tolerance=float(values["tolerance"]),
+        torch_goal=float(values["torch_goal"]),
+    )
+    bandwidth.check_thresholds(limits.pass_ratio, limits.warn_ratio)
+    return limits
+
+
+def _record_head(host, run_id, node, *, baseline, limits, tuned_used):
+    """The record before its sections: who, what ran there, the thresholds, the tuned env file's
+    state and the findings the node brought (gpu_topology's, the run's notes)."""
+    topology = node.get("topology") or {}
+    changes = _changes(node.get("tuned_env") or {})
+    return {
+        "schema": RECORD_SCHEMA,
         "host": host,
         "run_id": run_id,
         "skipped": node.get("skipped") or "",
         "topology": _topology_for_record(topology),
         "env": node.get("env") or {},
         "versions": node.get("versions") or {},
-        "thresholds": {
-            "pass_ratio": pass_ratio,
-            "warn_ratio": warn_ratio,
-            "min_bytes": min_bytes,
-            "tolerance": tolerance,
-            "torch_goal": torch_goal,
-        },
+        "thresholds": dataclasses.asdict(limits),
         # The tuned env file on the node after the run (used or not), and when the driver and
         # NCCL last changed there; every figure's own environment is in its "env".
-        "tuned_env": benchenv.tuned_env_state(
-            tuned.get("path", ""),
-            tuned.get("text"),
-            mtime=tuned.get("mtime"),
-            versions=node.get("versions"),
-            changes=changes,
-            used=bool(tuned_used),
-        )
-        if tuned
-        else {},
+        "tuned_env": _tuned_state(node, changes, tuned_used),
         "last_changes": changes,
         "collectives": {},
         "torch": {},
@@ -521,179 +711,74 @@ def build_record(host, run_id, node, baseline=None):
         + [dict(f) for f in node.get("findings") or []],
         "baseline": {"run_id": baseline[0]} if baseline else {},
     }
-    verdicts = []
-    for name, item in sorted((node.get("nccl_tests") or {}).items()):
-        expected = bandwidth.expected_busbw(topology, name, node.get("efficiency"))
-        # The text output is kept for audits and re-judging (the -J JSON carries the whole process
-        # environment, so it is parsed but not stored).
-        entry = {
-            "expected": expected,
-            "rc": item.get("rc"),
-            "output": item.get("output") or "",
-            "env": benchenv.figure_env(nccl_env, tuned_used, benchenv.nccl_json_env(item.get("json"))),
-        }
-        # -J JSON has full precision (a cut-off JSON falls back to the text); the exit code, the
-        # footer and failure lines say whether nccl-tests itself trusted the run.
-        run = nccltests.assess(item.get("output") or "", item.get("rc"), item.get("json") or "")
-        parsed = run["parsed"]
-        rows = parsed["rows"] if parsed else []
-        entry.update(
-            rows=rows,
-            problems=run["problems"],
-            verdict=bandwidth.verdict(
-                rows, expected, pass_ratio, warn_ratio, min_bytes, problems=run["problems"], collective=name
-            ),
-        )
-        if parsed:
-            entry.update(
-                format=parsed["format"],
-                # nccl-tests' "Avg bus bandwidth": the mean over ALL sizes, 8 B included, not a result.
-                avg_busbw_all_sizes=parsed["avg_busbw"],
-                nccl_version=parsed["nccl_version"],
-                nccl_tests_version=parsed["version"],
-                ngpus=parsed["config"].get("ngpus"),
-            )
-        entry["of_link"] = _link_ratio(entry["verdict"].get("measured_busbw"), expected)
-        record["collectives"][name] = entry
-        verdicts.append(entry["verdict"]["verdict"])
-        severity = _VERDICT_SEVERITY.get(entry["verdict"]["verdict"])
-        if severity:
-            record["findings"].append(
-                {
-                    "severity": severity,
-                    "code": _verdict_code(entry["verdict"]),
-                    "gpus": [],
-                    "message": f"{name}: {entry['verdict']['reason']}",
-                    "source": "expectation",
-                }
-            )
 
-    for name, text in sorted((node.get("torch") or {}).items()):
-        try:
-            parsed = nccltests.parse_torch(text or "")
-        except ValueError:
-            record["findings"].append(
-                {
-                    "severity": "warning",
-                    "code": "bench_torch_no_results",
-                    "gpus": [],
-                    "message": f"torch {name} benchmark printed no result line",
-                    "source": "torch",
-                }
-            )
-            continue
-        entry = {
-            "rows": parsed["rows"],
-            "world_size": parsed["config"].get("world_size"),
-            "backend": parsed["config"].get("backend"),
-            "nnodes": parsed["config"].get("nnodes"),
-            "torch_version": parsed.get("torch_version", ""),
-            "nccl_version": parsed["nccl_version"],
-        }
-        seen = benchenv.torch_log_env(text)
-        entry["env"] = benchenv.figure_env(torch_env, tuned_used, seen["vars"] if seen else None)
-        if seen and bool(seen["tuned_env"]) != bool(tuned_used):
-            # The launch script sourced a tuned env although the run asked for default NCCL, or
-            # the other way round: the figure would be labelled with the wrong environment.
-            record["findings"].append(
-                {
-                    "severity": "warning",
-                    "code": "bench_env_mismatch",
-                    "gpus": [],
-                    "message": (
-                        f"torch {name} ran with the tuned NCCL env {seen['tuned_env']} although this run "
-                        "measures default NCCL (bench_use_tuned_env=false)"
-                        if seen["tuned_env"]
-                        else f"torch {name} sourced no tuned NCCL env although this run measures with "
-                        f"{(tuned_used or {}).get('path')} (bench_use_tuned_env=true)"
-                    ),
-                    "source": "env",
-                }
-            )
-        if name == "single_node" and entry["backend"] == "nccl":
-            expected = bandwidth.expected_busbw(topology, "all_reduce", node.get("efficiency"))
-            entry["expected"] = expected
-            entry["verdict"] = bandwidth.verdict(parsed["rows"], expected, pass_ratio, warn_ratio, min_bytes)
-            entry["of_link"] = _link_ratio(entry["verdict"].get("measured_busbw"), expected)
-            coll = record["collectives"].get("all_reduce")
-            entry["vs_nccl_tests"] = _torch_vs_nccl_tests(parsed["rows"], coll, torch_goal)
-            like = entry["vs_nccl_tests"]
-            if like and like["ratio"] is not None and like["ratio"] < torch_goal:
-                record["findings"].append(
-                    {
-                        "severity": "warning",
-                        "code": "bench_torch_below_nccl_tests",
-                        "gpus": [],
-                        "message": f"torch all_reduce {like['torch_busbw']:.1f} GB/s at "
-                        f"{bandwidth.human_bytes(like['size'])} is {like['ratio'] * 100:.0f}% of nccl-tests' "
-                        f"{like['nccl_tests_busbw']:.1f} GB/s (goal >= {torch_goal * 100:.0f}%)",
-                        "source": "torch",
-                    }
-                )
-            verdicts.append(entry["verdict"]["verdict"])
-            severity = _VERDICT_SEVERITY.get(entry["verdict"]["verdict"])
-            if severity:
-                record["findings"].append(
-                    {
-                        "severity": severity,
-                        "code": _verdict_code(entry["verdict"]),
-                        "gpus": [],
-                        "message": f"torch all_reduce: {entry['verdict']['reason']}",
-                        "source": "expectation",
-                    }
-                )
-        odd = _implausible_rows(parsed["rows"], entry.get("expected"))
-        if odd and not (entry.get("verdict") or {}).get("reason", "").startswith("FAIL (implausible"):
-            verdicts.append("FAIL")
-            record["findings"].append(
-                {
-                    "severity": "critical",
-                    "code": "bench_implausible",
-                    "gpus": [],
-                    "message": f"torch {name}: FAIL (implausible: {odd})",
-                    "source": "torch",
-                }
-            )
-        wrong = sum(int((r.get("in_place") or {}).get("wrong") or 0) for r in parsed["rows"])
-        if wrong:
-            verdicts.append("FAIL")
-            record["findings"].append(
-                {
-                    "severity": "critical",
-                    "code": "bench_wrong_results",
-                    "gpus": [],
-                    "message": f"torch {name}: {wrong} wrong elements",
-                    "source": "torch",
-                }
-            )
-        record["torch"][name] = entry
 
-    # The DDP step benchmark (issue 16): its own figures, findings and verdicts (stepcost.py).
-    record["stepcost"], found, judged = stepcost.judge_host(
-        node.get("stepcost"), record, baseline and baseline[1], tolerance
+def _tuned_state(node, changes, tuned_used):
+    tuned = node.get("tuned_env") or {}
+    if not tuned:
+        return {}
+    return benchenv.tuned_env_state(
+        tuned.get("path", ""),
+        tuned.get("text"),
+        mtime=tuned.get("mtime"),
+        versions=node.get("versions"),
+        changes=changes,
+        used=bool(tuned_used),
     )
-    record["findings"] += found
-    verdicts += judged
+
+
+def _stale_tuned_env(record):
     state = record["tuned_env"]
-    if state.get("stale"):
-        record["findings"].append(
-            {
-                "severity": "warning",
-                "code": "tuned_env_stale",
-                "gpus": [],
-                "message": f"tuned NCCL env {state['path']} is stale: {'; '.join(state['stale_reasons'])}; "
-                "rerun bench.yml -e bench_nccl_tune=true",
-                "source": "env",
-            }
+    if not state.get("stale"):
+        return []
+    return [
+        finding(
+            "warning",
+            "tuned_env_stale",
+            f"tuned NCCL env {state['path']} is stale: {'; '.join(state['stale_reasons'])}; "
+            "rerun bench.yml -e bench_nccl_tune=true",
+            source="env",
         )
-    if baseline:
-        record["findings"].extend(compare(record, baseline[1], tolerance))
-    if is_gpu_less(record):
-        verdicts.append(judge_gpu_less(record, baseline[1] if baseline else None))
+    ]
+
+
+def _host_verdicts(record, node, baseline):
+    """What the whole host adds to its sections' verdicts: a GPU-less node's own judgement, a node
+    that failed during the run, and FAIL for any critical finding."""
+    verdicts = [judge_gpu_less(record, baseline[1] if baseline else None)] if is_gpu_less(record) else []
     if node.get("failed"):
         verdicts.append("FAIL")
     if any(f.get("severity") == "critical" for f in record["findings"]):
         verdicts.append("FAIL")
+    return verdicts
+
+
+def build_record(host, run_id, node, baseline=None):
+    """One host's results record from what the bench role gathered on it.
+
+    node: {skipped: reason|"", topology: gpu_topology fact, nccl_tests: {collective: {output, rc, json}},
+           torch: {single_node|multi_node: log text}, stepcost: {single_node|multi_node: log text},
+           env: {}, versions: {},
+           figure_env: {nccl_tests: {given env}, torch: {given env}, tuned_used: bool, tuned_text},
+           tuned_env: {path, text|None, mtime, package_lists, files} (see wireup/bench.py node_results),
+           findings: [] (added as they are, e.g. the cross-node run skipped),
+           thresholds: {pass_ratio, warn_ratio, min_bytes, tolerance, torch_goal}, efficiency: {}, tuning: {},
+           secret_env: wireup_secret_env's names (every env mapping kept goes through redact_record)}
+    baseline: (run_id, record) of the host's last passing run, or None.
+    The record's sections are SECTIONS'; then the baseline comparison and the host's verdict.
+    """
+    limits = _limits(node.get("thresholds"))
+    ctx = _judging(node, limits, baseline)
+    record = _record_head(host, run_id, node, baseline=baseline, limits=limits, tuned_used=ctx.tuned_used)
+    verdicts = []
+    for key, section in SECTIONS:
+        record[key], found, judged = section(node, record, ctx)
+        record["findings"] += found
+        verdicts += judged
+    record["findings"] += _stale_tuned_env(record)
+    if baseline:
+        record["findings"] += compare(record, baseline[1], limits.tolerance)
+    verdicts += _host_verdicts(record, node, baseline)
     record["verdict"] = bandwidth.worst_verdict(verdicts)
     return redact_record(record, node.get("secret_env"))
 
@@ -778,9 +863,9 @@ def judge_gpu_less(record, baseline=None):
     baseline.torch: {name: {size, busbw, baseline_busbw, change}} so the summary shows the comparison.
     """
     dropped = False
-    for finding in record["findings"]:
-        if finding.get("code") == "baseline_busbw_drop" and finding.get("message", "").startswith("torch "):
-            finding["severity"] = "warning"
+    for found in record["findings"]:
+        if found.get("code") == "baseline_busbw_drop" and found.get("message", "").startswith("torch "):
+            found["severity"] = "warning"
             dropped = True
     if baseline:
         compared = {}
@@ -840,7 +925,7 @@ def unreachable_record(host, run_id, reason):
     summary and the report with Ansible's reason, never a baseline (verdict UNREACHABLE)."""
     reason = " ".join(str(reason or "no reason given").split())
     return {
-        "schema": 1,
+        "schema": RECORD_SCHEMA,
         "host": host,
         "run_id": run_id,
         "verdict": "UNREACHABLE",
@@ -853,13 +938,9 @@ def unreachable_record(host, run_id, reason):
         "torch": {},
         "tuning": {},
         "findings": [
-            {
-                "severity": "critical",
-                "code": "bench_host_unreachable",
-                "gpus": [],
-                "message": f"{host} was unreachable: {reason}",
-                "source": "ansible",
-            }
+            finding(
+                "critical", "bench_host_unreachable", f"{host} was unreachable: {reason}", source="ansible"
+            )
         ],
         "baseline": {},
     }

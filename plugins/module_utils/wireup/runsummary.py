@@ -9,8 +9,11 @@ launch's summary.json (the folder that launch.log names), and for a phase that f
 the task and the cause with the log line to read. ``ansible-playbook`` run by hand keeps Ansible's
 own output: only this wrapper summarises.
 
-    python -m wireup.runsummary tee LOG            (stdin to stdout and, without colours, to LOG)
-    python -m wireup.runsummary summary RUN_DIR [--inventory I] [--testbed NAME]
+    python3 -m M tee LOG            (stdin to stdout and, without colours, to LOG)
+    python3 -m M summary RUN_DIR [--inventory I] [--testbed NAME]
+
+with M = ansible_collections.wireup.cluster.plugins.module_utils.wireup.runsummary and the
+repository's .collections on PYTHONPATH (the Makefile's RUN_SUMMARY).
 
 Pure functions (text in, lines out) with unit tests in tests/unit/test_runsummary.py; stdlib only.
 Nothing read is trusted: the log's paths are used only when they lie under the results folder
@@ -196,7 +199,7 @@ def _table(rows: list[list[str]]) -> list[str]:
 def next_steps(phases, failures, inventory: str, testbed: str) -> list[str]:
     """What to run next: fix the first failed phase, else launch your own job."""
     inv = f"-i {inventory} " if inventory else ""
-    failed = [name for name, rc, _ in phases if rc != 0]
+    failed = [name for name, rc, _seconds in phases if rc != 0]
     out = []
     if failed:
         phase = failed[0]
@@ -234,7 +237,7 @@ def summary(run_dir: str, results_dir: str, *, inventory: str = "", testbed: str
             return ""
 
     phases = read_phases(read("phases.tsv"))
-    logs = {name: read(f"{name}.log") for name, _, _ in phases}
+    logs = {name: read(f"{name}.log") for name, _rc, _seconds in phases}
     recaps = {name: parse_recap(text) for name, text in logs.items()}
     failures = {name: parse_failures(text) for name, text in logs.items()}
     report, records = bench_records(logs.get("bench", ""), results_dir)
@@ -286,7 +289,7 @@ def _node_rows(recaps, records, job) -> list[str]:
 
 def _failure_lines(phases, failures) -> list[str]:
     out = []
-    for name, _rc, _s in phases:
+    for name, _rc, _seconds in phases:
         for failure in failures.get(name, [])[:5]:
             cause = f": {_clean(failure['cause'])}" if failure["cause"] else ""
             out.append(
@@ -319,7 +322,7 @@ def compose(phases, recaps, failures, records, job, **where) -> list[str]:
     out += [*_failure_lines(phases, failures), ""]
     out += [f"Bench report: {w.report} (and report.md)"] if w.report else []
     out += _job_line(job, w.job_dir)
-    names = ", ".join(f"{name}.log" for name, _, _ in phases)
+    names = ", ".join(f"{name}.log" for name, _rc, _seconds in phases)
     out.append(f"Full output:  {w.run_dir}/ ({names})")
     return out + next_steps(phases, failures, w.inventory, w.testbed)
 
@@ -339,7 +342,7 @@ def tee(path: str, source=None, sink=None) -> None:
 def main(argv=None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m wireup.runsummary")
+    parser = argparse.ArgumentParser(prog="runsummary")
     sub = parser.add_subparsers(dest="action", required=True)
     t = sub.add_parser("tee")
     t.add_argument("log")
@@ -352,11 +355,12 @@ def main(argv=None) -> int:
         tee(args.log)
         return 0
     run_dir = os.path.abspath(args.run_dir)
-    print(
-        "\n".join(summary(run_dir, os.path.dirname(run_dir), inventory=args.inventory, testbed=args.testbed))
-    )
+    lines = summary(run_dir, os.path.dirname(run_dir), inventory=args.inventory, testbed=args.testbed)
+    sys.stdout.write("\n".join(lines) + "\n")
     return 0
 
 
+# A command-line entry point in module_utils: it writes and exits without print() and sys.exit(),
+# which module code may not call (ansible-test sanity's pylint).
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

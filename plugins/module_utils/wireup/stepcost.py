@@ -35,6 +35,7 @@ Pure functions, stdlib only; results.build_record and report.py call them.
 import json
 import math
 
+from .health import finding
 from .nccltests import figure as figure_at
 from .nccltests import figure_sizes
 
@@ -59,7 +60,7 @@ def parse_log(text):
         if start < 0:
             continue
         try:
-            item, _ = json.JSONDecoder().raw_decode(line[start:])
+            item, _end = json.JSONDecoder().raw_decode(line[start:])
         except ValueError:
             continue
         if (
@@ -142,14 +143,11 @@ def reference(rows, grad_bytes, bucket_cap_mb=25.0):
     return {"size": size, "busbw": figure_at(rows, size, "all_reduce")}
 
 
-def figure(result, ref=None):
-    """One model size's figure from a ddp_step.py result line and the reference all-reduce
-    ({source, run_id, rows} or None)."""
-    configs = result.get("configs") or {}
-    world = int(result.get("world_size") or 1)
+def _hook_entries(configs, world):
+    """{hook: entry} of every configuration ddp_step.py timed (a skipped one says why)."""
     compute = configs.get("compute") or {}
-    hooks = {}
     none_ms = _median(configs.get("none"))
+    hooks = {}
     for hook in HOOKS:
         config = configs.get(hook)
         if config is None:
@@ -166,45 +164,66 @@ def figure(result, ref=None):
         if hook != "none" and none_ms:
             entry["vs_none"] = round(entry["step_ms"] / none_ms - 1.0, 4)
         hooks[hook] = entry
-    fig = {
-        "params": result.get("params"),
-        "grad_bytes": result.get("grad_bytes"),
-        "world_size": world,
-        "nnodes": result.get("nnodes"),
-        "backend": result.get("backend"),
-        "precision": result.get("precision"),
-        "batch": result.get("batch"),
-        "bucket_cap_mb": result.get("bucket_cap_mb"),
-        "iters": result.get("iters"),
-        "warmup": result.get("warmup"),
-        "compute_ms": _median(compute),
-        "compute_spread_ms": [compute.get("p25_ms"), compute.get("p75_ms")],
-        "hooks": hooks,
-        "share": (hooks.get("none") or {}).get("share"),
-        "torch_version": result.get("torch_version", ""),
-        "nccl_version": result.get("nccl_version", ""),
-    }
-    none = hooks.get("none") or {}
+    return hooks
+
+
+def _effective(fig, ref):
+    """The step's all-reduce bandwidth (no hook) and, with a reference, its ratio to it."""
+    none = fig["hooks"].get("none") or {}
+    world = fig["world_size"]
     eff = step_busbw(fig["grad_bytes"], none.get("exposed_ms"), world) if none.get("step_ms") else None
     effective = dict(eff or {})
-    if ref and world > 1:
-        near = reference(ref.get("rows"), fig["grad_bytes"], fig["bucket_cap_mb"])
-        if near:
-            effective["reference"] = {
-                "source": ref.get("source", ""),
-                "run_id": ref.get("run_id", ""),
-                **near,
-            }
-            if eff and near["busbw"]:
-                effective["ratio"] = round(eff["busbw"] / near["busbw"], 4)
-    fig["effective"] = effective
+    near = reference(ref.get("rows"), fig["grad_bytes"], fig["bucket_cap_mb"]) if ref and world > 1 else None
+    if near:
+        effective["reference"] = {"source": ref.get("source", ""), "run_id": ref.get("run_id", ""), **near}
+        if eff and near["busbw"]:
+            effective["ratio"] = round(eff["busbw"] / near["busbw"], 4)
+    return effective
+
+
+def _best_hook(hooks):
+    """(the hook with the shortest full step, its gain over no hook), or (None, None)."""
+    none_ms = (hooks.get("none") or {}).get("step_ms")
     ran = {h: e for h, e in hooks.items() if h != "none" and e.get("step_ms") is not None}
-    if ran and none_ms:
-        best = min(ran, key=lambda h: ran[h]["step_ms"])
-        fig["best_hook"] = best
-        fig["best_gain"] = round(1.0 - ran[best]["step_ms"] / none_ms, 4)
-    else:
-        fig["best_hook"], fig["best_gain"] = None, None
+    if not ran or not none_ms:
+        return None, None
+    best = min(ran, key=lambda h: ran[h]["step_ms"])
+    return best, round(1.0 - ran[best]["step_ms"] / none_ms, 4)
+
+
+# The figure's fields copied from ddp_step.py's result line.
+_RESULT_FIELDS = (
+    "params",
+    "grad_bytes",
+    "nnodes",
+    "backend",
+    "precision",
+    "batch",
+    "bucket_cap_mb",
+    "iters",
+    "warmup",
+)
+
+
+def figure(result, ref=None):
+    """One model size's figure from a ddp_step.py result line and the reference all-reduce
+    ({source, run_id, rows} or None)."""
+    configs = result.get("configs") or {}
+    world = int(result.get("world_size") or 1)
+    compute = configs.get("compute") or {}
+    hooks = _hook_entries(configs, world)
+    fig = {key: result.get(key) for key in _RESULT_FIELDS}
+    fig.update(
+        world_size=world,
+        compute_ms=_median(compute),
+        compute_spread_ms=[compute.get("p25_ms"), compute.get("p75_ms")],
+        hooks=hooks,
+        share=(hooks.get("none") or {}).get("share"),
+        torch_version=result.get("torch_version", ""),
+        nccl_version=result.get("nccl_version", ""),
+    )
+    fig["effective"] = _effective(fig, ref)
+    fig["best_hook"], fig["best_gain"] = _best_hook(hooks)
     fig["sentence"] = sentence(fig)
     return fig
 
@@ -221,6 +240,11 @@ def sentence(fig):
     (by the effective bandwidth against the reference; without a reference, what is left to try).
     An overlap problem (effective busbw < OVERLAP_RATIO x reference) is named after a hook too."""
     none = (fig.get("hooks") or {}).get("none") or {}
+    return _sentence_without_comm(fig, none) or _sentence_with_comm(fig, none)
+
+
+def _sentence_without_comm(fig, none):
+    """sentence()'s first rules: no full step, one process, a figure not to act on ('' past them)."""
     if none.get("step_ms") is None:
         return "The DDP step benchmark gave no full-step time here: nothing to say about communication."
     if int(fig.get("world_size") or 1) <= 1:
@@ -235,6 +259,23 @@ def sentence(fig):
             f"({_ms(fig.get('compute_ms'))} ms) beyond the noise: the machine was busy or the figure is "
             "unreliable; rerun before acting on it."
         )
+    return ""
+
+
+def _overlap_clause(effective):
+    """'; the step's all-reduce reaches only N% ...' when overlap or buckets are the problem, else ''."""
+    if effective.get("ratio") is None or effective["ratio"] >= OVERLAP_RATIO:
+        return ""
+    ref = effective.get("reference") or {}
+    return (
+        f"; the step's all-reduce reaches only {effective['ratio'] * 100:.0f}% of the "
+        f"{ref.get('busbw', 0):.1f} GB/s {ref.get('source') or 'all-reduce'} figure, so overlap or "
+        "bucket size (bucket_cap_mb), not the wire, is the problem"
+    )
+
+
+def _sentence_with_comm(fig, none):
+    """sentence()'s rules for a step that communicates: no hook needed, a hook, overlap, the wire."""
     share = none.get("share") or 0.0
     head = (
         f"Communication is {share * 100:.0f}% of a step here ({_ms(none.get('exposed_ms'))} of "
@@ -243,14 +284,7 @@ def sentence(fig):
     if share < NO_HOOK_SHARE:
         return head + "; no hook needed."
     effective = fig.get("effective") or {}
-    overlap = ""
-    if effective.get("ratio") is not None and effective["ratio"] < OVERLAP_RATIO:
-        ref = effective.get("reference") or {}
-        overlap = (
-            f"; the step's all-reduce reaches only {effective['ratio'] * 100:.0f}% of the "
-            f"{ref.get('busbw', 0):.1f} GB/s {ref.get('source') or 'all-reduce'} figure, so overlap or "
-            "bucket size (bucket_cap_mb), not the wire, is the problem"
-        )
+    overlap = _overlap_clause(effective)
     gain = fig.get("best_gain")
     if fig.get("best_hook") and gain is not None and gain >= HOOK_MIN_GAIN:
         label = (fig["hooks"][fig["best_hook"]] or {}).get("label") or fig["best_hook"]
@@ -290,18 +324,15 @@ def compare(fig, base_fig, tolerance, base_run):
         out["verdict"] = "WARN"
         base_share = ((base_fig.get("hooks") or {}).get("none") or {}).get("share")
         share = fig.get("share")
-        out["finding"] = {
-            "severity": "warning",
-            "code": "stepcost_slower",
-            "gpus": [],
-            "message": (
-                f"DDP step ({human_count(fig.get('params'))} params, {fig.get('world_size')} ranks) "
-                f"{_ms(step)} ms is {change * 100:.0f}% slower than {_ms(old)} ms in the last passing run "
-                f"{base_run} (tolerance {tolerance * 100:.0f}%); communication share "
-                f"{_pct(share)} now, {_pct(base_share)} then"
-            ),
-            "source": "stepcost",
-        }
+        out["finding"] = finding(
+            "warning",
+            "stepcost_slower",
+            f"DDP step ({human_count(fig.get('params'))} params, {fig.get('world_size')} ranks) "
+            f"{_ms(step)} ms is {change * 100:.0f}% slower than {_ms(old)} ms in the last passing run "
+            f"{base_run} (tolerance {tolerance * 100:.0f}%); communication share "
+            f"{_pct(share)} now, {_pct(base_share)} then",
+            source="stepcost",
+        )
     return out
 
 
@@ -353,8 +384,7 @@ def judge_host(texts, record, baseline=None, tolerance=0.10):
     """(stepcost part of the host record, findings, verdicts) from the host's ddp_step.py logs
     {single_node|multi_node: text}; record is the host record so far (its all-reduce figures are
     the reference), baseline the last passing run's record or None."""
-    out, findings, verdicts = {}, [], []
-    base_part = (baseline or {}).get("stepcost") or {}
+    out, findings = {}, []
     for scope in SCOPES:
         text = (texts or {}).get(scope)
         if text is None:
@@ -362,42 +392,43 @@ def judge_host(texts, record, baseline=None, tolerance=0.10):
         results = parse_log(text)
         if not results:
             findings.append(
-                {
-                    "severity": "warning",
-                    "code": "stepcost_no_results",
-                    "gpus": [],
-                    "message": f"DDP step benchmark ({scope}) printed no result line",
-                    "source": "stepcost",
-                }
+                finding(
+                    "warning",
+                    "stepcost_no_results",
+                    f"DDP step benchmark ({scope}) printed no result line",
+                    source="stepcost",
+                )
             )
             continue
         ref = _reference_for(scope, record, baseline)
-        figures = []
-        for result in results:
-            fig = figure(result, ref)
-            base_fig = next((b for b in base_part.get(scope) or [] if _same_setup(fig, b)), None)
-            judged = compare(fig, base_fig, tolerance, (baseline or {}).get("run_id"))
-            fig["verdict"] = judged.pop("verdict")
-            finding = judged.pop("finding", None)
-            fig["baseline"] = judged
-            if finding:
-                findings.append(finding)
-            if (fig["hooks"].get("none") or {}).get("inconsistent"):
-                findings.append(
-                    {
-                        "severity": "warning",
-                        "code": "stepcost_inconsistent",
-                        "gpus": [],
-                        "message": f"DDP step ({scope}, {human_count(fig.get('params'))} params): "
-                        + fig["sentence"],
-                        "source": "stepcost",
-                    }
-                )
-            if fig["verdict"] == "WARN":
-                verdicts.append("WARN")
-            figures.append(fig)
+        figures = [_judged_figure(scope, result, ref, baseline, tolerance) for result in results]
+        findings += [f for fig in figures for f in fig.pop("_findings")]
         out[scope] = sorted(figures, key=lambda f: f.get("params") or 0)
+    verdicts = ["WARN" for figures in out.values() for fig in figures if fig["verdict"] == "WARN"]
     return out, findings, verdicts
+
+
+def _judged_figure(scope, result, ref, baseline, tolerance):
+    """One figure with its verdict and baseline against the same figure of the last passing run;
+    its findings under "_findings" (judge_host takes them out)."""
+    fig = figure(result, ref)
+    base_part = ((baseline or {}).get("stepcost") or {}).get(scope) or []
+    base_fig = next((b for b in base_part if _same_setup(fig, b)), None)
+    judged = compare(fig, base_fig, tolerance, (baseline or {}).get("run_id"))
+    fig["verdict"] = judged.pop("verdict")
+    found = [judged.pop("finding")] if "finding" in judged else []
+    fig["baseline"] = judged
+    if (fig["hooks"].get("none") or {}).get("inconsistent"):
+        found.append(
+            finding(
+                "warning",
+                "stepcost_inconsistent",
+                f"DDP step ({scope}, {human_count(fig.get('params'))} params): " + fig["sentence"],
+                source="stepcost",
+            )
+        )
+    fig["_findings"] = found
+    return fig
 
 
 def summary(record):

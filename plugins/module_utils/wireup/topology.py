@@ -19,6 +19,7 @@ import csv
 import io
 import re
 import xml.etree.ElementTree as ET
+from typing import TypedDict
 
 from .nvlink import parse_nvlink_status
 
@@ -63,6 +64,18 @@ INT_RE = re.compile(r"^-?\d+$")
 FLOAT_RE = re.compile(r"^-?\d+\.\d+$")
 # Dotted values that are versions, not numbers ("9.0" and "9.10" must stay apart).
 VERSION_FIELDS = {"compute_cap", "driver_version", "vbios_version", "cuda_version", "inforom.img"}
+
+
+class TopologyProbe(TypedDict):
+    """What the wireup_gpu_topology module returns (its RETURN documents each key): the topology
+    (also the fact gpu_topology_facts), its findings and their counts, the role's summary lines."""
+
+    changed: bool
+    ansible_facts: dict
+    topology: dict
+    findings: list[dict]
+    findings_count: dict[str, int]
+    summary: list[str]
 
 
 def strip_ansi(text):
@@ -145,27 +158,25 @@ def _parse_legend(lines):
     return legend
 
 
-def _split_matrix(text, what, command):
-    """Return (header device names, trailing header columns, rows, legend lines, nic legend lines)."""
-    _require_text(text, what, command)
-    lines = strip_ansi(text).splitlines()
-    header_idx = header = None
+def _find_header(lines, what, command):
+    """(index, cells) of the header line: the first line whose cells start with GPU0 or two GPU
+    columns (a shell prompt pasted on the same line may come before them)."""
     for i, line in enumerate(lines):
         cells = _header_cells(line)
-        # The first GPU column; a shell prompt pasted on the same line may come before it.
         start = next((k for k, c in enumerate(cells) if GPU_RE.match(c)), None)
         if start is None:
             continue
         cells = cells[start:]
         if cells[0] == "GPU0" or (len(cells) > 1 and GPU_RE.match(cells[1])):
-            header_idx, header = i, cells
-            break
-    if header_idx is None:
-        raise ValueError(
-            f"{what}: no header line with GPU columns (expected a line like '\\tGPU0\\tGPU1...') "
-            f"in the output of `{command}`"
-        )
-    tabbed = "\t" in lines[header_idx]
+            return i, cells
+    raise ValueError(
+        f"{what}: no header line with GPU columns (expected a line like '\\tGPU0\\tGPU1...') "
+        f"in the output of `{command}`"
+    )
+
+
+def _header_columns(header, what, command):
+    """(device columns, affinity columns after them) of a header."""
     devices, trailing = [], []
     for name in header:
         if name in AFFINITY_COLUMNS:
@@ -174,34 +185,131 @@ def _split_matrix(text, what, command):
             raise ValueError(f"{what}: device column {name!r} after the affinity columns in `{command}`")
         else:
             devices.append(name)
-    rows, legend_lines, nic_lines = {}, [], []
+    return devices, trailing
+
+
+def _line_section(line, section):
+    """The section a line after the header belongs to (matrix, legend, nic), or None for a title
+    or an empty line. A legend pasted without its "Legend:" title (or only the NIC legend, without
+    "NIC Legend:") starts where its first entry does."""
+    stripped = line.strip()
+    titles = {"Legend:": "legend", "NIC Legend:": "nic"}
+    if stripped in titles:
+        return None, titles[stripped]
+    if not stripped:
+        return None, section
+    if section == "matrix" and LEGEND_ENTRY_RE.match(line):
+        section = "legend"
+    if section == "matrix" and NIC_LEGEND_RE.match(line):
+        section = "nic"
+    return section, section
+
+
+def _split_matrix(text, what, command):
+    """Return (header device names, trailing header columns, rows, legend lines, nic legend lines)."""
+    _require_text(text, what, command)
+    lines = strip_ansi(text).splitlines()
+    header_idx, header = _find_header(lines, what, command)
+    tabbed = "\t" in lines[header_idx]
+    devices, trailing = _header_columns(header, what, command)
+    rows, parts = {}, {"legend": [], "nic": []}
     section = "matrix"
     for line in lines[header_idx + 1 :]:
-        stripped = line.strip()
-        if stripped == "Legend:":
-            section = "legend"
-            continue
-        if stripped == "NIC Legend:":
-            section = "nic"
-            continue
-        if not stripped:
-            continue
-        if section == "matrix" and LEGEND_ENTRY_RE.match(line):
-            section = "legend"  # a legend pasted without its "Legend:" title line
-        if section == "matrix" and NIC_LEGEND_RE.match(line):
-            section = "nic"  # only the NIC legend kept, without its "NIC Legend:" title line
-        if section == "matrix":
+        kind, section = _line_section(line, section)
+        if kind in parts:
+            parts[kind].append(line)
+        elif kind == "matrix":
             cells = _row_cells(line, tabbed and "\t" in line)
             if cells[0] not in devices:
                 raise ValueError(
                     f"{what}: unexpected row {cells[0]!r} in `{command}`; expected one of {devices}"
                 )
             rows[cells[0]] = cells[1:]
-        elif section == "legend":
-            legend_lines.append(line)
-        else:
-            nic_lines.append(line)
-    return devices, trailing, rows, legend_lines, nic_lines
+    return devices, trailing, rows, parts["legend"], parts["nic"]
+
+
+def _class_checker(legend):
+    """A function telling whether a link class is one nvidia-smi (or the output's legend) names."""
+    known = set(PCIE_CLASSES) | {"X"} | {k for k in legend if not k.endswith("#")}
+    # Legend entries ending in "#" (NV#) stand for a prefix and a count (NV18).
+    counted = [re.compile(rf"^{re.escape(k[:-1])}\d+$") for k in legend if k.endswith("#") and len(k) > 1]
+    return lambda cls: bool(NV_RE.match(cls) or cls in known or any(c.match(cls) for c in counted))
+
+
+def _matrix_row(name, cells, devices, is_class, where):
+    """{peer: class} of one row, each class checked (self must be X)."""
+    what, command = where
+    n = len(devices)
+    if len(cells) < n:
+        raise ValueError(
+            f"{what}: row {name} has {len(cells)} cells, expected {n} link classes "
+            f"(one per column {devices}) in `{command}`"
+        )
+    links = dict(zip(devices, cells[:n], strict=True))
+    for peer, cls in links.items():
+        if peer == name and cls != "X":
+            raise ValueError(f"{what}: {name}->{name} is {cls!r}, expected 'X' (self) in `{command}`")
+        if peer != name and not is_class(cls):
+            raise ValueError(
+                f"{what}: {name}->{peer} has unknown link class {cls!r}; expected X, NV#, PIX, PXB, "
+                f"PHB, NODE or SYS (or a class the output's Legend defines) in `{command}`"
+            )
+    return links
+
+
+def _row_affinity(name, extra, trailing, where):
+    """{cpu_affinity, numa_affinity, gpu_numa_id} of one row from the cells after its matrix."""
+    what, command = where
+    extra = _affinity_values(extra, trailing)
+    if len(extra) > len(trailing):
+        raise ValueError(
+            f"{what}: row {name} has {len(extra)} values after the matrix but the header has only "
+            f"{trailing} in `{command}`"
+        )
+    out = {AFFINITY_KEYS[col]: None for col in AFFINITY_COLUMNS}
+    for col, value in zip(trailing, extra, strict=False):
+        out[AFFINITY_KEYS[col]] = None if value in MISSING_VALUES else value
+    return out
+
+
+def _topo_nics(nic_names, legend_lines):
+    """[{name, device}] of the NIC columns. NIC Legend entries (``NIC0: mlx5_0``) are read in the
+    link-class legend too: a paste that lost the "NIC Legend:" title line keeps them there."""
+    devices = {}
+    for line in legend_lines:
+        m = NIC_LEGEND_RE.match(line)
+        if m:
+            devices[m.group(1)] = m.group(2)
+    # Old layout: the column is the device itself (mlx4_0).
+    return [
+        {"name": name, "device": devices.get(name) or (None if NIC_RE.match(name) else name)}
+        for name in nic_names
+    ]
+
+
+def _nearest_nics(row, nic_names):
+    if not nic_names:
+        return []
+    best = min(link_class_key(row[nic]) for nic in nic_names)
+    return [nic for nic in nic_names if link_class_key(row[nic]) == best]
+
+
+def _gpu_links(gpu_names, matrix, where):
+    """[{a, b, class, kind, nvlinks}] of every GPU pair; both directions must agree."""
+    what, command = where
+    links = []
+    for i, a in enumerate(gpu_names):
+        for b in gpu_names[i + 1 :]:
+            cls, back = matrix[a][b], matrix[b][a]
+            if back != cls:
+                raise ValueError(
+                    f"{what}: {a}->{b} is {cls} but {b}->{a} is {back}; `{command}` is not symmetric"
+                )
+            count = _nvlink_count(cls)
+            links.append(
+                {"a": a, "b": b, "class": cls, "kind": "nvlink" if count else "pcie", "nvlinks": count}
+            )
+    return links
 
 
 def parse_topo_matrix(text):
@@ -217,103 +325,35 @@ def parse_topo_matrix(text):
       legend: {"NV#": "Connection traversing a bonded set of # NVLinks", ...}
       columns: the affinity columns present
     """
-    what = "parse_topo_matrix"
-    command = "nvidia-smi topo -m"
-    devices, trailing, rows, legend_lines, nic_lines = _split_matrix(text, what, command)
+    where = ("parse_topo_matrix", "nvidia-smi topo -m")
+    devices, trailing, rows, legend_lines, nic_lines = _split_matrix(text, *where)
     legend = _parse_legend(legend_lines)
-    known = set(PCIE_CLASSES) | {"X"} | {k for k in legend if not k.endswith("#")}
-    # Legend entries ending in "#" (NV#) stand for a prefix and a count (NV18).
-    counted = [re.compile(rf"^{re.escape(k[:-1])}\d+$") for k in legend if k.endswith("#") and len(k) > 1]
     gpu_names = [d for d in devices if GPU_RE.match(d)]
     nic_names = [d for d in devices if not GPU_RE.match(d)]
     if not gpu_names:
-        raise ValueError(f"{what}: no GPU columns in the header of `{command}`")
+        raise ValueError(f"{where[0]}: no GPU columns in the header of `{where[1]}`")
     missing = [d for d in gpu_names if d not in rows]
     if missing:
-        raise ValueError(f"{what}: the header names {missing} but `{command}` has no row for them")
-
-    matrix = {}
-    affinity = {}
-    n = len(devices)
-    for name, cells in rows.items():
-        if len(cells) < n:
-            raise ValueError(
-                f"{what}: row {name} has {len(cells)} cells, expected {n} link classes "
-                f"(one per column {devices}) in `{command}`"
-            )
-        links = dict(zip(devices, cells[:n], strict=True))
-        for peer, cls in links.items():
-            if peer == name:
-                if cls != "X":
-                    raise ValueError(f"{what}: {name}->{name} is {cls!r}, expected 'X' (self) in `{command}`")
-            elif not (NV_RE.match(cls) or cls in known or any(c.match(cls) for c in counted)):
-                raise ValueError(
-                    f"{what}: {name}->{peer} has unknown link class {cls!r}; expected X, NV#, PIX, PXB, "
-                    f"PHB, NODE or SYS (or a class the output's Legend defines) in `{command}`"
-                )
-        matrix[name] = links
-        extra = _affinity_values(cells[n:], trailing)
-        if len(extra) > len(trailing):
-            raise ValueError(
-                f"{what}: row {name} has {len(extra)} values after the matrix but the header has only "
-                f"{trailing} in `{command}`"
-            )
-        affinity[name] = {AFFINITY_KEYS[col]: None for col in AFFINITY_COLUMNS}
-        for col, value in zip(trailing, extra, strict=False):
-            affinity[name][AFFINITY_KEYS[col]] = None if value in MISSING_VALUES else value
-
-    nic_devices = {}
-    # NIC Legend entries (``NIC0: mlx5_0``) are read in the legend too: a paste that lost the
-    # "NIC Legend:" title line keeps them after the link-class legend.
-    for line in nic_lines + legend_lines:
-        m = NIC_LEGEND_RE.match(line)
-        if m:
-            nic_devices[m.group(1)] = m.group(2)
-    nics = []
-    for name in nic_names:
-        device = nic_devices.get(name)
-        if device is None and not NIC_RE.match(name):
-            device = name  # old layout: the column is the device itself (mlx4_0)
-        nics.append({"name": name, "device": device})
-
-    gpus = []
-    for name in sorted(gpu_names, key=lambda g: int(GPU_RE.match(g).group(1))):
-        nearest = []
-        if nic_names:
-            best = min(link_class_key(matrix[name][nic]) for nic in nic_names)
-            nearest = [nic for nic in nic_names if link_class_key(matrix[name][nic]) == best]
-        gpus.append(
-            {
-                "index": int(GPU_RE.match(name).group(1)),
-                "name": name,
-                **affinity[name],
-                "nearest_nics": nearest,
-            }
-        )
-
-    links = []
-    for i, a in enumerate(gpu_names):
-        for b in gpu_names[i + 1 :]:
-            cls = matrix[a][b]
-            back = matrix[b][a]
-            if back != cls:
-                raise ValueError(
-                    f"{what}: {a}->{b} is {cls} but {b}->{a} is {back}; `{command}` is not symmetric"
-                )
-            count = _nvlink_count(cls)
-            links.append(
-                {
-                    "a": a,
-                    "b": b,
-                    "class": cls,
-                    "kind": "nvlink" if count else "pcie",
-                    "nvlinks": count,
-                }
-            )
+        raise ValueError(f"{where[0]}: the header names {missing} but `{where[1]}` has no row for them")
+    is_class = _class_checker(legend)
+    matrix = {name: _matrix_row(name, cells, devices, is_class, where) for name, cells in rows.items()}
+    affinity = {
+        name: _row_affinity(name, cells[len(devices) :], trailing, where) for name, cells in rows.items()
+    }
+    gpus = [
+        {
+            "index": int(GPU_RE.match(name).group(1)),
+            "name": name,
+            **affinity[name],
+            "nearest_nics": _nearest_nics(matrix[name], nic_names),
+        }
+        for name in sorted(gpu_names, key=lambda g: int(GPU_RE.match(g).group(1)))
+    ]
+    links = _gpu_links(gpu_names, matrix, where)
     classes = rank_link_classes(link["class"] for link in links)
     return {
         "gpus": gpus,
-        "nics": nics,
+        "nics": _topo_nics(nic_names, nic_lines + legend_lines),
         "matrix": matrix,
         "links": links,
         "link_classes": classes,
@@ -322,6 +362,36 @@ def parse_topo_matrix(text):
         "legend": legend,
         "columns": trailing,
     }
+
+
+def _p2p_row(name, rows, devices, codes, where):
+    """{peer: status} of one GPU's row of ``topo -p2p``, every status a known code."""
+    what, command = where
+    if name not in rows:
+        raise ValueError(f"{what}: no row for {name} in `{command}`")
+    cells = rows[name]
+    if len(cells) != len(devices):
+        raise ValueError(f"{what}: row {name} has {len(cells)} cells, expected {len(devices)} in `{command}`")
+    for peer, status in zip(devices, cells, strict=True):
+        if status not in codes:
+            raise ValueError(
+                f"{what}: {name}->{peer} has unknown status {status!r}; expected one of "
+                f"{sorted(codes)} in `{command}`"
+            )
+    return dict(zip(devices, cells, strict=True))
+
+
+def _p2p_pairs(devices, matrix, legend):
+    """[{a, b, status, meaning}] of every GPU pair, with the worse direction's status: a pair is
+    OK only if both directions are."""
+    pairs = []
+    for i, a in enumerate(devices):
+        for b in devices[i + 1 :]:
+            status = matrix[a][b] if matrix[a][b] != "OK" else matrix[b][a]
+            pairs.append(
+                {"a": a, "b": b, "status": status, "meaning": legend.get(status, P2P_CODES.get(status))}
+            )
+    return pairs
 
 
 def parse_topo_p2p(text, mode=None):
@@ -334,38 +404,13 @@ def parse_topo_p2p(text, mode=None):
     command = f"nvidia-smi topo -p2p {mode or '<mode>'}"
     if mode is not None and mode not in P2P_MODES:
         raise ValueError(f"{what}: mode {mode!r} is not one of {sorted(P2P_MODES)}")
-    devices, trailing, rows, legend_lines, _ = _split_matrix(text, what, command)
+    devices, trailing, rows, legend_lines, _nic_legend = _split_matrix(text, what, command)
     legend = _parse_legend(legend_lines) or dict(P2P_CODES)
     codes = set(legend) | set(P2P_CODES)
     if trailing or any(not GPU_RE.match(d) for d in devices):
         raise ValueError(f"{what}: expected only GPU columns in `{command}`, got {devices + trailing}")
-    matrix = {}
-    for name in devices:
-        if name not in rows:
-            raise ValueError(f"{what}: no row for {name} in `{command}`")
-        cells = rows[name]
-        if len(cells) != len(devices):
-            raise ValueError(
-                f"{what}: row {name} has {len(cells)} cells, expected {len(devices)} in `{command}`"
-            )
-        for peer, status in zip(devices, cells, strict=True):
-            if status not in codes:
-                raise ValueError(
-                    f"{what}: {name}->{peer} has unknown status {status!r}; expected one of "
-                    f"{sorted(codes)} in `{command}`"
-                )
-        matrix[name] = dict(zip(devices, cells, strict=True))
-    pairs = []
-    for i, a in enumerate(devices):
-        for b in devices[i + 1 :]:
-            status = matrix[a][b]
-            back = matrix[b][a]
-            # Report the worse direction: a pair is OK only if both directions are.
-            if status == "OK" and back != "OK":
-                status = back
-            pairs.append(
-                {"a": a, "b": b, "status": status, "meaning": legend.get(status, P2P_CODES.get(status))}
-            )
+    matrix = {name: _p2p_row(name, rows, devices, codes, (what, command)) for name in devices}
+    pairs = _p2p_pairs(devices, matrix, legend)
     not_ok = [p for p in pairs if p["status"] != "OK"]
     return {
         "mode": mode,
@@ -404,6 +449,18 @@ def parse_query_gpu_csv(text):
     what = "parse_query_gpu_csv"
     command = "nvidia-smi --query-gpu=... --format=csv"
     _require_text(text, what, command)
+    rows = _csv_rows(text, what, command)
+    header = [re.sub(r"\s*\[[^\]]*\]\s*$", "", h.strip()) for h in rows[0]]
+    if not header or not all(re.match(r"^[a-z_][a-z0-9_.]*$", h) for h in header):
+        raise ValueError(
+            f"{what}: the first line {rows[0][:4]!r} is not a header of query field names; run "
+            f"`{command}` with --format=csv (not csv,noheader)"
+        )
+    return [_query_row(number, row, header, (what, command)) for number, row in enumerate(rows[1:], start=2)]
+
+
+def _csv_rows(text, what, command):
+    """The non-empty CSV rows of the output (the header first)."""
     try:
         reader = csv.reader(io.StringIO(text.strip()), skipinitialspace=True)
         rows = [r for r in reader if r and any(c.strip() for c in r)]
@@ -411,28 +468,25 @@ def parse_query_gpu_csv(text):
         raise ValueError(f"{what}: the output of `{command}` is not CSV ({exc})") from exc
     if not rows:
         raise ValueError(f"{what}: the output of `{command}` has no values")
-    header = [re.sub(r"\s*\[[^\]]*\]\s*$", "", h.strip()) for h in rows[0]]
-    if not header or not all(re.match(r"^[a-z_][a-z0-9_.]*$", h) for h in header):
+    return rows
+
+
+def _query_row(number, row, header, where):
+    """One GPU's {field: value}; its index (when queried) must be a GPU number."""
+    what, command = where
+    if len(row) != len(header):
         raise ValueError(
-            f"{what}: the first line {rows[0][:4]!r} is not a header of query field names; run "
-            f"`{command}` with --format=csv (not csv,noheader)"
+            f"{what}: line {number} has {len(row)} values, the header has {len(header)} fields "
+            f"({', '.join(header)})"
         )
-    result = []
-    for number, row in enumerate(rows[1:], start=2):
-        if len(row) != len(header):
-            raise ValueError(
-                f"{what}: line {number} has {len(row)} values, the header has {len(header)} fields "
-                f"({', '.join(header)})"
-            )
-        item = {field: _convert(field, value) for field, value in zip(header, row, strict=True)}
-        index = item.get("index")
-        if "index" in item and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
-            raise ValueError(
-                f"{what}: line {number} has index {row[header.index('index')].strip()!r}; expected a GPU "
-                f"number (0, 1, ...) in `{command}`"
-            )
-        result.append(item)
-    return result
+    item = {field: _convert(field, value) for field, value in zip(header, row, strict=True)}
+    index = item.get("index")
+    if "index" in item and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
+        raise ValueError(
+            f"{what}: line {number} has index {row[header.index('index')].strip()!r}; expected a GPU "
+            f"number (0, 1, ...) in `{command}`"
+        )
+    return item
 
 
 L_LINE_RE = re.compile(r"^GPU (\d+): (.+?) \(UUID: (\S+?)\)\s*$")
@@ -545,77 +599,74 @@ def build_topology(topo_m=None, p2p=None, nvlink_s=None, query_csv=None, smi_xml
     )
 
 
+def _combined_gpu(index, row, topo_gpu, nvl_gpu, fabric_by_uuid):
+    """One GPU of combine_topology from its query row, topo -m entry, nvlink entry and XML."""
+    uuid = row.get("uuid") or (nvl_gpu or {}).get("uuid")
+    fabric = fabric_by_uuid.get(uuid, {})
+    nvlink = None
+    if nvl_gpu:
+        nvlink = {k: nvl_gpu[k] for k in ("active", "inactive", "speed_gbps", "total_gbps")}
+    return {
+        "index": index,
+        "name": row.get("name") or (nvl_gpu or {}).get("name"),
+        "uuid": uuid,
+        "bus_id": row.get("pci.bus_id"),
+        "compute_cap": row.get("compute_cap"),
+        "memory_total_mib": row.get("memory.total"),
+        "persistence_mode": row.get("persistence_mode"),
+        "pcie": _pcie(row),
+        "cpu_affinity": topo_gpu.get("cpu_affinity"),
+        "numa_affinity": topo_gpu.get("numa_affinity"),
+        "gpu_numa_id": topo_gpu.get("gpu_numa_id"),
+        "nearest_nics": topo_gpu.get("nearest_nics", []),
+        "nvlink": nvlink,
+        "fabric_state": fabric.get("fabric_state"),
+        "fabric_status": fabric.get("fabric_status"),
+    }
+
+
+def _combined_gpus(topo, nvl, query, xml):
+    topo_gpus = {g["index"]: g for g in topo["gpus"]} if topo else {}
+    nvl_gpus = {g["index"]: g for g in nvl["gpus"]} if nvl else {}
+    fabric_by_uuid = {g["uuid"]: g for g in xml["gpus"]} if xml else {}
+    query_by_index = {int(r["index"]): r for r in query if r.get("index") is not None}
+    indexes = sorted(set(query_by_index) | set(topo_gpus) | set(nvl_gpus))
+    return [
+        _combined_gpu(i, query_by_index.get(i, {}), topo_gpus.get(i, {}), nvl_gpus.get(i), fabric_by_uuid)
+        for i in indexes
+    ]
+
+
+# combine_topology's keys taken from parse_topo_matrix's answer, with their value without one.
+_TOPO_KEYS = {
+    "nics": ("nics", []),
+    "matrix": ("matrix", {}),
+    "links": ("links", []),
+    "link_classes": ("link_classes", []),
+    "best_link": ("best_link", None),
+    "worst_link": ("worst_link", None),
+    "affinity_columns": ("columns", []),
+}
+
+
 def combine_topology(topo=None, p2p=None, nvlink=None, query=None, xml=None):
     """build_topology's answer from outputs already parsed (each parsed once, by the module):
     topo from parse_topo_matrix, p2p {mode: parse_topo_p2p}, nvlink from parse_nvlink_status, query
     from parse_query_gpu_csv, xml from parse_smi_xml; None (or empty) where absent."""
     query = query or []
-    nvl = nvlink
-    p2p_parsed = p2p or {}
-
-    topo_gpus = {g["index"]: g for g in topo["gpus"]} if topo else {}
-    nvl_gpus = {g["index"]: g for g in nvl["gpus"]} if nvl else {}
-    fabric_by_uuid = {g["uuid"]: g for g in xml["gpus"]} if xml else {}
-    indexes = sorted(
-        {int(r["index"]) for r in query if r.get("index") is not None} | set(topo_gpus) | set(nvl_gpus)
-    )
-    query_by_index = {int(r["index"]): r for r in query if r.get("index") is not None}
-
-    gpus = []
-    for index in indexes:
-        row = query_by_index.get(index, {})
-        tg = topo_gpus.get(index, {})
-        ng = nvl_gpus.get(index)
-        uuid = row.get("uuid") or (ng or {}).get("uuid")
-        fabric = fabric_by_uuid.get(uuid, {})
-        gpus.append(
-            {
-                "index": index,
-                "name": row.get("name") or (ng or {}).get("name"),
-                "uuid": uuid,
-                "bus_id": row.get("pci.bus_id"),
-                "compute_cap": row.get("compute_cap"),
-                "memory_total_mib": row.get("memory.total"),
-                "persistence_mode": row.get("persistence_mode"),
-                "pcie": _pcie(row),
-                "cpu_affinity": tg.get("cpu_affinity"),
-                "numa_affinity": tg.get("numa_affinity"),
-                "gpu_numa_id": tg.get("gpu_numa_id"),
-                "nearest_nics": tg.get("nearest_nics", []),
-                "nvlink": {
-                    "active": ng["active"],
-                    "inactive": ng["inactive"],
-                    "speed_gbps": ng["speed_gbps"],
-                    "total_gbps": ng["total_gbps"],
-                }
-                if ng
-                else None,
-                "fabric_state": fabric.get("fabric_state"),
-                "fabric_status": fabric.get("fabric_status"),
-            }
-        )
-    driver = None
-    for row in query:
-        driver = driver or row.get("driver_version")
-    if xml:
-        driver = driver or xml["driver_version"]
+    gpus = _combined_gpus(topo, nvlink, query, xml)
+    drivers = [row.get("driver_version") for row in query] + [xml["driver_version"] if xml else None]
     return {
         "gpu_count": len(gpus),
-        "driver_version": driver,
+        "driver_version": next((d for d in drivers if d), None),
         "cuda_version": xml["cuda_version"] if xml else None,
         "gpus": gpus,
-        "nics": topo["nics"] if topo else [],
-        "matrix": topo["matrix"] if topo else {},
-        "links": topo["links"] if topo else [],
-        "link_classes": topo["link_classes"] if topo else [],
-        "best_link": topo["best_link"] if topo else None,
-        "worst_link": topo["worst_link"] if topo else None,
-        "affinity_columns": topo["columns"] if topo else [],
+        **{key: topo[src] if topo else empty for key, (src, empty) in _TOPO_KEYS.items()},
         "p2p": {
             mode: {"matrix": parsed["matrix"], "not_ok": parsed["not_ok"], "all_ok": parsed["all_ok"]}
-            for mode, parsed in p2p_parsed.items()
+            for mode, parsed in (p2p or {}).items()
         },
-        "nvlink": nvl["totals"] if nvl else None,
+        "nvlink": nvlink["totals"] if nvlink else None,
     }
 
 

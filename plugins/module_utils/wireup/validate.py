@@ -11,9 +11,6 @@ import os
 import re
 import shlex
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
-
 from . import apt
 
 # variable -> (pattern, example), matched whole (fullmatch). Pins are strings: YAML turns 580 or
@@ -283,6 +280,11 @@ def check_version_range(version: str, spec: str) -> bool:
     '==2.11.*'), decided by packaging.specifiers (installed with ansible-core; this runs on the
     controller only). A pre-release, post-release or local label counts as its release
     (2.11.0a0+git12 and 2.11.0+cu130 are 2.11.0). ValueError when either does not parse."""
+    # packaging is imported where it is used: the wireup package must import without third-party
+    # packages: modules carry it to nodes (ansible-test sanity's import test checks it).
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
     try:
         wanted = SpecifierSet(str(spec))
         release = Version(Version(str(version)).base_version)

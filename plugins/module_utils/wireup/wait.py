@@ -11,11 +11,27 @@ run that ended well).
 from __future__ import annotations
 
 import math
+from typing import TypedDict
 
 from . import launch
 
 # wireup-jobctl status's states; every one but "running" ends the wait.
 STATES = ("running", "exited", "stopped", "lost", "missing")
+
+
+class WaitResult(TypedDict, total=False):
+    """What the wireup_wait action returns (registered as ``__torchrun_launch_status``): the last
+    look's answer in the command module's shape, how many looks it took and the command; ``failed``
+    and ``msg`` when :func:`look` said the wait fails."""
+
+    changed: bool
+    rc: int
+    stdout: str
+    stderr: str
+    looks: int
+    cmd: str
+    failed: bool
+    msg: str
 
 
 def _seconds(value) -> float | None:

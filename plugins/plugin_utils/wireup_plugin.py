@@ -1,14 +1,5 @@
 """What wireup's filter plugins share (controller side, so it may import Ansible, unlike the
-pure ``wireup`` package beside it).
-
-Every plugins/filter/*.py file starts with the same three lines, which put this folder on
-``sys.path`` (controller-side plugins cannot import custom ``ansible.module_utils`` packages),
-then imports ``wrap`` from here::
-
-    _UTILS = str(pathlib.Path(__file__).resolve().parents[1] / "module_utils")
-    if _UTILS not in sys.path:
-        sys.path.insert(0, _UTILS)
-"""
+pure ``wireup`` package in plugins/module_utils, which nodes run too)."""
 
 from __future__ import annotations
 
