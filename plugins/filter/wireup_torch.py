@@ -10,7 +10,8 @@ DOCUMENTATION = """
 name: wireup_torch
 short_description: The pytorch_venv role's plan, and the reading of its verification
 description:
-  - wireup_torch_probe_request (what the role's probe is asked), wireup_torch_plan (every decision
+  - >-
+    wireup_torch_probe_request (what the role's probe is asked), wireup_torch_plan (every decision
     and error for one node, from the probe and the role's variables: pytorch_venv.Settings, each
     passed by name), wireup_torch_verified (problems, the pytorch_venv_info fact, the report line and
     whether the local fact is to be written, from the verification), wireup_torch_pip_failure (the
