@@ -70,42 +70,39 @@ def parse_args():
     return parser.parse_args()
 
 
-def main():
-    args = parse_args()
+def ranks():
+    """(rank, world size, local rank) from torchrun's environment; exit naming what is missing."""
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         if name not in os.environ:
             sys.exit(f"ddp_multinode.py: {name} is not set: start it with torchrun (or wireup's launch.sh)")
-    rank = int(os.environ["RANK"])
-    world = int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ["LOCAL_RANK"])
-    host = socket.gethostname()
+    return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
 
+
+def backend_and_device(args, rank, local_rank, host):
+    """(the process group's backend, this rank's device): NCCL on this rank's GPU where there is
+    one (unless --backend gloo), else gloo on the CPU."""
     use_cuda = torch.cuda.is_available() and args.backend != "gloo"
     backend = args.backend if args.backend != "auto" else ("nccl" if use_cuda else "gloo")
     if args.comm_hook == "bf16" and backend != "nccl":
         sys.exit(
             "ddp_multinode.py: --comm-hook bf16 needs NCCL (GPUs): gloo has no bfloat16 all-reduce; use fp16"
         )
-    if use_cuda:
-        if local_rank >= torch.cuda.device_count():
-            gpus = torch.cuda.device_count()
-            sys.exit(f"rank {rank}: local rank {local_rank} but only {gpus} GPU(s) on {host}")
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-    dist.init_process_group(backend=backend, device_id=device if device.type == "cuda" else None)
+    if not use_cuda:
+        return backend, torch.device("cpu")
+    if local_rank >= torch.cuda.device_count():
+        gpus = torch.cuda.device_count()
+        sys.exit(f"rank {rank}: local rank {local_rank} but only {gpus} GPU(s) on {host}")
+    device = torch.device("cuda", local_rank)
+    torch.cuda.set_device(device)
+    return backend, device
 
-    torch.manual_seed(args.seed)  # the same initial weights on every rank
-    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).to(device)
-    ddp = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
-    register_comm_hook(ddp, args.comm_hook)
+
+def train(ddp, args, rank, device, line):
+    """args.steps steps of a linear regression on this rank's own shard; the last loss."""
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
     loss_fn = nn.MSELoss()
     data = torch.Generator().manual_seed(args.seed + rank)  # each rank its own shard of the data
     true_w = torch.linspace(-1.0, 1.0, 32)
-
-    started = time.time()
     loss = torch.zeros(())
     for step in range(1, args.steps + 1):
         x = torch.randn(args.batch, 32, generator=data)
@@ -116,19 +113,38 @@ def main():
         loss.backward()
         optimizer.step()
         if step in {1, args.steps} or step % 10 == 0:
-            say(
-                f"rank {rank}/{world} host {host} local_rank {local_rank} {backend} {device} "
-                f"step {step}/{args.steps} loss {loss.item():.6f}"
-            )
+            say(f"{line} step {step}/{args.steps} loss {loss.item():.6f}")
         if args.sleep:
             time.sleep(args.sleep)
+    return loss
 
-    # DDP keeps replicas identical: the max and min of a weight checksum across ranks must agree.
+
+def replicas_in_sync(model, device):
+    """(in sync, min, max): DDP keeps replicas identical, so the max and min of a weight checksum
+    across ranks must agree."""
     checksum = sum(p.detach().double().sum() for p in model.parameters()).reshape(1).to(device)
     lo, hi = checksum.clone(), checksum.clone()
     dist.all_reduce(lo, op=dist.ReduceOp.MIN)
     dist.all_reduce(hi, op=dist.ReduceOp.MAX)
-    in_sync = torch.allclose(lo, hi, rtol=0, atol=1e-9)
+    return torch.allclose(lo, hi, rtol=0, atol=1e-9), lo, hi
+
+
+def main():
+    args = parse_args()
+    rank, world, local_rank = ranks()
+    host = socket.gethostname()
+    backend, device = backend_and_device(args, rank, local_rank, host)
+    dist.init_process_group(backend=backend, device_id=device if device.type == "cuda" else None)
+
+    torch.manual_seed(args.seed)  # the same initial weights on every rank
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).to(device)
+    ddp = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
+    register_comm_hook(ddp, args.comm_hook)
+    started = time.time()
+    loss = train(
+        ddp, args, rank, device, f"rank {rank}/{world} host {host} local_rank {local_rank} {backend} {device}"
+    )
+    in_sync, lo, hi = replicas_in_sync(model, device)
     say(
         f"rank {rank}/{world} host {host} done: final loss {loss.item():.6f}, "
         f"{args.steps} steps in {time.time() - started:.2f} s, comm hook {args.comm_hook}, "

@@ -61,15 +61,7 @@ class ActionModule(ActionBase):
             answer = self._low_level_execute_command(command)
             looks += 1
             now = time.monotonic()
-            seen = wait.look(
-                answer.get("rc"),
-                answer.get("stdout", ""),
-                answer.get("stderr", ""),
-                host=host,
-                job=job,
-                timeout=timeout,
-                waited=now - began,
-            )
+            seen = wait.look(answer, host=host, job=job, timeout=timeout, waited=now - began)
             if seen["over"]:
                 break
             if wait.shows(now, shown):

@@ -18,9 +18,9 @@ description:
     (plan, the group and the play's hosts -> the torch jobs across the group, or why not),
     wireup_bench_result (plan and what the role registered -> the node's data for the report),
     wireup_bench_fresh_log (a job's name, torchrun_launch's result -> its log path, '' when stale),
-    wireup_bench_report_run (the group and what each host kept -> what wireup_bench_store takes),
-    wireup_bench_report_quick (the group and what node_check kept on each host -> the same for a
-    quick check's run, bench.yml --tags quick).
+    wireup_bench_report_run (the group, what each host kept and the GPU trial's run -> what
+    wireup_bench_store takes), wireup_bench_report_quick (the group and what node_check kept on
+    each host -> the same for a quick check's run, bench.yml --tags quick).
 """
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bench, bench_report
@@ -53,16 +53,10 @@ def bench_result(plan, **registered):
     return bench.node_results(dict(registered, plan=plan))
 
 
-def bench_report_run(group, *, name, run_ids, results, torch_logs, multi):
-    """bench_report.gather's answer; each list has one entry per host of group, in its order."""
-    return bench_report.gather(
-        list(group),
-        name=name,
-        run_ids=list(run_ids),
-        results=list(results),
-        torch_logs=list(torch_logs),
-        multi=list(multi),
-    )
+def bench_report_run(group, *, name, trial=None, **kept):
+    """bench_report.gather's answer; kept: bench_report.Kept's lists by name, each with one entry per
+    host of group, in its order; trial: gpu_trial_run (a run of the GPU trial alone has no bench data)."""
+    return bench_report.gather(list(group), bench_report.Kept(**kept), name=name, trial=trial)
 
 
 def bench_report_quick(group, *, name, run_ids, results, reached):

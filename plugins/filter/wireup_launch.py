@@ -1,64 +1,33 @@
-"""Filters for torchrun_launch: thin wrappers around wireup.launch (pure Python, unit-tested)."""
+"""Filters for torchrun_launch: thin wrappers around wireup.launch (pure Python, unit-tested).
+
+Each filter takes what it reads as arguments: a host's registered results reach it through the
+task that passes them (``dict(hosts | zip(hosts | map('extract', hostvars, 'NAME')))``), never by
+a register's name through hostvars."""
 
 from __future__ import annotations
-
-import base64
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch, validate
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
-def _probed(hv):
-    """{path: text} of the role's one probe per node (a slurp loop over /proc/self files)."""
-    out = {}
-    for item in (hv.get("__torchrun_launch_probe") or {}).get("results", []) or []:
-        if item.get("content"):
-            out[item.get("item")] = base64.b64decode(item["content"]).decode("utf-8", "replace")
-    return out
+def _plain(value):
+    """A mapping or list from Ansible's templating as plain dicts and lists (None stays None)."""
+    if hasattr(value, "items"):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
-def _node_facts(hostvars, host):
-    """What launch planning needs of a host: preflight's wireup_node and the role's probe."""
-    try:
-        hv = hostvars[host]
-    except KeyError:
-        return None
-    node = hv.get("wireup_node") if hasattr(hv, "get") else None
-    if not node:
-        return None
-    gpu = node.get("gpu") or {}
-    network = node.get("network") or {}
-    probed = _probed(hv)
-    return {
-        "cpus": launch.cpus_allowed(probed.get("/proc/self/status", "")) or None,
-        "hosts_mounted": launch.is_mount_point(probed.get("/proc/self/mountinfo", ""), "/etc/hosts"),
-        "address": network.get("address") or "",
-        "interface": network.get("interface") or "",
-        "gpu_present": bool(gpu.get("present")),
-        "gpu_count": int(gpu.get("count") or 0),
-        "infiniband": list(node.get("infiniband") or []),
-        # preflight reads it (setup never runs); ansible_facts only where a play gathered facts.
-        "hostname": node.get("hostname") or (hv.get("ansible_facts") or {}).get("hostname") or "",
-    }
+def wireup_launch_node(node, probe=None, nproc="auto"):
+    """launch.node_facts: this host's part of the plan (wireup_node, the role's probe, its own
+    wireup_nproc_per_node)."""
+    return launch.node_facts(_plain(node), _plain(probe), nproc)
 
 
-def wireup_launch_plan(hosts, hostvars, **settings):
-    """launch.job_plan over ``hosts`` (the job's group) with every host's facts and its own
-    wireup_nproc_per_node (host_vars may differ from the group's)."""
-    hosts = list(hosts or [])
-    nodes, nproc = {}, {}
-    default_nproc = settings.pop("nproc_per_node", "auto")
-    for host in hosts:
-        facts = _node_facts(hostvars, host)
-        if facts is not None:
-            nodes[host] = facts
-            nproc[host] = hostvars[host].get("wireup_nproc_per_node", default_nproc)
-    if settings.get("play_hosts") is not None:
-        settings["play_hosts"] = list(settings["play_hosts"])
-    for key in ("env", "job_env", "failed"):
-        if hasattr(settings.get(key), "items"):
-            settings[key] = dict(settings[key])
-    return launch.job_plan(hosts, nodes, nproc_per_node=nproc, **settings)
+def wireup_launch_plan(hosts, nodes, **settings):
+    """launch.job_plan over ``hosts`` (the job's group) with the NodeFacts of those in the play."""
+    return launch.job_plan(list(hosts or []), _plain(nodes) or {}, **_plain(settings))
 
 
 def wireup_launch_exports(env):
@@ -73,82 +42,49 @@ def wireup_launch_status(stdout):
     return launch.parse_status(str(stdout or ""))
 
 
-def wireup_launch_results(hosts, hostvars, var="__torchrun_launch_result"):
-    """{host: hostvars[host][var]} for the job's hosts; a registered wireup-jobctl answer is read
-    as its status; a host that never got there is 'gone'."""
-    out = {}
-    for host in hosts:
-        try:
-            value = hostvars[host].get(var)
-        except KeyError:
-            value = None
-        if value is not None and "stdout" in value and "state" not in value:
-            value = launch.parse_status(value["stdout"])
-        out[host] = dict(value) if value is not None else {"state": "gone"}
-    return out
+def wireup_launch_results(hosts, answers):
+    """launch.states_of: {host: its run's status} from each host's registered answer."""
+    return launch.states_of(list(hosts or []), _plain(answers) or {})
 
 
 def wireup_launch_verdict(states, play_hosts=None, timeout=0):
-    return launch.job_verdict(dict(states), None if play_hosts is None else list(play_hosts), timeout)
+    return launch.job_verdict(_plain(states), None if play_hosts is None else list(play_hosts), timeout)
 
 
 def wireup_launch_precheck_errors(plan, host, play_hosts, **probes):
-    return launch.precheck_errors(dict(plan), host, list(play_hosts or []), **probes)
+    return launch.precheck_errors(_plain(plan), host, list(play_hosts or []), **_plain(probes))
 
 
 def wireup_launch_result(status, plan, host, verdict, **extra):
-    status = launch.parse_status(status) if isinstance(status, str) else dict(status or {})
-    return launch.node_result(dict(plan), host, status, dict(verdict or {}), **extra)
+    status = launch.parse_status(status) if isinstance(status, str) else _plain(status or {})
+    return launch.node_result(_plain(plan), host, status, _plain(verdict or {}), **extra)
 
 
-def wireup_launch_summary(results, plan, verdict, **kwargs):
-    return launch.summary(dict(plan), dict(results), dict(verdict or {}), **kwargs)
+def wireup_launch_summary(results, plan, verdict, **run):
+    return launch.summary(_plain(plan), _plain(results), _plain(verdict or {}), **_plain(run))
 
 
 def wireup_launch_report(result, plan, verdict, **kwargs):
-    return launch.report(dict(plan), dict(result or {}), dict(verdict or {}), **kwargs)
+    return launch.report(_plain(plan), _plain(result or {}), _plain(verdict or {}), **kwargs)
 
 
-def wireup_launch_jobs_plan(
-    plan, action, run_id="", latest=None, *, hostvars=None, found_var="", play_hosts=None, **kwargs
-):
-    """launch.jobs_plan; with ``found_var``, ``found`` is each in-play group host's registered
-    ``wireup-jobctl latest --record`` answer (that variable in its hostvars)."""
-    plan = dict(plan)
-    found = None
-    if found_var and hostvars is not None:
-        found = {}
-        for host in plan.get("hosts", []):
-            if play_hosts is not None and host not in set(play_hosts):
-                continue
-            try:
-                registered = hostvars[host].get(found_var)
-            except KeyError:
-                registered = None
-            if registered is not None:
-                found[host] = dict(registered)
-    return launch.jobs_plan(
-        plan,
-        action,
-        run_id or "",
-        dict(latest or {}),
-        found=found,
-        play_hosts=None if play_hosts is None else list(play_hosts),
-        **kwargs,
-    )
+def wireup_launch_jobs_plan(plan, action, run_id="", **options):
+    """launch.jobs_plan; ``found``: each in-play group host's registered ``wireup-jobctl latest
+    --record`` answer."""
+    return launch.jobs_plan(_plain(plan), action, run_id or "", **_plain(options))
 
 
 def wireup_launch_jobs_node(result, jobs, host, jobctl, gpus_text=""):
-    return launch.jobs_node(dict(jobs), host, dict(result or {}), jobctl, str(gpus_text or ""))
+    return launch.jobs_node(_plain(jobs), host, _plain(result or {}), jobctl, str(gpus_text or ""))
 
 
-def wireup_launch_jobs_summary(jobs, hosts, hostvars, var, play_hosts=None, *, base_dir=""):
-    """launch.jobs_summary from each host's registered wireup-jobctl answer (``var``)."""
-    jobs = dict(jobs)
+def wireup_launch_jobs_summary(jobs, answers, play_hosts=None, *, base_dir=""):
+    """launch.jobs_summary from each asked host's registered wireup-jobctl answer."""
+    jobs, answers = _plain(jobs), _plain(answers) or {}
     if jobs.get("action") == "list":
-        states, runs = {}, _registered_runs(hosts, hostvars, var)
+        states, runs = {}, launch.runs_of(answers)
     else:
-        states, runs = wireup_launch_results(hosts, hostvars, var), {}
+        states, runs = launch.states_of(jobs.get("hosts") or [], answers), {}
     return launch.jobs_summary(jobs, states, runs, None if play_hosts is None else list(play_hosts), base_dir)
 
 
@@ -157,26 +93,10 @@ def wireup_launch_watchdog_key(nbytes=launch.WATCHDOG_KEY_BYTES):
     return launch.watchdog_key(nbytes)
 
 
-def wireup_launch_follow(plan, hostvars, inventory_sources=()):
-    started = {}
-    for host in plan.get("hosts", []):
-        try:
-            started[host] = (hostvars[host].get("__torchrun_launch_started") or {}).get("stdout", "")
-        except KeyError:
-            started[host] = ""
-    return launch.follow_lines(dict(plan), started, list(inventory_sources or []))
-
-
-def _registered_runs(hosts, hostvars, var):
-    """host -> its runs, from each host's registered `wireup-jobctl list` output."""
-    per_host = {}
-    for host in hosts:
-        try:
-            registered = hostvars[host].get(var) or {}
-        except KeyError:
-            continue
-        per_host[host] = launch.parse_run_list(registered.get("stdout", ""))
-    return per_host
+def wireup_launch_follow(plan, started, inventory_sources=()):
+    """launch.follow_lines; ``started``: each host's registered `wireup-jobctl start` answer."""
+    lines = {h: (r or {}).get("stdout", "") for h, r in (_plain(started) or {}).items()}
+    return launch.follow_lines(_plain(plan), lines, list(inventory_sources or []))
 
 
 def wireup_results_path(root, *names):
@@ -193,7 +113,8 @@ def wireup_launch_args(args):
 
 class FilterModule:
     def filters(self):
-        return {
+        filters = {
+            "wireup_launch_node": wireup_launch_node,
             "wireup_launch_plan": wireup_launch_plan,
             "wireup_launch_watchdog_key": wireup_launch_watchdog_key,
             "wireup_launch_exports": wireup_launch_exports,
@@ -209,6 +130,7 @@ class FilterModule:
             "wireup_launch_jobs_node": wireup_launch_jobs_node,
             "wireup_launch_jobs_summary": wireup_launch_jobs_summary,
             "wireup_launch_follow": wireup_launch_follow,
-            "wireup_results_path": _wrap(wireup_results_path),
-            "wireup_launch_args": _wrap(wireup_launch_args),
+            "wireup_results_path": wireup_results_path,
+            "wireup_launch_args": wireup_launch_args,
         }
+        return {name: _wrap(func) for name, func in filters.items()}

@@ -1,6 +1,5 @@
-"""Filters exposing plugins/module_utils/wireup/packages.py (package, version and URL choices).
-
-Thin wrappers: the choices and checks live in wireup.packages; a PackageError becomes an
+"""Filters exposing the plans of the roles that install NVIDIA packages: wireup.cuda_repo,
+wireup.nvidia_driver...  a PackageError becomes an
 AnsibleFilterError carrying the same message (it names the variable and the fix).
 """
 
@@ -15,13 +14,19 @@ description:
     nccl (one plan, the install check, its report lines) wireup_pkg_nccl_plan,
     wireup_pkg_nccl_install_problems, wireup_pkg_nccl_torch_comparison;
     nccl_tests (one plan, the source check) wireup_pkg_nccl_tests_plan, wireup_pkg_nccl_tests_source_problems;
-    nvidia_driver (wireup.driver - the read, one plan, the install specs, the run one-line report)
+    nvidia_driver (wireup.nvidia_driver - the read, one plan, the install specs, the run one-line report)
     wireup_pkg_driver_reads, wireup_pkg_driver_plan, wireup_pkg_driver_install_specs,
     wireup_pkg_driver_report;
     wireup_pkg_dpkg_status.
 """
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import driver, packages
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
+    apt,
+    cuda_repo,
+    nccl,
+    nccl_tests,
+    nvidia_driver,
+)
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
@@ -29,21 +34,21 @@ class FilterModule:
     def filters(self):
         return {
             # cuda_repo
-            "wireup_pkg_cuda_repo_plan": _wrap(packages.cuda_repo_plan),
-            "wireup_pkg_cuda_repo_source_path": _wrap(packages.cuda_repo_source_path),
-            "wireup_pkg_verified_key": _wrap(packages.verified_key),
-            "wireup_pkg_cuda_toolkit_problems": _wrap(packages.cuda_toolkit_problems),
-            # nvidia_driver: wireup.driver (one plan, the install specs, the run's one line)
-            "wireup_pkg_driver_reads": _wrap(driver.reads),
-            "wireup_pkg_driver_plan": _wrap(driver.plan),
-            "wireup_pkg_driver_install_specs": _wrap(driver.install_specs),
-            "wireup_pkg_driver_report": _wrap(driver.report),
-            "wireup_pkg_dpkg_status": _wrap(packages.parse_dpkg_status),
+            "wireup_pkg_cuda_repo_plan": _wrap(cuda_repo.plan),
+            "wireup_pkg_cuda_repo_source_path": _wrap(cuda_repo.cuda_repo_source_path),
+            "wireup_pkg_verified_key": _wrap(cuda_repo.verified_key),
+            "wireup_pkg_cuda_toolkit_problems": _wrap(cuda_repo.toolkit_problems),
+            # nvidia_driver: wireup.nvidia_driver (one plan, the install specs, the run's one line)
+            "wireup_pkg_driver_reads": _wrap(nvidia_driver.reads),
+            "wireup_pkg_driver_plan": _wrap(nvidia_driver.plan),
+            "wireup_pkg_driver_install_specs": _wrap(nvidia_driver.install_specs),
+            "wireup_pkg_driver_report": _wrap(nvidia_driver.report),
+            "wireup_pkg_dpkg_status": _wrap(apt.parse_dpkg_status),
             # nccl
-            "wireup_pkg_nccl_plan": _wrap(packages.nccl_plan),
-            "wireup_pkg_nccl_install_problems": _wrap(packages.nccl_install_problems),
-            "wireup_pkg_nccl_torch_comparison": _wrap(packages.nccl_torch_comparison),
+            "wireup_pkg_nccl_plan": _wrap(nccl.plan),
+            "wireup_pkg_nccl_install_problems": _wrap(nccl.install_problems),
+            "wireup_pkg_nccl_torch_comparison": _wrap(nccl.torch_comparison),
             # nccl_tests
-            "wireup_pkg_nccl_tests_plan": _wrap(packages.nccl_tests_plan),
-            "wireup_pkg_nccl_tests_source_problems": _wrap(packages.nccl_tests_source_problems),
+            "wireup_pkg_nccl_tests_plan": _wrap(nccl_tests.plan),
+            "wireup_pkg_nccl_tests_source_problems": _wrap(nccl_tests.source_problems),
         }

@@ -6,10 +6,6 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup import slurm
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
-def wireup_slurm_job_id(stdout):
-    return slurm.sbatch_job_id(str(stdout or ""))
-
-
 def wireup_slurm_verdict(sacct_stdout, plan, timed_out=False, batch_output=""):
     """The job's verdict from sacct's output over a launch plan's hosts (launch.job_verdict's shape);
     ``batch_output``: the batch step's output (slurm-JOBID.out), which names the first failed step."""
@@ -45,11 +41,11 @@ def wireup_slurm_options(options):
 
 class FilterModule:
     def filters(self):
-        return {
-            "wireup_slurm_job_id": wireup_slurm_job_id,
+        filters = {
             "wireup_slurm_verdict": wireup_slurm_verdict,
-            "wireup_slurm_nodelist": _wrap(wireup_slurm_nodelist),
-            "wireup_slurm_options": _wrap(wireup_slurm_options),
+            "wireup_slurm_nodelist": wireup_slurm_nodelist,
+            "wireup_slurm_options": wireup_slurm_options,
             "wireup_slurm_plan": wireup_slurm_plan,
             "wireup_slurm_drain_plan": wireup_slurm_drain_plan,
         }
+        return {name: _wrap(func) for name, func in filters.items()}

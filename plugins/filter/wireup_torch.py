@@ -1,6 +1,6 @@
-"""Filters exposing plugins/module_utils/wireup/torch_index.py to the pytorch_venv role.
+"""Filters exposing plugins/module_utils/wireup/pytorch_venv.py to the pytorch_venv role.
 
-Thin wrappers: the table, the rules and the plan live in wireup.torch_index; a ValueError becomes
+Thin wrappers: the table, the rules and the plan live in wireup.pytorch_venv; a ValueError becomes
 an AnsibleFilterError carrying the same message (it names the variable and the fix).
 """
 
@@ -10,36 +10,35 @@ DOCUMENTATION = """
 name: wireup_torch
 short_description: The pytorch_venv role's plan, and the reading of its verification
 description:
-  - wireup_torch_probe_request (what the role's probe is asked), wireup_torch_plan (every decision
-    and error for one node, from the probe and the role's variables), wireup_torch_verified
-    (problems, the pytorch_venv_info fact and the report line, from the verification),
-    wireup_torch_managed_paths and wireup_torch_venv_drift (what the venv's builtins would change),
-    wireup_torch_pip_failure (the message for a failed pip task).
+  - >-
+    wireup_torch_probe_request (what the role's probe is asked), wireup_torch_plan (every decision
+    and error for one node, from the probe and the role's variables: pytorch_venv.Settings, each
+    passed by name), wireup_torch_verified (problems, the pytorch_venv_info fact, the report line and
+    whether the local fact is to be written, from the verification), wireup_torch_pip_failure (the
+    message for a failed pip task).
 """
 
 import os
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import torch_index
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import pytorch_venv
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
 def plan(probe_result, settings, node, check_mode=False):
-    """torch_index.plan, with the two facts only the controller knows (its own files)."""
+    """pytorch_venv.plan, with the two facts only the controller knows (its own files)."""
     settings = dict(settings)
     controller = {
-        "wheelhouse_dir": os.path.isdir(str(settings.get("pytorch_venv_wheelhouse_dir") or "")),
-        "requirements_file": os.path.isfile(str(settings.get("pytorch_venv_requirements_file") or "")),
+        "wheelhouse_dir": os.path.isdir(str(settings.get("wheelhouse_dir") or "")),
+        "requirements_file": os.path.isfile(str(settings.get("requirements_file") or "")),
     }
-    return torch_index.plan(probe_result, settings, dict(node), bool(check_mode), controller)
+    return pytorch_venv.plan(probe_result, settings, dict(node), bool(check_mode), controller)
 
 
 class FilterModule:
     def filters(self):
         return {
-            "wireup_torch_probe_request": _wrap(torch_index.probe_request),
+            "wireup_torch_probe_request": _wrap(lambda settings: pytorch_venv.probe_request(dict(settings))),
             "wireup_torch_plan": _wrap(plan),
-            "wireup_torch_managed_paths": _wrap(torch_index.managed_paths),
-            "wireup_torch_venv_drift": _wrap(torch_index.venv_drift),
-            "wireup_torch_verified": _wrap(torch_index.verified),
-            "wireup_torch_pip_failure": _wrap(torch_index.pip_failure),
+            "wireup_torch_verified": _wrap(pytorch_venv.verified),
+            "wireup_torch_pip_failure": _wrap(pytorch_venv.pip_failure),
         }

@@ -10,6 +10,7 @@ import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import node, validate
+from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 # Variables of these prefixes (and the renamed ones) are checked; the rest of a host's variables
 # (ansible_*, the testbed's own) are not wireup's.
@@ -22,6 +23,7 @@ _PREFIXES = (
     "pytorch_venv_",
     "torchrun_launch_",
     "gpu_topology_",
+    "gpu_trial_",
     "preflight_",
     "node_check_",
     "slurm_health_check_",
@@ -32,10 +34,6 @@ def wireup_cluster_errors(groups, node_group, master_host, addresses=None, hostn
     return validate.validate_cluster(
         dict(groups), node_group, master_host, addresses, dict(hostnames) if hostnames else None
     )
-
-
-def wireup_version_in(version, spec):
-    return validate.check_version_range(str(version), str(spec))
 
 
 def wireup_master(members, master_host):
@@ -113,10 +111,10 @@ def wireup_inventory_errors(hosts, hostvars, groups, node_group, master_host="",
 
 class FilterModule:
     def filters(self):
-        return {
+        filters = {
             "wireup_inventory_errors": wireup_inventory_errors,
             "wireup_cluster_errors": wireup_cluster_errors,
-            "wireup_version_in": wireup_version_in,
             "wireup_master": wireup_master,
             "wireup_node_summary": wireup_node_summary,
         }
+        return {name: _wrap(func) for name, func in filters.items()}

@@ -100,6 +100,15 @@ options:
     type: list
     elements: str
     default: []
+  gpu_trial:
+    description:
+      - "The GPU trial of the run (issue 25), as the gpu_trial role's report tasks gather it (the fact
+        C(gpu_trial_run)): C({run_id, hosts, nodes: {HOST: gpu_trial_node}, thresholds})."
+      - Every GPU is judged across the run (its model's spec, its peers, its own last passing run found
+        by serial) and each host's record gets its C(gpu_trial) part; hosts that ran only the GPU trial
+        (C(bench.yml --tags gpu_health) or C(gpu_trial)) get a record too. Empty when it did not run.
+    type: dict
+    default: {}
 author: wireup (!UNKNOWN)
 """
 
@@ -191,6 +200,7 @@ ARGUMENT_SPEC = {
     "lost": {"type": "dict", "default": {}},
     "multi_node_skipped": {"type": "str", "default": ""},
     "secret_env": {"type": "list", "elements": "str", "default": [], "no_log": False},
+    "gpu_trial": {"type": "dict", "default": {}},
 }
 
 

@@ -71,6 +71,8 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.file_state import PathState
+
 
 def _name(lookup, ident):
     try:
@@ -79,7 +81,7 @@ def _name(lookup, ident):
         return str(ident)
 
 
-def read_path(path, max_bytes):
+def read_path(path, max_bytes) -> PathState:
     try:
         info = os.stat(path)
     except OSError:

@@ -91,7 +91,8 @@ ansible_facts:
           description: C({version, full, home, nvcc}) of the CUDA toolkit.
           type: dict
         nccl:
-          description: C({version, package, source}) of the system NCCL (dpkg, else nccl.h).
+          description: C({version, package, source, packages}) of the system NCCL (dpkg, else nccl.h);
+            C(packages) maps libnccl2 and libnccl-dev, where dpkg has them installed, to C({version, held}).
           type: dict
         network:
           description: C({interface, address}) of the cluster network.
@@ -131,7 +132,7 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import node
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import apt, node
 
 QUERY_FIELDS = ["index", "name", "uuid", "pci.bus_id", "compute_cap", "memory.total", "driver_version"]
 SIOCGIFADDR = 0x8915
@@ -244,22 +245,36 @@ def _cuda_facts(module, cuda_home):
 
 
 def _nccl_facts(module, cuda_home):
+    """The system NCCL: dpkg's libnccl2 and libnccl-dev (versions and holds: the nccl role's plan
+    reads them), else the version nccl.h says."""
+    packages = {}
     dpkg_query = module.get_bin_path("dpkg-query")
     if dpkg_query:
-        rc, out, _err = module.run_command(
-            [dpkg_query, "-W", "-f=${Status}|${Version}", "libnccl2"], environ_update={"LC_ALL": "C"}
-        )
-        status, _sep, version = out.partition("|")
-        if rc == 0 and "installed" in status.split() and version:
-            return {"version": node.nccl_version_from_package(version), "package": version, "source": "dpkg"}
+        argv = apt.dpkg_query_argv(*apt.NCCL_PACKAGES)
+        _rc, out, _err = module.run_command([dpkg_query, *argv[1:]], environ_update={"LC_ALL": "C"})
+        packages = apt.parse_dpkg_status(out)  # rc 1: one of them is unknown to dpkg
+    found = packages.get("libnccl2")
+    if found:
+        version = found["version"]
+        return {
+            "version": apt.nccl_release(version),
+            "package": version,
+            "source": "dpkg",
+            "packages": packages,
+        }
     for header in ("/usr/include/nccl.h", os.path.join(cuda_home, "include", "nccl.h")):
         text = _read(header)
         if text:
             try:
-                return {"version": node.parse_nccl_header(text), "package": "", "source": "header"}
+                return {
+                    "version": node.parse_nccl_header(text),
+                    "package": "",
+                    "source": "header",
+                    "packages": packages,
+                }
             except ValueError:
                 continue
-    return {"version": "", "package": "", "source": ""}
+    return {"version": "", "package": "", "source": "", "packages": packages}
 
 
 def _network_facts(interface, address):

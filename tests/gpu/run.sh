@@ -19,6 +19,14 @@
 #   netns     the fabric bench across 4 simulated hosts in network namespaces (veth NICs on a
 #             bridge, sshd in each), healthy and then one host's link shaped with tc tbf; launch.yml
 #             refused, then on_failed=skip on the others (tests/gpu/fabric_netns.py; needs .sshbin)
+#   trial     the GPU trial (issue 25): site.yml --tags pytorch_venv (nvidia-ml-py into the venv from
+#             the carried wheelhouse), bench.yml --tags gpu_health, bench.yml --tags gpu_trial with
+#             windows of GPU_TRIAL_SECONDS (default 10) per figure set, then tests/gpu/reference.sh
+#             (an independent CUDA runtime + cuBLAS measurement, GPU_REFERENCE_SECONDS per figure,
+#             default 3) and tests/gpu/gpu_trial_check.py: both must agree within 5%. Within
+#             GPU_TRIAL_BUDGET seconds (default 240: each part is stopped at what is left). Three
+#             files come back: $OUT/trial-check.txt, $OUT/trial-summary.txt and $OUT/trial.tgz (the
+#             logs, the reference's output, the step's bench runs: records, reports, plots)
 #   quick     the quick node check (issue 26) without Ansible: build wireup-check, a baseline by hand,
 #             the check's seconds, exit codes and lines, two faults, promtool on its textfiles
 #             (tests/gpu/quick.sh; carry .promtool)
@@ -29,14 +37,42 @@ set -o nounset -o pipefail
 : "${OUT:=/tmp/wireup-gpu-out}"
 mkdir -p "$OUT"
 INV=tests/gpu/inventory.yml
+# play NAME ARGS...: ansible-playbook into ${LOGS:-$OUT}/NAME.log, stopped (SIGINT) after PLAY_LIMIT
+# seconds where that is set.
 play() {
   local name=$1; shift
-  local start=$SECONDS
-  ansible-playbook -i "$INV" "$@" >"$OUT/$name.log" 2>&1
+  local start=$SECONDS log="${LOGS:-$OUT}/$name.log" limit=()
+  [ -n "${PLAY_LIMIT:-}" ] && limit=(timeout -s INT "$PLAY_LIMIT")
+  "${limit[@]}" ansible-playbook -i "$INV" "$@" >"$log" 2>&1
   local rc=$?
   echo "== $name: rc=$rc in $((SECONDS - start)) s"
-  grep -A4 "PLAY RECAP" "$OUT/$name.log" | grep -v '^--$'
+  grep -A4 "PLAY RECAP" "$log" | grep -v '^--$'
   return 0
+}
+# The GPU trial (issue 25), within GPU_TRIAL_BUDGET seconds: its logs, the reference's output and
+# the bench runs it made go into ONE archive, $OUT/trial.tgz (the device returns at most 8 files);
+# the check's output is $OUT/trial-check.txt; what it prints is kept as $OUT/trial-summary.txt.
+trial() {
+  local t0=$SECONDS budget=${GPU_TRIAL_BUDGET:-240} secs=${GPU_TRIAL_SECONDS:-10}
+  local LOGS work runs
+  work=$(mktemp -d /tmp/wireup-trial.XXXXXX) && LOGS=$work && touch "$work/.start"
+  left() {  # left CAP: CAP seconds, or what is left of the budget (at least 5)
+    local rest=$((budget - (SECONDS - t0)))
+    echo $((rest < $1 ? (rest < 5 ? 5 : rest) : $1))
+  }
+  PLAY_LIMIT=$(left 100) play trial-venv site.yml --tags pytorch_venv
+  PLAY_LIMIT=$(left 60) play trial-health bench.yml --tags gpu_health -e bench_fail_on_fail=false
+  PLAY_LIMIT=$(left 150) play trial bench.yml --tags gpu_trial -e bench_fail_on_fail=false -e "gpu_trial_seconds=$secs"
+  grep -h -E "gpu_trial [a-z]|: (PASS|WARN|FAIL|N/A) - |bench report:" "$work/trial-health.log" "$work/trial.log" | cut -c1-400
+  timeout -s INT "$(left 90)" bash tests/gpu/reference.sh "$work" "${GPU_REFERENCE_SECONDS:-3}" >"$work/reference.txt" 2>&1
+  echo "== reference: rc=$?"; grep '^== reference' "$work/reference.txt"
+  python3 tests/gpu/gpu_trial_check.py results "$work/reference.jsonl" >"$OUT/trial-check.txt" 2>&1
+  cp "$OUT/trial-check.txt" "$work/" && tail -n 12 "$OUT/trial-check.txt"
+  runs=$(find results/bench -mindepth 1 -maxdepth 1 -type d -newer "$work/.start" -printf 'bench/%f\n' 2>/dev/null | sort)
+  # shellcheck disable=SC2086  # run folders are results.RUN_ID_RE names: no spaces
+  tar -czf "$OUT/trial.tgz" --exclude=.start -C "$work" . -C "$PWD/results" $runs
+  echo "== trial: $(tar -tzf "$OUT/trial.tgz" | grep -c .) entries, $(du -k "$OUT/trial.tgz" | cut -f1) KiB in trial.tgz (runs: ${runs//$'\n'/ }); $((SECONDS - t0)) s in all"
+  rm -rf "$work"
 }
 for step in "$@"; do
   case $step in
@@ -109,6 +145,7 @@ PY
       timeout -s INT 540 python3 -m tests.gpu.fabric_netns --hosts 4 >"$OUT/fabric-netns.txt" 2>&1
       echo "== netns: rc=$? in $((SECONDS - start)) s"
       tail -n 60 "$OUT/fabric-netns.txt" ;;
+    trial) trial 2>&1 | tee "$OUT/trial-summary.txt" ;;
     quick) bash tests/gpu/quick.sh ;;
     results) tar -czf "$OUT/results.tgz" results && echo "== results packed" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;

@@ -544,8 +544,9 @@ def test_waiting_costs_the_same_per_poll_over_a_thousand_polls(tmp_path):
     wait, verdict, *_ = yaml.safe_load(
         (REPO / "roles" / "torchrun_launch" / "tasks" / "wait.yml").read_text()
     )
-    assert wait["wireup_wait"]["argv"][1:] == ["status", "{{ __plan.job_dir }}", "{{ __plan.run_id }}"]
-    assert wait["wireup_wait"]["interval"] == "{{ torchrun_launch_poll_interval }}"
+    action = wait["wireup.cluster.wireup_wait"]
+    assert action["argv"][1:] == ["status", "{{ __plan.job_dir }}", "{{ __plan.run_id }}"]
+    assert action["interval"] == "{{ torchrun_launch_poll_interval }}"
     assert not {"until", "retries", "delay"} & set(wait)  # Ansible's retries print FAILED - RETRYING
     play = [
         {

@@ -154,8 +154,8 @@ def test_reuse_preinstalled_torch_from_a_base_venv(testbed, wheelhouse):
     _assert_clean(second, "reuse second run")
     assert second.stats["changed"][node] == 0, second.stats
     # The probe read the base torch from torch/version.py: pip has nothing to do, so the
-    # wheelhouse is not shipped; the read found bin/torchrun already right (torch_index.venv_drift),
-    # so the venv's builtins are not even included.
+    # wheelhouse is not shipped; the probe found bin/torchrun, the flag and the .pth as planned
+    # (pytorch_venv.plan's changes), so the venv's builtins are not even included.
     assert (
         second.task_results(
             "PyTorch venv | Ship the wheelhouse and the hash-checked requirements file to the node"
@@ -163,7 +163,7 @@ def test_reuse_preinstalled_torch_from_a_base_venv(testbed, wheelhouse):
         == {}
     )
     assert second.task_results("PyTorch venv | Provide torchrun for the reused torch") == {}
-    assert second.task_results("PyTorch venv | Build the venv where it differs from the plan") == {}
+    assert second.task_results("PyTorch venv | Build the venv where it lacks something") == {}
     first_torchrun = first.task_results("PyTorch venv | Provide torchrun for the reused torch")
     assert first_torchrun[node].get("changed"), first_torchrun
     reused = second.task_results(REPORT_TASK)[node]["msg"]

@@ -97,7 +97,7 @@ CONVERGED_SKIPS = [
     "NCCL | Ask the venv which NCCL torch uses",
     "PyTorch venv | Install venv support for the system Python",
     "PyTorch venv | Install with pip (torch, the extras, or the hash-checked requirements)",
-    "PyTorch venv | Create the owner, build the venv and install what it lacks",
+    "PyTorch venv | Build the venv where it lacks something",
     "CUDA repo | Add the verified key and the deb822 source, install the toolkit",
 ]
 
@@ -127,7 +127,7 @@ def test_site_repairs_drift_the_fast_path_would_hide(cluster):
         "NCCL | Hold the NCCL packages",
         "PyTorch venv | Write the local fact wireup_torch",
         "PyTorch venv | Keep the venv's system-site-packages setting",
-        "PyTorch venv | Create the venv directory and the local facts directory",
+        "PyTorch venv | Create the venv directory",
     ):
         ran = result.task_results(task)
         assert {host for host, res in ran.items() if res.get("changed")} == {node}, (task, ran)

@@ -223,3 +223,12 @@ def test_controller_breakdown_reads_a_cprofile(tmp_path):
     assert rows["idle: waiting on workers and nodes (sleep)"][0] >= 0.04
     assert rows["idle: waiting on workers and nodes (sleep)"][1] == 1
     assert rows["  of which fork() itself"] == (0.0, 0)
+
+
+# ---------------------------------------------------------------- ab_rerun: reruns of two checkouts
+def test_ab_rerun_alternates_the_first_side_and_flags_a_rerun_that_changed():
+    from tests.perf.ab_rerun import clean, order
+
+    assert [order(i) for i in range(3)] == [("before", "after"), ("after", "before"), ("before", "after")]
+    recap = parse_recap(RECAP)
+    assert clean(recap["node1"]) and not clean(recap["node2"]) and not clean({})

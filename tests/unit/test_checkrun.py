@@ -48,7 +48,7 @@ def node(tmp_path):
     """A node's files: wireup-check built into it, nvidia-smi replaying captures from tmp/smi/."""
     smi = tmp_path / "smi"
     smi.mkdir()
-    for name in ("topo_m.txt", "nvlink_s.txt", "query_gpu.csv"):
+    for name in ("topo_m.txt", "nvlink_s.txt", "query_gpu.csv", "nvidia_smi_q.xml"):
         shutil.copy(H200 / name, smi / name)
     script(
         tmp_path / "nvidia-smi",
@@ -58,6 +58,7 @@ case "$1" in
   topo) cat $D/topo_m.txt ;;
   nvlink) cat $D/nvlink_s.txt ;;
   --query-gpu=*) cat $D/query_gpu.csv ;;
+  -q) cat $D/nvidia_smi_q.xml ;;
   *) echo "unknown $*" >&2; exit 9 ;;
 esac
 """,

@@ -8,6 +8,7 @@ The payloads create a marker file (./PWNED) in the folder the script runs in; la
 real, against a fake venv whose torchrun is a bash script that saves its argv and environment, so
 the test also checks the accepted value arrived intact (not only that nothing ran)."""
 
+import json
 import os
 import pathlib
 import subprocess
@@ -263,7 +264,12 @@ def test_a_run_id_a_node_answers_is_refused_or_stays_under_results(run_id):
     top = pathlib.Path(tempfile.mkdtemp(prefix="wireup-runid-"))
     nodes = templates.INVENTORIES["three-cpu-nodes"]["nodes"]
     plan = _plan_with(top, sorted(nodes), nodes, follow=True)
-    jobs = launch.jobs_plan(plan, "logs", "", latest={"rc": 0, "stdout": run_id})
+    # wireup-jobctl's answer: line 1 the run id as it is, line 2 its JSON
+    answer = {
+        "rc": 0,
+        "stdout": f"{run_id}\n" + json.dumps({"run_id": run_id, "started": 1.0, "record": False}),
+    }
+    jobs = launch.jobs_plan(plan, "logs", "", found=dict.fromkeys(nodes, answer))
     if jobs["errors"]:
         assert jobs["results"] == ""
         return

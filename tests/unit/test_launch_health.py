@@ -195,21 +195,15 @@ def test_the_filter_passes_the_failed_mapping_through():
     path = ROOT / "plugins" / "filter" / "wireup_launch.py"
     namespace = {"__file__": str(path), "__name__": "wireup_filters_launch_health"}
     exec(compile(path.read_text(), str(path), "exec"), namespace)
-    plan_filter = namespace["FilterModule"]().filters()["wireup_launch_plan"]
-    hostvars = {
-        h: {
-            "wireup_node": {
-                "gpu": {},
-                "network": {"address": f"10.0.0.{i}", "interface": "eth0"},
-                "hostname": h,
-            }
-        }
+    filters = namespace["FilterModule"]().filters()
+    nodes = {
+        h: filters["wireup_launch_node"](
+            {"gpu": {}, "network": {"address": f"10.0.0.{i}", "interface": "eth0"}, "hostname": h}, None, 1
+        )
         for i, h in enumerate(["a", "b", "c"], 1)
     }
-    p = plan_filter(
-        ["a", "b", "c"],
-        hostvars,
-        **dict(BASE, nproc_per_node=1, failed={"a": "bad"}, on_failed="skip", master_host="a"),
+    p = filters["wireup_launch_plan"](
+        ["a", "b", "c"], nodes, **dict(BASE, failed={"a": "bad"}, on_failed="skip", master_host="a")
     )
     assert p["errors"] == [] and p["hosts"] == ["b", "c"] and p["master"] == "b"
 

@@ -2,12 +2,12 @@
 latest --record`` answer): a run started with torchrun_launch_on_failed=skip records its hosts and
 master when it starts (runs/RUN_ID/run.json), and status, logs and stop act on exactly those hosts,
 naming the others of the group as not part of it. The newest run is the newest on any node, not the
-inventory master's (a run that left the master out is not there). A run started by an older wireup
-(no record) or nodes with an older wireup-jobctl (no --record) are followed as before, on every
+inventory master's (a run that left the master out is not there). A run without a readable record
+(run.json missing or damaged) is followed on every
 node of the group, with a line saying so.
 
 The answers come from the real wireup-jobctl, one job folder per "node" under tmp_path, or are
-written as an older wireup-jobctl prints them."""
+written as it prints them."""
 
 import json
 import os
@@ -82,7 +82,7 @@ def answer(run_id, started, record=None):
     return {"rc": 0, "stdout": "\n".join(lines) + "\n"}
 
 
-OLDER = {"rc": 0, "stdout": "20261130T230000Z-0001\n"}  # an older wireup-jobctl: line 1 only
+NO_RUN_LINE = {"rc": 0, "stdout": "20261130T230000Z-0001\n"}  # line 1 only: no answer
 
 
 def test_a_run_records_its_hosts_master_and_who_was_left_out():
@@ -107,7 +107,7 @@ def test_a_run_records_its_hosts_master_and_who_was_left_out():
 def test_a_skip_run_is_followed_on_its_hosts_and_names_the_left_out_node():
     rec = launched({"node3": FINDING})["record"]
     found = {h: answer("R2", 100.0 + i, rec) for i, h in enumerate(["node1", "node2", "node4"])}
-    found["node3"] = answer("R1", 50.0)  # node3's newest is an older run (no record: old wireup)
+    found["node3"] = answer("R1", 50.0)  # node3's newest is an older run (without a record)
     for action in ("status", "logs", "stop"):
         jobs = launch.jobs_plan(inventory_plan(), action, found=found, play_hosts=GROUP)
         assert jobs["errors"] == [] and jobs["run_id"] == "R2"
@@ -182,33 +182,17 @@ def test_a_run_without_a_record_is_followed_on_the_whole_group_and_says_so():
     jobs = launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)
     assert (jobs["run_id"], jobs["hosts"], jobs["not_part"]) == ("R1", GROUP, {})
     assert jobs["notes"] == [
-        "run R1 has no record of its hosts (started by a wireup that did not record its hosts): following "
-        "every node of torchrun_launch_group=gpu_nodes, as an older wireup did; a node the run left out "
-        "shows as never started"
+        "run R1 has no record of its hosts (no run.json on its nodes): following every node of "
+        "torchrun_launch_group=gpu_nodes; a node the run left out shows as never started"
     ]
     assert launch.jobs_summary(jobs, {h: {"state": "running"} for h in GROUP}, {}, GROUP)[1:] == jobs["notes"]
 
 
-def test_older_wireup_jobctl_everywhere_takes_the_masters_newest_as_before():
-    found = {h: OLDER for h in GROUP}
-    found["node2"] = {"rc": 0, "stdout": "20261201T000000Z-ffff\n"}  # newer, but no time to compare
-    jobs = launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)
-    assert (jobs["run_id"], jobs["hosts"]) == ("20261130T230000Z-0001", GROUP)
-    assert "wireup-jobctl on node1, node2, node3, node4 predates run records" in jobs["notes"][0]
-    # the master has none: the greatest id (launch.yml's ids sort by their start), said so
-    found["node1"] = {"rc": 0, "stdout": "\n"}
-    jobs = launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)
-    assert jobs["run_id"] == "20261201T000000Z-ffff"
-    assert jobs["notes"][0].startswith(
-        "the master node1 has no run of job it-healthy-only: took the greatest"
-    )
-
-
-def test_a_left_out_node_with_an_older_wireup_jobctl_is_not_compared():
-    """After an upgrade the left-out node3 still has the older wireup-jobctl (a skip run installs
-    nothing there): the recording nodes' newest run wins."""
+def test_a_node_whose_answer_has_no_run_line_is_not_compared():
+    """node3 answered its run id alone (a cut-off answer): the others' newest run wins, and node3,
+    which the run left out, is not part of it."""
     rec = launched({"node3": FINDING})["record"]
-    found = {h: answer("R2", 200.0, rec) for h in ("node1", "node2", "node4")} | {"node3": OLDER}
+    found = {h: answer("R2", 200.0, rec) for h in ("node1", "node2", "node4")} | {"node3": NO_RUN_LINE}
     jobs = launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)
     assert (jobs["run_id"], jobs["hosts"], list(jobs["not_part"])) == (
         "R2",
@@ -277,10 +261,10 @@ def test_list_is_unchanged_by_records():
 @pytest.mark.parametrize(
     ("stdout", "expected"),
     [
-        # an older wireup-jobctl: its newest run id only
-        ("R1\n", {"run_id": "R1", "recording": False, "record": None, "started": None}),
-        ("\n", {"run_id": "", "recording": False, "record": None}),
-        ("", {"run_id": "", "recording": False, "record": None}),
+        # no run line (a cut-off answer): no run, said so
+        ("R1\n", {"run_id": "", "record": None, "started": None, "why": "wireup-jobctl gave no run line"}),
+        ("\n", {"run_id": "", "record": None}),
+        ("", {"run_id": "", "record": None}),
         # CRLF and a NUL byte (a copy through a Windows terminal, a torn read)
         (
             (
@@ -289,7 +273,6 @@ def test_list_is_unchanged_by_records():
             ),
             {
                 "run_id": "R1",
-                "recording": True,
                 "started": 12.5,
                 "record": {"hosts": ["a"], "master": "a", "left_out": {}},
             },
@@ -297,7 +280,7 @@ def test_list_is_unchanged_by_records():
         # a record cut short (disk full while it was written by hand), or not about hosts
         (
             'R1\n{"run_id": "R1", "started": 1, "record": true}\n{"hosts": ["a", "b"',
-            {"recording": True, "record": None, "why": "its record (run.json) is unreadable"},
+            {"record": None, "why": "its record (run.json) is unreadable"},
         ),
         (
             'R1\n{"run_id": "R1", "started": 1, "record": true}\n{"hosts": []}\n',
@@ -388,7 +371,7 @@ def test_a_node_without_wireup_jobctl_under_ansible_core_2_19():
             "status": {},
             "lines": ["node3: 0 run(s) (no /opt/wireup/bin/wireup-jobctl)"],
         }
-        status = launch.jobs_plan(inventory_plan(), "status", "R1")
+        status = launch.jobs_plan(inventory_plan(), "status", "R1", found={"node1": answer("R1", 1.0)})
         assert launch.jobs_node(status, "node2", missing, "/opt/wireup/bin/wireup-jobctl")["errors"] == [
             "node2 has no /opt/wireup/bin/wireup-jobctl: wireup never launched a job here (ansible-playbook "
             "launch.yml installs it)"

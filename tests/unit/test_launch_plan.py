@@ -2,6 +2,7 @@
 the pre-check verdict, the end of a run, jobs.yml's call per node, and the Slurm path's plan."""
 
 import base64
+import json
 import pathlib
 
 import pytest
@@ -281,34 +282,45 @@ def test_summary_keeps_its_keys():
     assert "nodes" not in s["verdict"]
 
 
+def _latest(run_id, hosts=()):
+    """A node's `wireup-jobctl latest --record` answer for ``run_id`` ('' : none), with the run's
+    record of ``hosts`` (none: no record)."""
+    meta = json.dumps({"run_id": run_id, "started": 1.0 if run_id else None, "record": bool(hosts)})
+    record = json.dumps({"hosts": list(hosts), "master": hosts[0]}) + "\n" if hosts else ""
+    return {"rc": 0, "stdout": f"{run_id}\n{meta}\n{record}"}
+
+
 def test_jobs_plan_one_call_per_node_and_its_errors():
     p = job(run_id="")
-    jobs = launch.jobs_plan(p, "status", "", {"stdout": "r9\n", "rc": 0})
+    jobs = launch.jobs_plan(p, "status", "", found={"n1": _latest("r9")})
     assert jobs["argv"] == ["/opt/wireup/bin/wireup-jobctl", "status", "/opt/wireup/jobs/j1", "r9", "0", "5"]
     assert jobs["results"] == "/tmp/results/jobs/j1-r9" and jobs["errors"] == []
-    stop = launch.jobs_plan(p, "stop", "r2", None, stop_grace=7)
+    stop = launch.jobs_plan(p, "stop", "r2", found={"n1": _latest("r2")}, stop_grace=7)
     assert stop["argv"][1:] == ["stop", "/opt/wireup/jobs/j1", "r2", "7", "stopped by jobs.yml"]
-    assert launch.jobs_plan(p, "stop", "r2", None, check_mode=True)["argv"][1] == "status"
+    assert (
+        launch.jobs_plan(p, "stop", "r2", found={"n1": _latest("r2")}, check_mode=True)["argv"][1] == "status"
+    )
     assert launch.jobs_plan(p, "list")["argv"] == [
         "/opt/wireup/bin/wireup-jobctl",
         "list",
         "/opt/wireup/jobs",
     ]
-    never = launch.jobs_plan(p, "logs", "", {"stdout": "", "rc": 0})
+    never = launch.jobs_plan(p, "logs", "", found={"n1": _latest("")})
     assert never["errors"] == [
         "job j1 has no run on n1: start one with ansible-playbook launch.yml -e torchrun_launch_job=j1, or "
         "list the runs with -e torchrun_launch_action=list"
     ]
     missing = {"rc": 2, "msg": "[Errno 2] No such file or directory: b'/opt/wireup/bin/wireup-jobctl'"}
-    assert launch.jobs_plan(p, "status", "", missing)["errors"] == [
-        "n1 has no /opt/wireup/bin/wireup-jobctl: wireup never launched a job here (ansible-playbook "
-        "launch.yml installs it)"
+    assert launch.jobs_plan(p, "status", "", found={"n1": missing})["errors"] == [
+        "n1 of torchrun_launch_group=gpu_nodes has no /opt/wireup/bin/wireup-jobctl: wireup never launched a "
+        "job there (ansible-playbook launch.yml installs it)"
     ]
 
 
 def test_jobs_node_and_the_line_for_the_run():
     p = job()
-    jobs = launch.jobs_plan(p, "status", "r1")
+    found = {h: _latest("r1", ["n1", "n2", "n3"]) for h in ("n1", "n2", "n3")}
+    jobs = launch.jobs_plan(p, "status", "r1", found=found)
     running = '{"state": "running", "rc": null, "started": 1796086923.5, "elapsed": 12.4, "log": "/l"}'
     answer = {"rc": 0, "stdout": f"{running}\nrank 1 step 7"}
     shown = launch.jobs_node(jobs, "n2", answer, p["jobctl"], "0, 97, 40960, 143771\n")
@@ -329,7 +341,7 @@ def test_jobs_node_and_the_line_for_the_run():
     }
     assert launch.jobs_stands(jobs, states, list(states)) == "job j1 run r1: FAILED: n2 exited with code 1"
     running_all = {h: {"state": "running"} for h in states}
-    logs = launch.jobs_plan(p, "logs", "r1")
+    logs = launch.jobs_plan(p, "logs", "r1", found=found)
     assert launch.jobs_stands(logs, running_all, list(states)) == (
         "job j1 run r1: running on n1, n2, n3; logs in /tmp/results/jobs/j1-r1/"
     )
@@ -388,20 +400,17 @@ def test_the_filter_reads_the_probe_and_preflights_hostname():
             {"item": "/proc/self/mountinfo", "content": base64.b64encode(mounts).decode()},
         ]
     }
-    hostvars = {
-        "n1": {
-            "wireup_node": {
-                "gpu": {"present": False, "count": 0},
-                "network": {"address": "10.0.0.1", "interface": "eth0"},
-                "infiniband": [],
-                "hostname": "box-17",
-            },
-            "ansible_facts": {},
-            "__torchrun_launch_probe": probe,
-        }
+    wireup_node = {
+        "gpu": {"present": False, "count": 0},
+        "network": {"address": "10.0.0.1", "interface": "eth0"},
+        "infiniband": [],
+        "hostname": "box-17",
     }
+    filters = _filters()
+    # Each node's facts (its own task, with its own registered probe), then the plan over them.
+    nodes = {"n1": filters["wireup_launch_node"](wireup_node, probe, "auto")}
     settings = dict(BASE, nproc_per_node="auto")
-    p = _filters()["wireup_launch_plan"](["n1"], hostvars, **settings)
+    p = filters["wireup_launch_plan"](["n1"], nodes, **settings)
     assert p["errors"] == []
     assert p["nodes"]["n1"]["hostname"] == "box-17"
     assert launch.hosts_entries(p, mapped=False) == ["10.0.0.1 n1 box-17"]

@@ -1,7 +1,7 @@
 """nccl-tests is built from the commit its tag was pinned to (issue 12, item 8): the clone of
 nccl_tests_version must land on nccl_tests_commit, and a moved tag fails before any build.
 
-Runs the role's build step (tasks/build.yml, with the plan wireup.packages.nccl_tests_plan makes)
+Runs the role's build step (tasks/build.yml, with the plan wireup.nccl_tests.plan makes)
 on this machine (local connection) against a throw-away git repository served as file://, since
 GitHub is unreachable here and in CI; its Makefile builds nothing.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import packages, validate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import nccl_tests, validate
 
 REPO = Path(__file__).resolve().parents[2]
 # Read from a fetched NVIDIA/nccl-tests on 2026-12-01: `git rev-parse v2.19.6^{commit}`.
@@ -84,7 +84,7 @@ def _plan(tmp_path, upstream, commit):
         "nccl": {"home": "", "include_dir": "/usr/include", "lib_dir": "/usr/lib", "version": "2.28.9"},
         "build": {"stamp": None, "binary": False},
     }
-    return packages.nccl_tests_plan(
+    return nccl_tests.plan(
         info, {"gpu": {"compute_capabilities": ["9.0"]}}, host="localhost", version="v2.19.6",
         commit=commit, git_url=f"file://{upstream}", source="", source_kind="git", strip_components=1,
         nccl_source="system", mpi=False, mpi_home="", make_jobs=0, base_dir=str(tmp_path / "nccl-tests"),

@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import node
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import apt, node
 
 FIX = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 H200 = FIX / "h200x2"
@@ -97,8 +97,8 @@ def test_cuda_version_json():
 
 def test_nccl_header_and_package():
     assert node.parse_nccl_header((NODE / "nccl_h_excerpt.txt").read_text()) == "2.28.9"
-    assert node.nccl_version_from_package("2.28.9-1+cuda13.0") == "2.28.9"
-    assert node.nccl_version_from_package("garbage") == ""
+    assert apt.nccl_release("2.28.9-1+cuda13.0") == "2.28.9"
+    assert apt.nccl_release("garbage") == ""
     with pytest.raises(ValueError, match="NCCL_MAJOR"):
         node.parse_nccl_header("#define NCCL_MAJOR 2\n")
 

@@ -136,10 +136,14 @@ def test_ports_watched_are_active_rails_up_physical_interfaces_and_the_socket_de
 
 
 def test_gpu_health_findings_that_call_for_action_fail_and_monitor_does_not():
+    """In the shape wireup.gpuhealth gives them: the GPU named by its identity ({index, ...})."""
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import gpuhealth
+
+    gpu3 = {"index": 3, "bus_id": "00000000:19:00.0", "uuid": "GPU-3", "serial": "1653724057182"}
     findings = [
-        {"gpu": 3, "code": "remap_pending", "remediation": "reset", "message": "pending row remap"},
-        {"gpu": 2, "code": "ecc_corrected_growing", "remediation": "monitor", "message": "corrected ECC up"},
-        {"gpu": None, "code": "x", "remediation": "isolate"},
+        gpuhealth.gpu_finding(gpu3, "gpu_row_remap_pending", "pending row remap"),
+        gpuhealth.gpu_finding(dict(gpu3, index=2), "gpu_ecc_corrected_growing", "corrected ECC up"),
+        {"gpu": {}, "code": "x", "remediation": "isolate"},
     ]
     found = nodecheck.gpu_health_problems(findings)
     assert messages(found) == ["GPU3 reset: pending row remap", "GPU health isolate: x"]

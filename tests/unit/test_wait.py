@@ -23,11 +23,13 @@ def answer(state, elapsed=12.04, rc=None, **extra):
 
 
 def test_a_running_look_goes_on_and_says_state_and_elapsed():
-    seen = wait.look(0, answer("running"), "", host="node1", job="ex2", timeout=1800, waited=10)
+    seen = wait.look(
+        {"rc": 0, "stdout": answer("running"), "stderr": ""}, host="node1", job="ex2", timeout=1800, waited=10
+    )
     assert seen["over"] is False and seen["error"] == ""
     assert seen["line"] == "[node1] waiting for job ex2: running, 12.0 s elapsed (timeout 1800 s)"
     assert (
-        wait.look(0, answer("running"), "", host="node1")["line"]
+        wait.look({"rc": 0, "stdout": answer("running"), "stderr": ""}, host="node1")["line"]
         == "[node1] waiting for the run: running, 12.0 s elapsed (no timeout)"
     )
 
@@ -43,26 +45,34 @@ def test_a_running_look_goes_on_and_says_state_and_elapsed():
     ],
 )
 def test_an_ended_run_ends_the_wait_and_says_how(state, rc, said):
-    seen = wait.look(0, answer(state, 30, rc), "", host="node2", job="ex2", timeout=60)
+    seen = wait.look(
+        {"rc": 0, "stdout": answer(state, 30, rc), "stderr": ""}, host="node2", job="ex2", timeout=60
+    )
     assert seen["over"] and seen["error"] == ""
     assert seen["line"] == f"[node2] job ex2: {said} after 30.0 s"
 
 
 def test_the_timeout_ends_the_wait_by_the_run_s_clock_or_the_wait_s_own():
-    assert wait.look(0, answer("running", 60), "", host="n", timeout=60)["over"]
-    assert wait.look(0, answer("running", 5), "", host="n", timeout=60, waited=61)[
-        "over"
-    ]  # a lagging node clock
-    assert not wait.look(0, answer("running", 10**6), "", host="n", timeout=0, waited=10**6)["over"]
+    assert wait.look({"rc": 0, "stdout": answer("running", 60), "stderr": ""}, host="n", timeout=60)["over"]
+    assert wait.look(
+        {"rc": 0, "stdout": answer("running", 5), "stderr": ""}, host="n", timeout=60, waited=61
+    )["over"]  # a lagging node clock
+    assert not wait.look(
+        {"rc": 0, "stdout": answer("running", 10**6), "stderr": ""}, host="n", timeout=0, waited=10**6
+    )["over"]
 
 
 def test_a_failed_look_fails_the_wait_naming_the_node_and_jobctl_s_words():
-    seen = wait.look(2, "", "wireup-jobctl: no run r9 of /j\n", host="node3", timeout=60)
+    seen = wait.look(
+        {"rc": 2, "stdout": "", "stderr": "wireup-jobctl: no run r9 of /j\n"}, host="node3", timeout=60
+    )
     assert (
         seen["over"]
         and seen["error"] == "node3: wireup-jobctl status failed (rc 2): wireup-jobctl: no run r9 of /j"
     )
-    assert wait.look(127, "", "", host="node3")["error"].endswith("(rc 127): no output")
+    assert wait.look({"rc": 127, "stdout": "", "stderr": ""}, host="node3")["error"].endswith(
+        "(rc 127): no output"
+    )
 
 
 @pytest.mark.parametrize(
@@ -78,7 +88,7 @@ def test_a_failed_look_fails_the_wait_naming_the_node_and_jobctl_s_words():
     ],
 )
 def test_an_answer_that_is_no_status_line_fails_the_wait(stdout):
-    seen = wait.look(0, stdout, "", host="node1", timeout=60)
+    seen = wait.look({"rc": 0, "stdout": stdout, "stderr": ""}, host="node1", timeout=60)
     assert seen["over"] and seen["error"].startswith("node1: wireup-jobctl status gave no usable status line")
     assert "\x1b" not in seen["error"]
 

@@ -51,6 +51,19 @@ class FabricJob(TypedDict):
     kind: str
 
 
+class PairResult(TypedDict):
+    """What a node reports of its job in a round (result), gathered as ``__bench_fabric_results``
+    for the judgement."""
+
+    round: int
+    pair: list[str]
+    kind: str
+    host: str
+    log: str
+    ok: bool
+    reason: str
+
+
 class JudgedPlan(TypedDict, total=False):
     """fabricrun.judge's answer (pairwise.plan's keys and the judgement's); the YAML reads these."""
 
@@ -137,7 +150,7 @@ def job_name(round_no):
     return f"bench-fabric-r{round_no}"
 
 
-def result(the_job, launch, host, round_no):
+def result(the_job, launch, host, round_no) -> PairResult:
     """What this node reports of its job for the judgement: {round, pair, kind, host, log, ok,
     reason}. launch: torchrun_launch's result on this node ({} when none); a result left by an
     earlier round names another job in its log path, so it counts as the job not starting here."""

@@ -5,7 +5,11 @@ results.build_record judges each host (one section per capability) and report.wr
 writes the report; this module only assembles their input.
 
 A new capability that lands in the host record adds, here, what its role keeps on each node (a
-list beside ``results`` in gather) and, in results.SECTIONS, how it is judged. The quick node
+list beside ``results`` in gather) and, in results.SECTIONS, how it is judged. The GPU trial
+(issue 25) comes as one fact, gpu_trial_run (the gpu_trial role's report tasks gather it in the
+same play): it is judged across the run, every GPU against its peers and its own last passing run,
+before the records are built (gpurecord.attach); a run of the GPU trial alone (`--tags
+gpu_health`/`gpu_trial`) reaches no bench role and still stores a record per host. The quick node
 check (issue 26, ``bench.yml --tags quick``) is a run of its own: gather_quick takes what
 node_check kept on each node (__node_check_run_id, __node_check_result) and the store writes it
 under results/quick/ (kind quick), where neither a baseline nor the launch gate looks.
@@ -13,9 +17,10 @@ under results/quick/ (kind quick), where neither a baseline nor the launch gate 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TypedDict
 
-from . import node_check, stepcost
+from . import gpurecord, node_check, stepcost
 from .bench import NO_DATA
 from .health import finding
 
@@ -54,18 +59,45 @@ class StoreAnswer(TypedDict):
     failed_hosts: list[str]
 
 
-def gather(group, *, name, run_ids, results, torch_logs, multi):
-    """The run as the report play sees it (a ReportRun). group: the node group's hosts; run_ids,
-    results, torch_logs, multi: per host of group, in its order, what the bench role kept there
-    (__bench_run_id, __bench_result, __bench_torch_logs, __bench_multi; '' / None / {} where a
-    host has none). A host that reached the role (it has the run id) but kept no result stopped
-    midway: its data says so (bench.NO_DATA). Raises ValueError when no host reached the role."""
-    kept = dict(zip(group, zip(run_ids, results, torch_logs, multi, strict=True), strict=True))
+@dataclasses.dataclass(frozen=True)
+class Kept:
+    """What the bench role kept on the hosts of the group, each a list with one entry per host in
+    the group's order ('' / None / {} where a host has none): __bench_run_id, __bench_result,
+    __bench_torch_logs, __bench_multi. A name the task misspells is a TypeError."""
+
+    run_ids: list
+    results: list
+    torch_logs: list
+    multi: list
+
+
+def _trial_alone(trial):
+    """The ReportRun of a run of the GPU trial alone: its run id, no bench data."""
+    return {
+        "kind": "bench",
+        "hosts": [],
+        "lost": [],
+        "run_id": trial["run_id"],
+        "nodes": {},
+        "torch_logs": {},
+        "multi_skipped": "",
+    }
+
+
+def gather(group, given, *, name, trial=None):
+    """The run as the report play sees it (a ReportRun). group: the node group's hosts; given: Kept.
+    A host that reached the role (it has the run id) but kept no result stopped midway: its data
+    says so (bench.NO_DATA). trial: gpu_trial_run (gputrial.TrialRun), whose run id a run of the
+    GPU trial alone takes. Raises ValueError when no host reached either role."""
+    rows = zip(given.run_ids, given.results, given.torch_logs, given.multi, strict=True)
+    kept = dict(zip(group, rows, strict=True))
     hosts = [h for h in group if kept[h][0]]
+    if not hosts and (trial or {}).get("hosts"):
+        return _trial_alone(trial)
     if not hosts:
         raise ValueError(
-            f"No host of group {name} reached the bench role (all failed or unreachable, or the run was "
-            "limited to other hosts): nothing to report."
+            f"No host of group {name} reached the bench or gpu_trial role (all failed or unreachable, or "
+            "the run was limited to other hosts): nothing to report."
         )
     first = kept[hosts[0]][3] or {}
     return {
@@ -91,7 +123,7 @@ NO_CHECK = {
 def gather_quick(group, *, name, run_ids, results, reached):
     """A quick check's run as the report play sees it (a ReportRun of kind quick). group: the
     node group's hosts; run_ids, results, reached: per host of group, in its order, what node_check
-    kept there (__node_check_run_id, __node_check_result; '' / None where it has none) and whether
+    kept there (__node_check_run_id, __node_check_result; '' / {} where it has none) and whether
     preflight reached it in this run (wireup_node set). A host preflight reached that never got
     the run id was lost before the check. Raises ValueError when no host reached the check."""
     kept = dict(zip(group, zip(run_ids, results, reached, strict=True), strict=True))
@@ -157,7 +189,9 @@ def store_nodes(params, read):
     """{host: node data} as results.store_run judges them, from wireup_bench_store's arguments:
     each node with the run-wide settings (thresholds, efficiency, secret_env: the report play's
     own, not the hosts' facts), the cross-node skip as a finding, lost nodes (unreachable with
-    Ansible's reason, else no data), the torch and DDP step logs read back with ``read(path)``."""
+    Ansible's reason, else no data), the torch and DDP step logs read back with ``read(path)``,
+    and the GPU trial (params' gpu_trial) judged across the run against each GPU's last passing
+    run in results_dir (gpurecord.attach)."""
     run_wide = {
         "thresholds": params["thresholds"],
         "efficiency": params.get("efficiency") or {},
@@ -173,4 +207,7 @@ def store_nodes(params, read):
     torch_logs = params.get("torch_logs") or {}
     _torch_texts(nodes, torch_logs, read)
     _stepcost_texts(nodes, torch_logs, read)
-    return nodes
+    trial = params.get("gpu_trial") or {}
+    if not trial.get("nodes"):
+        return nodes  # the GPU trial did not run (`--tags bench`), or bench_report runs without it
+    return gpurecord.attach(params["results_dir"], params["run_id"], nodes, trial, run_wide=run_wide)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import bandwidth, fabric, ncclinfo, nccltests, pairwise
+from . import bandwidth, fabric, gpuhealth, ncclinfo, nccltests, pairwise
 from .health import finding
 from .report import md_text
 
@@ -571,8 +571,11 @@ def _latest_bench(store, results_dir, runs, host):
             return {"verdict": "DAMAGED", "run_id": run_id, "reason": str(err)}
         except ValueError:
             return None  # a host name that is no file name: the store can hold no record of it
+        # A GPU finding gives its short form (issue 25: the GPU, the finding, the remediation).
         critical = [
-            f.get("message", "") for f in record.get("findings", []) if f.get("severity") == "critical"
+            gpuhealth.short(f) or f.get("message", "")
+            for f in record.get("findings", [])
+            if f.get("severity") == "critical"
         ]
         return {"verdict": record.get("verdict"), "run_id": run_id, "reason": "; ".join(critical[:3])}
     return None

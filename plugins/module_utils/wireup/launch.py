@@ -9,12 +9,15 @@ all of them at once.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import ipaddress
 import json
 import re
 import secrets
 import shlex
+from dataclasses import dataclass
+from typing import TypedDict
 
 from . import slurm as slurm_
 from . import validate
@@ -121,29 +124,169 @@ def omp_threads_for(cpus, nproc) -> int:
     return max(1, cpus // nproc) if nproc > 0 and cpus > 0 else 1
 
 
-def plan(
-    hosts,
-    nodes: dict,
-    *,
-    group: str = "",
-    master_host: str = "",
-    master_addr: str = "",
-    master_port=29500,
-    nproc_per_node="auto",
-    play_hosts=None,
-    rdzv_backend: str = "c10d",
-    omp_threads="auto",
-    absent_ok: bool = False,
-) -> dict:
-    """Plan a job over ``hosts`` (inventory names of the job's group).
+class NodeFacts(TypedDict, total=False):
+    """What launch planning needs of one host (node_facts: preflight's wireup_node, the role's
+    probe and the host's own wireup_nproc_per_node)."""
 
-    ``nodes`` maps each host to its facts: address, interface, gpu_present, gpu_count,
-    infiniband (list), hostname. ``nproc_per_node`` is one setting for all, or a mapping host ->
-    setting (each host's own wireup_nproc_per_node). ``play_hosts``, when given, are the hosts in
-    the play: a job host outside it (``--limit``) would leave the rendezvous waiting forever, so
-    it is an error, unless ``absent_ok`` (jobs.yml, which follows a run that may not have run on
-    every host of the group: ``jobs_plan`` decides from the run's record): such hosts are then only
-    left out of ``nodes``.
+    address: str
+    interface: str
+    gpu_present: bool
+    gpu_count: int
+    infiniband: list[str]
+    hostname: str
+    cpus: int | None
+    hosts_mounted: bool
+    nproc: object  # the host's wireup_nproc_per_node ('auto' or a number)
+
+
+def _probed(probe) -> dict:
+    """{path: text} of the role's one probe per node (a registered slurp loop over /proc/self files)."""
+    out = {}
+    for item in (probe or {}).get("results", []) or []:
+        if item.get("content"):
+            out[item.get("item")] = base64.b64decode(item["content"]).decode("utf-8", "replace")
+    return out
+
+
+def node_facts(node, probe=None, nproc="auto") -> NodeFacts:
+    """One host's NodeFacts from preflight's ``node`` (wireup_node), the role's ``probe`` (the slurp
+    of /proc/self/status and /proc/self/mountinfo) and its ``nproc`` (wireup_nproc_per_node: each
+    host's own, host_vars may differ from the group's)."""
+    node = node or {}
+    gpu, network, probed = node.get("gpu") or {}, node.get("network") or {}, _probed(probe)
+    return {
+        "cpus": cpus_allowed(probed.get("/proc/self/status", "")) or None,
+        "hosts_mounted": is_mount_point(probed.get("/proc/self/mountinfo", ""), "/etc/hosts"),
+        "address": network.get("address") or "",
+        "interface": network.get("interface") or "",
+        "gpu_present": bool(gpu.get("present")),
+        "gpu_count": int(gpu.get("count") or 0),
+        "infiniband": list(node.get("infiniband") or []),
+        # preflight reads it (setup never runs in wireup's plays).
+        "hostname": node.get("hostname") or "",
+        "nproc": nproc,
+    }
+
+
+@dataclass(frozen=True)
+class Layout:
+    """plan's settings: who is master, where torchrun meets, how many processes per node."""
+
+    group: str = ""
+    master_host: str = ""
+    master_addr: str = ""
+    master_port: object = 29500
+    nproc_per_node: object = "auto"
+    play_hosts: list | None = None
+    rdzv_backend: str = "c10d"
+    omp_threads: object = "auto"
+    absent_ok: bool = False
+
+
+class NodePlan(TypedDict, total=False):
+    """One host's part of the job (JobPlan's ``nodes``; launch.sh and job.sbatch read it)."""
+
+    node_rank: int
+    nproc: int
+    is_master: bool
+    gpu_present: bool
+    address: str
+    interface: str
+    ib_hca: str
+    hostname: str
+    cpus: int
+    hosts_mounted: bool  # /etc/hosts is a mount point (docker, podman): only an in-place write works
+    env: dict  # exported before wireup_job_env and torchrun_launch_env, which may override it
+    names: list[str]  # job_plan: the names this node must resolve
+    listen: bool  # job_plan: the master-port pre-check's listener runs here
+    connect: bool  # job_plan: ... its connect runs here
+
+
+def _where(group: str) -> str:
+    return f"torchrun_launch_group={group!r}" if group else "the job's group"
+
+
+def _master(hosts: list[str], nodes: dict, lay: Layout, errors: list[str]) -> dict:
+    """The master, its address and port and torchrun's rendezvous endpoint. wireup_master_host (in
+    wireup_node_group) and wireup_master_port (validate.validate_port) are preflight's checks, run
+    before this role: here they are only used. A job over another group that lacks
+    wireup_master_host (bench's one-node groups) takes its first host."""
+    master = validate.master_of(hosts, lay.master_host)
+    port_ok = not validate.validate_port("wireup_master_port", lay.master_port)
+    port = int(str(lay.master_port).strip()) if port_ok else 0
+    addr = str(lay.master_addr or "").strip()
+    if addr and not (_is_ip(addr) or validate.is_host_name(addr)):
+        errors.append(f"torchrun_launch_master_addr={lay.master_addr!r} is not an address or host name")
+    elif not addr and master in nodes:
+        addr = str(nodes[master].get("address") or "")
+        if not addr:
+            errors.append(
+                f"the master {master} has no cluster address (wireup_node.network.address): set "
+                f"wireup_address (and wireup_interface) for {master} in the inventory"
+            )
+    endpoint = (f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}") if addr and port else ""
+    return {"master": master, "master_addr": addr, "master_port": port, "rdzv_endpoint": endpoint}
+
+
+def _address_errors(host: str, facts: dict) -> list[str]:
+    errors = []
+    if not str(facts.get("interface") or ""):
+        errors.append(
+            f"{host} has no cluster interface (wireup_node.network.interface): set "
+            f"wireup_interface for {host} in the inventory"
+        )
+    address = str(facts.get("address") or "")
+    if not address:
+        errors.append(f"{host} has no cluster address: set wireup_address for {host} in the inventory")
+    elif not (_is_ip(address) or validate.is_host_name(address)):
+        errors.append(f"{host}: cluster address {address[:80]!r} is no IP address: fix wireup_address")
+    return errors
+
+
+def _node_plan(host: str, rank: int, facts: dict, setting, ctx: tuple) -> tuple[NodePlan, list[str]]:
+    """(one host's NodePlan, its errors); ``ctx``: (the master, the fixed OMP thread count or 0)."""
+    master, omp_fixed = ctx
+    gpu_present = bool(facts.get("gpu_present"))
+    nproc, errors = resolve_nproc(setting, gpu_present, int(facts.get("gpu_count") or 0), host)
+    errors = errors + _address_errors(host, facts)
+    cpus = facts.get("cpus")
+    return {
+        "node_rank": rank,
+        "nproc": nproc,
+        "is_master": host == master,
+        "gpu_present": gpu_present,
+        "address": str(facts.get("address") or ""),
+        "interface": str(facts.get("interface") or ""),
+        "ib_hca": ib_hca(facts.get("infiniband")),
+        "hostname": str(facts.get("hostname") or ""),
+        "cpus": int(cpus) if isinstance(cpus, int) or str(cpus or "").isdigit() else 0,
+        "hosts_mounted": bool(facts.get("hosts_mounted")),
+        "env": {"OMP_NUM_THREADS": str(omp_fixed or omp_threads_for(cpus, nproc))},
+    }, errors
+
+
+def _absent_errors(hosts: list[str], lay: Layout) -> list[str]:
+    """A job host outside the play (--limit, or unreachable): the rendezvous would wait for it
+    forever (jobs.yml's plan, ``absent_ok``, only leaves it out of ``nodes``)."""
+    if lay.play_hosts is None or lay.absent_ok:
+        return []
+    missing = [h for h in hosts if h not in set(lay.play_hosts)]
+    if not missing:
+        return []
+    return [
+        f"{', '.join(missing)} of {_where(lay.group)} not in this play (--limit, or unreachable): "
+        "a job needs every node of its group; run on the whole group or choose another group"
+    ]
+
+
+def plan(hosts, nodes: dict, **layout) -> dict:
+    """Plan a job over ``hosts`` (inventory names of the job's group): ``layout`` is Layout's fields.
+
+    ``nodes`` maps each host to its NodeFacts. ``nproc_per_node`` is one setting for all, or a
+    mapping host -> setting (each host's own wireup_nproc_per_node). ``play_hosts``, when given, are
+    the hosts in the play: a job host outside it is an error, unless ``absent_ok`` (jobs.yml, which
+    follows a run that may not have run on every host of the group: ``jobs_plan`` decides from the
+    run's record): such hosts are then only left out of ``nodes``.
 
     ``omp_threads`` sets OMP_NUM_THREADS for every process (``env`` of each node): "auto" is
     the node's CPUs (``cpus`` in its facts) divided by its processes, at least 1; a number is used
@@ -153,24 +296,15 @@ def plan(
     must be node 0 (it hosts the store), so it comes first and the others follow, sorted.
 
     Returns ``{"errors": [...], "hosts": sorted hosts, "nnodes", "master", "master_addr",
-    "master_port", "rdzv_endpoint", "world_size", "nodes": {host: {...}}}``.
+    "master_port", "rdzv_endpoint", "world_size", "nodes": {host: NodePlan}, "order"}``.
     """
-    errors: list[str] = []
-    group_var = f"torchrun_launch_group={group!r}" if group else "the job's group"
+    lay = Layout(**layout)
     hosts = sorted(dict.fromkeys(hosts or []))
-    result = {
-        "errors": errors,
-        "hosts": hosts,
-        "nnodes": len(hosts),
-        "master": "",
-        "master_addr": "",
-        "master_port": 0,
-        "rdzv_endpoint": "",
-        "world_size": 0,
-        "nodes": {},
-    }
+    result = {"errors": [], "hosts": hosts, "nnodes": len(hosts), "master": "", "master_addr": ""}
+    result.update(master_port=0, rdzv_endpoint="", world_size=0, nodes={})
+    errors = result["errors"]
     if not hosts:
-        errors.append(f"{group_var} has no hosts: name an inventory group that holds the job's nodes")
+        errors.append(f"{_where(lay.group)} has no hosts: name an inventory group that holds the job's nodes")
         return result
     # Preflight's checks, repeated where the names are used: they become words of launch.sh,
     # job.sbatch and /etc/hosts, and paths on the controller.
@@ -178,90 +312,29 @@ def plan(
     errors.extend(validate.node_hostname_errors({h: (nodes.get(h) or {}).get("hostname") for h in hosts}))
     if errors:
         return result
-
-    if play_hosts is not None and not absent_ok:
-        missing = [h for h in hosts if h not in set(play_hosts)]
-        if missing:
-            errors.append(
-                f"{', '.join(missing)} of {group_var} not in this play (--limit, or unreachable): "
-                "a job needs every node of its group; run on the whole group or choose another group"
-            )
-
-    # wireup_master_host (in wireup_node_group) and wireup_master_port (validate.validate_port) are
-    # preflight's checks, run before this role: here they are only used. A job over another group
-    # that lacks wireup_master_host (bench's one-node groups) takes its first host.
-    master = validate.master_of(hosts, master_host)
-    result["master"] = master
-    port_ok = not validate.validate_port("wireup_master_port", master_port)
-    port = int(str(master_port).strip()) if port_ok else 0
-    result["master_port"] = port
-
-    addr = str(master_addr or "").strip()
-    if addr:
-        if not (_is_ip(addr) or validate.is_host_name(addr)):
-            errors.append(f"torchrun_launch_master_addr={master_addr!r} is not an address or host name")
-    elif master in nodes:
-        addr = str(nodes[master].get("address") or "")
-        if not addr:
-            errors.append(
-                f"the master {master} has no cluster address (wireup_node.network.address): set "
-                f"wireup_address (and wireup_interface) for {master} in the inventory"
-            )
-    result["master_addr"] = addr
-    if addr and port:
-        result["rdzv_endpoint"] = f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
-
-    if rdzv_backend not in ("c10d", "static"):
-        errors.append(f"torchrun_launch_rdzv_backend={rdzv_backend!r} must be c10d or static")
-    order = list(hosts)
-    if rdzv_backend == "static" and master in order:
-        order = [master] + [h for h in order if h != master]
+    errors.extend(_absent_errors(hosts, lay))
+    result.update(_master(hosts, nodes, lay, errors))
+    if lay.rdzv_backend not in ("c10d", "static"):
+        errors.append(f"torchrun_launch_rdzv_backend={lay.rdzv_backend!r} must be c10d or static")
+    master = result["master"]
+    static = lay.rdzv_backend == "static" and master in hosts
+    order = [master, *(h for h in hosts if h != master)] if static else list(hosts)
     result["order"] = order
-    omp_fixed, omp_errors = _omp_setting(omp_threads)
+    omp_fixed, omp_errors = _omp_setting(lay.omp_threads)
     errors.extend(omp_errors)
-
-    world = 0
     for rank, host in enumerate(order):
         facts = nodes.get(host)
         if facts is None:
-            if play_hosts is None:
-                errors.append(f"{host} of {group_var} has no facts: run the preflight role on it first")
+            if lay.play_hosts is None:
+                errors.append(
+                    f"{host} of {_where(lay.group)} has no facts: run the preflight role on it first"
+                )
             continue
-        setting = nproc_per_node.get(host, "auto") if isinstance(nproc_per_node, dict) else nproc_per_node
-        nproc, nproc_errors = resolve_nproc(
-            setting, bool(facts.get("gpu_present")), int(facts.get("gpu_count") or 0), host
-        )
-        errors.extend(nproc_errors)
-        interface = str(facts.get("interface") or "")
-        if not interface:
-            errors.append(
-                f"{host} has no cluster interface (wireup_node.network.interface): set "
-                f"wireup_interface for {host} in the inventory"
-            )
-        address = str(facts.get("address") or "")
-        if not address:
-            errors.append(f"{host} has no cluster address: set wireup_address for {host} in the inventory")
-        elif not (_is_ip(address) or validate.is_host_name(address)):
-            errors.append(f"{host}: cluster address {address[:80]!r} is no IP address: fix wireup_address")
-        world += nproc
-        cpus = facts.get("cpus")
-        omp = omp_fixed or omp_threads_for(cpus, nproc)
-        result["nodes"][host] = {
-            "node_rank": rank,
-            "nproc": nproc,
-            "is_master": host == master,
-            "gpu_present": bool(facts.get("gpu_present")),
-            "address": address,
-            "interface": interface,
-            "ib_hca": ib_hca(facts.get("infiniband")),
-            "hostname": str(facts.get("hostname") or ""),
-            "cpus": int(cpus) if isinstance(cpus, int) or str(cpus or "").isdigit() else 0,
-            # /etc/hosts is a mount point (docker, podman): only an in-place write works there.
-            "hosts_mounted": bool(facts.get("hosts_mounted")),
-            # Exported before wireup_job_env and torchrun_launch_env, which may override it.
-            "env": {"OMP_NUM_THREADS": str(omp)},
-        }
-    result["world_size"] = world
+        per_host = isinstance(lay.nproc_per_node, dict)
+        setting = lay.nproc_per_node.get(host, "auto") if per_host else lay.nproc_per_node
+        result["nodes"][host], node_errors = _node_plan(host, rank, facts, setting, (master, omp_fixed))
+        errors.extend(node_errors)
+        result["world_size"] += result["nodes"][host]["nproc"]
     return result
 
 
@@ -348,7 +421,18 @@ def how_it_ended(status: dict) -> str:
     }.get(status.get("state"), f"exited with code {status.get('rc')}")
 
 
-def job_verdict(states: dict, play_hosts=None, timeout: float = 0) -> dict:
+class Verdict(TypedDict):
+    """A run's verdict (``__torchrun_launch_verdict``): over, how it went, who failed first."""
+
+    over: bool
+    ok: bool
+    first_failure: str
+    timed_out: bool
+    running: list[str]
+    reason: str
+
+
+def job_verdict(states: dict, play_hosts=None, timeout: float = 0) -> Verdict:
     """Whether a running job is over, and how it went.
 
     ``states`` maps each job host to its last ``wireup-jobctl status`` (state, rc, ended,
@@ -399,11 +483,26 @@ def is_mount_point(mountinfo: str, path: str = "/etc/hosts") -> bool:
     return False
 
 
-def watchdog_config(plan_: dict, host: str, *, port, interval, timeout, join_timeout, grace, job_dir) -> dict:
-    """The watchdog.json of ``host``: who is master, where it listens, the time limits.
+@dataclass(frozen=True)
+class WatchdogLimits:
+    """watchdog.json's port and time limits (torchrun_launch_watchdog_*, torchrun_launch_join_timeout,
+    torchrun_launch_stop_grace) and the job's folder."""
+
+    port: object
+    interval: object
+    timeout: object
+    join_timeout: object
+    grace: object
+    job_dir: str
+
+
+def watchdog_config(plan_: dict, host: str, **limits) -> dict:
+    """The watchdog.json of ``host``: who is master, where it listens, the time limits (``limits``:
+    WatchdogLimits' fields).
 
     The master listens on the address the workers reach it at (the master's cluster address),
     not on every interface: only the cluster network reaches its watchdog."""
+    w = WatchdogLimits(**limits)
     addr = plan_.get("master_addr") or ""
     return {
         "self": host,
@@ -411,12 +510,12 @@ def watchdog_config(plan_: dict, host: str, *, port, interval, timeout, join_tim
         "hosts": list(plan_.get("hosts") or []),
         "addr": addr,
         "bind": addr,
-        "port": int(port),
-        "interval": float(interval),
-        "timeout": float(timeout),
-        "join_timeout": float(join_timeout),
-        "grace": int(grace),
-        "job_dir": job_dir,
+        "port": int(w.port),
+        "interval": float(w.interval),
+        "timeout": float(w.timeout),
+        "join_timeout": float(w.join_timeout),
+        "grace": int(w.grace),
+        "job_dir": w.job_dir,
     }
 
 
@@ -536,18 +635,56 @@ def cpus_allowed(status_text: str) -> int:
 ON_FAILED = ("refuse", "skip")
 
 
-def health_plan(
-    hosts,
-    nodes: dict,
-    failed=None,
-    *,
-    on_failed: str = "refuse",
-    drain: bool = False,
-    slurm: bool = False,
-    group: str = "",
-    master_host: str = "",
-) -> dict:
-    """Which of the job's hosts run it, given the nodes whose latest bench verdict FAILed.
+@dataclass(frozen=True)
+class HealthOptions:
+    """health_plan's settings: torchrun_launch_on_failed, torchrun_launch_drain_failed,
+    torchrun_launch_slurm, the job's group and wireup_master_host."""
+
+    on_failed: str = "refuse"
+    drain: bool = False
+    slurm: bool = False
+    group: str = ""
+    master_host: str = ""
+
+
+def _health_errors(o: HealthOptions, failed) -> tuple[dict, list[str]]:
+    """(the failed mapping, the errors of the settings)."""
+    errors = []
+    if o.on_failed not in ON_FAILED:
+        errors.append(f"torchrun_launch_on_failed={o.on_failed!r} must be refuse or skip")
+    if o.drain and not o.slurm:
+        errors.append(
+            "torchrun_launch_drain_failed=true drains Slurm nodes: it needs torchrun_launch_slurm=true "
+            "(or set it to false)"
+        )
+    if failed is not None and not isinstance(failed, dict):
+        errors.append(f"torchrun_launch_failed must map inventory hosts to reasons, got {failed!r}")
+    return failed if isinstance(failed, dict) else {}, errors
+
+
+def _left_out(o: HealthOptions, hosts: list[str], nodes: dict, reasons: dict) -> dict:
+    """health_plan's answer when the job starts without the FAILed nodes (skip, or drain)."""
+    kept = [h for h in hosts if h not in reasons]
+    why = "torchrun_launch_drain_failed" if o.drain else "torchrun_launch_on_failed=skip"
+    names = {h: slurm_.node_name(h, nodes.get(h)) for h in reasons}
+    out = {"hosts": kept, "left_out": reasons, "slurm_exclude": ",".join(names.values()), "drain": []}
+    out["show"] = [f"left out {h} ({why}): {reason}" for h, reason in reasons.items()]
+    if o.master_host in reasons:
+        master = validate.master_of(kept, o.master_host)
+        out["show"].append(f"the master {o.master_host} is left out: {master} is the master")
+    # job.sbatch's --exclude, scontrol's NodeName=
+    out["errors"] = (
+        [e for h in reasons for e in slurm_.node_name_errors(h, names[h])] if o.slurm or o.drain else []
+    )
+    for h in reasons if o.drain else ():
+        argv = slurm_.drain_argv(names[h], reasons[h])
+        out["drain"].append({"host": h, "node": names[h], "reason": argv[-1][len("Reason=") :], "argv": argv})
+    return out
+
+
+def health_plan(hosts, nodes: dict, failed=None, **options) -> dict:
+    """Which of the job's hosts run it, given the nodes whose latest bench verdict FAILed
+    (``options``: HealthOptions' fields).
 
     ``failed`` maps host -> reason (torchrun_launch_failed: launch.yml reads it from the bench
     store, fabricrun.refusals). ``on_failed``: refuse (the job does not start, naming each failed
@@ -557,243 +694,275 @@ def health_plan(
     argv per node, the reason from slurm.drain_reason). Returns {"hosts" (those that run),
     "left_out" {host: reason}, "slurm_exclude" (their Slurm names for sbatch --exclude), "drain"
     [{host, node, reason, argv}], "show" (lines for the play), "errors"}."""
+    o = HealthOptions(**options)
     hosts = sorted(dict.fromkeys(hosts or []))
     out = {"hosts": hosts, "left_out": {}, "slurm_exclude": "", "drain": [], "show": [], "errors": []}
-    errors = out["errors"]
-    if on_failed not in ON_FAILED:
-        errors.append(f"torchrun_launch_on_failed={on_failed!r} must be refuse or skip")
-    if drain and not slurm:
-        errors.append(
-            "torchrun_launch_drain_failed=true drains Slurm nodes: it needs torchrun_launch_slurm=true "
-            "(or set it to false)"
-        )
-    if failed is None:
-        failed = {}
-    if not isinstance(failed, dict):
-        errors.append(f"torchrun_launch_failed must map inventory hosts to reasons, got {failed!r}")
-        failed = {}
+    failed, out["errors"] = _health_errors(o, failed)
     bad = [h for h in hosts if h in failed]
-    if not bad or errors:
+    if not bad or out["errors"]:
         return out
     reasons = {h: str(failed[h] or "latest bench verdict FAIL") for h in bad}
-    where = f"torchrun_launch_group={group}" if group else "the job's group"
-    if on_failed == "refuse" and not drain:
-        errors.append(
+    where = f"torchrun_launch_group={o.group}" if o.group else "the job's group"
+    if o.on_failed == "refuse" and not o.drain:
+        out["errors"].append(
             f"launch refused: {' | '.join(reasons.values())}. Fix the node or leave it out (--limit, or "
             f"remove it from {where}), set torchrun_launch_on_failed=skip to start on the healthy "
             "nodes only, or wireup_launch_refuse_failed=false to start anyway"
         )
         return out
-    kept = [h for h in hosts if h not in reasons]
-    why = "torchrun_launch_drain_failed" if drain else "torchrun_launch_on_failed=skip"
-    if not kept:
-        errors.append(
+    if len(bad) == len(hosts):
+        why = "torchrun_launch_drain_failed" if o.drain else "torchrun_launch_on_failed=skip"
+        out["errors"].append(
             f"every node of {where} FAILed its latest bench ({', '.join(bad)}): {why} leaves none to "
             "run on; fix the nodes and run bench.yml again, or set wireup_launch_refuse_failed=false "
             "to start anyway"
         )
         return out
-    names = {h: slurm_.node_name(h, nodes.get(h)) for h in bad}
-    out.update(hosts=kept, left_out=reasons, slurm_exclude=",".join(names[h] for h in bad))
-    out["show"] = [f"left out {h} ({why}): {reasons[h]}" for h in bad]
-    if master_host in reasons:
-        out["show"].append(
-            f"the master {master_host} is left out: {validate.master_of(kept, master_host)} is the master"
-        )
-    if slurm or drain:  # job.sbatch's --exclude, scontrol's NodeName=
-        for h in bad:
-            errors.extend(slurm_.node_name_errors(h, names[h]))
-    if drain:
-        for h in bad:
-            argv = slurm_.drain_argv(names[h], reasons[h])
-            out["drain"].append(
-                {"host": h, "node": names[h], "reason": argv[-1][len("Reason=") :], "argv": argv}
-            )
-    return out
+    return _left_out(o, hosts, nodes, reasons)
 
 
-def job_plan(
-    hosts,
-    nodes: dict,
-    *,
-    job: str,
-    program: str,
-    base_dir: str,
-    venv_path: str,
-    results_dir: str,
-    group: str = "",
-    node_group: str = "",
-    launcher: str = "torchrun",
-    env=None,
-    job_env=None,
-    run_id: str = "",
-    run: bool = True,
-    wait: bool = False,
-    slurm: bool = False,
-    check_mode: bool = False,
-    precheck: bool = True,
-    install_examples: bool = True,
-    examples_src: str = "",
-    watchdog: bool = True,
-    watchdog_port=0,
-    watchdog_interval=5,
-    watchdog_timeout=30,
-    join_timeout=300,
-    stop_grace=15,
-    failed=None,
-    on_failed="refuse",
-    drain_failed=False,
-    follow=False,
-    **layout,
-) -> dict:
-    """The whole of one torchrun_launch run: ``plan`` (``layout`` is its keyword arguments) plus
-    every decision the role's tasks execute and every error of the job's own variables.
+@dataclass(frozen=True)
+class JobSettings:
+    """job_plan's settings: every variable of a torchrun_launch run, passed by name by
+    roles/torchrun_launch/tasks/plan.yml (and plan's Layout: master, port, processes, rendezvous)."""
 
-    Adds: ``job``, ``job_dir``, ``jobctl``, ``run_id``, ``results`` (the controller's folder of
-    this run), ``summary`` (its file name), ``mode`` (render: only write the files, the run is
-    off or this is check mode; slurm; start: wireup-jobctl), ``wait``, ``precheck``,
-    ``watchdog`` ({on, port, key: where the run's key goes, '' when no watchdog run starts,
-    config}), ``results_root``, the file tasks' items ``dirs``, ``copies`` and
-    ``templates``, ``precheck_paths``, ``show`` (one line per node) and per node ``names`` (to
-    resolve), ``listen`` and ``connect`` (the master-port pre-check's part of each node).
-    Inventory-only checks of the shared wireup_* variables are preflight's, not repeated here.
+    job: str
+    program: str
+    base_dir: str
+    venv_path: str
+    results_dir: str
+    group: str = ""
+    node_group: str = ""
+    launcher: str = "torchrun"
+    env: dict | None = None
+    job_env: dict | None = None
+    run_id: str = ""
+    run: bool = True
+    wait: bool = False
+    slurm: bool = False
+    check_mode: bool = False
+    precheck: bool = True
+    install_examples: bool = True
+    examples_src: str = ""
+    watchdog: bool = True
+    watchdog_port: object = 0
+    watchdog_interval: object = 5
+    watchdog_timeout: object = 30
+    join_timeout: object = 300
+    stop_grace: object = 15
+    failed: dict | None = None
+    on_failed: str = "refuse"
+    drain_failed: bool = False
+    follow: bool = False
+    master_host: str = ""
+    master_addr: str = ""
+    master_port: object = 29500
+    nproc_per_node: object = "auto"
+    play_hosts: list | None = None
+    rdzv_backend: str = "c10d"
+    omp_threads: object = "auto"
 
-    ``failed``, ``on_failed`` and ``drain_failed`` are health_plan's: the job runs on its
-    ``hosts``; adds ``left_out``, ``slurm_exclude``, ``drain`` (the scontrol calls that may be
-    made before sbatch; empty unless the job is submitted: check mode and render-only drain
-    nothing), ``drain_read`` (the nodes whose Slurm state the drain step reads, in check mode too)
-    and ``drain_state_argv`` (that read: slurm.drain_plan decides from it which to drain).
+    def layout(self, nodes: dict) -> dict:
+        """plan's Layout: each host's own wireup_nproc_per_node (NodeFacts' nproc), else this one."""
+        return {
+            "group": self.group,
+            "master_host": self.master_host,
+            "master_addr": self.master_addr,
+            "master_port": self.master_port,
+            "nproc_per_node": {h: n.get("nproc", self.nproc_per_node) for h, n in nodes.items()},
+            "play_hosts": None if self.play_hosts is None else list(self.play_hosts),
+            "rdzv_backend": self.rdzv_backend,
+            "omp_threads": self.omp_threads,
+            "absent_ok": bool(self.follow),
+        }
 
-    ``record`` is what the run records of itself when it starts (``run_record``); ``follow`` is
-    jobs.yml's plan: hosts of the group outside the play are no error there (``plan``'s
-    ``absent_ok``), ``jobs_plan`` decides from the run's record which hosts it needs.
-    """
-    health = health_plan(
-        hosts,
-        nodes,
-        failed,
-        on_failed=on_failed,
-        drain=drain_failed,
-        slurm=slurm,
-        group=group,
-        master_host=layout.get("master_host", ""),
-    )
-    # Every node refused or left out: plan the whole group so that only health's errors show.
-    result = plan(health["hosts"] or hosts, nodes, group=group, absent_ok=bool(follow), **layout)
-    errors = result["errors"]
-    errors.extend(health["errors"])
-    errors.extend(job_name_errors(job))
-    errors.extend(run_id_errors(run_id))
-    errors.extend(env_errors(env, "torchrun_launch_env"))
-    errors.extend(env_errors(job_env, "wireup_job_env", names=False))  # names: preflight's
-    multi = result["nnodes"] > 1
-    if launcher == "python" and multi:
+
+class WatchdogPlan(TypedDict):
+    on: bool
+    port: int
+    key: str  # where the run's key goes ('' when no watchdog run starts)
+    config: dict  # watchdog.json (watchdog_config)
+
+
+class JobPlan(TypedDict):
+    """``__torchrun_launch_plan`` (``__plan`` in the role's tasks and templates): what they read."""
+
+    errors: list[str]
+    hosts: list[str]  # those that run the job (sorted)
+    nnodes: int
+    master: str
+    master_addr: str
+    master_port: int
+    rdzv_endpoint: str
+    world_size: int
+    nodes: dict[str, NodePlan]
+    order: list[str]  # node rank order
+    show: list[str]  # one line per node, the nodes left out, the drains
+    left_out: dict  # host -> why (health_plan)
+    slurm_exclude: str
+    drain: list[dict]  # scontrol calls before sbatch (only when the job is submitted)
+    drain_read: list[dict]  # the nodes whose Slurm state the drain step reads
+    drain_state_argv: list[str]
+    job: str
+    group: str
+    job_dir: str
+    jobctl: str
+    run_id: str
+    results_root: str
+    results: str  # the controller's folder of this run
+    summary: str  # its file name
+    mode: str  # render (files only), slurm or start (wireup-jobctl)
+    wait: bool
+    precheck: bool
+    precheck_paths: list[str]  # the program and the venv's launcher
+    watchdog: WatchdogPlan
+    dirs: list[dict]  # file items: {path, state, mode}
+    copies: list[dict]  # copy items: {src, dest, mode}
+    templates: list[dict]  # template items: {src, dest, mode, bash}
+    record: dict  # run_record: what the run records of itself when it starts
+
+
+def _job_errors(s: JobSettings, result: dict) -> list[str]:
+    """The errors of the job's own variables (inventory-only checks of the shared wireup_*
+    variables are preflight's, not repeated here)."""
+    errors = job_name_errors(s.job) + run_id_errors(s.run_id) + env_errors(s.env, "torchrun_launch_env")
+    errors += env_errors(s.job_env, "wireup_job_env", names=False)  # names: preflight's
+    if s.launcher == "python" and result["nnodes"] > 1:
         errors.append(
-            f"torchrun_launch_launcher=python runs a one-node program: torchrun_launch_group={group} holds "
+            f"torchrun_launch_launcher=python runs a one-node program: torchrun_launch_group={s.group} holds "
             f"{result['nnodes']} hosts; name a group with one host or use torchrun"
         )
-    if not str(program or "").startswith("/"):
-        errors.append(f"torchrun_launch_program={program} must be an absolute path on the nodes")
-    job_dir = f"{base_dir}/jobs/{job}"
-    watchdog_on = bool(watchdog) and launcher == "torchrun" and multi
-    port = int(watchdog_port or 0) or int(result["master_port"] or 0) + 1
-    if watchdog_on:
-        errors.extend(watchdog_errors(port, watchdog_interval, watchdog_timeout, result["master_port"]))
-    mode = "render" if not run or check_mode else "slurm" if slurm else "start"
-    torchrun_checks = precheck and mode == "start" and launcher == "torchrun"
+    if not str(s.program or "").startswith("/"):
+        errors.append(f"torchrun_launch_program={s.program} must be an absolute path on the nodes")
+    return errors
+
+
+def _node_checks(result: dict, torchrun_checks: bool) -> None:
+    """Each node's names to resolve, and its part of the master-port pre-check."""
     names = resolve_names(result)
     for node in result["nodes"].values():
         own = [node["hostname"]] if node["hostname"] and node["hostname"] not in names else []
         node.update(names=names + own, listen=torchrun_checks and node["is_master"])
         node["connect"] = torchrun_checks and not node["is_master"]
-    result["show"] = [
-        f"job {job}: {host} is node {n['node_rank']} of {result['nnodes']}, {n['nproc']} process(es) "
+
+
+def _node_lines(s: JobSettings, result: dict) -> list[str]:
+    return [
+        f"job {s.job}: {host} is node {n['node_rank']} of {result['nnodes']}, {n['nproc']} process(es) "
         f"({result['world_size']} in all, OMP_NUM_THREADS {n['env']['OMP_NUM_THREADS']}), master "
         f"{result['master']} at {result['rdzv_endpoint']}, interface {n['interface']}"
         + (f", NCCL_IB_HCA {n['ib_hca']}" if n["ib_hca"] else "")
         for host, n in sorted(result["nodes"].items(), key=lambda kv: kv[1]["node_rank"])
     ]
-    result["show"] += health["show"]
-    # Drained only when the job is submitted to Slurm (not in check mode, not render-only), and
-    # only those nodes Slurm does not have drained already (the drain step reads their state
-    # first, in check mode too: slurm.drain_plan).
-    drain = health["drain"] if mode == "slurm" else []
-    drain_read = health["drain"] if slurm and run and not errors else []
-    held = "check mode" if check_mode else "torchrun_launch_run=false"
+
+
+def _drains(s: JobSettings, health: dict, mode: str, errors: list[str]) -> dict:
+    """Drained only when the job is submitted to Slurm (not in check mode, not render-only), and
+    only those nodes Slurm does not have drained already (the drain step reads their state first,
+    in check mode too: slurm.drain_plan)."""
+    drain_read = health["drain"] if s.slurm and s.run and not errors else []
+    held = "check mode" if s.check_mode else "torchrun_launch_run=false"
     unless = "unless Slurm has it drained already"
-    result["show"] += [
+    show = [
         f"Slurm: drain {d['node']} before sbatch {unless}: {shlex.join(d['argv'])}"
         if mode == "slurm"
         else f"Slurm: would drain {d['node']} {unless} ({held}: nothing changes): {shlex.join(d['argv'])}"
         for d in health["drain"]
     ]
-    result.update(
-        left_out=health["left_out"],
-        slurm_exclude=health["slurm_exclude"],
-        drain=drain,
-        drain_read=drain_read,
-        drain_state_argv=slurm_.node_state_argv(d["node"] for d in drain_read),
-    )
+    return {
+        "left_out": health["left_out"],
+        "slurm_exclude": health["slurm_exclude"],
+        "drain": health["drain"] if mode == "slurm" else [],
+        "drain_read": drain_read,
+        "drain_state_argv": slurm_.node_state_argv(d["node"] for d in drain_read),
+        "show": show,
+    }
+
+
+def _files(s: JobSettings, job_dir: str, watchdog_on: bool) -> dict:
+    """The file tasks' items: launch.sh (job.sbatch, watchdog.json), the tools and examples, the
+    folders (logs and run records are the job user's and group's only: 0750 folders, 0640 logs)."""
     templates = [{"src": "jobs/launch.sh.j2", "dest": f"{job_dir}/launch.sh", "mode": "0750", "bash": True}]
-    if slurm:
+    if s.slurm:
         templates.append(
             {"src": "jobs/job.sbatch.j2", "dest": f"{job_dir}/job.sbatch", "mode": "0750", "bash": True}
         )
     if watchdog_on:
         templates.append({"src": "jobs/watchdog.json.j2", "dest": f"{job_dir}/watchdog.json", "mode": "0644"})
-    copies = [
-        {"src": name, "dest": f"{base_dir}/bin/{name}", "mode": "0755"}
-        for name in ("wireup-jobctl", "wireup-watchdog", "wireup-listen")
-    ]
-    if install_examples:
-        copies.append({"src": examples_src, "dest": f"{base_dir}/examples/", "mode": "0644"})
-    # Logs and run records are the job user's and group's only (0750 folders, 0640 logs).
-    dirs = [
-        {"path": path, "state": "directory", "mode": mode}
-        for path, mode in (
-            (f"{base_dir}/bin", "0755"),
-            (f"{base_dir}/jobs", "0755"),
-            (job_dir, "0755"),
-            (f"{job_dir}/logs", "0750"),
-            (f"{job_dir}/runs", "0750"),
-        )
-    ]
+    tools = ("wireup-jobctl", "wireup-watchdog", "wireup-listen")
+    copies = [{"src": name, "dest": f"{s.base_dir}/bin/{name}", "mode": "0755"} for name in tools]
+    if s.install_examples:
+        copies.append({"src": s.examples_src, "dest": f"{s.base_dir}/examples/", "mode": "0644"})
+    folders = ((f"{s.base_dir}/bin", "0755"), (f"{s.base_dir}/jobs", "0755"), (job_dir, "0755"))
+    folders += ((f"{job_dir}/logs", "0750"), (f"{job_dir}/runs", "0750"))
+    dirs = [{"path": path, "state": "directory", "mode": mode} for path, mode in folders]
     if not watchdog_on:
         dirs.append({"path": f"{job_dir}/watchdog.json", "state": "absent"})
-    # The run's watchdog key goes into the run's own folder (owner-only) before its start; start.yml
-    # makes that folder after the pre-checks, so a refused launch leaves no run behind.
-    key = f"{job_dir}/runs/{run_id}/watchdog.key" if watchdog_on and mode == "start" else ""
+    return {"dirs": dirs, "copies": copies, "templates": templates}
+
+
+def _watchdog(s: JobSettings, result: dict, job_dir: str, mode: str) -> WatchdogPlan:
+    """The job's watchdog: on for a multi-node torchrun job; its port (the master port + 1 unless
+    set), its settings and where the run's key goes (the run's own folder, owner-only, before its
+    start; start.yml makes that folder after the pre-checks, so a refused launch leaves no run)."""
+    on = bool(s.watchdog) and s.launcher == "torchrun" and result["nnodes"] > 1
+    port = int(s.watchdog_port or 0) or int(result["master_port"] or 0) + 1
+    limits = {"interval": s.watchdog_interval, "timeout": s.watchdog_timeout, "join_timeout": s.join_timeout}
+    return {
+        "on": on,
+        "port": port,
+        "key": f"{job_dir}/runs/{s.run_id}/watchdog.key" if on and mode == "start" else "",
+        "config": watchdog_config(
+            result, "", port=port if on else 0, grace=s.stop_grace, job_dir=job_dir, **limits
+        ),
+    }
+
+
+def job_plan(hosts, nodes: dict, **settings) -> JobPlan:
+    """The whole of one torchrun_launch run (``settings``: JobSettings' fields): ``plan`` plus every
+    decision the role's tasks execute and every error of the job's own variables.
+
+    ``failed``, ``on_failed`` and ``drain_failed`` are health_plan's: the job runs on its ``hosts``;
+    the nodes left out, their drains (empty unless the job is submitted: check mode and render-only
+    drain nothing), ``drain_read`` and ``drain_state_argv`` (the read slurm.drain_plan decides from).
+    ``record`` is what the run records of itself when it starts (``run_record``); ``follow`` is
+    jobs.yml's plan: hosts of the group outside the play are no error there (``plan``'s
+    ``absent_ok``), ``jobs_plan`` decides from the run's record which hosts it needs.
+    """
+    s = JobSettings(**settings)
+    health = health_plan(
+        hosts, nodes, s.failed, on_failed=s.on_failed, drain=s.drain_failed, slurm=s.slurm,
+        group=s.group, master_host=s.master_host,
+    )  # fmt: skip
+    # Every node refused or left out: plan the whole group so that only health's errors show.
+    result = plan(health["hosts"] or hosts, nodes, **s.layout(nodes))
+    errors = result["errors"]
+    errors.extend(health["errors"] + _job_errors(s, result))
+    job_dir = f"{s.base_dir}/jobs/{s.job}"
+    mode = "render" if not s.run or s.check_mode else "slurm" if s.slurm else "start"
+    watchdog = _watchdog(s, result, job_dir, mode)
+    if watchdog["on"]:
+        limits = (s.watchdog_interval, s.watchdog_timeout, result["master_port"])
+        errors.extend(watchdog_errors(watchdog["port"], *limits))
+    _node_checks(result, s.precheck and mode == "start" and s.launcher == "torchrun")
+    drains = _drains(s, health, mode, errors)
+    result["show"] = _node_lines(s, result) + health["show"] + drains.pop("show")
+    result.update(drains, **_files(s, job_dir, watchdog["on"]))
+    group_summary = s.group and s.node_group and s.group != s.node_group
     result.update(
-        job=job,
-        group=group,
+        job=s.job,
+        group=s.group,
         job_dir=job_dir,
-        jobctl=f"{base_dir}/bin/wireup-jobctl",
-        run_id=run_id,
-        results_root=f"{results_dir}/jobs",
-        results=_results(f"{results_dir}/jobs", job, run_id, errors),
-        summary=f"summary-{group}.json" if group and node_group and group != node_group else "summary.json",
+        jobctl=f"{s.base_dir}/bin/wireup-jobctl",
+        run_id=s.run_id,
+        results_root=f"{s.results_dir}/jobs",
+        results=_results(f"{s.results_dir}/jobs", s.job, s.run_id, errors),
+        summary=f"summary-{s.group}.json" if group_summary else "summary.json",
         mode=mode,
-        wait=bool(wait),
-        precheck=bool(precheck) and mode == "start",
-        precheck_paths=[program, f"{venv_path}/bin/{'python' if launcher == 'python' else 'torchrun'}"],
-        watchdog={
-            "on": watchdog_on,
-            "port": port,
-            "key": key,
-            "config": watchdog_config(
-                result,
-                "",
-                port=port if watchdog_on else 0,
-                interval=watchdog_interval,
-                timeout=watchdog_timeout,
-                join_timeout=join_timeout,
-                grace=stop_grace,
-                job_dir=job_dir,
-            ),
-        },
-        dirs=dirs,
-        copies=copies,
-        templates=templates,
+        wait=bool(s.wait),
+        precheck=bool(s.precheck) and mode == "start",
+        precheck_paths=[s.program, f"{s.venv_path}/bin/{'python' if s.launcher == 'python' else 'torchrun'}"],
+        watchdog=watchdog,
     )
     result["record"] = run_record(result)
     return result
@@ -855,7 +1024,21 @@ def run_id_errors(run_id, var: str = "torchrun_launch_run_id") -> list[str]:
     return []
 
 
-def parse_status(stdout: str) -> dict:
+class RunStatus(TypedDict, total=False):
+    """A node's run as ``wireup-jobctl status`` says it (and stop, which ends with it)."""
+
+    state: str  # running, exited, lost, stopped, missing (gone: left the play; unknown: no answer)
+    rc: int | None
+    started: float
+    ended: float | None
+    elapsed: float
+    log: str  # the node's log of the run
+    reason: str
+    said: list[str]  # lines before the status line
+    tail: list[str]  # the log's last lines after it
+
+
+def parse_status(stdout: str) -> RunStatus:
     """A ``wireup-jobctl`` answer: its first line that is a JSON object is the run's status
     (``stop`` prints what it did before it, ``status ... WAIT LINES`` the log's last lines after
     it, in ``tail``). ``{"state": "unknown"}`` when there is none."""
@@ -883,19 +1066,20 @@ def _missing_program(result) -> bool:
     return "No such file or directory" in msg or (msg == "Error executing command." and quiet)
 
 
-def precheck_errors(
-    plan_: dict, host: str, play_hosts, *, paths=None, names=None, connect=None, listener=None, timeout=5
-) -> list[str]:
-    """The pre-start checks of one node, from the registered results of its probes (stat of the
-    program and venv, getent of every name, the worker's connect to the master port, the master's
-    listener); a job host that left the play fails every node (the others would wait for it)."""
-    errors = []
-    gone = [h for h in plan_.get("hosts", []) if h not in set(play_hosts or [])]
-    if gone:
-        errors.append(
-            f"not starting job {plan_.get('job')}: {', '.join(gone)} dropped out of the play "
-            "(failed or unreachable; see above)"
-        )
+@dataclass(frozen=True)
+class Probes:
+    """The registered results of a node's pre-start probes (start.yml): the stat loop of the
+    program and the venv, the getent loop of every name, the worker's connect to the master port,
+    the master's listener; ``timeout``: torchrun_launch_precheck_timeout."""
+
+    paths: dict | None = None
+    names: dict | None = None
+    connect: dict | None = None
+    listener: dict | None = None
+    timeout: object = 5
+
+
+def _missing_paths(plan_: dict, host: str, paths) -> list[str]:
     program, venv_bin = (plan_.get("precheck_paths") or ["", ""])[:2]
     # A skipped stat (torchrun_launch_precheck: false, the fabric bench's pair jobs) is no evidence.
     missing = [
@@ -903,38 +1087,48 @@ def precheck_errors(
         for r in (paths or {}).get("results", [])
         if not r.get("skipped") and not (r.get("stat") or {}).get("exists")
     ]
-    if missing:
-        fixes = []
-        if program in missing:
-            fixes.append(f"copy torchrun_launch_program={program} to every node of the job first")
-        if venv_bin in missing:
-            venv = venv_bin.rsplit("/bin/", 1)[0]
-            fixes.append(
-                f"create the venv (wireup_venv_path={venv}) with "
-                "ansible-playbook site.yml --tags pytorch_venv"
-            )
-        errors.append(f"{host} lacks {' and '.join(missing)}: {'; '.join(fixes)}")
+    if not missing:
+        return []
+    fixes = (
+        [f"copy torchrun_launch_program={program} to every node of the job first"]
+        if program in missing
+        else []
+    )
+    if venv_bin in missing:
+        venv = venv_bin.rsplit("/bin/", 1)[0]
+        fixes.append(
+            f"create the venv (wireup_venv_path={venv}) with ansible-playbook site.yml --tags pytorch_venv"
+        )
+    return [f"{host} lacks {' and '.join(missing)}: {'; '.join(fixes)}"]
+
+
+def _unresolved(host: str, names) -> list[str]:
     # ansible.builtin.getent with fail_key=false answers an unknown name with {name: None}.
     unresolved = []
     for r in (names or {}).get("results", []):
         found = (r.get("ansible_facts") or {}).get("getent_ahostsv4") or {}
         if r.get("failed") or found.get(r.get("item"), "") is None:
             unresolved.append(r.get("item"))
-    if unresolved:
-        errors.append(
-            f"{host} cannot resolve {', '.join(unresolved)}: torchrun needs the node's own hostname and gloo "
-            "the others' names; set torchrun_launch_manage_hosts: true or fix DNS."
-        )
+    if not unresolved:
+        return []
+    return [
+        f"{host} cannot resolve {', '.join(unresolved)}: torchrun needs the node's own hostname and gloo "
+        "the others' names; set torchrun_launch_manage_hosts: true or fix DNS."
+    ]
+
+
+def _port_errors(plan_: dict, host: str, p: Probes) -> list[str]:
+    errors = []
     # The worker's wait_for runs with failed_when: false (so this assert names the fix), which also
     # clears its "failed": a connect that worked reports the port's "state", a timeout only "msg".
-    if connect and not connect.get("skipped") and not connect.get("state"):
+    if p.connect and not p.connect.get("skipped") and not p.connect.get("state"):
         errors.append(
             f"{host} cannot reach the master {plan_.get('master')} at {plan_.get('rdzv_endpoint')} within "
-            f"{timeout} s: check routes and firewalls between the nodes and the master's "
+            f"{p.timeout} s: check routes and firewalls between the nodes and the master's "
             "wireup_address/wireup_interface (or torchrun_launch_master_addr)"
         )
-    if listener and not listener.get("skipped") and listener.get("rc", 1) != 0:
-        why = listener.get("stderr") or listener.get("msg") or "no answer from the listener"
+    if p.listener and not p.listener.get("skipped") and p.listener.get("rc", 1) != 0:
+        why = p.listener.get("stderr") or p.listener.get("msg") or "no answer from the listener"
         errors.append(
             f"port {plan_.get('master_port')} is in use on the master {host} ({str(why).strip()}): stop what "
             "listens there (a job still running?) or choose another wireup_master_port"
@@ -942,7 +1136,39 @@ def precheck_errors(
     return errors
 
 
-def node_result(plan_: dict, host: str, status: dict, verdict: dict, **extra) -> dict:
+def precheck_errors(plan_: dict, host: str, play_hosts, **probes) -> list[str]:
+    """The pre-start checks of one node, from the registered results of its probes (``probes``:
+    Probes' fields); a job host that left the play fails every node (the others would wait for it)."""
+    p = Probes(**probes)
+    errors = []
+    gone = [h for h in plan_.get("hosts", []) if h not in set(play_hosts or [])]
+    if gone:
+        errors.append(
+            f"not starting job {plan_.get('job')}: {', '.join(gone)} dropped out of the play "
+            "(failed or unreachable; see above)"
+        )
+    return (
+        errors
+        + _missing_paths(plan_, host, p.paths)
+        + _unresolved(host, p.names)
+        + _port_errors(plan_, host, p)
+    )
+
+
+class NodeResult(RunStatus, total=False):
+    """``__torchrun_launch_result``: one node's part of a run (its status, where its log went)."""
+
+    host: str
+    node_rank: int
+    nproc: int
+    node_log: str  # the log on the node
+    verdict: dict  # the run's verdict without its nodes
+    slurm_job_id: str
+    slurm_state: str
+    step: str
+
+
+def node_result(plan_: dict, host: str, status: dict, verdict: dict, **extra) -> NodeResult:
     """What one node of a run reports (``__torchrun_launch_result``; the bench role reads ``log``)."""
     node = plan_.get("nodes", {}).get(host, {})
     out = {k: v for k, v in (status or {}).items() if k not in ("said", "tail")}
@@ -958,18 +1184,44 @@ def node_result(plan_: dict, host: str, status: dict, verdict: dict, **extra) ->
     return out
 
 
-def summary(
-    plan_: dict, results: dict, verdict: dict, *, program: str, args, slurm_job_id: str = "", drain=None
-) -> dict:
-    """summary.json of a run, written on the controller by its first host. ``drain`` is the drain
-    step's decision (slurm.drain_plan): ``drained`` then holds the reason each node is drained for
-    now (this launch's, or the earlier wireup reason it was drained for already) and
-    ``not_drained`` those drained already for another reason, with that reason."""
+@dataclass(frozen=True)
+class RunFacts:
+    """What summary.json says of a run besides the plan and the results: torchrun_launch_program and
+    torchrun_launch_args, Slurm's job id, the drain step's decision (slurm.drain_plan)."""
+
+    program: str
+    args: object = ()
+    slurm_job_id: str = ""
+    drain: dict | None = None
+
+
+def _drained(plan_: dict, drain) -> dict:
+    """summary.json's ``drained`` (the reason each node is drained for now: this launch's, or the
+    earlier wireup reason it was drained for already) and ``not_drained`` (those drained already for
+    another reason, with that reason)."""
+    decided = (drain or {}).get("nodes") or {}
+    if not decided:
+        return {"drained": {d["node"]: d["reason"] for d in plan_["drain"]}} if plan_.get("drain") else {}
+    out = {
+        "drained": {
+            n: d["reason"] if d["action"] == "drain" else d["slurm_reason"]
+            for n, d in decided.items()
+            if d["action"] in ("drain", "drained_already")
+        }
+    }
+    kept = {n: d["slurm_reason"] for n, d in decided.items() if d["action"] == "kept"}
+    return {**out, "not_drained": kept} if kept else out
+
+
+def summary(plan_: dict, results: dict, verdict: dict, **run) -> dict:
+    """summary.json of a run, written on the controller by its first host (``run``: RunFacts'
+    fields)."""
+    r = RunFacts(**run)
     out = {"job": plan_.get("job"), "run_id": plan_.get("run_id")}
-    if slurm_job_id:
-        out["slurm_job_id"] = slurm_job_id
-    out.update(program=program, args=validate.program_args(args))
-    if not slurm_job_id:
+    if r.slurm_job_id:
+        out["slurm_job_id"] = r.slurm_job_id
+    out.update(program=r.program, args=validate.program_args(r.args))
+    if not r.slurm_job_id:
         out.update(master=plan_.get("master"), rdzv_endpoint=plan_.get("rdzv_endpoint"))
     out.update(
         world_size=plan_.get("world_size"),
@@ -978,24 +1230,17 @@ def summary(
     )
     if plan_.get("left_out"):
         out["left_out"] = dict(plan_["left_out"])
-    decided = (drain or {}).get("nodes") or {}
-    if decided:
-        out["drained"] = {
-            n: d["reason"] if d["action"] == "drain" else d["slurm_reason"]
-            for n, d in decided.items()
-            if d["action"] in ("drain", "drained_already")
-        }
-        kept = {n: d["slurm_reason"] for n, d in decided.items() if d["action"] == "kept"}
-        if kept:
-            out["not_drained"] = kept
-    elif plan_.get("drain"):
-        out["drained"] = {d["node"]: d["reason"] for d in plan_["drain"]}
-    return out
+    return {**out, **_drained(plan_, r.drain)}
+
+
+class Report(TypedDict):
+    ok: str  # the node's line
+    failed: str  # the failure message: the reason and the failing node's log tail
 
 
 def report(
     plan_: dict, result: dict, verdict: dict, *, log_text: str = "", tail: int = 40, timeout=0
-) -> dict:
+) -> Report:
     """{"ok": the node's line (the master's also says where the logs are), "failed": the failure
     message: the reason and the failing node's log tail, or on the others whom they followed}."""
     host, job, run_id = result.get("host"), plan_.get("job"), plan_.get("run_id")
@@ -1048,58 +1293,53 @@ def parse_latest(stdout: str) -> dict:
     """One node's answer to ``wireup-jobctl latest JOB_DIR --record [RUN_ID]``: line 1 the run id
     (the job's newest here, or RUN_ID when this node has it; empty: none), line 2
     ``{"run_id", "started", "record"}``, then, when ``record`` is true, the run's record
-    (runs/RUN_ID/run.json, ``run_record``'s JSON). An older wireup-jobctl ignores ``--record`` and
-    prints line 1 only (its newest run, whatever RUN_ID asked for).
+    (runs/RUN_ID/run.json, ``run_record``'s JSON).
 
-    Returns {"run_id", "started" (epoch seconds on the node, or None), "recording" (the node's
-    wireup-jobctl answered with line 2: it knows when its runs started and reads records),
-    "record" (a dict with ``hosts`` and ``master``, or None), "why" (why there is no record: '' when
-    there is one)}. A record that is not JSON, or lacks its hosts, is None with the reason."""
+    Returns {"run_id", "started" (epoch seconds on the node, or None), "record" (a dict with
+    ``hosts``, ``master`` and ``left_out``, or None), "why" (why there is no record: '' when there
+    is one)}. An answer without line 2 is no answer; a record that is not JSON, or lacks its hosts,
+    is None with the reason."""
     lines = [line.strip().strip("\x00") for line in (stdout or "").splitlines()]
-    out = {"run_id": lines[0] if lines else "", "started": None, "recording": False, "record": None}
-    meta = None
-    if len(lines) > 1:
-        try:
-            meta = json.loads(lines[1])
-        except ValueError:
-            meta = None
+    out = {"run_id": "", "started": None, "record": None, "why": "wireup-jobctl gave no run line"}
+    try:
+        meta = json.loads(lines[1]) if len(lines) > 1 else None
+    except ValueError:
+        meta = None
     if not isinstance(meta, dict) or "run_id" not in meta:
-        out["why"] = "its wireup-jobctl predates run records"
         return out
-    out.update(recording=True, run_id=str(meta.get("run_id") or ""))
     started = meta.get("started")
+    out.update(run_id=str(meta.get("run_id") or ""), why="no run")
     if isinstance(started, int | float) and not isinstance(started, bool):
         out["started"] = float(started)
     if not out["run_id"]:
-        out["why"] = "no run"
         return out
     if meta.get("record") is not True:
-        out["why"] = "started by a wireup that did not record its hosts"
+        out["why"] = "no run.json on its nodes"
         return out
+    out["record"], out["why"] = _record(lines[2:])
+    return out
+
+
+def _record(lines: list[str]) -> tuple[dict | None, str]:
+    """(the run's record from its run.json lines, '') or (None, why it is unreadable)."""
     try:
-        record = json.loads("\n".join(lines[2:]))
+        record = json.loads("\n".join(lines))
     except ValueError:
         record = None
     hosts = record.get("hosts") if isinstance(record, dict) else None
     if not (isinstance(hosts, list) and hosts and all(isinstance(h, str) and h for h in hosts)):
-        out["why"] = "its record (run.json) is unreadable"
-        return out
+        return None, "its record (run.json) is unreadable"
     left_out = record.get("left_out") if isinstance(record.get("left_out"), dict) else {}
-    out["record"] = {
+    return {
         "hosts": list(hosts),
         "master": str(record.get("master") or ""),
         "left_out": {str(h): str(why) for h, why in left_out.items()},
-    }
-    out["why"] = ""
-    return out
+    }, ""
 
 
-def _follow(plan_: dict, run_id: str, found: dict, play_hosts) -> dict:
-    """jobs_plan's choice of the run and its hosts from every node's ``latest --record`` answer."""
-    job, jobctl, master = plan_.get("job"), plan_.get("jobctl"), plan_.get("master") or ""
-    group = list(plan_.get("hosts") or [])
-    where = f"torchrun_launch_group={plan_['group']}" if plan_.get("group") else "the job's group"
-    out = {"run_id": run_id, "hosts": [], "master": master, "not_part": {}, "notes": [], "errors": []}
+def _answers(group: list[str], found: dict) -> tuple[dict, list[str], dict]:
+    """({host: parse_latest}, hosts without wireup-jobctl, {host: why its call failed}) of the
+    group's hosts in the play."""
     answers, no_jobctl, broken = {}, [], {}
     for host in group:
         result = found.get(host)
@@ -1111,57 +1351,36 @@ def _follow(plan_: dict, run_id: str, found: dict, play_hosts) -> dict:
             broken[host] = str(result.get("stderr") or result.get("msg") or "").strip()
         else:
             answers[host] = parse_latest(result.get("stdout", ""))
-    if not answers:
-        if broken:
-            out["errors"] = [f"{h}: wireup-jobctl failed: {why}" for h, why in broken.items()]
-        else:
-            out["errors"] = [
-                f"{', '.join(no_jobctl) or 'no node'} of {where} has no {jobctl}: wireup never launched a "
-                "job there (ansible-playbook launch.yml installs it)"
-            ]
-        return out
-    recording = {h: a for h, a in answers.items() if a["recording"]}
-    older = sorted(h for h, a in answers.items() if not a["recording"])
-    asked = sorted(answers)
+    return answers, no_jobctl, broken
+
+
+def _chosen(plan_: dict, run_id: str, answers: dict) -> tuple[str, list[str]]:
+    """(the run jobs.yml follows, the errors): ``run_id`` where a node has it, else the newest run
+    on any node (not only the master's: a run that left it out is not there)."""
+    job, asked = plan_.get("job"), ", ".join(sorted(answers))
     if run_id:
-        chosen = run_id
-        if not any(a["run_id"] == run_id for a in recording.values()) and not older:
-            out["errors"] = [
-                f"job {job} has no run {run_id} on {', '.join(asked)}: list the runs with "
-                "-e torchrun_launch_action=list"
-            ]
-            return out
-    else:
-        # The newest run on any node (not only the master's: a run that left it out is not there).
-        timed = [(a["started"] or 0.0, a["run_id"], h) for h, a in recording.items() if a["run_id"]]
-        old_ids = {h: answers[h]["run_id"] for h in older if answers[h]["run_id"]}
-        if timed:
-            chosen = max(timed)[1]
-        elif master in old_ids:
-            chosen = old_ids[master]  # an older wireup-jobctl everywhere: the master's newest, as before
-        elif old_ids:
-            chosen = max(old_ids.values())  # launch.yml's run ids sort by their start time
-            out["notes"].append(
-                f"the master {master} has no run of job {job}: took the greatest run id of "
-                f"{', '.join(sorted(old_ids))} ({chosen})"
-            )
-        else:
-            out["errors"] = [
-                f"job {job} has no run on {', '.join(asked)}: start one with ansible-playbook launch.yml "
-                f"-e torchrun_launch_job={job}, or list the runs with -e torchrun_launch_action=list"
-            ]
-            return out
-    out["run_id"] = chosen
-    records = {h: a["record"] for h, a in sorted(recording.items()) if a["run_id"] == chosen and a["record"]}
-    if not records:
-        mine = [a for a in recording.values() if a["run_id"] == chosen]
-        why = mine[0]["why"] if mine else f"wireup-jobctl on {', '.join(older)} predates run records"
-        out["hosts"] = group
-        out["notes"].append(
-            f"run {chosen} has no record of its hosts ({why}): following every node of {where}, as an "
-            "older wireup did; a node the run left out shows as never started"
-        )
-        return out
+        if any(a["run_id"] == run_id for a in answers.values()):
+            return run_id, []
+        return run_id, [
+            f"job {job} has no run {run_id} on {asked}: list the runs with -e torchrun_launch_action=list"
+        ]
+    timed = [(a["started"] or 0.0, a["run_id"]) for a in answers.values() if a["run_id"]]
+    if timed:
+        return max(timed)[1], []
+    return "", [
+        f"job {job} has no run on {asked}: start one with ansible-playbook launch.yml "
+        f"-e torchrun_launch_job={job}, or list the runs with -e torchrun_launch_action=list"
+    ]
+
+
+def _group_of(plan_: dict) -> str:
+    return f"torchrun_launch_group={plan_['group']}" if plan_.get("group") else "the job's group"
+
+
+def _by_records(plan_: dict, chosen: str, records: dict, out: dict) -> None:
+    """The run's hosts and master from the records of the nodes that have it; every other host of
+    the group is ``not_part``, with why."""
+    group, master, where = list(plan_.get("hosts") or []), plan_.get("master") or "", _group_of(plan_)
     first = next(iter(records.values()))
     ran = list(dict.fromkeys(h for r in records.values() for h in r["hosts"]))
     if any(r["hosts"] != first["hosts"] or r["master"] != first["master"] for r in records.values()):
@@ -1171,83 +1390,120 @@ def _follow(plan_: dict, run_id: str, found: dict, play_hosts) -> dict:
             + f"): following every host any of them names ({', '.join(ran)})"
         )
     left_out = {h: why for r in records.values() for h, why in r["left_out"].items()}
-    out["hosts"] = [h for h in group if h in ran]
-    out["master"] = first["master"] or master
+    out["hosts"], out["master"] = [h for h in group if h in ran], first["master"] or master
     outside = [h for h in ran if h not in group]
     if outside:
         out["notes"].append(
             f"run {chosen} also ran on {', '.join(outside)}, not in {where} of this inventory: "
             "not followed there"
         )
-    for host in group:
-        if host not in ran:
-            out["not_part"][host] = (
-                f"left out at launch: {left_out[host]}" if host in left_out else "not one of its hosts"
-            )
+    for host in (h for h in group if h not in ran):
+        out["not_part"][host] = (
+            f"left out at launch: {left_out[host]}" if host in left_out else "not one of its hosts"
+        )
     if master in out["not_part"] and out["master"] != master:
         out["notes"].append(
             f"run {chosen}'s master is {out['master']} (the inventory's, {master}, was left out)"
         )
-    if play_hosts is not None:
-        absent = [h for h in out["hosts"] if h not in set(play_hosts)]
-        if absent:
-            out["notes"].append(
-                f"{', '.join(absent)} of run {chosen} not in this play (unreachable, or --limit): its part "
-                "is not known, nor acted on"
-            )
+
+
+def _follow(plan_: dict, run_id: str, found: dict, play_hosts) -> dict:
+    """jobs_plan's choice of the run and its hosts from every node's ``latest --record`` answer."""
+    group, where = list(plan_.get("hosts") or []), _group_of(plan_)
+    out = {
+        "run_id": run_id,
+        "hosts": [],
+        "master": plan_.get("master") or "",
+        "not_part": {},
+        "notes": [],
+        "errors": [],
+    }
+    answers, no_jobctl, broken = _answers(group, found)
+    if not answers:
+        out["errors"] = [f"{h}: wireup-jobctl failed: {why}" for h, why in broken.items()] or [
+            f"{', '.join(no_jobctl) or 'no node'} of {where} has no {plan_.get('jobctl')}: wireup never "
+            "launched a job there (ansible-playbook launch.yml installs it)"
+        ]
+        return out
+    out["run_id"], out["errors"] = _chosen(plan_, run_id, answers)
+    if out["errors"]:
+        return out
+    chosen = out["run_id"]
+    records = {h: a["record"] for h, a in sorted(answers.items()) if a["run_id"] == chosen and a["record"]}
+    if not records:
+        why = next(a["why"] for a in answers.values() if a["run_id"] == chosen)
+        out["hosts"] = group
+        out["notes"].append(
+            f"run {chosen} has no record of its hosts ({why}): following every node of {where}; a node "
+            "the run left out shows as never started"
+        )
+        return out
+    _by_records(plan_, chosen, records, out)
+    absent = [h for h in out["hosts"] if play_hosts is not None and h not in set(play_hosts)]
+    if absent:
+        out["notes"].append(
+            f"{', '.join(absent)} of run {chosen} not in this play (unreachable, or --limit): its part "
+            "is not known, nor acted on"
+        )
     return out
 
 
-def jobs_plan(
-    plan_: dict,
-    action: str,
-    run_id: str = "",
-    latest=None,
-    *,
-    found=None,
-    play_hosts=None,
-    stop_grace=15,
-    lines=5,
-    check_mode=False,
-) -> dict:
-    """What jobs.yml does on every node: ``argv`` of its one wireup-jobctl call for ``action``
-    (status, logs, stop, list; in check mode a stop only reads the status), the run, its hosts, its
-    results folder, and the errors that stop it.
+@dataclass(frozen=True)
+class JobsOptions:
+    """jobs_plan's inputs besides the action and run id: every in-play host's registered
+    ``wireup-jobctl latest --record`` answer (``found``), the play's hosts, and settings."""
+
+    found: dict | None = None
+    play_hosts: list | None = None
+    stop_grace: object = 15
+    lines: object = 5
+    check_mode: bool = False
+
+
+class JobsPlan(TypedDict):
+    """``__torchrun_launch_jobs``: what jobs.yml does on every node."""
+
+    action: str
+    job: str
+    run_id: str
+    results: str
+    argv: list[str]  # the one wireup-jobctl call
+    errors: list[str]
+    hosts: list[str]  # those the call runs on
+    master: str
+    not_part: dict  # hosts of the group the run did not run on -> why
+    notes: list[str]
+
+
+def jobs_plan(plan_: dict, action: str, run_id: str = "", **options) -> JobsPlan:
+    """What jobs.yml does on every node (``options``: JobsOptions' fields): ``argv`` of its one
+    wireup-jobctl call for ``action`` (status, logs, stop, list; in check mode a stop only reads the
+    status), the run, its hosts, its results folder, and the errors that stop it.
 
     ``found`` maps each host of the group in the play to its registered ``wireup-jobctl latest
     JOB_DIR --record [RUN_ID]`` (parse_latest). The run is ``run_id``, else the newest on any node;
     its ``hosts`` (those the call runs on) and ``master`` are the ones its record names (a run
     started with torchrun_launch_on_failed=skip lacks the nodes it left out), and every other host
-    of the group is in ``not_part`` with why (the reason it was left out at launch). A run without a
-    record (started by an older wireup) is followed on every host of the group, with a note saying
-    so. Without ``found`` (an older caller), ``latest`` is the master's ``wireup-jobctl latest``.
+    of the group is in ``not_part`` with why (the reason it was left out at launch). A run whose
+    record is missing or unreadable is followed on every host of the group, with a note saying so.
     Adds ``notes`` (lines for the closing summary) and, for list, ``hosts`` = the group's."""
+    o = JobsOptions(**options)
     jobctl, job_dir, master = plan_.get("jobctl"), plan_.get("job_dir"), plan_.get("master")
     errors = run_id_errors(run_id)
     follow = {"hosts": list(plan_.get("hosts") or []), "master": master, "not_part": {}, "notes": []}
-    if action != "list" and not errors and found is not None:
-        follow = _follow(plan_, run_id, dict(found), play_hosts)
+    if action != "list" and not errors:
+        follow = _follow(plan_, run_id, dict(o.found or {}), o.play_hosts)
         errors, run_id = follow.pop("errors"), follow.pop("run_id")
-    elif action != "list" and not run_id and not errors:
-        if _missing_program(latest):
-            errors.append(_no_jobctl(master, jobctl))
-        run_id = str((latest or {}).get("stdout") or "").strip()
-        if not run_id and not errors:
-            errors.append(
-                f"job {plan_.get('job')} has no run on {master}: start one with ansible-playbook "
-                f"launch.yml -e torchrun_launch_job={plan_.get('job')}, or list the runs with "
-                "-e torchrun_launch_action=list"
-            )
     if run_id and not errors:
         # The run id came from a node's answer: it names a folder on the controller.
         errors = run_id_errors(run_id, var=f"the run id a node answered for job {plan_.get('job')}")
     results = _results(plan_.get("results_root"), plan_.get("job"), run_id, errors) if run_id else ""
     argv = {
-        "status": [jobctl, "status", job_dir, run_id, "0", str(lines)],
+        "status": [jobctl, "status", job_dir, run_id, "0", str(o.lines)],
         "logs": [jobctl, "status", job_dir, run_id],
-        "stop": [jobctl, "stop", job_dir, run_id, str(stop_grace), "stopped by jobs.yml"],
+        "stop": [jobctl, "stop", job_dir, run_id, str(o.stop_grace), "stopped by jobs.yml"],
         "list": [jobctl, "list", job_dir.rsplit("/", 1)[0]],
-    }["status" if check_mode and action == "stop" else action]
+    }["status" if o.check_mode and action == "stop" else action]
     return {
         "action": action,
         "job": plan_.get("job"),
@@ -1263,32 +1519,48 @@ def jobs_plan(
     }
 
 
-def jobs_node(jobs: dict, host: str, result: dict, jobctl: str, gpus_text: str = "") -> dict:
+class JobsNode(TypedDict):
+    """One node's answer to jobs.yml (``__node``)."""
+
+    errors: list[str]
+    status: dict
+    lines: list[str]
+
+
+def _answer(lines=(), errors=(), status=None) -> JobsNode:
+    return {"errors": list(errors), "status": status or {}, "lines": list(lines)}
+
+
+def _unanswered(jobs: dict, host: str, result: dict, jobctl: str) -> dict | None:
+    """jobs_node's answer for a node with nothing to read (the run cannot be named, the node is not
+    part of it, no wireup-jobctl there, its call failed); None when its answer is to be read."""
+    if jobs.get("errors"):
+        return _answer(errors=jobs["errors"])
+    if host in (jobs.get("not_part") or {}):
+        return _answer([f"{host}: not part of run {jobs.get('run_id')} ({jobs['not_part'][host]})"])
+    if _missing_program(result):
+        if jobs.get("action") == "list":  # a node that never ran a wireup job (one a run left out)
+            return _answer([f"{host}: 0 run(s) (no {jobctl})"])
+        return _answer(errors=[_no_jobctl(host, jobctl)])
+    if (result or {}).get("rc", 0) != 0:
+        why = (result or {}).get("stderr") or (result or {}).get("msg") or ""
+        return _answer(errors=[f"{host}: wireup-jobctl failed: {why}"])
+    return None
+
+
+def jobs_node(jobs: dict, host: str, result: dict, jobctl: str, gpus_text: str = "") -> JobsNode:
     """One node's answer to jobs.yml: {"errors", "status", "lines"} (its status line, then the
     log's last lines; for list, how many runs it has; for a host of the group the run did not run
     on, that it is not part of it, and why)."""
-    if jobs.get("errors"):
-        return {"errors": list(jobs["errors"]), "status": {}, "lines": []}
-    if host in (jobs.get("not_part") or {}):
-        why = jobs["not_part"][host]
-        return {
-            "errors": [],
-            "status": {},
-            "lines": [f"{host}: not part of run {jobs.get('run_id')} ({why})"],
-        }
-    if _missing_program(result):
-        if jobs.get("action") == "list":  # a node that never ran a wireup job (one a run left out)
-            return {"errors": [], "status": {}, "lines": [f"{host}: 0 run(s) (no {jobctl})"]}
-        return {"errors": [_no_jobctl(host, jobctl)], "status": {}, "lines": []}
-    if (result or {}).get("rc", 0) != 0:
-        why = (result or {}).get("stderr") or (result or {}).get("msg") or ""
-        return {"errors": [f"{host}: wireup-jobctl failed: {why}"], "status": {}, "lines": []}
+    unanswered = _unanswered(jobs, host, result, jobctl)
+    if unanswered is not None:
+        return unanswered
     if jobs.get("action") == "list":
-        runs = parse_run_list((result or {}).get("stdout", ""))
-        return {"errors": [], "status": {}, "lines": [f"{host}: {len(runs)} run(s)"]}
+        return _answer([f"{host}: {len(parse_run_list((result or {}).get('stdout', '')))} run(s)"])
     status = parse_status((result or {}).get("stdout", ""))
-    lines = [status_line(host, status, parse_gpu_usage(gpus_text)), *status.get("tail", [])]
-    return {"errors": [], "status": status, "lines": lines}
+    return _answer(
+        [status_line(host, status, parse_gpu_usage(gpus_text)), *status.get("tail", [])], status=status
+    )
 
 
 def jobs_stands(jobs: dict, states: dict, play_hosts=None) -> str:
@@ -1308,6 +1580,24 @@ def jobs_stands(jobs: dict, states: dict, play_hosts=None) -> str:
     apart = sorted(jobs.get("not_part") or {})
     others = f"; not part of it: {', '.join(apart)}" if apart else ""
     return f"job {jobs.get('job')} run {jobs.get('run_id')}: {how}{where}{others}"
+
+
+def states_of(hosts, answers: dict) -> dict:
+    """{host: its run's status} for the job's ``hosts`` from each host's registered answer
+    (``answers``: host -> a wireup_wait or wireup-jobctl result, or a node_result already read); a
+    host without one (it dropped out of the play) is 'gone'."""
+    out = {}
+    for host in hosts:
+        value = answers.get(host)
+        if value is not None and "stdout" in value and "state" not in value:
+            value = parse_status(value["stdout"])
+        out[host] = dict(value) if value is not None else {"state": "gone"}
+    return out
+
+
+def runs_of(answers: dict) -> dict:
+    """host -> its runs, from each host's registered `wireup-jobctl list` answer."""
+    return {host: parse_run_list((result or {}).get("stdout", "")) for host, result in answers.items()}
 
 
 def jobs_summary(jobs: dict, states: dict, runs_per_host: dict, play_hosts=None, base_dir="") -> list[str]:

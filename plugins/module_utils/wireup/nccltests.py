@@ -1062,7 +1062,7 @@ def row_at_or_above(rows, min_bytes):
 # ---------------------------------------------------------------- building nccl-tests
 class NcclInfo(TypedDict, total=False):
     """What the wireup_nccl_info module returns (its RETURN documents each key): the NCCL to build
-    nccl-tests against, nvcc, the CPUs for make -j, the last build (packages.nccl_tests_plan reads it)."""
+    nccl-tests against, nvcc, the CPUs for make -j, the last build (nccl_tests.plan reads it)."""
 
     changed: bool
     cuda_home: str

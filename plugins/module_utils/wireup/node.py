@@ -134,9 +134,14 @@ def parse_proc_driver_version(text: str) -> dict:
     }
 
 
+_DRIVER_BRANCH_RE = re.compile(r"(\d+)(?:\.\d+)*")
+
+
 def driver_branch(version: str) -> str:
-    """'580.159.04' -> '580'."""
-    return version.split(".", 1)[0] if version else ""
+    """The branch of a driver version: '580.159.04' -> '580', '580' -> '580'; '' for anything else
+    ('[N/A]', ''). The one reading of it: preflight's facts and pytorch_venv's wheel choice."""
+    match = _DRIVER_BRANCH_RE.fullmatch(str(version or "").strip())
+    return match.group(1) if match else ""
 
 
 _NVCC_RE = re.compile(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)")
@@ -169,12 +174,6 @@ def parse_nccl_header(text: str) -> str:
     if not {"MAJOR", "MINOR", "PATCH"} <= parts.keys():
         raise ValueError("nccl.h lacks NCCL_MAJOR/NCCL_MINOR/NCCL_PATCH defines")
     return f"{parts['MAJOR']}.{parts['MINOR']}.{parts['PATCH']}"
-
-
-def nccl_version_from_package(package_version: str) -> str:
-    """'2.28.9-1+cuda13.0' -> '2.28.9'."""
-    match = re.match(r"^(\d+\.\d+\.\d+)-", package_version)
-    return match.group(1) if match else ""
 
 
 def parse_gpu_inventory(text: str, fields: list[str]) -> list[dict]:

@@ -401,12 +401,13 @@ def compare(baseline, now) -> list:
 
 
 def gpu_health_problems(findings) -> list:
-    """Problems of wireup.gpuhealth's findings that call for action (FAILING_REMEDIATIONS)."""
+    """Problems of wireup.gpuhealth's findings that call for action (FAILING_REMEDIATIONS); a
+    finding names its GPU by gpuhealth.identity ({index, bus_id, uuid, serial})."""
     out = []
     for f in findings or []:
         if f.get("remediation") in FAILING_REMEDIATIONS:
-            gpu = f.get("gpu")
-            part = f"GPU{gpu}" if gpu not in (None, "") else "GPU health"
+            gpu = f.get("gpu") if isinstance(f.get("gpu"), dict) else {}
+            part = f"GPU{gpu['index']}" if gpu.get("index") is not None else "GPU health"
             said = f.get("message") or f.get("code") or "finding"
             out.append(_problem("gpu_health", part, f"{part} {f['remediation']}: {said}"))
     return out

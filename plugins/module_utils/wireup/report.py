@@ -19,7 +19,7 @@ import io
 import os
 import re
 
-from . import atomicfile, bandwidth, benchenv, nccltests, node_check, stepcost
+from . import atomicfile, bandwidth, benchenv, gpureport, nccltests, node_check, stepcost
 
 SEVERITY_ORDER = ("critical", "warning", "info")
 _NV = re.compile(r"^NV(\d+)$")
@@ -82,6 +82,7 @@ def _summary_parts(record):
     parts += [_collective_part(n, c) for n, c in sorted((record.get("collectives") or {}).items())]
     parts += [p for n, i in sorted((record.get("torch") or {}).items()) if (p := _torch_run_part(n, i))]
     parts += stepcost.summary(record)
+    parts += gpureport.summary(record)
     modes = sorted({(f.get("env") or {}).get("mode") for f in _figures(record)} - {None})
     return parts + (["NCCL " + "+".join(modes)] if modes else [])
 
@@ -534,6 +535,11 @@ def _stepcost_part(run_id, records, plots, plot_note):
     return stepcost_sections(records, plots)
 
 
+def _gpu_trial_part(run_id, records, plots, plot_note):
+    """Every GPU on trial (issue 25): health, figures against spec, peers and baseline, the chart."""
+    return gpureport.sections(records, plots)
+
+
 def _node_check_part(run_id, records, plots, plot_note):
     """The quick node check (issue 26): each node's wireup-check line."""
     return node_check.report_sections(records)
@@ -560,7 +566,15 @@ def _findings_part(run_id, records, plots, plot_note):
 # The report's parts in order, one per capability after the summary and the hosts; each takes
 # (run_id, records, plots, plot_note) and returns sections. A new capability's part goes before
 # the findings (which list every capability's).
-REPORT_PARTS = (_summary_part, _hosts_part, _torch_part, _stepcost_part, _node_check_part, _findings_part)
+REPORT_PARTS = (
+    _summary_part,
+    _hosts_part,
+    _torch_part,
+    _stepcost_part,
+    _gpu_trial_part,
+    _node_check_part,
+    _findings_part,
+)
 
 
 def _sections(run_id, records, plots, plot_note):
@@ -742,6 +756,7 @@ def _draw_plots(plt, records, run_dir):
     if _plot_torch(plt, records, os.path.join(run_dir, "torch.png")):
         plots[("torch", None)] = "torch.png"
     plots.update(stepcost_plots(plt, records, run_dir))
+    plots.update(gpureport.plots(plt, records, run_dir))
     return plots
 
 

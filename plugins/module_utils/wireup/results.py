@@ -9,9 +9,10 @@ sort in time order (``20261129T164455Z``, with ``-2``, ``-3`` ... when two runs 
 A host record (what the bench role writes; see roles/bench/README.md) is a dict with at least:
   host, run_id, verdict ("PASS"|"WARN"|"FAIL"|"N/A"), topology ({gpus: [{index, uuid, name}],
   links: [{a, b, class}]}), collectives ({name: {rows, verdict: {verdict, measured_busbw, size}}}),
-  torch ({single_node|multi_node: {rows, world_size}}), node_check (the quick check, issue 26:
-  node_check.CheckResult), findings ([{severity, code, gpus, message, source}], the shape of
-  gpu_topology's health findings).
+  torch ({single_node|multi_node: {rows, world_size}}), gpu_trial (the GPU trial, issue 25:
+  {capability, scope, verdict, gpus: [...]}; gpurecord says each field), node_check (the quick
+  check, issue 26: node_check.CheckResult), findings ([{severity, code, gpus, message, source}],
+  the shape of gpu_topology's health findings).
 
 compare(current, baseline, tolerance) returns findings for: a GPU that is gone, any GPU-GPU link
 whose class changed, and a bus bandwidth drop larger than the tolerance at the size the verdict
@@ -28,7 +29,7 @@ import os
 import re
 import time
 
-from . import atomicfile, bandwidth, benchenv, nccltests, node_check, redact, stepcost
+from . import atomicfile, bandwidth, benchenv, gpurecord, nccltests, node_check, redact, stepcost
 from .health import finding
 
 # The controller's results (host records, reports, plots, fabric records) are the user's and
@@ -202,6 +203,7 @@ _RECORD_PARTS = {
     "env": dict,
     "versions": dict,
     "findings": list,
+    "gpu_trial": dict,
     "node_check": dict,
 }
 
@@ -294,7 +296,7 @@ def _stepcost_problem(record):
 def record_problem(record):
     """What makes a stored host record unusable ('' when nothing): not an object, no known
     verdict, a part of the wrong type, a figure that is not a finite number or above what its
-    link can carry (bandwidth.implausible)."""
+    link can carry (bandwidth.implausible), a GPU figure that cannot be real (gpurecord)."""
     if not isinstance(record, dict):
         return f"is {_type_name(record)}, not a host record (an object)"
     if record.get("verdict") not in _RECORD_VERDICTS:
@@ -302,6 +304,7 @@ def record_problem(record):
     return (
         _shape_problem(record)
         or _stepcost_problem(record)
+        or gpurecord.section_problem(record)
         or node_check.part_problem(record)
         or _figures_problem(record)
     )
@@ -670,6 +673,7 @@ SECTIONS = (
     ("collectives", nccl_tests_section),
     ("torch", torch_section),
     ("stepcost", stepcost_section),
+    ("gpu_trial", gpurecord.section),
     ("node_check", node_check.section),
 )
 
@@ -778,7 +782,8 @@ def build_record(host, run_id, node, baseline=None):
            tuned_env: {path, text|None, mtime, package_lists, files} (see wireup/bench.py node_results),
            findings: [] (added as they are, e.g. the cross-node run skipped),
            thresholds: {pass_ratio, warn_ratio, min_bytes, tolerance, torch_goal}, efficiency: {}, tuning: {},
-           secret_env: wireup_secret_env's names (every env mapping kept goes through redact_record)}
+           secret_env: wireup_secret_env's names (every env mapping kept goes through redact_record),
+           gpu_trial: the GPU trial judged across the run (gpurecord.attach; absent when it did not run)}
     baseline: (run_id, record) of the host's last passing run, or None.
     The record's sections are SECTIONS'; then the baseline comparison and the host's verdict.
     """

@@ -26,6 +26,7 @@ import json
 import os
 import re
 import sys
+from dataclasses import dataclass
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 RECAP_LINE = re.compile(r"^(?P<host>\S+)\s+:\s+(?P<counts>(?:[a-z]+=\d+\s*)+)$")
@@ -261,50 +262,69 @@ def _hosts(recaps, records, job) -> list[str]:
     return hosts + [h for h in sorted(nodes) if h not in hosts]
 
 
-def compose(phases, recaps, failures, records, job, *, report, job_dir, run_dir, inventory="", testbed=""):
-    """The summary's lines from what :func:`summary` read (pure: the unit tests' entry)."""
-    titles = dict(PHASES)
-    out = ["", "== make run: summary =="]
-    rows = [["phase", "result", "time"]]
-    for name, rc, seconds in phases:
-        rows.append([titles.get(name, name), "ok" if rc == 0 else f"FAILED (exit {rc})", f"{seconds} s"])
-    out += _table(rows)
+@dataclass(frozen=True)
+class Where:
+    """Where the summary points: the bench report, the job's folder, the run's folder, and what
+    ``make run`` was given (its inventory, the testbed it left up)."""
+
+    report: str
+    job_dir: str
+    run_dir: str
+    inventory: str = ""
+    testbed: str = ""
+
+
+def _node_rows(recaps, records, job) -> list[str]:
     hosts = _hosts(recaps, records, job)
-    if hosts:
-        out.append("")
-        rows = [["node", "bootstrap (site.yml)", "bench verdict", "job"]]
-        nodes = job.get("nodes") or {}
-        for host in hosts:
-            rows.append(
-                [
-                    _clean(host, 60),
-                    bootstrap_cell(recaps.get("site", {}).get(host)),
-                    bench_cell(records.get(host)),
-                    job_cell(nodes.get(host) if isinstance(nodes.get(host), dict) else None),
-                ]
-            )
-        out += _table(rows)
-    for name, _rc, _s in phases:
+    if not hosts:
+        return []
+    nodes = job.get("nodes") or {}
+    rows = [["node", "bootstrap (site.yml)", "bench verdict", "job"]]
+    for host in hosts:
+        node = nodes.get(host) if isinstance(nodes.get(host), dict) else None
+        site = recaps.get("site", {}).get(host)
+        rows.append([_clean(host, 60), bootstrap_cell(site), bench_cell(records.get(host)), job_cell(node)])
+    return ["", *_table(rows)]
+
+
+def _failure_lines(phases, failures) -> list[str]:
+    out = []
+    for name, _rc, _seconds in phases:
         for failure in failures.get(name, [])[:5]:
             cause = f": {_clean(failure['cause'])}" if failure["cause"] else ""
             out.append(
                 f"  {name} failed on {_clean(failure['host'], 60)} at '{_clean(failure['task'], 80)}'"
                 f"{cause} ({name}.log line {failure['line']})"
             )
-    out.append("")
-    if report:
-        out.append(f"Bench report: {report} (and report.md)")
-    if job:
-        verdict = job.get("verdict") or {}
-        word = "ok" if verdict.get("ok") else "FAILED"
-        out.append(
-            f"Job:          {_clean(job.get('job'), 60)} run {_clean(job.get('run_id'), 40)}: {word}, "
-            f"{_clean(verdict.get('reason') or '?')}; logs and summary.json in {job_dir}/"
-        )
-    names = ", ".join(f"{name}.log" for name, _rc, _seconds in phases)
-    out.append(f"Full output:  {run_dir}/ ({names})")
-    out += next_steps(phases, failures, inventory, testbed)
     return out
+
+
+def _job_line(job, job_dir: str) -> list[str]:
+    if not job:
+        return []
+    verdict = job.get("verdict") or {}
+    word = "ok" if verdict.get("ok") else "FAILED"
+    return [
+        f"Job:          {_clean(job.get('job'), 60)} run {_clean(job.get('run_id'), 40)}: {word}, "
+        f"{_clean(verdict.get('reason') or '?')}; logs and summary.json in {job_dir}/"
+    ]
+
+
+def compose(phases, recaps, failures, records, job, **where) -> list[str]:
+    """The summary's lines from what :func:`summary` read (pure: the unit tests' entry);
+    ``where``: Where's fields."""
+    w = Where(**where)
+    titles = dict(PHASES)
+    rows = [["phase", "result", "time"]]
+    for name, rc, seconds in phases:
+        rows.append([titles.get(name, name), "ok" if rc == 0 else f"FAILED (exit {rc})", f"{seconds} s"])
+    out = ["", "== make run: summary ==", *_table(rows), *_node_rows(recaps, records, job)]
+    out += [*_failure_lines(phases, failures), ""]
+    out += [f"Bench report: {w.report} (and report.md)"] if w.report else []
+    out += _job_line(job, w.job_dir)
+    names = ", ".join(f"{name}.log" for name, _rc, _seconds in phases)
+    out.append(f"Full output:  {w.run_dir}/ ({names})")
+    return out + next_steps(phases, failures, w.inventory, w.testbed)
 
 
 def tee(path: str, source=None, sink=None) -> None:

@@ -17,6 +17,7 @@ import shlex
 # timezone.utc, not datetime.UTC (3.11+): wireup-check imports this module on the nodes, where
 # Ubuntu 22.04's python3 is 3.10 (issue 26).
 from datetime import datetime, timezone
+from typing import TypedDict
 
 from . import validate
 
@@ -200,9 +201,109 @@ def first_failed_step(batch_output: str) -> str:
     return ""
 
 
+class SlurmVerdict(TypedDict):
+    """A Slurm job's verdict (``__torchrun_launch_verdict`` on the Slurm path): launch.Verdict's keys,
+    Slurm's job, and each node's state in wireup-jobctl's shape (with its step and Slurm state)."""
+
+    over: bool
+    ok: bool
+    first_failure: str
+    timed_out: bool
+    running: list[str]
+    reason: str
+    job_id: str
+    job_state: str
+    job_exit_code: str
+    nodes: dict
+
+
+_PENDING = {"state": "running", "rc": None, "ended": None, "slurm_state": "PENDING", "step": ""}
+_MISSING = {"state": "missing", "rc": None, "ended": None, "slurm_state": "", "step": ""}
+
+
+def _node_states(hosts: list[str], names: dict, steps: list[dict], job) -> dict:
+    """{host: its state}: its latest step's (a requeued job starts its steps again), pending while
+    the job has none for it yet, missing once the job ended without one."""
+    nodes = {}
+    for host in hosts:
+        mine = [r for r in steps if (names.get(host) or host) in r["nodes"]]
+        if mine:
+            nodes[host] = _node_state(max(mine, key=lambda r: int(r["step"])))
+        else:
+            nodes[host] = dict(_PENDING if job is None or job["state"] in ACTIVE else _MISSING)
+    return nodes
+
+
+def _failures(nodes: dict, timed_out: bool) -> list[tuple]:
+    """(end, stopped by Slurm, missing, host) of each failed node: earliest end first; at the same
+    second, a node that failed by itself (exit code, lost) before one that Slurm stopped because
+    of it. When wireup cancelled the job (timed_out), a node Slurm stopped then did not fail."""
+    failed_states = ("lost", "missing") if timed_out else ("lost", "missing", "stopped")
+    failures = []
+    for host, st in nodes.items():
+        if st["state"] in failed_states or (st["state"] == "exited" and st["rc"] != 0):
+            end = st["ended"] if st["ended"] is not None else float("inf")
+            failures.append((end, st["state"] == "stopped", st["state"] == "missing", host))
+    return failures
+
+
+def _first(failures: list[tuple], names: dict, first_failed: str, counted: bool) -> str:
+    """The node that failed first: by sacct's End, unless the batch script saw one of the failed
+    nodes fail first (``first_failed``: its Slurm name). None when ``counted`` is false (the job is
+    not over, no step ran: the job's own state says why, or every node was stopped by Slurm:
+    scancel from outside, the time limit)."""
+    if not counted or not failures or all(f[1] for f in failures):
+        return ""
+    seen = [f[3] for f in failures if (names.get(f[3]) or f[3]) == first_failed and not f[1]]
+    return seen[0] if first_failed and seen else min(failures)[3]
+
+
+def _how(st: dict) -> str:
+    if st["state"] == "lost":
+        lost = st["slurm_state"] in _LOST
+        return (
+            f"was lost ({st['slurm_state']}, signal {st.get('rc')})"
+            if lost
+            else f"was killed ({st['slurm_state']})"
+        )
+    if st["state"] == "missing":
+        return "never ran a step"
+    if st["state"] == "stopped":
+        return f"was stopped ({st['slurm_state']})"
+    return f"exited with code {st['rc']}"
+
+
+def _state_reason(job, where: str, facts: dict) -> str:
+    """The sentence when no node is to blame: the job's own state says how it stands."""
+    state = job["state"] if job else "PENDING"
+    if facts["over"] and facts["failures"] and all(f[1] for f in facts["failures"]):
+        return f"{where} was stopped by Slurm ({state}): scancel, its time limit or preemption"
+    if facts["over"] and state != "COMPLETED":
+        before = "" if facts["steps"] else " before any node ran its step"
+        return f"{where} ended {state} with exit code {job['rc']}:{job['signal']}{before}"
+    if facts["over"]:
+        return f"{where} COMPLETED: every node exited with code 0"
+    if job is None or state == "PENDING":
+        return f"{where} is pending"
+    return f"{where} is {state.lower()} on {', '.join(facts['running']) or 'no node yet'}"
+
+
+def _reason(job, nodes: dict, facts: dict) -> str:
+    """The verdict's sentence; ``facts``: over, timed_out, first, failures, running, steps."""
+    where = f"Slurm job {job['job']}" if job else "the Slurm job"
+    state = job["state"] if job else "PENDING"
+    if facts["timed_out"] and facts["over"]:
+        return f"{where} ran out of time (torchrun_launch_timeout) and was cancelled ({state})"
+    if facts["timed_out"]:
+        return f"{where} still {state.lower()} when torchrun_launch_timeout ran out"
+    if facts["first"]:
+        return f"{facts['first']} {_how(nodes[facts['first']])} in {where} ({state})"
+    return _state_reason(job, where, facts)
+
+
 def job_verdict(
     sacct_text: str, hosts, names=None, *, timed_out: bool = False, first_failed: str = ""
-) -> dict:
+) -> SlurmVerdict:
     """How a Slurm job of job.sbatch went, per node, from sacct's rows.
 
     ``hosts``: the job's inventory hosts; ``names``: {host: Slurm node name} (default: the host's
@@ -211,87 +312,24 @@ def job_verdict(
     ``first_failed``: the Slurm node name whose step the batch script saw fail first
     (first_failed_step); it names the first failure when that node failed, else sacct's End decides.
     """
-    hosts = list(hosts or [])
-    names = dict(names or {})
-    rows = parse_sacct(sacct_text)
-    job_rows = [r for r in rows if r["step"] == ""]
-    job = job_rows[0] if job_rows else None
+    names, rows = dict(names or {}), parse_sacct(sacct_text)
+    job = next((r for r in rows if r["step"] == ""), None)
     steps = [r for r in rows if r["step"].isdigit()]
-    nodes = {}
-    for host in hosts:
-        slurm_name = names.get(host) or host
-        mine = [r for r in steps if slurm_name in r["nodes"]]
-        if mine:
-            # A node's latest step (a requeued job starts its steps again).
-            nodes[host] = _node_state(max(mine, key=lambda r: int(r["step"])))
-        elif job is None or job["state"] in ACTIVE:
-            nodes[host] = {
-                "state": "running",
-                "rc": None,
-                "ended": None,
-                "slurm_state": "PENDING",
-                "step": "",
-            }
-        else:
-            nodes[host] = {"state": "missing", "rc": None, "ended": None, "slurm_state": "", "step": ""}
+    nodes = _node_states(list(hosts or []), names, steps, job)
     job_state = job["state"] if job else "PENDING"
     over = job is not None and job_state not in ACTIVE
-    # The first failure: earliest end; at the same second, a node that failed by itself (exit
-    # code, lost) before one that Slurm stopped because of it.
-    # When wireup cancelled the job (timed_out), a node Slurm stopped then did not fail by itself.
-    failed_states = ("lost", "missing") if timed_out else ("lost", "missing", "stopped")
-    failures = []
-    for host, st in nodes.items():
-        if st["state"] in failed_states or (st["state"] == "exited" and st["rc"] != 0):
-            end = st["ended"] if st["ended"] is not None else float("inf")
-            failures.append((end, st["state"] == "stopped", st["state"] == "missing", host))
-    # A job that ended before any step ran (cancelled while pending, batch script error): the job's
-    # own state says why, no node is to blame.
-    # Every node stopped by Slurm and none failed by itself: scancel from outside, the time limit.
-    only_stopped = all(f[1] for f in failures)
-    first = min(failures)[3] if failures and over and steps and not only_stopped else ""
-    seen_first = [f[3] for f in failures if (names.get(f[3]) or f[3]) == first_failed and not f[1]]
-    if first and first_failed and seen_first:
-        first = seen_first[0]
+    failures = _failures(nodes, timed_out)
+    first = _first(failures, names, first_failed, over and bool(steps))
     running = sorted(h for h, st in nodes.items() if st["state"] == "running")
-    job_failed = over and job_state != "COMPLETED"
-    ok = over and not job_failed and not failures and not timed_out
-    where = f"Slurm job {job['job']}" if job else "the Slurm job"
-    if timed_out and over:
-        reason = f"{where} ran out of time (torchrun_launch_timeout) and was cancelled ({job_state})"
-    elif timed_out:
-        reason = f"{where} still {job_state.lower()} when torchrun_launch_timeout ran out"
-    elif first:
-        st = nodes[first]
-        how = {
-            "lost": f"was lost ({st['slurm_state']}, signal {st.get('rc')})"
-            if st["slurm_state"] in _LOST
-            else f"was killed ({st['slurm_state']})",
-            "missing": "never ran a step",
-            "stopped": f"was stopped ({st['slurm_state']})",
-        }.get(st["state"], f"exited with code {st['rc']}")
-        reason = f"{first} {how} in {where} ({job_state})"
-    elif over and failures and only_stopped:
-        reason = f"{where} was stopped by Slurm ({job_state}): scancel, its time limit or preemption"
-    elif job_failed:
-        reason = f"{where} ended {job_state} with exit code {job['rc']}:{job['signal']}" + (
-            "" if steps else " before any node ran its step"
-        )
-    elif over:
-        reason = f"{where} COMPLETED: every node exited with code 0"
-    elif job is None or job_state == "PENDING":
-        reason = f"{where} is pending"
-    else:
-        reason = f"{where} is {job_state.lower()} on {', '.join(running) or 'no node yet'}"
-    if timed_out and not over:
-        over = True
+    facts = {"over": over, "timed_out": timed_out, "first": first, "failures": failures}
+    facts.update(running=running, steps=steps)
     return {
-        "over": over,
-        "ok": ok,
+        "over": over or timed_out,
+        "ok": over and job_state == "COMPLETED" and not failures and not timed_out,
         "first_failure": first,
         "timed_out": timed_out,
         "running": running,
-        "reason": reason,
+        "reason": _reason(job, nodes, facts),
         "job_id": job["job"] if job else "",
         "job_state": job_state,
         "job_exit_code": f"{job['rc']}:{job['signal']}" if job and job["rc"] is not None else "",
@@ -371,7 +409,20 @@ def sbatch_options(options) -> list[str]:
     ]
 
 
-def run_plan(sbatch_stdout: str, plan: dict, *, timeout=1800, poll_interval=5, stop_grace=15) -> dict:
+class SlurmRun(TypedDict):
+    """``__slurm`` (slurm.yml combines it into ``__plan``): the Slurm path's decisions once sbatch
+    answered."""
+
+    job_id: str
+    run_id: str  # slurm-JOBID
+    results: str  # the controller's folder of the run
+    sacct_argv: list[str]
+    looks: int  # sacct looks that fit in torchrun_launch_timeout (at least one)
+    cancel_looks: int  # looks after a scancel
+    errors: list[str]
+
+
+def run_plan(sbatch_stdout: str, plan: dict, *, timeout=1800, poll_interval=5, stop_grace=15) -> SlurmRun:
     """The Slurm path's decisions once sbatch answered: the job id, the run id and results folder
     (JOB-slurm-ID), sacct's argv, how many looks fit in torchrun_launch_timeout (at least one; the
     last one ends the wait whatever it says) and how many after a scancel; errors when sbatch
@@ -460,7 +511,15 @@ def parse_show_node(text: str) -> dict:
     return nodes
 
 
-def drain_plan(drain, show_result=None, *, check_mode: bool = False) -> dict:
+class DrainPlan(TypedDict):
+    """``__torchrun_launch_drain``: what the drain step does."""
+
+    drain: list[dict]  # launch.health_plan's items to drain now ({host, node, reason, argv})
+    nodes: dict  # node -> {host, action (drain, drained_already, kept), state, slurm_reason, reason}
+    show: list[str]  # a line per node
+
+
+def drain_plan(drain, show_result=None, *, check_mode: bool = False) -> DrainPlan:
     """What torchrun_launch_drain_failed does with each node the launch plan would drain
     (``drain``: launch.health_plan's [{host, node, reason, argv}]), given their Slurm state
     (``show_result``: the registered ``scontrol show node -o NODES``; its stdout, rc, stderr).

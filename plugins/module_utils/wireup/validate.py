@@ -11,13 +11,15 @@ import os
 import re
 import shlex
 
+from . import apt
+
 # variable -> (pattern, example), matched whole (fullmatch). Pins are strings: YAML turns 580 or
 # 13.0 into numbers, and 13.10 would silently become 13.1, so numbers are refused with the fix.
 PIN_FORMATS = {
     "nvidia_driver_branch": (r"\d{3}", '"580"'),
     "cuda_repo_version": (r"\d{2}\.\d", '"13.0"'),
     "nccl_version": (r"\d+\.\d+\.\d+", '"2.28.9"'),
-    "nccl_package_version": (r"\d+\.\d+\.\d+-\d+\+cuda\d+\.\d+", '"2.28.9-1+cuda13.0"'),
+    "nccl_package_version": (apt.NCCL_PACKAGE_VERSION, '"2.28.9-1+cuda13.0"'),
     "nccl_tests_version": (r"v\d+\.\d+\.\d+", '"v2.19.6"'),
     "nccl_tests_commit": (r"[0-9a-f]{40}", '"a0b82b2260cf5152b9f8c061bbf7eaf0ba096432" (a full commit id)'),
     "pytorch_venv_torch_version": (r"\d+\.\d+\.\d+", '"2.13.0"'),
@@ -268,18 +270,8 @@ def validate_pins(values: dict) -> list[str]:
             errors.append(f"{name}={value!r} is malformed: expected a value like {example}")
     if errors:
         return errors
-    pkg = values.get("nccl_package_version")
-    if pkg and values.get("nccl_version") and not pkg.startswith(values["nccl_version"] + "-"):
-        errors.append(
-            f"nccl_package_version={pkg!r} does not match nccl_version={values['nccl_version']!r}: "
-            f"set both to the same NCCL release"
-        )
-    cuda = values.get("cuda_repo_version")
-    if pkg and cuda and not pkg.endswith("+cuda" + cuda):
-        errors.append(
-            f"nccl_package_version={pkg!r} is built for another CUDA than cuda_repo_version={cuda!r}: "
-            f"use the '+cuda{cuda}' build of libnccl2"
-        )
+    pkg, cuda = values.get("nccl_package_version"), values.get("cuda_repo_version")
+    errors.extend(apt.nccl_pin_errors(pkg, values.get("nccl_version"), cuda))
     return errors
 
 
@@ -494,50 +486,57 @@ def bench_threshold_errors(values: dict) -> list[str]:
     return errors
 
 
-def bench_errors(values: dict) -> list[str]:
-    """Every bench_* setting that can be judged without a node: thresholds, tolerance, factors,
-    sizes in nccl-tests' syntax, bench_env names. Only names present in ``values`` are checked;
-    values that are still templates ('{{ ... }}', the roles' own defaults) are passed over."""
-    values = {k: v for k, v in values.items() if not (isinstance(v, str) and "{{" in v)}
-    errors = bench_threshold_errors(values)
+def _bench_number_errors(values: dict) -> list[str]:
+    """The fractions, the torch goal and the whole numbers of the bench_* settings."""
+    errors = []
     ranges = {
         "bench_baseline_tolerance": (0.0, 1.0, "a fraction from 0 to below 1, e.g. 0.10"),
         "bench_nccl_tune_min_gain": (0.0, 1.0, "a fraction from 0 to below 1, e.g. 0.02"),
     }
     for name, (low, high, what) in ranges.items():
-        if name in values:
-            value = _number(values, name, errors)
-            if value is not None and not low <= value < high:
-                errors.append(f"{name}={values[name]!r} must be {what}")
-    if "bench_torch_goal_ratio" in values:
-        value = _number(values, "bench_torch_goal_ratio", errors)
-        if value is not None and value <= 0:
-            errors.append(
-                f"bench_torch_goal_ratio={values['bench_torch_goal_ratio']!r} must be above 0, e.g. 0.97"
-            )
+        value = _number(values, name, errors) if name in values else None
+        if value is not None and not low <= value < high:
+            errors.append(f"{name}={values[name]!r} must be {what}")
+    goal = _number(values, "bench_torch_goal_ratio", errors) if "bench_torch_goal_ratio" in values else None
+    if goal is not None and goal <= 0:
+        errors.append(
+            f"bench_torch_goal_ratio={values['bench_torch_goal_ratio']!r} must be above 0, e.g. 0.97"
+        )
     for name in ("bench_step_factor", "bench_torch_step_factor", "bench_iterations", "bench_timeout"):
-        if name in values:
-            text = str(values[name]).strip()
-            if isinstance(values[name], bool) or not text.isdigit() or int(text) < 1:
-                errors.append(f"{name}={values[name]!r} must be a whole number of at least 1")
-    if "bench_warmup_iterations" in values:
-        text = str(values["bench_warmup_iterations"]).strip()
-        if isinstance(values["bench_warmup_iterations"], bool) or not text.isdigit():
-            errors.append(
-                f"bench_warmup_iterations={values['bench_warmup_iterations']!r} must be a whole number"
-            )
-    for name in BENCH_SIZES:
-        if name in values and not _SIZE.fullmatch(str(values[name])):
-            errors.append(
-                f"{name}={values[name]!r} is not a size in nccl-tests' syntax: use bytes or K/M/G, "
-                f"like 8, 64K, 1M or 8G"
-            )
+        text = str(values.get(name, "")).strip()
+        if name in values and (isinstance(values[name], bool) or not text.isdigit() or int(text) < 1):
+            errors.append(f"{name}={values[name]!r} must be a whole number of at least 1")
+    warmup = values.get("bench_warmup_iterations")
+    if "bench_warmup_iterations" in values and (
+        isinstance(warmup, bool) or not str(warmup).strip().isdigit()
+    ):
+        errors.append(f"bench_warmup_iterations={warmup!r} must be a whole number")
+    return errors
+
+
+def _bench_size_errors(values: dict) -> list[str]:
+    """The message sizes (nccl-tests' syntax) and the step-cost parameter counts."""
+    errors = [
+        f"{name}={values[name]!r} is not a size in nccl-tests' syntax: use bytes or K/M/G, "
+        "like 8, 64K, 1M or 8G"
+        for name in BENCH_SIZES
+        if name in values and not _SIZE.fullmatch(str(values[name]))
+    ]
     for name in ("bench_stepcost_params", "bench_stepcost_cpu_params"):
         sizes = values.get(name)
         if name in values and (
             not isinstance(sizes, list) or not sizes or not all(_PARAMS.fullmatch(str(p)) for p in sizes)
         ):
             errors.append(f"{name}={sizes!r} must be a list of parameter counts like 2M, 125M or 1G")
+    return errors
+
+
+def bench_errors(values: dict) -> list[str]:
+    """Every bench_* setting that can be judged without a node: thresholds, tolerance, factors,
+    sizes in nccl-tests' syntax, bench_env names. Only names present in ``values`` are checked;
+    values that are still templates ('{{ ... }}', the roles' own defaults) are passed over."""
+    values = {k: v for k, v in values.items() if not (isinstance(v, str) and "{{" in v)}
+    errors = bench_threshold_errors(values) + _bench_number_errors(values) + _bench_size_errors(values)
     if "bench_stepcost_hooks" in values and not values["bench_stepcost_hooks"]:
         errors.append("bench_stepcost_hooks must name at least one hook (none, fp16, bf16, powersgd)")
     for name in ("bench_env", "bench_fabric_env"):
@@ -553,6 +552,8 @@ _PARAMS = re.compile(r"[0-9]+(\.[0-9]+)?[KMG]?")
 # Old name -> (new name or "", what to do). A value under an old name would be silently ignored
 # (Ansible does not know which variables a role reads), so the inventory check names the new one.
 RENAMED = {
+    # Issue 25 named it so; the GPU trial's settings are the gpu_trial role's (one prefix per role).
+    "bench_dcgm_diag": ("gpu_trial_dcgm_diag", "DCGM's diagnostic belongs to the gpu_trial role"),
     "cuda_repo_toolkit_on_gpu_less_node": (
         "cuda_repo_toolkit_on_gpu_less_nodes",
         "the variable's name ends in 'nodes'",
@@ -585,6 +586,14 @@ def renamed_errors(names) -> list[str]:
 ENV_MAPPINGS = ("wireup_job_env", "torchrun_launch_env")
 
 
+def _gpu_trial_errors(values: dict) -> list[str]:
+    """The gpu_trial role's settings (issue 25; its rule is gputrial.settings_errors, imported here
+    late: gputrial's imports lead back to this module)."""
+    from . import gputrial
+
+    return gputrial.settings_errors({k: v for k, v in values.items() if k.startswith("gpu_trial_")})
+
+
 def host_errors(values: dict) -> list[str]:
     """Every check of one host's variables that needs no node (values: its variables as the
     inventory, group_vars, host_vars and -e set them, over the roles' defaults)."""
@@ -602,6 +611,7 @@ def host_errors(values: dict) -> list[str]:
     if "torchrun_launch_args" in values:
         errors += program_args_errors(values["torchrun_launch_args"])
     errors += bench_errors({k: v for k, v in values.items() if k.startswith("bench_")})
+    errors += _gpu_trial_errors(values)  # issue 25
     # Issue 26's continuous checks (node_check_*, slurm_health_check_*): their own module.
     from .watchsettings import errors as continuous_errors
 

@@ -11,11 +11,27 @@ run that ended well).
 from __future__ import annotations
 
 import math
+from typing import TypedDict
 
 from . import launch
 
 # wireup-jobctl status's states; every one but "running" ends the wait.
 STATES = ("running", "exited", "stopped", "lost", "missing")
+
+
+class WaitResult(TypedDict, total=False):
+    """What the wireup_wait action returns (registered as ``__torchrun_launch_status``): the last
+    look's answer in the command module's shape, how many looks it took and the command; ``failed``
+    and ``msg`` when :func:`look` said the wait fails."""
+
+    changed: bool
+    rc: int
+    stdout: str
+    stderr: str
+    looks: int
+    cmd: str
+    failed: bool
+    msg: str
 
 
 def _seconds(value) -> float | None:
@@ -31,12 +47,10 @@ def _printable(text: str, limit: int = 300) -> str:
     return text[:limit]
 
 
-def look(
-    rc, stdout: str, stderr: str, *, host: str, job: str = "", timeout: float = 0, waited: float = 0
-) -> dict:
+def look(answer: dict, *, host: str, job: str = "", timeout: float = 0, waited: float = 0) -> dict:
     """One look at a run on ``host``: ``{"over", "error", "status", "line"}``.
 
-    ``rc``/``stdout``/``stderr``: the answer of ``wireup-jobctl status JOB RUN WAIT``; ``job``: its
+    ``answer``: the rc, stdout and stderr of ``wireup-jobctl status JOB RUN WAIT``; ``job``: its
     name, for the line;
     ``timeout``: torchrun_launch_timeout (0: none); ``waited``: the controller's own seconds
     since the wait began (it began after the run started, so on an honest node clock it never
@@ -44,6 +58,7 @@ def look(
     ``error`` (the wait fails with it) is set when jobctl failed or said nothing usable;
     ``over`` when the run ended there or its time ran out; ``line`` is the progress line.
     """
+    rc, stdout, stderr = answer.get("rc"), answer.get("stdout") or "", answer.get("stderr") or ""
     status = launch.parse_status(stdout or "")
     out = {"over": True, "error": "", "status": status, "line": ""}
     if rc != 0:

@@ -7,11 +7,11 @@ can create a venv with pip (Debian/Ubuntu split `ensurepip` into python3-venv), 
 WIREUP_PROBE's `torch` is true, the torch it would import (version, CUDA build, path: from
 torch/version.py, without importing it; by importing it only where that file says nothing).
 
-From WIREUP_PROBE (a JSON object; torch_index.probe_request writes it) it also reports:
+From WIREUP_PROBE (a JSON object; pytorch_venv.probe_request writes it) it also reports:
 
 - `user`: who runs the tasks; `owner_exists`: whether WIREUP_PROBE's `owner` is a user;
-- `dpkg`: dpkg-query's lines for WIREUP_PROBE's `packages`, unparsed, in the format
-  wireup.packages.parse_dpkg_status reads on the controller (null without dpkg-query). Not
+- `dpkg`: the output of WIREUP_PROBE's `dpkg` argv (apt.dpkg_query_argv for its `packages`), unparsed,
+  as wireup.apt.parse_dpkg_status reads it on the controller (null without dpkg-query). Not
   package_facts: that loads apt's whole cache on every run (0.75 s on a testbed node against
   0.05 s for dpkg-query), the cost a rerun must not pay;
 - `pip`: pip processes already installing into WIREUP_PROBE's `venv` when the probe started (an
@@ -19,13 +19,16 @@ From WIREUP_PROBE (a JSON object; torch_index.probe_request writes it) it also r
   `waited_s` (how long the probe waited for them, at most `pip_wait` seconds, before reading the
   venv) and `running` (those still running then). Two pips in one venv corrupt it: the role waits
   rather than start a second one;
-- `venv`: `python` (bin/python exists) and `installed` ({normalised name: version} read from the
-  dist-info folders in the venv's own site-packages, without starting the venv's Python), so a
-  rerun starts pip only for a pin the venv lacks.
+- `venv`: what the venv is, read without starting its Python: `python` (bin/python exists),
+  `installed` ({normalised name: version} from the dist-info folders in its own site-packages, so a
+  rerun starts pip only for a pin the venv lacks), `system_site_packages` (pyvenv.cfg's
+  include-system-site-packages, null without one), `pth` (the lines of WIREUP_PROBE's `pth` file in
+  its site-packages, null without one) and `torchrun` (bin/torchrun exists);
+- `fact`: the local fact file WIREUP_PROBE's `fact` names, as JSON (null when missing or not JSON).
 
-The venv's folder, pyvenv.cfg, links and the fact file are not read here: the builtin modules
-(file, lineinfile, copy) that keep them compare for themselves. Reading only: the probe never
-writes anything.
+The venv's folders' modes and owners and the files' contents are not compared here: the builtin
+modules (file, lineinfile, copy) that keep them do that for themselves whenever they run. Reading
+only: the probe never writes anything.
 """
 
 import importlib.util
@@ -113,11 +116,13 @@ def probe_node(request):
             out["owner_exists"] = True
         except KeyError:
             out["owner_exists"] = False
-    out["dpkg"] = dpkg_lines(request.get("packages") or [])
+    out["dpkg"] = dpkg_lines(request.get("dpkg") or [])
     if request.get("venv"):
         # Before reading the venv: what an earlier pip is still writing is not its state yet.
         out["pip"] = wait_for_pip(request["venv"], float(request.get("pip_wait") or 0))
-        out["venv"] = probe_venv(request["venv"])
+        out["venv"] = probe_venv(request["venv"], request.get("pth") or "")
+    if request.get("fact"):
+        out["fact"] = read_json(request["fact"])
     return out
 
 
@@ -138,20 +143,24 @@ def _read(path):
         return f"<unreadable: {exc}>"
 
 
-def dpkg_lines(packages):
-    """dpkg-query's lines for `packages` (what parse_dpkg_status reads); None without dpkg."""
-    if not packages:
+def dpkg_lines(argv):
+    """The output of dpkg-query's `argv` (what parse_dpkg_status reads); None without dpkg."""
+    if not argv:
         return ""
-    if shutil.which("dpkg-query") is None:
+    if shutil.which(argv[0]) is None:
         return None
     result = subprocess.run(
-        ["dpkg-query", "-W", "-f=${Package} ${db:Status-Abbrev} ${Version}\n", *packages],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "LC_ALL": "C"},
-        check=False,
+        argv, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"}, check=False
     )
     return result.stdout
+
+
+def read_json(path):
+    """The JSON a file holds, or None when it is missing or not JSON."""
+    try:
+        return json.loads(_read(path) or "null")
+    except ValueError:
+        return None
 
 
 _PIP = re.compile(r"^pip[0-9.]*$")
@@ -208,14 +217,24 @@ def wait_for_pip(venv, timeout, poll=2.0, processes=pip_processes):
     return {"found": found, "waited_s": waited, "running": running}
 
 
-def probe_venv(venv):
+def probe_venv(venv, pth_name=""):
     python = os.path.join(venv, "bin", "python")
     series = ".".join(str(n) for n in sys.version_info[:2])
     site = os.path.join(venv, "lib", f"python{series}", "site-packages")
+    pth = _read(os.path.join(site, pth_name)) if pth_name else None
     return {
         "python": os.path.isfile(python) and os.access(python, os.X_OK),
         "installed": installed_distributions(site),
+        "system_site_packages": pyvenv_flag(_read(os.path.join(venv, "pyvenv.cfg"))),
+        "pth": pth.splitlines() if pth is not None else None,
+        "torchrun": os.path.isfile(os.path.join(venv, "bin", "torchrun")),
     }
+
+
+def pyvenv_flag(text):
+    """pyvenv.cfg's include-system-site-packages as a bool (None without the file or the key)."""
+    match = re.search(r"(?m)^include-system-site-packages\s*=\s*(\S+)", text or "")
+    return match.group(1).lower() == "true" if match else None
 
 
 def installed_distributions(site):

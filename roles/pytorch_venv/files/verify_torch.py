@@ -1,7 +1,7 @@
 """Import torch in the venv and report what it sees, as one JSON object.
 
 Run by the pytorch_venv role with the venv's python (ansible.builtin.script). Never fails on its
-own: the role compares the report with what preflight found (torch_index.verify_problems) and
+own: the role compares the report with what preflight found (pytorch_venv.verify_problems) and
 fails with a message naming what to change.
 """
 

@@ -1,10 +1,10 @@
-"""wireup.driver: package names per branch era, the branch lock, the switch, the report."""
+"""wireup.nvidia_driver: package names per branch era, the branch lock, the switch, the report."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import driver as d
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import nvidia_driver as d
 
 FM = "nvidia-fabricmanager"
 NODE = {
@@ -19,8 +19,8 @@ NODE = {
 
 
 def _pkgs(**versions):
-    """package_facts' shape: {name: [{'name': ..., 'version': ...}]} (underscores -> dashes)."""
-    return {k.replace("_", "-"): [{"name": k.replace("_", "-"), "version": v}] for k, v in versions.items()}
+    """apt.parse_dpkg_status' shape: {name: {'version': ..., 'held': False}} (underscores -> dashes)."""
+    return {k.replace("_", "-"): {"version": v, "held": False} for k, v in versions.items()}
 
 
 def _node(**over):
@@ -140,7 +140,7 @@ def test_image_driver_of_the_branch_is_left_alone():
 
 
 def test_fresh_node_580_installs_driver_headers_and_fabricmanager():
-    plan = d.plan(NODE, {"linux-headers-6.1.0-26-amd64": [{"version": "6.1.112-1"}]}, host="n1")
+    plan = d.plan(NODE, {"linux-headers-6.1.0-26-amd64": {"version": "6.1.112-1"}}, host="n1")
     assert plan["install"] == ["nvidia-open-580", "nvidia-fabricmanager"]  # headers already there
     assert plan["remove"] == [] and plan["pinning_package"] == ""
     assert plan["pin_file"]["version"] == "580.*"
@@ -183,7 +183,7 @@ def test_switch_580_to_590_on_debian_replaces_packages_and_migrates_the_lock():
     assert plan["install"] == ["nvidia-driver-pinning-590", "nvidia-open", "nvidia-fabricmanager"]
     assert plan["pin_file"] is None and plan["hold"] == ["nvidia-open", "nvidia-fabricmanager"]
     show = "Package: nvidia-open\nVersion: 590.48.01-1\nDepends: nvidia-persistenced (= 590.48.01-1)\n\n"
-    specs = d.install_specs(plan, show, branch="590", host="n1")
+    specs = d.install_specs(plan, show)
     assert specs["specs"] == ["nvidia-open=590.48.01-1", "nvidia-fabricmanager=590.48.01-*"]
     assert specs["driver"] is True
     line = d.report(plan, driver_changed=True, pin_file_removed=True)
@@ -201,14 +201,14 @@ def test_switch_in_check_mode_says_would_before_it_happens():
     # Before the pinning package is in place apt's candidate is the newest branch: --check says so,
     # and only a real run stops on it.
     show = "Package: nvidia-open\nVersion: 595.45.04-1\n\n"
-    checked = d.install_specs(plan, show, branch="590", check_mode=True)
+    checked = d.install_specs(plan, show, check_mode=True)
     assert checked["error"] == "" and checked["specs"] == []
     assert "would install nvidia-driver-pinning-590, nvidia-open, nvidia-fabricmanager;" in checked["message"]
     assert checked["message"].endswith(
         "the exact version of branch 590 once nvidia-driver-pinning-590 is in place"
     )
     assert d.report(plan, note=checked["message"]).startswith(checked["message"])
-    real = d.install_specs({**plan}, show, branch="590")
+    real = d.install_specs({**plan}, show)
     assert "apt offers nvidia-open 595.45.04-1, not of branch 590" in real["error"]
     assert "nvidia_driver_branch" in real["error"]
 
@@ -270,7 +270,7 @@ def test_reboot_only_remote_nodes_when_asked():
 
 def test_apt_without_the_packages_names_the_variables():
     plan = d.plan(NODE, {}, kernel_headers=False, host="n1")
-    stopped = d.install_specs(plan, "", apt_rc=100, apt_err="E: No packages found", host="n1")
+    stopped = d.install_specs(plan, "", apt_rc=100, apt_err="E: No packages found")
     assert (
         "nvidia-open-580 not available from n1's apt sources (apt said: E: No packages found)"
         in stopped["error"]
@@ -319,20 +319,20 @@ def test_check_mode_before_the_pin_file_is_written_asks_apt_nothing():
     dependencies of the stand-in repository), so --check says what it would do instead."""
     plan = d.plan(NODE, {}, kernel_headers=False, check_mode=True, host="n3")
     show = "Package: nvidia-open-580\nVersion: 580.95.05-1\n\n"
-    checked = d.install_specs(plan, show, check_mode=True, lock_ready=False, branch="580")
+    checked = d.install_specs(plan, show, check_mode=True, lock_ready=False)
     assert checked["specs"] == [] and checked["error"] == ""
     assert checked["message"].endswith("; the exact version of branch 580 once the pin file is in place")
-    ready = d.install_specs(plan, show, check_mode=True, lock_ready=True, branch="580")
+    ready = d.install_specs(plan, show, check_mode=True, lock_ready=True)
     assert ready["specs"] == ["nvidia-open-580=580.95.05-1", "nvidia-fabricmanager=580.95.05-*"]
     # A real run writes the lock first: lock_ready does not matter there.
-    assert d.install_specs(plan, show, lock_ready=False, branch="580")["specs"] == ready["specs"]
+    assert d.install_specs(plan, show, lock_ready=False)["specs"] == ready["specs"]
 
 
 def test_plan_reads_the_roles_dpkg_query_like_package_facts():
     """The role reads dpkg-query (package_facts needs python3-apt in Ansible's interpreter, which the
-    GPU machine's venv lacks: it failed there); both shapes give the same plan. Held and removed
+    GPU machine's venv lacks: it failed there); its lines give the plan of the same packages. Held and removed
     (rc: config files left) packages as dpkg-query prints them."""
-    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import packages
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import apt as packages
 
     text = (
         "nvidia-open-580 hi 580.95.05-1\n"

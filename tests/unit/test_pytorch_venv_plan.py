@@ -1,4 +1,4 @@
-"""torch_index.plan: every decision and message of the pytorch_venv role, from the role's
+"""pytorch_venv.plan: every decision and message of the pytorch_venv role, from the role's
 variables, preflight's wireup_node and the probe, on captures from a testbed node
 (tests/fixtures/testbed) and the lent 2x H200 (tests/fixtures/h200x2)."""
 
@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import torch_index
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import pytorch_venv
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TESTBED = ROOT / "tests" / "fixtures" / "testbed"
@@ -77,9 +77,14 @@ def _h200_node():
     return node, torch_v, cuda_v, nccl_v
 
 
+def _fields(settings):
+    """The plan's Settings from the role's variables (pytorch_venv_<field>: one each, by name)."""
+    return {name: settings[f"pytorch_venv_{name}"] for name in pytorch_venv.SETTINGS}
+
+
 def _plan(probe="converged", settings=None, node=None, check=False, controller=None):
     probe = _probe(probe) if isinstance(probe, str) else probe
-    return torch_index.plan(probe, settings or _settings(), node or _node(), check, controller)
+    return pytorch_venv.plan(probe, _fields(settings or _settings()), node or _node(), check, controller)
 
 
 def test_converged_testbed_node_needs_nothing_but_the_verification():
@@ -125,7 +130,7 @@ def test_check_mode_on_a_fresh_node_plans_the_changes_and_skips_the_verification
     assert plan["venv_ready"] is False and plan["verify"] is False
     assert plan["pth"]["content"] is None and plan["torchrun"] == ""
     assert "check mode" in plan["skip_verify"] and "/opt/wireup/venv" in plan["skip_verify"]
-    verified = torch_index.verified({"skipped": True}, plan, "/opt/wireup/venv", "node1")
+    verified = pytorch_venv.verified({"skipped": True}, plan, "/opt/wireup/venv", "node1")
     assert verified["problems"] == [] and verified["info"] == {}
     assert verified["summary"].startswith("pytorch_venv on node1: check mode")
 
@@ -307,7 +312,8 @@ def test_hash_checked_requirements_replace_the_torch_and_extra_steps():
     assert _plan(settings=settings, controller=controller)["pip"]["run"] is False  # converged
 
 
-def _pip_failure(args, stderr_file):
+def _pip_failure(key, stderr_file):
+    """A failed item of the looped pip task (its item's key says which install it was)."""
     stderr = (TESTBED / stderr_file).read_text()
     return {
         "failed": True,
@@ -315,7 +321,7 @@ def _pip_failure(args, stderr_file):
         "msg": f"stdout: \n\n:stderr: {stderr}",
         "stderr": stderr,
         "stdout": "",
-        "invocation": {"module_args": args},
+        "item": {"key": key},
     }
 
 
@@ -333,28 +339,26 @@ def test_pip_failure_of_the_looped_task_names_the_failed_item():
     plan = _plan(_fresh(), _settings(pytorch_venv_owner="root"))
     torch_ok = {"changed": True, "item": plan["pip"]["installs"][0], "invocation": {"module_args": {}}}
     extras_failed = {
-        **_pip_failure({"name": plan["pip"]["extras"]}, "pip_cannot_install_torch_pip23.0.1.txt"),
+        **_pip_failure("extras", "pip_cannot_install_torch_pip23.0.1.txt"),
         "item": plan["pip"]["installs"][1],
     }
     looped = {"failed": True, "msg": "One or more items failed", "results": [torch_ok, extras_failed]}
-    msg = torch_index.pip_failure(looped, plan, "node1")
+    msg = pytorch_venv.pip_failure(looped, plan, "node1")
     assert "pytorch_venv_extra_packages" in msg and "ResolutionImpossible" in msg
     assert "One or more items failed" not in msg
 
 
 def test_pip_failures_say_which_install_failed_and_the_fix():
     plan = _plan(_fresh(), _settings(pytorch_venv_owner="root"))
-    torch_failed = _pip_failure({"name": ["torch==2.13.0+cpu"]}, "pip_cannot_install_torch_pip23.0.1.txt")
-    msg = torch_index.pip_failure(torch_failed, plan, "node1")
+    torch_failed = _pip_failure("torch", "pip_cannot_install_torch_pip23.0.1.txt")
+    msg = pytorch_venv.pip_failure(torch_failed, plan, "node1")
     assert msg.startswith("pytorch_venv on node1: pip could not install torch==2.13.0+cpu (no NVIDIA GPU")
     assert f"from wheelhouse {WHEELS}: ERROR: ResolutionImpossible" in msg
     assert "pytorch_venv_torch_version" in msg and "{error}" not in msg
-    extras_failed = _pip_failure({"name": plan["pip"]["extras"]}, "pip_cannot_install_torch_pip23.0.1.txt")
-    assert "pytorch_venv_extra_packages" in torch_index.pip_failure(extras_failed, plan, "node1")
-    hashed_failed = _pip_failure(
-        {"requirements": "/opt/wireup/venv/x.txt"}, "pip_hash_mismatch_pip23.0.1.txt"
-    )
-    msg = torch_index.pip_failure(hashed_failed, plan, "node1")
+    extras_failed = _pip_failure("extras", "pip_cannot_install_torch_pip23.0.1.txt")
+    assert "pytorch_venv_extra_packages" in pytorch_venv.pip_failure(extras_failed, plan, "node1")
+    hashed_failed = _pip_failure("hashed", "pip_hash_mismatch_pip23.0.1.txt")
+    msg = pytorch_venv.pip_failure(hashed_failed, plan, "node1")
     assert "hash-checked requirements" in msg and "Expected sha256 0000" in msg and "Got" in msg
     assert "make the file again" in msg
 
@@ -368,13 +372,13 @@ def test_verified_reads_the_real_verification_script():
         capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": "/none"},
     )  # fmt: skip
     result = {"rc": 0, "stdout": out.stdout, "stdout_lines": out.stdout.splitlines()}
-    verified = torch_index.verified(result, plan, "/opt/wireup/venv", "node1")
+    verified = pytorch_venv.verified(result, plan, "/opt/wireup/venv", "node1")
     if "torch_version" in json.loads(out.stdout):
         pytest.skip("torch is importable here")
     assert verified["problems"][0].startswith(
         "torch does not import in /opt/wireup/venv: ModuleNotFoundError"
     )
-    garbled = torch_index.verified({"rc": 1, "stdout": "Segmentation fault\r\n"}, plan, "/opt/wireup/venv")
+    garbled = pytorch_venv.verified({"rc": 1, "stdout": "Segmentation fault\r\n"}, plan, "/opt/wireup/venv")
     assert "printed no report (rc 1): Segmentation fault" in garbled["problems"][0]
 
     node, torch_v, cuda_v, nccl_v = _h200_node()
@@ -389,7 +393,7 @@ def test_verified_reads_the_real_verification_script():
         "torch_file": "/opt/torch/.venv/lib/python3.12/site-packages/torch/__init__.py",
     }  # fmt: skip
     line = json.dumps(report)
-    verified = torch_index.verified(
+    verified = pytorch_venv.verified(
         {"rc": 0, "stdout_lines": ["a warning", line]}, plan, "/opt/wireup/venv", "h200"
     )
     assert verified["problems"] == []
@@ -411,96 +415,40 @@ def test_verified_reads_the_real_verification_script():
     )
     assert "reusing it" in verified["summary"]
     one_gpu = copy.deepcopy(report) | {"device_count": 1}
-    verified = torch_index.verified(
+    verified = pytorch_venv.verified(
         {"rc": 0, "stdout_lines": [json.dumps(one_gpu)]}, plan, "/opt/wireup/venv"
     )
     assert "torch sees 1 GPU(s) in /opt/wireup/venv, preflight found 2" in verified["problems"][0]
 
 
-def _converged_files(the_plan, owner="root", group="root"):
-    venv = the_plan["dirs"][0]["path"]
-    files = {
-        d["path"]: {
-            "exists": True,
-            "type": "directory",
-            "mode": "0755",
-            "owner": d["owner"],
-            "group": d["group"],
-        }
-        for d in the_plan["dirs"]
-    }
-    files[f"{venv}/bin/python"] = {"exists": True, "type": "file"}
-    files[f"{venv}/pyvenv.cfg"] = {
-        "exists": True,
-        "type": "file",
-        "content": f"home = /usr/bin\ninclude-system-site-packages = {the_plan['pyvenv_flag']}\n",
-    }
-    if the_plan["pth"]["content"] is not None:
-        files[the_plan["pth"]["path"]] = {
-            "exists": True,
-            "content": the_plan["pth"]["content"],
-            "mode": "0644",
-            "owner": owner,
-            "group": group,
-        }
-    if the_plan["torchrun"]:
-        files[f"{venv}/bin/torchrun"] = {
-            "exists": True,
-            "content": the_plan["torchrun"],
-            "mode": "0755",
-            "owner": owner,
-            "group": group,
-        }
-    return files
-
-
-def _drift_plan(**over):
-    base = {
-        "apt": [],
-        "dirs": [
-            {"path": "/opt/wireup/venv", "owner": "root", "group": "root"},
-            {"path": "/etc/ansible/facts.d", "owner": "root", "group": "root"},
-        ],
-        "venv_ready": True,
-        "pyvenv_flag": "true",
-        "pth": {
-            "path": "/opt/wireup/venv/lib/python3.12/site-packages/wireup-base.pth",
-            "content": "/opt/torch/lib\n",
-        },
-        "torchrun": "#!/opt/wireup/venv/bin/python\n",
-        "fact_path": "/etc/ansible/facts.d/wireup_torch.fact",
-    }
-    return {**base, **over}
-
-
-def test_venv_drift_none_on_a_converged_node_and_each_difference_named():
-    the_plan = _drift_plan()
-    files = _converged_files(the_plan)
-    assert torch_index.venv_drift(the_plan, files, "root", "root") == []
-    paths = torch_index.managed_paths(the_plan)
-    assert set(files) <= set(paths) and the_plan["fact_path"] in paths
-    # each drift the integration tests make by hand, one at a time
-    cases = {
-        "folder /opt/wireup/venv": ("/opt/wireup/venv", {"mode": "0700"}),
-        "/opt/wireup/venv/pyvenv.cfg include-system-site-packages": (
-            "/opt/wireup/venv/pyvenv.cfg",
-            {"content": "include-system-site-packages = false\n"},
-        ),
-        the_plan["pth"]["path"]: (the_plan["pth"]["path"], {"content": "/elsewhere\n"}),
-        "/opt/wireup/venv/bin/torchrun": ("/opt/wireup/venv/bin/torchrun", {"mode": "0644"}),
-        "/opt/wireup/venv/bin/python": ("/opt/wireup/venv/bin/python", {"exists": False}),
-    }
-    for name, (path, change) in cases.items():
-        changed = {**files, path: {**files[path], **change}}
-        if change.get("exists") is False:
-            changed[path] = {"exists": False}
-        assert torch_index.venv_drift(the_plan, changed, "root", "root") == [name]
-    assert torch_index.venv_drift(_drift_plan(apt=["python3-venv"]), files, "root", "root") == [
-        "apt packages python3-venv"
-    ]
-    stale = _drift_plan(pth={"path": the_plan["pth"]["path"], "content": None})
-    assert torch_index.venv_drift(stale, files, "root", "root") == [f"stale {the_plan['pth']['path']}"]
-    assert torch_index.venv_drift(the_plan, {}, "root", "root")[0] == "folder /opt/wireup/venv"
+def test_the_build_runs_only_for_what_the_probe_finds_the_venv_lacking():
+    """The probe says what the venv is (its python, pyvenv.cfg's flag, the .pth's folders,
+    torchrun, the local fact); the build's one include runs only for a difference. Folders' modes
+    and owners are not read: the file task keeps the venv's on every run (issue 24: no second idempotency
+    model)."""
+    converged = _plan()
+    assert converged["changes"] == [] and converged["pip"]["run"] is False
+    venv = json.loads(_probe("converged")["stdout_lines"][0])["venv"]
+    pth = converged["pth"]["path"]
+    for change, named in (
+        ({"python": False}, "the venv's python"),
+        ({"system_site_packages": True}, "pyvenv.cfg include-system-site-packages"),
+        ({"pth": ["/elsewhere"]}, pth),  # a stale link to a base virtualenv
+    ):
+        plan = _plan(_probe("converged", venv={**venv, **change}))
+        assert plan["changes"] == [named], (change, plan["changes"])
+    apt = _plan(settings=_settings(pytorch_venv_os_packages=["python3-dev"]))
+    assert apt["changes"] == ["apt packages python3-dev"]
+    # The local fact: written when the verification's info differs from the one the probe read.
+    info = json.loads(_probe("converged")["stdout_lines"][0])["fact"]
+    assert converged["fact_now"] == info
+    report = {"python": "3.11.2", "torch_version": "2.13.0+cpu", "cuda_version": "", "nccl_version": "",
+              "cuda_available": False, "device_count": 0,
+              "torch_file": "/opt/wireup/venv/lib/python3.11/site-packages/torch/__init__.py"}  # fmt: skip
+    result = {"rc": 0, "stdout_lines": [json.dumps(report)]}
+    assert pytorch_venv.verified(result, converged, "/opt/wireup/venv")["write_fact"] is False
+    gone = _plan(_probe("converged", fact=None))
+    assert pytorch_venv.verified(result, gone, "/opt/wireup/venv")["write_fact"] is True
 
 
 def test_pip_failure_names_the_cause_without_an_index_url_s_credentials():
@@ -519,10 +467,9 @@ def test_pip_failure_names_the_cause_without_an_index_url_s_credentials():
         "ERROR: No matching distribution found for foo (from https://me:pw123@pypi.corp.example/simple)\n"
     )
     msgs = []
-    for args, words in (({"name": plan["pip"]["extras"]}, "pytorch_venv_extra_packages"),
-                        ({"name": plan["pip"]["torch"]}, "pytorch_venv_torch_version")):  # fmt: skip
-        failed = dict(_pip_failure(args, "pip_cannot_install_torch_pip23.0.1.txt"), stderr=stderr)
-        msgs.append(torch_index.pip_failure(failed, plan, "node1"))
+    for key, words in (("extras", "pytorch_venv_extra_packages"), ("torch", "pytorch_venv_torch_version")):
+        failed = dict(_pip_failure(key, "pip_cannot_install_torch_pip23.0.1.txt"), stderr=stderr)
+        msgs.append(pytorch_venv.pip_failure(failed, plan, "node1"))
         assert "pw123" not in msgs[-1] and "tok456" not in msgs[-1] and "me:" not in msgs[-1], msgs[-1]
         assert "No matching distribution found for foo" in msgs[-1] and words in msgs[-1], msgs[-1]
     assert "from https://***@pypi.corp.example/simple: ERROR: No matching distribution" in msgs[0]

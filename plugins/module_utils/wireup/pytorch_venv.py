@@ -1,7 +1,8 @@
 """Which PyTorch wheel a node gets, whether a preinstalled torch is good enough, whether the
 installed torch works, and `plan`: every decision and message of the pytorch_venv role for one
-node. Pure functions (stdlib, and packaging for PEP 440 versions: it ships with ansible-core, and
-this module runs on the controller only, through plugins/filter/wireup_torch.py).
+node. Pure functions (stdlib, and packaging for PEP 440 versions, imported inside the functions
+that use it: it ships with ansible-core, and this module runs on the controller only, through
+plugins/filter/wireup_torch.py).
 
 Why the DRIVER decides, not the toolkit: a PyTorch CUDA wheel bundles its own CUDA runtime
 (cudart, cuBLAS, cuDNN, NCCL come as nvidia-* wheels), so the node's CUDA toolkit is never loaded
@@ -25,10 +26,12 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, fields
+from typing import TypedDict
 from urllib.parse import urlsplit
 
-from . import redact
-from .packages import parse_dpkg_status
+from . import node, redact
+from .apt import dpkg_query_argv, parse_dpkg_status
 from .validate import check_version_range
 
 # Release series -> architecture -> wheel variants on download.pytorch.org/whl/<variant>.
@@ -104,15 +107,23 @@ class TorchIndexError(ValueError):
     """Bad input; the message names the variable to change."""
 
 
-def _nums(text: str) -> tuple[int, ...]:
-    match = re.match(r"^\s*v?(\d+(?:\.\d+)*)", str(text))
-    if not match:
-        raise ValueError(f"not a version: {text!r}")
-    return tuple(int(p) for p in match.group(1).split("."))
+def _release(text, length: int = 2) -> tuple[int, ...]:
+    """The first ``length`` numbers of a version's release, padded with zeros (packaging.version:
+    '13.0.88' -> (13, 0), '13' -> (13, 0), '2.13.0+cu130' -> (2, 13)); ValueError for no version."""
+    # packaging is imported where it is used: the wireup package must import without third-party
+    # packages: modules carry it to nodes (ansible-test sanity's import test checks it).
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        release = Version(str(text).strip()).release
+    except InvalidVersion as exc:
+        raise ValueError(f"not a version: {text!r}") from exc
+    return (*release, *(0,) * length)[:length]
 
 
-def _pad(version: tuple[int, ...], length: int) -> tuple[int, ...]:
-    return version + (0,) * (length - len(version))
+def _major_minor(text) -> str:
+    """'13.0.88' -> '13.0'."""
+    return "{}.{}".format(*_release(text))
 
 
 def release_series(torch_version) -> str:
@@ -124,8 +135,13 @@ def release_series(torch_version) -> str:
             f"pytorch_venv_torch_version={torch_version!r} is not a version: set it as a quoted "
             f'string like "2.13.0" (group_vars/all.yml)'
         )
-    major, minor = _nums(torch_version)[:2]
-    return f"{major}.{minor}"
+    try:
+        return _major_minor(torch_version)
+    except ValueError:
+        raise TorchIndexError(
+            f"pytorch_venv_torch_version={torch_version!r} is not a version: set it as a quoted "
+            f'string like "2.13.0" (group_vars/all.yml)'
+        ) from None
 
 
 def normalize_arch(arch) -> str:
@@ -157,12 +173,10 @@ def driver_branch_of(driver_version) -> int | None:
     text = str(driver_version or "").strip()
     if not text:
         return None
-    try:
-        return _nums(text)[0]
-    except ValueError:
-        raise TorchIndexError(
-            f"driver version {driver_version!r} is not like '580.159.04' or '580'"
-        ) from None
+    branch = node.driver_branch(text)  # the one reading of a driver version's branch
+    if not branch:
+        raise TorchIndexError(f"driver version {driver_version!r} is not like '580.159.04' or '580'")
+    return int(branch)
 
 
 def branch_native_cuda(branch: int) -> str:
@@ -190,13 +204,13 @@ def variants_for(torch_version, arch, extra_variants=None) -> list[str]:
     if series not in table or arch not in table[series]:
         raise TorchIndexError(
             f"torch {series}.x on {arch} is not in wireup's wheel table (known series: "
-            f"{', '.join(sorted(table, key=_nums))}): set pytorch_venv_cuda_variant (e.g. cu130 or "
+            f"{', '.join(sorted(table, key=_release))}): set pytorch_venv_cuda_variant (e.g. cu130 or "
             f"cpu), or describe the release in pytorch_venv_torch_variants"
         )
     variants = table[series][arch]
     for variant in variants:
         variant_cuda(variant)
-    return sorted(variants, key=lambda v: (-1,) if v == "cpu" else _nums(variant_cuda(v)))
+    return sorted(variants, key=lambda v: (v != "cpu", _release(variant_cuda(v) or "0")))
 
 
 def driver_cuda(driver_version="", driver_branch="", toolkit_version="") -> dict:
@@ -216,16 +230,15 @@ def driver_cuda(driver_version="", driver_branch="", toolkit_version="") -> dict
                 "cuda": branch_native_cuda(branch),
             }
     if str(toolkit_version or "").strip():
-        cuda = ".".join(str(n) for n in _nums(toolkit_version)[:2])
-        return {"source": "CUDA toolkit", "driver": "", "branch": None, "cuda": cuda}
+        return {"source": "CUDA toolkit", "driver": "", "branch": None, "cuda": _major_minor(toolkit_version)}
     return {"source": "", "driver": "", "branch": None, "cuda": ""}
 
 
 def _allowed(variant: str, drv: dict) -> str:
     """'native', 'minor-compat' or '' for a CUDA variant under a driver."""
-    cuda = _nums(variant_cuda(variant))
+    cuda = _release(variant_cuda(variant))
     native = drv["cuda"]
-    if native and _pad(cuda, 2) <= _pad(_nums(native), 2):
+    if native and cuda <= _release(native):
         return "native"
     floor = MINOR_COMPAT_BRANCH.get(cuda[0])
     if drv["branch"] is not None and floor is not None and drv["branch"] >= floor:
@@ -233,43 +246,55 @@ def _allowed(variant: str, drv: dict) -> str:
     return ""
 
 
-def choose(
-    torch_version,
-    arch,
-    gpu_present,
-    *,
-    driver_version="",
-    driver_branch="",
-    toolkit_version="",
-    override="auto",
-    extra_variants=None,
-    match_toolkit=True,
-    index_base_url=DEFAULT_INDEX_BASE_URL,
-    pin_variant=True,
-) -> dict:
-    """Pick the wheel variant, index URL and pip requirement for torch on one node.
+@dataclass(frozen=True)
+class WheelOptions:
+    """What besides the release, the architecture and the GPUs decides the wheel (the role's
+    variables and preflight's driver and CUDA)."""
+
+    driver_version: str = ""
+    driver_branch: str = ""
+    toolkit_version: str = ""
+    override: str = "auto"
+    extra_variants: dict | None = None
+    match_toolkit: bool = True
+    index_base_url: str = DEFAULT_INDEX_BASE_URL
+    pin_variant: bool = True
+
+
+def _pick(torch_version, arch, gpu_present, o: WheelOptions) -> tuple[str, str, str, dict]:
+    """(series, variant, why, what the driver supports); TorchIndexError when no variant fits."""
+    series = release_series(torch_version)
+    variants = variants_for(torch_version, arch, o.extra_variants)
+    drv = driver_cuda(o.driver_version, o.driver_branch, o.toolkit_version)
+    override = str(o.override or "auto")
+    if override != "auto":
+        variant_cuda(override)
+        note = (
+            ""
+            if override in variants
+            else f" (not in the table for torch {series} on {normalize_arch(arch)})"
+        )
+        return series, override, f"pytorch_venv_cuda_variant={override}{note}", drv
+    if not gpu_present:
+        return series, "cpu", "no NVIDIA GPU on the node: CPU wheels", drv
+    variant, why = _choose_cuda(series, variants, drv, o.toolkit_version, o.match_toolkit)
+    return series, variant, why, drv
+
+
+def choose(torch_version, arch, gpu_present, **options) -> dict:
+    """Pick the wheel variant, index URL and pip requirement for torch on one node (``options``:
+    WheelOptions' fields).
 
     Returns {ok, error, variant, cuda, series, requirement, index_url, reason, driver}.
     ok is False (with error naming the variable to change) when no variant fits.
     """
+    o = WheelOptions(**options)
     try:
-        series = release_series(torch_version)
-        variants = variants_for(torch_version, arch, extra_variants)
-        drv = driver_cuda(driver_version, driver_branch, toolkit_version)
-        override = str(override or "auto")
-        if override != "auto":
-            variant_cuda(override)
-            known = override in variants
-            note = "" if known else f" (not in the table for torch {series} on {normalize_arch(arch)})"
-            variant, reason = override, f"pytorch_venv_cuda_variant={override}{note}"
-        elif not gpu_present:
-            variant, reason = "cpu", "no NVIDIA GPU on the node: CPU wheels"
-        else:
-            variant, reason = _choose_cuda(series, variants, drv, toolkit_version, match_toolkit)
+        series, variant, reason, drv = _pick(torch_version, arch, gpu_present, o)
     except TorchIndexError as exc:
         return {"ok": False, "error": str(exc)}
-    base = str(index_base_url or DEFAULT_INDEX_BASE_URL).rstrip("/")
-    pin = torch_version if ("+" in torch_version or not pin_variant) else f"{torch_version}+{variant}"
+    base = str(o.index_base_url or DEFAULT_INDEX_BASE_URL).rstrip("/")
+    pin = torch_version if ("+" in torch_version or not o.pin_variant) else f"{torch_version}+{variant}"
     return {
         "ok": True,
         "error": "",
@@ -295,9 +320,7 @@ def _choose_cuda(series, variants, drv, toolkit_version, match_toolkit) -> tuple
     compat = [v for v in cuda_variants if _allowed(v, drv) == "minor-compat"]
     what = f"{drv['source']} {drv['driver'] or drv['cuda']}".strip()
     if native:
-        toolkit = ""
-        if str(toolkit_version or "").strip():
-            toolkit = ".".join(str(n) for n in _nums(toolkit_version)[:2])
+        toolkit = _major_minor(toolkit_version) if str(toolkit_version or "").strip() else ""
         same = [v for v in native if variant_cuda(v) == toolkit]
         if match_toolkit and same:
             return same[0], (
@@ -309,7 +332,7 @@ def _choose_cuda(series, variants, drv, toolkit_version, match_toolkit) -> tuple
             f"{native[-1]} is the newest it runs"
         )
     if compat:
-        floor = MINOR_COMPAT_BRANCH[_nums(variant_cuda(compat[-1]))[0]]
+        floor = MINOR_COMPAT_BRANCH[_release(variant_cuda(compat[-1]))[0]]
         return compat[-1], (
             f"{what} supports CUDA {drv['cuda']} natively; {compat[-1]} runs on it through CUDA "
             f"minor-version compatibility (branch >= {floor})"
@@ -352,7 +375,7 @@ def python_ok(python_version, torch_version) -> str:
     """'' when the base Python can run the torch series, else the message."""
     series = release_series(torch_version)
     minimum = TORCH_MIN_PYTHON.get(series)
-    if minimum and _nums(python_version)[:2] < _nums(minimum):
+    if minimum and _release(python_version) < _release(minimum):
         return (
             f"pytorch_venv_base_python runs Python {python_version}, but torch {series} needs Python >= "
             f"{minimum}: point pytorch_venv_base_python at a newer interpreter or pick an older "
@@ -392,7 +415,7 @@ def preinstalled(found, spec, gpu_present, choice) -> dict:
             }
         drv = (choice or {}).get("driver") or {"source": "", "cuda": "", "branch": None}
         if drv.get("source"):
-            variant = "cu" + "".join(f"{n}" for n in (_nums(cuda)[0], _pad(_nums(cuda), 2)[1]))
+            variant = "cu{}{}".format(*_release(cuda))
             if not _allowed(variant, drv):
                 return {
                     "use": False,
@@ -474,7 +497,23 @@ def pip_missing(requirements, installed) -> list:
     return [req for req in requirements or [] if not pip_satisfied(req, installed)]
 
 
-def fact(report, choice, decision, venv_path, python_executable="") -> dict:
+class TorchInfo(TypedDict):
+    """pytorch_venv_info (and the local fact wireup_torch): what the venv's torch is."""
+
+    venv: str
+    python: str
+    torch_version: str
+    torch_path: str
+    cuda_version: str
+    nccl_version: str
+    cuda_available: bool
+    device_count: int
+    variant: str
+    preinstalled: bool
+    base_python: str
+
+
+def fact(report, choice, decision, venv_path, python_executable="") -> TorchInfo:
     """The pytorch_venv_info fact (and the local fact file's content): stable values only."""
     report = report or {}
     decision = decision or {}
@@ -529,23 +568,56 @@ if __name__ == "__main__":
 """
 
 
+@dataclass(frozen=True)
+class Settings:
+    """The role's variables the plan reads: pytorch_venv_<field>, each passed by name
+    (tasks/10-plan.yml's one mapping, which the probe's request and the plan share)."""
+
+    path: str
+    owner: str
+    group: str
+    create_owner: bool
+    base_python: str
+    os_packages: list
+    system_site_packages: bool
+    accept_preinstalled: str
+    torch_version: str
+    cuda_variant: str
+    driver_branch: str
+    match_toolkit: bool
+    pin_variant: bool
+    torch_variants: dict
+    index_base_url: str
+    extra_index_url: str
+    wheelhouse_url: str
+    wheelhouse_dir: str
+    wheelhouse_node_dir: str
+    extra_packages: list
+    requirements_file: str
+    pip_wait_timeout: int
+    verify_env: dict
+    fact_dir: str
+
+
+SETTINGS = tuple(f.name for f in fields(Settings))
+
+
 def probe_request(settings) -> dict:
-    """What files/probe_python.py is asked (its WIREUP_PROBE environment variable)."""
-    s = _Settings(settings)
+    """What files/probe_python.py is asked (its WIREUP_PROBE environment variable): the owner, dpkg's
+    read of the OS packages (apt.dpkg_query_argv), the venv (its python, packages, pyvenv.cfg flag,
+    the base-site .pth, torchrun) and the local fact."""
+    s = Settings(**settings)
+    packages = list(s.os_packages or [])
     return {
-        "owner": s["owner"],
-        "packages": list(s["os_packages"] or []),
-        "venv": s["path"],
-        "pip_wait": s["pip_wait_timeout"],
-        "torch": bool(s["system_site_packages"]),
+        "owner": s.owner,
+        "packages": packages,
+        "dpkg": dpkg_query_argv(*packages) if packages else [],
+        "venv": s.path,
+        "pip_wait": s.pip_wait_timeout,
+        "torch": bool(s.system_site_packages),
+        "pth": PTH_NAME,
+        "fact": f"{s.fact_dir}/{FACT_NAME}",
     }
-
-
-class _Settings(dict):
-    """settings['path'] -> the role variable pytorch_venv_path."""
-
-    def __getitem__(self, key):
-        return self.get(f"pytorch_venv_{key}")
 
 
 def read_probe(result) -> dict | None:
@@ -560,15 +632,13 @@ def read_probe(result) -> dict | None:
         return None
 
 
-def input_errors(settings, controller=None) -> list[str]:
-    """The checks that need no node (paths, sources, pins): each names the variable and the fix.
-    controller: {'wheelhouse_dir': is a directory, 'requirements_file': is a file} on the controller."""
-    s, controller = _Settings(settings), controller or {}
-    errors = []
-    for name in ("path", "base_python", "wheelhouse_node_dir"):
-        if not str(s[name] or "").startswith("/"):
-            errors.append(f"pytorch_venv_{name}={s[name]!r} must be an absolute path (starting with /)")
-    url, folder = str(s["wheelhouse_url"] or ""), str(s["wheelhouse_dir"] or "")
+def _path_errors(s: Settings, controller: dict) -> list[str]:
+    errors = [
+        f"pytorch_venv_{name}={getattr(s, name)!r} must be an absolute path (starting with /)"
+        for name in ("path", "base_python", "wheelhouse_node_dir")
+        if not str(getattr(s, name) or "").startswith("/")
+    ]
+    url, folder = str(s.wheelhouse_url or ""), str(s.wheelhouse_dir or "")
     if url and folder:
         errors.append(
             "set at most one of pytorch_venv_wheelhouse_url and pytorch_venv_wheelhouse_dir (both are set)"
@@ -582,222 +652,352 @@ def input_errors(settings, controller=None) -> list[str]:
             f"pytorch_venv_wheelhouse_dir={folder!r} is not a directory on the controller: point it at "
             f"the wheelhouse folder, or leave it empty"
         )
-    if not s["owner"] or not s["group"]:
+    return errors
+
+
+def input_errors(settings, controller=None) -> list[str]:
+    """The checks that need no node (paths, sources, pins): each names the variable and the fix.
+    controller: {'wheelhouse_dir': is a directory, 'requirements_file': is a file} on the controller."""
+    s, controller = Settings(**settings), controller or {}
+    errors = _path_errors(s, controller)
+    if not s.owner or not s.group:
         errors.append("pytorch_venv_owner and pytorch_venv_group must not be empty")
-    if s["requirements_file"] and not ((url or folder) and controller.get("requirements_file")):
+    wheelhouse = bool(s.wheelhouse_url or s.wheelhouse_dir)
+    if s.requirements_file and not (wheelhouse and controller.get("requirements_file")):
         errors.append(
-            f"pytorch_venv_requirements_file={s['requirements_file']} needs a wheelhouse "
+            f"pytorch_venv_requirements_file={s.requirements_file} needs a wheelhouse "
             f"(pytorch_venv_wheelhouse_url or pytorch_venv_wheelhouse_dir) and must be a file on the "
             f"controller: make it with "
             f"python3 plugins/module_utils/wireup/wheelhouse.py WHEELHOUSE > FILE"
         )
-    unpinned = [p for p in s["extra_packages"] or [] if not _PINNED_EXTRA.fullmatch(str(p))]
+    unpinned = [p for p in s.extra_packages or [] if not _PINNED_EXTRA.fullmatch(str(p))]
     if unpinned:
         errors.append(
             f"pytorch_venv_extra_packages entries must be pinned as name==version (reruns stay changed=0 "
             f"and every node gets the same build); fix: {', '.join(map(str, unpinned))}"
         )
-    if s["system_site_packages"]:
-        errors.append(check_spec(s["accept_preinstalled"]))
+    if s.system_site_packages:
+        errors.append(check_spec(s.accept_preinstalled))
     return [e for e in errors if e]
 
 
-def plan(probe_result, settings, node, check_mode=False, controller=None) -> dict:
-    """Every decision of the pytorch_venv role for one node, and every error, at once.
-
-    probe_result: the registered result of files/probe_python.py (run by the base interpreter);
-    settings: the pytorch_venv_* variables; node: preflight's wireup_node; check_mode: ansible's;
-    controller: see input_errors. Returns {'errors': [...]} plus what the tasks execute: 'apt'
-    (packages to install), 'venv_argv', 'venv_ready', 'pyvenv_flag', 'pth', 'torchrun', 'become',
-    'pip' (what to install, its environment and failure messages), 'verify', 'verify_env',
-    'notes' (lines for the report), 'dirs', 'fact_path', 'choice', 'preinstalled', 'gpu'.
-    """
-    s, node = _Settings(settings), node or {}
-    errors = input_errors(settings, controller)
-    gpu = node.get("gpu") or {}
-    driver = node.get("driver") or {}
-    choice = choose(
-        str(s["torch_version"]),
+def _choice(s: Settings, node: dict) -> dict:
+    gpu, driver = node.get("gpu") or {}, node.get("driver") or {}
+    return choose(
+        str(s.torch_version),
         (node.get("arch") or {}).get("machine", ""),
         bool(gpu.get("present")),
         driver_version=driver.get("version", "") if driver.get("loaded") else "",
-        driver_branch=s["driver_branch"] or "",
+        driver_branch=s.driver_branch or "",
         toolkit_version=(node.get("cuda") or {}).get("version", "") or "",
-        override=s["cuda_variant"] or "auto",
-        extra_variants=s["torch_variants"] or {},
-        match_toolkit=bool(s["match_toolkit"]),
-        index_base_url=s["index_base_url"] or DEFAULT_INDEX_BASE_URL,
-        pin_variant=bool(s["pin_variant"]),
+        override=s.cuda_variant or "auto",
+        extra_variants=s.torch_variants or {},
+        match_toolkit=bool(s.match_toolkit),
+        index_base_url=s.index_base_url or DEFAULT_INDEX_BASE_URL,
+        pin_variant=bool(s.pin_variant),
     )
-    if not choice["ok"]:
-        errors.append(choice["error"])
-    probe = read_probe(probe_result)
-    out = {
-        "errors": errors,
-        "choice": choice,
-        "gpu": {"present": bool(gpu.get("present")), "count": int(gpu.get("count") or 0)},
-    }
-    if probe is None:
-        result = probe_result or {}
-        said = " ".join(f"{result.get('stdout') or ''} {result.get('msg') or ''}".split())[:300]
-        errors.append(
-            f"pytorch_venv_base_python {s['base_python']} does not run (rc {result.get('rc', 'none')}: "
-            f"{said}): point it at the Python the venv should be built from"
-        )
-        return out
-    if errors:
-        return out
-    notes = []
-    venv = probe.get("venv") or {}
-    pip = probe.get("pip") or {}
+
+
+def _pip_waited(s: Settings, probe: dict) -> tuple[list[str], list[str]]:
+    """(notes, errors) of pip processes the probe found installing into the venv."""
+    pip, notes, errors = probe.get("pip") or {}, [], []
     if pip.get("found"):
         pids = ", ".join(str(p["pid"]) for p in pip["found"])
         cmdlines = "; ".join(p.get("cmdline", "") for p in pip["found"])[:200]
         then = "" if pip.get("running") else ", then read the venv it left"
         notes.append(
-            f"found pip still installing into {s['path']} (an interrupted earlier run?): {pids} "
+            f"found pip still installing into {s.path} (an interrupted earlier run?): {pids} "
             f"({cmdlines}); waited {pip.get('waited_s')} s for it instead of starting a second pip{then}"
         )
     if pip.get("running"):
         pids = [str(p["pid"]) for p in pip["running"]]
         errors.append(
-            f"pip PID {', '.join(pids)} still installs into {s['path']} after {pip.get('waited_s')} s "
+            f"pip PID {', '.join(pids)} still installs into {s.path} after {pip.get('waited_s')} s "
             f"(pytorch_venv_pip_wait_timeout): let it finish and rerun, or stop it (kill {' '.join(pids)}) "
             f"and rerun"
         )
-    if not probe.get("owner_exists") and not s["create_owner"]:
+    return notes, errors
+
+
+def _node_errors(s: Settings, probe: dict) -> list[str]:
+    errors = []
+    if not probe.get("owner_exists") and not s.create_owner:
         errors.append(
-            f"pytorch_venv_owner '{s['owner']}' does not exist on the node: create it, set "
+            f"pytorch_venv_owner '{s.owner}' does not exist on the node: create it, set "
             f"pytorch_venv_create_owner: true, or pick an existing user"
         )
-    problem = python_ok(probe.get("python_version", "0"), str(s["torch_version"]))
-    if problem:
-        errors.append(problem)
+    problem = python_ok(probe.get("python_version", "0"), str(s.torch_version))
+    return errors + ([problem] if problem else [])
 
-    if s["system_site_packages"]:
-        decision = preinstalled(
-            probe.get("torch"), s["accept_preinstalled"], bool(gpu.get("present")), choice
-        )
-        action = (
-            "reusing it, torch is not installed into the venv"
-            if decision["use"]
-            else f"installing {choice['requirement']}"
-        )
-        notes.append(f"{decision['reason']}; {action}")
-    else:
-        decision = {
-            "use": False,
-            "version": "",
-            "cuda": "",
-            "reason": "pytorch_venv_system_site_packages is false",
-        }
 
-    # apt: the listed packages dpkg lacks, for the system interpreter of Debian/Ubuntu only. A
-    # python3-venv among them brings venv and ensurepip: the plan counts on them after apt.
-    apt = []
-    if str(s["base_python"]).startswith("/usr/bin/") and (node.get("os") or {}).get("id") in (
-        "debian",
-        "ubuntu",
-    ):
-        have = parse_dpkg_status(probe.get("dpkg") or "") if probe.get("dpkg") is not None else {}
-        apt = [p for p in s["os_packages"] or [] if p not in have]
+def _preinstalled(s: Settings, probe: dict, gpu: dict, choice: dict) -> tuple[dict, list[str]]:
+    """(whether the base's torch is reused, the note saying so)."""
+    if not s.system_site_packages:
+        reason = "pytorch_venv_system_site_packages is false"
+        return {"use": False, "version": "", "cuda": "", "reason": reason}, []
+    decision = preinstalled(probe.get("torch"), s.accept_preinstalled, bool(gpu.get("present")), choice)
+    action = (
+        "reusing it, torch is not installed into the venv"
+        if decision["use"]
+        else f"installing {choice['requirement']}"
+    )
+    return decision, [f"{decision['reason']}; {action}"]
+
+
+def _apt(s: Settings, node: dict, probe: dict) -> list[str]:
+    """The listed packages dpkg lacks, for the system interpreter of Debian/Ubuntu only."""
+    system = str(s.base_python).startswith("/usr/bin/")
+    if not system or (node.get("os") or {}).get("id") not in ("debian", "ubuntu"):
+        return []
+    have = parse_dpkg_status(probe.get("dpkg") or "") if probe.get("dpkg") is not None else {}
+    return [p for p in s.os_packages or [] if p not in have]
+
+
+def _venv_tools(s: Settings, probe: dict, apt: list[str], needs_pip: bool) -> tuple[bool, list[str]]:
+    """(whether the base has ensurepip, the error when it cannot make the venv). A python3-venv among
+    the apt packages brings venv and ensurepip: the plan counts on them after apt."""
     brings_venv = any(re.fullmatch(r"python3(\.\d+)?-venv", p) for p in apt)
     has_venv = bool(probe.get("has_venv")) or brings_venv
     has_ensurepip = bool(probe.get("has_ensurepip")) or brings_venv
-    needs_pip = not decision["use"] or bool(s["extra_packages"])
-    if not (has_venv and (has_ensurepip or not needs_pip)):
-        errors.append(
-            f"{s['base_python']} lacks the venv/ensurepip modules: install python3-venv (keep it in "
-            f"pytorch_venv_os_packages), point pytorch_venv_base_python at an interpreter that has them, or, "
-            f"when the base's torch is reused, set pytorch_venv_extra_packages: [] (a venv without pip of "
-            f"its own is then enough)"
-        )
+    if has_venv and (has_ensurepip or not needs_pip):
+        return has_ensurepip, []
+    return has_ensurepip, [
+        f"{s.base_python} lacks the venv/ensurepip modules: install python3-venv (keep it in "
+        f"pytorch_venv_os_packages), point pytorch_venv_base_python at an interpreter that has them, or, "
+        f"when the base's torch is reused, set pytorch_venv_extra_packages: [] (a venv without pip of "
+        f"its own is then enough)"
+    ]
 
+
+def _venv_changes(the_plan: dict, venv: dict) -> list[str]:
+    """What the venv lacks, from the probe's read of it (``venv``): its python, the
+    system-site-packages flag python -m venv wrote, the base's site folders in the .pth (or a stale
+    .pth), torchrun for a reused torch. The venv folder's mode and owner are the file task's, run
+    every time; contents are the builtins' own whenever the build runs."""
+    changes = [f"apt packages {', '.join(the_plan['apt'])}"] if the_plan["apt"] else []
+    if not venv.get("python"):
+        return [*changes, "the venv's python"]
+    if the_plan["venv_ready"] and str(venv.get("system_site_packages")).lower() != the_plan["pyvenv_flag"]:
+        changes.append("pyvenv.cfg include-system-site-packages")
+    wanted = the_plan["pth"]["content"]
+    if (wanted or None) != ("".join(f"{d}\n" for d in venv["pth"]) if venv.get("pth") is not None else None):
+        changes.append(the_plan["pth"]["path"])
+    if the_plan["torchrun"] and not venv.get("torchrun"):
+        changes.append("bin/torchrun")
+    return changes
+
+
+class PipInstall(TypedDict, total=False):
+    key: str  # torch, extras or hashed: names its failure message
+    label: str
+    name: list[str]
+    requirements: str
+    extra_args: str
+    env: dict
+
+
+class PipPlan(TypedDict):
+    run: bool  # the venv lacks a pinned package
+    copies: list[dict]  # the wheelhouse and the hash-checked requirements file, to the node
+    installs: list[PipInstall]
+    torch: list[str]
+    extras: list[str]
+    env: dict
+    extras_env: dict
+    requirements: str
+    hashed: bool
+    failures: dict  # install key -> the message, '{error}' standing for pip's last words
+
+
+class VenvPlan(TypedDict):
+    """``__pytorch_venv_plan``: what roles/pytorch_venv/tasks read."""
+
+    errors: list[str]
+    choice: dict  # choose()'s wheel: variant, requirement, index_url, reason, driver
+    gpu: dict  # {present, count}
+    apt: list[str]
+    become: bool  # the tasks' user is not the venv's owner
+    venv_argv: list[str]
+    venv_ready: bool  # the venv exists, or is made in this run (not in check mode)
+    pyvenv_flag: str
+    pth: dict  # {path, content}: content None removes a stale one
+    torchrun: str  # for a reused torch: the script, else ''
+    preinstalled: dict
+    notes: list[str]
+    pip: PipPlan
+    changes: list[str]  # what the venv lacks (_venv_changes): the build steps run for any
+    verify: bool
+    skip_verify: str
+    verify_env: dict
+    dirs: list[dict]  # {path, owner, group}: the venv's folder (made every run), the local facts folder
+    fact_path: str
+    fact_now: dict | None  # the local fact as the probe read it
+
+
+def _refused(errors: list[str], choice: dict, gpu: dict) -> VenvPlan:
+    """The plan of a node the role stops on: its errors; nothing else is read."""
+    return {
+        "errors": errors,
+        "choice": choice,
+        "gpu": gpu,
+        "apt": [],
+        "become": False,
+        "venv_argv": [],
+        "venv_ready": False,
+        "pyvenv_flag": "",
+        "pth": {"path": "", "content": None},
+        "torchrun": "",
+        "preinstalled": {},
+        "notes": [],
+        "pip": {},  # type: ignore[typeddict-item]
+        "changes": [],
+        "verify": False,
+        "skip_verify": "",
+        "verify_env": {},
+        "dirs": [],
+        "fact_path": "",
+        "fact_now": None,
+    }
+
+
+def plan(probe_result, settings, node, check_mode=False, controller=None) -> VenvPlan:
+    """Every decision of the pytorch_venv role for one node, and every error, at once.
+
+    probe_result: the registered result of files/probe_python.py (run by the base interpreter);
+    settings: Settings' fields; node: preflight's wireup_node; check_mode: ansible's; controller:
+    see input_errors. The venv's build steps run only for what it lacks (``changes``), pip only for
+    a pin it lacks (``pip.run``)."""
+    s, node = Settings(**settings), node or {}
+    gpu = node.get("gpu") or {}
+    choice = _choice(s, node)
+    errors = input_errors(settings, controller) + ([] if choice["ok"] else [choice["error"]])
+    probe = read_probe(probe_result)
+    if probe is None:
+        result = probe_result or {}
+        said = " ".join(f"{result.get('stdout') or ''} {result.get('msg') or ''}".split())[:300]
+        errors.append(
+            f"pytorch_venv_base_python {s.base_python} does not run (rc {result.get('rc', 'none')}: "
+            f"{said}): point it at the Python the venv should be built from"
+        )
+    gpu = {"present": bool(gpu.get("present")), "count": int(gpu.get("count") or 0)}
+    if errors:
+        return _refused(errors, choice, gpu)
+    notes, errors = _pip_waited(s, probe)
+    errors += _node_errors(s, probe)
+    decision, decided = _preinstalled(s, probe, gpu, choice)
+    apt = _apt(s, node, probe)
+    has_ensurepip, tool_errors = _venv_tools(s, probe, apt, not decision["use"] or bool(s.extra_packages))
+    venv = probe.get("venv") or {}
     # pip: only what the venv lacks (a venv made in this run has nothing yet).
     installed = (venv.get("installed") or {}) if venv.get("python") else {}
     torch_todo = [] if decision["use"] else pip_missing(choice["requirement"], installed)
-    extras_todo = pip_missing(list(s["extra_packages"] or []), installed)
-    out["pip"] = pip_plan(s, node, choice, (torch_todo, extras_todo), check_mode)
-
-    # The venv: python -m venv once; its files kept in line with the variables on every run.
-    series = probe.get("python_series", "")
-    link = bool(s["system_site_packages"]) and bool(probe.get("is_venv"))
-    ready = bool(venv.get("python")) or not check_mode
-    out.update(
+    pip = pip_plan(
+        s, node, choice, (torch_todo, pip_missing(list(s.extra_packages or []), installed)), check_mode
+    )
+    the_plan = _venv(s, probe, venv, check_mode, decision)
+    the_plan.update(
+        errors=errors + tool_errors,
+        choice=choice,
+        gpu=gpu,
         apt=apt,
-        become=probe.get("user") != s["owner"],
-        venv_argv=[s["base_python"], "-m", "venv"]
-        + (["--system-site-packages"] if s["system_site_packages"] else [])
+        become=probe.get("user") != s.owner,
+        venv_argv=[s.base_python, "-m", "venv"]
+        + (["--system-site-packages"] if s.system_site_packages else [])
         + ([] if has_ensurepip else ["--without-pip"])
-        + [s["path"]],
-        venv_ready=ready,
-        pyvenv_flag=str(bool(s["system_site_packages"])).lower(),
-        # The .pth and torchrun go into the venv: none before it exists (check mode).
-        pth={
-            "path": f"{s['path']}/lib/python{series}/site-packages/{PTH_NAME}",
+        + [s.path],
+        preinstalled=decision,
+        notes=notes + decided,
+        pip=pip,
+        # In check mode nothing was installed: verify only a venv that exists and pip leaves alone.
+        verify=the_plan["venv_ready"] and not (check_mode and pip["run"]),
+    )
+    the_plan["changes"] = _venv_changes(the_plan, venv)
+    return the_plan
+
+
+def _venv(s: Settings, probe: dict, venv: dict, check_mode: bool, decision: dict) -> dict:
+    """The venv's own files: python -m venv once, its flag, the .pth and torchrun (none before the
+    venv exists: check mode), its folders and the local fact."""
+    series = probe.get("python_series", "")
+    ready = bool(venv.get("python")) or not check_mode
+    link = bool(s.system_site_packages) and bool(probe.get("is_venv"))
+    return {
+        "venv_ready": ready,
+        "pyvenv_flag": str(bool(s.system_site_packages)).lower(),
+        "pth": {
+            "path": f"{s.path}/lib/python{series}/site-packages/{PTH_NAME}",
             "content": "".join(f"{d}\n" for d in probe.get("site_dirs") or []) if link and ready else None,
         },
-        torchrun=TORCHRUN.format(venv=s["path"], base=s["base_python"]) if decision["use"] and ready else "",
-        preinstalled=decision,
-        notes=notes,
-        # In check mode nothing was installed: verify only a venv that exists and pip leaves alone.
-        verify=ready and not (check_mode and out["pip"]["run"]),
-        skip_verify=f"check mode: {s['path']} is not built yet; torch is verified on the real run",
-        verify_env={**(s["verify_env"] or {}), "PYTHONDONTWRITEBYTECODE": "1"},
-        dirs=[
-            {"path": s["path"], "owner": s["owner"], "group": s["group"]},
-            {"path": s["fact_dir"], "owner": "root", "group": "root"},
+        "torchrun": TORCHRUN.format(venv=s.path, base=s.base_python) if decision["use"] and ready else "",
+        "skip_verify": f"check mode: {s.path} is not built yet; torch is verified on the real run",
+        "verify_env": {**(s.verify_env or {}), "PYTHONDONTWRITEBYTECODE": "1"},
+        "dirs": [
+            {"path": s.path, "owner": s.owner, "group": s.group},
+            {"path": s.fact_dir, "owner": "root", "group": "root"},
         ],
-        fact_path=f"{s['fact_dir']}/{FACT_NAME}",
+        "fact_path": f"{s.fact_dir}/{FACT_NAME}",
+        "fact_now": probe.get("fact"),
+    }
+
+
+def _pip_sources(s: Settings, links: str, choice: dict) -> tuple[dict, dict, str, str]:
+    """(torch's index environment, the extras', where each comes from for the messages: an index
+    URL's user:password@ never printed). A wheelhouse (``links``: where pip finds it) replaces both
+    indexes."""
+    url = str(s.wheelhouse_url or "")
+    if url or s.wheelhouse_dir:
+        index = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": links}
+        if url.startswith("http://"):
+            index["PIP_TRUSTED_HOST"] = urlsplit(url).hostname or ""
+        source = f"wheelhouse {redact.redact_url(links)}"
+        return index, index, source, source
+    extra = {"PIP_INDEX_URL": s.extra_index_url} if s.extra_index_url else {}
+    return (
+        {"PIP_INDEX_URL": choice["index_url"]},
+        extra,
+        f"index {redact.redact_url(choice['index_url'])}",
+        redact.redact_url(s.extra_index_url) or "pip's configured index",
     )
-    return out
 
 
-def pip_plan(s, node, choice, todo, check_mode) -> dict:
+def _pip_failures(s: Settings, choice: dict, sources: tuple[str, str], links: str) -> dict:
+    fix = "Fix: put the wheels in the wheelhouse (pytorch_venv_wheelhouse_url or pytorch_venv_wheelhouse_dir)"
+    source, extra_source = sources
+    return {
+        "torch": f"pip could not install {choice['requirement']} ({choice.get('reason', '')}) from "
+        f"{source}: {{error}}. {fix}, or change pytorch_venv_torch_version, pytorch_venv_cuda_variant "
+        f"or pytorch_venv_index_base_url.",
+        "extras": f"pip could not install {', '.join(s.extra_packages or [])} from {extra_source}: "
+        f"{{error}}. {fix}, set pytorch_venv_extra_index_url, or change pytorch_venv_extra_packages.",
+        "hashed": f"pip could not install the hash-checked requirements {s.requirements_file} from "
+        f"wheelhouse {redact.redact_url(links)}: {{error}}. Fix: a hash mismatch means a wheel "
+        f"changed since the file was made: check the wheelhouse, then make the file again (python3 "
+        f"plugins/module_utils/wireup/wheelhouse.py WHEELHOUSE); a missing wheel must be added to it.",
+    }
+
+
+def pip_plan(s: Settings, node: dict, choice: dict, todo: tuple, check_mode: bool) -> PipPlan:
     """What pip installs (only what the venv lacks), from where (pip's environment, never
     extra_args: the pip module reports every task with extra_args as changed in check mode),
     and the message for each install that fails."""
     torch_todo, extras_todo = todo
-    url, folder = str(s["wheelhouse_url"] or ""), str(s["wheelhouse_dir"] or "")
-    find_links = url or (folder if node.get("is_local") else s["wheelhouse_node_dir"])
-    if url or folder:
-        index = extra_index = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": find_links}
-        if url.startswith("http://"):
-            index = extra_index = {**index, "PIP_TRUSTED_HOST": urlsplit(url).hostname or ""}
-        source = extra_source = f"wheelhouse {redact.redact_url(find_links)}"
-    else:
-        index = {"PIP_INDEX_URL": choice["index_url"]}
-        extra_index = {"PIP_INDEX_URL": s["extra_index_url"]} if s["extra_index_url"] else {}
-        # Named in the failure messages: without an index URL's user:password@.
-        source, extra_source = (
-            f"index {redact.redact_url(choice['index_url'])}",
-            redact.redact_url(s["extra_index_url"]) or "pip's configured index",
-        )
-    hashed = bool(s["requirements_file"]) and bool(torch_todo or extras_todo)
-    fix = "Fix: put the wheels in the wheelhouse (pytorch_venv_wheelhouse_url or pytorch_venv_wheelhouse_dir)"
-    requirements = f"{s['path']}/wireup-requirements-hashed.txt" if hashed else ""
+    folder = str(s.wheelhouse_dir or "")
     # pip reads a controller wheelhouse from its copy on the node (a local node's in place).
+    links = str(s.wheelhouse_url or "") or (folder if node.get("is_local") else s.wheelhouse_node_dir)
+    index, extra_index, source, extra_source = _pip_sources(s, links, choice)
+    hashed = bool(s.requirements_file) and bool(torch_todo or extras_todo)
+    requirements = f"{s.path}/wireup-requirements-hashed.txt" if hashed else ""
     copies = []
     if folder and not node.get("is_local") and (torch_todo or extras_todo):
-        copies.append({"src": folder.rstrip("/") + "/", "dest": f"{s['wheelhouse_node_dir']}/"})
+        copies.append({"src": folder.rstrip("/") + "/", "dest": f"{s.wheelhouse_node_dir}/"})
     if hashed:
-        copies.append({"src": s["requirements_file"], "dest": requirements})
+        copies.append({"src": s.requirements_file, "dest": requirements})
     env, extras_env = {**_PIP_COMMON, **index}, {**_PIP_COMMON, **extra_index}
     # The pip calls, in order: one pip task loops over them (each item's key names its failure).
     if hashed:
-        installs = (
-            []
-            if check_mode
-            else [
-                {
-                    "key": "hashed",
-                    "label": f"hash-checked {s['requirements_file']}",
-                    "requirements": requirements,
-                    "extra_args": "--require-hashes",
-                    "env": env,
-                }
-            ]
-        )
+        label = f"hash-checked {s.requirements_file}"
+        hashed_install = {"key": "hashed", "label": label, "requirements": requirements, "env": env}
+        installs = [] if check_mode else [{**hashed_install, "extra_args": "--require-hashes"}]
     else:
         installs = [
             {"key": key, "label": ", ".join(names), "name": names, "env": key_env}
@@ -816,37 +1016,19 @@ def pip_plan(s, node, choice, todo, check_mode) -> dict:
         # against its sha256. In check mode the file is not on a fresh node yet.
         "requirements": requirements,
         "hashed": hashed and not check_mode,
-        "failures": {
-            "torch": f"pip could not install {choice['requirement']} ({choice.get('reason', '')}) from "
-            f"{source}: {{error}}. {fix}, or change pytorch_venv_torch_version, pytorch_venv_cuda_variant "
-            f"or pytorch_venv_index_base_url.",
-            "extras": f"pip could not install {', '.join(s['extra_packages'] or [])} from {extra_source}: "
-            f"{{error}}. {fix}, set pytorch_venv_extra_index_url, or change pytorch_venv_extra_packages.",
-            "hashed": f"pip could not install the hash-checked requirements {s['requirements_file']} from "
-            f"wheelhouse {redact.redact_url(find_links)}: {{error}}. Fix: a hash mismatch means a wheel "
-            f"changed since the file was made: check the wheelhouse, then make the file again (python3 "
-            f"plugins/module_utils/wireup/wheelhouse.py WHEELHOUSE); a missing wheel must be added to it.",
-        },
+        "failures": _pip_failures(s, choice, (source, extra_source), links),
     }
 
 
 def pip_failure(result, the_plan, hostname="") -> str:
     """The message for a failed pip task (ansible_failed_result in the role's rescue): which
-    install failed (from the module's arguments), pip's last words, and the fix from the plan."""
+    install failed (the looped task's first failed item), pip's last words, and the fix from the
+    plan."""
     result = result or {}
-    # The looped pip task fails as a whole: its first failed item says which install it was.
     result = next((r for r in result.get("results") or [] if r.get("failed")), result)
-    args = (result.get("invocation") or {}).get("module_args") or {}
     failures = ((the_plan or {}).get("pip") or {}).get("failures") or {}
-    text = str(result.get("stderr") or result.get("msg") or "").strip()
-    lines = text.splitlines() or [""]
+    lines = str(result.get("stderr") or result.get("msg") or "").strip().splitlines() or [""]
     key = (result.get("item") or {}).get("key")
-    if key is None:
-        key = (
-            "hashed"
-            if args.get("requirements")
-            else ("torch" if args.get("name") == the_plan["pip"]["torch"] else "extras")
-        )
     error = " ".join(lines[-4:])[:600] if key == "hashed" else lines[-1]
     where = f" on {hostname}" if hostname else ""
     # An index URL's user:password@ (in the plan's sources and in pip's words) is never printed.
@@ -866,19 +1048,25 @@ def verify_report(result) -> dict:
         return {"import_error": f"the verification printed no report (rc {result.get('rc')}): {said[:300]}"}
 
 
-def verified(result, the_plan, settings_path="", hostname="") -> dict:
-    """From the verification's registered result and the plan: {'problems': [...], 'info': the
-    pytorch_venv_info fact, 'summary': the report line}. A verification the plan skipped (check
-    mode before the venv exists) has no problems and says why."""
+class Verified(TypedDict):
+    """``__pytorch_venv_verified``: what roles/pytorch_venv/tasks/30-verify.yml reads."""
+
+    problems: list[str]
+    info: TorchInfo  # the pytorch_venv_info fact ({} when the verification was skipped)
+    summary: str
+    write_fact: bool  # the local fact differs from info (the probe read it before)
+
+
+def verified(result, the_plan, settings_path="", hostname="") -> Verified:
+    """From the verification's registered result and the plan: the problems, the pytorch_venv_info
+    fact, the report line and whether the local fact file is to be written. A verification the
+    plan skipped (check mode before the venv exists) has no problems and says why."""
     the_plan = the_plan or {}
     notes = list(the_plan.get("notes") or [])
     if not the_plan.get("verify") or (result or {}).get("skipped"):
         where = f" on {hostname}" if hostname else ""
-        return {
-            "problems": [],
-            "info": {},
-            "summary": "; ".join([f"pytorch_venv{where}: {the_plan.get('skip_verify')}", *notes]),
-        }
+        skipped = f"pytorch_venv{where}: {the_plan.get('skip_verify')}"
+        return {"problems": [], "info": {}, "summary": "; ".join([skipped, *notes]), "write_fact": False}
     report = verify_report(result)
     gpu = the_plan.get("gpu") or {}
     venv = settings_path or the_plan.get("dirs", [{}])[0].get("path", "")
@@ -887,61 +1075,5 @@ def verified(result, the_plan, settings_path="", hostname="") -> dict:
         "problems": verify_problems(report, gpu.get("present"), gpu.get("count", 0), venv),
         "info": info,
         "summary": "; ".join([summary(info, hostname), *notes]),
+        "write_fact": info != the_plan.get("fact_now"),
     }
-
-
-def managed_paths(the_plan) -> list[str]:
-    """What the venv's builtin tasks manage, read in one wireup_file_state run before them."""
-    venv = the_plan["dirs"][0]["path"]
-    paths = [d["path"] for d in the_plan["dirs"]]
-    paths += [f"{venv}/bin/python", f"{venv}/pyvenv.cfg", the_plan["pth"]["path"], f"{venv}/bin/torchrun"]
-    return [*paths, the_plan["fact_path"]]
-
-
-def venv_drift(the_plan, files, owner: str, group: str) -> list[str]:
-    """What differs between the node (wireup_file_state's ``files``) and the plan: the venv's
-    builtin tasks (apt, folders, python -m venv, pyvenv.cfg, the .pth, torchrun) run only for a
-    difference, so a converged rerun starts none of them (each costs a module run on the node,
-    0.4-1.0 s on the GPU machine). Their own idempotency still decides what they change."""
-    files = files or {}
-
-    def get(path):
-        return files.get(path) or {"exists": False}
-
-    drift = []
-    if the_plan.get("apt"):
-        drift.append(f"apt packages {', '.join(the_plan['apt'])}")
-    for folder in the_plan["dirs"]:
-        got = get(folder["path"])
-        want = ("directory", "0755", folder["owner"], folder["group"])
-        if (got.get("type"), got.get("mode"), got.get("owner"), got.get("group")) != want:
-            drift.append(f"folder {folder['path']}")
-    venv = the_plan["dirs"][0]["path"]
-    if not get(f"{venv}/bin/python")["exists"]:
-        drift.append(f"{venv}/bin/python")
-    if the_plan.get("venv_ready"):
-        cfg = get(f"{venv}/pyvenv.cfg").get("content") or ""
-        flag = re.search(r"(?m)^include-system-site-packages\s*=\s*(\S+)", cfg)
-        if not flag or flag.group(1) != the_plan["pyvenv_flag"]:
-            drift.append(f"{venv}/pyvenv.cfg include-system-site-packages")
-    pth = get(the_plan["pth"]["path"])
-    if the_plan["pth"]["content"] is None:
-        if pth["exists"]:
-            drift.append(f"stale {the_plan['pth']['path']}")
-    elif (pth.get("content"), pth.get("mode"), pth.get("owner"), pth.get("group")) != (
-        the_plan["pth"]["content"],
-        "0644",
-        owner,
-        group,
-    ):
-        drift.append(the_plan["pth"]["path"])
-    if the_plan.get("torchrun"):
-        run = get(f"{venv}/bin/torchrun")
-        if (run.get("content"), run.get("mode"), run.get("owner"), run.get("group")) != (
-            the_plan["torchrun"],
-            "0755",
-            owner,
-            group,
-        ):
-            drift.append(f"{venv}/bin/torchrun")
-    return drift

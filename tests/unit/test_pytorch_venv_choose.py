@@ -1,5 +1,5 @@
 """The PyTorch wheel choice (variant, index URL, pin), the preinstalled-torch rule and the
-verification of an installed torch (plugins/module_utils/wireup/torch_index.py)."""
+verification of an installed torch (plugins/module_utils/wireup/pytorch_venv.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import packages, torch_index
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import apt as packages
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import pytorch_venv
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Captures from the lent 2x H200 machine, copied from ../shared/fixtures/h200x2.
@@ -22,7 +23,7 @@ PROBE_SCRIPT = ROOT / "roles" / "pytorch_venv" / "files" / "probe_python.py"
 
 
 def _choose(torch_version, arch, gpu, driver="", branch="", toolkit="", **kwargs):  # noqa: PLR0917
-    return torch_index.choose(
+    return pytorch_venv.choose(
         torch_version,
         arch,
         gpu,
@@ -136,21 +137,21 @@ def test_extra_variants_describe_a_new_release():
 )
 def test_choice_errors_name_the_variable(kwargs, names):
     args = {"arch": "x86_64", "gpu_present": True, **kwargs}
-    choice = torch_index.choose(**args)
+    choice = pytorch_venv.choose(**args)
     assert not choice["ok"]
     for name in names:
         assert name in choice["error"]
 
 
 def test_variants_table_is_consistent():
-    for series, per_arch in torch_index.TORCH_VARIANTS.items():
-        assert series in torch_index.TORCH_MIN_PYTHON
+    for series, per_arch in pytorch_venv.TORCH_VARIANTS.items():
+        assert series in pytorch_venv.TORCH_MIN_PYTHON
         for arch, variants in per_arch.items():
             assert arch in ("x86_64", "aarch64")
             assert variants[0] == "cpu"
-            cudas = [torch_index.variant_cuda(v) for v in variants[1:]]
+            cudas = [pytorch_venv.variant_cuda(v) for v in variants[1:]]
             assert cudas == sorted(cudas, key=lambda c: tuple(map(int, c.split("."))))
-    branches = [b for b, _ in torch_index.DRIVER_BRANCH_CUDA]
+    branches = [b for b, _ in pytorch_venv.DRIVER_BRANCH_CUDA]
     assert branches == sorted(branches)
 
 
@@ -168,7 +169,7 @@ def test_variants_table_is_consistent():
     ],
 )
 def test_branch_native_cuda(branch, cuda):
-    assert torch_index.branch_native_cuda(branch) == cuda
+    assert pytorch_venv.branch_native_cuda(branch) == cuda
 
 
 @pytest.mark.parametrize(
@@ -192,21 +193,21 @@ def test_branch_native_cuda(branch, cuda):
     ],
 )
 def test_version_in_range(version, spec, expected):
-    assert torch_index.version_in_range(version, spec) is expected
+    assert pytorch_venv.version_in_range(version, spec) is expected
 
 
 @pytest.mark.parametrize("spec", ["", "2.11", ">=x", ">=2.11.*", None, ">=2.11;<3"])
 def test_bad_spec(spec):
-    assert "pytorch_venv_accept_preinstalled" in torch_index.check_spec(spec)
+    assert "pytorch_venv_accept_preinstalled" in pytorch_venv.check_spec(spec)
     with pytest.raises(ValueError, match="pytorch_venv_accept_preinstalled"):
-        torch_index.version_in_range("2.11.0", spec)
+        pytorch_venv.version_in_range("2.11.0", spec)
 
 
 def test_python_ok():
-    assert torch_index.python_ok("3.12.3", "2.13.0") == ""
-    assert torch_index.python_ok("3.11.2", "2.13.0") == ""
-    assert "pytorch_venv_base_python" in torch_index.python_ok("3.9.18", "2.13.0")
-    assert torch_index.python_ok("3.9.18", "2.8.0") == ""
+    assert pytorch_venv.python_ok("3.12.3", "2.13.0") == ""
+    assert pytorch_venv.python_ok("3.11.2", "2.13.0") == ""
+    assert "pytorch_venv_base_python" in pytorch_venv.python_ok("3.9.18", "2.13.0")
+    assert pytorch_venv.python_ok("3.9.18", "2.8.0") == ""
 
 
 def _h200_report():
@@ -227,15 +228,15 @@ def test_h200_preinstalled_torch_is_accepted_and_verified():
     choice = _choose("2.13.0", "x86_64", True, "580.159.04", "", "13.0")
     report = _h200_report()
     found = {"version": report["torch_version"], "cuda": "13.0"}
-    decision = torch_index.preinstalled(found, ">=2.11", True, choice)
+    decision = pytorch_venv.preinstalled(found, ">=2.11", True, choice)
     assert decision["use"], decision["reason"]
     assert "2.11.0+cu130" in decision["reason"]
-    assert torch_index.verify_problems(report, True, 2) == []
-    info = torch_index.fact(report, choice, decision, "/opt/wireup/venv", "/opt/torch/.venv/bin/python3")
+    assert pytorch_venv.verify_problems(report, True, 2) == []
+    info = pytorch_venv.fact(report, choice, decision, "/opt/wireup/venv", "/opt/torch/.venv/bin/python3")
     assert info["torch_version"] == "2.11.0+cu130"
     assert info["cuda_version"] == "13.0" and info["nccl_version"] == "2.28.9"
     assert info["device_count"] == 2 and info["preinstalled"]
-    line = torch_index.summary(info, "h200")
+    line = pytorch_venv.summary(info, "h200")
     assert "torch 2.11.0+cu130 (preinstalled, from /opt/torch/.venv/bin/python3)" in line
     assert "CUDA 13.0, NCCL 2.28.9, 2 GPU(s) visible" in line
     assert "\n" not in line
@@ -255,7 +256,7 @@ def test_h200_preinstalled_torch_is_accepted_and_verified():
 )
 def test_preinstalled(found, spec, gpu, driver, use, why):  # noqa: PLR0917
     choice = _choose("2.13.0", "x86_64", gpu, driver)
-    decision = torch_index.preinstalled(found, spec, gpu, choice)
+    decision = pytorch_venv.preinstalled(found, spec, gpu, choice)
     assert decision["use"] is use
     assert why in decision["reason"]
 
@@ -271,13 +272,13 @@ def test_preinstalled(found, spec, gpu, driver, use, why):  # noqa: PLR0917
 )
 def test_verify_problems(change, gpu, count, needle):
     report = {**_h200_report(), **change}
-    problems = torch_index.verify_problems(report, gpu, count, "/opt/wireup/venv")
+    problems = pytorch_venv.verify_problems(report, gpu, count, "/opt/wireup/venv")
     assert len(problems) == 1 and needle in problems[0] and "/opt/wireup/venv" in problems[0]
 
 
 def test_verify_cpu_node():
     report = {"torch_version": "2.13.0+cpu", "cuda_version": "", "cuda_available": False, "device_count": 0}
-    assert torch_index.verify_problems(report, False, 0) == []
+    assert pytorch_venv.verify_problems(report, False, 0) == []
 
 
 def _run(script, *args, env_path=None, probe=None):
@@ -297,7 +298,7 @@ def test_verify_script_without_torch(tmp_path):
     if "torch_version" in report:
         pytest.skip("torch is importable here")
     assert "No module named 'torch'" in report["import_error"]
-    assert torch_index.verify_problems(report, False, 0)[0].startswith("torch does not import")
+    assert pytorch_venv.verify_problems(report, False, 0)[0].startswith("torch does not import")
 
 
 def test_probe_script_reports_this_interpreter(tmp_path):
@@ -342,10 +343,19 @@ def test_probe_script_reports_the_venv_owner_and_dpkg(tmp_path):
         ],
     )
     me = pwd.getpwuid(os.geteuid()).pw_name
+    site = venv / "lib" / f"python{series}" / "site-packages"
+    (site / pytorch_venv.PTH_NAME).write_text("/opt/torch/.venv/lib/python3.12/site-packages\n")
+    (tmp_path / "wireup_torch.fact").write_text('{"torch_version": "2.13.0+cpu"}\n')
     report = _run(
         PROBE_SCRIPT,
         env_path=tmp_path,
-        probe={"owner": me, "packages": ["wireup-no-such-package"], "venv": str(venv)},
+        probe={
+            "owner": me,
+            "dpkg": packages.dpkg_query_argv("wireup-no-such-package"),
+            "venv": str(venv),
+            "pth": pytorch_venv.PTH_NAME,
+            "fact": str(tmp_path / "wireup_torch.fact"),
+        },
     )
     assert report["user"] == me
     assert report["owner_exists"] is True
@@ -354,24 +364,30 @@ def test_probe_script_reports_the_venv_owner_and_dpkg(tmp_path):
     assert report["venv"] == {
         "python": True,
         "installed": {"torch": "2.13.0+cpu", "typing-extensions": "4.12.2", "nvidia-nccl-cu13": "2.28.9"},
+        "system_site_packages": False,
+        "pth": ["/opt/torch/.venv/lib/python3.12/site-packages"],
+        "torchrun": False,
     }
-    # The venv's folder, pyvenv.cfg, links and the fact file are left to the builtin modules.
+    assert report["fact"] == {"torch_version": "2.13.0+cpu"}
+    # What the venv is, not its folders' modes and owners: those are the file task's, run every time.
     assert set(report) >= {"python_version", "site_dirs", "has_venv", "has_ensurepip", "pip"}
-    assert not {"os_packages", "fact"} & set(report)
+    assert not {"mode", "owner", "group"} & {k for v in report.values() if isinstance(v, dict) for k in v}
     # What the role then decides from it: pip has nothing to do.
     installed = report["venv"]["installed"]
-    assert torch_index.pip_missing(["torch==2.13.0+cpu", "typing_extensions==4.12.2"], installed) == []
+    assert pytorch_venv.pip_missing(["torch==2.13.0+cpu", "typing_extensions==4.12.2"], installed) == []
 
 
 def test_probe_script_on_a_fresh_node(tmp_path):
     report = _run(
         PROBE_SCRIPT,
         env_path=tmp_path,
-        probe={"owner": "wireup-no-such-user", "packages": [], "venv": str(tmp_path / "absent")},
+        probe={"owner": "wireup-no-such-user", "dpkg": [], "venv": str(tmp_path / "absent"), "pth": "x.pth"},
     )
     assert report["owner_exists"] is False
     assert report["dpkg"] == ""
-    assert report["venv"] == {"python": False, "installed": {}}
+    assert report["venv"] == {
+        "python": False, "installed": {}, "system_site_packages": None, "pth": None, "torchrun": False,
+    }  # fmt: skip
     assert report["torch"] is None
     assert "user" in report
 
@@ -394,14 +410,14 @@ def test_probe_script_on_a_fresh_node(tmp_path):
     ],
 )
 def test_pip_satisfied(requirement, installed, met):
-    assert torch_index.pip_satisfied(requirement, installed) is met
-    assert torch_index.pip_missing([requirement], installed) == ([] if met else [requirement])
+    assert pytorch_venv.pip_satisfied(requirement, installed) is met
+    assert pytorch_venv.pip_missing([requirement], installed) == ([] if met else [requirement])
 
 
 def test_pip_missing_accepts_one_requirement_and_no_probe():
-    assert torch_index.pip_missing("torch==2.13.0+cpu", {"torch": "2.13.0+cpu"}) == []
-    assert torch_index.pip_missing(["torchinfo==1.8.0"], None) == ["torchinfo==1.8.0"]
-    assert torch_index.pip_missing([], {}) == []
+    assert pytorch_venv.pip_missing("torch==2.13.0+cpu", {"torch": "2.13.0+cpu"}) == []
+    assert pytorch_venv.pip_missing(["torchinfo==1.8.0"], None) == ["torchinfo==1.8.0"]
+    assert pytorch_venv.pip_missing([], {}) == []
 
 
 def test_probe_reads_torch_from_version_py_without_importing_it(tmp_path):
