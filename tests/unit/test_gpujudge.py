@@ -87,7 +87,7 @@ def test_healthy_node_passes_with_both_ratios():
     assert first["model"] == "H200" and first["verdict"] == "PASS" and first["findings"] == []
     bf16 = first["figures"]["gemm_bf16_flops"]
     assert bf16["spec"]["raw_ratio"] == pytest.approx(0.80) and bf16["spec"]["ratio"] == pytest.approx(
-        0.80 / 0.75, abs=1e-3
+        0.80 / gpuspec.EFFICIENCY["gemm_bf16_flops"], abs=1e-3
     )
     assert (
         bf16["spec"]["verdict"] == "PASS"
@@ -203,7 +203,7 @@ def test_a_gpu_moved_between_slots_keeps_its_baseline():
 
 @pytest.mark.parametrize(("share", "verdict"), [(1.0, "PASS"), (0.85, "WARN"), (0.65, "FAIL")])
 def test_a_one_gpu_node_gets_a_verdict(share, verdict):
-    one = node([gpu(0, "1653724057182")], {0: {"gemm_bf16_flops": share * 0.75 * PEAK["bf16"]}})
+    one = node([gpu(0, "1653724057182")], {0: {"gemm_bf16_flops": share * gpuspec.EFFICIENCY["gemm_bf16_flops"] * PEAK["bf16"]}})
     section = gpujudge.judge_run({"h200x1": one})["h200x1"]
     assert section["verdict"] == verdict
     assert section["gpus"][0]["figures"]["gemm_bf16_flops"]["peer"]["verdict"] == "N/A"

@@ -34,17 +34,20 @@ Sources (accessed 2026-12):
   sparse, 600 GB/s.
 
 Efficiency (the fraction of the dense peak a healthy GPU reaches in the fingerprint; overridable
-with gpu_trial_efficiency). Measured references:
-- gemm bf16 0.75, fp16 0.70, tf32 0.70: torch.matmul 8192^3 on an H100 80GB HBM3 (SXM), torch
+with gpu_trial_efficiency). Measured references, each factor a little below the lower of them:
+- gemm bf16 0.66, fp16 0.65, tf32 0.68: torch.matmul 8192^3 on an H100 80GB HBM3 (SXM), torch
   2.7 / CUDA 12.8: bf16 797.5, fp16 736.2, tf32 372.1 TFLOPS = 0.81, 0.74, 0.75 of 989/989/495
-  (github.com/zzc0721/torch-performance-test-data/issues/79); the factors sit a little below.
-- gemm fp8 0.60: an estimate (torch._scaled_mm with tensor-wise scales, no measurement in hand):
-  to be replaced by the lent H200's figure (docs/example-h200x1/).
-- hbm copy 0.75: an estimate for a device-to-device copy counted as read + write (BabelStream's
-  convention), to be replaced by the lent H200's figure.
-- pcie 0.75 of the link's raw speed: DCGM's PCIe test on a Tesla T4 at Gen3 x16 (15.75 GB/s
-  raw) measured 13.11 GB/s host-to-device and 13.15 GB/s device-to-host = 0.83
-  (microsoft/VirtualClient, tests' DCGMIDiag_r2_results.json, in tests/fixtures/gpuhealth/).
+  (github.com/zzc0721/torch-performance-test-data/issues/79); wireup's fingerprint on the lent
+  H200 (one GPU of a VM, driver 580.159.04, torch 2.11.0+cu130, 2026-12-02, its power capped by
+  software for a third of the window): bf16 679.4, fp16 666.6, tf32 353.0 TFLOPS = 0.687, 0.674,
+  0.714 (docs/example-h200x1/gpu-trial-2026-12-02/, with the command).
+- gemm fp8 0.60: the same H200, torch._scaled_mm with tensor-wise scales: 1,225.3 TFLOPS = 0.619.
+- hbm copy 0.85: the same H200, a device-to-device copy counted as read + write (BabelStream's
+  convention): 4,223.6 GB/s = 0.880 of 4.8 TB/s (an independent CUDA runtime copy: 4,242.9).
+- pcie 0.80 of the link's raw speed: the same H200 at Gen5 x16 (63.0 GB/s raw): 55.1 GB/s
+  host-to-device, 55.0 device-to-host = 0.87; DCGM's PCIe test on a Tesla T4 at Gen3 x16 (15.75
+  GB/s raw) measured 13.11 / 13.15 GB/s = 0.83 (microsoft/VirtualClient, tests' DCGMIDiag_r2_results.json,
+  in tests/fixtures/gpuhealth/).
 The same factors for every model: a model-specific one is set with gpu_trial_efficiency once a
 healthy run of yours shows it.
 """
@@ -76,13 +79,13 @@ PEAK_OF = {
     "d2h_bytes_per_second": "pcie",
 }
 EFFICIENCY = {
-    "gemm_bf16_flops": 0.75,
-    "gemm_fp16_flops": 0.70,
-    "gemm_tf32_flops": 0.70,
+    "gemm_bf16_flops": 0.66,
+    "gemm_fp16_flops": 0.65,
+    "gemm_tf32_flops": 0.68,
     "gemm_fp8_flops": 0.60,
-    "hbm_copy_bytes_per_second": 0.75,
-    "h2d_bytes_per_second": 0.75,
-    "d2h_bytes_per_second": 0.75,
+    "hbm_copy_bytes_per_second": 0.85,
+    "h2d_bytes_per_second": 0.80,
+    "d2h_bytes_per_second": 0.80,
 }
 # A figure above this many times its raw peak is a measurement error, never a result (and never a
 # baseline): the raw peak is the most the hardware can do, 1.15 leaves room for boost clocks above
