@@ -27,6 +27,7 @@ TRIAL_RUNS = REPO / "docs/example-h200x1/gpu-trial-2026-12-02/bench"
 HEALTH = json.loads((TRIAL_RUNS / "20261202T113158Z/localhost.json").read_text())
 TRIAL = json.loads((TRIAL_RUNS / "20261202T113205Z/localhost.json").read_text())
 CPU_LOG = (REPO / "tests/fixtures/stepcost/cpu-gloo-2ranks-torch2.13.log").read_text()
+TORCH_LOG = (REPO / "tests/fixtures/nccltests/torch_allreduce_gloo_3ranks.txt").read_text()
 HOST = "n1"
 
 
@@ -63,9 +64,12 @@ def trial_fail():
 
 
 def stepcost_only():
-    """A --tags stepcost record: the DDP step benchmark alone (results.build_record)."""
-    record = results.build_record(HOST, "20261203T000000Z", {"stepcost": {"single_node": CPU_LOG}})
+    """A --tags stepcost record (results.build_record): the torch all-reduce and the DDP step
+    benchmark (bench.yml runs both under the tag), no nccl-tests, no GPU trial: PASS."""
+    node = {"torch": {"multi_node": TORCH_LOG}, "stepcost": {"single_node": CPU_LOG}}
+    record = results.build_record(HOST, "20261203T000000Z", node)
     assert record["stepcost"] and not record["collectives"] and not record["gpu_trial"]
+    assert record["verdict"] == "PASS"
     return record
 
 
@@ -83,7 +87,7 @@ def test_what_each_real_record_measured():
     assert gate.measured(FULL, "bench") == ["links", "torch", "node_check"]
     assert gate.measured(HEALTH, "bench") == ["gpu_health"]
     assert gate.measured(TRIAL, "bench") == ["gpu_health", "gpu_trial"]
-    assert gate.measured(stepcost_only(), "bench") == ["stepcost"]
+    assert gate.measured(stepcost_only(), "bench") == ["torch", "stepcost"]
     assert gate.measured(quick("PASS"), "quick") == ["node_check"]
     # A FAIL record with nothing in its parts (a node failed before anything was measured): all.
     assert gate.measured({"verdict": "FAIL"}, "bench") == list(gate.CAPABILITIES)
@@ -186,3 +190,14 @@ def test_hostile_host_names_never_leave_the_store(tmp_path):
     failures, _fabric = fabricrun.latest_verdicts(str(root), hosts)
     assert failures == {}
     assert refused(root, hosts) == {}
+
+
+def test_a_health_read_that_judged_nothing_settles_nothing(tmp_path):
+    """N/A is no verdict: a --tags gpu_health run that could not read the GPUs (no driver: its
+    part N/A with no GPU, as the testbed's nodes give) never clears an older GPU FAIL."""
+    put(tmp_path, "20261201T000000Z", trial_fail())
+    unread = copy.deepcopy(HEALTH)
+    unread["gpu_trial"].update(verdict="N/A", gpus=[], measured=[])
+    put(tmp_path, "20261202T000000Z", unread)
+    assert gate.capability_verdicts(unread, "bench") == {"gpu_health": "N/A"}
+    assert refused(tmp_path)[HOST].startswith("bench run 20261201T000000Z FAILed on n1: GPU0 S/N")

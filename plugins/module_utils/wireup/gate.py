@@ -20,7 +20,8 @@ judges each capability on its own:
   counts as FAIL for every capability it measured.
 * :func:`host_failures`: for one host, every record, newest first across results/bench and
   results/quick (the store's run order, results._run_sort_key; a quick run of the same id counts
-  as the newer), until each capability has its newest record: a FAIL there refuses the host,
+  as the newer), until each capability has its newest record that judged it (PASS, WARN or FAIL:
+  N/A is no verdict and settles nothing): a FAIL there refuses the host,
   and a record that cannot be read before every capability is settled refuses it too (it may
   hold what is missing): the gate never reads past a damaged record.
 """
@@ -37,6 +38,9 @@ _PARTS = (("links", "collectives"), ("torch", "torch"), ("stepcost", "stepcost")
 # The kinds of record the gate reads (results.KINDS), in the order a shared run id is read.
 GATE_KINDS = ("bench", node_check.KIND)
 _VERDICTS = ("PASS", "WARN", "FAIL", "N/A")
+# The verdicts that settle a capability: N/A (not judged: a health read that could not read the
+# GPUs) and UNREACHABLE are no verdict, so an older record of the capability still counts.
+JUDGED = ("PASS", "WARN", "FAIL")
 
 
 class Failure(TypedDict):
@@ -138,7 +142,9 @@ def host_failures(store, results_dir, runs, host) -> list[Failure]:
             return [*failures, _damaged(host, kind, run_id, err, caps)]
         except ValueError:
             return []
-        verdicts = {c: v for c, v in capability_verdicts(record, kind).items() if c in open_caps}
+        verdicts = {
+            c: v for c, v in capability_verdicts(record, kind).items() if c in open_caps and v in JUDGED
+        }
         open_caps -= set(verdicts)
         failed = [c for c in CAPABILITIES if verdicts.get(c) == "FAIL"]
         if failed:
