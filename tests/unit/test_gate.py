@@ -27,7 +27,6 @@ TRIAL_RUNS = REPO / "docs/example-h200x1/gpu-trial-2026-12-02/bench"
 HEALTH = json.loads((TRIAL_RUNS / "20261202T113158Z/localhost.json").read_text())
 TRIAL = json.loads((TRIAL_RUNS / "20261202T113205Z/localhost.json").read_text())
 CPU_LOG = (REPO / "tests/fixtures/stepcost/cpu-gloo-2ranks-torch2.13.log").read_text()
-TORCH_LOG = (REPO / "tests/fixtures/nccltests/torch_allreduce_gloo_3ranks.txt").read_text()
 HOST = "n1"
 
 
@@ -64,13 +63,19 @@ def trial_fail():
 
 
 def stepcost_only():
-    """A --tags stepcost record (results.build_record): the torch all-reduce and the DDP step
-    benchmark (bench.yml runs both under the tag), no nccl-tests, no GPU trial: PASS."""
-    node = {"torch": {"multi_node": TORCH_LOG}, "stepcost": {"single_node": CPU_LOG}}
-    record = results.build_record(HOST, "20261203T000000Z", node)
+    """A --tags stepcost record (results.build_record): the DDP step benchmark alone (bench.plan's
+    stepcost_only runs no torch all-reduce), no nccl-tests, no GPU trial; verdict N/A (the step
+    benchmark adds at most a WARN: roles/bench/README.md)."""
+    record = results.build_record(HOST, "20261203T000000Z", {"stepcost": {"single_node": CPU_LOG}})
     assert record["stepcost"] and not record["collectives"] and not record["gpu_trial"]
-    assert record["verdict"] == "PASS"
+    assert record["verdict"] == "N/A"
     return record
+
+
+def full_with_everything():
+    """A full run that measured every capability: the H200 x2 record with the GPU trial's part
+    (scope full) and the step benchmark's figures: PASS."""
+    return dict(FULL, gpu_trial=dict(TRIAL["gpu_trial"], scope="full"), stepcost=stepcost_only()["stepcost"])
 
 
 def quick(verdict, *problems):
@@ -87,7 +92,8 @@ def test_what_each_real_record_measured():
     assert gate.measured(FULL, "bench") == ["links", "torch", "node_check"]
     assert gate.measured(HEALTH, "bench") == ["gpu_health"]
     assert gate.measured(TRIAL, "bench") == ["gpu_health", "gpu_trial"]
-    assert gate.measured(stepcost_only(), "bench") == ["torch", "stepcost"]
+    assert gate.measured(stepcost_only(), "bench") == ["stepcost"]
+    assert gate.measured(full_with_everything(), "bench") == list(gate.CAPABILITIES)
     assert gate.measured(quick("PASS"), "quick") == ["node_check"]
     # A FAIL record with nothing in its parts (a node failed before anything was measured): all.
     assert gate.measured({"verdict": "FAIL"}, "bench") == list(gate.CAPABILITIES)
@@ -174,10 +180,13 @@ def test_a_damaged_record_older_than_every_capabilitys_newest_record_is_not_read
     damaged = tmp_path / "bench" / "20261201T000000Z" / f"{HOST}.json"
     damaged.parent.mkdir(parents=True)
     damaged.write_text("{")
-    put(tmp_path, "20261202T000000Z", stepcost_only())
-    put(tmp_path, "20261202T010000Z", TRIAL)
-    put(tmp_path, "20261202T020000Z", FULL)
+    put(tmp_path, "20261202T000000Z", full_with_everything())
+    put(tmp_path, "20261202T010000Z", HEALTH)
     assert refused(tmp_path) == {}
+    # Without a judged record of every capability the damaged one is reached, and refuses.
+    put(tmp_path, "20261202T000000Z-2", FULL)
+    (tmp_path / "bench" / "20261202T000000Z" / f"{HOST}.json").unlink()
+    assert "cannot be read" in refused(tmp_path)[HOST]
 
 
 def test_hostile_host_names_never_leave_the_store(tmp_path):
