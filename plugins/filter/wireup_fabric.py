@@ -17,9 +17,10 @@ description:
   - "wireup_bench_fabric_job: the last round's judged plan, the host, the round -> this node's job."
   - "wireup_bench_fabric_result: the job, torchrun_launch's result, the host, the round -> what the
     node reports."
-  - "wireup_launch_refusals: hosts and results_dir in, a mapping host -> reason out, for each host whose
-    newest intra-node bench record or newest fabric run says FAIL (fabricrun.refusals over
-    fabricrun.latest_verdicts)."
+  - "wireup_launch_refusals: hosts and results_dir in, a mapping host -> reason out, for each host with
+    a capability whose newest bench or quick record FAILed (or a newer record that cannot be read),
+    or that the newest fabric run names bad (fabricrun.refusals over fabricrun.latest_verdicts, per
+    capability in gate.py)."
 """
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bench_fabric, fabricrun
@@ -28,8 +29,8 @@ from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin impor
 
 def launch_refusals(hosts, results_dir):
     """{host: reason} for the hosts launch.yml must refuse (read on the controller)."""
-    bench, fabric_record = fabricrun.latest_verdicts(str(results_dir), list(hosts))
-    return fabricrun.refusals(list(hosts), bench, fabric_record)
+    failures, fabric_record = fabricrun.latest_verdicts(str(results_dir), list(hosts))
+    return fabricrun.refusals(list(hosts), failures, fabric_record)
 
 
 def fabric_plan(node, **settings):

@@ -36,7 +36,7 @@ options:
     description:
       - "The run's kind: C(bench) (bench.yml; C(RESULTS/bench/RUN/HOST.json), each host compared with its
         last passing run) or C(quick) (bench.yml --tags quick; C(RESULTS/quick/RUN/HOST.json), each record
-        with C(kind: quick); no baseline and no launch gate reads them)."
+        with C(kind: quick); never a baseline; the launch gate reads them as the capability node_check)."
     type: str
     choices: [bench, quick]
     default: bench

@@ -107,6 +107,23 @@ def test_a_pending_row_remap_fails_the_node_and_the_gate_refuses_it(stand_in, tm
         "GPU0 S/N 1653724057182: row_remap_pending -> reset" in " ".join(said.split())
     ), said
 
+    # A later --tags gpu_health read that judged nothing (node1's N/A record of this run, stored as
+    # node2's in a newer run) hid the FAIL while the gate read each node's newest record alone; the
+    # gate per capability (gate.py: N/A settles nothing) still refuses node2 on the older run.
+    later = results_dir / "bench" / f"{run.name}-2"
+    later.mkdir()
+    (later / "node2.json").write_text(json.dumps(dict(records["node1"], host="node2", run_id=later.name)))
+    t0 = time.monotonic()
+    still = run_playbook(
+        "launch.yml",
+        testbed.inventory,
+        {"wireup_results_dir": str(results_dir), "torchrun_launch_run": False},
+    )
+    print(f"[gpu_trial] launch.yml refused past a later N/A record in {time.monotonic() - t0:.1f} s")
+    said = " ".join(" ".join(m for _, _, m in still.failure_messages()).split())
+    assert still.rc != 0 and f"bench run {run.name} FAILed on node2: GPU0 S/N 1653724057182" in said, said
+    assert "(its newest record of gpu_health)" in said, said
+
 
 def test_the_fingerprint_script_runs_its_torch_paths_on_a_cpu_node(torch_nodes):  # noqa: F811  # the fixture
     """The script's CPU test mode with the node's venv torch: the matmul, copy, batching, threads

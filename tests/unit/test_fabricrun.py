@@ -177,10 +177,8 @@ def test_judge_names_the_slow_node_and_the_record_and_report_say_so(tmp_path):
     # launch refuses n3 only
     assert list(fabricrun.refusals(nodes, {}, rec)) == ["n3"]
     assert "fabric run 20261201T040000Z named n3 bad" in fabricrun.refusals(["n3"], {}, rec)["n3"]
-    bench = {"n1": {"verdict": "FAIL", "run_id": "R", "reason": "all_reduce 12 GB/s of 344"}}
-    assert fabricrun.refusals(["n1", "n2"], bench, rec) == {
-        "n1": "bench run R FAILed on n1: all_reduce 12 GB/s of 344"
-    }
+    failed = {"verdict": "FAIL", "kind": "bench", "run_id": "R", "capabilities": ["links"], "reason": "why"}
+    assert fabricrun.refusals(["n1", "n2"], {"n1": [failed]}, rec) == {"n1": "why"}
 
 
 def test_unreachable_node_is_named_not_waited_for():
@@ -240,7 +238,8 @@ def test_latest_verdicts_and_the_launch_filter(tmp_path):
         json.dumps({"verdict": "FAIL", "findings": [{"severity": "critical", "message": "NVLink down"}]})
     )
     bench, record = fabricrun.latest_verdicts(str(root), ["n1", "n3"])
-    assert bench == {"n1": {"verdict": "FAIL", "run_id": "20261201T030000Z", "reason": "NVLink down"}}
+    assert [(f["verdict"], f["run_id"]) for f in bench["n1"]] == [("FAIL", "20261201T030000Z")]
+    assert list(bench) == ["n1"]
     assert record["run_id"] == "20261201T020000Z"  # the newest fabric run, where n3 passed
     spec = importlib.util.spec_from_file_location(
         "wireup_fabric_filter",
@@ -249,7 +248,11 @@ def test_latest_verdicts_and_the_launch_filter(tmp_path):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     refuse = mod.FilterModule().filters()["wireup_launch_refusals"]
-    assert refuse(["n1", "n3"], root) == {"n1": "bench run 20261201T030000Z FAILed on n1: NVLink down"}
+    # A record with no sign of what it measured (before the record had parts) counts for everything.
+    assert refuse(["n1", "n3"], root) == {
+        "n1": "bench run 20261201T030000Z FAILed on n1: NVLink down (its newest record of links, torch, "
+        "stepcost, gpu_health, gpu_trial, node_check)"
+    }
     # an empty store refuses nobody
     assert refuse(["n1"], tmp_path / "none") == {}
 

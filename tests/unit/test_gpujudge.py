@@ -203,7 +203,10 @@ def test_a_gpu_moved_between_slots_keeps_its_baseline():
 
 @pytest.mark.parametrize(("share", "verdict"), [(1.0, "PASS"), (0.85, "WARN"), (0.65, "FAIL")])
 def test_a_one_gpu_node_gets_a_verdict(share, verdict):
-    one = node([gpu(0, "1653724057182")], {0: {"gemm_bf16_flops": share * gpuspec.EFFICIENCY["gemm_bf16_flops"] * PEAK["bf16"]}})
+    one = node(
+        [gpu(0, "1653724057182")],
+        {0: {"gemm_bf16_flops": share * gpuspec.EFFICIENCY["gemm_bf16_flops"] * PEAK["bf16"]}},
+    )
     section = gpujudge.judge_run({"h200x1": one})["h200x1"]
     assert section["verdict"] == verdict
     assert section["gpus"][0]["figures"]["gemm_bf16_flops"]["peer"]["verdict"] == "N/A"

@@ -154,7 +154,8 @@ def test_a_run_judged_stored_reported_and_gated(tmp_path):
     assert (
         "| gpu-b GPU0 | 00000000:00:06.0 | 1653724057182 | H200 | FAIL | row_remap_pending -> reset |" in md
     )
-    assert "| gpu-a GPU0 | gemm bf16 | 780.0 TFLOPS |" in md and "119%" in md  # 780 / (989.4 x 0.66, gpuspec.EFFICIENCY)
+    # 119%: 780 / (989.4 x 0.66, gpuspec.EFFICIENCY)
+    assert "| gpu-a GPU0 | gemm bf16 | 780.0 TFLOPS |" in md and "119%" in md
     assert "gpus.png" in "".join(paths["pngs"])
     assert "GPUs FAIL (1 FAIL, 1 PASS), fingerprint 84 s, reset: GPU0" in report.summary_line(b)
 

@@ -177,16 +177,46 @@ def test_what_a_node_printed_reaches_the_report_escaped(tmp_path):
     assert again == f"{run_id}-2" and again_dir != run_dir  # a taken id gets -2, nothing overwritten
 
 
-def test_a_quick_record_never_hides_a_bench_fail_from_the_launch_gate(tmp_path):
-    """The gate reads each host's newest BENCH record (fabricrun.latest_verdicts -> results/bench/);
-    a later quick run that PASSes lives under results/quick/ and changes nothing it reads."""
+def test_a_quick_pass_never_hides_a_bench_fail_from_the_launch_gate(tmp_path):
+    """The gate reads each capability's newest record (gate.py): a later quick run that PASSes
+    settles node_check only; the bench's FAIL of the links and torch still refuses the node."""
     failed = dict(RECORD, host="n1", run_id="20261201T000000Z", verdict="FAIL")
     results.write_host(tmp_path, failed["run_id"], "n1", failed)
-    before = fabricrun.latest_verdicts(tmp_path, ["n1"])
     nodes = {"n1": {"node_check": _answer("n1", "PASS", "fine"), "thresholds": {}}}
     results.store_run(tmp_path, "20261202T000000Z", nodes, kind="quick")
-    assert fabricrun.latest_verdicts(tmp_path, ["n1"]) == before
-    assert before[0]["n1"]["verdict"] == "FAIL" and results.list_runs(tmp_path) == ["20261201T000000Z"]
+    refused = fabricrun.refusals(["n1"], *fabricrun.latest_verdicts(tmp_path, ["n1"]))
+    assert refused == {
+        "n1": "bench run 20261201T000000Z FAILed on n1: see its report (its newest record of links, torch)"
+    }
+    assert results.list_runs(tmp_path) == ["20261201T000000Z"]
+    assert results.list_runs(tmp_path, "quick") == ["20261202T000000Z"]
+
+
+def test_a_quick_fail_refuses_until_a_bench_that_measured_the_links_passes(tmp_path):
+    """A quick check is a check a node can fail: its FAIL refuses the node while it is the newest
+    record of node_check; a later passing bench (bench.yml takes the quick-check baseline after
+    it: node_check after_bench) settles node_check again. An older quick FAIL refuses nothing."""
+    passed = dict(RECORD, host="n1", run_id="20261201T000000Z")
+    results.write_host(tmp_path, passed["run_id"], "n1", passed)
+    bad = _answer(
+        "n1",
+        "FAIL",
+        "GPU0 has 12 active NVLinks, 18 at the baseline",
+        problems=[
+            {"kind": "nvlink", "part": "GPU0", "message": "GPU0: 12 active NVLinks, 18 at the baseline"}
+        ],
+    )
+    results.store_run(
+        tmp_path, "20261202T000000Z", {"n1": {"node_check": bad, "thresholds": {}}}, kind="quick"
+    )
+    refused = fabricrun.refusals(["n1"], *fabricrun.latest_verdicts(tmp_path, ["n1"]))
+    assert refused == {
+        "n1": "quick run 20261202T000000Z FAILed on n1: GPU0: 12 active NVLinks, 18 at the baseline "
+        "(its newest record of node_check)"
+    }
+    again = dict(RECORD, host="n1", run_id="20261203T000000Z")
+    results.write_host(tmp_path, again["run_id"], "n1", again)
+    assert fabricrun.refusals(["n1"], *fabricrun.latest_verdicts(tmp_path, ["n1"])) == {}
 
 
 def test_a_bench_record_has_no_node_check_part_and_a_damaged_one_is_named():

@@ -12,7 +12,8 @@ pair, NCCL_DEBUG=INFO); after each round the controller hands every pair's logs 
   GPU-NIC closeness, nodes that disagree on rates, MTUs or transport).
 * :func:`build_record`, :func:`compare` (history: a changed NIC rate or a node whose best pair
   dropped against its last passing run) and :func:`markdown` make what the store writes.
-* :func:`refusals` is launch's rule: the nodes whose latest bench verdict FAILed.
+* :func:`refusals` is launch's rule: the nodes a host record refuses (gate.py: per capability,
+  its newest record FAILed or cannot be read) or the latest fabric run named bad.
 
 The whole-group run after the pairs goes through the same :func:`pair_result` (its members in
 ``pair``, ``kind="group"``); :func:`judge` keeps its verdict apart (``group``): it names no node,
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import bandwidth, fabric, gpuhealth, ncclinfo, nccltests, pairwise
+from . import bandwidth, fabric, ncclinfo, nccltests, pairwise
 from .health import finding
 from .report import md_text
 
@@ -484,26 +485,22 @@ def _finding_line(f):
     return f"- {md_text(f['severity'])} {md_text(f['code'])}: {md_text(f['message'])}{quote}"
 
 
-def refusals(hosts, bench_verdicts=None, fabric_record=None):
-    """Launch's rule: {host: reason} for each host whose latest intra-node bench verdict
-    (bench_verdicts {host: {verdict, reason}}) or latest fabric verdict is FAIL, or whose latest
-    record cannot be read (verdict DAMAGED; a damaged fabric record refuses every host: it cannot
-    tell which nodes it failed). A gate that cannot read a verdict refuses: it never fails open."""
+def refusals(hosts, failures=None, fabric_record=None):
+    """Launch's rule: {host: reason} for each host with a record that refuses it (``failures``
+    {host: [gate.Failure]} from :func:`latest_verdicts`: per capability, its newest record FAILed
+    or a newer record cannot be read) or whose latest fabric verdict is FAIL (a damaged fabric
+    record refuses every host: it cannot tell which nodes it failed). A gate that cannot read a
+    verdict refuses: it never fails open."""
     rec = fabric_record or {}
-    reasons = {host: _refusal(host, (bench_verdicts or {}).get(host) or {}, rec) for host in hosts}
+    reasons = {host: _refusal(host, (failures or {}).get(host) or [], rec) for host in hosts}
     return {host: reason for host, reason in reasons.items() if reason}
 
 
-def _refusal(host, bench_verdict, rec):
-    """Why launch must refuse host ('' when it need not): its bench record, else the fabric's."""
-    if bench_verdict.get("verdict") == "DAMAGED":
-        return (
-            f"latest bench record of {host} cannot be read: {bench_verdict.get('reason')}; rerun bench.yml "
-            "on it (or move the file away)"
-        )
-    if bench_verdict.get("verdict") == "FAIL":
-        why = bench_verdict.get("reason") or "see its report"
-        return f"bench run {bench_verdict.get('run_id', '?')} FAILed on {host}: {why}"
+def _refusal(host, failures, rec):
+    """Why launch must refuse host ('' when it need not): its host records' failures (each one's
+    reason), else the fabric record's."""
+    if failures:
+        return "; ".join(f["reason"] for f in failures)
     if rec.get("damaged"):
         return (
             f"latest fabric record cannot be read: {rec['damaged']}; it cannot say whether {host} "
@@ -546,39 +543,18 @@ def load_fabric_record(path):
 
 
 def latest_verdicts(results_dir, hosts):
-    """(bench_verdicts, fabric_record) from the controller's store, for :func:`refusals`: each
-    host's record in its newest intra-node bench run that has one (results/bench/<run>/<host>.json)
-    and the newest fabric run that has a record (results/fabric/<run>/fabric.json). A missing file
-    is no verdict (a node never benchmarked is not refused); a newest record that cannot be read
-    (cut off, not JSON, not a record) is verdict DAMAGED naming the file, for the host it belongs
-    to, and ``{"damaged": why}`` for a fabric record: the gate refuses, it never reads an older
-    verdict past a damaged one."""
+    """(failures, fabric_record) from the controller's store, for :func:`refusals`: failures
+    {host: [gate.Failure]} for each host that a host record refuses (gate.host_failures: per
+    capability, the newest bench or quick record that measured it FAILed, or a record newer than
+    one capability's newest readable record cannot be read, naming the file) and the newest fabric
+    run that has a record (results/fabric/<run>/fabric.json; ``{"damaged": why}`` when it cannot
+    be read). A host never benchmarked has no failures; the gate never reads past a damaged record."""
+    from . import gate
     from . import results as store
 
-    runs = store.list_runs(results_dir)
-    bench = {host: _latest_bench(store, results_dir, runs, host) for host in hosts}
-    return {h: v for h, v in bench.items() if v is not None}, _latest_fabric(store, results_dir)
-
-
-def _latest_bench(store, results_dir, runs, host):
-    """{verdict, run_id, reason} of the host's newest bench record (None when it has none)."""
-    for run_id in reversed(runs):
-        try:
-            record = store.read_host(results_dir, run_id, host)
-        except FileNotFoundError:
-            continue
-        except store.DamagedRecord as err:
-            return {"verdict": "DAMAGED", "run_id": run_id, "reason": str(err)}
-        except ValueError:
-            return None  # a host name that is no file name: the store can hold no record of it
-        # A GPU finding gives its short form (issue 25: the GPU, the finding, the remediation).
-        critical = [
-            gpuhealth.short(f) or f.get("message", "")
-            for f in record.get("findings", [])
-            if f.get("severity") == "critical"
-        ]
-        return {"verdict": record.get("verdict"), "run_id": run_id, "reason": "; ".join(critical[:3])}
-    return None
+    runs = gate.store_runs(store, results_dir)
+    failures = {host: gate.host_failures(store, results_dir, runs, host) for host in hosts}
+    return {h: f for h, f in failures.items() if f}, _latest_fabric(store, results_dir)
 
 
 def _latest_fabric(store, results_dir):

@@ -683,13 +683,14 @@ def _left_out(o: HealthOptions, hosts: list[str], nodes: dict, reasons: dict) ->
 
 
 def health_plan(hosts, nodes: dict, failed=None, **options) -> dict:
-    """Which of the job's hosts run it, given the nodes whose latest bench verdict FAILed
-    (``options``: HealthOptions' fields).
+    """Which of the job's hosts run it, given the nodes that failed a check (``options``:
+    HealthOptions' fields).
 
-    ``failed`` maps host -> reason (torchrun_launch_failed: launch.yml reads it from the bench
-    store, fabricrun.refusals). ``on_failed``: refuse (the job does not start, naming each failed
-    node and its reason) or skip (the job starts on the others: node ranks are the remaining
-    hosts' sorted indexes, 0..n-1, and the master is re-chosen among them when it is left out).
+    ``failed`` maps host -> reason (torchrun_launch_failed: launch.yml reads it from the store,
+    fabricrun.refusals: per capability, gate.py). ``on_failed``: refuse (the job does not start,
+    naming each failed node and its reason) or skip (the job starts on the others: node ranks are
+    the remaining hosts' sorted indexes, 0..n-1, and the master is re-chosen among them when it is
+    left out).
     ``drain`` (Slurm only) leaves them out as skip does and drains each one (``drain``: scontrol's
     argv per node, the reason from slurm.drain_reason). Returns {"hosts" (those that run),
     "left_out" {host: reason}, "slurm_exclude" (their Slurm names for sbatch --exclude), "drain"

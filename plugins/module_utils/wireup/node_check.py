@@ -10,8 +10,10 @@ package on the nodes; this module runs on the controller).
   node printed is trusted: verdicts it does not know are ERROR, text is cut to one line).
 - section (results.SECTIONS), summary_line and report_sections (report.REPORT_PARTS): a quick run
   (``bench.yml --tags quick``) is stored and reported like a bench run, by bench_report, under
-  ``results/quick/<run id>/`` (kind quick), never under ``results/bench/``: the launch gate
-  (fabricrun.latest_verdicts) reads bench records only, so a quick record never hides a bench FAIL.
+  ``results/quick/<run id>/`` (kind quick), never under ``results/bench/``. The launch gate
+  (gate.py, per capability) reads it as the capability node_check only: a quick FAIL newer than
+  the node's last bench that measured its links refuses the node, and a quick PASS never hides a
+  bench FAIL (it says nothing of the links, torch, stepcost or the GPU trial).
 """
 
 from __future__ import annotations
@@ -284,7 +286,13 @@ def section(node, record, ctx):
     check = node.get("node_check")
     if not isinstance(check, dict):
         return {}, [], []
-    return dict(check), _findings(check), ["PASS" if check["verdict"] == "PASS" else "FAIL"]
+    return dict(check), _findings(check), [check_verdict(check)]
+
+
+def check_verdict(check) -> str:
+    """The host's verdict from a quick check's answer (the record's section and the launch gate,
+    gate.capability_verdicts): PASS only when wireup-check said PASS, FAIL for anything else."""
+    return "PASS" if check.get("verdict") == "PASS" else "FAIL"
 
 
 def part_problem(record) -> str:

@@ -315,20 +315,23 @@ def node_text(host, bench=None, fabric_record=None):
 
 
 def latest_record(results_dir, host):
-    """{verdict, run_id, record} of the host's newest bench record in the controller's store
-    (fabricrun.latest_verdicts' rule: a newest record that cannot be read is DAMAGED, never an
-    older one); None when the host has none."""
-    from . import fabricrun
+    """{verdict, run_id, record} of the host's newest bench record in the controller's store (a
+    newest record that cannot be read is DAMAGED, never an older one); None when the host has none
+    or its name cannot be a file name. The figures and the quick-check baseline follow it; the
+    launch gate reads every capability's newest record instead (gate.py)."""
     from . import results as store
 
-    bench = fabricrun.latest_verdicts(results_dir, [host])[0]
-    found = bench.get(host)
-    if not found:
-        return None
-    if found["verdict"] == "DAMAGED":
-        return {"verdict": "DAMAGED", "run_id": found["run_id"], "record": {"run_id": found["run_id"]}}
-    record = store.read_host(results_dir, found["run_id"], host)
-    return {"verdict": record.get("verdict"), "run_id": found["run_id"], "record": record}
+    for run_id in reversed(store.list_runs(results_dir)):
+        try:
+            record = store.read_host(results_dir, run_id, host)
+        except FileNotFoundError:
+            continue
+        except store.DamagedRecord:
+            return {"verdict": "DAMAGED", "run_id": run_id, "record": {"run_id": run_id}}
+        except ValueError:
+            return None
+        return {"verdict": record.get("verdict"), "run_id": run_id, "record": record}
+    return None
 
 
 def controller_text(results_dir, host):

@@ -134,14 +134,17 @@ def load_record(path):
     return record
 
 
-def read_host(results_dir, run_id, host):
-    """One host's record of one run (load_record: FileNotFoundError, DamagedRecord)."""
-    return load_record(_host_path(results_dir, run_id, host))
+def read_host(results_dir, run_id, host, kind="bench"):
+    """One host's record of one run of this kind (load_record: FileNotFoundError, DamagedRecord;
+    ValueError for a run id, host name or kind that cannot be a path in the store)."""
+    return load_record(_host_path(results_dir, run_id, host, kind))
 
 
-def list_runs(results_dir):
-    """Run ids in the store, oldest first."""
-    root = bench_dir(results_dir)
+def list_runs(results_dir, kind="bench"):
+    """Run ids of this kind (KINDS) in the store, oldest first (_run_sort_key's order)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+    root = os.path.join(results_dir, kind)
     if not os.path.isdir(root):
         return []
     runs = [d for d in os.listdir(root) if RUN_ID_RE.match(d) and os.path.isdir(os.path.join(root, d))]
