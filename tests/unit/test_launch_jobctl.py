@@ -218,3 +218,47 @@ def test_systemd_unit_names_differ_for_one_job_in_two_base_dirs(tmp_path):
     assert units[0] != units[1]
     assert all(u.startswith("wireup-demo-r1-") and u.endswith(".service") for u in units)
     assert calls.read_text().count("--unit=") == 2
+
+
+def test_a_slurm_run_is_recorded_listed_and_its_leftovers_stopped(tmp_path, cleanup):
+    """launch.yml's Slurm path keeps its run with `record` (no process of its own): latest finds it
+    with its record, status and list say "slurm" with the job id, the log is the step's
+    (logs/slurm-ID.log), and stop ends a process of the run left on the node (one carrying its tag,
+    as job.sbatch's steps do) and then finds nothing left."""
+    job = make_job(tmp_path, "exit 0\n")
+    run = "slurm-42"
+    record = json.dumps({"hosts": ["node1"], "master": "node1", "slurm_job_id": "42"})
+    result = subprocess.run(
+        [str(JOBCTL), "record", str(job), run, "42"], env=dict(os.environ, WIREUP_RUN_RECORD=record),
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    assert result.stdout.startswith(f"recorded run {run} of {job}: Slurm job 42")
+    assert jobctl("record", job, run, "42", check=False).returncode == 2  # once only
+    assert jobctl("record", job, "slurm-x", "4;2", check=False).returncode == 2  # a job id only
+    latest = jobctl("latest", job, "--record").stdout.splitlines()
+    assert latest[0] == run and json.loads(latest[2]) == json.loads(record)
+    (job / "logs" / f"{run}.log").write_text("one\ntwo\n")
+    answer = jobctl("status", job, run, 0, 1).stdout.splitlines()
+    st = json.loads(answer[0])
+    assert (st["state"], st["slurm_job"], st["log"], answer[1:]) == (
+        "slurm",
+        "42",
+        f"{job}/logs/{run}.log",
+        ["two"],
+    )
+    [row] = [json.loads(line) for line in jobctl("list", job.parent).stdout.splitlines()]
+    assert (row["run_id"], row["state"], row["slurm_job"]) == (run, "slurm", "42")
+    tag = f"{job}:{run}"
+    left = subprocess.Popen(["sleep", "300"], env=dict(os.environ, WIREUP_JOB_TAG=tag))
+    try:
+        for _ in range(50):
+            if tagged(job, run):
+                break
+            time.sleep(0.1)
+        said = jobctl("stop", job, run, 1).stdout.splitlines()
+        assert said[0] == f"stopped run {run} of {job}" and tagged(job, run) == []
+        assert json.loads(said[1])["state"] == "slurm"
+        assert jobctl("stop", job, run, 1).stdout.startswith(f"run {run} of {job} has no processes left")
+    finally:
+        left.kill()
+        left.wait()

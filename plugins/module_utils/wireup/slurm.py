@@ -419,25 +419,32 @@ class SlurmRun(TypedDict):
     sacct_argv: list[str]
     looks: int  # sacct looks that fit in torchrun_launch_timeout (at least one)
     cancel_looks: int  # looks after a scancel
+    record: dict  # the run's record (launch.run_record's, with its run id, Slurm job id and logs)
+    record_argv: list[str]  # wireup-jobctl record: run.json, slurm_job and started on every node
     errors: list[str]
 
 
 def run_plan(sbatch_stdout: str, plan: dict, *, timeout=1800, poll_interval=5, stop_grace=15) -> SlurmRun:
     """The Slurm path's decisions once sbatch answered: the job id, the run id and results folder
-    (JOB-slurm-ID), sacct's argv, how many looks fit in torchrun_launch_timeout (at least one; the
-    last one ends the wait whatever it says) and how many after a scancel; errors when sbatch
-    printed no job id."""
+    (JOB-slurm-ID), the run's record and the wireup-jobctl call that keeps it on every node (so
+    jobs.yml finds the run: ``launch.jobs_plan``), sacct's argv, how many looks fit in
+    torchrun_launch_timeout (at least one; the last one ends the wait whatever it says) and how
+    many after a scancel; errors when sbatch printed no job id."""
     job_id = sbatch_job_id(sbatch_stdout or "")
     run_id = f"slurm-{job_id}"
+    job_dir = str(plan.get("job_dir") or "")
+    logs = {"node": f"{job_dir}/logs/{run_id}.log", "batch": f"{job_dir}/logs/{run_id}.out"}
     return {
         "job_id": job_id,
         "run_id": run_id,
         "results": validate.results_path(plan.get("results_root"), f"{plan.get('job')}-{run_id}")
         if job_id
         else "",
-        "sacct_argv": ["sacct", "--parsable2", "--noheader", "-j", job_id, f"--format={SACCT_FORMAT}"],
+        "sacct_argv": sacct_argv(job_id),
         "looks": max(1, -(-int(timeout) // max(1, int(poll_interval)))),
         "cancel_looks": (int(stop_grace) + 30) // 2,
+        "record": dict(plan.get("record") or {}, run_id=run_id, slurm_job_id=job_id, logs=logs),
+        "record_argv": [str(plan.get("jobctl") or ""), "record", job_dir, run_id, job_id],
         "errors": [] if job_id else [f"sbatch printed no job id: {(sbatch_stdout or '').strip()!r}"],
     }
 
@@ -579,3 +586,148 @@ def drain_plan(drain, show_result=None, *, check_mode: bool = False) -> DrainPla
         out["nodes"][node] = entry
         out["show"].append(line)
     return out
+
+
+# --- jobs.yml on a Slurm run (issue 26): squeue and sacct read strictly, fail closed -------------
+# A Slurm run is one launch.yml submitted: its record (run.json on every node of the job, and
+# slurm-job.json in its results folder on the controller) names the Slurm job id. jobs.yml's status
+# asks squeue (is it queued, running, on which nodes) and sacct (the job and one step per node).
+# Everything they print is untrusted: a line that does not fullmatch its grammar, or belongs to
+# another job, makes the status "cannot tell", never a state wireup made up.
+JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+)?")
+SQUEUE_FORMAT = "%i|%T|%N"
+_SQUEUE_ROW = re.compile(
+    r"(?P<job>[0-9]+(?:_[0-9]+)?)\|(?P<state>[A-Z][A-Z_]*)\|(?P<nodes>[A-Za-z0-9_.,\[\]-]*)"
+)
+# squeue's answer for a job that left the queue (22.05: stderr, exit code 1).
+_SQUEUE_GONE = re.compile(r"slurm_load_jobs error: Invalid job id specified")
+_SACCT_ROW = re.compile(
+    r"(?P<jobid>[0-9]+(?:_[0-9]+)?(?:\.[A-Za-z0-9]+)?)"
+    r"\|(?P<state>[A-Z][A-Z_]*(?: by [0-9]+)?\+?)"
+    r"\|(?P<exit>[0-9]+:[0-9]+|)"
+    r"\|(?P<nodes>[A-Za-z0-9_.,\[\]-]+|None assigned|\(null\)|)"
+    r"\|(?P<end>[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}|Unknown|None|)"
+)
+
+
+def is_job_id(value) -> bool:
+    """A Slurm job id as wireup keeps and passes it: digits, or an array task ARRAY_TASK."""
+    return isinstance(value, str) and bool(JOB_ID.fullmatch(value)) and len(value) <= 40
+
+
+def _head(job_id: str) -> str:
+    return job_id.split("_", 1)[0]
+
+
+def squeue_argv(job_id: str) -> list[str]:
+    return ["squeue", "--noheader", "--jobs", job_id, f"--format={SQUEUE_FORMAT}"]
+
+
+def sacct_argv(job_id: str) -> list[str]:
+    return ["sacct", "--parsable2", "--noheader", "-j", job_id, f"--format={SACCT_FORMAT}"]
+
+
+def _shown(line: str) -> str:
+    return repr(line[:80])
+
+
+def read_squeue(result: dict, job_id: str) -> dict:
+    """squeue's answer for one job (``result``: the registered command): {"known", "state" (its
+    long state, '' once it left the queue), "nodes", "why"}. ``known`` is false (with ``why``) when
+    squeue failed for another reason than the job having left the queue, or printed a line that is
+    not one row of this job in SQUEUE_FORMAT."""
+    result = dict(result or {})
+    out = {"known": False, "state": "", "nodes": [], "why": ""}
+    stdout, stderr = str(result.get("stdout") or ""), str(result.get("stderr") or "")
+    if result.get("rc") != 0:
+        if result.get("rc") == 1 and any(_SQUEUE_GONE.fullmatch(x.strip()) for x in stderr.splitlines()):
+            out["known"] = True
+            return out
+        out["why"] = f"squeue failed (rc {result.get('rc')}): {(stderr or stdout).strip()[:200]!r}"
+        return out
+    rows = [line.strip() for line in stdout.splitlines() if line.strip()]
+    matches = [_SQUEUE_ROW.fullmatch(line) for line in rows]
+    bad = [line for line, m in zip(rows, matches, strict=True) if not m or m.group("job") != job_id]
+    if bad or len(rows) > 1:
+        out["why"] = f"squeue printed {_shown(bad[0] if bad else rows[1])}, not one row of job {job_id}"
+        return out
+    if matches:
+        out.update(state=matches[0].group("state"), nodes=expand_hostlist(matches[0].group("nodes")))
+    out["known"] = True
+    return out
+
+
+def read_sacct(result: dict, job_id: str) -> dict:
+    """sacct's answer for one job, checked line by line: {"known", "text" (the lines, each a
+    fullmatch of SACCT_FORMAT's row grammar for this job), "why"}; unknown when sacct failed
+    (no slurmdbd: "accounting storage is disabled") or printed any other line."""
+    result = dict(result or {})
+    if result.get("rc") != 0:
+        why = str(result.get("stderr") or result.get("stdout") or result.get("msg") or "").strip()
+        return {"known": False, "text": "", "why": f"sacct failed (rc {result.get('rc')}): {why[:200]!r}"}
+    lines = [line.strip() for line in str(result.get("stdout") or "").splitlines() if line.strip()]
+    for line in lines:
+        m = _SACCT_ROW.fullmatch(line)
+        if not m or _head(m.group("jobid").split(".", 1)[0]) != _head(job_id):
+            return {
+                "known": False,
+                "text": "",
+                "why": f"sacct printed {_shown(line)}, not a row of job {job_id}",
+            }
+    return {"known": True, "text": "\n".join(lines), "why": ""}
+
+
+class SlurmStatus(TypedDict):
+    """``__torchrun_launch_slurm`` (jobs.yml on a Slurm run): how the job stands by squeue and sacct."""
+
+    known: bool  # false: cannot tell (why says which read failed)
+    why: str
+    job_id: str
+    job_state: str  # sacct's job state, else squeue's; '' when unknown
+    queue_state: str  # squeue's ('' when the job left the queue)
+    over: bool
+    nodes: dict  # host -> {state, rc, ended, slurm_state, step} (SlurmVerdict's nodes)
+    reason: str  # the job's sentence (job_verdict's reason)
+    first_failure: str
+
+
+def job_status(squeue_result: dict, sacct_result: dict, plan: dict, job_id: str) -> SlurmStatus:
+    """How a Slurm run stands for jobs.yml, from squeue's and sacct's registered answers over a
+    launch plan's hosts (``plan``: hosts, nodes; the run's hosts). Unknown (never ok) when the job
+    id is not one, either read fails or prints a line that is not this job's, or neither knows the
+    job. A job that sacct has no row of yet (just submitted) stands as squeue says."""
+    out: SlurmStatus = {
+        "known": False, "why": "", "job_id": str(job_id or ""), "job_state": "", "queue_state": "",
+        "over": False, "nodes": {}, "reason": "", "first_failure": "",
+    }  # fmt: skip
+    if not is_job_id(job_id):
+        out["why"] = f"{str(job_id)[:40]!r} is not a Slurm job id"
+        return out
+    queue, acct = read_squeue(squeue_result, job_id), read_sacct(sacct_result, job_id)
+    out["queue_state"] = queue["state"]
+    if not (queue["known"] and acct["known"]):
+        out["why"] = "; ".join(x["why"] for x in (queue, acct) if x["why"])
+        return out
+    verdict = job_verdict(acct["text"], plan.get("hosts", []), node_names(plan))
+    if not acct["text"] and not queue["state"]:
+        out["why"] = f"neither squeue nor sacct knows Slurm job {job_id}"
+        return out
+    over = bool(acct["text"]) and verdict["over"]
+    out.update(
+        known=True, job_state=verdict["job_state"] if acct["text"] else queue["state"], over=over,
+        nodes=verdict["nodes"], reason=verdict["reason"], first_failure=verdict["first_failure"],
+    )  # fmt: skip
+    return out
+
+
+def node_line(host: str, status: dict) -> str:
+    """One node's part of a Slurm run for people: "node2: RUNNING (step 12.1)",
+    "node2: FAILED, exit code 1 (step 12.1)", "node3: no step yet (the job is PENDING)"."""
+    st = (status.get("nodes") or {}).get(host)
+    if not status.get("known") or st is None:
+        return f"{host}: cannot tell ({status.get('why') or 'no state for it'})"
+    if not st.get("step"):
+        when = "ran" if status.get("over") else "yet"
+        return f"{host}: no step {when} (the job is {status.get('job_state')})"
+    code = f", exit code {st['rc']}" if st.get("rc") is not None and st.get("state") != "running" else ""
+    return f"{host}: {st.get('slurm_state')}{code} (step {st.get('step')})"
