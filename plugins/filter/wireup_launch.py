@@ -74,18 +74,23 @@ def wireup_launch_jobs_plan(plan, action, run_id="", **options):
     return launch.jobs_plan(_plain(plan), action, run_id or "", **_plain(options))
 
 
-def wireup_launch_jobs_node(result, jobs, host, jobctl, gpus_text=""):
-    return launch.jobs_node(_plain(jobs), host, _plain(result or {}), jobctl, str(gpus_text or ""))
+def wireup_launch_jobs_node(result, jobs, host, jobctl, gpus_text="", *, slurm=None):
+    """launch.jobs_node; ``slurm``: a Slurm run's slurm.job_status (wireup_slurm_job_status)."""
+    return launch.jobs_node(
+        _plain(jobs), host, _plain(result or {}), jobctl, str(gpus_text or ""), slurm=_plain(slurm or {})
+    )
 
 
-def wireup_launch_jobs_summary(jobs, answers, play_hosts=None, *, base_dir=""):
-    """launch.jobs_summary from each asked host's registered wireup-jobctl answer."""
+def wireup_launch_jobs_summary(jobs, answers, play_hosts=None, *, base_dir="", slurm=None):
+    """launch.jobs_summary from each asked host's registered wireup-jobctl answer (and a Slurm
+    run's slurm.job_status)."""
     jobs, answers = _plain(jobs), _plain(answers) or {}
     if jobs.get("action") == "list":
         states, runs = {}, launch.runs_of(answers)
     else:
         states, runs = launch.states_of(jobs.get("hosts") or [], answers), {}
-    return launch.jobs_summary(jobs, states, runs, None if play_hosts is None else list(play_hosts), base_dir)
+    hosts = None if play_hosts is None else list(play_hosts)
+    return launch.jobs_summary(jobs, states, runs, hosts, base_dir, slurm=_plain(slurm or {}))
 
 
 def wireup_launch_watchdog_key(nbytes=launch.WATCHDOG_KEY_BYTES):

@@ -30,6 +30,20 @@ def wireup_slurm_drain_plan(show_result, plan, check_mode=False):
     )
 
 
+def wireup_slurm_job_status(sacct_result, squeue_result, jobs, plan):
+    """slurm.job_status of a Slurm run jobs.yml follows (``jobs``: launch.jobs_plan, its run's
+    hosts and Slurm job id; ``plan``: the launch plan, each host's Slurm node name), from the
+    registered sacct and squeue reads."""
+    jobs, plan = dict(jobs), dict(plan)
+    hosts = {"hosts": list(jobs.get("hosts") or []), "nodes": plan.get("nodes", {})}
+    return slurm.job_status(
+        dict(squeue_result or {}),
+        dict(sacct_result or {}),
+        hosts,
+        (jobs.get("slurm") or {}).get("job_id", ""),
+    )
+
+
 def wireup_slurm_nodelist(plan):
     return slurm.nodelist(dict(plan))
 
@@ -47,5 +61,6 @@ class FilterModule:
             "wireup_slurm_options": wireup_slurm_options,
             "wireup_slurm_plan": wireup_slurm_plan,
             "wireup_slurm_drain_plan": wireup_slurm_drain_plan,
+            "wireup_slurm_job_status": wireup_slurm_job_status,
         }
         return {name: _wrap(func) for name, func in filters.items()}

@@ -274,7 +274,7 @@ def test_list_is_unchanged_by_records():
             {
                 "run_id": "R1",
                 "started": 12.5,
-                "record": {"hosts": ["a"], "master": "a", "left_out": {}},
+                "record": {"hosts": ["a"], "master": "a", "left_out": {}, "slurm_job_id": ""},
             },
         ),
         # a record cut short (disk full while it was written by hand), or not about hosts

@@ -376,8 +376,21 @@ def test_slurm_run_plan():
         ],
         "looks": 10,
         "cancel_looks": 17,
+        # The run recorded like a detached one (wireup-jobctl record on every node; slurm-job.json
+        # on the controller): the launch plan's record, its own run id, the job id and the logs.
+        "record": dict(
+            p["record"],
+            run_id="slurm-4711",
+            slurm_job_id="4711",
+            logs={
+                "node": f"{p['job_dir']}/logs/slurm-4711.log",
+                "batch": f"{p['job_dir']}/logs/slurm-4711.out",
+            },
+        ),
+        "record_argv": [p["jobctl"], "record", p["job_dir"], "slurm-4711", "4711"],
         "errors": [],
     }
+    assert sp["record"]["hosts"] == ["n1", "n2", "n3"] and p["record"]["run_id"] != "slurm-4711"
     assert slurm.run_plan("", p)["errors"] == ["sbatch printed no job id: ''"]
 
 

@@ -107,6 +107,7 @@ PLANS: dict[str, typing.Any] = {
     # slurm.yml's __plan is the launch plan combined with sbatch's (slurm.run_plan)
     "__plan": (launch.JobPlan, slurm.SlurmRun),
     "__slurm": slurm.SlurmRun,
+    "__torchrun_launch_slurm": slurm.SlurmStatus,  # jobs.yml on a Slurm run (jobs_slurm.yml)
     "__batch_out": str,
     "__errors": ERRORS,
     "__torchrun_launch_status": wait.WaitResult,

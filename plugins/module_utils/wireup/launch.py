@@ -607,6 +607,9 @@ def runs_table(per_host: dict) -> list[str]:
             state = run.get("state")
             if state == "exited":
                 state = f"exited {run.get('rc')}"
+            elif state == "slurm":  # launch.yml's Slurm path: jobs.yml's status asks Slurm how it stands
+                job_id = run.get("slurm_job")
+                state = f"Slurm job {job_id if slurm_.is_job_id(job_id) else '?'}"
             entry["nodes"].append(f"{host} {state}")
     rows = []
     for (job, run_id), entry in sorted(merged.items(), key=lambda kv: -float(kv[1]["started"] or 0)):
@@ -1331,10 +1334,14 @@ def _record(lines: list[str]) -> tuple[dict | None, str]:
     if not (isinstance(hosts, list) and hosts and all(isinstance(h, str) and h for h in hosts)):
         return None, "its record (run.json) is unreadable"
     left_out = record.get("left_out") if isinstance(record.get("left_out"), dict) else {}
+    slurm_job = record.get("slurm_job_id", "")
+    if slurm_job != "" and not slurm_.is_job_id(slurm_job):
+        return None, f"its record's Slurm job id {str(slurm_job)[:40]!r} is not one"
     return {
         "hosts": list(hosts),
         "master": str(record.get("master") or ""),
         "left_out": {str(h): str(why) for h, why in left_out.items()},
+        "slurm_job_id": slurm_job,
     }, ""
 
 
@@ -1392,6 +1399,12 @@ def _by_records(plan_: dict, chosen: str, records: dict, out: dict) -> None:
         )
     left_out = {h: why for r in records.values() for h, why in r["left_out"].items()}
     out["hosts"], out["master"] = [h for h in group if h in ran], first["master"] or master
+    slurm_jobs = sorted({r["slurm_job_id"] for r in records.values()})
+    if len(slurm_jobs) > 1:
+        out["errors"].append(
+            f"the nodes' records of run {chosen} name different Slurm jobs: {', '.join(slurm_jobs)}"
+        )
+    out["slurm_job_id"] = slurm_jobs[0]
     outside = [h for h in ran if h not in group]
     if outside:
         out["notes"].append(
@@ -1418,6 +1431,7 @@ def _follow(plan_: dict, run_id: str, found: dict, play_hosts) -> dict:
         "not_part": {},
         "notes": [],
         "errors": [],
+        "slurm_job_id": "",
     }
     answers, no_jobctl, broken = _answers(group, found)
     if not answers:
@@ -1461,6 +1475,32 @@ class JobsOptions:
     check_mode: bool = False
 
 
+class SlurmFollow(TypedDict):
+    """JobsPlan's ``slurm``: what jobs.yml asks Slurm about a Slurm run (empty lists otherwise)."""
+
+    job_id: str  # '' for a run wireup-jobctl started
+    squeue_argv: list[str]
+    sacct_argv: list[str]
+    scancel_argv: list[str]  # only for stop (not in check mode)
+    looks: int  # sacct looks, 2 s apart, until the job ended after scancel
+    out: str  # the batch step's output (on the allocation's first node)
+    out_name: str  # its name in the run's results folder
+
+
+def _slurm_follow(job_id: str, action: str, o: JobsOptions, job_dir: str, run_id: str) -> SlurmFollow:
+    """The Slurm reads and scancel of a Slurm run (``job_id`` from its record, checked there)."""
+    on = bool(job_id) and action != "list"
+    return {
+        "job_id": job_id if on else "",
+        "squeue_argv": slurm_.squeue_argv(job_id) if on else [],
+        "sacct_argv": slurm_.sacct_argv(job_id) if on else [],
+        "scancel_argv": ["scancel", job_id] if on and action == "stop" and not o.check_mode else [],
+        "looks": (int(o.stop_grace) + 30) // 2 if on and action == "stop" and not o.check_mode else 1,
+        "out": f"{job_dir}/logs/{run_id}.out" if on else "",
+        "out_name": f"{run_id}.out" if on else "",
+    }
+
+
 class JobsPlan(TypedDict):
     """``__torchrun_launch_jobs``: what jobs.yml does on every node."""
 
@@ -1474,6 +1514,7 @@ class JobsPlan(TypedDict):
     master: str
     not_part: dict  # hosts of the group the run did not run on -> why
     notes: list[str]
+    slurm: SlurmFollow
 
 
 def jobs_plan(plan_: dict, action: str, run_id: str = "", **options) -> JobsPlan:
@@ -1487,7 +1528,10 @@ def jobs_plan(plan_: dict, action: str, run_id: str = "", **options) -> JobsPlan
     started with torchrun_launch_on_failed=skip lacks the nodes it left out), and every other host
     of the group is in ``not_part`` with why (the reason it was left out at launch). A run whose
     record is missing or unreadable is followed on every host of the group, with a note saying so.
-    Adds ``notes`` (lines for the closing summary) and, for list, ``hosts`` = the group's."""
+    Adds ``notes`` (lines for the closing summary) and, for list, ``hosts`` = the group's. A run
+    launch.yml submitted to Slurm (its record names the Slurm job id) gets ``slurm``: the squeue and
+    sacct reads, for stop scancel first (then the same wireup-jobctl stop on every host: it ends
+    what is left of the run there and says nothing is), and its batch output for logs."""
     o = JobsOptions(**options)
     jobctl, job_dir, master = plan_.get("jobctl"), plan_.get("job_dir"), plan_.get("master")
     errors = run_id_errors(run_id)
@@ -1495,6 +1539,7 @@ def jobs_plan(plan_: dict, action: str, run_id: str = "", **options) -> JobsPlan
     if action != "list" and not errors:
         follow = _follow(plan_, run_id, dict(o.found or {}), o.play_hosts)
         errors, run_id = follow.pop("errors"), follow.pop("run_id")
+    slurm_job = "" if errors else follow.get("slurm_job_id", "")
     if run_id and not errors:
         # The run id came from a node's answer: it names a folder on the controller.
         errors = run_id_errors(run_id, var=f"the run id a node answered for job {plan_.get('job')}")
@@ -1517,6 +1562,7 @@ def jobs_plan(plan_: dict, action: str, run_id: str = "", **options) -> JobsPlan
         "master": follow["master"],
         "not_part": follow["not_part"],
         "notes": follow["notes"],
+        "slurm": _slurm_follow(slurm_job, action, o, job_dir, run_id),
     }
 
 
@@ -1549,16 +1595,39 @@ def _unanswered(jobs: dict, host: str, result: dict, jobctl: str) -> dict | None
     return None
 
 
-def jobs_node(jobs: dict, host: str, result: dict, jobctl: str, gpus_text: str = "") -> JobsNode:
+def _slurm_node(jobs: dict, host: str, status: dict, slurm: dict) -> JobsNode:
+    """A node's part of a Slurm run: its step by sacct (slurm.node_line), its log's last lines; an
+    error when Slurm's reads cannot tell (fail closed), or, for stop, when the job has not ended."""
+    job_id = jobs["slurm"]["job_id"]
+    if not slurm.get("known"):
+        why = slurm.get("why") or "squeue and sacct were not read"
+        return _answer(errors=[f"{host}: cannot tell how Slurm job {job_id} stands: {why}"], status=status)
+    lines = [slurm_.node_line(host, slurm), *status.get("tail", [])]
+    if jobs["slurm"].get("scancel_argv"):  # stop (in check mode a stop only reads the status)
+        if not slurm.get("over"):
+            state = slurm.get("job_state") or "in the queue"
+            return _answer(
+                errors=[f"{host}: Slurm job {job_id} is still {state} after scancel"], status=status
+            )
+        lines.append(f"{host}: {' '.join(status.get('said') or [])} (nothing of it left here)")
+    return _answer(lines, status=status)
+
+
+def jobs_node(
+    jobs: dict, host: str, result: dict, jobctl: str, gpus_text: str = "", *, slurm=None
+) -> JobsNode:
     """One node's answer to jobs.yml: {"errors", "status", "lines"} (its status line, then the
     log's last lines; for list, how many runs it has; for a host of the group the run did not run
-    on, that it is not part of it, and why)."""
+    on, that it is not part of it, and why). A Slurm run's node is told by ``slurm`` (the run's
+    slurm.job_status) and fails when that cannot tell."""
     unanswered = _unanswered(jobs, host, result, jobctl)
     if unanswered is not None:
         return unanswered
     if jobs.get("action") == "list":
         return _answer([f"{host}: {len(parse_run_list((result or {}).get('stdout', '')))} run(s)"])
     status = parse_status((result or {}).get("stdout", ""))
+    if (jobs.get("slurm") or {}).get("job_id"):
+        return _slurm_node(jobs, host, status, dict(slurm or {}))
     return _answer(
         [status_line(host, status, parse_gpu_usage(gpus_text)), *status.get("tail", [])], status=status
     )
@@ -1601,25 +1670,49 @@ def runs_of(answers: dict) -> dict:
     return {host: parse_run_list((result or {}).get("stdout", "")) for host, result in answers.items()}
 
 
-def jobs_summary(jobs: dict, states: dict, runs_per_host: dict, play_hosts=None, base_dir="") -> list[str]:
+def slurm_stands(jobs: dict, slurm: dict) -> str:
+    """The line for a whole Slurm run: the job's state and sentence by sacct and squeue, or that
+    they cannot tell."""
+    status = dict(slurm or {})
+    job_id = (jobs.get("slurm") or {}).get("job_id")
+    how = f"{status.get('job_state')}: {status.get('reason')}" if status.get("known") else ""
+    how = how or f"cannot tell: {status.get('why') or 'squeue and sacct were not read'}"
+    where = f"; logs in {jobs.get('results')}/" if jobs.get("action") == "logs" else ""
+    apart = sorted(jobs.get("not_part") or {})
+    others = f"; not part of it: {', '.join(apart)}" if apart else ""
+    return f"job {jobs.get('job')} run {jobs.get('run_id')} (Slurm job {job_id}): {how}{where}{others}"
+
+
+def jobs_summary(
+    jobs: dict, states: dict, runs_per_host: dict, play_hosts=None, base_dir="", *, slurm=None
+) -> list[str]:
     """jobs.yml's closing lines: for list, every run on the nodes newest first (runs_table of
     ``runs_per_host``) or that there is none under ``base_dir``/jobs; else how the run stands
-    (jobs_stands of ``states``), then the plan's notes (how the run was found, hosts it could not
-    follow)."""
+    (jobs_stands of ``states``, slurm_stands of ``slurm`` for a Slurm run), then the plan's notes
+    (how the run was found, hosts it could not follow)."""
     if jobs.get("action") == "list":
         return runs_table(runs_per_host) or [f"no runs under {base_dir}/jobs"]
+    if (jobs.get("slurm") or {}).get("job_id"):
+        return [slurm_stands(jobs, slurm), *jobs.get("notes", [])]
     return [jobs_stands(jobs, states, play_hosts), *jobs.get("notes", [])]
 
 
 def follow_lines(plan_: dict, started: dict, inventory_sources=()) -> list[str]:
     """What a detached run says once started: each node's start line (``started``: host ->
-    wireup-jobctl's answer), then how to follow, fetch, stop and list it with jobs.yml."""
+    wireup-jobctl's answer), then how to follow, fetch, stop and list it with jobs.yml. A Slurm
+    run (the plan combined with slurm.run_plan) says its Slurm job id instead."""
     inv = "".join(f" -i {source}" for source in inventory_sources or [])
     job = f"ansible-playbook{inv} jobs.yml -e torchrun_launch_job={plan_.get('job')}"
+    how = (
+        f"submitted as Slurm job {plan_['job_id']} for {plan_.get('nnodes')} node(s), "
+        f"{plan_.get('world_size')} process(es); Slurm runs it without this playbook."
+        if plan_.get("job_id")  # the Slurm path (plan combined with slurm.run_plan)
+        else f"started on {plan_.get('nnodes')} node(s), {plan_.get('world_size')} process(es); it runs "
+        "on without this playbook."
+    )
     return [
         *(str(started.get(h) or "") for h in plan_.get("hosts", [])),
-        f"job {plan_.get('job')} run {plan_.get('run_id')} started on {plan_.get('nnodes')} node(s), "
-        f"{plan_.get('world_size')} process(es); it runs on without this playbook.",
+        f"job {plan_.get('job')} run {plan_.get('run_id')} {how}",
         f"status: {job}",
         f"logs:   {job} -e torchrun_launch_action=logs   (to {plan_.get('results')}/)",
         f"stop:   {job} -e torchrun_launch_action=stop",
