@@ -8,6 +8,10 @@ on node1, munge and slurmd on every node), brought up once for this module.
   the job is FAILED in sacct, the other nodes' steps were stopped by Slurm.
 - cancel: a job that outlives torchrun_launch_timeout is cancelled with scancel: CANCELLED in
   sacct, the verdict says it timed out, and none of its processes is left on any node.
+- follow: by default launch.yml submits and returns with the job id; jobs.yml's status shows it
+  RUNNING per node (its step by sacct, squeue's state, the log's last lines), logs brings the logs
+  and the batch output back, stop cancels it (CANCELLED in sacct, nothing of it left on any node),
+  list shows it.
 - drain: node2's latest fabric verdict is FAIL (a record faked in the controller's store) and
   torchrun_launch_drain_failed is on: --check reads node2's state and says it would drain it, and
   drains nothing; then node2 is drained with the finding as its reason, the job runs on node1 and
@@ -31,7 +35,13 @@ pytestmark = pytest.mark.integration
 
 NODES = ["node1", "node2", "node3"]
 BASE = "/opt/wireup"
-FAST = {"wireup_nproc_per_node": 2, "torchrun_launch_poll_interval": 2, "torchrun_launch_slurm": True}
+# The waited path (torchrun_launch_wait): launch.yml follows the job to its end and judges it.
+FAST = {
+    "wireup_nproc_per_node": 2,
+    "torchrun_launch_poll_interval": 2,
+    "torchrun_launch_slurm": True,
+    "torchrun_launch_wait": True,
+}
 SACCT = "sacct --parsable2 --noheader -j {} --format=JobID,State,ExitCode,NodeList,End"
 # A program whose rank LOCAL_RANK=1 on node rank IT_FAIL_NODE exits 3; the others sleep IT_SLEEP s.
 PROGRAM = f"{BASE}/it_slurm_rank.py"
@@ -182,6 +192,87 @@ def test_job_past_its_timeout_is_cancelled_with_scancel(slurm_cluster, tmp_path)
     for node in NODES:
         left = slurm_cluster.ssh(node, "pgrep -f '[i]t_slurm_rank.py' || true").stdout.split()
         assert left == [], f"{node} still runs {left}"
+
+
+JOBS_SHOW = "Jobs | Show this node's part of the run"
+JOBS_STANDS = "Jobs | Say how the run stands, or list the runs"
+
+
+def _jobs(tb, action, results):
+    follow = {"torchrun_launch_job": "it-slurm-follow", "wireup_results_dir": str(results)}
+    t0 = time.monotonic()
+    result = run_playbook("jobs.yml", tb.inventory, dict(follow, torchrun_launch_action=action), timeout=300)
+    print(f"[slurm follow] jobs.yml {action} rc={result.rc} in {time.monotonic() - t0:.0f} s")
+    assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-4000:]}"
+    return result
+
+
+def test_a_submitted_job_is_followed_with_jobs_yml(slurm_cluster, tmp_path):
+    results = tmp_path / "results"
+    extra = dict(
+        FAST,
+        torchrun_launch_wait=False,  # the default: submit and return
+        wireup_results_dir=str(results),
+        torchrun_launch_job="it-slurm-follow",
+        torchrun_launch_program=PROGRAM,
+        torchrun_launch_env={"IT_SLEEP": "600"},
+    )
+    t0 = time.monotonic()
+    launched = run_playbook("launch.yml", slurm_cluster.inventory, extra)
+    print(f"[slurm follow] launch.yml rc={launched.rc} in {time.monotonic() - t0:.0f} s")
+    assert launched.rc == 0, f"{launched.failure_messages()}\n{launched.stdout[-4000:]}"
+    [run_dir] = list((results / "jobs").iterdir())
+    record = json.loads((run_dir / "slurm-job.json").read_text())
+    job_id, run_id = record["slurm_job_id"], record["run_id"]
+    assert (
+        re.fullmatch(r"[0-9]+", job_id)
+        and run_id == f"slurm-{job_id}"
+        and run_dir.name == f"it-slurm-follow-{run_id}"
+    )
+    assert record["hosts"] == NODES and record["logs"]["node"].endswith(f"/logs/{run_id}.log")
+    assert (
+        f"job it-slurm-follow run {run_id} submitted as Slurm job {job_id} for 3 node(s)" in launched.stdout
+    )
+    assert "jobs.yml -e torchrun_launch_job=it-slurm-follow -e torchrun_launch_action=stop" in launched.stdout
+    assert not (run_dir / "summary.json").exists()  # not waited for
+
+    def running():
+        steps = _sacct(slurm_cluster, job_id)
+        return sum(v[0] == "RUNNING" for k, v in steps.items() if re.fullmatch(rf"{job_id}\.\d+", k)) == 3
+
+    deadline = time.monotonic() + 60
+    while not running():
+        assert time.monotonic() < deadline, _sacct(slurm_cluster, job_id)
+        time.sleep(1)
+    status = _jobs(slurm_cluster, "status", results)
+    shown = {h: r["msg"] for h, r in status.task_results(JOBS_SHOW).items()}
+    for node in NODES:
+        assert re.fullmatch(rf"{node}: RUNNING \(step {job_id}\.\d\)", shown[node][0]), shown
+    [stands] = [r["msg"] for r in status.task_results(JOBS_STANDS).values()]
+    assert stands[0].startswith(f"job it-slurm-follow run {run_id} (Slurm job {job_id}): RUNNING: "), stands
+
+    _jobs(slurm_cluster, "logs", results)
+    for node in NODES:
+        assert f"Slurm job {job_id} on {node}: node " in (run_dir / f"{node}.log").read_text()
+    assert "master node1" in (run_dir / f"{run_id}.out").read_text()
+
+    stop = _jobs(slurm_cluster, "stop", results)
+    shown = {h: r["msg"] for h, r in stop.task_results(JOBS_SHOW).items()}
+    for node in NODES:
+        assert re.fullmatch(rf"{node}: CANCELLED, exit code \d+ \(step {job_id}\.\d\)", shown[node][0]), shown
+        assert shown[node][-1].endswith("(nothing of it left here)"), shown
+        left = slurm_cluster.ssh(node, "pgrep -f '[i]t_slurm_rank.py' || true").stdout.split()
+        assert left == [], f"{node} still runs {left}"
+    steps = _sacct(slurm_cluster, job_id)
+    assert steps[job_id][0].startswith("CANCELLED"), steps
+    [stands] = [r["msg"] for r in stop.task_results(JOBS_STANDS).values()]
+    assert f"(Slurm job {job_id}): CANCELLED: " in stands[0], stands
+
+    listed = _jobs(slurm_cluster, "list", results)
+    [rows] = [r["msg"] for r in listed.task_results(JOBS_STANDS).values()]
+    mine = [row for row in rows if row.startswith(f"it-slurm-follow {run_id} started ")]
+    assert mine and all(f"{n} Slurm job {job_id}" in mine[0] for n in NODES), rows
+    print(f"[slurm follow] the whole test in {time.monotonic() - t0:.0f} s")
 
 
 def test_failed_node_is_drained_with_its_finding_and_the_job_runs_on_the_others(slurm_cluster, tmp_path):
