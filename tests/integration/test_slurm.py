@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import time
 
 import pytest
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import slurm
 from tests.testbed import slurm as testbed_slurm
 
 from .harness import ensure_torch_venvs, run_playbook
@@ -207,6 +209,13 @@ def _jobs(tb, action, results):
     return result
 
 
+def _squeue(tb, job_id):
+    """squeue's answer as jobs.yml reads it (slurm.squeue_argv), as a registered result."""
+    done = tb.ssh("node1", shlex.join(slurm.squeue_argv(job_id)), check=False, timeout=30)
+    print(f"[slurm follow] squeue rc={done.returncode} stdout={done.stdout!r} stderr={done.stderr!r}")
+    return {"rc": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+
+
 def test_a_submitted_job_is_followed_with_jobs_yml(slurm_cluster, tmp_path):
     results = tmp_path / "results"
     extra = dict(
@@ -216,6 +225,7 @@ def test_a_submitted_job_is_followed_with_jobs_yml(slurm_cluster, tmp_path):
         torchrun_launch_job="it-slurm-follow",
         torchrun_launch_program=PROGRAM,
         torchrun_launch_env={"IT_SLEEP": "600"},
+        torchrun_launch_install_examples=False,  # the program is the module's own: saves CI time
     )
     t0 = time.monotonic()
     launched = run_playbook("launch.yml", slurm_cluster.inventory, extra)
@@ -244,6 +254,8 @@ def test_a_submitted_job_is_followed_with_jobs_yml(slurm_cluster, tmp_path):
     while not running():
         assert time.monotonic() < deadline, _sacct(slurm_cluster, job_id)
         time.sleep(1)
+    queue = _squeue(slurm_cluster, job_id)
+    assert slurm.read_squeue(queue, job_id) == {"known": True, "state": "RUNNING", "nodes": NODES, "why": ""}
     status = _jobs(slurm_cluster, "status", results)
     shown = {h: r["msg"] for h, r in status.task_results(JOBS_SHOW).items()}
     for node in NODES:
@@ -265,6 +277,8 @@ def test_a_submitted_job_is_followed_with_jobs_yml(slurm_cluster, tmp_path):
         assert left == [], f"{node} still runs {left}"
     steps = _sacct(slurm_cluster, job_id)
     assert steps[job_id][0].startswith("CANCELLED"), steps
+    after = slurm.read_squeue(_squeue(slurm_cluster, job_id), job_id)
+    assert after["known"] and after["state"] in ("", "CANCELLED"), after  # gone, or leaving the queue
     [stands] = [r["msg"] for r in stop.task_results(JOBS_STANDS).values()]
     assert f"(Slurm job {job_id}): CANCELLED: " in stands[0], stands
 
