@@ -1646,10 +1646,14 @@ def jobs_stands(jobs: dict, states: dict, play_hosts=None) -> str:
         how = "stopped"
     else:
         how = verdict["reason"]
+    return f"job {jobs.get('job')} run {jobs.get('run_id')}: {how}{_where_and_others(jobs)}"
+
+
+def _where_and_others(jobs: dict) -> str:
+    """The run line's end: where logs went (for logs), the group's hosts not part of the run."""
     where = f"; logs in {jobs.get('results')}/" if jobs.get("action") == "logs" else ""
     apart = sorted(jobs.get("not_part") or {})
-    others = f"; not part of it: {', '.join(apart)}" if apart else ""
-    return f"job {jobs.get('job')} run {jobs.get('run_id')}: {how}{where}{others}"
+    return where + (f"; not part of it: {', '.join(apart)}" if apart else "")
 
 
 def states_of(hosts, answers: dict) -> dict:
@@ -1677,10 +1681,9 @@ def slurm_stands(jobs: dict, slurm: dict) -> str:
     job_id = (jobs.get("slurm") or {}).get("job_id")
     how = f"{status.get('job_state')}: {status.get('reason')}" if status.get("known") else ""
     how = how or f"cannot tell: {status.get('why') or 'squeue and sacct were not read'}"
-    where = f"; logs in {jobs.get('results')}/" if jobs.get("action") == "logs" else ""
-    apart = sorted(jobs.get("not_part") or {})
-    others = f"; not part of it: {', '.join(apart)}" if apart else ""
-    return f"job {jobs.get('job')} run {jobs.get('run_id')} (Slurm job {job_id}): {how}{where}{others}"
+    return (
+        f"job {jobs.get('job')} run {jobs.get('run_id')} (Slurm job {job_id}): {how}{_where_and_others(jobs)}"
+    )
 
 
 def jobs_summary(

@@ -615,10 +615,6 @@ def is_job_id(value) -> bool:
     return isinstance(value, str) and bool(JOB_ID.fullmatch(value)) and len(value) <= 40
 
 
-def _head(job_id: str) -> str:
-    return job_id.split("_", 1)[0]
-
-
 def squeue_argv(job_id: str) -> list[str]:
     return ["squeue", "--noheader", "--jobs", job_id, f"--format={SQUEUE_FORMAT}"]
 
@@ -668,7 +664,7 @@ def read_sacct(result: dict, job_id: str) -> dict:
     lines = [line.strip() for line in str(result.get("stdout") or "").splitlines() if line.strip()]
     for line in lines:
         m = _SACCT_ROW.fullmatch(line)
-        if not m or _head(m.group("jobid").split(".", 1)[0]) != _head(job_id):
+        if not m or m.group("jobid").split(".", 1)[0] != job_id:
             return {
                 "known": False,
                 "text": "",
