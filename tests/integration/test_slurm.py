@@ -240,10 +240,17 @@ def test_a_submitted_job_is_followed_with_jobs_yml(slurm_cluster, tmp_path):
         and run_dir.name == f"it-slurm-follow-{run_id}"
     )
     assert record["hosts"] == NODES and record["logs"]["node"].endswith(f"/logs/{run_id}.log")
+    [said] = [
+        r["msg"]
+        for r in launched.task_results("Launch | Slurm | Say how to follow the submitted job").values()
+    ]
     assert (
-        f"job it-slurm-follow run {run_id} submitted as Slurm job {job_id} for 3 node(s)" in launched.stdout
+        f"job it-slurm-follow run {run_id} submitted as Slurm job {job_id} for 3 node(s), 6 process(es)"
+        in said[3]
     )
-    assert "jobs.yml -e torchrun_launch_job=it-slurm-follow -e torchrun_launch_action=stop" in launched.stdout
+    assert said[-2].startswith("stop:   ansible-playbook -i ") and said[-2].endswith(
+        "jobs.yml -e torchrun_launch_job=it-slurm-follow -e torchrun_launch_action=stop"
+    )
     assert not (run_dir / "summary.json").exists()  # not waited for
 
     def running():
