@@ -14,8 +14,9 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.validate imp
 HOSTS = ["node1", "node2", "node3"]
 PLAN = {"hosts": HOSTS, "nodes": {h: {"hostname": h} for h in HOSTS}}
 OK = {"rc": 0, "stdout": "", "stderr": ""}
-# `squeue --noheader --jobs 7 --format=%i|%T|%N`: the testbed capture's job (squeue_running.txt)
-# in that format; a job that left the queue: Slurm 22.05's answer (stderr, exit code 1).
+# `squeue --noheader --jobs 7 --format=%i|%T|%N` (testbed_22.05.8_squeue_format_running.txt's line
+# with the sacct captures' job id 7; pending: that format without nodes); a job that left the queue
+# long ago: Slurm 22.05's answer (stderr, exit code 1).
 SQUEUE_RUNNING = {"rc": 0, "stdout": "7|RUNNING|node[1-3]\n", "stderr": ""}
 SQUEUE_PENDING = {"rc": 0, "stdout": "7|PENDING|\n", "stderr": ""}
 SQUEUE_GONE = {"rc": 1, "stdout": "", "stderr": "slurm_load_jobs error: Invalid job id specified\n"}
@@ -28,6 +29,14 @@ def sacct(name):
 def running_sacct():
     """testbed_22.05.8_sacct_running.txt without its first line (plain squeue's, pasted above it)."""
     return {"rc": 0, "stdout": "\n".join(capture("testbed_22.05.8_sacct_running.txt").splitlines()[1:])}
+
+
+def test_squeue_captures_in_jobs_yml_format():
+    running = {"rc": 0, "stdout": capture("testbed_22.05.8_squeue_format_running.txt"), "stderr": ""}
+    assert slurm.read_squeue(running, "1") == {"known": True, "state": "RUNNING", "nodes": HOSTS, "why": ""}
+    gone = {"rc": 0, "stdout": capture("testbed_22.05.8_squeue_format_after_scancel.txt"), "stderr": ""}
+    assert slurm.read_squeue(gone, "1") == {"known": True, "state": "", "nodes": [], "why": ""}
+    assert slurm.read_squeue(running, "2")["known"] is False  # another job's row
 
 
 def test_a_running_job_stands_per_node_by_its_steps():
