@@ -79,7 +79,7 @@ def test_an_inventory_host_that_is_a_path_is_refused_before_anything_runs(tmp_pa
 
 def test_the_fetch_destinations_go_through_the_path_helper():
     tasks = ROOT / "roles" / "torchrun_launch" / "tasks"
-    for name in ("jobs.yml", "wait.yml", "slurm.yml", "report.yml"):
+    for name in ("jobs.yml", "wait.yml", "slurm.yml", "slurm_wait.yml", "report.yml"):
         dests = [line for line in (tasks / name).read_text().splitlines() if line.strip().startswith("dest:")]
         assert dests and all("wireup_results_path(" in d for d in dests), (name, dests)
 
