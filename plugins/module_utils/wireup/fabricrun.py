@@ -554,12 +554,14 @@ def latest_verdicts(results_dir, hosts):
 
     runs = gate.store_runs(store, results_dir)
     failures = {host: gate.host_failures(store, results_dir, runs, host) for host in hosts}
-    return {h: f for h, f in failures.items() if f}, _latest_fabric(store, results_dir)
+    return {h: f for h, f in failures.items() if f}, latest_fabric(results_dir)
 
 
-def _latest_fabric(store, results_dir):
+def latest_fabric(results_dir):
     """The newest fabric record ({damaged, run_id} when it cannot be read; None without one)."""
     import os
+
+    from . import results as store
 
     fabric_dir = os.path.join(results_dir, "fabric")
     try:

@@ -339,8 +339,7 @@ def controller_text(results_dir, host):
     fabric record); '' when there is neither."""
     from . import fabricrun
 
-    fabric_record = fabricrun.latest_verdicts(results_dir, [host])[1]
-    return node_text(host, latest_record(results_dir, host), fabric_record)
+    return node_text(host, latest_record(results_dir, host), fabricrun.latest_fabric(results_dir))
 
 
 # ------------------------------------------------------------------------------ the quick check
