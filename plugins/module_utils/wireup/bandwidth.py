@@ -259,6 +259,11 @@ def check_thresholds(pass_ratio, warn_ratio):
         raise ValueError(errors[0])
 
 
+def ratio(measured, reference):
+    """measured / reference to 3 places; None when the measure or the reference is unknown (or 0)."""
+    return round(measured / reference, 3) if measured is not None and reference else None
+
+
 @dataclasses.dataclass(frozen=True)
 class Thresholds:
     """The run's verdict thresholds (the report play's bench_pass_ratio, bench_warn_ratio,

@@ -139,12 +139,16 @@ def _read_hca(tree, base):
         if os.path.exists(os.path.join(tree.root, base, name)):
             tree.grab(f"{base}/{name}")
     for port in tree.listdir(f"{base}/ports"):
-        pbase = f"{base}/ports/{port}"
-        for name in ("state", "phys_state", "rate", "link_layer"):
-            tree.grab(f"{pbase}/{name}")
-        for idx in tree.listdir(f"{pbase}/gid_attrs/types")[:4]:
-            tree.grab(f"{pbase}/gid_attrs/types/{idx}")
-            tree.grab(f"{pbase}/gid_attrs/ndevs/{idx}")
+        _read_port(tree, f"{base}/ports/{port}")
+
+
+def _read_port(tree, pbase):
+    """A port's state, rate and link layer, and its first GIDs' types and netdevs."""
+    for name in ("state", "phys_state", "rate", "link_layer"):
+        tree.grab(f"{pbase}/{name}")
+    for idx in tree.listdir(f"{pbase}/gid_attrs/types")[:4]:
+        tree.grab(f"{pbase}/gid_attrs/types/{idx}")
+        tree.grab(f"{pbase}/gid_attrs/ndevs/{idx}")
 
 
 def _read_node_files(tree):
@@ -155,6 +159,11 @@ def _read_node_files(tree):
             tree.grab(f"{NVIDIA_GPUS}/{bus}/information")
     tree.grab("proc/modules")
     tree.grab("proc/cmdline")
+    _read_iommu(tree)
+
+
+def _read_iommu(tree):
+    """The first IOMMU group's type; the root as None when there is no group."""
     groups = tree.listdir(IOMMU_ROOT)
     for group in groups[:1]:
         tree.grab(f"{IOMMU_ROOT}/{group}/type")
@@ -550,20 +559,17 @@ def node_findings(facts):
 
 
 def _down_port_findings(ports, transport):
-    out = []
-    for p in ports:
-        if p.get("active"):
-            continue
-        severity, why = _down_port_severity(p, ports, transport)
-        out.append(
-            finding(
-                severity,
-                "nic_port_down",
-                f"{p['name']} is {p.get('state') or 'unknown'}/{p.get('phys_state') or 'unknown'} "
-                f"({p.get('link_layer') or 'unknown link layer'}): {why}",
-            )
-        )
-    return out
+    return [_down_port_finding(p, ports, transport) for p in ports if not p.get("active")]
+
+
+def _down_port_finding(p, ports, transport):
+    severity, why = _down_port_severity(p, ports, transport)
+    return finding(
+        severity,
+        "nic_port_down",
+        f"{p['name']} is {p.get('state') or 'unknown'}/{p.get('phys_state') or 'unknown'} "
+        f"({p.get('link_layer') or 'unknown link layer'}): {why}",
+    )
 
 
 def _set_aside_findings(ports):
@@ -929,24 +935,33 @@ def expected_busbw(
 def _no_rate(host, facts):
     """Why a node's facts give no network bandwidth ('' when they do)."""
     if facts and facts.get("unlisted_interface"):
-        listed = ", ".join(facts.get("devices") or []) or "none"
-        return (
-            f"{host}: NCCL used {facts['unlisted_interface']}, not one of the NICs read ({listed}): no "
-            "expectation from the hardware"
-        )
+        return _unlisted(host, facts)
     if not facts or not facts.get("rail_gbps"):
         return f"{host}: no usable NIC with a known rate"
     return ""
+
+
+def _unlisted(host, facts):
+    listed = ", ".join(facts.get("devices") or []) or "none"
+    return (
+        f"{host}: NCCL used {facts['unlisted_interface']}, not one of the NICs read ({listed}): no "
+        "expectation from the hardware"
+    )
+
+
+def _used_kind(transport, promised):
+    """What NCCL used (ofi as efa), else what the facts promise; NET/IB over RoCE ports as roce."""
+    kind = {"ofi": "efa"}.get(transport, transport) or promised
+    if kind == "ib" and promised == "roce":
+        kind = "roce"  # NCCL's NET/IB over the node's RoCE ports
+    return kind
 
 
 def _efficiency_key(transport, gdr, nic_facts_by_node, slowest):
     """TRANSPORT_EFFICIENCY's key: what NCCL used (else what the slowest node's facts promise),
     NET/IB over RoCE ports as roce, with _gdr where GPUDirect RDMA was used (else where every node
     has peermem loaded)."""
-    promised = nic_facts_by_node[slowest].get("transport")
-    kind = {"ofi": "efa"}.get(transport, transport) or promised
-    if kind == "ib" and promised == "roce":
-        kind = "roce"  # NCCL's NET/IB over the node's RoCE ports
+    kind = _used_kind(transport, nic_facts_by_node[slowest].get("transport"))
     if kind not in ("ib", "roce"):
         return kind
     if gdr is None:

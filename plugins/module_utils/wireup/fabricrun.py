@@ -111,17 +111,21 @@ def _transports(pair, logs, nics):
     """({host: what NCCL used there}, the transport findings) from each member's NCCL INFO log."""
     transports, findings = {}, []
     for host in sorted(pair):
-        text = logs.get(host)
-        try:
-            info = ncclinfo.parse_nccl_info(text) if text else None
-        except ValueError:
-            info = None
+        info = _nccl_info(logs.get(host))
         if info:
             transports[host] = _transport_summary(info)
             findings += [
                 dict(f, nodes=[host]) for f in ncclinfo.transport_findings(info, nics.get(host), host=host)
             ]
     return transports, findings
+
+
+def _nccl_info(text):
+    """ncclinfo.parse_nccl_info of a member's log; None without a log or an INFO line to read."""
+    try:
+        return ncclinfo.parse_nccl_info(text) if text else None
+    except ValueError:
+        return None
 
 
 def _pair_expectation(pair, backend, transports, facts):
@@ -154,14 +158,8 @@ def node_findings(nics, topologies=None):
     """Findings from the facts alone: each node's NIC findings, GPU-NIC closeness, cross-node."""
     out = []
     for host, facts in sorted((nics or {}).items()):
-        if not facts:
-            continue
-        for f in facts.get("findings", []):
-            out.append(dict(f, nodes=[host], message=f"{host}: {f['message']}"))
-        topo = (topologies or {}).get(host)
-        if topo and topo.get("nics"):
-            for f in fabric.gpu_nic_closeness(topo, facts)["findings"]:
-                out.append(dict(f, nodes=[host], message=f"{host}: {f['message']}"))
+        if facts:
+            out += _host_findings(host, facts, (topologies or {}).get(host))
     present = {h: f for h, f in (nics or {}).items() if f}
     if len(present) >= 2:
         out.extend(fabric.cross_node_findings(present))
@@ -206,6 +204,14 @@ def _planner_result(result):
         "busbw": result["busbw"],
         "error": result["error"],
     }
+
+
+def _host_findings(host, facts, topo):
+    """A node's NIC findings and, with its topology, its GPU-NIC closeness ones, naming it."""
+    found = list(facts.get("findings", []))
+    if topo and topo.get("nics"):
+        found += fabric.gpu_nic_closeness(topo, facts)["findings"]
+    return [dict(f, nodes=[host], message=f"{host}: {f['message']}") for f in found]
 
 
 def _expectations(pair_results):
@@ -257,13 +263,18 @@ def group_line(group):
     if group["verdict"] in ("NOT RUN", "PENDING"):
         return f"{who}: {group['verdict'].lower()}" + (f" ({group['note']})" if group.get("note") else "")
     figure = f"{group['busbw']:.3g} GB/s" if group.get("busbw") is not None else "no figure"
-    ref = {"expected": "its expectation", "slowest_pair": "the slowest passing pair"}.get(
-        group.get("reference_kind"), "no reference"
-    )
-    against = f" against {group['reference_gbs']:.3g} GB/s ({ref})" if group.get("reference_gbs") else ""
+    against = _group_against(group)
     ratio = f", ratio {group['ratio']:.2f}" if group.get("ratio") is not None else ""
     err = f": {group['error']}" if group.get("error") else ""
     return f"{who} round {group.get('round')}: {figure}{against}{ratio} {group['verdict']}{err}"
+
+
+def _group_against(group):
+    """' against N GB/s (what N is)', '' without a reference."""
+    ref = {"expected": "its expectation", "slowest_pair": "the slowest passing pair"}.get(
+        group.get("reference_kind"), "no reference"
+    )
+    return f" against {group['reference_gbs']:.3g} GB/s ({ref})" if group.get("reference_gbs") else ""
 
 
 def summary_line(record, md_path):
@@ -391,10 +402,7 @@ def compare(current, previous, tolerance=0.10):
 
 def _nic_changed(host, current, previous):
     now, before = current["nics"][host], previous.get("nics", {}).get(host)
-    if not before or (before.get("rails"), before.get("rail_gbps")) == (
-        now.get("rails"),
-        now.get("rail_gbps"),
-    ):
+    if not before or _rails(before) == _rails(now):
         return None
     return finding(
         "warning",
@@ -403,6 +411,10 @@ def _nic_changed(host, current, previous):
         f"to {now.get('rails')} x {now.get('rail_gbps')} Gb/s since run {previous.get('run_id')}",
         nodes=[host],
     )
+
+
+def _rails(facts):
+    return facts.get("rails"), facts.get("rail_gbps")
 
 
 def _pair_dropped(host, current, previous, tolerance):
@@ -501,6 +513,11 @@ def _refusal(host, failures, rec):
     reason), else the fabric record's."""
     if failures:
         return "; ".join(f["reason"] for f in failures)
+    return _fabric_refusal(host, rec)
+
+
+def _fabric_refusal(host, rec):
+    """Why the fabric record refuses host: it cannot be read, or it named host bad ('' when neither)."""
     if rec.get("damaged"):
         return (
             f"latest fabric record cannot be read: {rec['damaged']}; it cannot say whether {host} "
@@ -519,7 +536,11 @@ def fabric_record_problem(record):
     verdicts = record.get("verdicts")
     if not isinstance(verdicts, dict) or not all(isinstance(v, str) for v in verdicts.values()):
         return "verdicts is not an object of host -> verdict"
-    nodes = record.get("nodes", {})
+    return _nodes_problem(record.get("nodes", {}))
+
+
+def _nodes_problem(nodes):
+    """nodes that is not an object of host -> state with a list of evidence strings ('' when it is)."""
     if not isinstance(nodes, dict) or not all(isinstance(n, dict) for n in nodes.values()):
         return "nodes is not an object of host -> state"
     for host, node in nodes.items():

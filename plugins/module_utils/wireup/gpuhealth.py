@@ -254,16 +254,19 @@ def _ecc_scope(scope):
     }
 
 
+# The ECC section's flags: their XML and text paths.
+_ECC_FLAGS = {
+    "sram_threshold_exceeded": ["aggregate/sram_threshold_exceeded", "aggregate/sram threshold exceeded"],
+    "channel_repair_pending": ["channel_repair_pending", "channel repair pending"],
+    "tpc_repair_pending": ["tpc_repair_pending", "tpc repair pending"],
+    "unrepairable_memory": ["unrepairable_memory", "unrepairable memory"],
+}
+
+
 def _ecc(gpu):
     errors = gpu.find("ecc_errors") or gpu.find("ecc errors")
-    flags = {
-        "sram_threshold_exceeded": ["aggregate/sram_threshold_exceeded", "aggregate/sram threshold exceeded"],
-        "channel_repair_pending": ["channel_repair_pending", "channel repair pending"],
-        "tpc_repair_pending": ["tpc_repair_pending", "tpc repair pending"],
-        "unrepairable_memory": ["unrepairable_memory", "unrepairable memory"],
-    }
     out = {scope: _ecc_scope(errors.find(scope) if errors else None) for scope in ("volatile", "aggregate")}
-    for key, paths in flags.items():
+    for key, paths in _ECC_FLAGS.items():
         out[key] = to_bool(_first(errors, paths)) if errors else None
     return out
 
@@ -372,14 +375,18 @@ def reason_key(name):
     return _REASON_ALIASES.get(key, key)
 
 
+# The section's names (XML and text, before and after NVIDIA renamed throttle reasons).
+_REASON_SECTIONS = (
+    "clocks_event_reasons",
+    "clocks_throttle_reasons",
+    "clocks event reasons",
+    "clocks throttle reasons",
+)
+
+
 def _reasons(gpu):
     section = None
-    for name in (
-        "clocks_event_reasons",
-        "clocks_throttle_reasons",
-        "clocks event reasons",
-        "clocks throttle reasons",
-    ):
+    for name in _REASON_SECTIONS:
         section = section or gpu.child(name)
     if section is None:
         return {}
@@ -547,10 +554,14 @@ def gpu_finding(gpu, code, message, *, source="gpu_health", remediation=None, se
     out = health.finding(
         severity or rule[0], code, message, [gpu["index"]] if gpu.get("index") is not None else []
     )
-    remediation = remediation or rule[1]
+    return dict(out, source=source, remediation=_checked(remediation or rule[1]), gpu=identity(gpu))
+
+
+def _checked(remediation):
+    """remediation when it is one of REMEDIATIONS, else ValueError."""
     if remediation not in REMEDIATIONS:
         raise ValueError(f"remediation {remediation!r} is not one of {REMEDIATIONS}")
-    return dict(out, source=source, remediation=remediation, gpu=identity(gpu))
+    return remediation
 
 
 def _memory_findings(gpu):
@@ -722,9 +733,7 @@ def previous_by_key(previous):
     """{serial or uuid: gpu health} of a parse() result or a list of GPU health dicts."""
     gpus = previous.get("gpus") if isinstance(previous, dict) else previous
     out = {}
-    for gpu in gpus or []:
-        if not isinstance(gpu, dict):
-            continue
+    for gpu in [g for g in gpus or [] if isinstance(g, dict)]:
         for key in (gpu.get("serial"), gpu.get("uuid")):
             if key:
                 out.setdefault(key, gpu)

@@ -116,10 +116,12 @@ def join(health_doc, fingerprint):
         fp = _match(fp_gpus, gpu)
         used.add(id(fp))
         out.append(_entry(gpu, fp))
-    for fp in fp_gpus:
-        if id(fp) not in used:
-            out.append(_entry({k: fp.get(k) for k in ("index", "bus_id", "uuid", "name")}, fp))
-    return out
+    return out + [_fingerprint_only(fp) for fp in fp_gpus if id(fp) not in used]
+
+
+def _fingerprint_only(fp):
+    """The entry of a GPU the health read lacks: the fingerprint's identity and figures."""
+    return _entry({k: fp.get(k) for k in ("index", "bus_id", "uuid", "name")}, fp)
 
 
 def _entry(gpu, fp):
@@ -429,12 +431,18 @@ def _gpu_verdict(gpu):
             verdicts.append((figure.get(part) or {}).get("verdict"))
     verdicts += [_SEVERITY_VERDICT.get(f["severity"]) for f in gpu["findings"]]
     judged = [v for v in verdicts if v and v != "N/A"]
-    gpu["verdicts"] = {
+    gpu["verdicts"] = _part_verdicts(gpu)
+    return worst(judged) if judged else ("PASS" if gpu.get("health") else "N/A")
+
+
+def _part_verdicts(gpu):
+    """{spec, peer, baseline, health: the worst verdict of that part of the GPU's judgement}."""
+    verdicts = {
         part: worst([(f.get(part) or {}).get("verdict") for f in gpu["figures"].values()])
         for part in ("spec", "peer", "baseline")
     }
-    gpu["verdicts"]["health"] = worst([_SEVERITY_VERDICT.get(f["severity"], "PASS") for f in gpu["findings"]])
-    return worst(judged) if judged else ("PASS" if gpu.get("health") else "N/A")
+    verdicts["health"] = worst([_SEVERITY_VERDICT.get(f["severity"], "PASS") for f in gpu["findings"]])
+    return verdicts
 
 
 def prepare_node(host, node, baselines, settings):
@@ -445,12 +453,8 @@ def prepare_node(host, node, baselines, settings):
     before = {g.get("uuid"): g for g in (node.get("health_before") or {}).get("gpus") or []}
     for gpu in gpus:
         base = _health_by_key(baselines, gpu)
-        previous = [base[2].get("health")] if base and base[2].get("health") else None
-        if gpu.get("health"):
-            gpu["findings"] += gpuhealth.findings({"gpus": [gpu["health"]]}, previous)
-        for figure in gpu["figures"]:
-            gpu["figures"][figure]["spec"] = judge_spec(gpu, figure, settings)
-            gpu["findings"] += _spec_findings(host, gpu, figure, gpu["figures"][figure]["spec"])
+        _health_findings(gpu, base)
+        _judge_specs(host, gpu, settings)
         judge_baseline(host, gpu, base, settings)
         gpu["throttle"] = throttle(
             gpu,
@@ -458,32 +462,51 @@ def prepare_node(host, node, baselines, settings):
             (gpu.get("health") or {}).get("clock_event_counters_us"),
         )
         gpu["findings"] += _throttle_findings(host, gpu)
-        for what, why in gpu["errors"].items():
-            gpu["findings"].append(
-                gpuhealth.gpu_finding(
-                    gpu,
-                    "gpu_figure_error",
-                    f"{short_name(host, gpu)}: {what} failed: {why}",
-                    source="gpu_fingerprint",
-                    remediation="monitor",
-                    severity="warning",
-                )
-            )
+        gpu["findings"] += [_figure_error(host, gpu, what, why) for what, why in gpu["errors"].items()]
     return {"gpus": gpus, "findings": list(node.get("findings") or [])}
+
+
+def _health_findings(gpu, base):
+    """The GPU's health read judged (gpuhealth.findings) against its baseline run's read."""
+    previous = [base[2].get("health")] if base and base[2].get("health") else None
+    if gpu.get("health"):
+        gpu["findings"] += gpuhealth.findings({"gpus": [gpu["health"]]}, previous)
+
+
+def _judge_specs(host, gpu, settings):
+    """Each figure against the GPU model's spec, with a finding for each shortfall."""
+    for figure in gpu["figures"]:
+        gpu["figures"][figure]["spec"] = judge_spec(gpu, figure, settings)
+        gpu["findings"] += _spec_findings(host, gpu, figure, gpu["figures"][figure]["spec"])
+
+
+def _figure_error(host, gpu, what, why):
+    """gpu_figure_error: a fingerprint measurement that failed."""
+    return gpuhealth.gpu_finding(
+        gpu,
+        "gpu_figure_error",
+        f"{short_name(host, gpu)}: {what} failed: {why}",
+        source="gpu_fingerprint",
+        remediation="monitor",
+        severity="warning",
+    )
 
 
 def finish_node(section):
     for gpu in section["gpus"]:
         gpu["findings"].sort(key=lambda f: (health.SEVERITIES.index(f["severity"]), f["code"]))
         gpu["verdict"] = _gpu_verdict(gpu)
-    node_verdicts = [_SEVERITY_VERDICT.get(f["severity"]) for f in section["findings"]]
-    section["verdict"] = (
-        worst([g["verdict"] for g in section["gpus"]] + node_verdicts)
-        if (section["gpus"] or section["findings"])
-        else "N/A"
-    )
+    section["verdict"] = _node_verdict(section)
     section["sharing"] = pcie_sharing(section["gpus"])
     return section
+
+
+def _node_verdict(section):
+    """The worst of the node's GPUs' verdicts and its own findings'; N/A with neither."""
+    if not (section["gpus"] or section["findings"]):
+        return "N/A"
+    node_verdicts = [_SEVERITY_VERDICT.get(f["severity"]) for f in section["findings"]]
+    return worst([g["verdict"] for g in section["gpus"]] + node_verdicts)
 
 
 def judge_run(nodes, baselines=None, settings=None):

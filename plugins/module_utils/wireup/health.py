@@ -210,13 +210,18 @@ def _lspci_detail(device, stripped):
     """What one indented line says of its device: unreadable capabilities, the bus range, ACSCtl."""
     if "<access denied>" in stripped:
         device["caps_readable"] = False
+    _lspci_bus_range(device, stripped)
+    m = ACS_CTL_RE.search(stripped)
+    if m:
+        device["acs_ctl"] = {flag: sign == "+" for flag, sign in ACS_FLAG_RE.findall(m.group(1))}
+
+
+def _lspci_bus_range(device, stripped):
+    """A bridge's secondary and subordinate bus numbers, from its 'Bus:' line."""
     m = LSPCI_BUS_RE.search(stripped)
     if m:
         device["secondary"] = int(m.group(2), 16)
         device["subordinate"] = int(m.group(3), 16)
-    m = ACS_CTL_RE.search(stripped)
-    if m:
-        device["acs_ctl"] = {flag: sign == "+" for flag, sign in ACS_FLAG_RE.findall(m.group(1))}
 
 
 def _is_gpu(dev):
@@ -596,14 +601,11 @@ def _fabric_state_findings(gpus):
 def _fabric_manager_findings(switches, running):
     if not switches or running is not False:
         return []
-    return [
-        finding(
-            "critical",
-            "fabric_manager_not_running",
-            f"{switches} NVSwitch device(s) on the PCI bus but no nv-fabricmanager process; "
-            "install and start nvidia-fabricmanager matching the driver",
-        )
-    ]
+    message = (
+        f"{switches} NVSwitch device(s) on the PCI bus but no nv-fabricmanager process; "
+        "install and start nvidia-fabricmanager matching the driver"
+    )
+    return [finding("critical", "fabric_manager_not_running", message)]
 
 
 def _acs_findings(devices, by_bus):

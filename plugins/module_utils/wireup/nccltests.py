@@ -256,13 +256,16 @@ def _num(token):
     token = token.strip()
     if token in ("", "N/A", "n/a", "nan", "-nan", "null"):
         return None
+    return _float(token)
+
+
+def _float(token):
+    """float(token); None when it is not a number or is NaN."""
     try:
         value = float(token)
     except ValueError:
         return None
-    if math.isnan(value):
-        return None
-    return value
+    return None if math.isnan(value) else value
 
 
 def _int(token):
@@ -309,25 +312,21 @@ def failure_lines(text):
     """The lines of an output that say a check failed (nccl-tests' CUDACHECK/NCCLCHECK/TESTCHECK,
     NCCL errors), stripped, in order, without repeats. The last-error echo after a complete run's
     footer is not one (see _echo_lines)."""
-    found = []
-    lines = list(_clean_lines(text or ""))
+    lines = [line.strip() for line in _clean_lines(text or "")]
     echoes = _echo_lines(lines)
-    for idx, line in enumerate(lines):
-        stripped = line.strip()
-        if idx not in echoes and _is_failure(stripped) and stripped not in found:
-            found.append(stripped)
-    return found
+    return _unique(line for idx, line in enumerate(lines) if idx not in echoes and _is_failure(line))
+
+
+def _unique(lines):
+    """The lines in order, each once."""
+    return list(dict.fromkeys(lines))
 
 
 def warn_lines(text):
     """NCCL's WARN lines (stripped, in order, without repeats): not failures by themselves (a healthy
     run may warn that libibverbs is missing), but the best clue when a run stops without one."""
-    found = []
-    for line in _clean_lines(text or ""):
-        stripped = line.strip()
-        if " NCCL WARN " in f" {stripped} " and stripped not in found:
-            found.append(stripped)
-    return found
+    stripped = (line.strip() for line in _clean_lines(text or ""))
+    return _unique(line for line in stripped if " NCCL WARN " in f" {line} ")
 
 
 def _repeated_ranks(devices):
@@ -338,43 +337,42 @@ def _repeated_ranks(devices):
 
 def _finish(result, text):
     if not result["rows"]:
-        failures = failure_lines(text)
-        if failures:
-            raise ValueError("no nccl-tests result rows; the run failed: " + " | ".join(failures[:3]))
-        head = "\n".join(text.strip().splitlines()[:8])
-        raise ValueError(f"no nccl-tests result rows found in the output; it starts with:\n{head}")
+        _no_rows(text)
     if result["program"] and not result["collective"]:
         result["collective"] = collective_of(result["program"])
-    total = 0
-    for row in result["rows"]:
-        for key in ("out_of_place", "in_place"):
-            section = row.get(key)
-            if section and section.get("wrong"):
-                total += int(section["wrong"])
-    result["wrong_total"] = total
+    result["wrong_total"] = _wrong_total(result["rows"])
     return result
+
+
+def _no_rows(text):
+    """Raise ValueError for an output without a result row, quoting its failure or first lines."""
+    failures = failure_lines(text)
+    if failures:
+        raise ValueError("no nccl-tests result rows; the run failed: " + " | ".join(failures[:3]))
+    head = "\n".join(text.strip().splitlines()[:8])
+    raise ValueError(f"no nccl-tests result rows found in the output; it starts with:\n{head}")
+
+
+def _wrong_total(rows):
+    """The #wrong counts of every row's halves, added up."""
+    halves = (row.get(key) for row in rows for key in ("out_of_place", "in_place"))
+    return sum(int(half["wrong"]) for half in halves if half and half.get("wrong"))
 
 
 def _row_shaped(tokens, lead):
     """A result row (or its cut-off start) has an integer size and count and a type name where the
     header puts them; a driver's hex dump (`00000000 02005104 09000ac5 0000bfd2`) does not."""
     for name, pattern in (("count", r"^\d+$"), ("type", r"^[A-Za-z][A-Za-z0-9_]*$")):
-        if (
-            name in lead
-            and lead.index(name) < len(tokens)
-            and not re.match(pattern, tokens[lead.index(name)])
-        ):
+        pos = lead.index(name) if name in lead else len(tokens)
+        if pos < len(tokens) and not re.match(pattern, tokens[pos]):
             return False
     return True
 
 
 def _parse_header(tokens):
     """Column layout from the header line's tokens: (lead columns, section columns, sections start)."""
-    lead = []
-    idx = 0
-    while idx < len(tokens) and tokens[idx].lower() not in ("time", "cputime"):
-        lead.append(_LEAD_ALIASES.get(tokens[idx].lower(), tokens[idx].lower()))
-        idx += 1
+    lead = _lead_columns(tokens)
+    idx = len(lead)
     section = []
     starts = []
     for pos in range(idx, len(tokens)):
@@ -384,6 +382,16 @@ def _parse_header(tokens):
         if len(starts) == 1:
             section.append(_SECTION_ALIASES.get(name, name))
     return lead, section, len(starts)
+
+
+def _lead_columns(tokens):
+    """The header's names before its first time column, as row keys."""
+    lead = []
+    for token in tokens:
+        if token.lower() in ("time", "cputime"):
+            break
+        lead.append(_LEAD_ALIASES.get(token.lower(), token.lower()))
+    return lead
 
 
 def _section(values, names):
@@ -415,13 +423,18 @@ def _settings_line(stripped, result):
         return True
     match = _DEVICE.match(stripped)
     if match:
-        dev = match.groupdict()
-        for key in ("rank", "group", "pid", "device"):
-            dev[key] = int(dev[key]) if dev[key] is not None else None
-        dev["host"] = dev["host"] or ""
-        result["devices"].append(dev)
+        result["devices"].append(_device(match))
         return True
     return False
+
+
+def _device(match):
+    """A device line's fields: rank, group, pid and device as numbers, host '' when absent."""
+    dev = match.groupdict()
+    for key in ("rank", "group", "pid", "device"):
+        dev[key] = int(dev[key]) if dev[key] is not None else None
+    dev["host"] = dev["host"] or ""
+    return dev
 
 
 # Names nccl-tests prints in the type and redop cells (src/common.cu test_typenames/test_opnames,
@@ -500,19 +513,25 @@ def _text_row(tokens, lead, section, result, stripped):
 
 def _footer_line(stripped, result):
     """Record an 'Avg bus bandwidth' or 'Out of bounds values' line (with or without "#")."""
+    return _avg_line(stripped, result) or _oob_line(stripped, result)
+
+
+def _avg_line(stripped, result):
     match = _AVG.match(stripped)
     if match:
         result["avg_busbw"] = _num(match.group("v"))
         result["avg_status"] = match.group("s") or ""
         result["complete"] = True
-        return True
+    return bool(match)
+
+
+def _oob_line(stripped, result):
     match = _OOB.match(stripped)
     if match:
         result["out_of_bounds"] = int(match.group("v"))
         result["out_of_bounds_failed"] = match.group("s") == "FAILED" or int(match.group("v")) > 0
         result["complete"] = True
-        return True
-    return False
+    return bool(match)
 
 
 def _header_tokens(stripped):
@@ -576,15 +595,20 @@ def _comment_line(stripped, result):
     """A '#' line: the version banner, the program's start or end, or a footer."""
     match = _VERSION_LINE.match(stripped)
     if match:
-        result["version"] = match.group("v")
-        result["nccl_headers_version"] = nccl_version_string(match.group("h"))
-        result["nccl_version"] = nccl_version_string(match.group("l"))
+        _banner(match, result)
         return
     match = _STARTING.match(stripped) or _CONCLUDED.match(stripped)
     if match:
         result["program"] = result["program"] or match.group("p")
         return
     _footer_line(stripped, result)
+
+
+def _banner(match, result):
+    """The versions of the nccl-tests banner line: its own, NCCL's headers' and library's."""
+    result["version"] = match.group("v")
+    result["nccl_headers_version"] = nccl_version_string(match.group("h"))
+    result["nccl_version"] = nccl_version_string(match.group("l"))
 
 
 def _table_line(st, stripped, result):
@@ -617,23 +641,27 @@ def parse_text(text):
     runs = parse_runs(text)
     first = next(r for r in runs if r["rows"])
     first["runs"] = len(runs)
-    first["other_runs"] = [
+    first["other_runs"] = _other_runs(runs, first)
+    return first
+
+
+def _other_runs(runs, first):
+    """{program, rows (how many), complete} of each run but the first with rows."""
+    return [
         {"program": r["program"], "rows": len(r["rows"]), "complete": r["complete"]}
         for r in runs
         if r is not first
     ]
-    return first
 
 
 def _json_section(data):
     if not data:
         return None
-    nwrong = data.get("nwrong")
     return {
         "time_us": _num(str(data.get("time", data.get("cpu_time")))),
         "algbw": _num(str(data.get("alg_bw"))),
         "busbw": _num(str(data.get("bus_bw"))),
-        "wrong": None if nwrong is None else _int(str(nwrong)),
+        "wrong": None if data.get("nwrong") is None else _int(str(data["nwrong"])),
         "error": None,
     }
 
@@ -697,49 +725,66 @@ def _json_row(row):
 
 def _json_footer(data, result):
     """The average bus bandwidth and its status, the out-of-bounds count, whether the run ended."""
-    avg = data.get("average_bus_bandwidth") or {}
-    result["avg_busbw"] = _num(str(avg.get("bandwidth")))
-    # "okay" is "unchecked" without NCCL_TESTS_MIN_BW, else a boolean (as a string in 2.19).
-    okay = str(avg.get("okay", "")).lower()
-    result["avg_status"] = {"false": "FAILED", "true": "OK"}.get(okay, "")
+    _json_average(data.get("average_bus_bandwidth") or {}, result)
     oob = data.get("out_of_bounds") or {}
     result["out_of_bounds"] = oob.get("count")
     result["out_of_bounds_failed"] = str(oob.get("okay", "true")).lower() == "false" or bool(oob.get("count"))
     result["complete"] = "average_bus_bandwidth" in data
 
 
+def _json_average(avg, result):
+    """The average bus bandwidth and its status ('' when unchecked)."""
+    result["avg_busbw"] = _num(str(avg.get("bandwidth")))
+    # "okay" is "unchecked" without NCCL_TESTS_MIN_BW, else a boolean (as a string in 2.19).
+    okay = str(avg.get("okay", "")).lower()
+    result["avg_status"] = {"false": "FAILED", "true": "OK"}.get(okay, "")
+
+
 def parse_torch(text):
     """Parse the JSON lines of files/bench/torch_allreduce.py (noise lines in between are skipped)."""
     result = _empty_result("torch")
     for item in _torch_lines(text):
-        result["program"] = item["wireup_bench"]
-        result["collective"] = "all_reduce"
-        result["config"] = {
-            "world_size": item.get("world_size"),
-            "backend": item.get("backend"),
-            "warmup_iters": item.get("warmup"),
-            "iters": item.get("iters"),
-            "nnodes": item.get("nnodes"),
-        }
-        result["nccl_version"] = item.get("nccl_version", "") or ""
-        result["torch_version"] = item.get("torch_version", "")
+        _torch_run(item, result)
         result["rows"].append(_torch_row(item))
     return _finish(result, text)
+
+
+def _torch_run(item, result):
+    """The run's program, settings and versions from a result object (each object repeats them)."""
+    result["program"] = item["wireup_bench"]
+    result["collective"] = "all_reduce"
+    result["config"] = _torch_config(item)
+    result["nccl_version"] = item.get("nccl_version", "") or ""
+    result["torch_version"] = item.get("torch_version", "")
+
+
+def _torch_config(item):
+    return {
+        "world_size": item.get("world_size"),
+        "backend": item.get("backend"),
+        "warmup_iters": item.get("warmup"),
+        "iters": item.get("iters"),
+        "nnodes": item.get("nnodes"),
+    }
 
 
 def _torch_lines(text):
     """The benchmark's result objects in a log ("wireup_bench" lines, in order)."""
     for line in _clean_lines(text):
-        stripped = line.strip()
-        if not stripped.startswith("{"):
-            continue
-        try:
-            # raw_decode: stderr may be glued to the end of the line when both go to one log.
-            item, _end = json.JSONDecoder().raw_decode(stripped)
-        except ValueError:
-            continue
+        item = _json_start(line.strip())
         if isinstance(item, dict) and "wireup_bench" in item:
             yield item
+
+
+def _json_start(stripped):
+    """The JSON object a line starts with, or None."""
+    if not stripped.startswith("{"):
+        return None
+    try:
+        # raw_decode: stderr may be glued to the end of the line when both go to one log.
+        return json.JSONDecoder().raw_decode(stripped)[0]
+    except ValueError:
+        return None
 
 
 def _torch_row(item):
@@ -883,15 +928,18 @@ def _describe_rc(rc, version=""):
     """The meaning of an exit code; version: the nccl-tests banner's ('' when unknown)."""
     if rc < 0:
         return f"exit code {rc}: killed by signal {-rc}"
-    known = _version_tuple(version)
-    if known is not None and (2, 13) <= known <= (2, 19):
-        meaning = EXIT_CODES.get(rc)
-    elif rc in _EXIT_CODES_UNKNOWN:
-        # The banner is 2.13 and later; a newer minor may or may not have the longer enum.
-        meaning = _EXIT_CODES_UNKNOWN[rc]
-    else:
-        meaning = EXIT_CODES.get(rc)
+    meaning = _rc_meaning(rc, _version_tuple(version))
     return f"exit code {rc}" + (f": {meaning}" if meaning else "")
+
+
+def _rc_meaning(rc, known):
+    """What exit code rc means in nccl-tests `known` (a version tuple, None when unknown)."""
+    if known is not None and (2, 13) <= known <= (2, 19):
+        return EXIT_CODES.get(rc)
+    if rc in _EXIT_CODES_UNKNOWN:
+        # The banner is 2.13 and later; a newer minor may or may not have the longer enum.
+        return _EXIT_CODES_UNKNOWN[rc]
+    return EXIT_CODES.get(rc)
 
 
 def rows_out_of_order(rows):
@@ -963,9 +1011,10 @@ def _ranks_repeated(parsed):
     if not repeated:
         return ""
     rank = repeated[0][0]
-    hosts = sorted({d.get("host") or "?" for d in parsed["devices"] if d.get("rank") == rank})
+    listed = [d for d in parsed["devices"] if d.get("rank") == rank]
+    hosts = sorted({d.get("host") or "?" for d in listed})
     return (
-        f"rank {rank} is listed {sum(1 for d in parsed['devices'] if d.get('rank') == rank)} times "
+        f"rank {rank} is listed {len(listed)} times "
         f"(on {', '.join(hosts)}): the output holds more than one run, e.g. processes that ran "
         "alone instead of as one job (nccl-tests built without MPI=1, or started by a launcher its "
         "MPI does not know)"

@@ -14,6 +14,7 @@ that the plots were skipped. records is {host: record} as results.build_record m
 """
 
 import base64
+import collections
 import html
 import io
 import os
@@ -95,15 +96,22 @@ def summary_line(record):
     parts = _summary_parts(record)
     if record.get("skipped") and len(parts) == 1:
         return f"{host}: {record.get('verdict', 'N/A')} - {record['skipped']}"
+    return f"{host}: {record.get('verdict', 'N/A')} - " + _measured_note(record, parts)
+
+
+def _measured_note(record, parts):
+    """What a host measured, its findings' counts and the baseline it was compared with."""
     counts = _count(record.get("findings"))
-    base = record.get("baseline") or {}
-    baseline = f"baseline {base['run_id']}" if base.get("run_id") else "no passing baseline"
-    baseline += _baseline_change(base)
     return (
-        f"{host}: {record.get('verdict', 'N/A')} - "
-        + ("; ".join(parts) or "nothing measured")
-        + f"; findings {counts['critical']} critical/{counts['warning']} warning; {baseline}"
+        ("; ".join(parts) or "nothing measured")
+        + f"; findings {counts['critical']} critical/{counts['warning']} warning; "
+        + _baseline_note(record.get("baseline") or {})
     )
+
+
+def _baseline_note(base):
+    baseline = f"baseline {base['run_id']}" if base.get("run_id") else "no passing baseline"
+    return baseline + _baseline_change(base)
 
 
 def _pct(ratio):
@@ -181,10 +189,15 @@ def _draw_collective(ax, lat, name, coll, color):
     exp = (coll.get("expected") or {}).get("expected_busbw")
     if exp:
         ax.axhline(exp, color=color, linestyle="--", linewidth=1, label=f"{name} expected {exp:.0f}")
+    _draw_times(lat, name, coll, color)
+    return (coll.get("expected") or {}).get("link_gbps")
+
+
+def _draw_times(lat, name, coll, color):
+    """A collective's time per operation against size (nothing when no row has one)."""
     times = [(r["size"], _time(r)) for r in coll.get("rows") or [] if r.get("size") and _time(r)]
     if times:
         lat.plot([t[0] for t in times], [t[1] for t in times], marker=".", color=color, label=name)
-    return (coll.get("expected") or {}).get("link_gbps")
 
 
 def _plot_busbw(plt, record, path):
@@ -260,10 +273,20 @@ def _torch_series(records):
         for name, item in sorted((record.get("torch") or {}).items()):
             points = _points(item.get("rows") or [])
             if points:
-                what = f"{name} ({item.get('world_size')} ranks, {item.get('backend')})"
-                label = what if name == "multi_node" else f"{host} {what}"
-                series.append((label, points, (item.get("expected") or {}).get("expected_busbw")))
+                series.append(
+                    (
+                        _torch_label(host, name, item),
+                        points,
+                        (item.get("expected") or {}).get("expected_busbw"),
+                    )
+                )
     return series
+
+
+def _torch_label(host, name, item):
+    """The run, its ranks and backend; a single-node run names its host."""
+    what = f"{name} ({item.get('world_size')} ranks, {item.get('backend')})"
+    return what if name == "multi_node" else f"{host} {what}"
 
 
 def _plot_torch(plt, records, path):
@@ -365,18 +388,24 @@ def _summary_row(host, record):
 
 def _summary_part(run_id, records, plots, plot_note):
     """The title, the run's counts and what verdicts were judged on, the summary table."""
-    counts = {}
-    for record in records.values():
-        counts[record.get("verdict", "N/A")] = counts.get(record.get("verdict", "N/A"), 0) + 1
-    verdicts = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-    quick = records and all(r.get("kind") == node_check.KIND for r in records.values())
-    out = [("h", (1, f"wireup {'quick check' if quick else 'bench'} report: run {run_id}"))]
-    out.append(("p", f"{len(records)} host(s): {verdicts}. " + judged_on(records)))
+    out = [("h", (1, _title(run_id, records)))]
+    out.append(("p", f"{len(records)} host(s): {_verdict_counts(records)}. " + judged_on(records)))
     if plot_note:
         out.append(("p", plot_note))
     rows = [_summary_row(host, record) for host, record in sorted(records.items())]
     header = ["host", "verdict", "GPUs", "links", "findings (crit/warn/info)", "baseline (last PASS)", "note"]
     return [*out, ("h", (2, "Summary")), ("table", (header, rows))]
+
+
+def _title(run_id, records):
+    quick = records and all(r.get("kind") == node_check.KIND for r in records.values())
+    return f"wireup {'quick check' if quick else 'bench'} report: run {run_id}"
+
+
+def _verdict_counts(records):
+    """'2 PASS, 1 WARN': how many hosts got each verdict."""
+    counts = collections.Counter(record.get("verdict", "N/A") for record in records.values())
+    return ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
 
 
 _COLLECTIVE_HEADER = [
@@ -437,14 +466,24 @@ def _collectives_sections(record):
 
 def _host_sections(host, record, plots):
     """One host's part: versions, its skip note, nccl-tests, environments, its plots."""
-    out = [("h", (2, f"{host}: {record.get('verdict', 'N/A')}"))]
-    versions = record.get("versions") or {}
-    if versions:
-        out.append(("p", "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()) if v)))
+    out = [("h", (2, f"{host}: {record.get('verdict', 'N/A')}")), *_versions_sections(record)]
     if record.get("skipped"):
         out.append(("p", record["skipped"]))
     out += _collectives_sections(record)
     out += _env_sections(record)
+    return out + _host_plot_sections(host, plots)
+
+
+def _versions_sections(record):
+    versions = record.get("versions") or {}
+    if not versions:
+        return []
+    return [("p", "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()) if v))]
+
+
+def _host_plot_sections(host, plots):
+    """A host's busbw and topology plots (those drawn)."""
+    out = []
     if plots.get(("busbw", host)):
         out.append(("img", (plots[("busbw", host)], f"busbw and latency vs size on {host}")))
     if plots.get(("topology", host)):
@@ -548,19 +587,23 @@ def _node_check_part(run_id, records, plots, plot_note):
 def _findings_part(run_id, records, plots, plot_note):
     """Every host's findings, critical first."""
     rows = [
-        [
-            host,
-            item.get("severity", ""),
-            item.get("source", "topology"),
-            item.get("code", ""),
-            item.get("message", ""),
-        ]
+        _finding_row(host, item)
         for host, record in sorted(records.items())
         for item in sorted(record.get("findings") or [], key=_severity_rank)
     ]
     if not rows:
         return [("h", (2, "Findings")), ("p", "None.")]
     return [("h", (2, "Findings")), ("table", (["host", "severity", "source", "code", "finding"], rows))]
+
+
+def _finding_row(host, item):
+    return [
+        host,
+        item.get("severity", ""),
+        item.get("source", "topology"),
+        item.get("code", ""),
+        item.get("message", ""),
+    ]
 
 
 # The report's parts in order, one per capability after the summary and the hosts; each takes
@@ -687,17 +730,21 @@ def _torch_summary(records):
 
 
 def _render_md(sections):
-    lines = []
-    for kind, payload in sections:
-        if kind == "h":
-            lines += ["#" * payload[0] + " " + md_text(payload[1]), ""]
-        elif kind == "p":
-            lines += [md_text(payload), ""]
-        elif kind == "table":
-            lines += [*_md_table(*payload), ""]
-        elif kind == "img":
-            lines += [f"![{md_text(payload[1])}]({_safe(payload[0])})", ""]
+    lines = [line for kind, payload in sections for line in _md_section(kind, payload)]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _md_section(kind, payload):
+    """A section's Markdown lines, each section followed by a blank line."""
+    if kind == "h":
+        return ["#" * payload[0] + " " + md_text(payload[1]), ""]
+    if kind == "p":
+        return [md_text(payload), ""]
+    if kind == "table":
+        return [*_md_table(*payload), ""]
+    if kind == "img":
+        return [f"![{md_text(payload[1])}]({_safe(payload[0])})", ""]
+    return []
 
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
@@ -724,18 +771,8 @@ def _html_table(header, rows):
 
 def _render_html(sections, run_dir):
     esc = html.escape
-    body = []
-    for kind, payload in sections:
-        if kind == "h":
-            body.append(f"<h{payload[0]}>{esc(payload[1])}</h{payload[0]}>")
-        elif kind == "p":
-            body.append(f"<p>{esc(payload)}</p>")
-        elif kind == "table":
-            body.append(_html_table(*payload))
-        elif kind == "img":
-            with open(os.path.join(run_dir, payload[0]), "rb") as handle:
-                data = base64.b64encode(handle.read()).decode("ascii")
-            body.append(f'<img alt="{esc(payload[1])}" src="data:image/png;base64,{data}">')
+    body = [_html_section(kind, payload, run_dir) for kind, payload in sections]
+    body = [text for text in body if text is not None]
     title = esc(sections[0][1][1])
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
@@ -743,20 +780,44 @@ def _render_html(sections, run_dir):
     )
 
 
+def _html_section(kind, payload, run_dir):
+    """A section as HTML (None for an unknown kind); an image is embedded from its PNG."""
+    if kind == "h":
+        return f"<h{payload[0]}>{html.escape(payload[1])}</h{payload[0]}>"
+    if kind == "p":
+        return f"<p>{html.escape(payload)}</p>"
+    if kind == "table":
+        return _html_table(*payload)
+    if kind == "img":
+        return _html_img(payload, run_dir)
+    return None
+
+
+def _html_img(payload, run_dir):
+    with open(os.path.join(run_dir, payload[0]), "rb") as handle:
+        data = base64.b64encode(handle.read()).decode("ascii")
+    return f'<img alt="{html.escape(payload[1])}" src="data:image/png;base64,{data}">'
+
+
 def _draw_plots(plt, records, run_dir):
     """{(kind, host or key): PNG file name} of every plot drawn into run_dir."""
     plots = {}
     for host, record in sorted(records.items()):
-        name = f"busbw_{_safe(host)}.png"
-        if _plot_busbw(plt, record, os.path.join(run_dir, name)):
-            plots[("busbw", host)] = name
-        name = f"topology_{_safe(host)}.png"
-        if _plot_topology(plt, record, os.path.join(run_dir, name)):
-            plots[("topology", host)] = name
+        plots.update(_draw_host_plots(plt, host, record, run_dir))
     if _plot_torch(plt, records, os.path.join(run_dir, "torch.png")):
         plots[("torch", None)] = "torch.png"
     plots.update(stepcost_plots(plt, records, run_dir))
     plots.update(gpureport.plots(plt, records, run_dir))
+    return plots
+
+
+def _draw_host_plots(plt, host, record, run_dir):
+    """{(kind, host): PNG file name} of a host's busbw and topology plots that were drawn."""
+    plots = {}
+    for kind, draw in (("busbw", _plot_busbw), ("topology", _plot_topology)):
+        name = f"{kind}_{_safe(host)}.png"
+        if draw(plt, record, os.path.join(run_dir, name)):
+            plots[(kind, host)] = name
     return plots
 
 

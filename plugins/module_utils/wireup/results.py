@@ -277,13 +277,26 @@ def _shape_problem(record):
     for key, kind in _RECORD_PARTS.items():
         if record.get(key) is not None and not isinstance(record[key], kind):
             return f"{key} is {_type_name(record[key])}, not {_type_name(kind())}"
-    topology = record.get("topology") or {}
+    if not all(isinstance(f, dict) for f in record.get("findings") or []):
+        return "findings is not a list of objects"
+    return _topology_shape_problem(record.get("topology") or {})
+
+
+def _topology_shape_problem(topology):
+    """topology.gpus or topology.links that is not a list of objects ('' when both are)."""
     for key in ("gpus", "links"):
         items = topology.get(key)
         if items is not None and (not isinstance(items, list) or not all(isinstance(i, dict) for i in items)):
             return f"topology.{key} is not a list of objects"
-    if not all(isinstance(f, dict) for f in record.get("findings") or []):
-        return "findings is not a list of objects"
+    return ""
+
+
+def _kind_problem(record):
+    """Not an object, or no known verdict ('' when neither)."""
+    if not isinstance(record, dict):
+        return f"is {_type_name(record)}, not a host record (an object)"
+    if record.get("verdict") not in _RECORD_VERDICTS:
+        return f"verdict is {record.get('verdict')!r}, not one of {', '.join(_RECORD_VERDICTS)}"
     return ""
 
 
@@ -300,11 +313,7 @@ def record_problem(record):
     """What makes a stored host record unusable ('' when nothing): not an object, no known
     verdict, a part of the wrong type, a figure that is not a finite number or above what its
     link can carry (bandwidth.implausible), a GPU figure that cannot be real (gpurecord)."""
-    if not isinstance(record, dict):
-        return f"is {_type_name(record)}, not a host record (an object)"
-    if record.get("verdict") not in _RECORD_VERDICTS:
-        return f"verdict is {record.get('verdict')!r}, not one of {', '.join(_RECORD_VERDICTS)}"
-    return (
+    return _kind_problem(record) or (
         _shape_problem(record)
         or _stepcost_problem(record)
         or gpurecord.section_problem(record)
@@ -343,12 +352,11 @@ def _drop(label, cur, base, *, size, tolerance, base_run):
     drop = 1.0 - cur / base
     if drop <= tolerance:
         return None
-    return _finding(
-        "critical",
-        "baseline_busbw_drop",
+    message = (
         f"{label}: busbw {cur:.1f} GB/s at {bandwidth.human_bytes(size)} is {drop * 100:.0f}% below "
-        f"{base:.1f} GB/s of the last passing run {base_run} (tolerance {tolerance * 100:.0f}%)",
+        f"{base:.1f} GB/s of the last passing run {base_run} (tolerance {tolerance * 100:.0f}%)"
     )
+    return _finding("critical", "baseline_busbw_drop", message)
 
 
 def compare(current, baseline, tolerance=bandwidth.DEFAULT_THRESHOLDS["tolerance"]):
@@ -455,7 +463,7 @@ def _link_ratio(measured, expected):
     """Measured busbw against the raw bottleneck link speed (not the calibrated expectation):
     {link_gbps, link_class, ratio}; ratio None when either is unknown."""
     link = (expected or {}).get("link_gbps")
-    ratio = round(measured / link, 3) if measured is not None and link else None
+    ratio = bandwidth.ratio(measured, link)
     return {"link_gbps": link, "link_class": (expected or {}).get("link_class"), "ratio": ratio}
 
 
@@ -468,24 +476,27 @@ def _torch_vs_nccl_tests(torch_rows, coll, goal):
     if size is None:
         return None
     mine, theirs = _row_busbw(torch_rows, size), _row_busbw(coll["rows"], size)
-    ratio = round(mine / theirs, 3) if mine is not None and theirs else None
+    ratio = bandwidth.ratio(mine, theirs)
     return {"size": size, "torch_busbw": mine, "nccl_tests_busbw": theirs, "ratio": ratio, "goal": goal}
 
 
 def _figure_envs(node):
     """(nccl-tests env, torch env given, tuned state of the file the figures used or None)."""
     given = node.get("figure_env") or {}
-    tuned = node.get("tuned_env") or {}
-    used = None
-    if given.get("tuned_used"):
-        used = benchenv.tuned_env_state(
-            tuned.get("path", ""),
-            given.get("tuned_text") or "",
-            versions=node.get("versions"),
-            changes=_changes(tuned),
-            used=True,
-        )
+    used = _tuned_used_state(node, given) if given.get("tuned_used") else None
     return given.get("nccl_tests") or node.get("env") or {}, given.get("torch") or node.get("env") or {}, used
+
+
+def _tuned_used_state(node, given):
+    """The tuned env file's state as the figures used it (the text they sourced)."""
+    tuned = node.get("tuned_env") or {}
+    return benchenv.tuned_env_state(
+        tuned.get("path", ""),
+        given.get("tuned_text") or "",
+        versions=node.get("versions"),
+        changes=_changes(tuned),
+        used=True,
+    )
 
 
 def _changes(tuned):
@@ -569,14 +580,21 @@ def _env_mismatch(name, seen, tuned_used):
     NCCL, or the other way round (the figure would be labelled with the wrong environment)."""
     if not seen or bool(seen["tuned_env"]) == bool(tuned_used):
         return []
-    message = (
-        f"torch {name} ran with the tuned NCCL env {seen['tuned_env']} although this run measures "
-        "default NCCL (bench_use_tuned_env=false)"
-        if seen["tuned_env"]
-        else f"torch {name} sourced no tuned NCCL env although this run measures with "
+    return [
+        finding("warning", "bench_env_mismatch", _env_mismatch_message(name, seen, tuned_used), source="env")
+    ]
+
+
+def _env_mismatch_message(name, seen, tuned_used):
+    if seen["tuned_env"]:
+        return (
+            f"torch {name} ran with the tuned NCCL env {seen['tuned_env']} although this run measures "
+            "default NCCL (bench_use_tuned_env=false)"
+        )
+    return (
+        f"torch {name} sourced no tuned NCCL env although this run measures with "
         f"{(tuned_used or {}).get('path')} (bench_use_tuned_env=true)"
     )
-    return [finding("warning", "bench_env_mismatch", message, source="env")]
 
 
 def _judge_single_node_torch(entry, rows, record, ctx):
@@ -696,16 +714,19 @@ def _judging(node, limits, baseline):
 
 def _limits(given):
     """The run's Thresholds from the report play's values (numbers as Ansible passes them)."""
-    values = {**bandwidth.DEFAULT_THRESHOLDS, **(given or {})}
-    limits = bandwidth.Thresholds(
+    limits = _thresholds({**bandwidth.DEFAULT_THRESHOLDS, **(given or {})})
+    bandwidth.check_thresholds(limits.pass_ratio, limits.warn_ratio)
+    return limits
+
+
+def _thresholds(values):
+    return bandwidth.Thresholds(
         pass_ratio=float(values["pass_ratio"]),
         warn_ratio=float(values["warn_ratio"]),
         min_bytes=int(values["min_bytes"]),
         tolerance=float(values["tolerance"]),
         torch_goal=float(values["torch_goal"]),
     )
-    bandwidth.check_thresholds(limits.pass_ratio, limits.warn_ratio)
-    return limits
 
 
 def _record_head(host, run_id, node, *, baseline, limits, tuned_used):
@@ -753,15 +774,11 @@ def _stale_tuned_env(record):
     state = record["tuned_env"]
     if not state.get("stale"):
         return []
-    return [
-        finding(
-            "warning",
-            "tuned_env_stale",
-            f"tuned NCCL env {state['path']} is stale: {'; '.join(state['stale_reasons'])}; "
-            "rerun bench.yml -e bench_nccl_tune=true",
-            source="env",
-        )
-    ]
+    message = (
+        f"tuned NCCL env {state['path']} is stale: {'; '.join(state['stale_reasons'])}; "
+        "rerun bench.yml -e bench_nccl_tune=true"
+    )
+    return [finding("warning", "tuned_env_stale", message, source="env")]
 
 
 def _host_verdicts(record, node, baseline):
@@ -814,10 +831,13 @@ def _redact_figure(env, secret):
     if env.get("seen") is not None:
         out["seen"] = redact.redact_env(env["seen"], secret)
     if env.get("tuned_file"):
-        out["tuned_file"] = dict(
-            env["tuned_file"], values=redact.redact_env(env["tuned_file"].get("values"), secret)
-        )
+        out["tuned_file"] = _redact_values(env["tuned_file"], secret)
     return out
+
+
+def _redact_values(tuned, secret):
+    """A tuned env file's state with its values redacted."""
+    return dict(tuned, values=redact.redact_env(tuned.get("values"), secret))
 
 
 def redact_record(record, secret=()):
@@ -826,14 +846,17 @@ def redact_record(record, secret=()):
     keeps its name with the value '<redacted>'. secret: wireup_secret_env's names."""
     record["env"] = redact.redact_env(record.get("env"), secret)
     if record.get("tuned_env"):
-        record["tuned_env"] = dict(
-            record["tuned_env"], values=redact.redact_env(record["tuned_env"].get("values"), secret)
-        )
+        record["tuned_env"] = _redact_values(record["tuned_env"], secret)
     for part in ("collectives", "torch"):
         for entry in (record.get(part) or {}).values():
             if "env" in entry:
                 entry["env"] = _redact_figure(entry["env"], secret)
-    tuning = dict(record.get("tuning") or {})
+    record["tuning"] = _redact_tuning(dict(record.get("tuning") or {}), secret)
+    return record
+
+
+def _redact_tuning(tuning, secret):
+    """The tuning part with its env, best and each candidate's env redacted."""
     for key in ("env", "best"):
         if isinstance(tuning.get(key), dict):
             tuning[key] = redact.redact_env(tuning[key], secret)
@@ -842,8 +865,7 @@ def redact_record(record, secret=()):
             dict(c, env=redact.redact_env(c["env"], secret)) if isinstance((c or {}).get("env"), dict) else c
             for c in tuning["candidates"]
         ]
-    record["tuning"] = tuning
-    return record
+    return tuning
 
 
 def _verdict_code(judged):

@@ -275,11 +275,7 @@ def _row_affinity(name, extra, trailing, where):
 def _topo_nics(nic_names, legend_lines):
     """[{name, device}] of the NIC columns. NIC Legend entries (``NIC0: mlx5_0``) are read in the
     link-class legend too: a paste that lost the "NIC Legend:" title line keeps them there."""
-    devices = {}
-    for line in legend_lines:
-        m = NIC_LEGEND_RE.match(line)
-        if m:
-            devices[m.group(1)] = m.group(2)
+    devices = {m.group(1): m.group(2) for m in map(NIC_LEGEND_RE.match, legend_lines) if m}
     # Old layout: the column is the device itself (mlx4_0).
     return [
         {"name": name, "device": devices.get(name) or (None if NIC_RE.match(name) else name)}
@@ -384,14 +380,12 @@ def _p2p_row(name, rows, devices, codes, where):
 def _p2p_pairs(devices, matrix, legend):
     """[{a, b, status, meaning}] of every GPU pair, with the worse direction's status: a pair is
     OK only if both directions are."""
-    pairs = []
-    for i, a in enumerate(devices):
-        for b in devices[i + 1 :]:
-            status = matrix[a][b] if matrix[a][b] != "OK" else matrix[b][a]
-            pairs.append(
-                {"a": a, "b": b, "status": status, "meaning": legend.get(status, P2P_CODES.get(status))}
-            )
-    return pairs
+    return [_p2p_pair(a, b, matrix, legend) for i, a in enumerate(devices) for b in devices[i + 1 :]]
+
+
+def _p2p_pair(a, b, matrix, legend):
+    status = matrix[a][b] if matrix[a][b] != "OK" else matrix[b][a]
+    return {"a": a, "b": b, "status": status, "meaning": legend.get(status, P2P_CODES.get(status))}
 
 
 def parse_topo_p2p(text, mode=None):
@@ -495,11 +489,8 @@ L_LINE_RE = re.compile(r"^GPU (\d+): (.+?) \(UUID: (\S+?)\)\s*$")
 def parse_gpu_list(text):
     """Parse ``nvidia-smi -L``: [{index, name, uuid}] (MIG device lines are skipped)."""
     _require_text(text, "parse_gpu_list", "nvidia-smi -L")
-    gpus = []
-    for line in text.splitlines():
-        m = L_LINE_RE.match(line.strip())
-        if m:
-            gpus.append({"index": int(m.group(1)), "name": m.group(2), "uuid": m.group(3)})
+    matches = [L_LINE_RE.match(line.strip()) for line in text.splitlines()]
+    gpus = [{"index": int(m.group(1)), "name": m.group(2), "uuid": m.group(3)} for m in matches if m]
     if not gpus:
         raise ValueError("parse_gpu_list: no 'GPU N: NAME (UUID: ...)' line in the output of `nvidia-smi -L`")
     return gpus

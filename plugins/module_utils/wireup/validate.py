@@ -416,16 +416,21 @@ def validate_abs_paths(values: dict) -> list[str]:
 
 def validate_serial(name: str, value) -> list[str]:
     """A play's `serial`: a whole number of hosts >= 1, or a percentage from 1% to 100%."""
-    text = str(value).strip()
-    if not isinstance(value, bool) and isinstance(value, int | str):
-        if text.isdigit() and int(text) >= 1:
-            return []
-        if text.endswith("%") and text[:-1].isdigit() and 1 <= int(text[:-1]) <= 100:
-            return []
+    if _is_batch_size(value):
+        return []
     return [
         f"{name}={value!r} is not a batch size: use a whole number of nodes (e.g. 2) or a "
         f"percentage (e.g. '25%')"
     ]
+
+
+def _is_batch_size(value) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return False
+    text = str(value).strip()
+    if text.isdigit():
+        return int(text) >= 1
+    return text.endswith("%") and text[:-1].isdigit() and 1 <= int(text[:-1]) <= 100
 
 
 def validate_settings(values: dict) -> list[str]:
