@@ -687,6 +687,17 @@ class SlurmStatus(TypedDict):
     first_failure: str
 
 
+def reads_of(result: dict) -> tuple[dict, dict]:
+    """The sacct and squeue answers (in that order) of jobs.yml's registered loop over its plan's
+    ``slurm.reads`` (each item the argv it ran: scancel, sacct, squeue), or of one sacct answer
+    alone (the loop's ``until`` while a stop waits for the job's end: squeue counts as answered)."""
+    result = dict(result or {})
+    if "results" not in result:
+        return result, {"rc": 0}
+    by_command = {str((r.get("item") or [""])[0]): dict(r) for r in result["results"] or []}
+    return by_command.get("sacct", {}), by_command.get("squeue", {})
+
+
 def job_status(squeue_result: dict, sacct_result: dict, plan: dict, job_id: str) -> SlurmStatus:
     """How a Slurm run stands for jobs.yml, from squeue's and sacct's registered answers over a
     launch plan's hosts (``plan``: hosts, nodes; the run's hosts). Unknown (never ok) when the job
