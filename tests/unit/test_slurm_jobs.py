@@ -183,6 +183,9 @@ def test_reads_of_takes_sacct_and_squeue_by_their_command():
     squeue = {"item": ["squeue", "--jobs", "7"], "rc": 1, "stderr": "Invalid job id specified"}
     scancel = {"item": ["scancel", "7"], "rc": 0}
     assert slurm.reads_of({"results": [scancel, sacct, squeue]}) == (sacct, squeue)
+    # jobs.yml's loop names its variable __argv: Ansible keeps each item under that name
+    named = [{"__argv": r.pop("item"), "ansible_loop_var": "__argv", **r} for r in (scancel, sacct, squeue)]
+    assert slurm.reads_of({"results": named}) == (named[1], named[2])
     # the loop's until looks at one sacct answer: squeue counts as answered
     assert slurm.reads_of({"rc": 0, "stdout": "x"}) == ({"rc": 0, "stdout": "x"}, {"rc": 0})
     # not a Slurm run: the loop ran nothing
