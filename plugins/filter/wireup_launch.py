@@ -74,17 +74,24 @@ def wireup_launch_jobs_plan(plan, action, run_id="", **options):
     return launch.jobs_plan(_plain(plan), action, run_id or "", **_plain(options))
 
 
-def wireup_launch_jobs_node(result, jobs, host, jobctl, gpus_text="", *, slurm=None):
-    """launch.jobs_node; ``slurm``: a Slurm run's slurm.job_status (wireup_slurm_job_status)."""
-    return launch.jobs_node(
-        _plain(jobs), host, _plain(result or {}), jobctl, str(gpus_text or ""), slurm=_plain(slurm or {})
-    )
+def wireup_launch_jobs_node(result, jobs, host, jobctl, *, slurm=None):
+    """launch.jobs_node of the host's registered loop over its calls (launch.call_answers: the
+    wireup-jobctl answer, nvidia-smi's); ``slurm``: a Slurm run's slurm.job_status
+    (wireup_slurm_job_status)."""
+    answer, gpus_text = launch.call_answers(_plain(result))
+    return launch.jobs_node(_plain(jobs), host, answer, jobctl, gpus_text, slurm=_plain(slurm or {}))
+
+
+def wireup_launch_jobs_fetches(result, jobs, host):
+    """launch.jobs_fetches: the host's fetches for logs, from its registered loop over its calls."""
+    return launch.jobs_fetches(_plain(jobs), host, launch.call_answers(_plain(result))[0])
 
 
 def wireup_launch_jobs_summary(jobs, answers, play_hosts=None, *, base_dir="", slurm=None):
     """launch.jobs_summary from each asked host's registered wireup-jobctl answer (and a Slurm
     run's slurm.job_status)."""
-    jobs, answers = _plain(jobs), _plain(answers) or {}
+    jobs = _plain(jobs)
+    answers = {h: launch.call_answers(r)[0] for h, r in (_plain(answers) or {}).items()}
     if jobs.get("action") == "list":
         states, runs = {}, launch.runs_of(answers)
     else:
@@ -133,6 +140,7 @@ class FilterModule:
             "wireup_launch_report": wireup_launch_report,
             "wireup_launch_jobs_plan": wireup_launch_jobs_plan,
             "wireup_launch_jobs_node": wireup_launch_jobs_node,
+            "wireup_launch_jobs_fetches": wireup_launch_jobs_fetches,
             "wireup_launch_jobs_summary": wireup_launch_jobs_summary,
             "wireup_launch_follow": wireup_launch_follow,
             "wireup_results_path": wireup_results_path,

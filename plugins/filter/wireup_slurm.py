@@ -30,18 +30,14 @@ def wireup_slurm_drain_plan(show_result, plan, check_mode=False):
     )
 
 
-def wireup_slurm_job_status(sacct_result, squeue_result, jobs, plan):
+def wireup_slurm_job_status(reads, jobs, plan):
     """slurm.job_status of a Slurm run jobs.yml follows (``jobs``: launch.jobs_plan, its run's
     hosts and Slurm job id; ``plan``: the launch plan, each host's Slurm node name), from the
-    registered sacct and squeue reads."""
+    registered loop over the plan's slurm.reads (or one sacct answer: slurm.reads_of)."""
     jobs, plan = dict(jobs), dict(plan)
     hosts = {"hosts": list(jobs.get("hosts") or []), "nodes": plan.get("nodes", {})}
-    return slurm.job_status(
-        dict(squeue_result or {}),
-        dict(sacct_result or {}),
-        hosts,
-        (jobs.get("slurm") or {}).get("job_id", ""),
-    )
+    sacct, squeue = slurm.reads_of(dict(reads or {}))
+    return slurm.job_status(squeue, sacct, hosts, (jobs.get("slurm") or {}).get("job_id", ""))
 
 
 def wireup_slurm_nodelist(plan):

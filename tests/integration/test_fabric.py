@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 SHAPE = "tc qdisc replace dev host0 root tbf rate 200mbit burst 64kb latency 100ms"
 JOBS_SHOW = "Jobs | Show this node's part of the run"
-JOBS_ASK = "Jobs | Ask wireup-jobctl on this node (status, logs, stop or list)"
+JOBS_ASK = "Jobs | Ask wireup-jobctl on this node (status, logs, stop or list), and nvidia-smi for status"
 JOBS_STANDS = "Jobs | Say how the run stands, or list the runs"
 UNSHAPE = "tc qdisc del dev host0 root"
 

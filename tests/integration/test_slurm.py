@@ -240,10 +240,7 @@ def test_a_submitted_job_is_followed_with_jobs_yml(slurm_cluster, tmp_path):
         and run_dir.name == f"it-slurm-follow-{run_id}"
     )
     assert record["hosts"] == NODES and record["logs"]["node"].endswith(f"/logs/{run_id}.log")
-    [said] = [
-        r["msg"]
-        for r in launched.task_results("Launch | Slurm | Say how to follow the submitted job").values()
-    ]
+    [said] = [r["msg"] for r in launched.task_results("Launch | Say how to follow the detached job").values()]
     assert (
         f"job it-slurm-follow run {run_id} submitted as Slurm job {job_id} for 3 node(s), 6 process(es)"
         in said[3]

@@ -391,3 +391,42 @@ def test_a_node_without_wireup_jobctl_under_ansible_core_2_19():
         "node2",
         "node4",
     ]
+
+
+def test_each_host_of_the_run_makes_its_calls_and_status_reads_the_gpus_where_there_are():
+    found = {h: answer("R1", 1.0) for h in GROUP}
+    gpus = {"node1": {"present": True, "nvidia_smi": "/usr/bin/nvidia-smi"}, "node2": {"present": False}}
+    status = launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP, gpus=gpus)
+    assert status["calls"]["node1"] == [status["argv"], ["/usr/bin/nvidia-smi", *launch.GPU_QUERY]]
+    assert status["calls"]["node2"] == status["calls"]["node3"] == [status["argv"]]
+    assert sorted(status["calls"]) == sorted(status["hosts"])
+    stop = launch.jobs_plan(inventory_plan(), "stop", found=found, play_hosts=GROUP, gpus=gpus)
+    assert stop["calls"]["node1"] == [stop["argv"]]
+    bad = launch.jobs_plan(inventory_plan(), "status", "../x", found=found, play_hosts=GROUP, gpus=gpus)
+    assert bad["calls"] == {}
+
+
+def test_call_answers_reads_the_loop_over_a_hosts_calls():
+    jobctl, smi = {"rc": 0, "stdout": "{}"}, {"rc": 0, "stdout": "0, 5, 10, 80"}
+    assert launch.call_answers({"results": [jobctl, smi]}) == (jobctl, "0, 5, 10, 80")
+    assert launch.call_answers({"results": [jobctl]}) == (jobctl, "")
+    assert launch.call_answers({"results": [], "skipped": True}) == ({"skipped": True}, "")
+    assert launch.call_answers(jobctl) == (jobctl, "")
+
+
+def test_jobs_fetches_only_for_logs_on_a_host_of_the_run():
+    found = {h: answer("R1", 1.0) for h in GROUP}
+    jobs = launch.jobs_plan(inventory_plan(), "logs", found=found, play_hosts=GROUP)
+    running = {"stdout": json.dumps({"state": "running", "log": "/opt/wireup/jobs/j/logs/R1.log"})}
+    [fetch] = launch.jobs_fetches(jobs, "node2", running)
+    assert fetch == {
+        "src": "/opt/wireup/jobs/j/logs/R1.log",
+        "dest": f"{jobs['results']}/node2.log",
+        "validate_checksum": False,  # it grows while it is copied
+        "fail_on_missing": True,
+    }
+    ended = {"stdout": json.dumps({"state": "exited", "log": "/l"})}
+    assert launch.jobs_fetches(jobs, "node2", ended)[0]["validate_checksum"] is True
+    assert launch.jobs_fetches(jobs, "elsewhere", ended) == []
+    status = launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)
+    assert launch.jobs_fetches(status, "node2", ended) == []

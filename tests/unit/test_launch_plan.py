@@ -122,6 +122,37 @@ def test_run_mode(kw, mode):
     assert ("/opt/wireup/jobs/j1/job.sbatch" in [t["dest"] for t in p["templates"]]) is bool(kw.get("slurm"))
 
 
+@pytest.mark.parametrize(
+    ("kw", "steps"),
+    [
+        ({}, ["start", "follow"]),
+        ({"wait": True}, ["start", "wait", "report"]),
+        ({"slurm": True}, ["slurm", "follow"]),
+        ({"slurm": True, "wait": True}, ["slurm", "slurm_wait", "report"]),
+        ({"run": False, "wait": True}, []),
+        ({"check_mode": True, "wait": True}, []),
+    ],
+)
+def test_the_steps_main_yml_includes(kw, steps):
+    assert job(**kw)["steps"] == steps
+
+
+def test_a_failed_node_to_drain_adds_the_drain_step_also_in_check_mode():
+    failed = {"n3": "bench run R FAILed on n3"}
+    drained = job(slurm=True, failed=failed, on_failed="skip", drain_failed=True)
+    assert drained["errors"] == [] and drained["steps"] == ["drain", "slurm", "follow"]
+    checked = job(slurm=True, failed=failed, on_failed="skip", drain_failed=True, check_mode=True)
+    assert checked["steps"] == ["drain"] and checked["drain"] == []
+    assert job(slurm=True, failed=failed, on_failed="skip")["steps"] == ["slurm", "follow"]
+
+
+def test_without_the_pre_checks_start_yml_probes_nothing():
+    p = job(precheck=False)
+    assert (p["precheck"], p["precheck_paths"]) == (False, [])
+    assert all(n["names"] == [] and not n["listen"] and not n["connect"] for n in p["nodes"].values())
+    assert job(slurm=True)["precheck_paths"] == []
+
+
 def test_one_node_job_has_no_watchdog_and_removes_its_settings():
     p = job({"n1": NODES["n1"]}, group="wireup_bench_solo_n1", install_examples=False)
     assert not p["watchdog"]["on"]

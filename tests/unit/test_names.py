@@ -77,11 +77,22 @@ def test_an_inventory_host_that_is_a_path_is_refused_before_anything_runs(tmp_pa
     assert job(tmp_path, hosts=["node1", evil], nodes=nodes)["errors"]
 
 
-def test_the_fetch_destinations_go_through_the_path_helper():
+def test_the_fetch_destinations_go_through_the_path_helper(tmp_path):
     tasks = ROOT / "roles" / "torchrun_launch" / "tasks"
-    for name in ("jobs.yml", "wait.yml", "slurm.yml", "slurm_wait.yml", "report.yml"):
+    for name in ("wait.yml", "slurm.yml", "slurm_wait.yml", "report.yml"):
         dests = [line for line in (tasks / name).read_text().splitlines() if line.strip().startswith("dest:")]
         assert dests and all("wireup_results_path(" in d for d in dests), (name, dests)
+    # jobs.yml fetches what launch.jobs_fetches names: its dests come from validate.results_path.
+    text = (tasks / "jobs.yml").read_text()
+    assert [line for line in text.splitlines() if line.strip().startswith("dest:")] == [
+        '        dest: "{{ item.dest }}"'
+    ]
+    assert "wireup_launch_jobs_fetches(" in text
+    jobs = {"action": "logs", "hosts": ["node1", "../evil"], "results": str(tmp_path / "ddp-r1"), "slurm": {}}
+    status = {"stdout": json.dumps({"state": "exited", "log": "/opt/wireup/jobs/ddp/logs/r1.log"})}
+    assert launch.jobs_fetches(jobs, "node1", status)[0]["dest"] == f"{tmp_path}/ddp-r1/node1.log"
+    with pytest.raises(ValueError):
+        launch.jobs_fetches(jobs, "../evil", status)
 
 
 # ---------------------------------------------------------------- item 3: names reach shell

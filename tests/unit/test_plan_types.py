@@ -104,20 +104,19 @@ PLANS: dict[str, typing.Any] = {
     "__torchrun_launch_watchdog_key": str,
     "__torchrun_launch_node": launch.NodeFacts,
     "__torchrun_launch_plan": launch.JobPlan,
-    # slurm.yml's __plan is the launch plan combined with sbatch's (slurm.run_plan)
+    # after slurm.yml, __plan is the launch plan combined with sbatch's (slurm.run_plan)
     "__plan": (launch.JobPlan, slurm.SlurmRun),
-    "__slurm": slurm.SlurmRun,
-    "__torchrun_launch_slurm": slurm.SlurmStatus,  # jobs.yml on a Slurm run (jobs_slurm.yml)
+    "__slurm_status": slurm.SlurmStatus,  # jobs.yml on a Slurm run (its block's vars)
     "__batch_out": str,
     "__errors": ERRORS,
     "__torchrun_launch_status": wait.WaitResult,
     "__torchrun_launch_jobs": launch.JobsPlan,
     "__torchrun_launch_verdict": (launch.Verdict, slurm.SlurmVerdict),
+    "__verdict": slurm.SlurmVerdict,  # slurm_wait.yml's, before it is kept
     "__torchrun_launch_drain": slurm.DrainPlan,
     "__torchrun_launch_result": launch.NodeResult,
     "__node": launch.JobsNode,
     "__report": launch.Report,
-    "__status": launch.RunStatus,
     # node_check, slurm_health_check (issue 26)
     "__node_check_plan": node_check.NodeCheckPlan,
     "__node_check_read": node_check.StoreRead,

@@ -171,6 +171,41 @@ def test_jobs_plan_finds_a_slurm_run_by_its_record():
     check = launch.jobs_plan(plan, "stop", found=found, play_hosts=GROUP, check_mode=True)
     assert check["slurm"]["scancel_argv"] == [] and check["argv"][1] == "status"
     assert launch.jobs_plan(plan, "list", found=found)["slurm"]["job_id"] == ""
+    # jobs.yml's one loop on the run's master: scancel for stop, then sacct, then squeue.
+    assert jobs["slurm"]["reads"] == [sp["sacct_argv"], jobs["slurm"]["squeue_argv"]]
+    assert stop["slurm"]["reads"] == [["scancel", "4711"], sp["sacct_argv"], stop["slurm"]["squeue_argv"]]
+    assert check["slurm"]["reads"][0] == sp["sacct_argv"] and len(check["slurm"]["reads"]) == 2
+    assert launch.jobs_plan(plan, "list", found=found)["slurm"]["reads"] == []
+
+
+def test_reads_of_takes_sacct_and_squeue_by_their_command():
+    sacct = {"item": ["sacct", "-j", "7"], "rc": 0, "stdout": "7|COMPLETED"}
+    squeue = {"item": ["squeue", "--jobs", "7"], "rc": 1, "stderr": "Invalid job id specified"}
+    scancel = {"item": ["scancel", "7"], "rc": 0}
+    assert slurm.reads_of({"results": [scancel, sacct, squeue]}) == (sacct, squeue)
+    # jobs.yml's loop names its variable __argv: Ansible keeps each item under that name
+    named = [{"__argv": r.pop("item"), "ansible_loop_var": "__argv", **r} for r in (scancel, sacct, squeue)]
+    assert slurm.reads_of({"results": named}) == (named[1], named[2])
+    # the loop's until looks at one sacct answer: squeue counts as answered
+    assert slurm.reads_of({"rc": 0, "stdout": "x"}) == ({"rc": 0, "stdout": "x"}, {"rc": 0})
+    # not a Slurm run: the loop ran nothing
+    assert slurm.reads_of({"results": [], "skipped": True}) == ({}, {})
+    assert slurm.job_status(*reversed(slurm.reads_of({"results": []})), {}, "")["known"] is False
+
+
+def test_a_slurm_runs_logs_fetch_its_batch_output_too():
+    jobs = _jobs("logs")
+    status = {"stdout": json.dumps({"state": "slurm", "log": "/opt/wireup/jobs/x/logs/slurm-7.log"})}
+    node, out = launch.jobs_fetches(jobs, "node1", status)
+    assert (node["validate_checksum"], node["fail_on_missing"]) == (False, False)
+    assert node["dest"] == f"{jobs['results']}/node1.log"
+    assert out == {
+        "src": jobs["slurm"]["out"],
+        "dest": f"{jobs['results']}/{jobs['slurm']['out_name']}",
+        "validate_checksum": False,
+        "fail_on_missing": False,
+    }
+    assert launch.jobs_fetches(_jobs("status"), "node1", status) == []
 
 
 def _inventory():

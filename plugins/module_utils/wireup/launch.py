@@ -197,7 +197,7 @@ class NodePlan(TypedDict, total=False):
     cpus: int
     hosts_mounted: bool  # /etc/hosts is a mount point (docker, podman): only an in-place write works
     env: dict  # exported before wireup_job_env and torchrun_launch_env, which may override it
-    names: list[str]  # job_plan: the names this node must resolve
+    names: list[str]  # job_plan: the names this node must resolve (none without the pre-checks)
     listen: bool  # job_plan: the master-port pre-check's listener runs here
     connect: bool  # job_plan: ... its connect runs here
 
@@ -816,9 +816,10 @@ class JobPlan(TypedDict):
     results: str  # the controller's folder of this run
     summary: str  # its file name
     mode: str  # render (files only), slurm or start (wireup-jobctl)
+    steps: list[str]  # the task files main.yml includes in turn (_steps)
     wait: bool
     precheck: bool
-    precheck_paths: list[str]  # the program and the venv's launcher
+    precheck_paths: list[str]  # the program and the venv's launcher (none without the pre-checks)
     watchdog: WatchdogPlan
     dirs: list[dict]  # file items: {path, state, mode}
     copies: list[dict]  # copy items: {src, dest, mode}
@@ -841,11 +842,12 @@ def _job_errors(s: JobSettings, result: dict) -> list[str]:
     return errors
 
 
-def _node_checks(result: dict, torchrun_checks: bool) -> None:
-    """Each node's names to resolve, and its part of the master-port pre-check."""
-    names = resolve_names(result)
+def _node_checks(result: dict, precheck: bool, torchrun_checks: bool) -> None:
+    """Each node's names to resolve (none without the pre-checks: start.yml's getent loop then
+    runs nothing), and its part of the master-port pre-check."""
+    names = resolve_names(result) if precheck else []
     for node in result["nodes"].values():
-        own = [node["hostname"]] if node["hostname"] and node["hostname"] not in names else []
+        own = [node["hostname"]] if precheck and node["hostname"] and node["hostname"] not in names else []
         node.update(names=names + own, listen=torchrun_checks and node["is_master"])
         node["connect"] = torchrun_checks and not node["is_master"]
 
@@ -922,6 +924,17 @@ def _watchdog(s: JobSettings, result: dict, job_dir: str, mode: str) -> Watchdog
     }
 
 
+def _steps(mode: str, wait: bool, drain: bool) -> list[str]:
+    """The task files main.yml includes in turn, after the job's files: drain.yml (the FAILed nodes
+    Slurm is to drain, also in check mode), then the run (start.yml, slurm.yml), then either how to
+    follow it (follow.yml) or the wait for it (wait.yml, slurm_wait.yml) and its report (report.yml).
+    Empty for a job that is only rendered (check mode, torchrun_launch_run=false) and drains nothing."""
+    run = {"render": [], "start": ["start", "wait"], "slurm": ["slurm", "slurm_wait"]}[mode]
+    if run:
+        run = [*run, "report"] if wait else [run[0], "follow"]
+    return (["drain"] if drain else []) + run
+
+
 def job_plan(hosts, nodes: dict, **settings) -> JobPlan:
     """The whole of one torchrun_launch run (``settings``: JobSettings' fields): ``plan`` plus every
     decision the role's tasks execute and every error of the job's own variables.
@@ -948,7 +961,8 @@ def job_plan(hosts, nodes: dict, **settings) -> JobPlan:
     if watchdog["on"]:
         limits = (s.watchdog_interval, s.watchdog_timeout, result["master_port"])
         errors.extend(watchdog_errors(watchdog["port"], *limits))
-    _node_checks(result, s.precheck and mode == "start" and s.launcher == "torchrun")
+    precheck = bool(s.precheck) and mode == "start"
+    _node_checks(result, precheck, precheck and s.launcher == "torchrun")
     drains = _drains(s, health, mode, errors)
     result["show"] = _node_lines(s, result) + health["show"] + drains.pop("show")
     result.update(drains, **_files(s, job_dir, watchdog["on"]))
@@ -964,9 +978,12 @@ def job_plan(hosts, nodes: dict, **settings) -> JobPlan:
         summary=f"summary-{s.group}.json" if group_summary else "summary.json",
         mode=mode,
         wait=bool(s.wait),
-        precheck=bool(s.precheck) and mode == "start",
-        precheck_paths=[s.program, f"{s.venv_path}/bin/{'python' if s.launcher == 'python' else 'torchrun'}"],
+        precheck=precheck,
+        precheck_paths=[s.program, f"{s.venv_path}/bin/{'python' if s.launcher == 'python' else 'torchrun'}"]
+        if precheck
+        else [],
         watchdog=watchdog,
+        steps=_steps(mode, bool(s.wait), bool(drains["drain_read"])),
     )
     result["record"] = run_record(result)
     return result
@@ -1466,9 +1483,11 @@ def _follow(plan_: dict, run_id: str, found: dict, play_hosts) -> dict:
 @dataclass(frozen=True)
 class JobsOptions:
     """jobs_plan's inputs besides the action and run id: every in-play host's registered
-    ``wireup-jobctl latest --record`` answer (``found``), the play's hosts, and settings."""
+    ``wireup-jobctl latest --record`` answer (``found``), its preflight ``wireup_node.gpu``
+    (``gpus``: status reads the GPUs' use where one is present), the play's hosts, and settings."""
 
     found: dict | None = None
+    gpus: dict | None = None
     play_hosts: list | None = None
     stop_grace: object = 15
     lines: object = 5
@@ -1485,20 +1504,43 @@ class SlurmFollow(TypedDict):
     looks: int  # sacct looks, 2 s apart, until the job ended after scancel
     out: str  # the batch step's output (on the allocation's first node)
     out_name: str  # its name in the run's results folder
+    reads: list[list[str]]  # jobs.yml's calls on the run's master, in turn: scancel (stop), sacct, squeue
 
 
 def _slurm_follow(job_id: str, action: str, o: JobsOptions, job_dir: str, run_id: str) -> SlurmFollow:
     """The Slurm reads and scancel of a Slurm run (``job_id`` from its record, checked there)."""
     on = bool(job_id) and action != "list"
+    cancel = on and action == "stop" and not o.check_mode
+    squeue, sacct = slurm_.squeue_argv(job_id) if on else [], slurm_.sacct_argv(job_id) if on else []
+    scancel = ["scancel", job_id] if cancel else []
     return {
         "job_id": job_id if on else "",
-        "squeue_argv": slurm_.squeue_argv(job_id) if on else [],
-        "sacct_argv": slurm_.sacct_argv(job_id) if on else [],
-        "scancel_argv": ["scancel", job_id] if on and action == "stop" and not o.check_mode else [],
-        "looks": (int(o.stop_grace) + 30) // 2 if on and action == "stop" and not o.check_mode else 1,
+        "squeue_argv": squeue,
+        "sacct_argv": sacct,
+        "scancel_argv": scancel,
+        "looks": (int(o.stop_grace) + 30) // 2 if cancel else 1,
         "out": f"{job_dir}/logs/{run_id}.out" if on else "",
         "out_name": f"{run_id}.out" if on else "",
+        "reads": [argv for argv in (scancel, sacct, squeue) if argv],
     }
+
+
+GPU_QUERY = ["--format=csv,noheader,nounits", "--query-gpu=index,utilization.gpu,memory.used,memory.total"]
+
+
+def _calls(action: str, argv: list[str], hosts: list[str], gpus: dict) -> dict:
+    """Each host's calls, in turn: the one wireup-jobctl call, and for status on a node with GPUs
+    nvidia-smi's read of their use (``gpus``: host -> its wireup_node.gpu)."""
+    out = {}
+    for host in hosts:
+        gpu = (gpus or {}).get(host) or {}
+        smi = (
+            [[gpu.get("nvidia_smi") or "nvidia-smi", *GPU_QUERY]]
+            if action == "status" and gpu.get("present")
+            else []
+        )
+        out[host] = [argv, *smi]
+    return out
 
 
 class JobsPlan(TypedDict):
@@ -1509,6 +1551,7 @@ class JobsPlan(TypedDict):
     run_id: str
     results: str
     argv: list[str]  # the one wireup-jobctl call
+    calls: dict  # host -> its calls in turn: argv, then (status, a node with GPUs) nvidia-smi's read
     errors: list[str]
     hosts: list[str]  # those the call runs on
     master: str
@@ -1556,6 +1599,7 @@ def jobs_plan(plan_: dict, action: str, run_id: str = "", **options) -> JobsPlan
         "run_id": run_id,
         "results": results,
         "argv": argv,
+        "calls": _calls(action, argv, [] if errors else follow["hosts"], dict(o.gpus or {})),
         "errors": errors,
         # Nothing to ask where the run cannot be named.
         "hosts": [] if errors else follow["hosts"],
@@ -1631,6 +1675,45 @@ def jobs_node(
     return _answer(
         [status_line(host, status, parse_gpu_usage(gpus_text)), *status.get("tail", [])], status=status
     )
+
+
+def call_answers(result) -> tuple[dict, str]:
+    """A host's registered loop over its jobs.yml calls (JobsPlan's ``calls``): the wireup-jobctl
+    answer (skipped where the host had no call to make) and nvidia-smi's output ('' without that
+    read). A single command's result is the wireup-jobctl answer itself."""
+    result = dict(result or {})
+    if "results" not in result:
+        return result, ""
+    answers = list(result["results"] or [])
+    gpus = answers[1].get("stdout", "") if len(answers) > 1 else ""
+    return (dict(answers[0]) if answers else {"skipped": True}), str(gpus or "")
+
+
+def jobs_fetches(jobs: dict, host: str, answer: dict) -> list[dict]:
+    """jobs.yml's fetches on ``host`` (none but for logs on a host of the run): its log, named by
+    its wireup-jobctl status (``answer``), and a Slurm run's batch output, each to the run's
+    results folder. A running job's log grows while it is copied (its checksum cannot match); a
+    Slurm run's is its step's, none yet while the job is pending; the batch output is on the
+    allocation's first node only and grows while the job runs."""
+    if jobs.get("action") != "logs" or host not in (jobs.get("hosts") or []):
+        return []
+    status = parse_status((answer or {}).get("stdout", ""))
+    state, results = status.get("state"), str(jobs.get("results") or "")
+    fetches = [
+        {
+            "src": status.get("log"),
+            "dest": validate.results_path(results, f"{host}.log"),
+            "validate_checksum": state not in ("running", "slurm"),
+            "fail_on_missing": state != "slurm",
+        }
+    ]
+    slurm = jobs.get("slurm") or {}
+    if slurm.get("job_id"):
+        out = validate.results_path(results, slurm["out_name"])
+        fetches.append(
+            {"src": slurm["out"], "dest": out, "validate_checksum": False, "fail_on_missing": False}
+        )
+    return fetches
 
 
 def jobs_stands(jobs: dict, states: dict, play_hosts=None) -> str:

@@ -687,6 +687,23 @@ class SlurmStatus(TypedDict):
     first_failure: str
 
 
+def _argv_of(item_result: dict) -> list:
+    """The argv a loop item ran: its loop variable's value (Ansible keeps it under the loop_var's
+    name, ``ansible_loop_var``; ``item`` by default)."""
+    return list(item_result.get(item_result.get("ansible_loop_var") or "item") or [])
+
+
+def reads_of(result: dict) -> tuple[dict, dict]:
+    """The sacct and squeue answers (in that order) of jobs.yml's registered loop over its plan's
+    ``slurm.reads`` (each item the argv it ran: scancel, sacct, squeue), or of one sacct answer
+    alone (the loop's ``until`` while a stop waits for the job's end: squeue counts as answered)."""
+    result = dict(result or {})
+    if "results" not in result:
+        return result, {"rc": 0}
+    by_command = {str((_argv_of(r) or [""])[0]): dict(r) for r in result["results"] or []}
+    return by_command.get("sacct", {}), by_command.get("squeue", {})
+
+
 def job_status(squeue_result: dict, sacct_result: dict, plan: dict, job_id: str) -> SlurmStatus:
     """How a Slurm run stands for jobs.yml, from squeue's and sacct's registered answers over a
     launch plan's hosts (``plan``: hosts, nodes; the run's hosts). Unknown (never ok) when the job
