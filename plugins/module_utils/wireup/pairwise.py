@@ -36,6 +36,8 @@ verdict is its own: it names no node (the pairs do that).
 import re
 import statistics
 
+from . import bandwidth
+
 STATES = ("good", "bad", "undetermined", "unreachable", "untested")
 
 
@@ -87,7 +89,7 @@ def _judged(results, reference, expected_gbs, pass_ratio):
                 "round": r.get("round"),
                 "busbw": r.get("busbw"),
                 "reference_gbs": round(ref, 3) if ref else None,
-                "ratio": round(r["busbw"] / ref, 3) if ref and r.get("busbw") is not None else None,
+                "ratio": bandwidth.ratio(r.get("busbw"), ref),
                 "verdict": judge_pair(r, ref, pass_ratio),
                 "error": r.get("error") or "",
             }
@@ -290,7 +292,7 @@ def _judge_group(out, g, expected_gbs, pass_ratio):
         busbw=g.get("busbw"),
         reference_gbs=round(reference, 3) if reference else None,
         reference_kind=kind,
-        ratio=round(g["busbw"] / reference, 3) if reference and g.get("busbw") is not None else None,
+        ratio=bandwidth.ratio(g.get("busbw"), reference),
         verdict=judge_pair(g, reference, pass_ratio),
         error=g.get("error") or "",
     )
