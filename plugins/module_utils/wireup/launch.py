@@ -1498,8 +1498,6 @@ class SlurmFollow(TypedDict):
     """JobsPlan's ``slurm``: what jobs.yml asks Slurm about a Slurm run (empty lists otherwise)."""
 
     job_id: str  # '' for a run wireup-jobctl started
-    squeue_argv: list[str]
-    sacct_argv: list[str]
     scancel_argv: list[str]  # only for stop (not in check mode)
     looks: int  # sacct looks, 2 s apart, until the job ended after scancel
     out: str  # the batch step's output (on the allocation's first node)
@@ -1515,8 +1513,6 @@ def _slurm_follow(job_id: str, action: str, o: JobsOptions, job_dir: str, run_id
     scancel = ["scancel", job_id] if cancel else []
     return {
         "job_id": job_id if on else "",
-        "squeue_argv": squeue,
-        "sacct_argv": sacct,
         "scancel_argv": scancel,
         "looks": (int(o.stop_grace) + 30) // 2 if cancel else 1,
         "out": f"{job_dir}/logs/{run_id}.out" if on else "",
