@@ -277,9 +277,11 @@ def _shape_problem(record):
     for key, kind in _RECORD_PARTS.items():
         if record.get(key) is not None and not isinstance(record[key], kind):
             return f"{key} is {_type_name(record[key])}, not {_type_name(kind())}"
+    if problem := _topology_shape_problem(record.get("topology") or {}):
+        return problem
     if not all(isinstance(f, dict) for f in record.get("findings") or []):
         return "findings is not a list of objects"
-    return _topology_shape_problem(record.get("topology") or {})
+    return ""
 
 
 def _topology_shape_problem(topology):
