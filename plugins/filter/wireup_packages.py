@@ -12,7 +12,7 @@ description:
   - cuda_repo (one plan, the key check, the toolkit check) wireup_pkg_cuda_repo_plan,
     wireup_pkg_cuda_repo_source_path, wireup_pkg_verified_key, wireup_pkg_cuda_toolkit_problems;
     nccl (one plan, the install check, its report lines) wireup_pkg_nccl_plan,
-    wireup_pkg_nccl_install_problems, wireup_pkg_nccl_torch_comparison;
+    wireup_pkg_nccl_install_problems, wireup_pkg_nccl_torch_lines;
     nccl_tests (one plan, the source check) wireup_pkg_nccl_tests_plan, wireup_pkg_nccl_tests_source_problems;
     nvidia_driver (wireup.nvidia_driver - the read, one plan, the install specs, the run one-line report)
     wireup_pkg_driver_reads, wireup_pkg_driver_plan, wireup_pkg_driver_install_specs,
@@ -47,7 +47,7 @@ class FilterModule:
             # nccl
             "wireup_pkg_nccl_plan": _wrap(nccl.plan),
             "wireup_pkg_nccl_install_problems": _wrap(nccl.install_problems),
-            "wireup_pkg_nccl_torch_comparison": _wrap(nccl.torch_comparison),
+            "wireup_pkg_nccl_torch_lines": _wrap(nccl.torch_lines),
             # nccl_tests
             "wireup_pkg_nccl_tests_plan": _wrap(nccl_tests.plan),
             "wireup_pkg_nccl_tests_source_problems": _wrap(nccl_tests.source_problems),

@@ -63,12 +63,12 @@ def test_site_check_apply_idempotent(cluster):
         assert {"libnccl2", "libnccl-dev"} <= holds, holds
 
     # torch's NCCL is compared on the first run too (after the venv exists), from the verification.
-    nccl_lines = apply.task_results("NCCL | Compare torch's NCCL with the system NCCL")
+    nccl_lines = apply.messages("NCCL | Compare torch's NCCL with the system NCCL")
     assert sorted(nccl_lines) == nodes, nccl_lines
     assert all(
-        "bundles NCCL none (CPU build); system NCCL 2.28.9" in " ".join(r["msg"].split())
-        for r in nccl_lines.values()
-    ), [r["msg"] for r in nccl_lines.values()]
+        "bundles NCCL none (CPU build); system NCCL 2.28.9" in " ".join(msg.split())
+        for msg in nccl_lines.values()
+    ), nccl_lines
 
     again = _timed("second run", "site.yml", cluster.inventory)
     _clean(again, "second run")
@@ -82,13 +82,12 @@ def test_site_check_apply_idempotent(cluster):
 
 # Tasks that must not run at all on a converged node.
 CONVERGED_SKIPS = [
-    "CUDA repo | Add the verified key and the deb822 source",
     "CUDA repo | Download the repository signing key",
     "CUDA repo | Create the keyring folder",
     "CUDA repo | Install the verified key",
     "CUDA repo | Add the deb822 source signed by that key only",
     "CUDA repo | Refresh the apt cache for the new source",
-    "CUDA repo | Install the toolkit",
+    "CUDA repo | Install cuda-toolkit-13-0",
     "NCCL | Pin, install and hold libnccl2 and libnccl-dev",
     "NCCL | Pin the NCCL packages to the exact version",
     "NCCL | Install libnccl2 and libnccl-dev 2.28.9-1+cuda13.0",
@@ -97,8 +96,8 @@ CONVERGED_SKIPS = [
     "NCCL | Ask the venv which NCCL torch uses",
     "PyTorch venv | Install venv support for the system Python",
     "PyTorch venv | Install with pip (torch, the extras, or the hash-checked requirements)",
-    "PyTorch venv | Build the venv where it lacks something",
-    "CUDA repo | Add the verified key and the deb822 source, install the toolkit",
+    "PyTorch venv | Build the venv and install what it lacks (the plan's steps, each a task file)",
+    "CUDA repo | Add the verified key and the deb822 source, install the toolkit (the plan's steps)",
 ]
 
 

@@ -273,6 +273,7 @@ def test_cuda_repo_plan_on_a_fresh_node():
     assert plan["toolkit"] | {"missing": ""} == {
         "wanted": True, "spec": "cuda-toolkit-13-0", "home": "/usr/local/cuda-13.0", "missing": "",
     }  # fmt: skip
+    assert plan["steps"] == ["repo", "toolkit"]
     assert plan["report"] == []
 
 
@@ -292,6 +293,7 @@ def test_cuda_repo_plan_on_a_converged_node_downloads_and_updates_nothing():
         False,
     )
     assert not plan["toolkit"]["wanted"]
+    assert plan["steps"] == []  # the include loop runs nothing
     assert plan["report"] == ["toolkit not installed: CUDA 13.0 already at /usr/local/cuda"]
 
 
@@ -318,6 +320,7 @@ def test_cuda_repo_plan_replaces_a_key_that_is_not_trusted(key):
 def test_cuda_repo_plan_writes_when_anything_is_off(read, download):
     plan = p.plan(read, NODE, **CUDA_VARS)
     assert plan["write"] and plan["download_key"] is download
+    assert plan["steps"][0] == "repo"
 
 
 def test_cuda_repo_plan_leaves_the_files_content_and_modes_to_the_builtins():
@@ -343,6 +346,7 @@ def test_cuda_repo_plan_image_node_left_alone():
     node = NODE | {"cuda": {"version": "13.0", "home": "/usr/local/cuda"}}
     plan = p.plan(_read(TEST_KEY), node, **CUDA_VARS | {"manage_source": False})
     assert (plan["manage_source"], plan["download_key"], plan["key"]) == (False, False, "")
+    assert plan["steps"] == []
     assert plan["report"] == [
         "apt sources left alone (cuda_repo_manage_source: false); CUDA found: 13.0 at /usr/local/cuda",
         "toolkit not installed: CUDA 13.0 already at /usr/local/cuda",
@@ -374,6 +378,7 @@ def test_cuda_repo_plan_image_node_left_alone():
 def test_cuda_repo_plan_toolkit_decision(node, change, wanted, why):
     plan = p.plan(_read(), node, **CUDA_VARS | change)
     assert plan["toolkit"]["wanted"] is wanted
+    assert plan["steps"] == ["repo"] + (["toolkit"] if wanted else [])  # a fresh node's read: repo too
     assert (why in "; ".join(plan["report"])) if why else plan["report"] == []
 
 

@@ -201,6 +201,9 @@ def test_nccl_unmanaged_report():
 def test_nccl_torch_comparison(venv_info, probe, expected):
     line = p.torch_comparison("2.28.9", "gpu1", "/v", venv_info, probe)
     assert (expected in line) if expected else line == ""
+    # The task loops over the lines: this one, none without one or with nccl_check_torch false.
+    assert p.torch_lines("2.28.9", "gpu1", "/v", venv_info, probe) == ([line] if line else [])
+    assert p.torch_lines("2.28.9", "gpu1", "/v", venv_info, probe, check=False) == []
     assert line.startswith("WARNING: ") is (expected.startswith("WARNING") or "2.27.7" in line)
 
 

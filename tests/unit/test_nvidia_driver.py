@@ -143,6 +143,9 @@ def test_fresh_node_580_installs_driver_headers_and_fabricmanager():
     plan = d.plan(NODE, {"linux-headers-6.1.0-26-amd64": {"version": "6.1.112-1"}}, host="n1")
     assert plan["install"] == ["nvidia-open-580", "nvidia-fabricmanager"]  # headers already there
     assert plan["remove"] == [] and plan["pinning_package"] == ""
+    assert (
+        plan["apt_first"] == [] and plan["stale"] == []
+    )  # no removal, no pinning package; the pin file kept
     assert plan["pin_file"]["version"] == "580.*"
     assert plan["hold"] == ["nvidia-open-580", "nvidia-fabricmanager"]
     assert plan["fabricmanager"] == {"name": "nvidia-fabricmanager", "version": ""}
@@ -182,6 +185,12 @@ def test_switch_580_to_590_on_debian_replaces_packages_and_migrates_the_lock():
     assert plan["remove"] == ["nvidia-open-580"]
     assert plan["install"] == ["nvidia-driver-pinning-590", "nvidia-open", "nvidia-fabricmanager"]
     assert plan["pin_file"] is None and plan["hold"] == ["nvidia-open", "nvidia-fabricmanager"]
+    # One apt loop before apt is asked: the old branch out (held or not), then the pinning package.
+    assert plan["apt_first"] == [
+        {"name": ["nvidia-open-580"], "state": "absent", "allow_held": True},
+        {"name": ["nvidia-driver-pinning-590"], "state": "present", "allow_held": False},
+    ]
+    assert plan["stale"] == ["/etc/apt/preferences.d/wireup-nvidia-driver.pref"]
     show = "Package: nvidia-open\nVersion: 590.48.01-1\nDepends: nvidia-persistenced (= 590.48.01-1)\n\n"
     specs = d.install_specs(plan, show)
     assert specs["specs"] == ["nvidia-open=590.48.01-1", "nvidia-fabricmanager=590.48.01-*"]
@@ -220,6 +229,10 @@ def test_switch_back_590_to_580_removes_the_pinning_package_and_newer_metapackag
     plan = d.plan(NODE, pkgs, branch="580", kernel_headers=False)
     assert plan["remove"] == ["nvidia-driver-pinning-590", "nvidia-open"]
     assert plan["pin_file"] is not None and plan["pinning_package"] == ""
+    assert plan["apt_first"] == [
+        {"name": ["nvidia-driver-pinning-590", "nvidia-open"], "state": "absent", "allow_held": True}
+    ]
+    assert plan["stale"] == []
     assert plan["install"] == ["nvidia-open-580", "nvidia-fabricmanager"]
 
 
@@ -237,7 +250,8 @@ def test_converged_590_node_plans_nothing():
         nvidia_open="590.48.01-1", nvidia_driver_pinning_590="590-1", nvidia_fabricmanager="590.48.01-1"
     )
     plan = d.plan(NODE, pkgs, branch="590", kernel_headers=False)
-    assert plan["install"] == [] and plan["remove"] == []
+    assert plan["install"] == [] and plan["remove"] == [] and plan["apt_first"] == []
+    assert plan["stale"] == ["/etc/apt/preferences.d/wireup-nvidia-driver.pref"]  # gone: file's absent is ok
 
 
 def test_ubuntu_580_to_610_removes_branch_named_packages():

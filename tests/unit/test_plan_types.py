@@ -63,7 +63,6 @@ PLANS: dict[str, typing.Any] = {
     "__nccl_files": file_state.FileState,
     "__nccl_plan": nccl.NcclPlan,
     "__nccl_problems": ERRORS,
-    "__nccl_torch_line": str,
     # nccl_tests
     "__nccl_tests_plan": nccl_tests.NcclTestsPlan,
     "__nccl_tests": nccl_tests.NcclTestsPlan,

@@ -102,6 +102,9 @@ def test_converged_testbed_node_needs_nothing_but_the_verification():
         "content": None,  # a stale link is removed
     }
     assert plan["torchrun"] == ""
+    # The build writes nothing and removes a stale .pth, but a converged rerun includes no step.
+    assert plan["files"] == [] and plan["stale"] == [plan["pth"]["path"]]
+    assert plan["steps"] == []
     assert plan["choice"]["requirement"] == "torch==2.13.0+cpu"
     assert plan["fact_path"] == "/etc/ansible/facts.d/wireup_torch.fact"
     assert [d["path"] for d in plan["dirs"]] == ["/opt/wireup/venv", "/etc/ansible/facts.d"]
@@ -121,6 +124,7 @@ def test_fresh_node_installs_torch_and_extras_from_the_wheelhouse_url():
     assert pip["copies"] == [] and pip["hashed"] is False
     # A real run makes the venv first, then verifies it.
     assert plan["venv_ready"] is True and plan["verify"] is True
+    assert plan["steps"] == ["build", "pip"]
 
 
 def test_check_mode_on_a_fresh_node_plans_the_changes_and_skips_the_verification():
@@ -129,6 +133,7 @@ def test_check_mode_on_a_fresh_node_plans_the_changes_and_skips_the_verification
     assert plan["pip"]["run"] is True  # pip's own check mode reports the change
     assert plan["venv_ready"] is False and plan["verify"] is False
     assert plan["pth"]["content"] is None and plan["torchrun"] == ""
+    assert plan["files"] == [] and plan["steps"] == ["build", "pip"]
     assert "check mode" in plan["skip_verify"] and "/opt/wireup/venv" in plan["skip_verify"]
     verified = pytorch_venv.verified({"skipped": True}, plan, "/opt/wireup/venv", "node1")
     assert verified["problems"] == [] and verified["info"] == {}
@@ -178,6 +183,13 @@ def test_reuse_of_a_base_venv_torch_links_it_and_provides_torchrun():
     assert plan["pth"]["content"] == "/opt/wireup/venv/lib/python3.11/site-packages\n"
     assert plan["torchrun"].startswith("#!/opt/wireup/reuse/bin/python\n")
     assert "from torch.distributed.run import main" in plan["torchrun"]
+    # One copy task writes both (torchrun executable), and no stale .pth is removed.
+    assert [(f["key"], f["dest"], f["mode"]) for f in plan["files"]] == [
+        ("pth", plan["pth"]["path"], "0644"),
+        ("torchrun", "/opt/wireup/reuse/bin/torchrun", "0755"),
+    ]
+    assert [f["content"] for f in plan["files"]] == [plan["pth"]["content"], plan["torchrun"]]
+    assert plan["stale"] == []
     assert "2.13.0+cpu" in plan["notes"][0] and "reusing it" in plan["notes"][0]
     assert plan["fact_path"] == "/opt/wireup/reuse-facts/wireup_torch.fact"
     # Outside the accepted range: torch is installed after all, and the report says why.
@@ -437,6 +449,9 @@ def test_the_build_runs_only_for_what_the_probe_finds_the_venv_lacking():
     ):
         plan = _plan(_probe("converged", venv={**venv, **change}))
         assert plan["changes"] == [named], (change, plan["changes"])
+        assert plan["steps"] == ["build", *(["pip"] if plan["pip"]["run"] else [])], (
+            change
+        )  # a new venv: pip too
     apt = _plan(settings=_settings(pytorch_venv_os_packages=["python3-dev"]))
     assert apt["changes"] == ["apt packages python3-dev"]
     # The local fact: written when the verification's info differs from the one the probe read.

@@ -317,6 +317,7 @@ class CudaRepoPlan(TypedDict):
     lists_fetched: bool  # apt has this repository's Packages index
     write: bool  # whether the key, source and apt update steps run at all
     toolkit: Toolkit
+    steps: list[str]  # the task files main.yml includes, in turn: repo (write), toolkit (wanted)
     report: list[str]  # one line for each thing the role leaves alone
 
 
@@ -375,6 +376,7 @@ def plan(state, node, **settings) -> CudaRepoPlan:
     lists_fetched = apt_lists_have_source([p for ps in (state.get("globs") or {}).values() for p in ps], url)
     source_there = bool((files.get(source_path) or {}).get("exists"))
     why = _toolkit_skipped(s, node)
+    write = bool(s.manage_source) and not (key and source_there and lists_fetched)
     return {
         "manage_source": bool(s.manage_source),
         "url": url,
@@ -386,7 +388,7 @@ def plan(state, node, **settings) -> CudaRepoPlan:
         "key": key,
         "download_key": bool(s.manage_source) and not key,
         "lists_fetched": lists_fetched,
-        "write": bool(s.manage_source) and not (key and source_there and lists_fetched),
+        "write": write,
         "toolkit": {
             "wanted": not why,
             "spec": spec,
@@ -396,6 +398,8 @@ def plan(state, node, **settings) -> CudaRepoPlan:
                 f"cuda_repo_base_url carries it and cuda_repo_version / cuda_repo_toolkit_version are right"
             ),
         },
+        # One include loop runs them; a rerun has none (nothing to write, the toolkit in place).
+        "steps": (["repo"] if write else []) + ([] if why else ["toolkit"]),
         "report": _report(s, node, why),
     }
 

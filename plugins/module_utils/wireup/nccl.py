@@ -204,6 +204,15 @@ def torch_comparison(system_version, host: str, venv_path: str, venv_info=None, 
     return line
 
 
+def torch_lines(
+    system_version, host: str, venv_path: str, venv_info=None, probe=None, *, check=True
+) -> list[str]:
+    """The entry point torch's report: torch_comparison's line, or none when nccl_check_torch
+    (``check``) is false or there is nothing to compare (one debug task loops over it)."""
+    line = torch_comparison(system_version, host, venv_path, venv_info, probe) if check else ""
+    return [line] if line else []
+
+
 def parse_torch_nccl_version(text) -> str:
     """What `torch.cuda.nccl.version()` printed -> 'X.Y.Z' ('' for none / CPU builds).
 

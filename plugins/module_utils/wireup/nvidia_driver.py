@@ -238,6 +238,12 @@ class RebootLines(TypedDict):
     unchanged: str  # ... when it did not ('' when nothing waits for a reboot)
 
 
+class AptStep(TypedDict):
+    name: list[str]
+    state: str  # absent or present
+    allow_held: bool  # apt's allow_change_held_packages: another branch's held packages go
+
+
 class DriverPlan(TypedDict):
     """``__nvidia_driver_plan``: what roles/nvidia_driver/tasks and templates read."""
 
@@ -248,6 +254,8 @@ class DriverPlan(TypedDict):
     pinning_package: str
     remove: list[str]  # other branches' and eras' packages
     install: list[str]  # what dpkg lacks (empty on a converged node)
+    apt_first: list[AptStep]  # before apt is asked for the version: the removals, the pinning package
+    stale: list[str]  # wireup's pin file where NVIDIA's pinning package locks the branch
     fabricmanager: FabricManager | None
     hold: list[str]
     services: list[str]
@@ -270,6 +278,8 @@ def _left_alone(s: Settings, summary: str) -> DriverPlan:
         "pinning_package": "",
         "remove": [],
         "install": [],
+        "apt_first": [],
+        "stale": [],
         "fabricmanager": None,
         "hold": [],
         "services": [],
@@ -335,6 +345,16 @@ def _to_install(s: Settings, node: dict, pkgs: dict, installed: dict, have_drive
         if headers not in installed:
             install.append(headers)
     return install + ([] if have_driver else list(pkgs["names"]))
+
+
+def _apt_first(remove: list[str], install: list[str], pinning_package: str) -> list[AptStep]:
+    """The apt runs before apt is asked which driver version the lock offers: other branches'
+    packages out (held ones too), then the branch's pinning package in (NVIDIA's guide: before the
+    driver, so apt's candidate is of the branch)."""
+    steps: list[AptStep] = [{"name": remove, "state": "absent", "allow_held": True}] if remove else []
+    if pinning_package in install:
+        steps.append({"name": [pinning_package], "state": "present", "allow_held": False})
+    return steps
 
 
 def _services(s: Settings, node: dict, have_driver: bool, fm) -> list[str]:
@@ -417,6 +437,8 @@ def plan(node: dict, packages=None, secure_boot_probes=None, **settings) -> Driv
         "pinning_package": pkgs["pinning_package"],
         "remove": remove,
         "install": install,
+        "apt_first": _apt_first(remove, install, pkgs["pinning_package"]),
+        "stale": [] if pkgs["pin_file"] else [PIN_FILE],
         "fabricmanager": fm,
         # dpkg holds only what it has: in --check, what is not installed yet is not held either
         "hold": [n for n in hold if n in installed] if s.check_mode else hold,

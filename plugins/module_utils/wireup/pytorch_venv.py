@@ -571,7 +571,7 @@ if __name__ == "__main__":
 @dataclass(frozen=True)
 class Settings:
     """The role's variables the plan reads: pytorch_venv_<field>, each passed by name
-    (tasks/10-plan.yml's one mapping, which the probe's request and the plan share)."""
+    (tasks/main.yml's one mapping, which the probe's request and the plan share)."""
 
     path: str
     owner: str
@@ -822,10 +822,13 @@ class VenvPlan(TypedDict):
     pyvenv_flag: str
     pth: dict  # {path, content}: content None removes a stale one
     torchrun: str  # for a reused torch: the script, else ''
+    files: list[dict]  # {key, dest, content, mode}: the .pth link and torchrun the build writes
+    stale: list[str]  # what the build removes: a stale .pth
     preinstalled: dict
     notes: list[str]
     pip: PipPlan
     changes: list[str]  # what the venv lacks (_venv_changes): the build steps run for any
+    steps: list[str]  # the task files main.yml includes after the venv's folder, in turn (_steps)
     verify: bool
     skip_verify: str
     verify_env: dict
@@ -847,10 +850,13 @@ def _refused(errors: list[str], choice: dict, gpu: dict) -> VenvPlan:
         "pyvenv_flag": "",
         "pth": {"path": "", "content": None},
         "torchrun": "",
+        "files": [],
+        "stale": [],
         "preinstalled": {},
         "notes": [],
         "pip": {},  # type: ignore[typeddict-item]
         "changes": [],
+        "steps": [],
         "verify": False,
         "skip_verify": "",
         "verify_env": {},
@@ -912,7 +918,26 @@ def plan(probe_result, settings, node, check_mode=False, controller=None) -> Ven
         verify=the_plan["venv_ready"] and not (check_mode and pip["run"]),
     )
     the_plan["changes"] = _venv_changes(the_plan, venv)
+    the_plan["steps"] = _steps(the_plan["changes"], pip["run"])
     return the_plan
+
+
+def _steps(changes: list[str], pip_run: bool) -> list[str]:
+    """The task files after the venv's folder: build.yml where the venv lacks something, pip.yml
+    for a pin it lacks; none on a converged node (one skipped loop)."""
+    return (["build"] if changes else []) + (["pip"] if pip_run else [])
+
+
+def _venv_files(s: Settings, pth: dict, torchrun: str) -> tuple[list[dict], list[str]]:
+    """(the files the build writes, the files it removes): the base-site .pth (a stale one
+    removed when none is wanted) and torchrun for a reused torch."""
+    files = [{"key": "pth", "dest": pth["path"], "content": pth["content"], "mode": "0644"}]
+    files = files if pth["content"] is not None else []
+    if torchrun:
+        files.append(
+            {"key": "torchrun", "dest": f"{s.path}/bin/torchrun", "content": torchrun, "mode": "0755"}
+        )
+    return files, [] if pth["content"] is not None else [pth["path"]]
 
 
 def _venv(s: Settings, probe: dict, venv: dict, check_mode: bool, decision: dict) -> dict:
@@ -921,14 +946,19 @@ def _venv(s: Settings, probe: dict, venv: dict, check_mode: bool, decision: dict
     series = probe.get("python_series", "")
     ready = bool(venv.get("python")) or not check_mode
     link = bool(s.system_site_packages) and bool(probe.get("is_venv"))
+    pth = {
+        "path": f"{s.path}/lib/python{series}/site-packages/{PTH_NAME}",
+        "content": "".join(f"{d}\n" for d in probe.get("site_dirs") or []) if link and ready else None,
+    }
+    torchrun = TORCHRUN.format(venv=s.path, base=s.base_python) if decision["use"] and ready else ""
+    files, stale = _venv_files(s, pth, torchrun)
     return {
         "venv_ready": ready,
         "pyvenv_flag": str(bool(s.system_site_packages)).lower(),
-        "pth": {
-            "path": f"{s.path}/lib/python{series}/site-packages/{PTH_NAME}",
-            "content": "".join(f"{d}\n" for d in probe.get("site_dirs") or []) if link and ready else None,
-        },
-        "torchrun": TORCHRUN.format(venv=s.path, base=s.base_python) if decision["use"] and ready else "",
+        "pth": pth,
+        "torchrun": torchrun,
+        "files": files,
+        "stale": stale,
         "skip_verify": f"check mode: {s.path} is not built yet; torch is verified on the real run",
         "verify_env": {**(s.verify_env or {}), "PYTHONDONTWRITEBYTECODE": "1"},
         "dirs": [
@@ -1049,7 +1079,7 @@ def verify_report(result) -> dict:
 
 
 class Verified(TypedDict):
-    """``__pytorch_venv_verified``: what roles/pytorch_venv/tasks/30-verify.yml reads."""
+    """``__pytorch_venv_verified``: what roles/pytorch_venv/tasks/main.yml's verification reads."""
 
     problems: list[str]
     info: TorchInfo  # the pytorch_venv_info fact ({} when the verification was skipped)
