@@ -156,7 +156,7 @@ class MultiNode(TypedDict):
 
 class Tuning(TypedDict, total=False):
     """bench.tuning's answer ({} when the plan compares nothing): bandwidth.pick_tuning's ranking
-    plus what compare.yml shows and writes."""
+    plus what the comparison (tasks/main.yml) shows and writes."""
 
     candidates: list[dict]
     best: dict
