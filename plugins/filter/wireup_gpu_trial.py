@@ -14,6 +14,8 @@ description:
   - wireup_gpu_trial_plan (wireup_node, the host and each gpu_trial setting by name -> gputrial.TrialPlan),
     wireup_gpu_trial_node (plan, run id, host, the registered reads and runs -> the fact gpu_trial_node),
     wireup_gpu_trial_cost (host, the fingerprint's registered result -> one line with its cost),
+    wireup_gpu_trial_health_lines (host, the health reads before and after -> the line shown of
+    the node's GPU health, none when no read ran),
     wireup_gpu_trial_run (the group, each host's gpu_trial_node and the thresholds by name -> what
     bench_report hands wireup_bench_store).
 """
@@ -42,6 +44,10 @@ def gpu_trial_cost(host, fingerprint):
     return gputrial.cost_line(str(host), fingerprint)
 
 
+def gpu_trial_health_lines(host, reads):
+    return gputrial.health_lines(str(host), list(reads or ()))
+
+
 def gpu_trial_run(group, *, nodes, **thresholds):
     """gputrial.run_data's answer; nodes: per host of group, in its order, its gpu_trial_node (None
     where it has none); thresholds: gputrial.JudgeSettings' fields by name."""
@@ -54,5 +60,6 @@ class FilterModule:
             "wireup_gpu_trial_plan": _wrap(gpu_trial_plan),
             "wireup_gpu_trial_node": _wrap(gpu_trial_node),
             "wireup_gpu_trial_cost": _wrap(gpu_trial_cost),
+            "wireup_gpu_trial_health_lines": _wrap(gpu_trial_health_lines),
             "wireup_gpu_trial_run": _wrap(gpu_trial_run),
         }

@@ -11,8 +11,11 @@ short_description: The node_check role's plans
 description:
   - "wireup_node_check_plan (wireup_node, the host and each node_check setting by name ->
     node_check.NodeCheckPlan, check.json's content and wireup-check's command lines),
-    wireup_node_check_read (the results folder, the host, the nccl-tests build and the benchmark's
-    size -> node_check.StoreRead, the baseline's bench part and wireup_bench.prom's text),
+    wireup_node_check_read (the results folder, the host, the nccl-tests build, the benchmark's
+    size and node_check_textfile -> node_check.StoreRead, the baseline's bench part and
+    wireup_bench.prom's text),
+    wireup_node_check_baseline_line (that read, the baseline step's registered result, the host and
+    check mode -> one line: what became of the baseline),
     wireup_node_check_result (wireup-check --json's output, the host, its stderr and exit code ->
     node_check.CheckResult, checked; nothing a node prints is trusted)."
 """
@@ -28,9 +31,19 @@ def node_check_plan(node, *, host, check_mode=False, **settings):
     )
 
 
-def node_check_read(results_dir, *, host, build, size):
-    """node_check.read_store's answer (build: nccl_tests_build, None when absent)."""
-    return node_check.read_store(str(results_dir), str(host), build=dict(build or {}), size=size)
+def node_check_read(results_dir, *, host, build, size, textfile):
+    """node_check.read_store's answer (build: nccl_tests_build, None when absent; textfile:
+    node_check_textfile)."""
+    return node_check.read_store(
+        str(results_dir), str(host), build=dict(build or {}), size=size, textfile=str(textfile)
+    )
+
+
+def node_check_baseline_line(read, written, *, host, check_mode):
+    """node_check.baseline_line's answer (written: the baseline step's registered result)."""
+    return node_check.baseline_line(
+        dict(read or {}), dict(written or {}), str(host), check_mode=bool(check_mode)
+    )
 
 
 def node_check_result(stdout, *, host, stderr, rc):
@@ -43,5 +56,6 @@ class FilterModule:
         return {
             "wireup_node_check_plan": _wrap(node_check_plan),
             "wireup_node_check_read": _wrap(node_check_read),
+            "wireup_node_check_baseline_line": _wrap(node_check_baseline_line),
             "wireup_node_check_result": _wrap(node_check_result),
         }

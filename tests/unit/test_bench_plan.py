@@ -140,6 +140,10 @@ def test_tuned_env_only_when_asked_and_job_env_wins(used):
     assert plan["tuned"]["used"] is used
     # With the tuned file in use, all_reduce at the top size runs with default NCCL beside it.
     assert (plan["compare"].get("mode") == "tuned_vs_default") is used
+    # Beside it only: the tuned file is neither written nor removed, whatever wins.
+    fast = {"rc": 0, "stdout": (H200 / "all_reduce_perf.txt").read_text(), "stderr": ""}
+    tune = bench.tuning(plan, [fast, fast])
+    assert (tune.get("writes"), tune.get("removes")) == (([], []) if used else (None, None))
 
 
 def test_missing_tuned_file_is_said_and_figures_use_default_nccl():
@@ -164,6 +168,7 @@ def test_sweep_ranks_stores_the_winner_and_says_so():
     # Identical figures (and one hung candidate): nothing beats the default, the file is removed.
     tune = bench.tuning(plan, [_run(fast), _run(fast), _run("", rc=124), _run(fast)], origin)
     assert tune["best"] == {} and tune["file_text"] == ""
+    assert tune["writes"] == [] and tune["removes"] == ["/opt/wireup/nccl-tuned.env"]
     assert tune["summary"].startswith("bench tuning: all_reduce at 8G, default NCCL 347.66 GB/s; ")
 
     # The default measured without P2P (27.91 GB/s), the first candidate with it (347.66 GB/s).
@@ -174,6 +179,7 @@ def test_sweep_ranks_stores_the_winner_and_says_so():
     assert parsed["origin"]["written"] == "2026-12-01T01:02:03Z"
     assert parsed["origin"]["run_id"] == "20261201T010203Z" and parsed["origin"]["nccl"] == "2.28.9"
     assert "stored NCCL_MIN_NCHANNELS=32 in /opt/wireup/nccl-tuned.env" in tune["summary"]
+    assert tune["writes"] == ["/opt/wireup/nccl-tuned.env"] and tune["removes"] == []
 
 
 def test_node_results_carry_outputs_json_and_the_tuned_file_state():

@@ -161,6 +161,14 @@ def test_the_node_fact_keeps_what_the_controller_reads():
         "gemm 25.2 s; hbm 25.0 s; pcie 26.1 s)"
     )
     assert gputrial.cost_line("h", {"skipped": True}) == ""
+    # The line shown: the read after the load where it ran, else the one before; none without a read.
+    before, after = {"summary": ["2 GPU(s): no health finding"]}, {"summary": ["2 GPU(s): ECC"]}
+    assert gputrial.health_lines("h", [before, after]) == ["gpu_trial h: 2 GPU(s): ECC"]
+    assert gputrial.health_lines("h", [before, {"skipped": True}]) == [
+        "gpu_trial h: 2 GPU(s): no health finding"
+    ]
+    assert gputrial.health_lines("h", [before, None]) == ["gpu_trial h: 2 GPU(s): no health finding"]
+    assert gputrial.health_lines("h", [{"skipped": True, "changed": False}, None]) == []
     assert gputrial.seconds_of("1:02:03.5") == 3723.5 and gputrial.seconds_of("soon") is None
 
 

@@ -44,7 +44,10 @@ def test_nccl_tests_plan_first_build():
         "make", "-j16", "MPI=0", "NVCC_GENCODE=-gencode=arch=compute_90,code=sm_90",
         "CUDA_HOME=/usr/local/cuda", "BUILDDIR=/opt/wireup/nccl-tests/build",
     ]  # fmt: skip
-    assert plan["paths"] == [{"path": "/opt/wireup/nccl-tests/src-v2.19.6", "state": "directory"}]
+    assert plan["paths"] == [
+        {"path": "/opt/wireup/nccl-tests/build", "state": "absent"},
+        {"path": "/opt/wireup/nccl-tests/src-v2.19.6", "state": "directory"},
+    ]
     assert plan["stamp_path"] == "/opt/wireup/nccl-tests/build/wireup-build.stamp"
     assert plan["fact"] == {
         "bin_dir": "/opt/wireup/nccl-tests/build", "version": "v2.19.6", "json": True, "arch": "90",
@@ -76,7 +79,7 @@ def test_nccl_tests_plan_venv_wheel_gets_a_private_nccl_home():
     assert plan["make_argv"][1] == "-j4" and plan["make_argv"][-2:] == [
         f"NCCL_HOME={home}", "MPI_HOME=/usr/lib/x86_64-linux-gnu/openmpi",
     ]  # fmt: skip
-    assert [(x["path"], x.get("src")) for x in plan["paths"][1:]] == [
+    assert [(x["path"], x.get("src")) for x in plan["paths"][2:]] == [
         (f"{home}/lib", None),
         (f"{home}/include", wheel + "/include"),
         (f"{home}/lib/libnccl.so.2", wheel + "/lib/libnccl.so.2"),

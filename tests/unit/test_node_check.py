@@ -61,6 +61,7 @@ def test_read_store_gives_a_bench_part_only_from_a_passing_newest_record(tmp_pat
     assert node_check.read_store(tmp_path, "gpu-a01", build=build) == {
         "bench_part": {},
         "textfile": "",
+        "textfiles": [],
         "note": "no bench record of it in the store",
     }
     results.write_host(tmp_path, "20261201T000000Z", "gpu-a01", dict(RECORD, run_id="20261201T000000Z"))
@@ -69,12 +70,31 @@ def test_read_store_gives_a_bench_part_only_from_a_passing_newest_record(tmp_pat
     assert part["run_id"] == "20261201T000000Z" and part["gpu_count"] == 2 and found["note"] == ""
     assert part["figure"]["size"] == 1 << 30 and part["nccl_tests"]["bin_dir"] == build["bin_dir"]
     assert 'wireup_bench_verdict{host="gpu-a01",verdict="PASS"} 1' in found["textfile"]
+    assert found["textfiles"] == [found["textfile"]]
+    assert node_check.read_store(tmp_path, "gpu-a01", build=build, textfile="never")["textfiles"] == []
     failed = dict(RECORD, run_id="20261202T000000Z", verdict="FAIL")
     results.write_host(tmp_path, "20261202T000000Z", "gpu-a01", failed)
     found = node_check.read_store(tmp_path, "gpu-a01", build=build)
     assert found["bench_part"] == {} and found["note"] == (
         "its latest bench record (20261202T000000Z) is FAIL, not PASS"
     )
+
+
+def test_the_baseline_line_is_wireup_checks_own_or_says_why_none_was_written():
+    read = {"bench_part": {"run_id": "r1"}, "textfile": "", "textfiles": [], "note": ""}
+    ran = {"stdout": json.dumps({"changed": True, "line": "wireup-check: baseline of n1 written"})}
+    assert node_check.baseline_line(read, ran, "n1") == "wireup-check: baseline of n1 written"
+    # --check: the command module reports skipped with an empty stdout (not JSON).
+    would = {"skipped": True, "stdout": "", "msg": "Command would have run if not in check mode"}
+    assert node_check.baseline_line(read, would, "n1", check_mode=True) == (
+        "wireup-check: baseline of n1 not written (check mode)"
+    )
+    kept = dict(read, bench_part={}, note="its latest bench record (r2) is FAIL, not PASS")
+    skipped = {"skipped": True, "changed": False, "false_condition": "..."}
+    for check_mode in (False, True):
+        assert node_check.baseline_line(kept, skipped, "n1", check_mode=check_mode) == (
+            "wireup-check: baseline of n1 kept: its latest bench record (r2) is FAIL, not PASS"
+        )
 
 
 def test_a_nodes_answer_is_checked_not_trusted():

@@ -117,6 +117,7 @@ SETTINGS = slurm_health_check.Settings(
 def test_the_block_and_a_slurm_conf_that_carries_it_already():
     plan = slurm_health_check.plan(CONF, "n1", SETTINGS)
     assert plan["errors"] == [] and plan["state"] == "present"
+    assert plan["install"] == ["/usr/local/sbin/wireup-slurm-health"] and plan["remove"] == []
     assert plan["block"] + "\n" == BLOCK.split("\n", 1)[1].rsplit("# END", 1)[0]
     assert plan["marker"].replace("{mark}", "BEGIN") + "\n" == BLOCK.splitlines(keepends=True)[0]
     assert slurm_health_check.conflicts(CONF + BLOCK) == []
@@ -145,7 +146,14 @@ def test_no_slurm_conf_and_removal():
     assert error.startswith("n2 has no /etc/slurm/slurm.conf") and "slurm_health_check_conf" in error
     absent = dataclasses.replace(SETTINGS, state="absent", conf="/c")
     gone = slurm_health_check.plan(CONF + "HealthCheckProgram=/x\n", "n1", absent)
-    assert gone == {"errors": [], "block": "", "state": "absent", "marker": slurm_health_check.MARKER}
+    assert gone == {
+        "errors": [],
+        "block": "",
+        "state": "absent",
+        "marker": slurm_health_check.MARKER,
+        "install": [],
+        "remove": ["/usr/local/sbin/wireup-slurm-health"],
+    }
     with pytest.raises(ValueError, match="slurm_health_check_state='gone' is not present or absent"):
         slurm_health_check.plan(CONF, "n1", dataclasses.replace(SETTINGS, state="gone"))
 

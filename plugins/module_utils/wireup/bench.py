@@ -156,7 +156,7 @@ class MultiNode(TypedDict):
 
 class Tuning(TypedDict, total=False):
     """bench.tuning's answer ({} when the plan compares nothing): bandwidth.pick_tuning's ranking
-    plus what compare.yml shows and writes."""
+    plus what the comparison (tasks/main.yml) shows and writes."""
 
     candidates: list[dict]
     best: dict
@@ -169,6 +169,8 @@ class Tuning(TypedDict, total=False):
     env: dict
     file_text: str
     summary: str
+    writes: list[str]  # the tuned env file's path when a sweep stores a winner, else []
+    removes: list[str]  # its path when a sweep found no winner (a stale file goes), else []
 
 
 class NodeData(TypedDict, total=False):
@@ -471,7 +473,8 @@ def tuning(the_plan, runs, origin=None):
     """The comparison's answer (a Tuning) from its registered runs (in the order of
     plan.compare.envs): bandwidth.pick_tuning's dict plus size, path, mode, min_gain, env, the
     tuned env file's text a sweep writes (file_text; '' when nothing beat the default: the file is
-    removed) and one line for the play output (summary). {} when the plan compares nothing."""
+    removed), one line for the play output (summary) and the file's fate, each a list the tasks
+    loop over (writes, removes: its path or nothing). {} when the plan compares nothing."""
     compare = the_plan.get("compare") or {}
     if not compare:
         return {}
@@ -495,6 +498,8 @@ def tuning(the_plan, runs, origin=None):
         f"bench {what}: all_reduce at {compare['size']}, default NCCL {out['default_busbw']} GB/s; "
         f"{others} GB/s{stored}"
     )
+    out["writes"] = [out["path"]] if out["file_text"] else []
+    out["removes"] = [out["path"]] if compare["store"] and not out["file_text"] else []
     return out
 
 
@@ -617,7 +622,7 @@ def node_results(facts):
         "versions": _versions(node, build),
         "gpus": (node.get("gpu") or {}).get("count"),
         "tuning": _redact_tuning(
-            {k: v for k, v in tune.items() if k not in ("file_text", "summary")}, secret
+            {k: v for k, v in tune.items() if k not in ("file_text", "summary", "writes", "removes")}, secret
         ),
     }
 

@@ -314,6 +314,14 @@ def cost_line(host, fingerprint):
     )
 
 
+def health_lines(host, reads):
+    """The line a node shows of its GPUs' health, a list the task loops over: the newest read's
+    first summary line (the read after the fingerprint, else the one before it); [] when no read
+    ran (gpu_trial_health off, or no nvidia-smi). reads: the registered reads, None where absent."""
+    ran = [r for r in reads or () if r and r.get("summary")]
+    return [f"gpu_trial {host}: {ran[-1]['summary'][0]}"] if ran else []
+
+
 def _last_json(text):
     lines = [line for line in str(text or "").splitlines() if line.strip().startswith("{")]
     try:

@@ -75,10 +75,11 @@ class NcclTestsPlan(TypedDict):
     commit: str
     unarchive_opts: list[str]
     src: str
-    build_dir: str
     stamp_path: str
     stamp: str
-    paths: list[dict]  # file items: the source folder, a venv wheel's private NCCL_HOME links
+    paths: list[
+        dict
+    ]  # file items: the previous build gone, the source folder, a venv wheel's NCCL_HOME links
     make_argv: list[str]
     fact: BuildFact
 
@@ -157,7 +158,9 @@ def plan(info, node, **settings) -> NcclTestsPlan:
     arch = gencode((node.get("gpu") or {}).get("compute_capabilities"))
     root = str(s.base_dir).rstrip("/")
     src, build = f"{root}/src-{s.version}", f"{root}/build"
-    paths, nccl_home = [{"path": src, "state": "directory"}], nccl.get("home", "")
+    # The build starts from clean: the previous one goes first.
+    paths = [{"path": build, "state": "absent"}, {"path": src, "state": "directory"}]
+    nccl_home = nccl.get("home", "")
     if s.nccl_source == "venv":
         nccl_home, links = _wheel_home(root, nccl)
         paths += links
@@ -177,7 +180,6 @@ def plan(info, node, **settings) -> NcclTestsPlan:
         if str(s.source).endswith(".zip")
         else [f"--strip-components={int(s.strip_components)}"],
         "src": src,
-        "build_dir": build,
         "stamp_path": f"{build}/{BUILD_STAMP}",
         "stamp": stamp,
         "paths": paths,

@@ -5,7 +5,8 @@ package on the nodes; this module runs on the controller).
 - plan: what the role does on one node: wireup-check's settings file (check.json) and the
   command lines it runs (the quick check, the baseline after a bench, the bench's textfile).
 - read_store: what the controller's store gives a node after a bench: the bench part of its
-  baseline (only when its newest bench record PASSed) and its figures for node_exporter.
+  baseline (only when its newest bench record PASSed) and its figures for node_exporter;
+  baseline_line: what became of the baseline, in one line.
 - result: what a node's ``wireup-check --json`` printed, as the controller keeps it (nothing a
   node printed is trusted: verdicts it does not know are ERROR, text is cut to one line).
 - section (results.SECTIONS), summary_line and report_sections (report.REPORT_PARTS): a quick run
@@ -84,10 +85,13 @@ class NodeCheckPlan(TypedDict):
 class StoreRead(TypedDict):
     """read_store's answer: bench_part (nodecheck.BenchPart; {} when the newest bench record did
     not PASS or there is none), textfile (wireup_bench.prom's text, '' when the store has nothing
-    for the node), note (why no baseline is written, '' when one is)."""
+    for the node), textfiles (the texts to write, the list the write loops over: [textfile], or []
+    when it is '' or node_check_textfile is never), note (why no baseline is written, '' when one
+    is)."""
 
     bench_part: nodecheck.BenchPart
     textfile: str
+    textfiles: list[str]
     note: str
 
 
@@ -164,9 +168,10 @@ def plan(host, node, settings, *, check_mode=False) -> NodeCheckPlan:
     }
 
 
-def read_store(results_dir, host, *, build=None, size="1G") -> StoreRead:
+def read_store(results_dir, host, *, build=None, size="1G", textfile="auto") -> StoreRead:
     """The baseline's bench part from the host's newest bench record when it PASSed (the baseline
-    of the last passing bench stays otherwise) and wireup_bench.prom's text, from the store."""
+    of the last passing bench stays otherwise) and wireup_bench.prom's text, from the store;
+    textfile: node_check_textfile (never: no text to write)."""
     from . import promtext
     from .watchsettings import size_bytes
 
@@ -178,11 +183,25 @@ def read_store(results_dir, host, *, build=None, size="1G") -> StoreRead:
         note = f"its latest bench record ({latest['run_id']}) is {latest['verdict']}, not PASS"
     else:
         part = nodecheck.bench_part(latest["record"], dict(build or {}), size_bytes(size))
+    text = promtext.controller_text(str(results_dir), str(host))
     return {
         "bench_part": part,
-        "textfile": promtext.controller_text(str(results_dir), str(host)),
+        "textfile": text,
+        "textfiles": [text] if text and textfile != "never" else [],
         "note": note,
     }
+
+
+def baseline_line(read: StoreRead, written, host, *, check_mode=False) -> str:
+    """The line after the baseline step: wireup-check's own line where it ran (written: the step's
+    registered result, its stdout wireup-check's JSON), else why the baseline was not written: check
+    mode (the step would have run) or read_store's note (it kept the old one)."""
+    stdout = str((written or {}).get("stdout") or "")
+    if stdout:
+        return str(json.loads(stdout)["line"])
+    if check_mode and read.get("bench_part"):
+        return f"wireup-check: baseline of {host} not written (check mode)"
+    return f"wireup-check: baseline of {host} kept: {read.get('note', '')}"
 
 
 # ------------------------------------------------------------------------------ the node's answer

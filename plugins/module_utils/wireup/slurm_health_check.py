@@ -72,12 +72,16 @@ class Settings:
 
 class SlurmHealthPlan(TypedDict):
     """plan's answer: errors (each naming the file, the line and the fix), block (the three lines,
-    '' when absent), state (present, absent: blockinfile's), marker (blockinfile's)."""
+    '' when absent), state (present, absent: blockinfile's), marker (blockinfile's), and the
+    wrapper's fate, each a list the tasks loop over: install (its path when present, else []),
+    remove (its path when absent, else [])."""
 
     errors: list[str]
     block: str
     state: str
     marker: str
+    install: list[str]
+    remove: list[str]
 
 
 def conf_text(slurp):
@@ -111,4 +115,6 @@ def plan(conf, node, settings) -> SlurmHealthPlan:
         "block": block(settings.program, settings.interval, settings.node_state) if present else "",
         "state": settings.state,
         "marker": MARKER,
+        "install": [settings.program] if present else [],
+        "remove": [] if present else [settings.program],
     }
