@@ -397,40 +397,30 @@ def preinstalled(found, spec, gpu_present, choice) -> dict:
     cuda = str(found.get("cuda") or "")
     if not version:
         return {"use": False, "version": "", "cuda": "", "reason": "the base interpreter has no torch"}
-    if not version_in_range(version, spec):
-        return {
-            "use": False,
-            "version": version,
-            "cuda": cuda,
-            "reason": f"torch {version} in the base interpreter is outside "
-            f"pytorch_venv_accept_preinstalled '{spec}'",
-        }
-    if gpu_present:
-        if not cuda:
-            return {
-                "use": False,
-                "version": version,
-                "cuda": "",
-                "reason": f"torch {version} in the base interpreter is a CPU build on a GPU node",
-            }
-        drv = (choice or {}).get("driver") or {"source": "", "cuda": "", "branch": None}
-        if drv.get("source"):
-            variant = "cu{}{}".format(*_release(cuda))
-            if not _allowed(variant, drv):
-                return {
-                    "use": False,
-                    "version": version,
-                    "cuda": cuda,
-                    "reason": f"torch {version} (CUDA {cuda}) needs a newer driver than "
-                    f"{drv.get('driver') or drv.get('cuda')}",
-                }
+    refusal = _preinstalled_refusal(version, cuda, spec, gpu_present, choice)
     return {
-        "use": True,
+        "use": not refusal,
         "version": version,
         "cuda": cuda,
-        "reason": f"torch {version} in the base interpreter satisfies "
-        f"pytorch_venv_accept_preinstalled '{spec}'",
+        "reason": refusal
+        or f"torch {version} in the base interpreter satisfies pytorch_venv_accept_preinstalled '{spec}'",
     }
+
+
+def _preinstalled_refusal(version: str, cuda: str, spec, gpu_present, choice) -> str:
+    """Why the base interpreter's torch cannot be used ('' when it can): outside the accepted
+    range, or on a GPU node a CPU build or a CUDA build the driver cannot run."""
+    if not version_in_range(version, spec):
+        return f"torch {version} in the base interpreter is outside pytorch_venv_accept_preinstalled '{spec}'"
+    if not gpu_present:
+        return ""
+    if not cuda:
+        return f"torch {version} in the base interpreter is a CPU build on a GPU node"
+    drv = (choice or {}).get("driver") or {"source": "", "cuda": "", "branch": None}
+    if drv.get("source") and not _allowed("cu{}{}".format(*_release(cuda)), drv):
+        driver = drv.get("driver") or drv.get("cuda")
+        return f"torch {version} (CUDA {cuda}) needs a newer driver than {driver}"
+    return ""
 
 
 def verify_problems(report, gpu_present, gpu_count, venv_path="") -> list[str]:
