@@ -510,3 +510,24 @@ def test_pip_processes_recognises_the_ways_pip_runs(tmp_path):
         (proc / pid / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
     (proc / "self").mkdir()
     assert [p["pid"] for p in probe.pip_processes("/opt/v/", proc=str(proc))] == [101, 102, 103]
+
+
+def _dist(site, name, version):
+    meta = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    meta.mkdir(parents=True)
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\nbody\n")
+
+
+def test_site_distributions_reads_every_folder_the_first_winning(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("probe_python", PROBE_SCRIPT)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    purelib, platlib = tmp_path / "purelib", tmp_path / "platlib"
+    _dist(purelib, "numpy", "2.3.5")
+    _dist(platlib, "numpy", "1.26.4")
+    _dist(platlib, "nvidia-ml-py", "13.615.71")
+    found = probe.site_distributions([str(purelib), str(platlib), str(tmp_path / "missing")])
+    assert found == {"numpy": "2.3.5", "nvidia-ml-py": "13.615.71"}
+    assert probe.site_distributions([]) == {}

@@ -200,6 +200,47 @@ def test_reuse_of_a_base_venv_torch_links_it_and_provides_torchrun():
     )
 
 
+def test_a_reuse_rerun_starts_no_pip_for_extras_the_base_interpreter_has():
+    """The reuse layout (torch and the extras in the base venv, linked): the extras are visible to
+    the venv's pip, which would only say "already satisfied"; the rerun does not start it."""
+    settings = _settings(
+        pytorch_venv_base_python="/opt/wireup/venv/bin/python3",
+        pytorch_venv_system_site_packages=True,
+        pytorch_venv_path="/opt/wireup/reuse",
+    )
+    extras = {"torchinfo": "1.8.0", "numpy": "2.3.5", "nvidia-ml-py": "13.615.71"}
+    venv = {"installed": {"pip": "23.0.1"}, "pth": None, "python": True, "system_site_packages": True}
+    probe = _probe(
+        "base_venv", site_installed={**extras, "torch": "2.13.0+cpu"}, venv={**venv, "torchrun": True}
+    )
+    plan = _plan(probe, settings)
+    assert plan["errors"] == [] and plan["preinstalled"]["use"] is True
+    assert plan["pip"]["extras"] == [] and plan["pip"]["torch"] == [] and plan["pip"]["run"] is False
+    assert "pip" not in plan["steps"]
+    # A pin the base holds at another version, or shadowed by the venv's own copy, is still installed.
+    probe = _probe(
+        "base_venv",
+        site_installed={**extras, "numpy": "1.26.4"},
+        venv={**venv, "installed": {"torchinfo": "1.7.0"}, "torchrun": True},
+    )
+    assert _plan(probe, settings)["pip"]["extras"] == ["torchinfo==1.8.0", "numpy==2.3.5"]
+    # Without system site packages the venv sees none of the base's.
+    probe = _probe("converged", site_installed=extras)
+    assert _plan(probe)["pip"]["extras"] == _plan("converged")["pip"]["extras"]
+
+
+def test_the_base_interpreter_torch_never_stands_for_the_pinned_one():
+    """A base torch the plan did not accept (outside pytorch_venv_accept_preinstalled) is installed
+    into the venv even where the base's site-packages hold the pinned version's name."""
+    settings = _settings(
+        pytorch_venv_base_python="/opt/wireup/venv/bin/python3",
+        pytorch_venv_system_site_packages=True,
+        pytorch_venv_accept_preinstalled=">=2.14",
+    )
+    plan = _plan(_probe("base_venv", site_installed={"torch": "2.13.0+cpu"}), settings)
+    assert plan["preinstalled"]["use"] is False and plan["pip"]["torch"] == ["torch==2.13.0+cpu"]
+
+
 def test_h200_node_reuses_its_cuda_torch():
     node, torch_v, cuda_v, _ = _h200_node()
     probe = _probe("base_venv", torch={"version": torch_v, "cuda": cuda_v, "path": "/x", "error": ""})

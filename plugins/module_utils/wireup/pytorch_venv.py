@@ -887,9 +887,8 @@ def plan(probe_result, settings, node, check_mode=False, controller=None) -> Ven
     # pip: only what the venv lacks (a venv made in this run has nothing yet).
     installed = (venv.get("installed") or {}) if venv.get("python") else {}
     torch_todo = [] if decision["use"] else pip_missing(choice["requirement"], installed)
-    pip = pip_plan(
-        s, node, choice, (torch_todo, pip_missing(list(s.extra_packages or []), installed)), check_mode
-    )
+    extras_todo = pip_missing(list(s.extra_packages or []), _visible(s, probe, installed))
+    pip = pip_plan(s, node, choice, (torch_todo, extras_todo), check_mode)
     the_plan = _venv(s, probe, venv, check_mode, decision)
     the_plan.update(
         errors=errors + tool_errors,
@@ -910,6 +909,17 @@ def plan(probe_result, settings, node, check_mode=False, controller=None) -> Ven
     the_plan["changes"] = _venv_changes(the_plan, venv)
     the_plan["steps"] = _steps(the_plan["changes"], pip["run"])
     return the_plan
+
+
+def _visible(s: Settings, probe: dict, installed: dict) -> dict:
+    """The distributions the venv's pip sees for the extras: its own, and with
+    pytorch_venv_system_site_packages the base interpreter's too (its site-packages through the
+    .pth link or --system-site-packages: pip says "already satisfied" for them, so a rerun need not
+    start it). The venv's own come first, as on its sys.path; torch's pin is checked against the
+    venv's own only (a base torch the plan did not accept must not count)."""
+    if not s.system_site_packages:
+        return installed
+    return {**(probe.get("site_installed") or {}), **installed}
 
 
 def _steps(changes: list[str], pip_run: bool) -> list[str]:

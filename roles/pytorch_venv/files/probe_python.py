@@ -2,8 +2,9 @@
 reports cheaply, in one run.
 
 Run by ansible.builtin.script with the base interpreter. Prints one JSON object (last line): the
-interpreter's version, whether it is itself a virtualenv, its site-packages directories, whether it
-can create a venv with pip (Debian/Ubuntu split `ensurepip` into python3-venv), and, when
+interpreter's version, whether it is itself a virtualenv, its site-packages directories and the
+distributions in them (`site_installed`, as `installed` below), whether it can create a venv with
+pip (Debian/Ubuntu split `ensurepip` into python3-venv), and, when
 WIREUP_PROBE's `torch` is true, the torch it would import (version, CUDA build, path: from
 torch/version.py, without importing it; by importing it only where that file says nothing).
 
@@ -61,6 +62,9 @@ def main():
         "base_prefix": sys.base_prefix,
         "is_venv": sys.prefix != sys.base_prefix,
         "site_dirs": site_dirs,
+        # What those folders hold: a venv made with pytorch_venv_system_site_packages sees them, so
+        # pip need not start for an extra the base has (pytorch_venv._visible).
+        "site_installed": site_distributions(site_dirs),
         "has_venv": importlib.util.find_spec("venv") is not None,
         # Without ensurepip (Debian/Ubuntu without python3-venv, or a uv-made base venv) a venv can
         # still be made --without-pip; it then has no pip of its own.
@@ -235,6 +239,14 @@ def pyvenv_flag(text):
     """pyvenv.cfg's include-system-site-packages as a bool (None without the file or the key)."""
     match = re.search(r"(?m)^include-system-site-packages\s*=\s*(\S+)", text or "")
     return match.group(1).lower() == "true" if match else None
+
+
+def site_distributions(site_dirs):
+    """{normalised name: version} over several site-packages folders, the first one's winning."""
+    found = {}
+    for site in reversed(site_dirs):
+        found.update(installed_distributions(site))
+    return found
 
 
 def installed_distributions(site):
