@@ -89,6 +89,12 @@ def test_the_baseline_line_is_wireup_checks_own_or_says_why_none_was_written():
     assert node_check.baseline_line(read, would, "n1", check_mode=True) == (
         "wireup-check: baseline of n1 not written (check mode)"
     )
+    # What the node printed is not trusted: one line, and an answer without one says so.
+    two = {"stdout": json.dumps({"changed": False, "line": "wireup-check: same\nsecond  line"})}
+    assert node_check.baseline_line(read, two, "n1") == "wireup-check: same second line"
+    for odd in ("{not json", "[1]", json.dumps({"changed": True}), json.dumps({"line": ""})):
+        said = node_check.baseline_line(read, {"stdout": odd}, "n1")
+        assert said.startswith("wireup-check: baseline of n1: no line in its answer: "), said
     kept = dict(read, bench_part={}, note="its latest bench record (r2) is FAIL, not PASS")
     skipped = {"skipped": True, "changed": False, "false_condition": "..."}
     for check_mode in (False, True):

@@ -77,9 +77,8 @@ class NcclTestsPlan(TypedDict):
     src: str
     stamp_path: str
     stamp: str
-    paths: list[
-        dict
-    ]  # file items: the previous build gone, the source folder, a venv wheel's NCCL_HOME links
+    # file items: the previous build gone, the source folder, a venv wheel's NCCL_HOME links
+    paths: list[dict]
     make_argv: list[str]
     fact: BuildFact
 

@@ -198,10 +198,23 @@ def baseline_line(read: StoreRead, written, host, *, check_mode=False) -> str:
     mode (the step would have run) or read_store's note (it kept the old one)."""
     stdout = str((written or {}).get("stdout") or "")
     if stdout:
-        return str(json.loads(stdout)["line"])
+        return (
+            _said_line(stdout)
+            or f"wireup-check: baseline of {host}: no line in its answer: {_text(stdout)[:200]}"
+        )
     if check_mode and read.get("bench_part"):
         return f"wireup-check: baseline of {host} not written (check mode)"
     return f"wireup-check: baseline of {host} kept: {read.get('note', '')}"
+
+
+def _said_line(stdout: str) -> str:
+    """The line of wireup-check's JSON answer, as one line of text ('' when there is none): the
+    node printed it, so it is not trusted to be JSON, a mapping or one line."""
+    try:
+        said = json.loads(stdout)
+    except ValueError:
+        return ""
+    return _text(said.get("line")) if isinstance(said, dict) and said.get("line") else ""
 
 
 # ------------------------------------------------------------------------------ the node's answer
