@@ -1,14 +1,16 @@
-"""wireup_wait: wait for a run of wireup-jobctl on a node, printing its progress (issue 28).
+"""wireup_wait: wait for a run on a node, printing its progress (issue 28; sacct: issue 24).
 
-One look per interval: ``ARGV... INTERVAL`` (``wireup-jobctl status JOB_DIR RUN_ID``, which
-blocks up to INTERVAL s for the end) through the task's connection, as a plain shell command: no
-module upload, nothing kept between looks but the last answer, so a look costs the same after a
-day as after a minute. After each look one line per node (state, elapsed time) through Ansible's
-display; the decisions are plugins/module_utils/wireup/wait.py's (unit-tested). It replaces a
-command task retried with until/retries, which printed ``FAILED - RETRYING`` once per node per
-look of a healthy run. The result is the last look's, shaped as the command module's (rc, stdout,
-stderr), so the role's verdict reads it as before; the task fails only when a look did (jobctl's
-error or an unusable answer), naming the node; how the run went is the verdict's to say.
+One look per interval through the task's connection, as a plain shell command: no module upload,
+nothing kept between looks but the last answer, so a look costs the same after a day as after a
+minute. ``judge: jobctl`` (default) runs ``ARGV... INTERVAL`` (``wireup-jobctl status JOB_DIR
+RUN_ID``, which blocks up to INTERVAL s for the end); ``judge: sacct`` runs ARGV (``sacct -j ID``,
+on the node that submitted the job) and sleeps the interval between looks. After each look one
+line (state, time) through Ansible's display; the decisions are
+plugins/module_utils/wireup/wait.py's (unit-tested). It replaces command tasks retried with
+until/retries, which printed ``FAILED - RETRYING`` once per look of a healthy run. The result is
+the last look's, shaped as the command module's (rc, stdout, stderr), so the role's verdict reads it
+as before; the task fails only when a look did (the command's error or an unusable answer),
+naming the node; how the run went is the verdict's to say.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ display = Display()
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("argv", "interval", "timeout", "job"))
+    _VALID_ARGS = frozenset(("argv", "interval", "timeout", "job", "judge"))
     _supports_check_mode = True  # only looks
 
     def _settings(self):
@@ -37,6 +39,11 @@ class ActionModule(ActionBase):
         if not isinstance(argv, list) or not argv or not all(isinstance(a, (str, int)) for a in argv):
             raise AnsibleActionFail(
                 "wireup_wait: argv must be a non-empty list of words (the status command)"
+            )
+        judge = args.get("judge") or "jobctl"
+        if judge not in wait.JUDGES:
+            raise AnsibleActionFail(
+                f"wireup_wait: judge must be one of {', '.join(wait.JUDGES)}, not {judge!r}"
             )
         try:
             interval = check_type_float(args.get("interval", 5))
@@ -47,27 +54,29 @@ class ActionModule(ActionBase):
             ) from err
         if interval < 0 or timeout < 0 or interval != int(interval):
             raise AnsibleActionFail("wireup_wait: interval must be whole seconds >= 0 and timeout >= 0")
-        command = " ".join(shlex.quote(str(a)) for a in [*argv, int(interval)])
-        return command, int(interval), timeout, str(args.get("job") or "")
+        look, pause, appends = wait.JUDGES[judge]
+        words = [*argv, int(interval)] if appends else argv
+        command = " ".join(shlex.quote(str(a)) for a in words)
+        return command, int(interval), timeout, str(args.get("job") or ""), look, pause
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        command, interval, timeout, job = self._settings()
-        host = (task_vars or {}).get("inventory_hostname", "?")
+        command, interval, timeout, job, look, pause = self._settings()
+        host = self._task.delegate_to or (task_vars or {}).get("inventory_hostname", "?")
         began, shown, looks = time.monotonic(), None, 0
         while True:
             start = time.monotonic()
             answer = self._low_level_execute_command(command)
             looks += 1
             now = time.monotonic()
-            seen = wait.look(answer, host=host, job=job, timeout=timeout, waited=now - began)
+            seen = look(answer, host=host, job=job, timeout=timeout, waited=now - began)
             if seen["over"]:
                 break
             if wait.shows(now, shown):
                 display.display(seen["line"])
                 shown = now
-            time.sleep(wait.pause(interval, now - start))
+            time.sleep(pause(interval, now - start))
         if seen["line"]:
             display.display(seen["line"])
         result.update(

@@ -19,8 +19,9 @@ def wireup_slurm_verdict(sacct_stdout, plan, timed_out=False, batch_output=""):
     )
 
 
-def wireup_slurm_plan(sbatch_stdout, plan, **kwargs):
-    return slurm.run_plan(str(sbatch_stdout or ""), dict(plan), **kwargs)
+def wireup_slurm_plan(sbatch_stdout, plan, stop_grace=15):
+    """slurm.run_plan of sbatch's answer over the launch plan (torchrun_launch_stop_grace)."""
+    return slurm.run_plan(str(sbatch_stdout or ""), dict(plan), stop_grace=stop_grace)
 
 
 def wireup_slurm_drain_plan(show_result, plan, check_mode=False):

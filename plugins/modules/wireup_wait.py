@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: wireup_wait
-short_description: Wait for a wireup-jobctl run on a node, one progress line per look
+short_description: Wait for a wireup-jobctl run or a Slurm job, one progress line per look
 description:
   - Runs I(argv) followed by I(interval) on the node (C(wireup-jobctl status JOB_DIR RUN_ID), which
     blocks up to I(interval) seconds for the run's end) through the task's connection, as a plain
@@ -38,6 +38,18 @@ options:
     description: The job's name, for the progress lines.
     type: str
     default: ""
+  judge:
+    description:
+      - What the look runs and how its answer is read.
+      - C(jobctl) appends I(interval) to I(argv) (C(wireup-jobctl status) blocks up to it on the node)
+        and waits while the run's state is running.
+      - C(sacct) runs I(argv) as it is (C(sacct --parsable2 --noheader -j ID
+        --format=JobID,State,ExitCode,NodeList,End) on the node that submitted the job), sleeps
+        I(interval) seconds (at least one) between looks and waits while the job's state is not
+        final; I(timeout) counts by the controller's clock.
+    type: str
+    choices: [jobctl, sacct]
+    default: jobctl
 attributes:
   check_mode:
     support: full
@@ -53,6 +65,17 @@ EXAMPLES = r"""
     timeout: 1800
     job: example2
   register: __torchrun_launch_status
+
+- name: Launch | Slurm | Follow the job with sacct until it ends
+  wireup_wait:
+    argv: [sacct, --parsable2, --noheader, -j, "4711", "--format=JobID,State,ExitCode,NodeList,End"]
+    judge: sacct
+    interval: 5
+    timeout: 1800
+    job: example2
+  register: __torchrun_launch_sacct
+  run_once: true
+  delegate_to: node1
 """
 
 RETURN = r"""

@@ -105,6 +105,16 @@ def test_example2_under_slurm_three_nodes_two_processes(slurm_cluster, tmp_path)
     run_dir, summary = _summary(results)
     job_id = summary["slurm_job_id"]
     assert run_dir.name == f"it-slurm-ok-slurm-{job_id}"
+    # Followed by wireup_wait's sacct judge from the master: its lines, nothing red while it runs.
+    assert "FAILED - RETRYING" not in result.stdout
+    assert re.search(
+        rf"^\[node1\] waiting for Slurm job {job_id} \(job it-slurm-ok\): (PENDING|RUNNING), ",
+        result.stdout,
+        re.M,
+    )
+    assert re.search(
+        rf"^\[node1\] Slurm job {job_id} \(job it-slurm-ok\): COMPLETED after ", result.stdout, re.M
+    )
     assert summary["verdict"]["ok"] is True and summary["world_size"] == 6
     assert summary["verdict"]["reason"] == f"Slurm job {job_id} COMPLETED: every node exited with code 0"
     assert {h: (n["state"], n["rc"], n["slurm_state"]) for h, n in summary["nodes"].items()} == dict.fromkeys(

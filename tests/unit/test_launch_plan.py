@@ -392,7 +392,7 @@ def test_jobs_node_and_the_line_for_the_run():
 
 def test_slurm_run_plan():
     p = job(slurm=True)
-    sp = slurm.run_plan("4711;cluster\n", p, timeout=20, poll_interval=2, stop_grace=5)
+    sp = slurm.run_plan("4711;cluster\n", p, stop_grace=5)
     assert sp == {
         "job_id": "4711",
         "run_id": "slurm-4711",
@@ -405,7 +405,6 @@ def test_slurm_run_plan():
             "4711",
             "--format=JobID,State,ExitCode,NodeList,End",
         ],
-        "looks": 10,
         "cancel_looks": 17,
         # The run recorded like a detached one (wireup-jobctl record on every node; slurm-job.json
         # on the controller): the launch plan's record, its own run id, the job id and the logs.

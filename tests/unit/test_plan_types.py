@@ -109,6 +109,7 @@ PLANS: dict[str, typing.Any] = {
     "__batch_out": str,
     "__errors": ERRORS,
     "__torchrun_launch_status": wait.WaitResult,
+    "__torchrun_launch_sacct": wait.WaitResult,
     "__torchrun_launch_jobs": launch.JobsPlan,
     "__torchrun_launch_verdict": (launch.Verdict, slurm.SlurmVerdict),
     "__verdict": slurm.SlurmVerdict,  # slurm_wait.yml's, before it is kept

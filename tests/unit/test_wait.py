@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from ansible.errors import AnsibleActionFail
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import wait
 
@@ -98,3 +101,134 @@ def test_looks_are_paced_and_lines_at_most_one_a_second():
     assert wait.pause(5, 5.0) == 0.0  # it blocked its interval on the node
     assert wait.pause(0, 0.0) == 0.0  # interval 0: as fast as the looks go
     assert wait.shows(10.0, None) and wait.shows(11.0, 10.0) and not wait.shows(10.5, 10.0)
+
+
+# --- the sacct judge: a job under Slurm, looked at with slurm.sacct_argv on its master ----------
+SLURM = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
+
+
+def sacct(name, rc=0, stderr=""):
+    return {"rc": rc, "stdout": (SLURM / name).read_text(), "stderr": stderr}
+
+
+def test_a_running_slurm_job_goes_on_and_says_its_state_and_the_time_waited():
+    seen = wait.look_sacct(
+        sacct("testbed_22.05.8_sacct_running.txt"), host="node1", job="example2", timeout=1800, waited=12.04
+    )
+    assert not seen["over"] and not seen["error"]
+    assert seen["status"] == {"state": "RUNNING", "job_id": "7"}
+    assert seen["line"] == (
+        "[node1] waiting for Slurm job 7 (job example2): RUNNING, 12.0 s waited (timeout 1800 s)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "state"),
+    [
+        ("testbed_22.05.8_sacct_completed.txt", "COMPLETED"),
+        ("testbed_22.05.8_sacct_node2_failed.txt", "FAILED"),
+        ("testbed_22.05.8_sacct_cancelled_by_scancel.txt", "CANCELLED"),
+        ("testbed_22.05.8_sacct_cancelled_while_pending.txt", "CANCELLED"),
+    ],
+)
+def test_a_slurm_job_in_a_final_state_ends_the_wait(name, state):
+    seen = wait.look_sacct(sacct(name), host="node1", waited=40)
+    assert seen["over"] and not seen["error"]
+    assert seen["status"]["state"] == state
+    assert seen["line"].startswith("[node1] Slurm job ") and seen["line"].endswith(f": {state} after 40.0 s")
+
+
+def test_a_job_sacct_has_no_row_for_yet_is_pending_and_waited_for():
+    seen = wait.look_sacct({"rc": 0, "stdout": "", "stderr": ""}, host="node1", waited=1)
+    assert not seen["over"] and seen["status"]["state"] == "PENDING"
+    assert (
+        seen["line"] == "[node1] waiting for Slurm job (no sacct row yet): PENDING, 1.0 s waited (no timeout)"
+    )
+
+
+def test_the_timeout_ends_a_slurm_wait_by_the_controller_s_clock_and_0_means_none():
+    running = sacct("testbed_22.05.8_sacct_running.txt")
+    assert wait.look_sacct(running, host="n", timeout=30, waited=30.0)["over"]
+    assert not wait.look_sacct(running, host="n", timeout=30, waited=29.9)["over"]
+    # torchrun_launch_timeout 0 is "no limit": the old until/retries loop made it one look, then scancel.
+    assert not wait.look_sacct(running, host="n", timeout=0, waited=86400.0)["over"]
+
+
+def test_a_failing_sacct_fails_the_wait_naming_the_node_and_sacct_s_words():
+    seen = wait.look_sacct(
+        {
+            "rc": 1,
+            "stdout": "",
+            "stderr": "sacct: error: Problem talking to the database: Connection refused\n",
+        },
+        host="node1",
+    )
+    assert seen["over"]
+    assert seen["error"] == (
+        "node1: sacct failed (rc 1): sacct: error: Problem talking to the database: Connection refused"
+    )
+
+
+def test_hostile_sacct_text_reaches_the_line_printable_and_short():
+    text = "7\x1b[2J|RUNNING\x07" + "X" * 500 + "|0:0|node1|Unknown\n"
+    seen = wait.look_sacct({"rc": 0, "stdout": text, "stderr": ""}, host="n")
+    assert seen["line"].isprintable() and len(seen["line"]) < 200
+
+
+def test_sacct_looks_sleep_the_interval_between_them_at_least_a_second():
+    assert wait.pause_between(5, 0.2) == pytest.approx(4.8)
+    assert wait.pause_between(0, 0.1) == pytest.approx(0.9)  # 0 must not hammer slurmdbd
+    assert wait.pause_between(5, 7.0) == 0.0
+
+
+def test_each_judge_names_its_look_its_pause_and_whether_the_interval_is_appended():
+    assert {
+        "jobctl": (wait.look, wait.pause, True),
+        "sacct": (wait.look_sacct, wait.pause_between, False),
+    } == wait.JUDGES
+
+
+# --- the action's loop, with the node's answers scripted (the real task: tests/integration) -----
+def _action(args, answers, monkeypatch):
+    from ansible.plugins.action import ActionBase
+
+    from ansible_collections.wireup.cluster.plugins.action import wireup_wait as plugin
+
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    monkeypatch.setattr(plugin.time, "sleep", lambda seconds: None)
+    shown, ran = [], []
+    monkeypatch.setattr(plugin.display, "display", shown.append)
+    action = plugin.ActionModule.__new__(plugin.ActionModule)
+    action._task = SimpleNamespace(args=args, delegate_to="node1")
+    queue = list(answers)
+    action._low_level_execute_command = lambda command: ran.append(command) or queue.pop(0)
+    return action, shown, ran
+
+
+def test_the_action_follows_a_slurm_job_with_sacct_until_it_ends(monkeypatch):
+    argv = ["sacct", "--parsable2", "--noheader", "-j", "7", "--format=JobID,State,ExitCode,NodeList,End"]
+    answers = [sacct("testbed_22.05.8_sacct_running.txt")] * 2 + [
+        sacct("testbed_22.05.8_sacct_completed.txt")
+    ]
+    action, shown, ran = _action(
+        {"argv": argv, "judge": "sacct", "interval": 5, "timeout": 1800, "job": "example2"},
+        answers,
+        monkeypatch,
+    )
+    result = action.run(task_vars={"inventory_hostname": "node3"})
+    assert ran == [" ".join(argv)] * 3  # sacct's words as they are: no interval appended
+    assert result["looks"] == 3 and not result.get("failed") and result["stdout"].startswith("4|COMPLETED")
+    assert shown[0].startswith("[node1] waiting for Slurm job 7 (job example2): RUNNING")
+    assert shown[-1].startswith("[node1] Slurm job 4 (job example2): COMPLETED after ")
+
+
+def test_the_action_appends_the_interval_for_jobctl_and_refuses_an_unknown_judge(monkeypatch):
+    action, _, ran = _action(
+        {"argv": ["/j", "status", "/d", "r1"], "interval": 5},
+        [{"rc": 0, "stdout": answer("exited", rc=0)}],
+        monkeypatch,
+    )
+    assert not action.run(task_vars={}).get("failed") and ran == ["/j status /d r1 5"]
+    action, _, _ = _action({"argv": ["sacct"], "judge": "squeue"}, [], monkeypatch)
+    with pytest.raises(AnsibleActionFail, match="judge must be one of jobctl, sacct, not 'squeue'"):
+        action.run(task_vars={})

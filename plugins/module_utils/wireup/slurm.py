@@ -417,19 +417,18 @@ class SlurmRun(TypedDict):
     run_id: str  # slurm-JOBID
     results: str  # the controller's folder of the run
     sacct_argv: list[str]
-    looks: int  # sacct looks that fit in torchrun_launch_timeout (at least one)
-    cancel_looks: int  # looks after a scancel
+    cancel_looks: int  # sacct looks, 2 s apart, after a scancel (torchrun_launch_timeout ran out)
     record: dict  # the run's record (launch.run_record's, with its run id, Slurm job id and logs)
     record_argv: list[str]  # wireup-jobctl record: run.json, slurm_job and started on every node
     errors: list[str]
 
 
-def run_plan(sbatch_stdout: str, plan: dict, *, timeout=1800, poll_interval=5, stop_grace=15) -> SlurmRun:
+def run_plan(sbatch_stdout: str, plan: dict, *, stop_grace=15) -> SlurmRun:
     """The Slurm path's decisions once sbatch answered: the job id, the run id and results folder
     (JOB-slurm-ID), the run's record and the wireup-jobctl call that keeps it on every node (so
-    jobs.yml finds the run: ``launch.jobs_plan``), sacct's argv, how many looks fit in
-    torchrun_launch_timeout (at least one; the last one ends the wait whatever it says) and how
-    many after a scancel; errors when sbatch printed no job id."""
+    jobs.yml finds the run: ``launch.jobs_plan``), sacct's argv (slurm_wait.yml's wireup_wait looks
+    with it until the job ends or torchrun_launch_timeout runs out) and how many looks follow a
+    scancel; errors when sbatch printed no job id."""
     job_id = sbatch_job_id(sbatch_stdout or "")
     run_id = f"slurm-{job_id}"
     job_dir = str(plan.get("job_dir") or "")
@@ -441,7 +440,6 @@ def run_plan(sbatch_stdout: str, plan: dict, *, timeout=1800, poll_interval=5, s
         if job_id
         else "",
         "sacct_argv": sacct_argv(job_id),
-        "looks": max(1, -(-int(timeout) // max(1, int(poll_interval)))),
         "cancel_looks": (int(stop_grace) + 30) // 2,
         "record": dict(plan.get("record") or {}, run_id=run_id, slurm_job_id=job_id, logs=logs),
         "record_argv": [str(plan.get("jobctl") or ""), "record", job_dir, run_id, job_id],

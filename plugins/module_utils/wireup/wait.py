@@ -1,11 +1,13 @@
-"""The wait for a run: what one look of ``wireup-jobctl status`` says, and the line it prints.
+"""The wait for a run: what one look says, and the line it prints.
 
 Pure Python (stdlib only). plugins/action/wireup_wait.py runs the look on a node once per
-interval, and stops, prints or fails as :func:`look` decides; the role's verdict
-(launch.job_verdict) then reads the last look's stdout, as it read the command module's before.
-Nothing a node answers is trusted: a state outside jobctl's words or an elapsed time that is no
-number fails the wait, naming the node (an unknown state read as "not running" would pass for a
-run that ended well).
+interval, and stops, prints or fails as the judge decides: :func:`look` for ``wireup-jobctl
+status`` (a run under wireup-jobctl), :func:`look_sacct` for sacct (a job under Slurm, read on the
+node that submitted it). The role's verdict (launch.job_verdict, slurm.job_verdict) then reads the
+last look's stdout, as it read the command module's before. Nothing a node answers is trusted: a
+state outside jobctl's words or an elapsed time that is no number fails the wait, naming the node
+(an unknown state read as "not running" would pass for a run that ended well); a failing sacct
+(no slurmdbd: "accounting storage is disabled") fails it too.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import TypedDict
 
-from . import launch
+from . import launch, slurm
 
 # wireup-jobctl status's states; every one but "running" ends the wait.
 STATES = ("running", "exited", "stopped", "lost", "missing")
@@ -101,3 +103,45 @@ def shows(now: float, last_shown: float | None, every: float = 1.0) -> bool:
     """Whether a progress line is due: each look's (one per interval), but at most one a second
     (an interval of 0 looks many times a second)."""
     return last_shown is None or now - last_shown >= every
+
+
+def look_sacct(answer: dict, *, host: str, job: str = "", timeout: float = 0, waited: float = 0) -> dict:
+    """One look of ``sacct -j ID`` (slurm.sacct_argv) at a Slurm job, from ``host``: the shape of
+    :func:`look`. Over when the job row has a final state (slurm.job_verdict: no row yet is PENDING)
+    or ``timeout`` (torchrun_launch_timeout, 0: none) has passed by the controller's own clock
+    (``waited``: sacct says no elapsed time of the run); ``error`` when sacct failed."""
+    rc, stdout, stderr = answer.get("rc"), answer.get("stdout") or "", answer.get("stderr") or ""
+    out = {"over": True, "error": "", "status": {}, "line": ""}
+    if rc != 0:
+        said = _printable(" ".join((stderr or stdout or "").split()))
+        out["error"] = f"{host}: sacct failed (rc {rc}): {said or 'no output'}"
+        return out
+    verdict = slurm.job_verdict(stdout, [])
+    timeout, waited = float(timeout or 0), float(waited)
+    out["status"] = {"state": verdict["job_state"], "job_id": verdict["job_id"]}
+    out["over"] = verdict["over"] or (timeout > 0 and waited >= timeout)
+    out["line"] = sacct_line(host, job, verdict, waited, timeout)
+    return out
+
+
+def sacct_line(host: str, job: str, verdict: dict, waited: float, timeout: float = 0) -> str:
+    """``[node1] waiting for Slurm job 4711 (job example2): RUNNING, 12.0 s waited (timeout 1800 s)``,
+    or the state it ended in."""
+    what = f"Slurm job {_printable(verdict.get('job_id'), 20) or '(no sacct row yet)'}"
+    what += f" (job {job})" if job else ""
+    state = _printable(verdict.get("job_state"), 40)
+    if not verdict.get("over"):
+        limit = f"timeout {timeout:g} s" if timeout > 0 else "no timeout"
+        return f"[{host}] waiting for {what}: {state}, {waited:.1f} s waited ({limit})"
+    return f"[{host}] {what}: {state} after {waited:.1f} s"
+
+
+def pause_between(interval: float, took: float, floor: float = 1.0) -> float:
+    """Seconds to sleep after a look that does not block on the node (sacct): the rest of the
+    interval, at least ``floor`` s between looks (an interval of 0 must not hammer slurmdbd)."""
+    return max(0.0, max(float(interval), floor) - float(took))
+
+
+# The judges wireup_wait takes: (the look, the pause after one, whether the look takes the interval
+# as its last word: wireup-jobctl status blocks up to it on the node).
+JUDGES = {"jobctl": (look, pause, True), "sacct": (look_sacct, pause_between, False)}
