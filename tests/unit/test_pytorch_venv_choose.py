@@ -3,6 +3,7 @@ verification of an installed torch (plugins/module_utils/wireup/pytorch_venv.py)
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import pathlib
@@ -310,6 +311,15 @@ def test_probe_script_reports_this_interpreter(tmp_path):
     assert report["is_venv"] == (sys.prefix != sys.base_prefix)
     assert report["torch"] == {} or report["torch"]["version"]
     assert _run(PROBE_SCRIPT, env_path=tmp_path)["torch"] is None
+
+
+def test_probe_lists_the_base_s_distributions_only_when_the_venv_will_see_them(tmp_path):
+    """site_installed costs a listing and a METADATA read per distribution: asked for with
+    pytorch_venv_system_site_packages only (probe_request's `site`)."""
+    seen = _run(PROBE_SCRIPT, env_path=tmp_path, probe={"site": True})["site_installed"]
+    assert seen.get("pytest") == importlib.metadata.version("pytest")
+    assert _run(PROBE_SCRIPT, env_path=tmp_path, probe={"site": False})["site_installed"] == {}
+    assert _run(PROBE_SCRIPT, env_path=tmp_path)["site_installed"] == {}
 
 
 def _fake_venv(root, series, packages, cfg="include-system-site-packages = false\n"):

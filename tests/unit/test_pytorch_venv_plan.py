@@ -529,3 +529,20 @@ def test_pip_failure_names_the_cause_without_an_index_url_s_credentials():
         assert "pw123" not in msgs[-1] and "tok456" not in msgs[-1] and "me:" not in msgs[-1], msgs[-1]
         assert "No matching distribution found for foo" in msgs[-1] and words in msgs[-1], msgs[-1]
     assert "from https://***@pypi.corp.example/simple: ERROR: No matching distribution" in msgs[0]
+
+
+def test_the_probe_request_asks_for_the_base_s_torch_and_distributions_only_for_the_reuse_layout():
+    request = pytorch_venv.probe_request(_fields(_settings()))
+    assert request == {
+        "owner": "root",
+        "packages": request["packages"],
+        "dpkg": request["dpkg"],
+        "venv": "/opt/wireup/venv",
+        "pip_wait": DEFAULTS["pytorch_venv_pip_wait_timeout"],
+        "torch": False,
+        "site": False,
+        "pth": pytorch_venv.PTH_NAME,
+        "fact": f"{DEFAULTS['pytorch_venv_fact_dir']}/{pytorch_venv.FACT_NAME}",
+    }
+    reuse = pytorch_venv.probe_request(_fields(_settings(pytorch_venv_system_site_packages=True)))
+    assert (reuse["torch"], reuse["site"]) == (True, True)

@@ -605,6 +605,7 @@ def probe_request(settings) -> dict:
         "venv": s.path,
         "pip_wait": s.pip_wait_timeout,
         "torch": bool(s.system_site_packages),
+        "site": bool(s.system_site_packages),  # the base's distributions, which such a venv sees
         "pth": PTH_NAME,
         "fact": f"{s.fact_dir}/{FACT_NAME}",
     }

@@ -2,8 +2,9 @@
 reports cheaply, in one run.
 
 Run by ansible.builtin.script with the base interpreter. Prints one JSON object (last line): the
-interpreter's version, whether it is itself a virtualenv, its site-packages directories and the
-distributions in them (`site_installed`, as `installed` below), whether it can create a venv with
+interpreter's version, whether it is itself a virtualenv, its site-packages directories and, when
+WIREUP_PROBE's `site` is true (pytorch_venv_system_site_packages: a venv made with it sees them), the
+distributions in them (`site_installed`, as `installed` below; else {}), whether it can create a venv with
 pip (Debian/Ubuntu split `ensurepip` into python3-venv), and, when
 WIREUP_PROBE's `torch` is true, the torch it would import (version, CUDA build, path: from
 torch/version.py, without importing it; by importing it only where that file says nothing).
@@ -62,9 +63,6 @@ def main():
         "base_prefix": sys.base_prefix,
         "is_venv": sys.prefix != sys.base_prefix,
         "site_dirs": site_dirs,
-        # What those folders hold: a venv made with pytorch_venv_system_site_packages sees them, so
-        # pip need not start for an extra the base has (pytorch_venv._visible).
-        "site_installed": site_distributions(site_dirs),
         "has_venv": importlib.util.find_spec("venv") is not None,
         # Without ensurepip (Debian/Ubuntu without python3-venv, or a uv-made base venv) a venv can
         # still be made --without-pip; it then has no pip of its own.
@@ -72,6 +70,9 @@ def main():
         "torch": None,
     }
     request = json.loads(os.environ.get("WIREUP_PROBE") or "{}")
+    # What those folders hold, asked for only where the venv will see them: pip need not start for
+    # an extra the base has (pytorch_venv._visible).
+    out["site_installed"] = site_distributions(site_dirs) if request.get("site") else {}
     if request.get("torch") or "torch" in sys.argv[1:]:
         out["torch"] = probe_torch()
     if request:
