@@ -6,7 +6,8 @@
 - ruff complexity: findings of C901 and PLR0911-0915 under pyproject.toml's limits, counted with the
   project's `# noqa` reasons honoured and the per-file scoping lifted, then without the noqa;
 - task YAML: lines of roles/*/tasks/*.yml and its `when:` occurrences (changed_when/failed_when
-  included: the count docs/performance.md has used since issue 14);
+  included: the count docs/performance.md has used since issue 14), and what the lines are: blank,
+  comment, continuation lines of a filter's keyword arguments (`name=variable, ...`), the rest;
 - duplicates: pairs of repeated runs (the `duplicates` command, /work/.library/duplicates) outside
   tests/ and docs/ (docs holds example reports); the line says when the command is missing.
 """
@@ -58,8 +59,31 @@ def ruff_count(root: pathlib.Path, *, ignore_noqa: bool) -> int:
 
 
 def task_yaml(root: pathlib.Path = ROOT) -> tuple[int, int]:
-    text = "".join(p.read_text(encoding="utf-8") for p in sorted(root.glob("roles/*/tasks/*.yml")))
+    text = task_text(root)
     return len(text.splitlines()), text.count("when:")
+
+
+def task_text(root: pathlib.Path = ROOT) -> str:
+    return "".join(p.read_text(encoding="utf-8") for p in sorted(root.glob("roles/*/tasks/*.yml")))
+
+
+_KWARGS_LINE = re.compile(r"\s+[a-z_0-9]+=[^=]")
+
+
+def line_kinds(text: str) -> dict[str, int]:
+    """{blank, comment, kwargs, rest}: what the task YAML's lines are; ``kwargs`` a line that goes
+    on with a filter's keyword arguments (``  min_bytes=bench_min_bytes, ...`` in a ``>-`` block)."""
+    kinds = dict.fromkeys(("blank", "comment", "kwargs", "rest"), 0)
+    for line in text.splitlines():
+        if not line.strip():
+            kinds["blank"] += 1
+        elif line.lstrip().startswith("#"):
+            kinds["comment"] += 1
+        elif _KWARGS_LINE.match(line):
+            kinds["kwargs"] += 1
+        else:
+            kinds["rest"] += 1
+    return kinds
 
 
 def duplicate_pairs(root: pathlib.Path = ROOT) -> str:
@@ -97,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         f" ({ruff_count(ROOT, ignore_noqa=True)} counting those under a `# noqa` reason)"
     )
     print(f"task YAML (roles/*/tasks/*.yml): {lines} lines, {whens} `when:`")
+    kinds = line_kinds(task_text())
+    print("  of the lines: " + ", ".join(f"{n} {kind}" for kind, n in kinds.items()))
     print(f"duplicates pairs outside tests/ and docs/: {duplicate_pairs()}")
     return 0
 
