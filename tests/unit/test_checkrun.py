@@ -18,6 +18,7 @@ import sys
 import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import checkbundle, checkrun
+from tests.testbed import stand_in_smi
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 H200 = REPO / "tests/fixtures/h200x2"
@@ -586,3 +587,14 @@ def test_the_benchmark_runs_from_a_build_only_root_can_change(node):
     _bench_node(node)
     ok = json.loads(run(node, "--bench", "--json").stdout)
     assert (node / "ran").exists() and ok["verdict"] == "PASS" and 340 < ok["bench"]["busbw"] < 350
+
+
+def test_the_testbeds_stand_in_nvidia_smi_makes_wireup_check_drain_for_a_gpu(node, slurm):
+    """The stand-in tests/integration/test_slurm.py installs on a testbed node (its node_reads:
+    the H200 captures) gives wireup-check a node whose GPU0 waits for a reset: the same drain."""
+    smi = node / "stand-in-smi"
+    smi.write_text(stand_in_smi.script(str(REMAP_PENDING["h200x2-xml-edited"][0]), str(H200)))
+    smi.chmod(0o755)
+    done = run(node, "--drain", "--nvidia-smi", str(smi), env=slurm)
+    assert done.returncode == 1 and "FAIL gpu-a01: GPU0 reset: GPU0 (00000000:00:06.0" in done.stdout
+    assert scontrol_calls(node)[1].startswith("update NodeName=gpu-a01 State=DRAIN Reason=wireup: GPU0 reset")
