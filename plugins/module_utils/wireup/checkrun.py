@@ -3,6 +3,11 @@
 one size, writes the result for node_exporter's textfile collector (promtext.py), writes the
 baseline (--write-baseline) or drains the node in Slurm when it fails (--drain, slurm.py's rules).
 
+It fails closed (issue 35): anything that stops it before its verdict is the verdict ERROR (judge),
+never a crash; with --drain the node is drained before any metrics are written (a metrics folder
+that another user owns can hold up nothing), and what cannot be written as metrics never leaves an
+earlier PASS standing.
+
 It runs on the node with the node's own python3 and the standard library only: the node_check role
 installs this package as one executable zip (checkbundle.py). No controller is needed. Usage:
 
