@@ -17,25 +17,36 @@ on node1, munge and slurmd on every node), brought up once for this module.
   drains nothing; then node2 is drained with the finding as its reason, the job runs on node1 and
   node3 (ranks 0 and 1); a second launch finds node2 drained for that reason and leaves it as it
   is (no scontrol update, nothing reported changed for it); node2 is resumed afterwards.
+- health check (slurmd's HealthCheckProgram, wireup-check): a NIC fault in node2's baseline drains
+  it with the check's line; a stand-in nvidia-smi printing our H200 capture with GPU0's row remap
+  pending drains it with that finding (and its textfile names the GPU), a hostile `nvidia-smi -q
+  -x` with an ERROR reason (wireup-check fails closed, issue 35).
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import re
 import shlex
+import shutil
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import slurm
 from tests.testbed import slurm as testbed_slurm
+from tests.testbed import stand_in_smi
 
 from .harness import ensure_torch_venvs, run_playbook
 
 pytestmark = pytest.mark.integration
 
 NODES = ["node1", "node2", "node3"]
+REPO = Path(__file__).resolve().parents[2]
 BASE = "/opt/wireup"
 # The waited path (torchrun_launch_wait): launch.yml follows the job to its end and judges it.
 FAST = {
@@ -403,18 +414,17 @@ def _node_state(tb, node):
     return re.search(r"State=(\S+)", shown).group(1), shown
 
 
-def test_health_check_drains_a_failing_node(slurm_cluster, tmp_path):
-    """slurmd's own health check (issue 26): site.yml --tags slurm_health_check -e
-    wireup_slurm_health_check=true installs wireup-check and puts wireup's
-    block into slurm.conf (every 5 s here) and the wrapper; with a stand-in fault on node2 (its
-    baseline claims an InfiniBand rail the node does not have) slurmd's next check drains node2 with
-    the check's line as its reason, node1 and node3 stay idle, and a 2-node job runs on them.
-    Afterwards node2's baseline is restored, it is resumed, and the block removed."""
+@pytest.fixture(scope="module")
+def health_check(slurm_cluster, tmp_path_factory):
+    """site.yml --tags slurm_health_check -e wireup_slurm_health_check=true (issue 26) installs
+    wireup-check and puts wireup's block into slurm.conf (every 5 s here) and the wrapper; every
+    node takes a baseline by hand. Afterwards each node's baseline is restored, node2 resumed and
+    the block removed."""
     tb = slurm_cluster
     extra = {
         "wireup_slurm_health_check": True,
         "slurm_health_check_interval": 5,
-        "wireup_results_dir": str(tmp_path / "results"),
+        "wireup_results_dir": str(tmp_path_factory.mktemp("health") / "results"),
     }
     try:
         t0 = time.monotonic()
@@ -436,36 +446,7 @@ def test_health_check_drains_a_failing_node(slurm_cluster, tmp_path):
                 node,
                 f"test -s {BASELINE} && cp -p {BASELINE} {BASELINE}.it; {CHECK} --write-baseline --manual",
             )
-        rail = {"name": "mlx5_0:1", "kind": "ib", "up": True, "gbps": 400.0, "watched": True}
-        tb.ssh(
-            "node2",
-            f"python3 -c \"import json; p='{BASELINE}'; d=json.load(open(p)); "
-            f"d['node']['ports'].append({rail!r}); json.dump(d, open(p, 'w'))\"",
-        )
-        t0 = time.monotonic()
-        while "DRAIN" not in _node_state(tb, "node2")[0]:
-            assert time.monotonic() - t0 < 60, _node_state(tb, "node2")[1]
-            time.sleep(1)
-        print(
-            f"[slurm health] node2 drained by slurmd's health check {time.monotonic() - t0:.1f} s "
-            "after the fault"
-        )
-        shown = _node_state(tb, "node2")[1]
-        reason = re.search(r"Reason=(.*) \[root@", shown).group(1)
-        assert reason.startswith(
-            "wireup: NIC mlx5_0:1 missing (was up at 400 Gb/s at the baseline taken by hand"
-        )
-        assert len(reason) <= 120
-        for node in ("node1", "node3"):
-            assert _node_state(tb, node)[0] == "IDLE"
-        job = tb.ssh("node1", "timeout 60 srun -N 2 -n 2 hostname | sort", timeout=90).stdout.split()
-        assert job == ["node1", "node3"]
-        # The wrapper as slurmd runs it: the check's line, exit 1, and node2 is left as it is now.
-        direct = tb.ssh("node2", HEALTH, check=False)
-        assert direct.returncode == 1 and direct.stdout.startswith(
-            "wireup-check: FAIL node2: NIC mlx5_0:1 missing"
-        )
-        assert "drained already for a wireup reason" in direct.stderr
+        yield tb
     finally:
         for node in NODES:
             tb.ssh(
@@ -483,3 +464,132 @@ def test_health_check_drains_a_failing_node(slurm_cluster, tmp_path):
             timeout=30,
         )
     assert "DRAIN" not in _node_state(tb, "node2")[0]
+
+
+def _wait_drained(tb, node, fault, reason_start):
+    """node's Reason= once slurmd's health check drained it for a reason that starts so (at
+    most 60 s after ``fault``)."""
+    t0 = time.monotonic()
+    while True:
+        state, shown = _node_state(tb, node)
+        found = re.search(r"Reason=(.*) \[root@", shown)
+        if "DRAIN" in state and found and found.group(1).startswith(reason_start):
+            break
+        assert time.monotonic() - t0 < 60, shown
+        time.sleep(1)
+    print(
+        f"[slurm health] {node} drained by slurmd's health check {time.monotonic() - t0:.1f} s after {fault}"
+    )
+    return found.group(1)
+
+
+def _resume(tb, node, *, wait=True):
+    """Resume ``node`` once its fault is gone (a check that started before may still drain it:
+    wait out one interval first); with ``wait``, until Slurm shows it undrained."""
+    time.sleep(6)
+    tb.ssh("node1", f"scontrol update NodeName={node} State=RESUME", check=False, timeout=30)
+    t0 = time.monotonic()
+    while wait and "DRAIN" in _node_state(tb, node)[0]:
+        assert time.monotonic() - t0 < 30, _node_state(tb, node)[1]
+        time.sleep(1)
+
+
+def test_health_check_drains_a_failing_node(health_check):
+    """With a stand-in fault on node2 (its baseline claims an InfiniBand rail the node does not
+    have) slurmd's next check drains node2 with the check's line as its reason, node1 and node3
+    stay idle, and a 2-node job runs on them. node2's fault is then undone and it is resumed."""
+    tb = health_check
+    rail = {"name": "mlx5_0:1", "kind": "ib", "up": True, "gbps": 400.0, "watched": True}
+    tb.ssh(
+        "node2",
+        f"cp -p {BASELINE} {BASELINE}.manual && python3 -c \"import json; p='{BASELINE}'; "
+        f"d=json.load(open(p)); d['node']['ports'].append({rail!r}); json.dump(d, open(p, 'w'))\"",
+    )
+    try:
+        reason = _wait_drained(
+            tb,
+            "node2",
+            "the fault",
+            "wireup: NIC mlx5_0:1 missing (was up at 400 Gb/s at the baseline taken by hand",
+        )
+        assert len(reason) <= 120
+        for node in ("node1", "node3"):
+            assert _node_state(tb, node)[0] == "IDLE"
+        job = tb.ssh("node1", "timeout 60 srun -N 2 -n 2 hostname | sort", timeout=90).stdout.split()
+        assert job == ["node1", "node3"]
+        # The wrapper as slurmd runs it: the check's line, exit 1, and node2 is left as it is now.
+        direct = tb.ssh("node2", HEALTH, check=False)
+        assert direct.returncode == 1 and direct.stdout.startswith(
+            "wireup-check: FAIL node2: NIC mlx5_0:1 missing"
+        )
+        assert "drained already for a wireup reason" in direct.stderr
+    finally:
+        tb.ssh("node2", f"mv {BASELINE}.manual {BASELINE}", check=False)
+        _resume(tb, "node2")
+
+
+REMAP_PENDING = "tests/fixtures/gpuhealth/synthetic/h200x2_580.159.04_q_x_gpu0_row_remap_pending_edited.xml"
+STAND_IN = "/usr/local/bin/nvidia-smi"
+CAPTURES_ON_NODE = "/usr/local/share/wireup-stand-in"
+TEXTFILE = "/var/lib/prometheus/node-exporter/wireup_check.prom"
+
+
+def _put(tb, node, path, data: bytes, mode="0644"):
+    packed = base64.b64encode(gzip.compress(data)).decode()
+    tb.ssh(
+        node,
+        f"mkdir -p {Path(path).parent} && echo {packed} | base64 -d | gunzip > {path} && chmod {mode} {path}",
+    )
+
+
+def test_health_check_drains_a_node_whose_gpu_needs_a_reset(health_check):
+    """Issue 35's done-when: node2's stand-in nvidia-smi (tests/testbed/stand_in_smi.py, installed
+    after site.yml so preflight still finds no GPU) prints our 2x H200 captures, GPU0's remapped
+    rows pending: slurmd's health check drains node2 with the finding as the reason, and the
+    node's wireup_check.prom names the GPU (promtool accepts it). Then a hostile `nvidia-smi -q
+    -x` (5000 nested elements) makes the check fail closed: node2 is drained with an ERROR reason.
+    Before: wireup-check died on a TypeError writing the metrics and drained nothing."""
+    tb = health_check
+    for name in stand_in_smi.NODE_READS.values():
+        _put(tb, "node2", f"{CAPTURES_ON_NODE}/{name}", (REPO / "tests/fixtures/h200x2" / name).read_bytes())
+    xml = f"{CAPTURES_ON_NODE}/nvidia_smi_q.xml"
+    _put(tb, "node2", xml, (REPO / REMAP_PENDING).read_bytes())
+    _put(tb, "node2", STAND_IN, stand_in_smi.script(xml, CAPTURES_ON_NODE).encode(), mode="0755")
+    try:
+        reason = _wait_drained(
+            tb,
+            "node2",
+            "the stand-in nvidia-smi",
+            "wireup: GPU0 reset: GPU0 (00000000:00:06.0, S/N 1653724057182): row remap pending",
+        )
+        assert len(reason) <= 120
+        for node in ("node1", "node3"):
+            assert _node_state(tb, node)[0] == "IDLE"
+        text = tb.ssh("node2", f"cat {TEXTFILE}").stdout
+        assert 'wireup_check_verdict{host="node2",verdict="FAIL"} 1' in text
+        assert (
+            'wireup_check_gpu_finding{host="node2",gpu="0",bus_id="00000000:00:06.0",'
+            'uuid="GPU-47e4f408-caf2-4eaa-9629-5a6d1365dd75",code="gpu_row_remap_pending",'
+            'remediation="reset"} 1' in text
+        )
+        promtool = shutil.which("promtool")
+        if promtool:
+            done = subprocess.run(
+                [promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False
+            )
+            assert done.returncode == 0 and not (done.stdout + done.stderr).strip(), done.stdout + done.stderr
+        deep = "<nvidia_smi_log>" + "<a>" * 5000 + "</a>" * 5000 + "</nvidia_smi_log>\n"
+        _put(tb, "node2", xml, deep.encode())
+        _resume(tb, "node2", wait=False)
+        _wait_drained(
+            tb,
+            "node2",
+            "a hostile nvidia-smi -q -x",
+            "wireup: wireup-check ERROR node2: could not check: nvidia-smi -q -x could not be read "
+            "(RecursionError",
+        )
+        text = tb.ssh("node2", f"cat {TEXTFILE}").stdout
+        assert 'wireup_check_verdict{host="node2",verdict="ERROR"} 1' in text
+    finally:
+        tb.ssh("node2", f"rm -rf {STAND_IN} {CAPTURES_ON_NODE}", check=False)
+        _resume(tb, "node2")

@@ -18,6 +18,7 @@ import sys
 import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import checkbundle, checkrun
+from tests.testbed import stand_in_smi
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 H200 = REPO / "tests/fixtures/h200x2"
@@ -80,9 +81,11 @@ esac
     return tmp_path
 
 
-def run(node, *args, stdin="", env=None):
+def run(node, *args, stdin="", env=None, timeout=60):
     argv = [PYTHON, "-S", "-I", str(node / "wireup-check"), "--config", str(node / "check.json"), *args]
-    return subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False, timeout=60, env=env)
+    return subprocess.run(
+        argv, input=stdin, capture_output=True, text=True, check=False, timeout=timeout, env=env
+    )
 
 
 def test_the_bundle_is_deterministic_and_refuses_an_odd_interpreter(tmp_path):
@@ -313,3 +316,285 @@ def test_write_textfile_writes_only_wireup_names_atomically_and_only_on_change(n
 def test_a_bench_part_that_is_not_one_writes_no_baseline(node, stdin, said):
     done = run(node, "--write-baseline", stdin=stdin)
     assert done.returncode == 2 and said in done.stdout and not (node / "state/baseline.json").exists()
+
+
+# ------------------------------------------------------------------------------ issue 35: fails closed
+GPUHEALTH = REPO / "tests/fixtures/gpuhealth"
+PROMTOOL = shutil.which("promtool")
+# The real captures with a row remap waiting for a reset: our own H200 XML with GPU0's remapped
+# rows edited to pending (no public `-q -x` capture with a pending remap was found), and gpud's
+# public A10 capture (the text of `nvidia-smi -q`, which gpuhealth.parse reads as well).
+REMAP_PENDING = {
+    "h200x2-xml-edited": (
+        GPUHEALTH / "synthetic/h200x2_580.159.04_q_x_gpu0_row_remap_pending_edited.xml",
+        {"gpu": "0", "bus_id": "00000000:00:06.0", "uuid": "GPU-47e4f408-caf2-4eaa-9629-5a6d1365dd75"},
+        "GPU0 reset: GPU0 (00000000:00:06.0, S/N 1653724057182): row remap pending (1 uncorrectable",
+    ),
+    "a10-public-text": (
+        GPUHEALTH / "a10_gpud_535.129.03_q.txt",
+        {"gpu": "0", "bus_id": "00000000:07:00.0", "uuid": "GPU-73d12ef7-f589-f867-4259-c7090ab44736"},
+        "GPU0 reset: GPU0 (00000000:07:00.0, S/N 1324521052681): row remap pending (4 uncorrectable",
+    ),
+}
+
+
+@pytest.fixture
+def slurm(node):
+    """A stand-in scontrol on PATH: it records its argv, and what the textfile folder held when it
+    was called (the drain comes before any metrics write)."""
+    (node / "bin").mkdir()
+    (node / "shown.txt").write_text("NodeName=gpu-a01 Arch=x86_64 State=IDLE ThreadsPerCore=1\n")
+    script(
+        node / "bin/scontrol",
+        f'echo "$@" >> {node}/scontrol.log\necho "$1: $(ls -A {node}/prom)" >> {node}/prom_seen.log\n'
+        f'[ "$1" = show ] && cat {node}/shown.txt\nexit 0\n',
+    )
+    return dict(os.environ, PATH=f"{node / 'bin'}:/usr/bin:/bin")
+
+
+def scontrol_calls(node):
+    log = node / "scontrol.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def promtool_accepts(path):
+    if not PROMTOOL:
+        pytest.skip("promtool missing: make deps installs Debian's prometheus")
+    done = subprocess.run(
+        [PROMTOOL, "check", "metrics"], input=path.read_text(), capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0 and not (done.stdout + done.stderr).strip(), done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("capture", sorted(REMAP_PENDING))
+def test_a_pending_row_remap_drains_the_node_before_the_textfile_which_promtool_accepts(node, slurm, capture):
+    """Issue 35 item 1, end to end: the real bundle, nvidia-smi printing a real capture whose GPU0
+    waits for a reset, scontrol recording its argv. Before: TypeError (the finding's gpu, a dict,
+    went into a label set), exit 1, no scontrol, no textfile."""
+    path, labels, finding = REMAP_PENDING[capture]
+    shutil.copy(path, node / "smi/nvidia_smi_q.xml")
+    done = run(node, "--drain", env=slurm)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (
+        done.stdout.startswith(f"wireup-check: FAIL gpu-a01: {finding}")
+        and len(done.stdout.splitlines()) == 1
+    )
+    calls = scontrol_calls(node)
+    assert calls[0] == "show node -o gpu-a01"
+    assert calls[1].startswith(f"update NodeName=gpu-a01 State=DRAIN Reason=wireup: {finding}"[:110])
+    assert len(calls[1].split("Reason=", 1)[1]) <= 120
+    # The drain came first: the folder was empty when scontrol ran, the textfile is there now.
+    assert (node / "prom_seen.log").read_text().splitlines() == ["show: ", "update: "]
+    prom = node / "prom/wireup_check.prom"
+    promtool_accepts(prom)
+    text = prom.read_text()
+    assert 'wireup_check_verdict{host="gpu-a01",verdict="FAIL"} 1' in text
+    inside = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    code = 'code="gpu_row_remap_pending",remediation="reset"'
+    assert f'wireup_check_gpu_finding{{host="gpu-a01",{inside},{code}}} 1' in text
+
+
+def _deep_xml(depth=5000):
+    return "<nvidia_smi_log>" + "<a>" * depth + "</a>" * depth + "</nvidia_smi_log>\n"
+
+
+def _edit_baseline(node, edit):
+    base = json.loads((node / "state/baseline.json").read_text())
+    edit(base)
+    (node / "state/baseline.json").write_text(json.dumps(base))
+
+
+DAMAGE = {
+    # Valid JSON that is not a usable baseline: before, KeyError / TypeError, exit 1, no drain.
+    "a link without its class": (
+        lambda node: _edit_baseline(node, lambda b: b["node"]["links"].append({"a": "GPU0", "b": "GPU1"})),
+        "could not check: the baseline ",
+    ),
+    "a port without its name": (
+        lambda node: _edit_baseline(node, lambda b: b["node"]["ports"].append({"up": True, "watched": True})),
+        "could not check: the baseline ",
+    ),
+    "an NVLink count that is text": (
+        lambda node: _edit_baseline(node, lambda b: b["node"]["gpus"][0]["nvlink"].update(active="18")),
+        "could not check: the check stopped on TypeError",
+    ),
+    # Unreadable: a folder where the file should be.
+    "a folder in its place": (
+        lambda node: ((node / "state/baseline.json").unlink(), (node / "state/baseline.json").mkdir()),
+        "could not check: cannot read the baseline ",
+    ),
+    # Hostile: 5000 nested elements (before: RecursionError out of gpuhealth.parse, no drain).
+    "deeply nested XML": (
+        lambda node: (node / "smi/nvidia_smi_q.xml").write_text(_deep_xml()),
+        "could not check: nvidia-smi -q -x could not be read (RecursionError",
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_check_that_cannot_judge_drains_the_node_with_an_error_reason(node, slurm, damage):
+    assert run(node, "--write-baseline", "--manual").returncode == 0
+    make, said = DAMAGE[damage]
+    make(node)
+    done = run(node, "--drain", env=slurm)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout.startswith("wireup-check: ERROR gpu-a01: ") and len(done.stdout.splitlines()) == 1
+    assert "Traceback" not in done.stderr
+    update = scontrol_calls(node)[1]
+    reason = update.split("Reason=", 1)[1]
+    assert update.startswith("update NodeName=gpu-a01 State=DRAIN Reason=")
+    assert reason.startswith(f"wireup: wireup-check ERROR gpu-a01: {said}"), reason
+    assert len(reason) <= 120 and reason.isprintable()
+    assert (node / "prom_seen.log").read_text().splitlines() == ["show: ", "update: "]
+    prom = node / "prom/wireup_check.prom"
+    assert 'wireup_check_verdict{host="gpu-a01",verdict="ERROR"} 1' in prom.read_text()
+    promtool_accepts(prom)
+
+
+def test_a_fifo_or_a_link_at_the_textfile_neither_blocks_nor_is_followed(node):
+    """Issue 35 item 5: the folder's owner (Debian: prometheus) puts a FIFO, then a link to a
+    root-only file, where wireup_check.prom goes. Before: the FIFO hung wireup-check at its
+    read of the old text (before the drain); the link was replaced already."""
+    prom = node / "prom/wireup_check.prom"
+    os.mkfifo(prom)
+    done = run(node, timeout=20)
+    assert done.returncode == 0 and stat.S_ISREG(os.lstat(prom).st_mode)
+    victim = node / "root-only"
+    victim.write_text("secret\n")
+    victim.chmod(0o600)
+    prom.unlink()
+    prom.symlink_to(victim)
+    assert run(node).returncode == 0
+    assert victim.read_text() == "secret\n" and stat.S_IMODE(victim.stat().st_mode) == 0o600
+    assert stat.S_ISREG(os.lstat(prom).st_mode) and "wireup_check_verdict" in prom.read_text()
+    assert sorted(p.name for p in (node / "prom").iterdir()) == ["wireup_check.prom"]
+
+
+def test_a_textfile_folder_reached_through_a_link_others_placed_is_refused(node):
+    """The folder's parent belongs to someone else, who replaced the folder with a link to /etc
+    (here: a folder of the test). Nothing is written there; the check's verdict stands."""
+    shared, target = node / "var-lib-prometheus", node / "etc"
+    shared.mkdir()
+    target.mkdir()
+    shared.chmod(0o777)
+    (shared / "node-exporter").symlink_to(target)
+    done = run(node, "--textfile-dir", str(shared / "node-exporter"), "--json")
+    said = json.loads(done.stdout)
+    assert done.returncode == 0 and said["verdict"] == "PASS"
+    assert any("metrics not written" in n and "symbolic link" in n for n in said["notes"]), said["notes"]
+    assert list(target.iterdir()) == []
+
+
+def _sysfs_copy(node, source):
+    tree = node / "sysfs"
+    shutil.copytree(SYSFS / source, tree, symlinks=True)
+    return tree
+
+
+def test_a_fail_that_names_a_non_utf8_nic_replaces_the_pass_file(node):
+    """Issue 35 item 7: eno1 comes back under a name that is not UTF-8 (a byte 0xff), so the
+    baseline's eno1 is missing: FAIL. Before: the text could not be encoded, 'metrics not
+    written', and the earlier PASS file stayed for Prometheus to read."""
+    tree = _sysfs_copy(node, "ndr8_healthy")
+    conf = json.loads((node / "check.json").read_text())
+    (node / "check.json").write_text(json.dumps(dict(conf, sysfs_root=str(tree))))
+    assert run(node, "--write-baseline", "--manual").returncode == 0
+    assert run(node).returncode == 0
+    prom = node / "prom/wireup_check.prom"
+    assert 'verdict="PASS"} 1' in prom.read_text()
+    net = os.fsencode(tree / "sys/class/net")
+    os.rename(os.path.join(net, b"eno1"), os.path.join(net, b"eno\xff1"))
+    done = run(node)
+    assert done.returncode == 1 and "FAIL gpu-a01: NIC eno1 missing" in done.stdout
+    text = prom.read_text()
+    assert 'wireup_check_verdict{host="gpu-a01",verdict="FAIL"} 1' in text
+    assert 'wireup_check_nic_up{host="gpu-a01",port="eno\\\\udcff1"} 1' in text
+    promtool_accepts(prom)
+
+
+def test_metrics_that_cannot_be_rendered_leave_the_verdict_never_a_stale_pass(node, monkeypatch):
+    """Whatever stops the full text (a shape the renderer refuses), the file is replaced by the
+    verdict alone and says it is incomplete; a write that fails removes the old file."""
+    config = checkrun.merge_config(
+        {"host": "gpu-a01", "textfile_dir": str(node / "prom"), "textfile": "always"}
+    )
+    prom = node / "prom/wireup_check.prom"
+    prom.write_text('wireup_check_verdict{host="gpu-a01",verdict="PASS"} 1\n')
+    result = checkrun.nodecheck.result(
+        "gpu-a01", None, None, found={"problems": [{"kind": "nic", "part": "NIC x", "message": "NIC x down"}]}
+    )
+
+    def refuse(_result):
+        raise ValueError("wireup_check_nic_up: the label set {...} is given twice")
+
+    monkeypatch.setattr(checkrun.promtext, "check_families", refuse)
+    note = checkrun.write_check_textfile(config, result)
+    text = prom.read_text()
+    assert 'wireup_check_verdict{host="gpu-a01",verdict="FAIL"} 1' in text
+    assert 'wireup_check_metrics_incomplete{host="gpu-a01"} 1' in text
+    assert note.startswith("metrics cut to the verdict: wireup_check_nic_up")
+    promtool_accepts(prom)
+
+    def full(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(checkrun.atomicfile, "write_bytes", full)
+    note = checkrun.write_check_textfile(config, dict(result, time=1796212800.0))  # a later run
+    assert not prom.exists() and "No space left on device" in note and "old file removed" in note
+
+
+def _bench_node(node, owner=None, mode=0o755, lib_mode=None):
+    """A nccl-tests build whose all_reduce_perf leaves a mark when it runs."""
+    build = node / "venv/nccl-tests"
+    (build / "lib").mkdir(parents=True)
+    script(build / "all_reduce_perf", f"touch {node}/ran\ncat {H200 / 'all_reduce_perf.txt'}\n")
+    build.chmod(mode)
+    if lib_mode is not None:
+        (build / "lib").chmod(lib_mode)
+    if owner is not None:
+        os.chown(build, owner, owner)
+    part = {
+        "run_id": "20261202T010203Z",
+        "gpu_count": 2,
+        "links": [["GPU0", "GPU1", "NV18"]],
+        "figure": {"collective": "all_reduce", "size": 1 << 33, "busbw": 348.0},
+        "nccl_tests": {"bin_dir": str(build), "ld_library_path": str(build / "lib")},
+    }
+    conf = json.loads((node / "check.json").read_text())
+    (node / "check.json").write_text(json.dumps(dict(conf, bench={"size": 1 << 33})))
+    assert run(node, "--write-baseline", stdin=json.dumps(part)).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ({"owner": 4242}, "is owned by uid 4242"),
+        ({"mode": 0o775}, "is writable by its group or others"),
+        ({"lib_mode": 0o777}, "lib is writable by its group or others"),
+    ],
+)
+def test_the_benchmark_runs_nothing_from_a_folder_another_user_can_change(node, how, said):
+    """Issue 35 item 7: `wireup-check --bench` runs as root with LD_LIBRARY_PATH into the venv,
+    which pytorch_venv_owner may give to another user. Before: it ran (the mark was left)."""
+    _bench_node(node, **how)
+    done = run(node, "--bench")
+    assert not (node / "ran").exists()
+    assert done.returncode == 2 and done.stdout.startswith("wireup-check: ERROR gpu-a01: benchmark refused: ")
+    assert said in done.stdout and "pytorch_venv_owner" in done.stdout
+
+
+def test_the_benchmark_runs_from_a_build_only_root_can_change(node):
+    _bench_node(node)
+    ok = json.loads(run(node, "--bench", "--json").stdout)
+    assert (node / "ran").exists() and ok["verdict"] == "PASS" and 340 < ok["bench"]["busbw"] < 350
+
+
+def test_the_testbeds_stand_in_nvidia_smi_makes_wireup_check_drain_for_a_gpu(node, slurm):
+    """The stand-in tests/integration/test_slurm.py installs on a testbed node (its node_reads:
+    the H200 captures) gives wireup-check a node whose GPU0 waits for a reset: the same drain."""
+    smi = node / "stand-in-smi"
+    smi.write_text(stand_in_smi.script(str(REMAP_PENDING["h200x2-xml-edited"][0]), str(H200)))
+    smi.chmod(0o755)
+    done = run(node, "--drain", "--nvidia-smi", str(smi), env=slurm)
+    assert done.returncode == 1 and "FAIL gpu-a01: GPU0 reset: GPU0 (00000000:00:06.0" in done.stdout
+    assert scontrol_calls(node)[1].startswith("update NodeName=gpu-a01 State=DRAIN Reason=wireup: GPU0 reset")

@@ -235,3 +235,43 @@ def test_gpus_not_read_are_not_compared_and_nvidia_smis_problem_names_the_part()
     assert nodecheck.reason(result) == "nvidia-smi topo -m failed (exit code 255): NVML"
     gpu_less = nodecheck.baseline_doc("c1", {"run_id": "r"}, dict(unread, gpus=None))
     assert gpu_less["node"]["gpus"] == [] and nodecheck.baseline_problem(gpu_less) == ""
+
+
+def test_a_drain_says_the_worst_part_or_that_the_check_could_not_judge():
+    """Issue 35 item 1: Slurm's reason for an ERROR says wireup-check could not check, and why."""
+    now = state(H200)
+    base = baseline(now)
+    error = nodecheck.result("n2", None, None, found={"errors": ["the baseline /b is not JSON (x)"]})
+    assert (
+        nodecheck.drain_finding(error)
+        == "wireup-check ERROR n2: could not check: the baseline /b is not JSON (x)"
+    )
+    down = state(H200, nvlink_text=links_down((H200 / "nvlink_s.txt").read_text(), 1, 3))
+    fail = nodecheck.result("n2", base, down)
+    assert nodecheck.drain_finding(fail) == nodecheck.reason(fail) == fail["problems"][0]["message"]
+
+
+def test_a_result_takes_only_the_extras_its_type_names():
+    with pytest.raises(TypeError, match="takes no gpu"):
+        nodecheck.result("n", None, None, time=1.0, gpu=[])
+    done = nodecheck.result("n", None, None, time=1.0)
+    assert set(done) == set(nodecheck.CheckRun.__required_keys__)
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (
+            lambda b: b["node"]["links"].append({"a": "GPU0", "b": "GPU1"}),
+            "an entry of node.links has no class",
+        ),
+        (lambda b: b["node"]["ports"].append({"up": True}), "an entry of node.ports has no name"),
+        (lambda b: b["bench"].update(figure=[]), "bench.figure is not an object"),
+        (lambda b: b.update(gpu_health=3), "gpu_health is not a health read"),
+    ],
+)
+def test_a_baseline_whose_entries_compare_cannot_read_is_refused(edit, said):
+    doc = baseline(state(H200, sysfs="ndr8_healthy"))
+    assert nodecheck.baseline_problem(doc) == ""
+    edit(doc)
+    assert nodecheck.baseline_problem(doc) == said

@@ -14,11 +14,23 @@ import subprocess
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import nodecheck, promtext, results
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
+    gpuhealth,
+    health,
+    nodecheck,
+    promtext,
+    results,
+)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 H200 = REPO / "tests/fixtures/h200x2"
 RECORDS = [H200 / "bench_record_2026-11-29_healthy.json", REPO / "docs/example-h200x2/healthy/localhost.json"]
+GPUHEALTH = REPO / "tests/fixtures/gpuhealth"
+# Our 2x H200 capture with GPU0's remapped rows edited to pending (tests/fixtures/gpuhealth/README.md).
+REMAP_PENDING = GPUHEALTH / "synthetic/h200x2_580.159.04_q_x_gpu0_row_remap_pending_edited.xml"
+CAPTURES = sorted(
+    [*GPUHEALTH.glob("*.xml"), *GPUHEALTH.glob("*.txt"), REMAP_PENDING, H200 / "nvidia_smi_q.xml"]
+)
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(
     not PROMTOOL, reason="promtool missing: make deps installs Debian's prometheus"
@@ -156,7 +168,7 @@ def _check_result():
         time=1796212800.5,
         seconds=0.42,
         bench={"collective": "all_reduce", "size": 1 << 30, "busbw": 180.5},
-        gpu_findings=[{"gpu": 1, "code": "remap_pending", "remediation": "reset"}],
+        gpu_findings=gpuhealth.findings(gpuhealth.parse(REMAP_PENDING.read_text())),
     )
 
 
@@ -176,8 +188,10 @@ def test_the_quick_checks_families():
     assert samples(text, "wireup_check_busbw_bytes_per_second") == {
         '{host="gpu-a01",collective="all_reduce",size_bytes="1073741824"}': pytest.approx(180.5e9)
     }
+    gpu0 = 'gpu="0",bus_id="00000000:00:06.0",uuid="GPU-47e4f408-caf2-4eaa-9629-5a6d1365dd75"'
     assert samples(text, "wireup_check_gpu_finding") == {
-        '{host="gpu-a01",gpu="1",code="remap_pending",remediation="reset"}': 1
+        f'{{host="gpu-a01",{gpu0},code="gpu_row_remap_pending",remediation="reset"}}': 1,
+        f'{{host="gpu-a01",{gpu0},code="gpu_row_remaps",remediation="monitor"}}': 1,
     }
     assert samples(text, "wireup_check_duration_seconds") == {'{host="gpu-a01"}': 0.42}
 
@@ -242,3 +256,44 @@ def test_the_readmes_alert_rule_passes_promtool_check_rules(tmp_path):
     rules.write_text(_readme_block("An alert rule"))
     done = promtool("check", "rules", str(rules))
     assert done.returncode == 0 and "SUCCESS: 1 rules found" in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.name)
+def test_every_real_captures_gpu_findings_have_the_shape_the_check_reads(capture):
+    """The seam of issue 35 item 1: what gpuhealth really makes (its findings of every capture in
+    tests/fixtures/gpuhealth) is health.GpuFinding, the shape nodecheck and promtext read; each
+    renders (before: a finding's gpu, a dict, went into a label set: TypeError) and promtool
+    accepts the text."""
+    found = gpuhealth.findings(gpuhealth.parse(capture.read_text(errors="replace")))
+    for f in found:
+        assert set(f) == health.GpuFinding.__required_keys__, f
+        assert set(f["gpu"]) in (set(), set(health.GpuIdentity.__optional_keys__)), f
+    result = nodecheck.result(
+        "gpu-a01",
+        None,
+        None,
+        found={"problems": nodecheck.gpu_health_problems(found)},
+        time=1796212800.5,
+        gpu_findings=found,
+    )
+    text = promtext.check_text(result)
+    listed = samples(text, "wireup_check_gpu_finding")
+    assert len(listed) == len({(f["gpu"].get("uuid"), f["code"]) for f in found})
+    for f in found:
+        uuid = f["gpu"].get("uuid") or ""
+        assert any(f'uuid="{uuid}",code="{f["code"]}"' in key for key in listed), (f, listed)
+    if PROMTOOL:
+        done = promtool("check", "metrics", text=text)
+        assert done.returncode == 0 and not (done.stdout + done.stderr).strip(), done.stdout + done.stderr
+
+
+def test_a_check_text_that_cannot_be_made_falls_back_to_the_verdict():
+    result = nodecheck.result(
+        'a"b\udcff', None, None, found={"errors": ["x"]}, time=1796212800.5, seconds=0.1
+    )
+    text = promtext.check_verdict_text(result)
+    assert samples(text, "wireup_check_verdict")['{host="a\\"b\\\\udcff",verdict="ERROR"}'] == 1
+    assert samples(text, "wireup_check_metrics_incomplete") == {'{host="a\\"b\\\\udcff"}': 1}
+    text.encode("utf-8")
+    if PROMTOOL:
+        assert promtool("check", "metrics", text=text).returncode == 0

@@ -3,6 +3,11 @@
 one size, writes the result for node_exporter's textfile collector (promtext.py), writes the
 baseline (--write-baseline) or drains the node in Slurm when it fails (--drain, slurm.py's rules).
 
+It fails closed (issue 35): anything that stops it before its verdict is the verdict ERROR (judge),
+never a crash; with --drain the node is drained before any metrics are written (a metrics folder
+that another user owns can hold up nothing), and what cannot be written as metrics never leaves an
+earlier PASS standing.
+
 It runs on the node with the node's own python3 and the standard library only: the node_check role
 installs this package as one executable zip (checkbundle.py). No controller is needed. Usage:
 
@@ -25,6 +30,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -65,6 +71,13 @@ ENV = {"LC_ALL": "C", "LANG": "C"}
 
 
 # ------------------------------------------------------------------------------ configuration
+def said(err) -> str:
+    """An exception as one short line: its text, or its type where the text alone says little
+    (RecursionError: maximum recursion depth exceeded; KeyError: 'name')."""
+    text = " ".join(str(err).split())[:200]
+    return text if isinstance(err, (OSError, ValueError)) and text else f"{type(err).__name__}: {text}"
+
+
 def _typed(key, value, default):
     if isinstance(default, bool):
         if not isinstance(value, bool):
@@ -105,8 +118,8 @@ def load_config(path):
             return merge_config(json.load(handle)), ""
     except FileNotFoundError:
         return merge_config({}), ""
-    except (OSError, ValueError) as err:
-        return merge_config({}), f"cannot use the configuration {path}: {err}"
+    except (OSError, ValueError, RecursionError) as err:  # RecursionError: JSON nested too deep
+        return merge_config({}), f"cannot use the configuration {path}: {said(err)}"
 
 
 def load_baseline(path):
@@ -117,12 +130,12 @@ def load_baseline(path):
             text = handle.read()
     except FileNotFoundError:
         return None, ""
-    except OSError as err:
-        return None, f"cannot read the baseline {path}: {err}"
+    except (OSError, ValueError) as err:  # ValueError: not UTF-8
+        return None, f"cannot read the baseline {path}: {said(err)}"
     try:
         doc = json.loads(text)
-    except ValueError as err:
-        return None, f"the baseline {path} is not JSON ({err}): cut off or edited"
+    except (ValueError, RecursionError) as err:
+        return None, f"the baseline {path} is not JSON ({said(err)}): cut off or edited"
     problem = nodecheck.baseline_problem(doc)
     return (None, f"the baseline {path} is unusable: {problem}") if problem else (doc, "")
 
@@ -231,8 +244,8 @@ def gpu_health(texts, baseline):
     try:
         parsed = gpuhealth.parse(text)
         found = list(gpuhealth.findings(parsed, previous=(baseline or {}).get("gpu_health")))
-    except ValueError as err:
-        return None, [], [], [f"nvidia-smi -q -x: {err}"], []
+    except Exception as err:  # any read that fails is the check's ERROR, never its crash
+        return None, [], [], [f"nvidia-smi -q -x could not be read ({said(err)})"], []
     return parsed, found, nodecheck.gpu_health_problems(found), [], []
 
 
@@ -256,13 +269,68 @@ def bench_plan(config, baseline, gpus):
     return argv, env, note
 
 
+def _changeable(path) -> str:
+    """Why someone other than root (or this user) could change ``path`` or a folder above it
+    ('' when no one could): an owner who is someone else, or a group or others who may write (a
+    sticky folder such as /tmp excepted: only owners rename there, and the next part is checked)."""
+    parts = os.path.abspath(path).split("/")
+    for end in range(1, len(parts) + 1):
+        here = "/".join(parts[:end]) or "/"
+        st = os.lstat(here)
+        if not atomicfile.trusted_owner(st.st_uid):
+            return f"{here} is owned by uid {st.st_uid}"
+        writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if writable and not stat.S_ISLNK(st.st_mode) and not st.st_mode & stat.S_ISVTX:
+            return f"{here} is writable by its group or others"
+    return ""
+
+
+def untrusted(path, *, entries=False) -> str:
+    """Why ``path`` is not root's alone ('' when it is): the path, where it leads, and with
+    ``entries`` every file in that folder (a library folder: each is loaded from there)."""
+    try:
+        real = os.path.realpath(path)
+        for one in dict.fromkeys([os.path.abspath(path), real]):
+            problem = _changeable(one)
+            if problem:
+                return problem
+        for entry in os.scandir(real) if entries else ():
+            problem = _changeable(os.path.realpath(entry.path)) or _changeable(entry.path)
+            if problem:
+                return problem
+    except OSError as err:
+        return said(err)
+    return ""
+
+
+def bench_refusal(exe, ld_library_path) -> str:
+    """Why the benchmark must not run ('' when it may): wireup-check runs as root, and runs no
+    program and loads no library that another user could have changed (the venv's NCCL, where
+    pytorch_venv_owner is not root)."""
+    problem = untrusted(exe)
+    for folder in ld_library_path.split(":") if ld_library_path else ():
+        problem = problem or (
+            untrusted(folder, entries=True) if folder else "LD_LIBRARY_PATH has an empty entry"
+        )
+    if not problem:
+        return ""
+    return (
+        f"benchmark refused: {problem}: wireup-check runs nothing as root that another user can "
+        "change (pytorch_venv_owner: root, or no --bench)"
+    )
+
+
 def run_bench(config, baseline, gpus):
-    """(measured, notes): {collective, size, busbw, error} of the one-size run."""
+    """(measured, notes, refusal): {collective, size, busbw, error} of the one-size run; the
+    refusal ('' when it ran) says why it did not (bench_refusal)."""
     from . import nccltests
 
     argv, env, note = bench_plan(config, baseline, gpus)
     if argv is None:
-        return {}, [note]
+        return {}, [note], ""
+    refusal = bench_refusal(argv[2], env.get("LD_LIBRARY_PATH", ""))
+    if refusal:
+        return {}, [], refusal
     b = config["bench"]
     proc = subprocess.run(argv, capture_output=True, check=False, env=dict(os.environ, **ENV, **env))
     text = proc.stdout.decode("utf-8", "replace")
@@ -270,39 +338,72 @@ def run_bench(config, baseline, gpus):
     found = nccltests.assess(text, proc.returncode)
     if found["problems"] or not found["parsed"]:
         measured["error"] = "; ".join(found["problems"]) or _first_line(proc.stderr or proc.stdout)
-        return measured, [note] if note else []
+        return measured, [note] if note else [], ""
     measured["busbw"] = nccltests.figure(found["parsed"]["rows"], int(b["size"]), b["collective"])
-    return measured, [note] if note else []
+    return measured, [note] if note else [], ""
 
 
 # ------------------------------------------------------------------------------ the check
-def check(config, *, run_bench_now=False, run=run_all):
+def _benchmark(config, baseline, state, found):
+    """The one-size benchmark, where nothing else failed: its measure; its problem, notes and a
+    refusal (an ERROR: it cannot judge what it was asked to) go into ``found``."""
+    if found["errors"] or found["problems"]:
+        return {}
+    measured, notes, refusal = run_bench(config, baseline, len(state["gpus"] or []))
+    found["notes"] += notes
+    if refusal:
+        found["errors"].append(refusal)
+        return measured
+    figure = ((baseline or {}).get("bench") or {}).get("figure")
+    at = nodecheck.since(baseline) if baseline else ""
+    found["problems"] += nodecheck.bench_problem(figure, measured, config["bench"]["tolerance"], at)
+    return measured
+
+
+def check(config, *, run_bench_now=False, run=run_all) -> nodecheck.CheckRun:
     """The check's result (nodecheck.result) with time and seconds."""
     start, now = time.monotonic(), time.time()
     baseline, error = load_baseline(config["baseline"])
     state, texts, problems, errors, notes = read_state(config, baseline, run)
-    errors = ([error] if error else []) + errors
-    parsed, found, health, health_errors, health_notes = gpu_health(texts, baseline)
-    problems, errors, notes = problems + health, errors + health_errors, notes + health_notes
-    measured = {}
-    if run_bench_now and not errors and not problems:
-        measured, more = run_bench(config, baseline, len(state["gpus"] or []))
-        notes += more
-        figure = ((baseline or {}).get("bench") or {}).get("figure")
-        at = nodecheck.since(baseline) if baseline else ""
-        problems += nodecheck.bench_problem(figure, measured, config["bench"]["tolerance"], at)
+    parsed, gpu_found, health, health_errors, health_notes = gpu_health(texts, baseline)
+    found = {
+        "errors": ([error] if error else []) + errors + health_errors,
+        "problems": problems + health,
+        "notes": notes + health_notes,
+    }
+    measured = _benchmark(config, baseline, state, found) if run_bench_now else {}
     return nodecheck.result(
         config["host"],
         baseline,
         state,
-        found={"errors": errors, "problems": problems, "notes": notes},
+        found=found,
         require_baseline=config["require_baseline"],
         time=now,
         seconds=round(time.monotonic() - start, 3),
         bench=measured,
-        gpu_findings=found,
+        gpu_findings=gpu_found,
         gpu_health=parsed,
     )
+
+
+def could_not_check(config, error, start=None) -> nodecheck.CheckRun:
+    """The result of a check that could not judge: ERROR naming why (it fails closed)."""
+    seconds = round(time.monotonic() - start, 3) if start is not None else 0.0
+    return nodecheck.result(
+        config["host"], None, None, found={"errors": [error]}, time=time.time(), seconds=seconds
+    )
+
+
+def judge(config, error="", *, run_bench_now=False, run=run_all) -> nodecheck.CheckRun:
+    """check()'s result; settings that cannot be used (``error``) or anything that stops the
+    check before its verdict is the verdict ERROR, naming it: never a crash that drains nothing."""
+    if error:
+        return could_not_check(config, error)
+    start = time.monotonic()
+    try:
+        return check(config, run_bench_now=run_bench_now, run=run)
+    except Exception as err:
+        return could_not_check(config, f"the check stopped on {said(err)}", start)
 
 
 TEXTFILE_MODES = ("auto", "always", "never")
@@ -323,23 +424,52 @@ def textfile_folder(config):
 
 
 def write_textfile(config, name, text):
-    """Write ``name`` in the textfile folder atomically (a temporary file in the same folder whose
-    name does not end in .prom, then its name): (changed, note). Unchanged content is not written
-    again; a failure is a note (metrics never change a verdict)."""
+    """Write ``name`` in the textfile folder atomically (atomicfile: a temporary file in the
+    folder's descriptor whose name does not end in .prom, then renamed; the folder is not trusted:
+    a FIFO or a link at the name is replaced, never opened or followed): (changed, note).
+    Unchanged content is not written again; a failure is a note (metrics never change a verdict)
+    and removes the old file, so no stale verdict stays for node_exporter."""
     if not promtext.TEXTFILE_NAME.fullmatch(name):
         return False, f"metrics not written: {name!r} is not a textfile name like wireup_bench.prom"
     try:
         folder, note = textfile_folder(config)
-        if not folder:
-            return False, note
-        path = os.path.join(folder, name)
-        with contextlib.suppress(OSError), open(path, encoding="utf-8") as handle:
-            if handle.read() == text:
-                return False, ""
-        atomicfile.write_text(path, text, mode=0o644)
+    except OSError as err:
+        return False, f"metrics not written: {said(err)}"
+    if not folder:
+        return False, note
+    path = os.path.join(folder, name)
+    data = promtext.utf8(text).encode("utf-8")
+    try:
+        if atomicfile.read_regular(path, len(data) + 1) == data:
+            return False, ""
+        atomicfile.write_bytes(path, data, mode=0o644)
     except (OSError, ValueError) as err:
-        return False, f"metrics not written: {err}"
+        return False, f"metrics not written: {said(err)}{_remove_stale(path)}"
     return True, ""
+
+
+def _remove_stale(path):
+    """'; the old file removed' (or why not): a file that could not be replaced goes."""
+    try:
+        return "; the old file removed" if atomicfile.remove(path) else ""
+    except OSError as err:
+        return f"; the old file not removed: {said(err)}"
+
+
+def check_metrics(result):
+    """(text, note): wireup_check.prom's text; where it cannot be made (a shape the renderer
+    refuses), the verdict alone (promtext.check_verdict_text) and a note saying why."""
+    try:
+        return promtext.check_text(result), ""
+    except Exception as err:  # the metrics of a failing node are never lost to a stale PASS
+        return promtext.check_verdict_text(result), f"metrics cut to the verdict: {said(err)}"
+
+
+def write_check_textfile(config, result):
+    """Write wireup_check.prom for ``result``; a note ('' when none) for the line."""
+    text, cut = check_metrics(result)
+    _changed, note = write_textfile(config, TEXTFILE, text)
+    return "; ".join(n for n in (cut, note) if n)
 
 
 def drain(config, result, run=subprocess.run):
@@ -354,8 +484,8 @@ def drain(config, result, run=subprocess.run):
     scontrol = shutil.which("scontrol", path=os.pathsep.join([os.environ.get("PATH", ""), TOOL_PATH]))
     if not scontrol:
         return ["Slurm: scontrol not found: not drained"]
-    reason = slurm.drain_reason(nodecheck.reason(result))
-    argv = slurm.drain_argv(node, nodecheck.reason(result))
+    finding = nodecheck.drain_finding(result)
+    reason, argv = slurm.drain_reason(finding), slurm.drain_argv(node, finding)
     shown = run([scontrol, *slurm.node_state_argv([node])[1:]], capture_output=True, text=True, check=False)
     plan = slurm.drain_plan(
         [{"host": config["host"], "node": node, "reason": reason, "argv": argv}],
@@ -444,8 +574,9 @@ def _public(result):
 
 
 def _say(text, stream=None):
-    """One line on stdout (or ``stream``): the program's output (module_utils writes no print)."""
-    (stream or sys.stdout).write(f"{text}\n")
+    """One line on stdout (or ``stream``): the program's output (module_utils writes no print).
+    Text from the node that is not UTF-8 (a NIC's name) shows as backslash escapes."""
+    (stream or sys.stdout).write(f"{promtext.utf8(text)}\n")
 
 
 def _settings(args):
@@ -477,22 +608,23 @@ def _baseline_main(args, config, error):
     return code
 
 
-def _check_main(args, config, error):
-    """The check: its line (or --json), its textfile, the drain on failure; its exit code."""
-    if error:  # settings that cannot be used: nothing is read, the check fails closed
-        result = nodecheck.result(
-            config["host"], None, None, found={"errors": [error]}, time=time.time(), seconds=0.0
-        )
-    else:
-        result = check(config, run_bench_now=args.bench or config["bench"]["run"])
+def _drain_lines(config, result):
+    """drain()'s lines; a drain that fails says so (the verdict stands)."""
     try:
-        _changed, note = write_textfile(config, TEXTFILE, promtext.check_text(result))
-    except ValueError as err:  # metrics never stop the check
-        note = f"metrics not written: {err}"
+        return drain(config, result)
+    except Exception as err:
+        return [f"Slurm: not drained: {said(err)}"]
+
+
+def _check_main(args, config, error):
+    """The check: its verdict (ERROR for anything that stops it), then the drain on failure, then
+    its textfile (the drain never waits on metrics), its line (or --json); its exit code."""
+    result = judge(config, error, run_bench_now=args.bench or config["bench"]["run"])
+    drained = _drain_lines(config, result) if args.drain and result["exit"] != 0 else []
+    note = write_check_textfile(config, result)
     if note:
         result["notes"].append(note)
         result["line"] = nodecheck.line(result)
-    drained = drain(config, result) if args.drain and result["exit"] != 0 else []
     _say(json.dumps(_public(result), sort_keys=True, default=str) if args.json else result["line"])
     for text in drained:
         with contextlib.suppress(OSError):

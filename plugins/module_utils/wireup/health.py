@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import TypedDict
 
 SEVERITIES = ("critical", "warning", "info")
 
@@ -106,6 +107,32 @@ def finding(severity, code, message, gpus=(), **extra):
         "message": " ".join(message.split()),
         **extra,
     }
+
+
+class GpuIdentity(TypedDict, total=False):
+    """How a finding names its GPU (gpuhealth.identity): all four keys for a finding about one
+    GPU (a key nvidia-smi did not report is None), none ({}) for a finding about no one GPU
+    (gpu_health_incomplete)."""
+
+    index: int | None
+    bus_id: str | None
+    uuid: str | None
+    serial: str | None
+
+
+class GpuFinding(TypedDict):
+    """A GPU health finding as wireup.gpuhealth makes it (gpu_finding, findings): finding()'s keys
+    plus the part that found it, what to do (gpuhealth.REMEDIATIONS) and the GPU. The one shape
+    wireup-check's rules (nodecheck.gpu_health_problems) and its metrics (promtext) read;
+    tests/unit/test_checkrun.py holds gpuhealth's real findings to it."""
+
+    severity: str
+    code: str
+    gpus: list[int]
+    message: str
+    source: str
+    remediation: str
+    gpu: GpuIdentity
 
 
 def _bus_key(text):

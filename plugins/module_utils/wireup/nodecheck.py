@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from typing import TypedDict
 
+from .health import GpuFinding
 from .topology import link_class_key
 
 SCHEMA = 1
@@ -227,6 +228,24 @@ def baseline_doc(host, bench, state, *, taken="bench", now=None, gpu_health=None
     }
 
 
+# The keys compare() reads from each entry of the baseline's node part, and their type.
+ENTRY_KEYS = {"links": {"a": str, "b": str, "class": str}, "ports": {"name": str}, "gpus": {}}
+
+
+def _parts_problem(node, bench) -> str:
+    """What is wrong with the node and bench parts of a baseline ('' when nothing)."""
+    for key, needs in ENTRY_KEYS.items():
+        if not isinstance(node.get(key), list) or not all(isinstance(x, dict) for x in node[key]):
+            return f"node.{key} is not a list of entries"
+        for field, kind in needs.items():
+            if not all(isinstance(x.get(field), kind) for x in node[key]):
+                return f"an entry of node.{key} has no {field}"
+    for key in ("figure", "nccl_tests"):  # the benchmark's plan reads them
+        if not isinstance(bench.get(key, {}), dict):
+            return f"bench.{key} is not an object"
+    return ""
+
+
 def baseline_problem(doc) -> str:
     """What makes a baseline file unusable ('' when it is fine): the check refuses it (ERROR)
     rather than compare with half a baseline."""
@@ -237,12 +256,11 @@ def baseline_problem(doc) -> str:
     node, bench = doc.get("node"), doc.get("bench")
     if not isinstance(node, dict) or not isinstance(bench, dict):
         return "no node or bench part"
-    for key in ("gpus", "links", "ports"):
-        if not isinstance(node.get(key), list) or not all(isinstance(x, dict) for x in node[key]):
-            return f"node.{key} is not a list of entries"
+    if not isinstance(doc.get("gpu_health"), (dict, list, type(None))):
+        return "gpu_health is not a health read"
     if not isinstance(doc.get("time"), (int, float)):
         return "no time"
-    return ""
+    return _parts_problem(node, bench)
 
 
 def since(doc) -> str:
@@ -252,7 +270,16 @@ def since(doc) -> str:
 
 
 # ------------------------------------------------------------------------------ comparing
-def _problem(kind, part, message):
+class Problem(TypedDict):
+    """One part worse than the baseline, or a read that failed: kind (RANKS), part (what it is
+    about: GPU1 00000000:07:00.0, NIC mlx5_5:1), message (one line)."""
+
+    kind: str
+    part: str
+    message: str
+
+
+def _problem(kind, part, message) -> Problem:
     return {"kind": kind, "part": part, "message": message}
 
 
@@ -400,9 +427,9 @@ def compare(baseline, now) -> list:
     return sorted(out, key=lambda p: RANKS.index(p["kind"]))
 
 
-def gpu_health_problems(findings) -> list:
+def gpu_health_problems(findings: list[GpuFinding]) -> list[Problem]:
     """Problems of wireup.gpuhealth's findings that call for action (FAILING_REMEDIATIONS); a
-    finding names its GPU by gpuhealth.identity ({index, bus_id, uuid, serial})."""
+    finding names its GPU by health.GpuIdentity ({index, bus_id, uuid, serial}, or {})."""
     out = []
     for f in findings or []:
         if f.get("remediation") in FAILING_REMEDIATIONS:
@@ -466,6 +493,15 @@ def line(result) -> str:
     return f"wireup-check: {v} {host}: {reason(result)}"
 
 
+def drain_finding(result) -> str:
+    """What a drain says (slurm.drain_reason makes it one line with "wireup: " before it): the
+    worst part of a FAIL, as the line says it; for a check that could not judge, that it could not
+    check and why ("wireup-check ERROR node2: could not check: the baseline ... is not JSON")."""
+    if result["verdict"] == "ERROR":
+        return f"wireup-check ERROR {result.get('host') or '?'}: could not check: {result['errors'][0]}"
+    return reason(result)
+
+
 def reason(result) -> str:
     """The line without its 'wireup-check: VERDICT HOST: ' head (Slurm's drain reason takes it).
     Notes (a part skipped, metrics not written) follow a healthy line only: a failing one names the
@@ -484,10 +520,40 @@ def reason(result) -> str:
     return f"{_summary(result.get('now') or {}, result['baseline'])} as {since(result['baseline'])}{notes}"
 
 
-def result(host, baseline, now, *, found=None, require_baseline=False, **extra) -> dict:
+class CheckRun(TypedDict):
+    """One run of wireup-check (result()): what checkrun prints, drains with (drain_finding) and
+    writes for node_exporter (promtext.check_families), and --json prints (less the baseline's
+    body and the health read). The extras a run adds are RUN_EXTRAS, all or some."""
+
+    host: str
+    verdict: str
+    exit: int
+    line: str
+    problems: list[Problem]
+    errors: list[str]
+    notes: list[str]
+    now: dict
+    baseline: dict | None
+    baseline_time: float | None
+    time: float | None
+    seconds: float | None
+    bench: dict
+    gpu_findings: list[GpuFinding]
+    gpu_health: dict | None
+
+
+# result()'s keyword arguments kept as they are; a run that stopped early has time and seconds only.
+RUN_EXTRAS = ("time", "seconds", "bench", "gpu_findings", "gpu_health")
+
+
+def result(host, baseline, now, *, found=None, require_baseline=False, **extra) -> CheckRun:
     """The check's answer: verdict, exit code, the one line, the problems (compare's, plus the
-    GPU-health and benchmark ones in ``found``), the state read, and extra keys kept as they are
-    (time, seconds, bench, gpu_findings). found: {errors, problems, notes} of the reads."""
+    GPU-health and benchmark ones in ``found``), the state read, and ``extra`` (RUN_EXTRAS: time,
+    seconds, bench, gpu_findings, gpu_health; another name is a TypeError). found: {errors,
+    problems, notes} of the reads."""
+    unknown = sorted(set(extra) - set(RUN_EXTRAS))
+    if unknown:
+        raise TypeError(f"result() takes no {', '.join(unknown)}: CheckRun has {', '.join(RUN_EXTRAS)}")
     found = found or {}
     problems = (compare(baseline, now) if baseline is not None and now is not None else []) + list(
         found.get("problems") or []
@@ -505,6 +571,11 @@ def result(host, baseline, now, *, found=None, require_baseline=False, **extra) 
         "now": now or {},
         "baseline": baseline,
         "baseline_time": (baseline or {}).get("time"),
+        "time": None,
+        "seconds": None,
+        "bench": {},
+        "gpu_findings": [],
+        "gpu_health": None,
         **extra,
     }
     out["line"] = line(out)

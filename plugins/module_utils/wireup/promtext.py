@@ -27,6 +27,8 @@ import re
 import time
 
 from . import nccltests
+from .health import GpuFinding
+from .nodecheck import CheckRun
 
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -42,14 +44,21 @@ SEVERITIES = ("critical", "warning", "info")
 
 
 # ------------------------------------------------------------------------------ the format
+def utf8(value) -> str:
+    """``value`` as text that encodes as UTF-8, which the format requires: what a node named with
+    bytes that are not UTF-8 (a NIC 'eno\\xff1' reads as 'eno\\udcff1') keeps as a visible
+    backslash escape, so two such names stay two label values."""
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def escape_label(value) -> str:
     """A label value as the exposition format writes it between double quotes."""
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return utf8(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def escape_help(text) -> str:
     """HELP text: backslash and newline escaped (double quotes stay)."""
-    return str(text).replace("\\", "\\\\").replace("\n", "\\n")
+    return utf8(text).replace("\\", "\\\\").replace("\n", "\\n")
 
 
 def format_value(value) -> str:
@@ -364,7 +373,24 @@ def _check_hardware(labels, now):
     ]
 
 
-def _check_findings(labels, result):
+def _gpu_finding_labels(labels, found: GpuFinding):
+    """A GPU finding's labels: its GPU's index (gpu, as the hardware families name it), bus_id
+    and uuid ('' for a finding about no one GPU), its code and remediation."""
+    gpu = found.get("gpu") or {}
+    if not isinstance(gpu, dict):
+        raise ValueError(f"a GPU finding names its GPU by {gpu!r}, not by health.GpuIdentity")
+    return {
+        **labels,
+        **{name: "" if gpu.get(key) is None else gpu[key] for name, key in _GPU_LABELS},
+        "code": found.get("code", ""),
+        "remediation": found.get("remediation", ""),
+    }
+
+
+_GPU_LABELS = (("gpu", "index"), ("bus_id", "bus_id"), ("uuid", "uuid"))
+
+
+def _check_findings(labels, result: CheckRun):
     """Problems per part, the one-size benchmark, GPU health findings."""
     counted = {}
     for p in result.get("problems") or []:
@@ -374,18 +400,7 @@ def _check_findings(labels, result):
     if bench.get("busbw") is not None:
         key = {**labels, "collective": bench.get("collective", ""), "size_bytes": bench.get("size", "")}
         busbw.append((key, _bytes_per_second(bench["busbw"])))
-    health = [
-        (
-            {
-                **labels,
-                "gpu": f.get("gpu", ""),
-                "code": f.get("code", ""),
-                "remediation": f.get("remediation", ""),
-            },
-            1,
-        )
-        for f in result.get("gpu_findings") or []
-    ]
+    health = [(_gpu_finding_labels(labels, f), 1) for f in result.get("gpu_findings") or []]
     return [
         family(
             "wireup_check_problem",
@@ -401,10 +416,8 @@ def _check_findings(labels, result):
     ]
 
 
-def check_families(result):
-    """The families wireup-check writes on the node (wireup_check.prom) from its result
-    (nodecheck.result's dict)."""
-    labels = {"host": result.get("host") or ""}
+def _check_head(labels, result: CheckRun):
+    """The verdict and when it was given: what every wireup_check.prom holds."""
     return [
         family(
             "wireup_check_verdict",
@@ -416,6 +429,15 @@ def check_families(result):
             "When the quick check last ran (Unix time)",
             [(labels, result.get("time"))],
         ),
+    ]
+
+
+def check_families(result: CheckRun):
+    """The families wireup-check writes on the node (wireup_check.prom) from its result
+    (nodecheck.result's CheckRun)."""
+    labels = {"host": result.get("host") or ""}
+    return [
+        *_check_head(labels, result),
         family(
             "wireup_check_duration_seconds",
             "How long the quick check took",
@@ -431,6 +453,22 @@ def check_families(result):
     ]
 
 
-def check_text(result):
+def check_text(result: CheckRun):
     """wireup_check.prom's text for one result of wireup-check."""
     return render(check_families(result))
+
+
+def check_verdict_text(result: CheckRun):
+    """wireup_check.prom's text when check_text could not be made: the verdict and when, and
+    wireup_check_metrics_incomplete 1, so no older file (a PASS) stands for a run that failed."""
+    labels = {"host": result.get("host") or ""}
+    return render(
+        [
+            *_check_head(labels, result),
+            family(
+                "wireup_check_metrics_incomplete",
+                "1: the quick check's other metrics could not be written (its line says why)",
+                [(labels, 1)],
+            ),
+        ]
+    )
