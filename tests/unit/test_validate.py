@@ -492,7 +492,7 @@ def _one_edit(name, kind, at, letter):
     return name[:at] + name[at + 1 : at + 2] + name[at : at + 1] + name[at + 2 :]  # transpose
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     st.sampled_from(DOCUMENTED),
     st.sampled_from(["insert", "delete", "substitute", "transpose"]),
