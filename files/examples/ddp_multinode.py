@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Example 2: multi-node DDP training under torchrun (one process per GPU, or CPU processes).
 
-Launch it on every node with the script wireup renders (ansible-playbook launch.yml), or by hand:
+Launch it on every node with the script wireup renders (.venv/bin/ansible-playbook launch.yml), or by hand:
     torchrun --nnodes=N --nproc_per_node=P --rdzv_backend=c10d --rdzv_endpoint=MASTER:29500 \
         --rdzv_id=demo ddp_multinode.py --steps 20 [--comm-hook {none,fp16,bf16,powersgd}]
 NCCL is used when CUDA is available (each process takes the GPU of its local rank), gloo otherwise.

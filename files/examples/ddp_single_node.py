@@ -4,7 +4,7 @@
     python ddp_single_node.py [--nproc N] [--steps 20] [--comm-hook {none,fp16,bf16,powersgd}]
 One process per GPU (NCCL) when CUDA is available, else --nproc CPU processes (gloo, default 2).
 A small model trains for a few steps on synthetic data from a fixed seed; every rank prints its loss
-with its rank, the world size and its host. Through wireup: ansible-playbook launch.yml
+with its rank, the world size and its host. Through wireup: .venv/bin/ansible-playbook launch.yml
 -e torchrun_launch_launcher=python -e torchrun_launch_program=/opt/wireup/examples/ddp_single_node.py
 (a one-node group).
 """

@@ -12,23 +12,6 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import node, validate
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
-# Variables of these prefixes (and the renamed ones) are checked; the rest of a host's variables
-# (ansible_*, the testbed's own) are not wireup's.
-_PREFIXES = (
-    "wireup_",
-    "bench_",
-    "nccl_",
-    "cuda_repo_",
-    "nvidia_driver_",
-    "pytorch_venv_",
-    "torchrun_launch_",
-    "gpu_topology_",
-    "gpu_trial_",
-    "preflight_",
-    "node_check_",
-    "slurm_health_check_",
-)
-
 
 def wireup_cluster_errors(groups, node_group, master_host, addresses=None, hostnames=None):
     return validate.validate_cluster(
@@ -44,12 +27,11 @@ def wireup_node_summary(facts, master):
     return node.summary(dict(facts), str(master))
 
 
-def _role_files(roles_dir, roles):
-    """{role: (defaults, options)}: defaults/main.yml's values and every entry point's
-    argument_specs options, for the roles present."""
+def _role_files(roles_dir):
+    """{role: (defaults, options)} for every role under roles_dir with argument_specs:
+    defaults/main.yml's values and every entry point's options."""
     out = {}
-    for role in roles:
-        folder = pathlib.Path(roles_dir) / role
+    for folder in sorted(p for p in pathlib.Path(roles_dir).iterdir() if p.is_dir()):
         specs = folder / "meta" / "argument_specs.yml"
         if not specs.is_file():
             continue
@@ -58,8 +40,13 @@ def _role_files(roles_dir, roles):
         options = {}
         for entry in (yaml.safe_load(specs.read_text()) or {}).get("argument_specs", {}).values():
             options.update((entry or {}).get("options") or {})
-        out[role] = (defaults or {}, options)
+        out[folder.name] = (defaults or {}, options)
     return out
+
+
+def documented_variables(roles_dir):
+    """Every variable a role under roles_dir documents (any entry point of its argument_specs)."""
+    return {name for _defaults, options in _role_files(roles_dir).values() for name in options}
 
 
 def _spec_errors(role, options, values):
@@ -76,35 +63,79 @@ def _spec_errors(role, options, values):
     return [f"{role} role: {message}" for message in result.error_messages]
 
 
+def _given(hv, names, prefixes):
+    """The host's variables of wireup's prefixes (and the renamed ones) that can be templated now;
+    one naming a fact not gathered yet is left to the task that reads it."""
+    given = {}
+    for name in [n for n in names if n.startswith(prefixes) or n in validate.RENAMED]:
+        with contextlib.suppress(Exception):
+            given[name] = hv[name]
+    return given
+
+
+def _foreign(hv, default):
+    """The host's preflight_foreign_variables (else the play's), and its error when it is no list
+    of names."""
+    value = default
+    if "preflight_foreign_variables" in hv:
+        with contextlib.suppress(Exception):
+            value = hv["preflight_foreign_variables"]
+    if value is None or (isinstance(value, list) and all(isinstance(n, str) for n in value)):
+        return set(value or ()), []
+    return set(), [
+        "preflight_foreign_variables must be a list of variable names (e.g. [nvidia_driver_skip_reboot]), "
+        f"not {str(value)[:80]!r}"
+    ]
+
+
+def _name_errors(names, foreign, files):
+    """{error: [hosts]} for the names no role documents (validate.unknown_variables), checked once
+    over every host's names ({host: names}); {host: _foreign's answer} lets names through."""
+    documented = {name for _defaults, options in files.values() for name in options}
+    problems = validate.unknown_variables(set().union(*names.values()), documented, sorted(files))
+    out = {}
+    for host, host_names in names.items():
+        allowed, errors = foreign[host]
+        errors = errors + [problems[n] for n in host_names if n in problems and n not in allowed]
+        for error in errors:
+            out.setdefault(error, []).append(host)
+    return out
+
+
 def wireup_inventory_errors(hosts, hostvars, groups, node_group, master_host="", **kwargs):
     """Every inventory-only error at once (validate.inventory_errors plus each role's
-    argument_specs), from the variables each host of ``hosts`` has before any node is touched.
+    argument_specs and the names no role documents), from the variables each host of ``hosts``
+    has before any node is touched; a missing inventory source alone, when one is missing.
 
     kwargs: roles_dir, roles (the roles whose defaults and argument_specs apply), ansible_core
-    ((version, range))."""
-    files = _role_files(kwargs["roles_dir"], kwargs.get("roles") or [])
+    ((version, range)), inventory_sources (ansible_inventory_sources), foreign_variables (the
+    play's preflight_foreign_variables)."""
+    missing = validate.inventory_source_errors(kwargs.get("inventory_sources") or [])
+    if missing:
+        return missing
+    files = _role_files(kwargs["roles_dir"])
+    checked = {role: files[role] for role in kwargs.get("roles") or [] if role in files}
     defaults = {}
-    for role_defaults, _specs in files.values():
+    for role_defaults, _specs in checked.values():
         # Defaults that are templates ("{{ wireup_base_dir }}/bench") are the roles' own, not checked.
         defaults.update((k, v) for k, v in role_defaults.items() if not (isinstance(v, str) and "{{" in v))
-    values, spec_errors = {}, {}
+    prefixes = validate.variable_prefixes(files)
+    values, by_error, names, foreign = {}, {}, {}, {}
     for host in hosts:
-        hv = hostvars[host]
-        names = [n for n in hv if str(n).startswith(_PREFIXES) or n in validate.RENAMED]
-        given = {}
-        for name in names:
-            # A value that cannot be templated yet (it names a fact not gathered) is left to the
-            # task that reads it.
-            with contextlib.suppress(Exception):
-                given[name] = hv[name]
-        for role, (_defaults, options) in files.items():
+        hv = hostvars[host]  # each lookup makes the host's variables anew: once per host
+        names[host] = [str(n) for n in hv]
+        foreign[host] = _foreign(hv, kwargs.get("foreign_variables"))
+        given = _given(hv, names[host], prefixes)
+        for role, (_defaults, options) in checked.items():
             for error in _spec_errors(role, options, given):
-                spec_errors.setdefault(error, []).append(host)
+                by_error.setdefault(error, []).append(host)
         values[host] = {**defaults, **given}
+    for error, where in _name_errors(names, foreign, files).items():
+        by_error.setdefault(error, []).extend(where)
     errors = validate.inventory_errors(
         values, dict(groups), node_group, master_host, kwargs.get("ansible_core")
     )
-    for error, where in spec_errors.items():
+    for error, where in by_error.items():
         errors.append(error if len(where) == len(hosts) else f"{', '.join(where)}: {error}")
     return errors
 

@@ -187,19 +187,19 @@ PRETEND_PLAY = """\
 - name: Preflight
   ansible.builtin.import_playbook: {repo}/playbooks/preflight.yml
 
-- name: Nodes preflight is told are other machines (wireup_test_pretend, per host)
+- name: Nodes preflight is told are other machines (test_pretend, per host)
   hosts: "{{{{ wireup_node_group | default('gpu_nodes') }}}}"
   gather_facts: false
   vars:
     # The lent GPU machine's inventory turns these off (its image has CUDA, torch's NCCL, no repository).
-    cuda_repo_manage_source: "{{{{ inventory_hostname not in wireup_test_image_nodes }}}}"
-    nccl_install_system: "{{{{ inventory_hostname not in wireup_test_image_nodes }}}}"
+    cuda_repo_manage_source: "{{{{ inventory_hostname not in test_image_nodes }}}}"
+    nccl_install_system: "{{{{ inventory_hostname not in test_image_nodes }}}}"
   pre_tasks:
     - name: Pretend
       ansible.builtin.set_fact:
         wireup_node: >-
           {{{{ wireup_node
-             | combine(wireup_test_pretend[inventory_hostname] | default({{}}), recursive=true) }}}}
+             | combine(test_pretend[inventory_hostname] | default({{}}), recursive=true) }}}}
       tags: [always]
   roles:
     - {{role: wireup.cluster.nvidia_driver, tags: [nvidia_driver]}}
@@ -219,8 +219,8 @@ def test_image_provided_stack_left_alone_and_secure_boot_stop(testbed, repo_vars
     extra = {
         **repo_vars,
         "cuda_repo_toolkit_on_gpu_less_nodes": False,
-        "wireup_test_image_nodes": [image],
-        "wireup_test_pretend": {
+        "test_image_nodes": [image],
+        "test_pretend": {
             image: {
                 "gpu": gpus,
                 "driver": {"loaded": True, "version": "580.159.04", "branch": "580", "kernel_module": "open"},

@@ -225,3 +225,13 @@ def test_bad_variable_fails_before_any_change(cluster, extra, expected):
         and ev["event_data"].get("role") != "preflight"
     ]
     assert later == [], later
+
+
+def test_a_misspelled_variable_stops_in_preflight(cluster):
+    """Issue 38's done-when: `-e torchrun_lauch_action=stop` ran jobs.yml's default action (status)
+    with rc 0 and stopped nothing. Now the controller play stops before any node is contacted,
+    naming the documented variable."""
+    result = run_playbook("jobs.yml", cluster.inventory, {"torchrun_lauch_action": "stop"})
+    messages = _no_change(result)
+    assert "torchrun_lauch_action is not a wireup variable: did you mean torchrun_launch_action?" in messages
+    assert set(result.hosts) == {"localhost"}, result.hosts

@@ -266,7 +266,7 @@ def test_a_submitted_job_is_followed_with_jobs_yml(slurm_cluster, tmp_path):
         f"job it-slurm-follow run {run_id} submitted as Slurm job {job_id} for 3 node(s), 6 process(es)"
         in said[3]
     )
-    assert said[-2].startswith("stop:   ansible-playbook -i ") and said[-2].endswith(
+    assert said[-2].startswith("stop:   .venv/bin/ansible-playbook -i ") and said[-2].endswith(
         "jobs.yml -e torchrun_launch_job=it-slurm-follow -e torchrun_launch_action=stop"
     )
     assert not (run_dir / "summary.json").exists()  # not waited for

@@ -382,7 +382,7 @@ def build(www_dir, distros=DISTROS, arches=("x86_64",), force=False, **versions)
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--www", required=True, help="the testbed's www dir (wireup_testbed_www_dir)")
+    parser.add_argument("--www", required=True, help="the testbed's www dir (testbed_www_dir)")
     parser.add_argument("--distro", action="append", help="debian12 and debian13 (default), ubuntu2204, ...")
     parser.add_argument("--arch", action="append", help="x86_64 (default) or sbsa")
     parser.add_argument("--force", action="store_true", help="rebuild even if an identical build exists")

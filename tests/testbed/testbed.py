@@ -581,9 +581,9 @@ class Testbed:
                     "ansible_python_interpreter": "/usr/bin/python3",
                     "pytorch_venv_wheelhouse_url": f"{self.www_url}wheels/",
                     **self._cuda_repo_vars(),
-                    "wireup_testbed_name": self.name,
-                    "wireup_testbed_www_url": self.www_url,
-                    "wireup_testbed_www_dir": str(self.www_dir),
+                    "testbed_name": self.name,
+                    "testbed_www_url": self.www_url,
+                    "testbed_www_dir": str(self.www_dir),
                 },
             }
         }

@@ -204,15 +204,15 @@ def test_a_node_whose_answer_has_no_run_line_is_not_compared():
 def test_no_run_and_no_wireup_jobctl_anywhere():
     jobs = launch.jobs_plan(inventory_plan(), "status", found={h: answer("", None) for h in GROUP})
     assert jobs["errors"] == [
-        "job it-healthy-only has no run on node1, node2, node3, node4: start one with ansible-playbook "
-        "launch.yml -e torchrun_launch_job=it-healthy-only, or list the runs with "
+        "job it-healthy-only has no run on node1, node2, node3, node4: start one with "
+        ".venv/bin/ansible-playbook launch.yml -e torchrun_launch_job=it-healthy-only, or list the runs with "
         "-e torchrun_launch_action=list"
     ]
     assert jobs["hosts"] == []
     none = launch.jobs_plan(inventory_plan(), "status", found=dict.fromkeys(GROUP, NO_JOBCTL))
     assert none["errors"] == [
         "node1, node2, node3, node4 of torchrun_launch_group=gpu_nodes has no /opt/wireup/bin/wireup-jobctl: "
-        "wireup never launched a job there (ansible-playbook launch.yml installs it)"
+        "wireup never launched a job there (.venv/bin/ansible-playbook launch.yml installs it)"
     ]
     # every node shows the error (the assert fails them all)
     assert launch.jobs_node(none, "node1", {"skipped": True}, "/x")["errors"] == none["errors"]
@@ -373,8 +373,8 @@ def test_a_node_without_wireup_jobctl_under_ansible_core_2_19():
         }
         status = launch.jobs_plan(inventory_plan(), "status", "R1", found={"node1": answer("R1", 1.0)})
         assert launch.jobs_node(status, "node2", missing, "/opt/wireup/bin/wireup-jobctl")["errors"] == [
-            "node2 has no /opt/wireup/bin/wireup-jobctl: wireup never launched a job here (ansible-playbook "
-            "launch.yml installs it)"
+            "node2 has no /opt/wireup/bin/wireup-jobctl: wireup never launched a job here "
+            "(.venv/bin/ansible-playbook launch.yml installs it)"
         ]
         found = dict.fromkeys(GROUP, missing)
         assert (

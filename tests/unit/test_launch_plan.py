@@ -221,7 +221,7 @@ def test_precheck_errors_from_the_registered_probes():
     assert errors == [
         "not starting job j1: n3 dropped out of the play (failed or unreachable; see above)",
         "n2 lacks /opt/wireup/venv/bin/torchrun: create the venv (wireup_venv_path=/opt/wireup/venv) with "
-        "ansible-playbook site.yml --tags pytorch_venv",
+        ".venv/bin/ansible-playbook site.yml --tags pytorch_venv",
         "n2 cannot resolve h2, h3: torchrun needs the node's own hostname and gloo the others' names; set "
         "torchrun_launch_manage_hosts: true or fix DNS.",
         "n2 cannot reach the master n1 at 10.0.0.1:29500 within 3 s: check routes and firewalls between the "
@@ -338,13 +338,13 @@ def test_jobs_plan_one_call_per_node_and_its_errors():
     ]
     never = launch.jobs_plan(p, "logs", "", found={"n1": _latest("")})
     assert never["errors"] == [
-        "job j1 has no run on n1: start one with ansible-playbook launch.yml -e torchrun_launch_job=j1, or "
-        "list the runs with -e torchrun_launch_action=list"
+        "job j1 has no run on n1: start one with .venv/bin/ansible-playbook launch.yml "
+        "-e torchrun_launch_job=j1, or list the runs with -e torchrun_launch_action=list"
     ]
     missing = {"rc": 2, "msg": "[Errno 2] No such file or directory: b'/opt/wireup/bin/wireup-jobctl'"}
     assert launch.jobs_plan(p, "status", "", found={"n1": missing})["errors"] == [
         "n1 of torchrun_launch_group=gpu_nodes has no /opt/wireup/bin/wireup-jobctl: wireup never launched a "
-        "job there (ansible-playbook launch.yml installs it)"
+        "job there (.venv/bin/ansible-playbook launch.yml installs it)"
     ]
 
 

@@ -131,7 +131,7 @@ def test_make_run_keeps_each_phase_s_log_and_ends_with_the_summary(tmp_path, fai
         assert [line.split()[-1] for line in ran] == ["site.yml", "bench.yml", "launch.yml"]
         for phase in ("site.yml (bootstrap)", "bench.yml (wiring proof)", "launch.yml (Example 2)"):
             assert [line for line in summary if line.startswith(f"  {phase}  ") and " ok " in line], out
-        assert summary[-1].startswith("Next: your own job: ansible-playbook -i inv launch.yml")
+        assert summary[-1].startswith("Next: your own job: `.venv/bin/ansible-playbook -i inv launch.yml")
     else:
         assert result.returncode != 0
         assert [line.split()[-1] for line in ran] == ["site.yml", "bench.yml"]

@@ -144,8 +144,12 @@ def test_a_healthy_run_ends_with_a_line_per_node_the_report_the_logs_and_what_ne
     assert not [line for line in lines if line.startswith("  localhost")]
     assert f"Bench report: {bench}/report.html (and report.md)" in lines
     assert f"Full output:  {run}/ (testbed.log, site.log, bench.log, launch.log)" in lines
-    assert "Next: your own job: ansible-playbook -i inv.yml launch.yml" in text
-    assert lines[-1].endswith("make testbed-down TESTBED=wait-run")
+    # Commands as pasted after `make venv` (the venv's program written out; issue 38), in backticks.
+    assert "Next: your own job: `.venv/bin/ansible-playbook -i inv.yml launch.yml" in text
+    assert (
+        "follow it with `.venv/bin/ansible-playbook -i inv.yml jobs.yml -e torchrun_launch_job=NAME`" in text
+    )
+    assert lines[-1].endswith("`make testbed-down TESTBED=wait-run`")
 
 
 def test_a_failed_phase_says_where_and_why_and_what_to_read(tmp_path):
@@ -161,6 +165,20 @@ def test_a_failed_phase_says_where_and_why_and_what_to_read(tmp_path):
         "Next: read site.log (line 2), fix the cause, then rerun `make run` (every phase is idempotent)."
         in lines
     )
+
+
+def test_a_failed_bench_says_the_whole_command_that_skips_the_failed_nodes():
+    """Not a bare `-e ...` to add somewhere: the line a user pastes (issue 38)."""
+    lines = runsummary.next_steps(
+        runsummary.read_phases("site\t0\t9\nbench\t2\t9\n"), {}, "inventory/mycluster", ""
+    )
+    assert lines[-1] == (
+        "      launch.yml refuses nodes whose bench verdict FAILed; without them: "
+        "`.venv/bin/ansible-playbook -i inventory/mycluster launch.yml -e torchrun_launch_on_failed=skip`."
+    )
+    assert not [
+        line for line in lines if "ansible-playbook" in line and ".venv/bin/ansible-playbook" not in line
+    ]
 
 
 def test_values_from_the_store_are_printed_clean():

@@ -313,4 +313,6 @@ def test_launch_says_the_job_id_and_how_to_follow_it():
         f"job it-healthy-only run slurm-4711 submitted as Slurm job 4711 for {plan['nnodes']} node(s), "
         f"{plan['world_size']} process(es); Slurm runs it without this playbook."
     )
-    assert lines[-1] == "list:   ansible-playbook -i inv.yml jobs.yml -e torchrun_launch_action=list"
+    assert lines[-1] == (
+        "list:   .venv/bin/ansible-playbook -i inv.yml jobs.yml -e torchrun_launch_action=list"
+    )

@@ -1,6 +1,8 @@
 """Preflight's input validation: every message names the variable and the fix."""
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import validate
 
@@ -323,7 +325,7 @@ def test_the_one_check_reads_every_host_and_each_roles_argument_specs():
     roles = pathlib.Path(__file__).resolve().parents[2] / "roles"
     plugin = _validate_filter()
     hostvars = {
-        "n1": dict(GOOD, nvidia_driver_flavor="closed", ansible_host="10.0.0.1", wireup_testbed_name="x"),
+        "n1": dict(GOOD, nvidia_driver_flavor="closed", ansible_host="10.0.0.1", testbed_name="x"),
         "n2": dict(GOOD, bench_warn_ratio=0.95),
     }
     errors = plugin.wireup_inventory_errors(
@@ -369,3 +371,319 @@ def test_secret_env_must_be_shell_names(value, needle):
 def test_secret_env_good():
     assert validate.host_errors({"wireup_secret_env": []}) == []
     assert validate.host_errors({"wireup_secret_env": ["GITHUB_PAT", "_X1"]}) == []
+
+
+# ---------------------------------------------------------------- names wireup does not know (issue 38)
+# The documented names as preflight reads them: every role's argument_specs, through the filter.
+ROLES_DIR = str(__import__("pathlib").Path(__file__).resolve().parents[2] / "roles")
+ROLE_NAMES = sorted(p.name for p in __import__("pathlib").Path(ROLES_DIR).iterdir() if p.is_dir())
+
+
+def _documented():
+    return _validate_filter().documented_variables(ROLES_DIR)
+
+
+def test_the_done_when_typo_stops_naming_the_documented_name():
+    """`-e torchrun_lauch_action=stop`: the typo is in the prefix itself (torchrun_lauch_ is no
+    role's), yet the name is one letter from torchrun_launch_action."""
+    problems = validate.unknown_variables(["torchrun_lauch_action"], _documented(), ROLE_NAMES)
+    message = problems["torchrun_lauch_action"]
+    assert message.startswith(
+        "torchrun_lauch_action is not a wireup variable: did you mean torchrun_launch_action?"
+    )
+    assert "preflight_foreign_variables" in message
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [
+        ("torchrun_launch_actoin", "torchrun_launch_action"),  # in the role's prefix: refused whatever it is
+        ("torchrun_lauch_action", "torchrun_launch_action"),  # in the prefix: one letter out
+        ("torchrn_launch_action", "torchrun_launch_action"),  # in the first word
+        ("torchrunlaunch_action", "torchrun_launch_action"),  # the separator lost
+        ("wirup_master_port", "wireup_master_port"),
+        ("wireup_master_prot", "wireup_master_port"),
+        ("bench_fabirc", "bench_fabric"),
+        ("nccl_test_version", "nccl_tests_version"),
+        ("nvidia_drivr_branch", "nvidia_driver_branch"),
+        ("nvidia_driver_brnch", "nvidia_driver_branch"),
+        ("cuda_rep_version", "cuda_repo_version"),
+        ("gpu_trail_fingerprint", "gpu_trial_fingerprint"),
+        ("gpu_topolgy_expected_gpus", "gpu_topology_expected_gpus"),
+        ("pytorch_venv_torch_verison", "pytorch_venv_torch_version"),
+        ("pytroch_venv_torch_version", "pytorch_venv_torch_version"),
+        ("node_chek_timeout", "node_check_timeout"),
+        ("slurm_healthcheck_interval", "slurm_health_check_interval"),
+        ("preflght_min_free_mb", "preflight_min_free_mb"),
+        ("bench_pass_ration", "bench_pass_ratio"),
+    ],
+)
+def test_a_typo_is_refused_naming_the_nearest_documented_name(typo, meant):
+    problems = validate.unknown_variables([typo], _documented(), ROLE_NAMES)
+    assert list(problems) == [typo]
+    assert f"did you mean {meant}?" in problems[typo], problems[typo]
+
+
+def test_a_prefixed_name_with_nothing_close_points_at_the_role_readme():
+    problems = validate.unknown_variables(
+        ["torchrun_launch_xyzzy_plugh", "wireup_qqqqqqqqqqqq"], _documented(), ROLE_NAMES
+    )
+    assert "roles/torchrun_launch/README.md lists them" in problems["torchrun_launch_xyzzy_plugh"]
+    assert "group_vars/all.yml" in problems["wireup_qqqqqqqqqqqq"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ansible_host",
+        "ansible_python_interpreter",
+        "inventory_hostname",
+        "group_names",
+        "foo",
+        "slurm_partition",  # another Slurm role's (wireup's prefix there is slurm_health_check_)
+        "slurm_user",
+        "node_exporter_version",  # prometheus roles'
+        "node_exporter_textfile_dir",
+        "gpu_operator_version",
+        "cuda_version",
+        "nvidia_container_toolkit_version",
+        "pytorch_version",
+        "testbed_name",  # the local testbed's inventory
+        "__bench_result",  # a register: not a user variable
+        "__preflight_errors",
+    ],
+)
+def test_other_tools_variables_pass(name):
+    assert validate.unknown_variables([name], _documented(), ROLE_NAMES) == {}
+
+
+def test_facts_wireup_sets_and_renamed_names_are_not_refused_twice():
+    names = [*validate.FACTS, *validate.RENAMED]
+    assert validate.unknown_variables(names, _documented(), ROLE_NAMES) == {}
+
+
+def test_the_prefixes_are_every_role_and_wireup():
+    prefixes = validate.variable_prefixes(ROLE_NAMES)
+    assert set(prefixes) == {f"{role}_" for role in ROLE_NAMES} | {"wireup_"}
+    # Longest first: a name is owned by its most specific role (nccl_tests_, not nccl_).
+    assert prefixes.index("nccl_tests_") < prefixes.index("nccl_")
+
+
+# Hypothesis draws from the real documented names (read once, at collection).
+DOCUMENTED = sorted(_validate_filter().documented_variables(ROLES_DIR))
+KNOWN = frozenset(DOCUMENTED) | validate.FACTS | set(validate.RENAMED)
+_LETTERS = "abcdefghijklmnopqrstuvwxyz_0123456789"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(DOCUMENTED), min_size=1, max_size=40, unique=True))
+def test_no_documented_name_is_ever_refused(names):
+    assert validate.unknown_variables(names, DOCUMENTED, ROLE_NAMES) == {}
+
+
+def _one_edit(name, kind, at, letter):
+    at %= len(name) + (kind == "insert")
+    if kind == "insert":
+        return name[:at] + letter + name[at:]
+    if kind == "delete":
+        return name[:at] + name[at + 1 :]
+    if kind == "substitute":
+        return name[:at] + letter + name[at + 1 :]
+    return name[:at] + name[at + 1 : at + 2] + name[at : at + 1] + name[at + 2 :]  # transpose
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(DOCUMENTED),
+    st.sampled_from(["insert", "delete", "substitute", "transpose"]),
+    st.integers(min_value=0, max_value=60),
+    st.sampled_from(_LETTERS),
+)
+def test_one_slip_of_a_documented_name_is_refused_naming_a_documented_one(name, kind, at, letter):
+    typo = _one_edit(name, kind, at, letter)
+    assume(typo not in KNOWN and not typo.startswith(("__", "ansible_")))
+    problems = validate.unknown_variables([typo], DOCUMENTED, ROLE_NAMES)
+    assert list(problems) == [typo]
+    meant = problems[typo].split("did you mean ", 1)[1].split("?", 1)[0]
+    assert meant in DOCUMENTED
+
+
+def _filter_errors(hostvars, **kwargs):
+    """preflight's controller check as its task calls it, on {host: variables}."""
+    hosts = sorted(hostvars)
+    kwargs.setdefault("roles", ["bench"])
+    return _validate_filter().wireup_inventory_errors(
+        hosts, hostvars, {"gpu_nodes": hosts}, "gpu_nodes", "", roles_dir=ROLES_DIR, **kwargs
+    )
+
+
+def test_preflight_refuses_an_unknown_wireup_name_from_any_host_once():
+    """An -e typo reaches every host (one error, no host list); an inventory one names its host."""
+    every = {"torchrun_lauch_action": "stop", "ansible_host": "10.0.0.1", "slurm_partition": "gpu"}
+    errors = _filter_errors({"n1": dict(GOOD, **every), "n2": dict(GOOD, **every, bench_fabirc=True)})
+    assert len(errors) == 2, errors
+    assert errors[0].startswith(
+        "torchrun_lauch_action is not a wireup variable: did you mean torchrun_launch_action?"
+    )
+    assert errors[1].startswith("n2: bench_fabirc is not a wireup variable: did you mean bench_fabric?")
+
+
+def test_preflight_foreign_variables_lets_another_tools_name_through():
+    """nvidia.nvidia_driver's own variables share wireup's nvidia_driver_ prefix."""
+    other = {"nvidia_driver_skip_reboot": True, "nvidia_driver_package_state": "present"}
+    assert len(_filter_errors({"n1": dict(GOOD, **other)})) == 2
+    allowed = dict(GOOD, **other, preflight_foreign_variables=sorted(other))
+    assert _filter_errors({"n1": allowed}) == []
+    # The play's own value (the role default, or -e) counts when a host sets none.
+    assert _filter_errors({"n1": dict(GOOD, **other)}, foreign_variables=sorted(other)) == []
+
+
+def test_preflight_foreign_variables_must_be_a_list_of_names():
+    [error] = _filter_errors({"n1": dict(GOOD, preflight_foreign_variables="nvidia_driver_skip_reboot")})
+    assert error.startswith("preflight_foreign_variables must be a list of variable names")
+
+
+def _inventory_check(source, **kwargs):
+    """preflight's check on what Ansible itself makes of an inventory (its hostvars, with the
+    repository's group_vars/all.yml as beside the entry playbooks)."""
+    import pathlib
+
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.vars.hostvars import HostVars
+    from ansible.vars.manager import VariableManager
+
+    loader = DataLoader()
+    loader.set_basedir(str(pathlib.Path(ROLES_DIR).parent))
+    inventory = InventoryManager(loader=loader, sources=[str(source)])
+    manager = VariableManager(loader=loader, inventory=inventory)
+    hostvars = HostVars(inventory=inventory, variable_manager=manager, loader=loader)
+    hosts = [h.name for h in inventory.get_hosts("gpu_nodes")]
+    assert hosts, source
+    kwargs.setdefault("roles", ["bench", "nccl", "pytorch_venv"])
+    return _validate_filter().wireup_inventory_errors(
+        hosts, hostvars, inventory.get_groups_dict(), "gpu_nodes", "", roles_dir=ROLES_DIR,
+        inventory_sources=[str(source)], **kwargs,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("source", ["inventory/example", "inventory/local.yml", "tests/gpu/inventory.yml"])
+def test_the_repositorys_inventories_pass(source):
+    import pathlib
+
+    assert _inventory_check(pathlib.Path(ROLES_DIR).parent / source) == []
+
+
+def test_the_testbed_inventory_passes(tmp_path):
+    """The inventory `python -m tests.testbed up` writes (its own writer, on a made-up state)."""
+    from tests.testbed.testbed import Testbed
+
+    testbed = Testbed.__new__(Testbed)
+    testbed.name, testbed.dir = "unit", tmp_path
+    testbed.state = {
+        "bridge_ip": "10.213.9.1",
+        "port": 8080,
+        "nodes": {"node1": {"index": 0, "address": "10.213.9.11"}},
+        "cuda_repo": {
+            "base_url_path": "cuda/",
+            "key_name": "k.pub",
+            "fingerprint": "AB" * 20,
+            "key_sha256": "0" * 64,
+        },
+    }
+    testbed._write_inventory()
+    assert "testbed_name" in testbed.inventory.read_text()
+    assert _inventory_check(testbed.inventory) == []
+    # The same inventory with a slip in one of wireup's names is refused (the check does read it).
+    text = testbed.inventory.read_text().replace("pytorch_venv_wheelhouse_url", "pytorch_venv_wheelhose_url")
+    testbed.inventory.write_text(text)
+    [error] = _inventory_check(testbed.inventory)
+    assert "did you mean pytorch_venv_wheelhouse_url?" in error
+
+
+def test_a_missing_inventory_says_it_is_missing(tmp_path):
+    """ansible-playbook -i inventory/nope: Ansible goes on with the implicit localhost alone."""
+    there = tmp_path / "hosts.yml"
+    there.write_text("all: {}\n")
+    missing = str(tmp_path / "nope")
+    [error] = validate.inventory_source_errors([str(there), missing, "node1,node2,"])
+    assert error.startswith(f"the inventory {missing} does not exist")
+    assert "-i" in error and "inventory/example" in error
+    assert validate.inventory_source_errors([str(there), "node1,", str(tmp_path)]) == []
+
+
+def test_preflight_says_the_inventory_is_missing_before_the_missing_group(tmp_path):
+    missing = str(tmp_path / "nope")
+    errors = _validate_filter().wireup_inventory_errors(
+        [], {}, {"all": [], "ungrouped": []}, "gpu_nodes", "", roles_dir=ROLES_DIR, roles=[],
+        inventory_sources=[missing],
+    )  # fmt: skip
+    assert errors == validate.inventory_source_errors([missing])
+
+
+def _names_set_by_wireup():
+    """Every variable name wireup's own tasks, playbooks and modules set: set_fact keys, registers
+    and the modules' ansible_facts."""
+    import pathlib
+    import re
+
+    import yaml
+
+    repo = pathlib.Path(ROLES_DIR).parent
+    names = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("ansible.builtin.set_fact", "set_fact") and isinstance(value, dict):
+                    names.update(value)
+                elif key == "register":
+                    names.add(value)
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    for path in [
+        *repo.glob("roles/*/tasks/*.yml"),
+        *repo.glob("roles/*/handlers/*.yml"),
+        *repo.glob("playbooks/*.yml"),
+    ]:
+        walk(yaml.safe_load(path.read_text()))
+    for path in repo.glob("plugins/modules/*.py"):
+        for facts in re.findall(r"ansible_facts=\{([^}]*)\}", path.read_text()):
+            names.update(re.findall(r'"([a-z_]+)":', facts))
+    return names
+
+
+def test_facts_keeps_step_with_what_wireup_sets():
+    """A fact a role starts to set under its prefix is either documented or in validate.FACTS, so a
+    fact cache that brings it back never stops preflight; FACTS names nothing that is gone."""
+    prefixes = validate.variable_prefixes(ROLE_NAMES)
+    set_by_wireup = {n for n in _names_set_by_wireup() if not n.startswith("__")}
+    undeclared = sorted(n for n in set_by_wireup if n.startswith(prefixes) and n not in KNOWN)
+    assert undeclared == []
+    assert sorted(validate.FACTS - set_by_wireup) == []
+
+
+def test_ansible_playbook_on_a_missing_inventory_says_so():
+    """The user's command itself: before, Ansible warned, went on with the implicit localhost and
+    preflight said "inventory group 'gpu_nodes' (wireup_node_group) does not exist"."""
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    repo = pathlib.Path(ROLES_DIR).parent
+    result = subprocess.run(
+        [str(pathlib.Path(sys.executable).parent / "ansible-playbook"), "-i", "inventory/nope", "site.yml"],
+        cwd=repo,
+        env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert f"the inventory {repo}/inventory/nope does not exist" in result.stdout, result.stdout[-2000:]
+    assert "group 'gpu_nodes'" not in result.stdout

@@ -65,7 +65,8 @@ def resolve_nproc(
         if gpu_count < 1:
             return 0, [
                 f"{host} has NVIDIA GPUs on PCI but nvidia-smi lists none, so {var}=auto finds no "
-                "GPU to run on: install/load the driver (ansible-playbook site.yml) or set a number"
+                f"GPU to run on: install/load the driver ({validate.ANSIBLE_PLAYBOOK} site.yml) or set "
+                "a number"
             ]
         return gpu_count, []
     nproc = int(setting)
@@ -1118,7 +1119,8 @@ def _missing_paths(plan_: dict, host: str, paths) -> list[str]:
     if venv_bin in missing:
         venv = venv_bin.rsplit("/bin/", 1)[0]
         fixes.append(
-            f"create the venv (wireup_venv_path={venv}) with ansible-playbook site.yml --tags pytorch_venv"
+            f"create the venv (wireup_venv_path={venv}) with {validate.ANSIBLE_PLAYBOOK} site.yml "
+            "--tags pytorch_venv"
         )
     return [f"{host} lacks {' and '.join(missing)}: {'; '.join(fixes)}"]
 
@@ -1306,7 +1308,8 @@ def report(
 
 def _no_jobctl(host: str, jobctl: str) -> str:
     return (
-        f"{host} has no {jobctl}: wireup never launched a job here (ansible-playbook launch.yml installs it)"
+        f"{host} has no {jobctl}: wireup never launched a job here "
+        f"({validate.ANSIBLE_PLAYBOOK} launch.yml installs it)"
     )
 
 
@@ -1393,7 +1396,7 @@ def _chosen(plan_: dict, run_id: str, answers: dict) -> tuple[str, list[str]]:
     if timed:
         return max(timed)[1], []
     return "", [
-        f"job {job} has no run on {asked}: start one with ansible-playbook launch.yml "
+        f"job {job} has no run on {asked}: start one with {validate.ANSIBLE_PLAYBOOK} launch.yml "
         f"-e torchrun_launch_job={job}, or list the runs with -e torchrun_launch_action=list"
     ]
 
@@ -1454,7 +1457,7 @@ def _follow(plan_: dict, run_id: str, found: dict, play_hosts) -> dict:
     if not answers:
         out["errors"] = [f"{h}: wireup-jobctl failed: {why}" for h, why in broken.items()] or [
             f"{', '.join(no_jobctl) or 'no node'} of {where} has no {plan_.get('jobctl')}: wireup never "
-            "launched a job there (ansible-playbook launch.yml installs it)"
+            f"launched a job there ({validate.ANSIBLE_PLAYBOOK} launch.yml installs it)"
         ]
         return out
     out["run_id"], out["errors"] = _chosen(plan_, run_id, answers)
@@ -1784,7 +1787,8 @@ def follow_lines(plan_: dict, started: dict, inventory_sources=()) -> list[str]:
     wireup-jobctl's answer), then how to follow, fetch, stop and list it with jobs.yml. A Slurm
     run (the plan combined with slurm.run_plan) says its Slurm job id instead."""
     inv = "".join(f" -i {source}" for source in inventory_sources or [])
-    job = f"ansible-playbook{inv} jobs.yml -e torchrun_launch_job={plan_.get('job')}"
+    # Written as pasted after `make venv`, from the repository root (issue 38).
+    job = f"{validate.ANSIBLE_PLAYBOOK}{inv} jobs.yml -e torchrun_launch_job={plan_.get('job')}"
     how = (
         f"submitted as Slurm job {plan_['job_id']} for {plan_.get('nnodes')} node(s), "
         f"{plan_.get('world_size')} process(es); Slurm runs it without this playbook."
@@ -1798,5 +1802,5 @@ def follow_lines(plan_: dict, started: dict, inventory_sources=()) -> list[str]:
         f"status: {job}",
         f"logs:   {job} -e torchrun_launch_action=logs   (to {plan_.get('results')}/)",
         f"stop:   {job} -e torchrun_launch_action=stop",
-        f"list:   ansible-playbook{inv} jobs.yml -e torchrun_launch_action=list",
+        f"list:   {validate.ANSIBLE_PLAYBOOK}{inv} jobs.yml -e torchrun_launch_action=list",
     ]

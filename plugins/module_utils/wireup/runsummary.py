@@ -6,8 +6,8 @@ notes ``PHASE<TAB>RC<TAB>SECONDS`` per phase in phases.tsv; then ``summary`` rea
 prints what a person came for: per node, bootstrap's counts from site.yml's PLAY RECAP, the bench
 verdict from the bench run's records (the run that bench.log names), the job's result from the
 launch's summary.json (the folder that launch.log names), and for a phase that failed, the node,
-the task and the cause with the log line to read. ``ansible-playbook`` run by hand keeps Ansible's
-own output: only this wrapper summarises.
+the task and the cause with the log line to read. ``.venv/bin/ansible-playbook`` run by hand keeps
+Ansible's own output: only this wrapper summarises.
 
     python3 -m M tee LOG            (stdin to stdout and, without colours, to LOG)
     python3 -m M summary RUN_DIR [--inventory I] [--testbed NAME]
@@ -196,9 +196,15 @@ def _table(rows: list[list[str]]) -> list[str]:
     return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 
 
+# How every command wireup prints starts: the venv's program written out, run from the repository
+# root, works when pasted after `make venv` with nothing activated (docs/DEVELOPING.md, issue 38).
+ANSIBLE_PLAYBOOK = ".venv/bin/ansible-playbook"
+
+
 def next_steps(phases, failures, inventory: str, testbed: str) -> list[str]:
-    """What to run next: fix the first failed phase, else launch your own job."""
-    inv = f"-i {inventory} " if inventory else ""
+    """What to run next: fix the first failed phase, else launch your own job. Each command is in
+    backticks, as pasted (tests/unit/test_readme_commands.py runs them against the set-up)."""
+    playbook = f"{ANSIBLE_PLAYBOOK} -i {inventory}" if inventory else ANSIBLE_PLAYBOOK
     failed = [name for name, rc, _seconds in phases if rc != 0]
     out = []
     if failed:
@@ -211,18 +217,19 @@ def next_steps(phases, failures, inventory: str, testbed: str) -> list[str]:
         )
         if phase == "bench":
             out.append(
-                "      launch.yml refuses nodes whose bench verdict FAILed: "
-                "-e torchrun_launch_on_failed=skip starts the job without them."
+                "      launch.yml refuses nodes whose bench verdict FAILed; without them: "
+                f"`{playbook} launch.yml -e torchrun_launch_on_failed=skip`."
             )
     else:
         out.append(
-            f"Next: your own job: ansible-playbook {inv}launch.yml "
-            "-e torchrun_launch_program=/path/on/nodes.py -e torchrun_launch_job=NAME "
-            "(detached on a real cluster; follow it with jobs.yml)."
+            f"Next: your own job: `{playbook} launch.yml "
+            "-e torchrun_launch_program=/path/on/nodes.py -e torchrun_launch_job=NAME` "
+            "(detached on a real cluster); follow it with "
+            f"`{playbook} jobs.yml -e torchrun_launch_job=NAME`."
         )
     if testbed:
         suffix = "" if testbed == "default" else f" TESTBED={testbed}"
-        out.append(f"      The testbed is still up; remove it with: make testbed-down{suffix}")
+        out.append(f"      The testbed is still up; remove it with: `make testbed-down{suffix}`")
     return out
 
 

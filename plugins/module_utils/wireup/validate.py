@@ -25,6 +25,10 @@ PIN_FORMATS = {
     "pytorch_venv_torch_version": (r"\d+\.\d+\.\d+", '"2.13.0"'),
 }
 
+# How wireup writes a command for a user: the venv's program, from the repository root, works when
+# pasted after `make venv` with nothing activated (docs/DEVELOPING.md "Commands", issue 38).
+ANSIBLE_PLAYBOOK = ".venv/bin/ansible-playbook"
+
 # A variable name bash can export: the one rule for every env mapping wireup writes into a script
 # or an env file (wireup_job_env, bench_env, torchrun_launch_env, the tuned NCCL env file).
 # Every pattern here is used with fullmatch: '$' would let a trailing newline through.
@@ -583,6 +587,119 @@ def renamed_errors(names) -> list[str]:
         fix = f"rename it to {new}" if new else "remove it"
         errors.append(f"{name} is no longer read by wireup ({why}): {fix}")
     return errors
+
+
+# ---------------------------------------------------------------- names wireup does not know
+# Ansible reads any variable and never says that a name is read by nothing: `-e
+# torchrun_lauch_action=stop` ran jobs.yml's default action with rc 0 (issue 38). A name that
+# carries a prefix of wireup (a role's name + '_', or 'wireup_') must be documented (a role's
+# argument_specs); so must one that starts like such a prefix and is a slip or two from a
+# documented name. Anything else belongs to another tool and passes.
+# Facts wireup's roles and modules set (outputs, so in no argument_specs); a fact cache can bring
+# them back into hostvars before preflight runs (tests/unit/test_validate.py keeps the list whole).
+FACTS = frozenset(
+    {
+        "wireup_node",
+        "wireup_master",
+        "gpu_topology_facts",
+        "gpu_topology_nics",
+        "gpu_trial_node",
+        "gpu_trial_run",
+        "nccl_tests_build",
+        "pytorch_venv_info",
+    }
+)
+# Slips a name may have from a documented one (insert, delete, change or swap one character).
+NAME_SLIPS = 2
+
+
+def variable_prefixes(roles) -> tuple[str, ...]:
+    """Every role's name + '_' and 'wireup_', longest first (a name's owner is its most specific)."""
+    return tuple(sorted({f"{role}_" for role in roles} | {"wireup_"}, key=lambda p: (-len(p), p)))
+
+
+def _slips(a: str, b: str, limit: int) -> int:
+    """Optimal string alignment distance of a and b (a swap of neighbours is one slip), or
+    limit + 1 once it must exceed limit."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    before, row = None, list(range(len(b) + 1))
+    for i, char in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, other in enumerate(b, 1):
+            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (char != other))
+            if before is not None and i > 1 and j > 1 and char == b[j - 2] and a[i - 2] == other:
+                current[j] = min(current[j], before[j - 2] + 1)
+        if min(current) > limit:
+            return limit + 1
+        before, row = row, current
+    return row[-1]
+
+
+def _starts_like(name: str, words) -> bool:
+    """True when name begins within one slip of a prefix's first word and its '_' (torchrn_,
+    torchrunlaunch_ and wirup_ do; foo_ does not)."""
+    return any(_slips(name[: len(word) + cut], word, 1) <= 1 for word in words for cut in (-1, 0, 1))
+
+
+def _nearest(name: str, candidates) -> str:
+    """The candidate most like name, or "" when none is much like it (difflib's ratio under 0.8:
+    names sharing a long prefix score 0.7 with nothing else in common)."""
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=0.8)
+    return close[0] if close else ""
+
+
+def _unknown_message(name: str, nearest: str, owner: str) -> str:
+    if nearest:
+        hint = f"did you mean {nearest}?"
+    elif owner == "wireup_":
+        hint = "none of wireup's cluster-wide variables is close (group_vars/all.yml lists them)."
+    else:
+        role = owner.removesuffix("_")
+        hint = f"none of the {role} role's variables is close (roles/{role}/README.md lists them)."
+    return (
+        f"{name} is not a wireup variable: {hint} Fix the name where it is set (-e, the inventory, "
+        "group_vars or host_vars); a variable of another tool that looks like wireup's goes in "
+        "preflight_foreign_variables"
+    )
+
+
+def unknown_variables(names, documented, roles) -> dict[str, str]:
+    """{name: error} for every name that carries a prefix of ``roles`` (variable_prefixes) or
+    starts like one within NAME_SLIPS of a documented name, but is not ``documented`` (the roles'
+    argument_specs), a fact wireup sets (FACTS) or a renamed one (RENAMED says that itself).
+    Registers (``__*``) and Ansible's own (``ansible_*``) pass."""
+    documented = frozenset(documented)
+    prefixes = variable_prefixes(roles)
+    words = {prefix.split("_", 1)[0] + "_" for prefix in prefixes}
+    out = {}
+    for name in sorted({str(n) for n in names}):
+        if name in documented or name in FACTS or name in RENAMED or name.startswith(("__", "ansible_")):
+            continue
+        owner = next((p for p in prefixes if name.startswith(p)), "")
+        if owner:
+            out[name] = _unknown_message(name, _nearest(name, documented), owner)
+        elif _starts_like(name, words):
+            slips = {d: _slips(name, d, NAME_SLIPS) for d in documented}
+            fewest = min(slips.values(), default=NAME_SLIPS + 1)
+            if fewest <= NAME_SLIPS:
+                close = sorted(d for d, n in slips.items() if n == fewest)
+                out[name] = _unknown_message(name, _nearest(name, close) or close[0], "")
+    return out
+
+
+def inventory_source_errors(sources, exists=os.path.exists) -> list[str]:
+    """An error for every inventory source (Ansible's ansible_inventory_sources) that names a path
+    that is not there: Ansible goes on with the implicit localhost alone and the run stops at
+    "group 'gpu_nodes' does not exist". A host list (``-i node1,node2,``) is not a path."""
+    return [
+        f"the inventory {source} does not exist: give -i a file or folder that does (copy "
+        "inventory/example/ to inventory/mycluster and put your nodes in it, README step 2)"
+        for source in sources
+        if "," not in str(source) and not exists(str(source))
+    ]
 
 
 # ---------------------------------------------------------------- the one inventory check
