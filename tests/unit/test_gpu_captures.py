@@ -124,3 +124,16 @@ def test_lspci_and_the_kernel_log_name_the_missing_bus_ids():
     *_rest, found = judge(H200 + " + Xid 79")
     [lost] = [f for f in found if f["code"] == "gpu_lost"]
     assert "0000:00:07" in lost["message"] and "Xid 79" in lost["message"]
+
+
+def test_a_real_kernel_log_with_another_xid_names_no_lost_gpu():
+    """leptonai/gpud's dmesg of a Dell XE9680 (8x H100) whose GPU4 timed out on GSP RPCs (Xid 119):
+    not a GPU fallen off the bus, so the health read names none lost; the topology check (the
+    kernel log's rule, health.findings) names the Xid, critical."""
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import health
+
+    log = (HEALTH / "kernel_log/h100x8_gpud_dmesg_xid119_gsp_timeout.log").read_text()
+    read = gpuhealth.read((FIXTURES / "h200x2" / "nvidia_smi_q.xml").read_text(), kernel_log=log)
+    assert read["fallen"] == [] and gpuhealth.node_findings(read) == []
+    [xid] = [f for f in health.findings(kernel_log=log) if f["code"] == "xid"]
+    assert xid["severity"] == "critical" and "PCI 0000:9b:00: Xid 119 x5" in xid["message"]

@@ -345,3 +345,27 @@ def test_a_health_read_alone_records_its_capability(tmp_path):
     assert records["gpu-a"]["verdict"] == "N/A" and part["verdict"] == "PASS"
     md = pathlib.Path(report.write_report(run_dir, run_id, records)["md"]).read_text()
     assert "gpu-a: the GPUs' health read alone (bench.yml --tags gpu_health): no fingerprint" in md
+
+
+def test_a_lost_gpu_fails_the_record_the_report_and_the_gate(tmp_path):
+    """1 of 16 GPUs listed, GPU0 healthy (issue 35 item 3): the node's record FAILs on gpu_lost, the
+    report says so and the launch gate refuses the node naming how many are missing."""
+    one = (
+        FIXTURES / "gpuhealth" / "synthetic" / "h200x16_580.159.04_q_x_1_of_16_listed_written.xml"
+    ).read_text()
+    run_id = "20261207T100000Z"
+    _rid, run_dir, records = store(
+        tmp_path, run_id, {"gpu-a": fact(H200, run_id, "gpu-a"), "gpu-b": fact(one, run_id, "gpu-b")}
+    )
+    b = records["gpu-b"]
+    assert b["verdict"] == "FAIL" and b["gpu_trial"]["verdict"] == "FAIL"
+    assert [g["verdict"] for g in b["gpu_trial"]["gpus"]] == ["PASS"]
+    [lost] = [f for f in b["findings"] if f["code"] == "gpu_lost"]
+    assert (lost["severity"], lost["remediation"], lost["gpu"]) == ("critical", "reboot", {})
+    assert records["gpu-a"]["verdict"] == "PASS"
+    paths = report.write_report(run_dir, run_id, records)
+    assert "15 of 16 GPU(s) fallen off the bus or lost" in pathlib.Path(paths["md"]).read_text()
+    bench, fabric_record = fabricrun.latest_verdicts(str(tmp_path), ["gpu-a", "gpu-b"])
+    refused = fabricrun.refusals(["gpu-a", "gpu-b"], bench, fabric_record)
+    assert list(refused) == ["gpu-b"] and "15 of 16 GPU(s) fallen off the bus or lost" in refused["gpu-b"]
+    assert "15 of 16 GPU(s)" in slurm.drain_reason(refused["gpu-b"])
