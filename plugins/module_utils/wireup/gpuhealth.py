@@ -11,6 +11,7 @@ stand-in ``nvidia-smi`` printing a captured XML is how the testbed shows a fault
 same tree, so each field below has an XML path and a text path)::
 
     {"driver_version", "cuda_version", "attached_gpus", "format": "xml"|"text",
+     "lost": [{"bus_id", "why"}],   # nvidia-smi's lines about GPUs it cannot open (lost_gpus)
      "gpus": [{"index", "bus_id", "uuid", "serial", "name", "persistence_mode", "ecc_mode",
                "ecc": {"volatile": {...}, "aggregate": {...}, "sram_threshold_exceeded",
                        "channel_repair_pending", "tpc_repair_pending", "unrepairable_memory"},
@@ -18,26 +19,34 @@ same tree, so each field below has an XML path and a text path)::
                "remapped_rows": {"correctable", "uncorrectable", "pending", "failure",
                                  "banks": {"max", "high", "partial", "low", "none"}},
                "recovery_action", "clock_event_reasons": {reason: bool},
-               "clock_event_counters_us": {reason: int},
+               "clock_event_counters_us": {reason: int},   # COUNTERS: one name in both formats
                "temperature": {"gpu", "memory"}, "power": {"draw", "limit", "default_limit"},
                "clocks": {"sm", "sm_max"},
                "pcie": {"replay_counter", "gen_current", "gen_max", "width_current", "width_max"}}]}
+
+``read(text, stderr=, lspci=, kernel_log=)`` (wireup_gpu_health_info's read) adds ``pci_gpus`` (the
+NVIDIA GPUs lspci lists) and ``fallen`` (the GPUs the kernel log says fell off the bus, Xid 79), as
+``pci_address`` writes them; None where not read. A read is refused (ValueError) over MAX_BYTES,
+deeper than MAX_DEPTH, with more than MAX_ELEMENTS elements or lines or MAX_GPUS GPUs, or with XML
+entities: the tree is built as the document streams in, never recursively.
 
 ECC counts per scope: ``corrected``/``uncorrected`` (totals), and ``sram_corrected``,
 ``sram_uncorrected``, ``dram_corrected``, ``dram_uncorrected`` where the driver splits them
 (R515+; R535+ splits SRAM uncorrectable into parity and SEC-DED, summed here). Older drivers
 print single/double bit totals: those become corrected/uncorrected. Anything not reported
-(``N/A``, ``[N/A]``, ``Not Supported``, ``Unknown Error``, a missing tag, a mangled value) is None:
-never a failure. ``index`` is the GPU's position in the document (nvidia-smi lists GPUs in its
+(``N/A``, ``[N/A]``, ``Not Supported``, ``Unknown Error``, ``Not Found``, a missing tag, a mangled
+value) is None: never a failure; a placeholder serial (``0``, ``0000000000000``) is None too. ``index`` is the GPU's position in the document (nvidia-smi lists GPUs in its
 index order, by PCI bus id). ``recovery_action`` is the driver's (R570+ ``gpu_recovery_action``:
 none, reset, reboot, drain_p2p, drain_and_reset, ...), or derived from R535-R560's "GPU Reset
 Status" (Reset Required -> reset, Drain and Reset Recommended -> drain_and_reset).
 
 ``findings(parsed, previous=None)`` applies the rules of the table ``RULES`` (roles/gpu_trial/
-README.md repeats it); each finding has the project's shape (health.finding) plus
-``source: "gpu_health"``, ``remediation`` (isolate | reset | reboot | monitor) and ``gpu``
-({index, bus_id, uuid, serial}). ``previous`` is the health of the same GPUs in their last
-passing run (a parse() result or its "gpus" list; matched by serial, else UUID): counters that
+README.md repeats it): ``gpu_findings`` per GPU (the PCIe link by the topology check's own rule,
+health.pcie_findings) and ``node_findings`` (``gpu_lost``: a GPU the node has that nvidia-smi cannot
+read); each finding has the project's shape (health.finding) plus ``source: "gpu_health"``,
+``remediation`` (isolate | reset | reboot | monitor) and ``gpu`` ({index, bus_id, uuid, serial}; {}
+for a node finding). ``previous`` is the health of the same GPUs in their last passing run (a
+parse() result or its "gpus" list; matched by UUID, ``gpu_key``, never by serial): counters that
 grew since then are ``monitor`` warnings.
 """
 
