@@ -600,10 +600,30 @@ def test_a_read_too_big_too_deep_or_too_many_is_refused_fast(text, why):
     assert time.perf_counter() - started < 5.0
 
 
-def test_sixteen_gpus_parse_in_linear_time():
+def test_sixteen_gpus_parse_well_inside_the_limits():
+    """16 GPUs (~430 KB, a real 16-GPU read's size) parse in 0.2 s alone (5 s allowed for a loaded
+    2-core machine) and stay well inside MAX_BYTES and MAX_ELEMENTS."""
     import time
 
+    text = _many_gpus(8)
     started = time.perf_counter()
-    parsed = gpuhealth.parse(_many_gpus(8))  # 16 GPUs, ~430 KB: a real 16-GPU read's size
-    assert len(parsed["gpus"]) == 16
-    assert time.perf_counter() - started < 1.0
+    parsed = gpuhealth.parse(text)
+    assert len(parsed["gpus"]) == 16 and len(text) < gpuhealth.MAX_BYTES / 8
+    assert text.count("<") < gpuhealth.MAX_ELEMENTS / 2
+    assert time.perf_counter() - started < 5.0
+
+
+def test_a_listed_gpu_that_nvidia_smi_names_lost_is_counted_once():
+    """nvidia-smi may list a GPU and still say it cannot open it; lspci and the kernel log may name
+    it too: one GPU lost of the two the node has, not three of four."""
+    parsed = gpuhealth.read(
+        H200.read_text(),
+        stderr="Unable to determine the device handle for GPU 00000000:00:07.0: Unknown Error\n",
+        lspci="0000:00:06.0 3D controller [0302]: NVIDIA Corporation GH100 [H200 SXM 141GB] [10de:2335]\n"
+        "0000:00:07.0 3D controller [0302]: NVIDIA Corporation GH100 [H200 SXM 141GB] [10de:2335]\n",
+        kernel_log=read("synthetic/h200x2_kernel_log_xid79_written.txt"),
+    )
+    [lost] = gpuhealth.node_findings(parsed)
+    assert lost["message"].startswith(
+        "1 of 2 GPU(s) fallen off the bus or lost (00000000:00:07.0: Unknown Error)"
+    )

@@ -35,8 +35,9 @@ ECC counts per scope: ``corrected``/``uncorrected`` (totals), and ``sram_correct
 (R515+; R535+ splits SRAM uncorrectable into parity and SEC-DED, summed here). Older drivers
 print single/double bit totals: those become corrected/uncorrected. Anything not reported
 (``N/A``, ``[N/A]``, ``Not Supported``, ``Unknown Error``, ``Not Found``, a missing tag, a mangled
-value) is None: never a failure; a placeholder serial (``0``, ``0000000000000``) is None too. ``index`` is the GPU's position in the document (nvidia-smi lists GPUs in its
-index order, by PCI bus id). ``recovery_action`` is the driver's (R570+ ``gpu_recovery_action``:
+value) is None: never a failure; a placeholder serial (``0``, ``0000000000000``) is None too.
+``index`` is the GPU's position in the document (nvidia-smi lists GPUs in its index order, by PCI
+bus id). ``recovery_action`` is the driver's (R570+ ``gpu_recovery_action``:
 none, reset, reboot, drain_p2p, drain_and_reset, ...), or derived from R535-R560's "GPU Reset
 Status" (Reset Required -> reset, Drain and Reset Recommended -> drain_and_reset).
 
@@ -987,25 +988,25 @@ def gpu_findings(gpu, before=None):
 
 
 def _missing(parsed):
-    """({address or None: why} of GPUs the read lacks, their count, GPUs listed that fell off the bus
-    since boot): nvidia-smi's lines about GPUs it cannot open, NVIDIA GPUs lspci lists that
-    nvidia-smi does not, GPUs the kernel log says fell off the bus, and the attached count."""
+    """({address: (bus id as written, why)} of GPUs the read lacks, their count, {address: (bus
+    id, why)} of GPUs it lists but that are lost: nvidia-smi's lines about GPUs it cannot open,
+    NVIDIA GPUs lspci lists that nvidia-smi does not, GPUs the kernel log says fell off the bus
+    since boot (Xid 79), and the attached count."""
     gpus = parsed.get("gpus") or []
     listed = {pci_address(g.get("bus_id")) for g in gpus} - {None}
-    named = {}
+    named, fell = {}, {}
     for lost in parsed.get("lost") or []:
-        named[pci_address(lost["bus_id"]) or lost["bus_id"] or f"#{len(named)}"] = (
-            lost["bus_id"],
-            lost["why"],
-        )
+        address = pci_address(lost["bus_id"])
+        where = fell if address in listed else named
+        where[address or lost["bus_id"] or f"#{len(named)}"] = (lost["bus_id"], lost["why"])
     for address in sorted(set(parsed.get("pci_gpus") or []) - listed):
         named.setdefault(address, (address, "on the PCI bus (lspci), not listed by nvidia-smi"))
-    fallen = set(parsed.get("fallen") or [])
-    for address in sorted(fallen - listed):
-        named.setdefault(address, (address, "fell off the bus (Xid 79 in the kernel log)"))
+    for address in sorted(parsed.get("fallen") or []):
+        where = fell if address in listed else named
+        where.setdefault(address, (address, "fell off the bus since boot (Xid 79 in the kernel log)"))
     attached = parsed.get("attached_gpus")
     count = max(len(named), (attached if isinstance(attached, int) else 0) - len(gpus))
-    return named, count, sorted(fallen & listed)
+    return named, count, fell
 
 
 def node_findings(parsed):
@@ -1016,8 +1017,7 @@ def node_findings(parsed):
     if not count and not fell:
         return []
     total = len(parsed.get("gpus") or []) + count
-    ids = [f"{bus or '?'}: {why}" for bus, why in named.values()]
-    ids += [f"{a}: listed, but fell off the bus since boot (Xid 79 in the kernel log)" for a in fell]
+    ids = [f"{bus or '?'}: {why}" for bus, why in [*named.values(), *fell.values()]]
     known = (
         "; ".join(ids) if ids else f"bus ids not known: nvidia-smi lists {total - count} of {total} attached"
     )
