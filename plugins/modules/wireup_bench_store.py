@@ -105,7 +105,7 @@ options:
       - "The GPU trial of the run (issue 25), as the gpu_trial role's report tasks gather it (the fact
         C(gpu_trial_run)): C({run_id, hosts, nodes: {HOST: gpu_trial_node}, thresholds})."
       - Every GPU is judged across the run (its model's spec, its peers, its own last passing run found
-        by serial) and each host's record gets its C(gpu_trial) part; hosts that ran only the GPU trial
+        by UUID) and each host's record gets its C(gpu_trial) part; hosts that ran only the GPU trial
         (C(bench.yml --tags gpu_health) or C(gpu_trial)) get a record too. Empty when it did not run.
     type: dict
     default: {}

@@ -13,8 +13,17 @@ description:
     reasons and their counters, temperatures, power and its limit, PCIe replays and link, persistence mode."
   - Returns the findings of the read alone (the controller adds the ones against the GPU's last
     passing run) and whether C(dcgmi) is installed. Changes nothing.
+  - "A GPU the node has but nvidia-smi cannot read fails the read (C(gpu_lost), reboot): nvidia-smi's
+    own lines about a GPU it cannot open (C(Unable to determine the device handle ...), C(GPU is
+    lost)), fewer GPUs listed than attached, NVIDIA GPUs that C(lspci -D -nn) lists and nvidia-smi
+    does not, and GPUs the kernel log says fell off the bus since boot (Xid 79). Only the bus ids
+    are kept of lspci and the kernel log."
   - An nvidia-smi that fails or prints what cannot be parsed is reported in C(error), not a module
-    failure; the controller judges it (a health read that cannot be read never passes).
+    failure; the controller judges it (a health read that cannot be read never passes). An
+    nvidia-smi that exits non-zero but prints a whole document (a GPU lost beside readable ones)
+    is read, its GPUs judged.
+  - Output over 4 MiB, nested deeper than 32 levels, with XML entities or more than 64 GPUs is
+    refused (C(error)), never parsed.
 options:
   nvidia_smi:
     description: Path of nvidia-smi. Empty to search PATH and /usr/local/nvidia/bin.
@@ -24,6 +33,16 @@ options:
     description: Seconds nvidia-smi may take (a GPU that hangs the driver makes it hang).
     type: int
     default: 60
+  read_lspci:
+    description: List the NVIDIA GPUs on the PCI bus with C(lspci -D -nn) (skipped where lspci is not
+      installed).
+    type: bool
+    default: true
+  read_kernel_log:
+    description: Read the kernel log since boot (C(journalctl -k -b), else C(dmesg)) for GPUs that fell
+      off the bus (Xid 79); refused without root on hardened kernels, then not read.
+    type: bool
+    default: true
 author: wireup (!UNKNOWN)
 """
 
@@ -42,6 +61,19 @@ health:
   contains:
     driver_version: {description: The driver's version, type: str}
     attached_gpus: {description: GPUs the driver reports attached, type: int}
+    lost:
+      description: nvidia-smi's lines about a GPU it cannot open, as {bus_id, why}.
+      type: list
+      elements: dict
+    pci_gpus:
+      description: Addresses (domain:bus:device) of the NVIDIA GPUs lspci lists; null when lspci was not read.
+      type: list
+      elements: str
+    fallen:
+      description: Addresses of the GPUs the kernel log says fell off the bus since boot (Xid 79); null when
+        the kernel log was not read.
+      type: list
+      elements: str
     gpus:
       description: One entry per GPU (index, bus_id, uuid, serial, name, ecc, retired_pages, remapped_rows,
         recovery_action, clock_event_reasons, clock_event_counters_us, temperature, power, clocks, pcie,
@@ -73,25 +105,50 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import gpuhealth
 
 ENV = {"LC_ALL": "C", "LANG": "C"}
+KERNEL_LOGS = (
+    ("journalctl", ["-k", "-b", "--no-pager", "-q", "-o", "short"]),
+    ("dmesg", []),
+)
+
+
+def run(module, argv):
+    """(rc, stdout, stderr) as text; bytes that are not UTF-8 become U+FFFD."""
+    rc, out, err = module.run_command(argv, environ_update=ENV, encoding=None)
+    return rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def evidence(module):
+    """{lspci, kernel_log}: the texts gpuhealth.read takes (None where not read or not readable)."""
+    out = {"lspci": None, "kernel_log": None}
+    lspci = module.get_bin_path("lspci") if module.params["read_lspci"] else None
+    if lspci:
+        rc, text, _err = run(module, [lspci, "-D", "-nn"])
+        out["lspci"] = text if rc == 0 else None
+    for tool, args in KERNEL_LOGS if module.params["read_kernel_log"] else ():
+        path = module.get_bin_path(tool)
+        rc, text, _err = run(module, [path, *args]) if path else (1, "", "")
+        if rc == 0 and text.strip():
+            out["kernel_log"] = text
+            break
+    return out
 
 
 def read(module, smi, timeout):
     """(health, error): the parsed read, or None and why."""
     timeout_bin = module.get_bin_path("timeout")
     argv = [timeout_bin, "-k", "5", str(timeout), smi, "-q", "-x"] if timeout_bin else [smi, "-q", "-x"]
-    rc, out, err = module.run_command(argv, environ_update=ENV, encoding=None)
-    text = out.decode("utf-8", "replace")
-    if rc != 0:
-        first = next(
-            (line.strip() for line in (text + err.decode("utf-8", "replace")).splitlines() if line.strip()),
-            "",
-        )
-        why = "timed out" if rc == 124 else f"rc {rc}"
-        return None, f"`nvidia-smi -q -x` failed ({why}): {first[:200] or 'no output'}"
+    rc, text, err = run(module, argv)
     try:
-        return gpuhealth.parse(text), ""
+        health = gpuhealth.read(text, stderr=err, **evidence(module))
     except ValueError as exc:
-        return None, f"`nvidia-smi -q -x`: {exc}"
+        if rc == 0:
+            return None, f"`nvidia-smi -q -x`: {exc}"
+        health = None
+    if rc == 0 or (health and health["lost"]):
+        return health, ""  # a GPU nvidia-smi names as lost explains its exit code: the rest is judged
+    first = next((line.strip() for line in (text + err).splitlines() if line.strip()), "")
+    why = "timed out" if rc == 124 else f"rc {rc}"
+    return None, f"`nvidia-smi -q -x` failed ({why}): {first[:200] or 'no output'}"
 
 
 def main():
@@ -99,6 +156,8 @@ def main():
         argument_spec={
             "nvidia_smi": {"type": "path", "default": ""},
             "timeout": {"type": "int", "default": 60},
+            "read_lspci": {"type": "bool", "default": True},
+            "read_kernel_log": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
     )

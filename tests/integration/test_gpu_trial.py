@@ -62,8 +62,8 @@ def test_a_pending_row_remap_fails_the_node_and_the_gate_refuses_it(stand_in, tm
     for node in ("node1", "node3"):
         assert f"gpu_trial {node}: no nvidia-smi (no NVIDIA driver): GPU health not read" in out
     assert (
-        "gpu_trial node2: 2 GPU(s), driver 580.159.04: GPU0 (00000000:00:06.0, S/N 1653724057182): row remap "
-        "pending (1 uncorrectable, 0 correctable rows)" in out
+        "gpu_trial node2: 2 GPU(s), driver 580.159.04: GPU0 (00000000:00:06.0, GPU-47e4f408, "
+        "S/N 1653724057182): row remap pending (1 uncorrectable, 0 correctable rows)" in out
     ), out[-3000:]
     # --tags gpu_health runs no fingerprint (its task and its cost line are absent).
     assert "Fingerprint every GPU of the node at once" not in out and "fingerprint of" not in out
@@ -104,7 +104,7 @@ def test_a_pending_row_remap_fails_the_node_and_the_gate_refuses_it(stand_in, tm
     assert refused.rc != 0, refused.stdout[-3000:]
     assert (
         f"launch refused: bench run {run.name} FAILed on node2: "
-        "GPU0 S/N 1653724057182: row_remap_pending -> reset" in " ".join(said.split())
+        "GPU0 GPU-47e4f408: row_remap_pending -> reset" in " ".join(said.split())
     ), said
 
     # A later --tags gpu_health read that judged nothing (node1's N/A record of this run, stored as
@@ -121,7 +121,7 @@ def test_a_pending_row_remap_fails_the_node_and_the_gate_refuses_it(stand_in, tm
     )
     print(f"[gpu_trial] launch.yml refused past a later N/A record in {time.monotonic() - t0:.1f} s")
     said = " ".join(" ".join(m for _, _, m in still.failure_messages()).split())
-    assert still.rc != 0 and f"bench run {run.name} FAILed on node2: GPU0 S/N 1653724057182" in said, said
+    assert still.rc != 0 and f"bench run {run.name} FAILed on node2: GPU0 GPU-47e4f408" in said, said
     assert "(its newest record of gpu_health)" in said, said
 
 

@@ -132,10 +132,10 @@ def test_a_stepcost_run_never_hides_a_gpu_trial_fail(tmp_path):
     put(tmp_path, "20261202T010000Z", stepcost_only())
     why = refused(tmp_path)[HOST]
     assert why == (
-        "bench run 20261202T000000Z FAILed on n1: GPU0 S/N 1654024198176: row_remap_pending -> reset "
+        "bench run 20261202T000000Z FAILed on n1: GPU0 GPU-a727f09b: row_remap_pending -> reset "
         "(its newest record of gpu_health, gpu_trial)"
     )
-    assert "GPU0 S/N 1654024198176: row_remap_pending -> reset" in slurm.drain_reason(why)
+    assert "GPU0 GPU-a727f09b: row_remap_pending -> reset" in slurm.drain_reason(why)
     # A health read alone settles gpu_health, not the trial's figures: still refused for gpu_trial.
     put(tmp_path, "20261203T000000Z", HEALTH)
     assert refused(tmp_path)[HOST].endswith("(its newest record of gpu_trial)")
@@ -209,4 +209,4 @@ def test_a_health_read_that_judged_nothing_settles_nothing(tmp_path):
     unread["gpu_trial"].update(verdict="N/A", gpus=[], measured=[])
     put(tmp_path, "20261202T000000Z", unread)
     assert gate.capability_verdicts(unread, "bench") == {"gpu_health": "N/A"}
-    assert refused(tmp_path)[HOST].startswith("bench run 20261201T000000Z FAILed on n1: GPU0 S/N")
+    assert refused(tmp_path)[HOST].startswith("bench run 20261201T000000Z FAILed on n1: GPU0 GPU-a727f09b")

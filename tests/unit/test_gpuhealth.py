@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import gpuhealth
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import gpuhealth, health
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 HEALTH = FIXTURES / "gpuhealth"
@@ -24,27 +24,31 @@ def read(name):
 CAPTURES = {
     "a100sxm4_telegraf_535.54.03_q_x.xml": (
         "xml", "535.54.03", 1, 4, "NVIDIA A100-SXM4-80GB", "1650522003820", "00000000:01:00.0",
-        ["gpu_health_incomplete", "gpu_persistence_off"]),
+        ["gpu_lost", "gpu_persistence_off"]),
+    # Serial 0000000000000 (a cloud GPU's placeholder) is no serial: None.
     "t4_telegraf_515.105.01_q_x.xml": (
-        "xml", "515.105.01", 1, 1, "Tesla T4", "0000000000000", "00000000:00:1E.0", ["gpu_persistence_off"]),
+        "xml", "515.105.01", 1, 1, "Tesla T4", None, "00000000:00:1E.0",
+        ["gpu_persistence_off", "pcie_width_reduced"]),
     "a10g_telegraf_515.105.01_q_x.xml": (
-        "xml", "515.105.01", 1, 1, "NVIDIA A10G", "0000000000000", "00000000:00:1E.0",
-        ["gpu_persistence_off"]),
+        "xml", "515.105.01", 1, 1, "NVIDIA A10G", None, "00000000:00:1E.0",
+        ["gpu_persistence_off", "pcie_width_reduced"]),
     "quadrop400_telegraf_418.43_q_x.xml": (
-        "xml", "418.43", 1, 1, "Quadro P400", "0424418054852", "00000000:43:00.0", ["gpu_persistence_off"]),
+        "xml", "418.43", 1, 1, "Quadro P400", "0424418054852", "00000000:43:00.0",
+        ["gpu_persistence_off", "pcie_gen_below_max"]),
     "gtx1070ti_telegraf_minimal_q_x.xml": (
         "xml", None, 1, None, "GeForce GTX 1070 Ti", None, "00000000:01:00.0", []),
     "rtx3090_telegraf_590.44.01_q_x_sw_power_cap.xml": (
-        "xml", "590.44.01", 1, 1, "NVIDIA GeForce RTX 3090", None, "00000000:09:00.0", []),
+        "xml", "590.44.01", 1, 1, "NVIDIA GeForce RTX 3090", None, "00000000:09:00.0",
+        ["pcie_gen_below_max"]),
     "rtxa5000x2_telegraf_590.44.01_q_x.xml": (
         "xml", "590.44.01", 2, 2, "NVIDIA RTX A5000", "0123456789012", "00000000:81:00.0",
-        ["gpu_ecc_disabled"]),
+        ["gpu_ecc_disabled", "pcie_gen_below_max"]),
     "rtxpro6000bw_telegraf_590.44.01_q_x.xml": (
         "xml", "590.44.01", 1, 1, "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "0123456789012",
-        "00000000:61:00.0", ["gpu_ecc_disabled"]),
+        "00000000:61:00.0", ["gpu_ecc_disabled", "pcie_gen_below_max"]),
     "rtx4000sffada_telegraf_595.84_q_x.xml": (
         "xml", "595.84", 1, 1, "NVIDIA RTX 4000 SFF Ada Generation", "REDACTED", "00000000:06:00.0",
-        ["gpu_ecc_disabled"]),
+        ["gpu_ecc_disabled", "pcie_gen_below_max"]),
     "h100x8_gpud_535.161.08_q_hw_power_brake.txt": (
         "text", "535.161.08", 8, 8, "NVIDIA H100 80GB HBM3", "1650124031592", "00000000:19:00.0",
         ["gpu_pcie_replays", "gpu_throttling_now"]),
@@ -54,32 +58,41 @@ CAPTURES = {
         ["gpu_pcie_replays", "gpu_throttling_now"]),
     "h100x8_gpud_535.183.01_q_mangled.txt": (
         "text", "535.183.01", 1, 8, "NVIDIA H100 80GB HBM3", "1655022005478", "00000000:53:00.0",
-        ["gpu_health_incomplete", "gpu_pcie_replays"]),
+        ["gpu_lost", "gpu_pcie_replays"]),
     "a10_gpud_535.129.03_q.txt": (
         "text", "535.129.03", 1, 1, "NVIDIA A10", "1324521052681", "00000000:07:00.0",
         ["gpu_row_remap_pending", "gpu_row_remaps"]),
     "titanv_gpud_560.35.03_q.txt": (
         "text", "560.35.03", 1, 1, "NVIDIA TITAN V", "0334517001520", "00000000:01:00.0",
-        ["gpu_persistence_off"]),
+        ["gpu_persistence_off", "pcie_gen_below_max"]),
     "rtx4090x8_gpud_535.154.05_q.txt": (
         "text", "535.154.05", 8, 8, "NVIDIA GeForce RTX 4090", None, "00000000:01:00.0",
-        ["gpu_ecc_disabled"]),
+        ["gpu_ecc_disabled", "pcie_gen_below_max"]),
+    # "Addressing Mode : Unknown Error" on every GPU: not reported, never a value.
+    "rtx4090x8_gpud_535.154.05_q_unknown_error.txt": (
+        "text", "535.154.05", 8, 8, "NVIDIA GeForce RTX 4090", None, "00000000:01:00.0",
+        ["gpu_ecc_disabled", "pcie_gen_below_max"]),
+    "a100sxm4x8_azhpc_460.32.03_q.txt": (
+        "text", "460.32.03", 8, 8, "A100-SXM4-40GB", "1323120035212", "00000001:00:00.0",
+        ["gpu_persistence_off"]),
     "a100sxm4x8_ml-engineering_510.73.08_q_pending_remap_elided.txt": (
         "text", "510.73.08", 1, 8, "NVIDIA A100-SXM4-80GB", None, "00000000:10:1C.0",
-        ["gpu_ecc_corrected", "gpu_health_incomplete", "gpu_row_remap_pending", "gpu_row_remaps"]),
+        ["gpu_ecc_corrected", "gpu_lost", "gpu_row_remap_pending", "gpu_row_remaps"]),
 }
 # fmt: on
 
 
 def test_every_capture_is_listed_in_the_readme_and_tested():
+    """Each file has its source in the README; every real read is here, and every read (real or
+    written) is judged in test_gpu_captures."""
     readme = (HEALTH / "README.md").read_text()
     files = sorted(
         str(p.relative_to(HEALTH)) for p in HEALTH.rglob("*") if p.is_file() and p.name != "README.md"
     )
     for name in files:
         assert f"`{name}`" in readme, name
-    tested = set(CAPTURES) | {"synthetic/h200x2_580.159.04_q_x_gpu0_row_remap_pending_edited.xml"}
-    assert {f for f in files if not f.startswith(("dcgm/", "synthetic/h200x2_dcgm4"))} == tested
+    real = {f for f in files if "/" not in f}
+    assert real == set(CAPTURES)
 
 
 @pytest.mark.parametrize("name", sorted(CAPTURES))
@@ -189,9 +202,9 @@ def test_real_pending_remap_is_critical_reset():
     assert pending["severity"] == "critical" and pending["remediation"] == "reset"
     assert (
         "4 uncorrectable" in pending["message"]
-        and "GPU0 (00000000:07:00.0, S/N 1324521052681)" in pending["message"]
+        and "GPU0 (00000000:07:00.0, GPU-73d12ef7, S/N 1324521052681)" in pending["message"]
     )
-    assert gpuhealth.short(pending) == "GPU0 S/N 1324521052681: row_remap_pending -> reset"
+    assert gpuhealth.short(pending) == "GPU0 GPU-73d12ef7: row_remap_pending -> reset"
 
 
 def test_not_reported_is_none_never_a_finding():
@@ -306,7 +319,8 @@ def test_cut_off_xml_is_refused_and_cut_off_text_keeps_what_it_has():
     text = read("h100x8_gpud_535.183.01_q.txt")
     cut = gpuhealth.parse(text[: text.index("GPU 00000000:64:00.0")])
     assert len(cut["gpus"]) == 1 and cut["attached_gpus"] == 8
-    assert [f["code"] for f in gpuhealth.findings(cut) if f["code"] == "gpu_health_incomplete"]
+    [lost] = [f for f in gpuhealth.findings(cut) if f["code"] == "gpu_lost"]
+    assert "7 of 8 GPU(s)" in lost["message"] and lost["severity"] == "critical"
 
 
 def test_values():
@@ -349,9 +363,20 @@ def test_the_module_reads_a_stand_in_nvidia_smi(tmp_path):
         script(str(tmp_path / "missing.xml")).replace("exec cat", "echo 'No devices were found'; exit 6; cat")
     )
     broken.chmod(0o755)
+    # A GPU lost beside a readable one: nvidia-smi names it on stderr, prints the rest, exits 15
+    # (NVML_ERROR_GPU_IS_LOST).
+    one = tmp_path / "one.xml"
+    text = H200.read_text()
+    one.write_text(text[: text.index('\t<gpu id="00000000:00:07.0">')] + "</nvidia_smi_log>\n")
+    lost = tmp_path / "lost-smi"
+    lost.write_text(
+        "#!/bin/sh\necho 'Unable to determine the device handle for GPU 00000000:00:07.0: GPU is lost.  "
+        f"Reboot the system to recover this GPU' >&2\ncat '{one}'\nexit 15\n"
+    )
+    lost.chmod(0o755)
     env = dict(os.environ, ANSIBLE_CALLBACK_RESULT_FORMAT="json")
     answers = []
-    for path in (smi, broken):
+    for path in (smi, broken, lost):
         out = subprocess.run(
             [
                 str(pathlib.Path(sys.executable).with_name("ansible")),
@@ -377,11 +402,228 @@ def test_the_module_reads_a_stand_in_nvidia_smi(tmp_path):
         )
         assert out.returncode == 0, out.stdout + out.stderr
         answers.append(json.loads(out.stdout.split("=>", 1)[1]))
-    good, bad = answers
+    good, bad, gone = answers
     assert good["changed"] is False and good["error"] == "" and len(good["health"]["gpus"]) == 2
     assert [f["code"] for f in good["findings"] if f["severity"] == "critical"] == ["gpu_row_remap_pending"]
     assert (
-        "2 GPU(s), driver 580.159.04: GPU0 (00000000:00:06.0, S/N 1653724057182): row remap pending"
-        in good["summary"][0]
+        "2 GPU(s), driver 580.159.04: GPU0 (00000000:00:06.0, GPU-47e4f408, S/N 1653724057182): row remap "
+        "pending" in good["summary"][0]
     )
     assert bad["health"] is None and NO_DEVICES in bad["error"] and "rc 6" in bad["error"]
+    assert gone["error"] == "" and len(gone["health"]["gpus"]) == 1
+    [lost_gpu] = [f for f in gone["findings"] if f["severity"] == "critical"]
+    assert lost_gpu["code"] == "gpu_lost" and lost_gpu["remediation"] == "reboot"
+    assert "1 of 2 GPU(s)" in lost_gpu["message"] and "00000000:00:07.0: GPU is lost" in lost_gpu["message"]
+
+
+# ---------------------------------------------------------------- issue 35
+@pytest.mark.parametrize(
+    ("line", "bus", "why"),
+    [
+        # NVIDIA/open-gpu-kernel-modules#387, NVIDIA/nvidia-docker#1553
+        (
+            "Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error",
+            "0000:0B:00.0",
+            "Unknown Error",
+        ),
+        # NVIDIA/nvidia-container-toolkit#69 (no space after GPU)
+        (
+            "Unable to determine the device handle for GPU0000:65:00.0: Unknown Error",
+            "0000:65:00.0",
+            "Unknown Error",
+        ),
+        # JosephKJ/OWOD#81
+        (
+            "Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost. Reboot the system to "
+            "recover this GPU",
+            "0000:02:00.0",
+            "GPU is lost. Reboot the system to recover this GPU",
+        ),
+        # R580+ names the index first
+        (
+            "Unable to determine the device handle for GPU1: 0000:34:00.0: Unknown Error",
+            "0000:34:00.0",
+            "Unknown Error",
+        ),
+        # NVIDIA/dcgm-exporter#604 (a bus id that is no bus id: the GPU is still counted)
+        (
+            "Unable to determine the device handle for GPU 000:BA:80.0: Unknown Error",
+            "000:BA:80.0",
+            "Unknown Error",
+        ),
+        ("Unable to determine the device handle for GPU 0: Unknown Error", None, "Unknown Error"),
+    ],
+)
+def test_nvidia_smis_lines_about_a_gpu_it_cannot_open(line, bus, why):
+    assert gpuhealth.lost_gpus(f"some text\n{line}\n") == [{"bus_id": bus, "why": why}]
+
+
+def test_a_lost_gpu_line_in_stderr_or_before_the_xml_fails_the_read():
+    xml = H200.read_text()
+    gpu1 = xml.index('\t<gpu id="00000000:00:07.0">')
+    one = xml[:gpu1] + "</nvidia_smi_log>\n"
+    said = "Unable to determine the device handle for GPU 00000000:00:07.0: Unknown Error"
+    for stdout, stderr in ((said + "\n" + one, ""), (one, said + "\n")):
+        parsed = gpuhealth.read(stdout, stderr=stderr)
+        assert parsed["format"] == "xml" and len(parsed["gpus"]) == 1
+        [lost] = gpuhealth.node_findings(parsed)
+        assert "1 of 2 GPU(s)" in lost["message"] and "00000000:00:07.0: Unknown Error" in lost["message"]
+
+
+def test_pci_addresses_of_nvidia_smi_lspci_and_the_kernel_log_meet():
+    assert {
+        gpuhealth.pci_address(a) for a in ("00000008:01:00.0", "0008:01:00.0", "PCI:0008:01:00", "8:01:00")
+    } == {"0008:01:00"}
+    assert gpuhealth.pci_address("0008:01:00.0\n") is None or gpuhealth.pci_address("x") is None
+    assert gpuhealth.pci_address("GPU 1") is None
+
+
+def test_lspci_of_a_gb200_tray_lists_its_four_gpus():
+    parsed = gpuhealth.read(H200.read_text(), lspci=read("lspci/gb200x4_gpud_lspci.txt"))
+    assert parsed["pci_gpus"] == ["0008:01:00", "0009:01:00", "0018:01:00", "0019:01:00"]
+    # Those are not the H200's slots: all four are missing from its read.
+    [lost] = gpuhealth.node_findings(parsed)
+    assert lost["message"].startswith("4 of 6 GPU(s)")
+
+
+def test_uuid_is_the_key_and_placeholders_are_none():
+    gpu = gpuhealth.parse(H200.read_text())["gpus"][0]
+    assert gpuhealth.gpu_key(gpu) == "gpu-47e4f408-caf2-4eaa-9629-5a6d1365dd75"
+    for uuid in ("", None, "N/A", "GPU-00000000-0000-0000-0000-000000000000", "GPU-47e4f408", "47e4f408"):
+        assert gpuhealth.gpu_key(dict(gpu, uuid=uuid)) is None, uuid
+    for serial in ("0", "0000000000000", "N/A", "[N/A]", ""):
+        edited = H200.read_text().replace("<serial>1653724057182</serial>", f"<serial>{serial}</serial>")
+        assert gpuhealth.parse(edited)["gpus"][0]["serial"] is None, serial
+    assert gpuhealth.label(dict(gpu, serial=None)) == "GPU0 (00000000:00:06.0, GPU-47e4f408)"
+    assert gpuhealth.previous_by_key([dict(gpu, uuid="N/A"), gpu]) == {gpuhealth.gpu_key(gpu): gpu}
+
+
+def test_one_name_for_each_counter_in_the_text_and_the_xml():
+    """nvidia-smi prints the power-brake counter as 'HW Power Braking' (text) and
+    clocks_event_reasons_counters_hw_power_brake (XML): both are hw_power_brake_slowdown, the
+    name of the reason it counts, so a text read keeps the throttled time."""
+    text = gpuhealth.parse(read("synthetic/h100_535.161.08_q_counters_written.txt"))["gpus"][0]
+    xml = gpuhealth.parse(read("rtx3090_telegraf_590.44.01_q_x_sw_power_cap.xml"))["gpus"][0]
+    assert (
+        set(text["clock_event_counters_us"]) == set(xml["clock_event_counters_us"]) == set(gpuhealth.COUNTERS)
+    )
+    assert text["clock_event_counters_us"]["hw_power_brake_slowdown"] == 7250000
+    assert set(gpuhealth.COUNTERS) <= set(text["clock_event_reasons"]) | {"sw_power_cap", "sync_boost"}
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import gpujudge
+
+    before = dict(text["clock_event_counters_us"], hw_power_brake_slowdown=0)
+    held = gpujudge.throttle({}, before, text["clock_event_counters_us"])
+    assert held["source"] == "counters" and held["reasons_s"]["hw_power_brake_slowdown"] == 7.25
+
+
+@pytest.mark.parametrize(
+    "missing", ["Not Found", "[Not Found]", "N/A", "[N/A]", "[Not Supported]", "Unknown Error"]
+)
+def test_not_reported_values_are_missing_not_values(missing):
+    text = read("synthetic/h100_535.161.08_q_counters_written.txt")
+    edited = _edit(
+        text,
+        "HW Power Braking                  : 7250000 us",
+        f"HW Power Braking                  : {missing}",
+    )
+    edited = _edit(
+        edited, "Replays Since Reset               : 67", f"Replays Since Reset               : {missing}"
+    )
+    gpu = gpuhealth.parse(edited)["gpus"][0]
+    assert gpu["clock_event_counters_us"]["hw_power_brake_slowdown"] is None
+    assert gpu["pcie"]["replay_counter"] is None
+
+
+def test_the_pcie_rule_is_the_topology_checks():
+    """A link trained below its maximum: the GPU read's finding is health.pcie_findings' (one rule)."""
+    gpu = gpuhealth.parse(read("t4_telegraf_515.105.01_q_x.xml"))["gpus"][0]
+    [narrow] = [f for f in gpuhealth.findings({"gpus": [gpu]}) if f["code"].startswith("pcie_")]
+    [rule] = health.pcie_findings([gpu])
+    assert (
+        (narrow["code"], narrow["severity"])
+        == (rule["code"], rule["severity"])
+        == ("pcie_width_reduced", "warning")
+    )
+    assert narrow["message"].endswith(rule["message"].split(": ", 1)[1]) and "x8 of x16" in narrow["message"]
+    assert narrow["gpu"]["bus_id"] == "00000000:00:1E.0" and narrow["remediation"] == "monitor"
+
+
+def test_retired_pages_at_the_limit_isolate_the_gpu():
+    parsed = gpuhealth.parse(read("synthetic/t4_515.105.01_q_x_60_retired_pages_written.xml"))
+    [limit] = [f for f in gpuhealth.findings(parsed) if f["code"] == "gpu_retired_pages_limit"]
+    assert (limit["severity"], limit["remediation"]) == ("critical", "isolate")
+    assert "60 retired pages (40 single-bit, 20 double-bit)" in limit["message"] and "RMA" in limit["message"]
+    under = _edit(
+        read("synthetic/t4_515.105.01_q_x_60_retired_pages_written.xml"),
+        "<retired_count>20",
+        "<retired_count>19",
+    )
+    assert [f["code"] for f in gpuhealth.findings(gpuhealth.parse(under)) if "retired" in f["code"]] == [
+        "gpu_retired_pages"
+    ]
+
+
+def _many_gpus(count):
+    xml = H200.read_text()
+    start, end = xml.index("\t<gpu id"), xml.rindex("</gpu>") + len("</gpu>\n")
+    return xml[:start] + xml[start:end] * count + xml[end:]
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("<nvidia_smi_log>" + "<gpu/>" * 2_100_000 + "</nvidia_smi_log>", "over the 4 MiB"),
+        (
+            "<nvidia_smi_log>" + "<a>" * 100_000 + "</a>" * 100_000 + "</nvidia_smi_log>",
+            "nests deeper than 32",
+        ),
+        (
+            '<?xml version="1.0"?><!DOCTYPE nvidia_smi_log [<!ENTITY a "aaaa">]>'
+            "<nvidia_smi_log>&a;</nvidia_smi_log>",
+            "declares XML entities",
+        ),
+        ("<nvidia_smi_log>" + "<gpu><uuid>x</uuid></gpu>" * 65 + "</nvidia_smi_log>", "more than the 64"),
+        ("Driver Version : 1\n" + "".join(" " * i + f"l{i}\n" for i in range(40)), "nests deeper than 32"),
+        ("<nvidia_smi_log><gpu>" + "<x>1</x>" * 520_000 + "</gpu></nvidia_smi_log>", "than 50,000 elements"),
+        ("Driver Version : 1\n" + "x : 1\n" * 200_000, "more than 50,000 lines"),
+    ],
+    ids=["12 MB", "100k deep", "entities", "65 GPUs", "deep text", "520k siblings", "200k lines"],
+)
+def test_a_read_too_big_too_deep_or_too_many_is_refused_fast(text, why):
+    """Refused with a clear error in about a second (on 2 busy cores), never a hang or a crash: on
+    the code before issue 35 the 12 MB case ran past 600 s and the deep one raised RecursionError."""
+    import time
+
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match=re.escape(why)):
+        gpuhealth.parse(text)
+    assert time.perf_counter() - started < 5.0
+
+
+def test_sixteen_gpus_parse_well_inside_the_limits():
+    """16 GPUs (~430 KB, a real 16-GPU read's size) parse in 0.2 s alone (5 s allowed for a loaded
+    2-core machine) and stay well inside MAX_BYTES and MAX_ELEMENTS."""
+    import time
+
+    text = _many_gpus(8)
+    started = time.perf_counter()
+    parsed = gpuhealth.parse(text)
+    assert len(parsed["gpus"]) == 16 and len(text) < gpuhealth.MAX_BYTES / 8
+    assert text.count("<") < gpuhealth.MAX_ELEMENTS / 2
+    assert time.perf_counter() - started < 5.0
+
+
+def test_a_listed_gpu_that_nvidia_smi_names_lost_is_counted_once():
+    """nvidia-smi may list a GPU and still say it cannot open it; lspci and the kernel log may name
+    it too: one GPU lost of the two the node has, not three of four."""
+    parsed = gpuhealth.read(
+        H200.read_text(),
+        stderr="Unable to determine the device handle for GPU 00000000:00:07.0: Unknown Error\n",
+        lspci="0000:00:06.0 3D controller [0302]: NVIDIA Corporation GH100 [H200 SXM 141GB] [10de:2335]\n"
+        "0000:00:07.0 3D controller [0302]: NVIDIA Corporation GH100 [H200 SXM 141GB] [10de:2335]\n",
+        kernel_log=read("synthetic/h200x2_kernel_log_xid79_written.txt"),
+    )
+    [lost] = gpuhealth.node_findings(parsed)
+    assert lost["message"].startswith(
+        "1 of 2 GPU(s) fallen off the bus or lost (00000000:00:07.0: Unknown Error)"
+    )

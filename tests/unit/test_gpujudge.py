@@ -1,6 +1,7 @@
 """wireup.gpujudge: every GPU against its model's spec, its peers across the cluster and its own last
-passing run (serial-keyed), with its health, throttling and PCIe sharing. The GPUs are our 2x H200's
-health read (tests/fixtures/h200x2) copied under other serials and slots; the figures are written."""
+passing run (keyed by UUID), with its health, throttling and PCIe sharing. The GPUs are our 2x H200's
+health read (tests/fixtures/h200x2) copied under other serials, UUIDs and slots; the figures are
+written."""
 
 import copy
 import pathlib
@@ -42,9 +43,14 @@ def stats(median):
     }
 
 
+def uuid_of(serial):
+    """A UUID in NVML's grammar made from a serial ('GPU-24010003-0000-4000-8000-653724010003')."""
+    return f"GPU-{serial[-8:]:0>8}-0000-4000-8000-{serial[-12:]:0>12}"
+
+
 def gpu(index, serial, name="NVIDIA H200", bus=None):
     out = copy.deepcopy(TEMPLATE)
-    out.update(index=index, serial=serial, uuid=f"GPU-00000000-0000-0000-0000-{serial:0>12}", name=name)
+    out.update(index=index, serial=serial, uuid=uuid_of(serial), name=name)
     out["bus_id"] = bus or f"00000000:{0x18 + index:02X}:00.0"
     return out
 
@@ -114,7 +120,7 @@ def test_a_slow_gpu_among_eight_is_named(share, verdict, severity, remediation):
     assert [g["verdict"] for g in gpus].count("PASS") == 7 and gpus[5]["verdict"] == verdict
     [peer] = [f for f in gpus[5]["findings"] if f["code"] == "gpu_slower_than_peers"]
     assert (peer["severity"], peer["remediation"]) == (severity, remediation)
-    assert peer["message"].startswith("node1 GPU5 (00000000:1D:00.0, S/N 165372401000")
+    assert peer["message"].startswith("node1 GPU5 (00000000:1D:00.0, GPU-24010005, S/N 1653724010005)")
     assert f"{(1 - share) * 100:.0f}% below its best peer node1 GPU" in peer["message"]
     assert peer["gpu"]["serial"] == "1653724010005" and section["verdict"] == verdict
     assert gpus[5]["figures"]["gemm_bf16_flops"]["peer"]["ratio"] == pytest.approx(share)
@@ -176,7 +182,7 @@ def test_a_gpu_moved_between_slots_keeps_its_baseline():
     moved = gpu(6, "1653724010003", bus="00000000:2A:00.0")  # was node1 GPU3 at 00000000:1B:00.0
     before = gpujudge.judge_run({"node1": eight("1")})["node1"]["gpus"][3]
     before["verdict"] = "PASS"
-    baselines = {"1653724010003": ("20261201T100000Z", "node1", before)}
+    baselines = {uuid_of("1653724010003").lower(): ("20261201T100000Z", "node1", before)}
     now = node(
         [gpu(i, f"16537240{9}{i:04d}") for i in range(6)] + [moved],
         {6: {"gemm_bf16_flops": 0.85 * HEALTHY["gemm_bf16_flops"]}},
@@ -230,7 +236,7 @@ def test_health_findings_join_the_gpu_and_growth_needs_the_baseline():
     old = copy.deepcopy(sick)
     old["pcie"]["replay_counter"] = 2
     baseline = {
-        "1653724060308": (
+        uuid_of("1653724060308").lower(): (
             "20261201T100000Z",
             "node1",
             {"health": old, "figures": {}, "bus_id": sick["bus_id"], "index": 1},

@@ -164,13 +164,44 @@ def test_a_run_judged_stored_reported_and_gated(tmp_path):
     bench, fabric_record = fabricrun.latest_verdicts(str(tmp_path), ["gpu-a", "gpu-b"])
     refused = fabricrun.refusals(["gpu-a", "gpu-b"], bench, fabric_record)
     assert list(refused) == ["gpu-b"]
-    assert "FAILed on gpu-b: GPU0 S/N 1653724057182: row_remap_pending -> reset" in refused["gpu-b"]
-    assert "GPU0 S/N 1653724057182: row_remap_pending -> reset" in slurm.drain_reason(refused["gpu-b"])
+    assert "FAILed on gpu-b: GPU0 GPU-47e4f408: row_remap_pending -> reset" in refused["gpu-b"]
+    assert "GPU0 GPU-47e4f408: row_remap_pending -> reset" in slurm.drain_reason(refused["gpu-b"])
     skip = launch.health_plan(["gpu-a", "gpu-b"], {}, refused, on_failed="skip")
     assert skip["hosts"] == ["gpu-a"] and "row_remap_pending" in skip["left_out"]["gpu-b"]
 
 
-def test_each_gpu_meets_its_own_baseline_by_serial_wherever_it_moved(tmp_path):
+@pytest.mark.parametrize(
+    "serial",
+    [
+        "0",  # cloud and GeForce cards print a placeholder
+        "1653724057182",  # the two GPUs of one board (K80) share the board's serial
+    ],
+)
+def test_gpus_that_share_a_serial_each_meet_their_own_baseline_by_uuid(tmp_path, serial):
+    shared = H200.replace("<serial>1653724057182</serial>", f"<serial>{serial}</serial>").replace(
+        "<serial>1653724060308</serial>", f"<serial>{serial}</serial>"
+    )
+    first, second = "20261203T100000Z", "20261204T100000Z"
+    store(tmp_path, first, {"gpu-a": fact(shared, first, "gpu-a")})
+    _rid, _dir, records = store(tmp_path, second, {"gpu-a": fact(shared, second, "gpu-a")})
+    for index, gpu in enumerate(records["gpu-a"]["gpu_trial"]["gpus"]):
+        base = gpu["figures"]["gemm_bf16_flops"]["baseline"]
+        assert (base["run_id"], base["index"], base["moved"]) == (first, index, False), gpu["bus_id"]
+    assert records["gpu-a"]["verdict"] == "PASS"
+
+
+def test_a_gpu_without_a_uuid_has_no_history(tmp_path):
+    """No UUID, no key: its serial (all it has) never finds another GPU's run."""
+    nameless = H200.replace("GPU-47e4f408-caf2-4eaa-9629-5a6d1365dd75", "N/A")
+    first, second = "20261203T100000Z", "20261204T100000Z"
+    store(tmp_path, first, {"gpu-a": fact(nameless, first, "gpu-a")})
+    _rid, _dir, records = store(tmp_path, second, {"gpu-a": fact(nameless, second, "gpu-a")})
+    gpu0, gpu1 = records["gpu-a"]["gpu_trial"]["gpus"]
+    assert gpu0["figures"]["gemm_bf16_flops"]["baseline"]["verdict"] == "N/A"
+    assert gpu1["figures"]["gemm_bf16_flops"]["baseline"]["run_id"] == first
+
+
+def test_each_gpu_meets_its_own_baseline_by_uuid_wherever_it_moved(tmp_path):
     first = "20261203T100000Z"
     store(tmp_path, first, {"gpu-a": fact(H200, first, "gpu-a")})
     # The same two GPUs, 12% slower, now in gpu-b and in swapped slots.
@@ -224,8 +255,9 @@ def test_a_gpu_only_run_passes_no_host_but_fails_one(tmp_path):
     # Not a bandwidth baseline (N/A), but the GPUs passed: they are GPU baselines.
     assert records["gpu-a"]["verdict"] == "N/A" and records["gpu-a"]["gpu_trial"]["verdict"] == "PASS"
     assert records["gpu-b"]["verdict"] == "FAIL"
-    found, _ = gpurecord.baselines(str(tmp_path), "20261204T100000Z", ["1653724057182"])
-    assert found["1653724057182"][1] == "gpu-a"
+    uuid = "gpu-47e4f408-caf2-4eaa-9629-5a6d1365dd75"  # GPU0's UUID, the key (lower case)
+    found, _ = gpurecord.baselines(str(tmp_path), "20261204T100000Z", [uuid, "1653724057182"])
+    assert found[uuid][1] == "gpu-a" and "1653724057182" not in found  # a serial is never a key
 
 
 @pytest.mark.parametrize(
@@ -313,3 +345,27 @@ def test_a_health_read_alone_records_its_capability(tmp_path):
     assert records["gpu-a"]["verdict"] == "N/A" and part["verdict"] == "PASS"
     md = pathlib.Path(report.write_report(run_dir, run_id, records)["md"]).read_text()
     assert "gpu-a: the GPUs' health read alone (bench.yml --tags gpu_health): no fingerprint" in md
+
+
+def test_a_lost_gpu_fails_the_record_the_report_and_the_gate(tmp_path):
+    """1 of 16 GPUs listed, GPU0 healthy (issue 35 item 3): the node's record FAILs on gpu_lost, the
+    report says so and the launch gate refuses the node naming how many are missing."""
+    one = (
+        FIXTURES / "gpuhealth" / "synthetic" / "h200x16_580.159.04_q_x_1_of_16_listed_written.xml"
+    ).read_text()
+    run_id = "20261207T100000Z"
+    _rid, run_dir, records = store(
+        tmp_path, run_id, {"gpu-a": fact(H200, run_id, "gpu-a"), "gpu-b": fact(one, run_id, "gpu-b")}
+    )
+    b = records["gpu-b"]
+    assert b["verdict"] == "FAIL" and b["gpu_trial"]["verdict"] == "FAIL"
+    assert [g["verdict"] for g in b["gpu_trial"]["gpus"]] == ["PASS"]
+    [lost] = [f for f in b["findings"] if f["code"] == "gpu_lost"]
+    assert (lost["severity"], lost["remediation"], lost["gpu"]) == ("critical", "reboot", {})
+    assert records["gpu-a"]["verdict"] == "PASS"
+    paths = report.write_report(run_dir, run_id, records)
+    assert "15 of 16 GPU(s) fallen off the bus or lost" in pathlib.Path(paths["md"]).read_text()
+    bench, fabric_record = fabricrun.latest_verdicts(str(tmp_path), ["gpu-a", "gpu-b"])
+    refused = fabricrun.refusals(["gpu-a", "gpu-b"], bench, fabric_record)
+    assert list(refused) == ["gpu-b"] and "15 of 16 GPU(s) fallen off the bus or lost" in refused["gpu-b"]
+    assert "15 of 16 GPU(s)" in slurm.drain_reason(refused["gpu-b"])

@@ -11,6 +11,7 @@ stand-in ``nvidia-smi`` printing a captured XML is how the testbed shows a fault
 same tree, so each field below has an XML path and a text path)::
 
     {"driver_version", "cuda_version", "attached_gpus", "format": "xml"|"text",
+     "lost": [{"bus_id", "why"}],   # nvidia-smi's lines about GPUs it cannot open (lost_gpus)
      "gpus": [{"index", "bus_id", "uuid", "serial", "name", "persistence_mode", "ecc_mode",
                "ecc": {"volatile": {...}, "aggregate": {...}, "sram_threshold_exceeded",
                        "channel_repair_pending", "tpc_repair_pending", "unrepairable_memory"},
@@ -18,26 +19,35 @@ same tree, so each field below has an XML path and a text path)::
                "remapped_rows": {"correctable", "uncorrectable", "pending", "failure",
                                  "banks": {"max", "high", "partial", "low", "none"}},
                "recovery_action", "clock_event_reasons": {reason: bool},
-               "clock_event_counters_us": {reason: int},
+               "clock_event_counters_us": {reason: int},   # COUNTERS: one name in both formats
                "temperature": {"gpu", "memory"}, "power": {"draw", "limit", "default_limit"},
                "clocks": {"sm", "sm_max"},
                "pcie": {"replay_counter", "gen_current", "gen_max", "width_current", "width_max"}}]}
+
+``read(text, stderr=, lspci=, kernel_log=)`` (wireup_gpu_health_info's read) adds ``pci_gpus`` (the
+NVIDIA GPUs lspci lists) and ``fallen`` (the GPUs the kernel log says fell off the bus, Xid 79), as
+``pci_address`` writes them; None where not read. A read is refused (ValueError) over MAX_BYTES,
+deeper than MAX_DEPTH, with more than MAX_ELEMENTS elements or lines or MAX_GPUS GPUs, or with XML
+entities: the tree is built as the document streams in, never recursively.
 
 ECC counts per scope: ``corrected``/``uncorrected`` (totals), and ``sram_corrected``,
 ``sram_uncorrected``, ``dram_corrected``, ``dram_uncorrected`` where the driver splits them
 (R515+; R535+ splits SRAM uncorrectable into parity and SEC-DED, summed here). Older drivers
 print single/double bit totals: those become corrected/uncorrected. Anything not reported
-(``N/A``, ``[N/A]``, ``Not Supported``, ``Unknown Error``, a missing tag, a mangled value) is None:
-never a failure. ``index`` is the GPU's position in the document (nvidia-smi lists GPUs in its
-index order, by PCI bus id). ``recovery_action`` is the driver's (R570+ ``gpu_recovery_action``:
+(``N/A``, ``[N/A]``, ``Not Supported``, ``Unknown Error``, ``Not Found``, a missing tag, a mangled
+value) is None: never a failure; a placeholder serial (``0``, ``0000000000000``) is None too.
+``index`` is the GPU's position in the document (nvidia-smi lists GPUs in its index order, by PCI
+bus id). ``recovery_action`` is the driver's (R570+ ``gpu_recovery_action``:
 none, reset, reboot, drain_p2p, drain_and_reset, ...), or derived from R535-R560's "GPU Reset
 Status" (Reset Required -> reset, Drain and Reset Recommended -> drain_and_reset).
 
 ``findings(parsed, previous=None)`` applies the rules of the table ``RULES`` (roles/gpu_trial/
-README.md repeats it); each finding has the project's shape (health.finding) plus
-``source: "gpu_health"``, ``remediation`` (isolate | reset | reboot | monitor) and ``gpu``
-({index, bus_id, uuid, serial}). ``previous`` is the health of the same GPUs in their last
-passing run (a parse() result or its "gpus" list; matched by serial, else UUID): counters that
+README.md repeats it): ``gpu_findings`` per GPU (the PCIe link by the topology check's own rule,
+health.pcie_findings) and ``node_findings`` (``gpu_lost``: a GPU the node has that nvidia-smi cannot
+read); each finding has the project's shape (health.finding) plus ``source: "gpu_health"``,
+``remediation`` (isolate | reset | reboot | monitor) and ``gpu`` ({index, bus_id, uuid, serial}; {}
+for a node finding). ``previous`` is the health of the same GPUs in their last passing run (a
+parse() result or its "gpus" list; matched by UUID, ``gpu_key``, never by serial): counters that
 grew since then are ``monitor`` warnings.
 """
 
@@ -75,7 +85,24 @@ MISSING = {
     "requested functionality has been deprecated",
     "[insufficient permissions]",
     "insufficient permissions",
+    "not found",
+    "[not found]",
+    "unknown",
 }
+# What a read may be (issue 35): nvidia-smi's real output is a few hundred KB even on 16 GPUs (54 KB
+# for our 2x H200) and nests about 7 levels deep. Anything bigger, deeper or with more GPUs is refused
+# before it is read (a 12 MB document once took 151 s and 5.6 GB; a deep one crashed the reader).
+MAX_BYTES = 4 * 1024 * 1024
+MAX_DEPTH = 32
+MAX_GPUS = 64
+MAX_ELEMENTS = 50_000  # elements or labelled lines: a 16-GPU read has about 9,000
+_LOST_RE = re.compile(r"Unable to determine the device handle for (.*)", re.IGNORECASE)
+_BUS_IN_RE = re.compile(r"[0-9A-Fa-f]{3,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]")
+_XML_START_RE = re.compile(r"^\s*<(?:\?xml|!DOCTYPE|nvidia_smi_log)", re.MULTILINE)
+_PCI_RE = re.compile(r"(?:PCI:)?(?:([0-9A-Fa-f]{1,8}):)?([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})(?:\.[0-7])?")
+# A GPU's UUID as NVML prints it; its history is keyed by it (never by the serial: boards with two
+# GPUs share one, and some cards print 0).
+UUID_RE = re.compile(r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 _GPU_HEADER_RE = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
 _TEXT_LINE_RE = re.compile(r"^( *)(\S[^:]*?)\s+:(?:\s(.*))?$")
 _NUMBER_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)")
@@ -87,20 +114,24 @@ _FALSE = {"no", "disabled", "not active", "off"}
 # ---------------------------------------------------------------- one tree for both formats
 class Node:
     """One element of nvidia-smi's tree: its name (XML tag, or the text label in lower case),
-    its value (None for a section) and its children in document order."""
+    its value (None for a section) and its children in document order. child() looks a name up
+    in a dict made at its first call (after the tree is built), so a read costs the same per
+    field whatever the number of siblings."""
 
-    __slots__ = ("children", "name", "value")
+    __slots__ = ("_index", "children", "name", "value")
 
     def __init__(self, name, value=None):
         self.name = name
         self.value = value
         self.children = []
+        self._index = None
 
     def child(self, name):
-        for node in self.children:
-            if node.name == name:
-                return node
-        return None
+        if self._index is None:
+            self._index = {}
+            for node in self.children:
+                self._index.setdefault(node.name, node)
+        return self._index.get(name)
 
     def find(self, path):
         node = self
@@ -114,33 +145,96 @@ class Node:
             yield from node.descendants()
 
 
-def _from_xml(element):
-    node = Node(element.tag, (element.text or "").strip() if len(element) == 0 else None)
-    node.children = [_from_xml(child) for child in element]
-    if element.get("id"):
-        node.children.append(Node("@id", element.get("id")))
-    return node
+def _too_deep(what):
+    return ValueError(
+        f"{what} nests deeper than {MAX_DEPTH} levels (nvidia-smi's own output nests about 7): "
+        "refused, not parsed"
+    )
+
+
+def _count(seen, name):
+    """seen + 1, or ValueError once a read has more than MAX_ELEMENTS elements (or lines)."""
+    if seen >= MAX_ELEMENTS:
+        raise ValueError(
+            f"the output of nvidia-smi has more than {MAX_ELEMENTS:,} {name} (a 16-GPU read has about "
+            "9,000): refused, not parsed"
+        )
+    return seen + 1
+
+
+def _too_many_gpus(count):
+    return ValueError(f"nvidia-smi listed {count} GPUs, more than the {MAX_GPUS} a node may have: refused")
+
+
+class _XmlBuilder:
+    """The target of ET.XMLParser: builds the Node tree as the document streams in (no element
+    tree, no recursion), refusing a document nested deeper than MAX_DEPTH."""
+
+    def __init__(self):
+        self.stack, self.texts, self.ids, self.root = [], [], [], None
+        self.seen = self.gpus = 0
+
+    def start(self, tag, attrib):
+        if len(self.stack) >= MAX_DEPTH:
+            raise _too_deep("the output of `nvidia-smi -q -x`")
+        self.seen = _count(self.seen, "elements")
+        if tag == "gpu" and len(self.stack) == 1:
+            self.gpus += 1
+            if self.gpus > MAX_GPUS:
+                raise _too_many_gpus(f"{MAX_GPUS + 1} or more")
+        node = Node(tag)
+        if self.stack:
+            self.stack[-1].children.append(node)
+        else:
+            self.root = node
+        self.stack.append(node)
+        self.texts.append([])
+        self.ids.append(attrib.get("id"))
+
+    def data(self, text):
+        if self.texts:
+            self.texts[-1].append(text)
+
+    def end(self, _tag):
+        node, text, ident = self.stack.pop(), self.texts.pop(), self.ids.pop()
+        if not node.children:
+            node.value = "".join(text).strip()
+        if ident:
+            node.children.append(Node("@id", ident))
+
+    def close(self):
+        return self.root
 
 
 def _xml_tree(text):
+    if "<!ENTITY" in text:
+        raise ValueError(
+            "the output of `nvidia-smi -q -x` declares XML entities (nvidia-smi's never does): refused"
+        )
+    parser = ET.XMLParser(target=_XmlBuilder())
     try:
-        root = ET.fromstring(text.strip())
+        parser.feed(text.strip())
+        root = parser.close()
     except ET.ParseError as err:
         raise ValueError(
             f"the output of `nvidia-smi -q -x` is not a whole XML document ({err}): cut off or mangled"
         ) from err
-    if root.tag != "nvidia_smi_log":
-        raise ValueError(f"expected nvidia-smi's <nvidia_smi_log> document, got <{root.tag}>")
-    return _from_xml(root)
+    if root is None or root.name != "nvidia_smi_log":
+        raise ValueError(
+            f"expected nvidia-smi's <nvidia_smi_log> document, got <{getattr(root, 'name', '')}>"
+        )
+    return root
 
 
 def _text_lines(text):
     """(indent, name, value) per line of `nvidia-smi -q` that has a label; GPU headers as
-    (0, _GPU_MARK, bus id)."""
+    (0, _GPU_MARK, bus id). nvidia-smi's lines about a GPU it cannot open (lost_gpus) are no label."""
     for raw in textwrap.dedent(text.expandtabs(4)).splitlines():
         header = _GPU_HEADER_RE.match(raw.strip()) if not raw.startswith(" ") else None
         if header:
             yield 0, _GPU_MARK, header.group(1)
+            continue
+        if _LOST_RE.search(raw):
             continue
         m = _TEXT_LINE_RE.match(raw)
         if m:
@@ -154,8 +248,9 @@ def _text_tree(text):
     """The indentation tree of `nvidia-smi -q`: a GPU header opens a GPU; deeper lines are the
     children of the nearest shallower one."""
     root = Node("nvidia_smi_log")
-    stack = [(-1, root)]
+    stack, seen = [(-1, root)], 0
     for indent, name, value in _text_lines(text):
+        seen = _count(seen, "lines")
         if name == _GPU_MARK:
             gpu = Node("gpu")
             gpu.children.append(Node("@id", value))
@@ -164,6 +259,8 @@ def _text_tree(text):
             continue
         while len(stack) > 1 and stack[-1][0] >= indent:
             stack.pop()
+        if len(stack) > MAX_DEPTH:
+            raise _too_deep("the output of `nvidia-smi -q`")
         node = Node(name, value if value else None)
         stack[-1][1].children.append(node)
         stack.append((indent, node))
@@ -172,6 +269,32 @@ def _text_tree(text):
             "not the output of `nvidia-smi -q` (no 'Driver Version' line and no 'GPU <bus id>' section)"
         )
     return root
+
+
+def lost_gpus(text):
+    """[{bus_id (as nvidia-smi wrote it, None when it named none), why}] of nvidia-smi's lines about
+    a GPU it cannot open: 'Unable to determine the device handle for GPU 0000:0B:00.0: Unknown
+    Error', '... for GPU1: 0000:34:00.0: Unknown Error' (R580+), '...: GPU is lost. Reboot the
+    system to recover this GPU'. nvidia-smi prints them beside the GPUs it can read."""
+    out = []
+    for line in str(text or "").splitlines():
+        m = _LOST_RE.search(line)
+        if not m:
+            continue
+        rest = m.group(1)
+        bus = _BUS_IN_RE.search(rest)
+        why = (rest[bus.end() :] if bus else rest.partition(":")[2]).strip(" :.")
+        out.append({"bus_id": bus.group(0) if bus else None, "why": " ".join(why.split())[:100] or "lost"})
+    return out
+
+
+def _split_xml(text):
+    """(lines before the XML document, the document) when the text is XML, else None. nvidia-smi
+    may print the lines about GPUs it cannot open before the document."""
+    m = _XML_START_RE.search(text)
+    if not m or any(_GPU_HEADER_RE.match(line.strip()) for line in text[: m.start()].splitlines()):
+        return None
+    return text[: m.start()], text[m.start() :]
 
 
 # ---------------------------------------------------------------- values
@@ -278,6 +401,7 @@ def _retired_pages(gpu):
             "retired_pages/pending_blacklist",
             "retired_pages/pending_retirement",
             "retired pages/pending page blacklist",
+            "retired pages/pending page retirement",
             "retired pages/pending",
         )
     ]
@@ -361,6 +485,7 @@ _REASON_ALIASES = {
     "sw_therm_slowdown": "sw_thermal_slowdown",
     "hw_therm_slowdown": "hw_thermal_slowdown",
     "hw_power_brake": "hw_power_brake_slowdown",
+    "hw_power_braking": "hw_power_brake_slowdown",
     "sw_power_capping": "sw_power_cap",
 }
 _REASON_PREFIXES = ("clocks_event_reasons_counters_", "clocks_event_reason_", "clocks_throttle_reason_")
@@ -393,11 +518,26 @@ def _reasons(gpu):
     return {reason_key(n.name): to_bool(_value(n)) for n in section.descendants() if n.value is not None}
 
 
+# The clock-event counters (µs each reason held the clocks since the driver loaded; R535+ XML, R550+
+# text), each under the key of the reason it counts, one name in both paths. nvidia-smi's
+# documentation names them "SW Power Capping", "Sync Boost", "SW Thermal Slowdown", "HW Thermal
+# Slowdown", "HW Power Braking" (text) and clocks_event_reasons_counters_sw_power_cap, _sync_boost,
+# _sw_therm_slowdown, _hw_therm_slowdown, _hw_power_brake (XML).
+COUNTERS = {
+    "sw_power_cap": ("clocks_event_reasons_counters_sw_power_cap", "sw power capping"),
+    "sync_boost": ("clocks_event_reasons_counters_sync_boost", "sync boost"),
+    "sw_thermal_slowdown": ("clocks_event_reasons_counters_sw_therm_slowdown", "sw thermal slowdown"),
+    "hw_thermal_slowdown": ("clocks_event_reasons_counters_hw_therm_slowdown", "hw thermal slowdown"),
+    "hw_power_brake_slowdown": ("clocks_event_reasons_counters_hw_power_brake", "hw power braking"),
+}
+
+
 def _counters(gpu):
+    """{reason: µs or None} of the COUNTERS; {} where the driver prints no counters."""
     section = gpu.child("clocks_event_reasons_counters") or gpu.child("clocks event reasons counters")
     if section is None:
         return {}
-    return {reason_key(n.name): to_int(_value(n)) for n in section.children}
+    return {key: to_int(_first(section, list(paths))) for key, paths in COUNTERS.items()}
 
 
 def _power(gpu):
@@ -446,12 +586,17 @@ def _pcie(gpu):
     }
 
 
+def _serial(value):
+    """The board serial, None for a placeholder ('0', '0000000000000': cloud and GeForce cards)."""
+    return None if value is None or re.fullmatch(r"0+", value) else value
+
+
 def _gpu(index, gpu):
     return {
         "index": index,
         "bus_id": _first(gpu, ["@id", "pci/pci_bus_id", "pci/bus id"]),
         "uuid": _first(gpu, ["uuid", "gpu uuid"]),
-        "serial": _first(gpu, ["serial", "serial number"]),
+        "serial": _serial(_first(gpu, ["serial", "serial number"])),
         "name": _first(gpu, ["product_name", "product name"]),
         "persistence_mode": to_bool(_first(gpu, ["persistence_mode", "persistence mode"])),
         "ecc_mode": to_bool(_first(gpu, ["ecc_mode/current_ecc", "ecc mode/current"])),
@@ -478,30 +623,70 @@ def parse(text):
     """``nvidia-smi -q -x`` (XML) or ``nvidia-smi -q`` (text) -> the dict of this module's docstring.
 
     ValueError (saying what is wrong) when the text is neither: empty, an XML document cut off,
-    text without nvidia-smi's labels. A cut-off text keeps the GPUs and fields it has."""
+    text without nvidia-smi's labels, more than MAX_BYTES, nested deeper than MAX_DEPTH, more than
+    MAX_GPUS GPUs, XML entities. A cut-off text keeps the GPUs and fields it has."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("nvidia-smi printed nothing")
-    is_xml = text.lstrip().startswith("<")
-    root = _xml_tree(text) if is_xml else _text_tree(text)
+    if len(text) > MAX_BYTES:
+        raise ValueError(
+            f"nvidia-smi printed {len(text):,} characters, over the {MAX_BYTES // 1048576} MiB a read may "
+            "have (its real output is a few hundred KB even on 16 GPUs): refused, not parsed"
+        )
+    xml = _split_xml(text)
+    root = _xml_tree(xml[1]) if xml else _text_tree(text)
     gpus = [c for c in root.children if c.name == "gpu"]
-    attached = to_int(_first(root, ["attached_gpus", "attached gpus"]))
+    if len(gpus) > MAX_GPUS:
+        raise _too_many_gpus(len(gpus))
     return {
-        "format": "xml" if is_xml else "text",
+        "format": "xml" if xml else "text",
         "driver_version": _first(root, ["driver_version", "driver version"]),
         "cuda_version": _first(root, ["cuda_version", "cuda version"]),
-        "attached_gpus": attached,
+        "attached_gpus": to_int(_first(root, ["attached_gpus", "attached gpus"])),
         "gpus": [_gpu(i, g) for i, g in enumerate(gpus)],
+        "lost": lost_gpus(xml[0] if xml else text),
     }
+
+
+def read(text, *, stderr="", lspci=None, kernel_log=None):
+    """parse(text) with what else says a GPU is missing (wireup_gpu_health_info's read): the GPUs
+    nvidia-smi could not open (its lines in stdout and stderr, ``lost``), the NVIDIA GPUs on the
+    PCI bus (``pci_gpus``: NVIDIA 3D/VGA controllers in ``lspci -D -nn``; None when not read) and
+    the GPUs the kernel log says fell off the bus since boot (``fallen``: Xid 79, health.parse_xid;
+    None when not read). Addresses as pci_address writes them."""
+    parsed = parse(text)
+    parsed["lost"] = parsed["lost"] + lost_gpus(stderr)
+    parsed["pci_gpus"] = (
+        None
+        if lspci is None
+        else sorted({pci_address(d["address"]) for d in health.parse_lspci(lspci) if health.is_gpu(d)})
+    )
+    parsed["fallen"] = (
+        None
+        if kernel_log is None
+        else sorted({pci_address(x["pci"]) for x in health.parse_xid(kernel_log) if x["xid"] == 79})
+    )
+    return parsed
+
+
+def pci_address(text):
+    """'00000000:19:00.0', '0000:19:00', 'PCI:0000:19:00' -> '0000:19:00' (domain, bus, device:
+    how nvidia-smi, lspci and the kernel log name one slot); None when text is no PCI address."""
+    m = _PCI_RE.fullmatch(str(text or "").strip())
+    if not m:
+        return None
+    return f"{int(m.group(1) or '0', 16):04x}:{m.group(2)}:{m.group(3)}".lower()
 
 
 # ---------------------------------------------------------------- findings
 # code: (severity, remediation, what it means). roles/gpu_trial/README.md repeats this table.
 RULES = {
+    "gpu_lost": ("critical", "reboot", "a GPU nvidia-smi cannot read: fallen off the bus or lost (Xid 79)"),
     "gpu_row_remap_failure": ("critical", "isolate", "row remapping failed: no spare row left (RMA)"),
     "gpu_ecc_uncorrectable": ("critical", "isolate", "uncorrectable ECC errors since the driver loaded"),
     "gpu_sram_threshold_exceeded": ("critical", "isolate", "aggregate SRAM errors above NVIDIA's threshold"),
     "gpu_unrepairable_memory": ("critical", "isolate", "the driver marks the GPU memory unrepairable"),
     "gpu_row_remap_pending": ("critical", "reset", "a row remap waits for a GPU reset"),
+    "gpu_retired_pages_limit": ("critical", "isolate", "60 or more retired pages: NVIDIA's RMA limit"),
     "gpu_page_retirement_pending": ("critical", "reset", "a page retirement waits for a GPU reset"),
     "gpu_repair_pending": ("critical", "reset", "a channel/TPC repair waits for a GPU reset"),
     "gpu_recovery_action": ("critical", "reset", "the driver asks for a recovery action"),
@@ -511,12 +696,17 @@ RULES = {
     "gpu_row_remaps_growing": ("warning", "monitor", "remapped rows grew since the last pass"),
     "gpu_retired_pages_growing": ("warning", "monitor", "retired pages grew since the last pass"),
     "gpu_pcie_replays_growing": ("warning", "monitor", "PCIe replays grew since the last pass"),
-    "gpu_health_incomplete": ("warning", "monitor", "nvidia-smi listed fewer GPUs than attached"),
+    "pcie_width_reduced": (
+        "warning",
+        "monitor",
+        "PCIe link narrower than its maximum (health.pcie_findings)",
+    ),
     "gpu_ecc_uncorrectable_history": ("info", "monitor", "lifetime uncorrectable ECC errors, none now"),
     "gpu_ecc_corrected": ("info", "monitor", "corrected ECC errors since the driver loaded"),
     "gpu_row_remaps": ("info", "monitor", "rows remapped over the GPU's life"),
     "gpu_retired_pages": ("info", "monitor", "pages retired over the GPU's life"),
     "gpu_pcie_replays": ("info", "monitor", "PCIe link replays since the driver loaded"),
+    "pcie_gen_below_max": ("info", "monitor", "PCIe generation below its maximum at full width (idle)"),
     "gpu_persistence_off": ("info", "monitor", "persistence mode off"),
     "gpu_ecc_disabled": ("info", "monitor", "ECC disabled"),
 }
@@ -524,25 +714,46 @@ _RECOVERY_REMEDIATION = {"reboot": "reboot", "system_reboot": "reboot"}
 THROTTLE_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown")
 
 
+RETIRED_PAGES_LIMIT = 60  # DCGM_LIMIT_MAX_RETIRED_PAGES: single-bit plus double-bit, as DCGM counts them
+
+
+def gpu_key(gpu):
+    """The key of a GPU's history: its UUID in lower case, None when it has none a GPU can have
+    (missing, not NVML's grammar, all zeros). The serial is never a key: boards with two GPUs
+    share one (K80) and cloud and GeForce cards print 0 or N/A."""
+    uuid = str((gpu or {}).get("uuid") or "").strip()
+    if not UUID_RE.fullmatch(uuid) or not uuid[4:].strip("0-"):
+        return None
+    return uuid.lower()
+
+
 def identity(gpu):
-    """The keys that name a GPU in findings and records: {index, bus_id, uuid, serial}."""
+    """The keys that name a GPU in findings and records: {index, bus_id, uuid, serial} (uuid is the
+    key, the serial only what is printed on the board)."""
     return {k: gpu.get(k) for k in ("index", "bus_id", "uuid", "serial")}
 
 
+def _uuid_short(gpu):
+    """'GPU-ee7954ec' (what CUDA_VISIBLE_DEVICES and nvidia-smi -i take as a prefix), '' without one."""
+    key = gpu_key(gpu)
+    return gpu["uuid"].strip()[:12] if key else ""
+
+
 def label(gpu):
-    """'GPU3 (00000000:19:00.0, S/N 1650124031592)': how findings name a GPU."""
-    ids = [gpu.get("bus_id") or "", f"S/N {gpu['serial']}" if gpu.get("serial") else gpu.get("uuid") or ""]
+    """'GPU3 (00000000:19:00.0, GPU-ee7954ec, S/N 1650124031592)': how findings name a GPU."""
+    serial = gpu.get("serial")
+    ids = [gpu.get("bus_id") or "", _uuid_short(gpu), f"S/N {serial}" if serial else ""]
     ids = [i for i in ids if i]
     return f"GPU{gpu.get('index')}" + (f" ({', '.join(ids)})" if ids else "")
 
 
 def short(found):
     """A GPU finding as one short phrase for the launch gate's reason and Slurm's drain reason
-    ('' for a finding about no GPU): 'GPU0 S/N 1653724057182: row_remap_pending -> reset'."""
+    ('' for a finding about no GPU): 'GPU0 GPU-47e4f408: row_remap_pending -> reset'."""
     gpu = found.get("gpu") or {}
     if not gpu or not found.get("remediation"):
         return ""
-    who = f"S/N {gpu['serial']}" if gpu.get("serial") else gpu.get("uuid") or gpu.get("bus_id") or ""
+    who = _uuid_short(gpu) or gpu.get("bus_id") or ""
     code = str(found.get("code", "")).removeprefix("gpu_")
     return " ".join(f"GPU{gpu.get('index')} {who}".split()) + f": {code} -> {found['remediation']}"
 
@@ -565,7 +776,7 @@ def _checked(remediation):
 
 
 def _memory_findings(gpu):
-    name, ecc, rows, pages = label(gpu), gpu["ecc"], gpu["remapped_rows"], gpu["retired_pages"]
+    name, ecc, rows = label(gpu), gpu["ecc"], gpu["remapped_rows"]
     volatile, aggregate = ecc["volatile"], ecc["aggregate"]
     out = []
     checks = (
@@ -598,17 +809,13 @@ def _memory_findings(gpu):
             "to apply it",
         ),
         (
-            pages["pending"],
-            "gpu_page_retirement_pending",
-            f"{name}: page retirement pending: reset the GPU (nvidia-smi -r) or reboot to retire the page",
-        ),
-        (
             ecc["channel_repair_pending"] or ecc["tpc_repair_pending"],
             "gpu_repair_pending",
             f"{name}: memory channel/TPC repair pending: reset the GPU or reboot to apply it",
         ),
     )
     out += [gpu_finding(gpu, code, message) for hit, code, message in checks if hit]
+    out += _page_findings(gpu)
     if not volatile["uncorrected"] and (aggregate["uncorrected"] or 0) > 0:
         out.append(
             gpu_finding(
@@ -619,6 +826,28 @@ def _memory_findings(gpu):
             )
         )
     return out
+
+
+def _page_findings(gpu):
+    """Retired pages (older GPUs; row remapping replaced them on A100 and later) at NVIDIA's limit,
+    and a retirement that waits for a reset."""
+    name, pages = label(gpu), gpu["retired_pages"]
+    out = []
+    if _retired(pages) >= RETIRED_PAGES_LIMIT:
+        message = (
+            f"{name}: {_retired(pages)} retired pages ({pages['single_bit'] or 0} single-bit, "
+            f"{pages['double_bit'] or 0} double-bit) reach NVIDIA's limit of {RETIRED_PAGES_LIMIT} "
+            "(DCGM's retired-pages check): isolate it and RMA the GPU"
+        )
+        out.append(gpu_finding(gpu, "gpu_retired_pages_limit", message))
+    if pages["pending"]:
+        message = f"{name}: page retirement pending: reset the GPU (nvidia-smi -r) or reboot to retire it"
+        out.append(gpu_finding(gpu, "gpu_page_retirement_pending", message))
+    return out
+
+
+def _retired(pages):
+    return (pages["single_bit"] or 0) + (pages["double_bit"] or 0)
 
 
 def _recovery_text(action):
@@ -672,7 +901,7 @@ def _note_findings(gpu):
             f"{gpu['remapped_rows']['uncorrectable'] or 0} uncorrectable row remap(s) over its life",
         ),
         (
-            (gpu["retired_pages"]["single_bit"] or 0) + (gpu["retired_pages"]["double_bit"] or 0) > 0,
+            0 < _retired(gpu["retired_pages"]) < RETIRED_PAGES_LIMIT,
             "gpu_retired_pages",
             f"{name}: {gpu['retired_pages']['single_bit'] or 0} single-bit and "
             f"{gpu['retired_pages']['double_bit'] or 0} double-bit retired page(s)",
@@ -729,41 +958,85 @@ def _growth_findings(gpu, before):
     return out
 
 
-def previous_by_key(previous):
-    """{serial or uuid: gpu health} of a parse() result or a list of GPU health dicts."""
-    gpus = previous.get("gpus") if isinstance(previous, dict) else previous
-    out = {}
-    for gpu in [g for g in gpus or [] if isinstance(g, dict)]:
-        for key in (gpu.get("serial"), gpu.get("uuid")):
-            if key:
-                out.setdefault(key, gpu)
+def _link_findings(gpu):
+    """The PCIe link against its maximum width and generation: the topology check's rule
+    (health.pcie_findings, its one copy), each finding naming the GPU as this module does."""
+    out = []
+    for found in health.pcie_findings([gpu]):
+        said = found["message"].split(": ", 1)[-1]
+        out.append(gpu_finding(gpu, found["code"], f"{label(gpu)}: {said}", severity=found["severity"]))
     return out
 
 
+def previous_by_key(previous):
+    """{gpu_key: gpu health} of a parse() result or a list of GPU health dicts (GPUs without a
+    UUID have no history)."""
+    gpus = previous.get("gpus") if isinstance(previous, dict) else previous
+    out = {}
+    for gpu in [g for g in gpus or [] if isinstance(g, dict)]:
+        key = gpu_key(gpu)
+        if key:
+            out.setdefault(key, gpu)
+    return out
+
+
+def gpu_findings(gpu, before=None):
+    """The findings of one GPU's health (RULES), with growth since ``before`` (the same GPU's health
+    in its last passing run) where given."""
+    out = _memory_findings(gpu) + _state_findings(gpu) + _link_findings(gpu) + _note_findings(gpu)
+    return out + (_growth_findings(gpu, before) if before else [])
+
+
+def _missing(parsed):
+    """({address: (bus id as written, why)} of GPUs the read lacks, their count, {address: (bus
+    id, why)} of GPUs it lists but that are lost: nvidia-smi's lines about GPUs it cannot open,
+    NVIDIA GPUs lspci lists that nvidia-smi does not, GPUs the kernel log says fell off the bus
+    since boot (Xid 79), and the attached count."""
+    gpus = parsed.get("gpus") or []
+    listed = {pci_address(g.get("bus_id")) for g in gpus} - {None}
+    named, fell = {}, {}
+    for lost in parsed.get("lost") or []:
+        address = pci_address(lost["bus_id"])
+        where = fell if address in listed else named
+        where[address or lost["bus_id"] or f"#{len(named)}"] = (lost["bus_id"], lost["why"])
+    for address in sorted(set(parsed.get("pci_gpus") or []) - listed):
+        named.setdefault(address, (address, "on the PCI bus (lspci), not listed by nvidia-smi"))
+    for address in sorted(parsed.get("fallen") or []):
+        where = fell if address in listed else named
+        where.setdefault(address, (address, "fell off the bus since boot (Xid 79 in the kernel log)"))
+    attached = parsed.get("attached_gpus")
+    count = max(len(named), (attached if isinstance(attached, int) else 0) - len(gpus))
+    return named, count, fell
+
+
+def node_findings(parsed):
+    """gpu_lost: GPUs the node has that nvidia-smi cannot read (_missing): how many of how many,
+    which bus ids when known, and the fix. A read that lists fewer GPUs than the driver attached
+    never passes, even when the bus ids are unknown (a GPU lost, or nvidia-smi's output cut off)."""
+    named, count, fell = _missing(parsed)
+    if not count and not fell:
+        return []
+    total = len(parsed.get("gpus") or []) + count
+    ids = [f"{bus or '?'}: {why}" for bus, why in [*named.values(), *fell.values()]]
+    known = (
+        "; ".join(ids) if ids else f"bus ids not known: nvidia-smi lists {total - count} of {total} attached"
+    )
+    message = (
+        f"{count + len(fell)} of {total} GPU(s) fallen off the bus or lost ({known}): reboot the node; if a "
+        "GPU stays missing, reseat it (and its riser and power cables), check the kernel log for Xid 79, "
+        "then RMA it"
+    )
+    found = health.finding("critical", "gpu_lost", message)
+    return [dict(found, source="gpu_health", remediation=RULES["gpu_lost"][1], gpu={})]
+
+
 def findings(parsed, previous=None):
-    """The health findings of every GPU of a parse() result, critical first (RULES)."""
+    """The health findings of every GPU of a read (parse or read) and of the node (node_findings),
+    critical first (RULES). previous: the same GPUs' health in their last passing run (by UUID)."""
     before = previous_by_key(previous)
-    out = []
+    out = node_findings(parsed)
     for gpu in parsed.get("gpus") or []:
-        out += _memory_findings(gpu) + _state_findings(gpu) + _note_findings(gpu)
-        old = before.get(gpu.get("serial")) or before.get(gpu.get("uuid"))
-        if old:
-            out += _growth_findings(gpu, old)
-    attached, listed = parsed.get("attached_gpus"), len(parsed.get("gpus") or [])
-    if isinstance(attached, int) and attached > listed:
-        out.append(
-            dict(
-                health.finding(
-                    "warning",
-                    "gpu_health_incomplete",
-                    f"nvidia-smi lists {listed} of {attached} attached GPUs (output cut off): the others "
-                    "were not read",
-                ),
-                source="gpu_health",
-                remediation="monitor",
-                gpu={},
-            )
-        )
+        out += gpu_findings(gpu, before.get(gpu_key(gpu)))
     order = health.SEVERITIES
     return sorted(out, key=lambda f: (order.index(f["severity"]), f["gpus"], f["code"]))
 

@@ -13,11 +13,14 @@ per host the record's "gpus" section and GPU verdict:
   every GPU of a node is slower than the best node of the cluster (its median against the best
   node's) the node is named instead (node-wide causes: power, cooling, PCIe, BIOS); GPUs slower
   than their own node's best are still named.
-* Baseline: each GPU against its own last passing run, found by serial (else UUID) wherever it
-  was (gpurecord.baselines): a GPU moved to another slot or node is still itself. A drop beyond
+* Baseline: each GPU against its own last passing run, found by UUID (gpuhealth.gpu_key; never
+  by serial: boards with two GPUs share one, some cards print 0) wherever it was
+  (gpurecord.baselines): a GPU moved to another slot or node is still itself. A drop beyond
   warn_tolerance is WARN, beyond fail_tolerance FAIL.
-* Health: gpuhealth.findings on the read after the fingerprint, with the baseline's health as
-  `previous`; DCGM's findings (dcgm.findings); throttling during the windows (THROTTLE_*).
+* Health: gpuhealth.gpu_findings on the read after the fingerprint, with the baseline's health as
+  `before`; the read's node findings (gpuhealth.node_findings: a GPU lost or fallen off the bus,
+  on the node's findings); DCGM's findings (dcgm.findings); throttling during the windows
+  (THROTTLE_*).
 A GPU's verdict is the worst of its figures' verdicts and its findings (critical -> FAIL, warning
 -> WARN); the node's is the worst of its GPUs' and its node findings'.
 """
@@ -418,10 +421,9 @@ def _throttle_findings(host, gpu):
 
 # ---------------------------------------------------------------- a node, the run
 def _health_by_key(baselines, gpu):
-    for key in (gpu.get("serial"), gpu.get("uuid")):
-        if key and key in baselines:
-            return baselines[key]
-    return None
+    """The GPU's baseline (gpurecord.baselines) by its UUID; None without one."""
+    key = gpuhealth.gpu_key(gpu)
+    return baselines.get(key) if key else None
 
 
 def _gpu_verdict(gpu):
@@ -450,7 +452,7 @@ def prepare_node(host, node, baselines, settings):
     after, across the nodes). node: gpu_trial's data (gpurecord.node_inputs)."""
     health_doc = node.get("health") or {}
     gpus = join(health_doc, node.get("fingerprint"))
-    before = {g.get("uuid"): g for g in (node.get("health_before") or {}).get("gpus") or []}
+    before = gpuhealth.previous_by_key(node.get("health_before"))
     for gpu in gpus:
         base = _health_by_key(baselines, gpu)
         _health_findings(gpu, base)
@@ -458,19 +460,21 @@ def prepare_node(host, node, baselines, settings):
         judge_baseline(host, gpu, base, settings)
         gpu["throttle"] = throttle(
             gpu,
-            ((before.get(gpu.get("uuid")) or {}).get("clock_event_counters_us")),
+            ((before.get(gpuhealth.gpu_key(gpu)) or {}).get("clock_event_counters_us")),
             (gpu.get("health") or {}).get("clock_event_counters_us"),
         )
         gpu["findings"] += _throttle_findings(host, gpu)
         gpu["findings"] += [_figure_error(host, gpu, what, why) for what, why in gpu["errors"].items()]
-    return {"gpus": gpus, "findings": list(node.get("findings") or [])}
+    return {"gpus": gpus, "findings": list(node.get("findings") or []) + gpuhealth.node_findings(health_doc)}
 
 
 def _health_findings(gpu, base):
-    """The GPU's health read judged (gpuhealth.findings) against its baseline run's read."""
-    previous = [base[2].get("health")] if base and base[2].get("health") else None
+    """The GPU's health read judged (gpuhealth.gpu_findings) against its baseline run's read."""
+    previous = base[2].get("health") if base else None
     if gpu.get("health"):
-        gpu["findings"] += gpuhealth.findings({"gpus": [gpu["health"]]}, previous)
+        gpu["findings"] += gpuhealth.gpu_findings(
+            gpu["health"], previous if isinstance(previous, dict) else None
+        )
 
 
 def _judge_specs(host, gpu, settings):
@@ -513,7 +517,7 @@ def judge_run(nodes, baselines=None, settings=None):
     """{host: section} for every host of the run (see the module docstring).
 
     nodes: {host: {health, health_before, fingerprint, findings (node-level, e.g. a failed read or
-    DCGM's)}}; baselines: {serial or uuid: (run_id, host, gpu entry)} (gpurecord.baselines)."""
+    DCGM's)}}; baselines: {gpu_key (the UUID): (run_id, host, gpu entry)} (gpurecord.baselines)."""
     s = {**DEFAULT_SETTINGS, **(settings or {})}
     errors = settings_errors(s)
     if errors:

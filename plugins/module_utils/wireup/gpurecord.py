@@ -1,5 +1,5 @@
 """The GPU trial in the host records (issue 25): what the nodes gathered, judged across the run, and
-each GPU's own last passing run, found by serial or UUID (pure Python, stdlib only).
+each GPU's own last passing run, found by its UUID (gpuhealth.gpu_key; pure Python, stdlib only).
 
 On the controller, bench_report.store_nodes calls ``attach(results_dir, run_id, nodes, trial)``
 before the records are built: it reads each node's gpu_trial_node (``node_inputs``), finds each
@@ -30,7 +30,7 @@ import json
 import math
 import os
 
-from . import dcgm, gpujudge, gpuspec, health
+from . import dcgm, gpuhealth, gpujudge, gpuspec, health
 
 SCOPES = ("full", "gpu_only")
 # How far back a GPU's baseline is looked for: the newest runs only, so a GPU that never passed
@@ -112,7 +112,7 @@ def node_inputs(host, trial):
     }
 
 
-# ---------------------------------------------------------------- baselines by serial / UUID
+# ---------------------------------------------------------------- baselines by UUID
 def entry_problem(entry):
     """What makes a stored GPU entry unusable as a baseline ('' when nothing)."""
     if not isinstance(entry, dict):
@@ -160,9 +160,10 @@ def _host_records(results, results_dir, run_id):
 
 
 def baselines(results_dir, before_run_id, keys):
-    """({key: (run_id, host, entry)}, [findings]): for each serial/UUID in keys, the GPU's entry in
-    the newest record before before_run_id (among the BASELINE_RUNS newest) where that GPU PASSed,
-    whatever host or slot it was in. Damaged records are warnings naming the file, never baselines."""
+    """({key: (run_id, host, entry)}, [findings]): for each gpu_key (the GPU's UUID) in keys, the
+    GPU's entry in the newest record before before_run_id (among the BASELINE_RUNS newest) where that
+    GPU PASSed, whatever host or slot it was in. Damaged records are warnings naming the file, never
+    baselines. Serials are never keys: two GPUs of one board share one, some cards print 0."""
     from . import results  # imported here: results imports this module for its section
 
     wanted, found, damaged = {k for k in keys if k}, {}, []
@@ -185,9 +186,9 @@ def _take(found, wanted, run_id, host, record):
     for entry in (record.get("gpu_trial") or {}).get("gpus") or []:
         if entry.get("verdict") != "PASS" or entry_problem(entry):
             continue
-        for key in (entry.get("serial"), entry.get("uuid")):
-            if key in wanted and key not in found:
-                found[key] = (run_id, host, entry)
+        key = gpuhealth.gpu_key(entry)
+        if key in wanted and key not in found:
+            found[key] = (run_id, host, entry)
 
 
 def _damaged(err):
@@ -200,12 +201,9 @@ def _damaged(err):
 
 # ---------------------------------------------------------------- the run, then each record
 def _keys(inputs):
-    """Every serial and UUID the run's health reads name (the baselines to look for)."""
+    """The gpu_key (UUID) of every GPU the run's health reads name (the baselines to look for)."""
     return [
-        key
-        for node in inputs.values()
-        for gpu in (node["health"] or {}).get("gpus") or []
-        for key in (gpu.get("serial"), gpu.get("uuid"))
+        gpuhealth.gpu_key(gpu) for node in inputs.values() for gpu in (node["health"] or {}).get("gpus") or []
     ]
 
 

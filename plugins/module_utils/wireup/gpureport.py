@@ -184,7 +184,7 @@ def sections(records, plots):
             "node measured at once: dense matmul (FLOP/s), HBM copy (read + write), host copies over pinned "
             "memory alone and concurrent. % of spec: the median against the model's dense peak x an "
             "efficiency; % of raw: against the peak itself; % of best peer: against the fastest GPU of the "
-            "same model in the run; the baseline is the GPU's own last passing run (by serial). "
+            "same model in the run; the baseline is the GPU's own last passing run (by UUID). "
             "roles/gpu_trial/README.md",
         ),
         (

@@ -251,7 +251,8 @@ def _lspci_bus_range(device, stripped):
         device["subordinate"] = int(m.group(3), 16)
 
 
-def _is_gpu(dev):
+def is_gpu(dev):
+    """Whether a parse_lspci device is an NVIDIA GPU (a 3D or VGA controller of vendor 10de)."""
     if dev["vendor"] != NVIDIA_VENDOR:
         return False
     if dev["class_code"]:
@@ -277,7 +278,7 @@ def acs_above_gpus(devices):
     Returns (bridges: [{address, flags, gpus: [gpu address]}], readable: bool). readable is False
     when lspci could not show capabilities (not root), so ACS is unknown.
     """
-    gpus = [d for d in devices if _is_gpu(d)]
+    gpus = [d for d in devices if is_gpu(d)]
     bridges = [d for d in devices if _is_bridge(d) and d["secondary"] is not None]
     readable = all(b["caps_readable"] for b in bridges)
     result = []
@@ -408,8 +409,11 @@ def _pcie_low(gpu):
     return gen, gen_max, width, width_max, gen_low, width_low
 
 
-def _pcie_findings(gpus):
-    """Width below max: a warning per GPU. Gen below max at full width: one info per (gen, max, width)."""
+def pcie_findings(gpus):
+    """Width below max: a warning per GPU. Gen below max at full width: one info per (gen, max, width).
+    The one copy of the rule: the topology check calls it on the node's GPUs, the GPU health read
+    (gpuhealth) on each GPU of its read (both give {index, pcie: {gen_current, gen_max,
+    width_current, width_max}})."""
     out, idle = [], {}
     for gpu in gpus:
         gen, gen_max, width, width_max, gen_low, width_low = _pcie_low(gpu)
@@ -530,7 +534,7 @@ def findings(topology=None, nvlink=None, **reads):
         *_command_findings(reads.command_errors or {}),
         *_count_findings(expected, len(gpus) if reads.found_gpus is None else reads.found_gpus),
         *_nvlink_findings(topology, nvlink, switches),
-        *_pcie_findings(gpus),
+        *pcie_findings(gpus),
         *_p2p_findings(topology),
         *_xid_findings(reads, by_bus),
         *_fabric_state_findings(gpus),
