@@ -560,7 +560,7 @@ def test_health_check_drains_a_node_whose_gpu_needs_a_reset(health_check):
             tb,
             "node2",
             "the stand-in nvidia-smi",
-            "wireup: GPU0 reset: GPU0 (00000000:00:06.0, S/N 1653724057182): row remap pending",
+            "wireup: GPU0 reset: GPU0 (00000000:00:06.0, GPU-47e4f408, S/N 1653724057182): row remap pending",
         )
         assert len(reason) <= 120
         for node in ("node1", "node3"):
