@@ -254,6 +254,27 @@ def test_a_bench_record_has_no_node_check_part_and_a_damaged_one_is_named():
         results.store_run("/nonexistent", "20261202T000000Z", {}, kind="other")
 
 
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"verdict": "PASS"}, "node_check has no baseline, bench, errors, exit, host, line, notes, problems"),
+        ("PASS", "node_check is a string, not an object"),
+        ([], "node_check is a list, not an object"),
+    ],
+)
+def test_a_check_that_is_no_result_answer_is_damaged_never_read_as_no_check(tmp_path, given, said):
+    """node_check.section reads result()'s answer: one that is not a CheckResult (not made by
+    result(), or changed on the way) stopped the whole quick run's store with a KeyError, or (not an
+    object) was read as no check at all. Now that node alone is DAMAGED."""
+    ok = node_check.result("n1", stdout=json.dumps({"verdict": "PASS", "line": "wireup-check: PASS n1: ok"}))
+    nodes = {"n1": {"node_check": ok}, "n2": {"node_check": given}}
+    _rid, _dir, records = results.store_run(str(tmp_path), "20261202T000000Z", nodes, kind="quick")
+    assert records["n1"]["verdict"] == "PASS" and records["n2"]["verdict"] == "DAMAGED"
+    assert records["n2"]["damaged"].startswith(said) and records["n2"]["kind"] == "quick"
+    with pytest.raises(ValueError, match="node_check"):
+        node_check.section({"node_check": given}, {}, None)
+
+
 def test_no_host_reached_the_quick_check():
     with pytest.raises(ValueError, match="No host of group gpu_nodes reached the quick check"):
         bench_report.gather_quick(["n1"], name="gpu_nodes", run_ids=[""], results=[None], reached=[{}])

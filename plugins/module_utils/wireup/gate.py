@@ -23,7 +23,9 @@ judges each capability on its own:
   as the newer), until each capability has its newest record that judged it (PASS, WARN or FAIL:
   N/A is no verdict and settles nothing): a FAIL there refuses the host,
   and a record that cannot be read before every capability is settled refuses it too (it may
-  hold what is missing): the gate never reads past a damaged record.
+  hold what is missing): the gate never reads past a damaged record. Nor past a DAMAGED one (a
+  run whose answer from the node could not be judged, issue 35: results.damaged_record): it
+  refuses the host as DAMAGED.
 """
 
 from __future__ import annotations
@@ -125,6 +127,14 @@ def _damaged(host, kind, run_id, err, caps) -> Failure:
     return {"verdict": "DAMAGED", "kind": kind, "run_id": run_id, "capabilities": caps, "reason": reason}
 
 
+def _not_judged(host, kind, run_id, record, caps) -> Failure:
+    reason = (
+        f"{kind} run {run_id} could not judge {host}: {record['damaged']}; it is newer than {host}'s "
+        f"newest judged record of {', '.join(caps)}: rerun bench.yml on it"
+    )
+    return {"verdict": "DAMAGED", "kind": kind, "run_id": run_id, "capabilities": caps, "reason": reason}
+
+
 def host_failures(store, results_dir, runs, host) -> list[Failure]:
     """Why the gate refuses ``host`` ([] when it need not), reading ``runs`` (store_runs) newest
     first until every capability has its newest record or a record cannot be read. ``store`` is
@@ -142,6 +152,11 @@ def host_failures(store, results_dir, runs, host) -> list[Failure]:
             return [*failures, _damaged(host, kind, run_id, err, caps)]
         except ValueError:
             return []
+        if record.get("verdict") == "DAMAGED":
+            return [
+                *failures,
+                _not_judged(host, kind, run_id, record, [c for c in CAPABILITIES if c in open_caps]),
+            ]
         verdicts = {
             c: v for c, v in capability_verdicts(record, kind).items() if c in open_caps and v in JUDGED
         }

@@ -6,6 +6,11 @@ quick check's run, ``bench.yml --tags quick``: ``<results_dir>/quick/<run id>/<h
 files are created exclusively, atomically (atomicfile) and never overwritten; strict JSON. Run ids
 sort in time order (``20261129T164455Z``, with ``-2``, ``-3`` ... when two runs start in the same second).
 
+One node's answer never stops a run from being stored: a node whose data is not of its typed
+shape (bench_report.store_nodes, gpurecord.attach: shape.py) or whose judgement fails gets a
+record of its own with the verdict DAMAGED saying why (damaged_record), and the others are stored
+and judged as always; the launch gate refuses a DAMAGED node (gate.host_failures).
+
 A host record (what the bench role writes; see roles/bench/README.md) is a dict with at least:
   host, run_id, verdict ("PASS"|"WARN"|"FAIL"|"N/A"), topology ({gpus: [{index, uuid, name}],
   links: [{a, b, class}]}), collectives ({name: {rows, verdict: {verdict, measured_busbw, size}}}),
@@ -29,7 +34,7 @@ import os
 import re
 import time
 
-from . import atomicfile, bandwidth, benchenv, gpurecord, nccltests, node_check, redact, stepcost
+from . import atomicfile, bandwidth, benchenv, gpurecord, nccltests, node_check, redact, shape, stepcost
 from .health import finding
 
 # The controller's results (host records, reports, plots, fabric records) are the user's and
@@ -42,6 +47,10 @@ RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z(?:-\d+)?$")
 # check's (bench.yml --tags quick), which no baseline and no gate reads.
 KINDS = ("bench", node_check.KIND)
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.@:-]+$")
+# A record's verdict when its node could not be judged (damaged_record); the verdicts that fail a
+# run (the module's failed_hosts).
+DAMAGED = "DAMAGED"
+FAILING = ("FAIL", DAMAGED)
 
 
 def new_run_id(now=None):
@@ -90,9 +99,18 @@ def _host_path(results_dir, run_id, host, kind="bench"):
 def write_host(results_dir, run_id, host, record, kind="bench"):
     """Write one host's record atomically, as strict JSON (NaN and infinities become null);
     raises FileExistsError rather than overwrite. Returns the path."""
-    path = _host_path(results_dir, run_id, host, kind)
+    return _write_record(_host_path(results_dir, run_id, host, kind), record_bytes(record))
+
+
+def record_bytes(record):
+    """A record as the store writes it: strict JSON (NaN and infinities null), sorted keys, a final
+    newline (atomicfile.write_json's form)."""
+    return (atomicfile.dumps(record, indent=1, sort_keys=True, default=str) + "\n").encode("utf-8")
+
+
+def _write_record(path, data):
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    return atomicfile.write_json(path, record, exclusive=True)
+    return atomicfile.write_bytes(path, data, exclusive=True)
 
 
 class DamagedRecord(ValueError):
@@ -195,7 +213,7 @@ def _damaged_finding(err):
     )
 
 
-_RECORD_VERDICTS = ("PASS", "WARN", "FAIL", "N/A", "UNREACHABLE")
+_RECORD_VERDICTS = ("PASS", "WARN", "FAIL", "N/A", "UNREACHABLE", DAMAGED)
 # The parts of a record that later runs read (the baseline comparison, stepcost, the gate), by type.
 _RECORD_PARTS = {
     "topology": dict,
@@ -299,6 +317,8 @@ def _kind_problem(record):
         return f"is {_type_name(record)}, not a host record (an object)"
     if record.get("verdict") not in _RECORD_VERDICTS:
         return f"verdict is {record.get('verdict')!r}, not one of {', '.join(_RECORD_VERDICTS)}"
+    if record["verdict"] == DAMAGED and not isinstance(record.get("damaged"), str):
+        return "a DAMAGED record without its reason (damaged is not a string)"
     return ""
 
 
@@ -936,15 +956,18 @@ def store_run(results_dir, run_id, nodes, kind="bench"):
     id gets a -N suffix) under results_dir/kind; in a bench run each host is compared with its own
     last passing run before this one. A quick check's run (kind quick) is compared with nothing
     here (wireup-check compared each node with its own baseline) and each record says its kind.
+    What is wrong with the run (a host name, the thresholds) is a ValueError before anything is
+    written; what is wrong with one node's data is that node's DAMAGED record (_stored).
     """
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+    _check_run(nodes)
     run_id, run_dir = reserve_run(results_dir, run_id, kind=kind)
     records = {}
     try:
         for host in sorted(nodes):
-            records[host] = _host_record(results_dir, run_id, host, nodes[host], kind)
-            write_host(results_dir, run_id, host, records[host], kind)
+            records[host], data = _stored(results_dir, run_id, host, nodes[host], kind)
+            _write_record(_host_path(results_dir, run_id, host, kind), data)
     except BaseException:
         if not os.listdir(run_dir):
             os.rmdir(run_dir)  # no empty run folder left behind by a run that stored nothing
@@ -952,16 +975,45 @@ def store_run(results_dir, run_id, nodes, kind="bench"):
     return run_id, run_dir, records
 
 
+def _check_run(nodes):
+    """The run's own inputs, before anything is written: every host name can be a file name and
+    the run-wide thresholds (each judged node carries them) are valid (ValueError)."""
+    for host, node in nodes.items():
+        if not _HOST_RE.match(str(host)):
+            raise ValueError(f"host name {host!r} cannot be a file name")
+        if isinstance(node, dict) and not node.get("unreachable"):
+            _limits(node.get("thresholds"))
+
+
+def _stored(results_dir, run_id, host, node, kind):
+    """(record, the bytes to write) of one host: _host_record's, or DAMAGED when its data cannot be
+    judged or written as JSON. Whatever one node sent, the other nodes are stored."""
+    try:
+        record = _host_record(results_dir, run_id, host, node, kind)
+        return record, record_bytes(record)
+    except Exception as err:  # one node's data, whatever is wrong with it, is that node's DAMAGED
+        record = _of_kind(damaged_record(host, run_id, shape.failure(err)), kind)
+        return record, record_bytes(record)
+
+
+def _of_kind(record, kind):
+    return record if kind == "bench" else dict(record, kind=kind)
+
+
 def _host_record(results_dir, run_id, host, node, kind):
-    """One host's record of a run of this kind: unreachable, judged against its last passing bench
-    (a bench run), or on its own (a quick run: the record says its kind)."""
+    """One host's record of a run of this kind: unreachable, DAMAGED (its data was found not of its
+    shape: ``damaged``), judged against its last passing bench (a bench run), or on its own (a
+    quick run: the record says its kind)."""
+    shape.check(node, dict, "its data")
     if node.get("unreachable"):
         record = unreachable_record(host, run_id, node["unreachable"])
+    elif node.get("damaged"):
+        record = damaged_record(host, run_id, node["damaged"])
     elif kind == "bench":
         return _judged(results_dir, run_id, host, node)
     else:
         record = build_record(host, run_id, node)
-    return record if kind == "bench" else dict(record, kind=kind)
+    return _of_kind(record, kind)
 
 
 def _judged(results_dir, run_id, host, node):
@@ -980,16 +1032,14 @@ def _judged(results_dir, run_id, host, node):
         return build_record(host, run_id, dict(node, findings=[*node["findings"], found]), None)
 
 
-def unreachable_record(host, run_id, reason):
-    """The record of a node of the group that Ansible could not reach during the run: named in the
-    summary and the report with Ansible's reason, never a baseline (verdict UNREACHABLE)."""
-    reason = " ".join(str(reason or "no reason given").split())
+def _empty_record(host, run_id, verdict, skipped, found):
+    """A record without figures: who, the verdict, why nothing was judged, its one finding."""
     return {
         "schema": RECORD_SCHEMA,
         "host": host,
         "run_id": run_id,
-        "verdict": "UNREACHABLE",
-        "skipped": f"unreachable, not benchmarked: {reason}",
+        "verdict": verdict,
+        "skipped": skipped,
         "topology": {},
         "env": {},
         "versions": {},
@@ -997,10 +1047,31 @@ def unreachable_record(host, run_id, reason):
         "collectives": {},
         "torch": {},
         "tuning": {},
-        "findings": [
-            finding(
-                "critical", "bench_host_unreachable", f"{host} was unreachable: {reason}", source="ansible"
-            )
-        ],
+        "findings": [found],
         "baseline": {},
     }
+
+
+def unreachable_record(host, run_id, reason):
+    """The record of a node of the group that Ansible could not reach during the run: named in the
+    summary and the report with Ansible's reason, never a baseline (verdict UNREACHABLE)."""
+    reason = " ".join(str(reason or "no reason given").split())
+    found = finding(
+        "critical", "bench_host_unreachable", f"{host} was unreachable: {reason}", source="ansible"
+    )
+    return _empty_record(host, run_id, "UNREACHABLE", f"unreachable, not benchmarked: {reason}", found)
+
+
+# A DAMAGED record's reason is one line of at most this many characters.
+DAMAGED_CHARS = 300
+
+
+def damaged_record(host, run_id, reason):
+    """The record of a node whose answer could not be judged (not of its typed shape, or its
+    judgement failed): verdict DAMAGED, ``damaged`` saying why in one line (where its answer is
+    wrong; no more of the node's text than a cut excerpt), no figure; never a baseline, and the
+    launch gate refuses the node (gate.host_failures) until a later run judges it."""
+    reason = " ".join(str(reason or "no reason given").split())[:DAMAGED_CHARS]
+    message = f"{host} could not be judged: {reason}; rerun bench.yml on it"
+    found = finding("critical", "node_data_damaged", message, source="store")
+    return dict(_empty_record(host, run_id, DAMAGED, f"not judged: {reason}", found), damaged=reason)
