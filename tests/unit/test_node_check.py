@@ -64,7 +64,8 @@ def test_read_store_gives_a_bench_part_only_from_a_passing_newest_record(tmp_pat
         "textfiles": [],
         "note": "no bench record of it in the store",
     }
-    results.write_host(tmp_path, "20261201T000000Z", "gpu-a01", dict(RECORD, run_id="20261201T000000Z"))
+    mine = dict(RECORD, host="gpu-a01")  # the record is read only under its own host's name
+    results.write_host(tmp_path, "20261201T000000Z", "gpu-a01", dict(mine, run_id="20261201T000000Z"))
     found = node_check.read_store(tmp_path, "gpu-a01", build=build, size="1G")
     part = found["bench_part"]
     assert part["run_id"] == "20261201T000000Z" and part["gpu_count"] == 2 and found["note"] == ""
@@ -72,7 +73,7 @@ def test_read_store_gives_a_bench_part_only_from_a_passing_newest_record(tmp_pat
     assert 'wireup_bench_verdict{host="gpu-a01",verdict="PASS"} 1' in found["textfile"]
     assert found["textfiles"] == [found["textfile"]]
     assert node_check.read_store(tmp_path, "gpu-a01", build=build, textfile="never")["textfiles"] == []
-    failed = dict(RECORD, run_id="20261202T000000Z", verdict="FAIL")
+    failed = dict(mine, run_id="20261202T000000Z", verdict="FAIL")
     results.write_host(tmp_path, "20261202T000000Z", "gpu-a01", failed)
     found = node_check.read_store(tmp_path, "gpu-a01", build=build)
     assert found["bench_part"] == {} and found["note"] == (

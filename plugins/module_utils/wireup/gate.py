@@ -24,12 +24,14 @@ judges each capability on its own:
   N/A is no verdict and settles nothing): a FAIL there refuses the host,
   and a record that cannot be read before every capability is settled refuses it too (it may
   hold what is missing): the gate never reads past a damaged record. Nor past a DAMAGED one (a
-  run whose answer from the node could not be judged, issue 35: results.damaged_record): it
-  refuses the host as DAMAGED.
+  run whose answer from the node could not be judged, issue 35: results.damaged_record), nor one
+  that is not where it says it is (another host's or run's) or of a run dated in the future
+  (results.load_record): each refuses the host as DAMAGED.
 """
 
 from __future__ import annotations
 
+import time
 from typing import TypedDict
 
 from . import gpuhealth, node_check
@@ -96,10 +98,14 @@ def capability_verdicts(record, kind) -> dict[str, str]:
     return verdicts
 
 
-def store_runs(store, results_dir):
-    """[(kind, run id)] of every bench and quick run in the store, newest first."""
+def store_runs(store, results_dir, now=None):
+    """[(kind, run id)] of every bench and quick run in the store, newest first in the store's one
+    order (results._run_sort_key: the run's own time; a run dated in the future comes last)."""
+    now = time.time() if now is None else now
     runs = [(kind, run_id) for kind in GATE_KINDS for run_id in store.list_runs(results_dir, kind)]
-    return sorted(runs, key=lambda kr: (store._run_sort_key(kr[1]), GATE_KINDS.index(kr[0])), reverse=True)
+    return sorted(
+        runs, key=lambda kr: (store._run_sort_key(kr[1], now), GATE_KINDS.index(kr[0])), reverse=True
+    )
 
 
 def _findings_text(record) -> str:

@@ -3,8 +3,12 @@
 Layout: ``<results_dir>/bench/<run id>/<host>.json``, one folder per run, one JSON per host (a
 quick check's run, ``bench.yml --tags quick``: ``<results_dir>/quick/<run id>/<host>.json``, kind
 "quick" in each record; nothing here reads them as bench records: no baseline, no gate);
-files are created exclusively, atomically (atomicfile) and never overwritten; strict JSON. Run ids
-sort in time order (``20261129T164455Z``, with ``-2``, ``-3`` ... when two runs start in the same second).
+files are created exclusively, atomically (atomicfile) and never overwritten; strict JSON. Runs
+are ordered by their own time, the id's (``20261129T164455Z``, then ``-2``, ``-3`` ... when two runs
+start in the same second), the same order everywhere (_run_sort_key); a run dated later than the
+controller's clock allows (CLOCK_SKEW_S) orders before every other and its records are damaged:
+a run stored while the clock was wrong never outranks the real runs after it. A record is read
+only where it says it is: its host and run id are its file's and its folder's (load_record).
 
 One node's answer never stops a run from being stored: a node whose data is not of its typed
 shape (bench_report.store_nodes, gpurecord.attach: shape.py) or whose judgement fails gets a
@@ -27,6 +31,7 @@ common size (torch benchmarks).
 
 from __future__ import annotations
 
+import calendar
 import dataclasses
 import json
 import math
@@ -42,11 +47,15 @@ from .health import finding
 RESULTS_UMASK = 0o027
 # The host record's layout version (every record wireup writes, the unreachable one too).
 RECORD_SCHEMA = 2
-RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z(?:-\d+)?$")
+# Anchored at both ends of the string (\Z: no trailing newline), for callers that use match().
+RUN_ID_RE = re.compile(r"\A\d{8}T\d{6}Z(?:-\d+)?\Z")
 # The kinds of run stored as host records, each in its own folder: bench.yml's, and the quick
 # check's (bench.yml --tags quick), which no baseline and no gate reads.
 KINDS = ("bench", node_check.KIND)
-_HOST_RE = re.compile(r"^[A-Za-z0-9_.@:-]+$")
+_HOST_RE = re.compile(r"[A-Za-z0-9_.@:-]+")
+# How far a run id's time may be ahead of the controller's clock (a store shared by controllers
+# whose clocks differ a little): a run dated later is from the future, and its time is not trusted.
+CLOCK_SKEW_S = 300
 # A record's verdict when its node could not be judged (damaged_record); the verdicts that fail a
 # run (the module's failed_hosts).
 DAMAGED = "DAMAGED"
@@ -58,9 +67,35 @@ def new_run_id(now=None):
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now if now is not None else time.time()))
 
 
-def _run_sort_key(run_id):
-    base, _sep, serial = run_id.partition("-")
-    return base, int(serial or 1)
+def run_time(run_id):
+    """A run id's time in seconds since the epoch (UTC); None when it is no time (20261399T...)."""
+    try:
+        return calendar.timegm(time.strptime(str(run_id).partition("-")[0], "%Y%m%dT%H%M%SZ"))
+    except ValueError:
+        return None
+
+
+def untrusted_time(run_id, now=None):
+    """Why a run id's time cannot be trusted ('' when it can): it is no time, or it is later than
+    the controller's clock (``now``, default the time now) plus CLOCK_SKEW_S."""
+    when = run_time(run_id)
+    if when is None:
+        return f"run id {run_id} is not a time"
+    ahead = when - (time.time() if now is None else now)
+    if ahead <= CLOCK_SKEW_S:
+        return ""
+    return (
+        f"run {run_id} is dated {ahead / 86400:.1f} days after the controller's clock (more than the "
+        f"{CLOCK_SKEW_S} s allowed for clock skew): stored while a clock was wrong, or put there by hand"
+    )
+
+
+def _run_sort_key(run_id, now=None):
+    """The store's one order of runs (oldest first), everywhere a newest record is looked for: the
+    run's own time (its id), then its -N serial; a run whose time cannot be trusted
+    (untrusted_time) comes before every other, so it never outranks a real later run."""
+    serial = str(run_id).partition("-")[2]
+    return (not untrusted_time(run_id, now), run_time(run_id) or 0, int(serial or 1))
 
 
 def bench_dir(results_dir):
@@ -71,7 +106,7 @@ def reserve_run(results_dir, run_id=None, kind="bench"):
     """Create and return a fresh run folder under results_dir/kind (bench, fabric); a taken id
     gets a -N suffix (never reused)."""
     run_id = run_id or new_run_id()
-    if not RUN_ID_RE.match(run_id):
+    if not RUN_ID_RE.fullmatch(run_id) or run_time(run_id) is None:
         raise ValueError(f"run id {run_id!r} is not like 20261129T164455Z")
     root = os.path.join(results_dir, kind)
     os.makedirs(root, exist_ok=True)
@@ -87,9 +122,9 @@ def reserve_run(results_dir, run_id=None, kind="bench"):
 
 
 def _host_path(results_dir, run_id, host, kind="bench"):
-    if not RUN_ID_RE.match(str(run_id)):
+    if not RUN_ID_RE.fullmatch(str(run_id)):
         raise ValueError(f"run id {run_id!r} is not like 20261129T164455Z")
-    if not _HOST_RE.match(str(host)):
+    if not _HOST_RE.fullmatch(str(host)):
         raise ValueError(f"host name {host!r} cannot be a file name")
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
@@ -142,14 +177,29 @@ def read_strict_json(path):
 
 
 def load_record(path):
-    """The host record stored at ``path``; FileNotFoundError when there is none, DamagedRecord
-    (naming the file and what is wrong) when it is unreadable, cut off, not strict JSON or not
-    shaped like a record (record_problem)."""
+    """The host record stored at ``path`` (``<kind>/<run id>/<host>.json``); FileNotFoundError when
+    there is none, DamagedRecord (naming the file and what is wrong) when it is unreadable, cut
+    off, not strict JSON, not shaped like a record (record_problem), not where it says it is or
+    of a run whose time cannot be trusted (_place_problem)."""
     record = read_strict_json(path)
-    problem = record_problem(record)
+    problem = record_problem(record) or _place_problem(record, path)
     if problem:
         raise DamagedRecord(f"{path}: {problem}")
     return record
+
+
+def _place_problem(record, path):
+    """A record whose host is not its file's or whose run id is not its folder's (a record copied
+    or moved: it would be read as another node's or run's), or of a run from the future."""
+    host = os.path.basename(path).removesuffix(".json")
+    run_id = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    if record.get("host") != host:
+        said = shape.excerpt(repr(record.get("host")))
+        return f"its host is {said}, not {host} (its file's name): another host's record"
+    if record.get("run_id") != run_id:
+        said = shape.excerpt(repr(record.get("run_id")))
+        return f"its run id is {said}, not {run_id} (its folder's name): another run's record"
+    return untrusted_time(run_id)
 
 
 def read_host(results_dir, run_id, host, kind="bench"):
@@ -165,8 +215,9 @@ def list_runs(results_dir, kind="bench"):
     root = os.path.join(results_dir, kind)
     if not os.path.isdir(root):
         return []
-    runs = [d for d in os.listdir(root) if RUN_ID_RE.match(d) and os.path.isdir(os.path.join(root, d))]
-    return sorted(runs, key=_run_sort_key)
+    runs = [d for d in os.listdir(root) if RUN_ID_RE.fullmatch(d) and os.path.isdir(os.path.join(root, d))]
+    now = time.time()
+    return sorted(runs, key=lambda run_id: _run_sort_key(run_id, now))
 
 
 def read_run(results_dir, run_id):
@@ -979,7 +1030,7 @@ def _check_run(nodes):
     """The run's own inputs, before anything is written: every host name can be a file name and
     the run-wide thresholds (each judged node carries them) are valid (ValueError)."""
     for host, node in nodes.items():
-        if not _HOST_RE.match(str(host)):
+        if not _HOST_RE.fullmatch(str(host)):
             raise ValueError(f"host name {host!r} cannot be a file name")
         if isinstance(node, dict) and not node.get("unreachable"):
             _limits(node.get("thresholds"))
