@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import calendar
 import dataclasses
+import datetime
+import functools
 import json
 import math
 import os
@@ -67,12 +69,20 @@ def new_run_id(now=None):
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now if now is not None else time.time()))
 
 
+@functools.lru_cache(maxsize=4096)
 def run_time(run_id):
-    """A run id's time in seconds since the epoch (UTC); None when it is no time (20261399T...)."""
+    """A run id's time in seconds since the epoch (UTC); None when it is no time (20261399T...).
+    Cached: every reader of the store sorts the same ids again."""
+    base = str(run_id).partition("-")[0]
+    if not RUN_ID_RE.fullmatch(base):
+        return None
     try:
-        return calendar.timegm(time.strptime(str(run_id).partition("-")[0], "%Y%m%dT%H%M%SZ"))
+        when = datetime.datetime(
+            int(base[:4]), int(base[4:6]), int(base[6:8]), int(base[9:11]), int(base[11:13]), int(base[13:15])
+        )
     except ValueError:
         return None
+    return calendar.timegm(when.timetuple())
 
 
 def untrusted_time(run_id, now=None):

@@ -55,8 +55,13 @@ def _key(key):
     return text[:KEY_CHARS] + ("..." if len(text) > KEY_CHARS else "")
 
 
-def _at(where, key):
-    return f"{where}.{_key(key)}" if where else _key(key)
+def _name(path):
+    """The place a path of keys (str) and list indexes (int) names: 'topology.gpus[0].index'; the
+    path is kept as it is and named only when something is wrong there (most values are right)."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{_key(part)}" if out else _key(part))
+    return out or "it"
 
 
 def excerpt(text):
@@ -76,31 +81,34 @@ def keys(typed):
     return frozenset(_hints(typed))
 
 
-def _typeddict_problem(value, typed, where):
+def _typeddict_problem(value, typed, path):
     if not isinstance(value, dict):
-        return f"{where or 'it'} is {_type_name(value)}, not an object"
+        return f"{_name(path)} is {_type_name(value)}, not an object"
     missing = sorted(k for k in typed.__required_keys__ if k not in value)
     if missing:
-        return f"{where or 'it'} has no {', '.join(missing)}"
+        return f"{_name(path)} has no {', '.join(missing)}"
     for key, hint in _hints(typed).items():
         if key in value:
-            found = problem(value[key], hint, _at(where, key))
+            found = _problem(value[key], hint, (*path, key))
             if found:
                 return found
     return ""
 
 
-def _union_problem(value, arms, where):
-    found = [problem(value, arm, where) for arm in arms]
-    if not all(found):
-        return ""
-    # An arm of the value's own kind says most ("health.gpus is a string, not a list").
-    same = [f for arm, f in zip(arms, found) if _container(arm) is type(value)]
-    if same:
-        return same[0]
-    return (
-        f"{where or 'it'} is {_type_name(value)}, not {' or '.join(_SCALARS[_container(a)][1] for a in arms)}"
-    )
+def _union_problem(value, arms, path):
+    # The arm of the value's own kind first: it usually fits, and the others' messages are not made.
+    ordered = sorted(arms, key=lambda arm: _container(arm) is not type(value))
+    found = []
+    for arm in ordered:
+        said = _problem(value, arm, path)
+        if not said:
+            return ""
+        found.append(said)
+    # That arm's message says most ("health.gpus is a string, not a list").
+    if _container(ordered[0]) is type(value):
+        return found[0]
+    names = " or ".join(_SCALARS[_container(arm)][1] for arm in arms)
+    return f"{_name(path)} is {_type_name(value)}, not {names}"
 
 
 def _container(hint):
@@ -109,23 +117,23 @@ def _container(hint):
     return typing.get_origin(hint) or hint
 
 
-def _items_problem(value, args, where):
+def _items_problem(value, args, path):
     """list[X]: a list; each item X."""
     if not isinstance(value, list):
-        return f"{where} is {_type_name(value)}, not a list"
-    for i, item in enumerate(value if args else ()):
-        found = problem(item, args[0], f"{where}[{i}]")
+        return f"{_name(path)} is {_type_name(value)}, not a list"
+    for i, item in enumerate(value):
+        found = _problem(item, args[0], (*path, i))
         if found:
             return found
     return ""
 
 
-def _mapping_problem(value, args, where):
+def _mapping_problem(value, args, path):
     """dict[str, X]: an object; each value X."""
     if not isinstance(value, dict):
-        return f"{where} is {_type_name(value)}, not an object"
-    for key, item in value.items() if args else ():
-        found = problem(item, args[1], _at(where, key))
+        return f"{_name(path)} is {_type_name(value)}, not an object"
+    for key, item in value.items():
+        found = _problem(item, args[1], (*path, key))
         if found:
             return found
     return ""
@@ -136,25 +144,20 @@ _SCALARS = {
     bool: (lambda v: isinstance(v, bool), "true or false"),
     int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
     float: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
-    dict: (lambda v: isinstance(v, dict), "an object"),
-    list: (lambda v: isinstance(v, list), "a list"),
+    dict: (lambda v: isinstance(v, dict), "an object"),  # bare: any content
+    list: (lambda v: isinstance(v, list), "a list"),  # bare: any content
     type(None): (lambda v: v is None, "null"),
 }
 
 
-def _scalar_problem(value, hint, where):
-    fits, name = _SCALARS[hint]
-    return "" if fits(value) else f"{where} is {_type_name(value)}, not {name}"
-
-
-def _literal_problem(value, args, where):
+def _literal_problem(value, args, path):
     if value in args and not isinstance(value, bool):
         return ""
-    return f"{where} is not one of {', '.join(map(str, args))}"
+    return f"{_name(path)} is not one of {', '.join(map(str, args))}"
 
 
-# The checks of the types with arguments (list[X], dict[str, X], X | None, Literal[...]) and of the
-# bare containers, by the type's origin.
+# The checks of the types with arguments (list[X], dict[str, X], X | None, Literal[...]), by the
+# type's origin.
 _BY_ORIGIN = {
     typing.Union: _union_problem,
     getattr(types, "UnionType", typing.Union): _union_problem,  # X | None
@@ -164,33 +167,38 @@ _BY_ORIGIN = {
 }
 
 
-def problem(value, hint, where="") -> str:
-    """What makes ``value`` not of the type ``hint`` ('' when nothing): the first place that is
-    wrong, named from ``where`` (the module docstring says which types it knows)."""
+def _problem(value, hint, path):
+    scalar = _SCALARS.get(hint)
+    if scalar:
+        return "" if scalar[0](value) else f"{_name(path)} is {_type_name(value)}, not {scalar[1]}"
     if hint is typing.Any or hint is object:
         return ""
     if typing.is_typeddict(hint):
-        return _typeddict_problem(value, hint, where)
-    check = _BY_ORIGIN.get(typing.get_origin(hint) or hint)
+        return _typeddict_problem(value, hint, path)
+    check = _BY_ORIGIN.get(typing.get_origin(hint))
     if check:
-        return check(value, typing.get_args(hint), where)
-    if hint in _SCALARS:
-        return _scalar_problem(value, hint, where)
+        return check(value, typing.get_args(hint), path)
     raise TypeError(f"shape.problem: {hint!r} is not a type it checks")
+
+
+def problem(value, hint, where="") -> str:
+    """What makes ``value`` not of the type ``hint`` ('' when nothing): the first place that is
+    wrong, named from ``where`` (the module docstring says which types it knows)."""
+    return _problem(value, hint, (where,) if where else ())
 
 
 def depth_problem(value, where="", limit=DEPTH) -> str:
     """A value nested deeper than ``limit`` objects and lists ('' when it is not), found without
     recursion; the message names the key under ``where`` that holds the deep part."""
-    stack = [(value, 1, where)]
+    stack = [(value, 1, ())]
     while stack:
-        item, depth, at = stack.pop()
+        item, depth, top = stack.pop()
         if depth > limit:
-            return f"{at or 'it'} is nested deeper than {limit} levels"
+            return f"{_name(((where,) if where else ()) + top)} is nested deeper than {limit} levels"
         if isinstance(item, dict):
-            stack.extend((v, depth + 1, at if at != where else _at(where, k)) for k, v in item.items())
+            stack.extend((v, depth + 1, top or (k,)) for k, v in item.items())
         elif isinstance(item, list):
-            stack.extend((v, depth + 1, at) for v in item)
+            stack.extend((v, depth + 1, top) for v in item)
     return ""
 
 
