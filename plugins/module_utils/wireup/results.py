@@ -104,8 +104,9 @@ def _run_sort_key(run_id, now=None):
     """The store's one order of runs (oldest first), everywhere a newest record is looked for: the
     run's own time (its id), then its -N serial; a run whose time cannot be trusted
     (untrusted_time) comes before every other, so it never outranks a real later run."""
-    serial = str(run_id).partition("-")[2]
-    return (not untrusted_time(run_id, now), run_time(run_id) or 0, int(serial or 1))
+    when = run_time(run_id)
+    trusted = when is not None and when - (time.time() if now is None else now) <= CLOCK_SKEW_S
+    return (trusted, when or 0, int(run_id.partition("-")[2] or 1))
 
 
 def bench_dir(results_dir):
@@ -246,7 +247,8 @@ def baseline_of(results_dir, host, before_run_id=None):
     naming its file and what is wrong (the run goes on)."""
     runs = list_runs(results_dir)
     if before_run_id is not None:
-        runs = [r for r in runs if _run_sort_key(r) < _run_sort_key(before_run_id)]
+        before = _run_sort_key(before_run_id)
+        runs = [r for r in runs if _run_sort_key(r) < before]
     damaged = []
     for run_id in reversed(runs):
         try:
