@@ -152,3 +152,28 @@ def test_node_check_result_is_always_a_check_result(stdout):
     answer = node_check.result("n1", stdout=stdout, rc=1)
     assert shape.problem(answer, node_check.CheckResult, "node_check") == ""
     assert shape.problem({"node_check": answer}, node_check.QuickNode) == ""
+
+
+def test_a_bench_node_that_swept_the_nccl_settings_is_node_data():
+    """bench.node_results with its tuning (bench_nccl_tune: the sweep's candidates, the best env,
+    the figures), on the 2x H200's all_reduce outputs: bench.NodeData and bench.Tuning hold it."""
+    from tests.unit.test_bench_plan import BUILD, GPU_NODE, settings
+
+    plan = bench.plan(GPU_NODE, settings(bench_nccl_tune=True), BUILD, "", "gpu-a01")
+    fast = (FIXTURES / "h200x2" / "all_reduce_perf.txt").read_text()
+    slow = (FIXTURES / "h200x2" / "all_reduce_perf_p2p_disabled.txt").read_text()
+    tuned = [{"rc": 0, "stdout": text, "stderr": ""} for text in (slow, fast, slow, slow)]
+    runs = [{"item": r, "rc": 0, "stdout": fast, "stderr": ""} for r in plan["nccl_runs"]]
+    node = bench.node_results(
+        {
+            "plan": plan,
+            "run_id": "20261201T010203Z",
+            "host": "gpu-a01",
+            "node": GPU_NODE,
+            "build": BUILD,
+            "nccl_runs": {"results": runs},
+            "tune_runs": {"results": tuned},
+        }
+    )
+    assert node["tuning"]["best"] == {"NCCL_MIN_NCHANNELS": "32"} and node["tuning"]["candidates"]
+    assert shape.node_problem(node, bench.NodeData) == ""
