@@ -14,6 +14,11 @@ description:
     with the host's last passing run, and writes C(RESULTS/bench/RUN/HOST.json) (never overwritten).
   - Writes report.md, report.html (self-contained) and PNG plots into the run folder; files 0640,
     folders 0750. Secret values of the environment are never written (C(<redacted>)).
+  - "One node's answer never stops the run from being stored: a node whose data is not of its typed
+    shape (bench.NodeData, node_check.QuickNode, gputrial.TrialNode and what they hold:
+    plugins/module_utils/wireup/shape.py), or whose judgement fails, gets a record with the verdict
+    DAMAGED saying why in one line, and is left out of the GPUs' judgement across the nodes; the other
+    nodes are stored and judged as always. The launch gate refuses a DAMAGED node."
   - Logic lives in module_utils wireup.bench_report, wireup.results and wireup.report; this is a thin wrapper.
 options:
   results_dir:
@@ -149,7 +154,7 @@ report:
       description: Whether PNG plots were drawn (false without matplotlib on the controller).
       type: bool
 verdicts:
-  description: Verdict per host (PASS, WARN, FAIL, N/A, UNREACHABLE).
+  description: Verdict per host (PASS, WARN, FAIL, N/A, UNREACHABLE, DAMAGED).
   returned: success
   type: dict
 summary:
@@ -158,7 +163,7 @@ summary:
   type: list
   elements: str
 failed_hosts:
-  description: Hosts whose verdict is FAIL.
+  description: Hosts whose verdict is FAIL or DAMAGED (could not be judged).
   returned: success
   type: list
   elements: str
@@ -233,7 +238,7 @@ def main():
         report=paths,
         verdicts={host: rec["verdict"] for host, rec in records.items()},
         summary=[report.summary_line(records[host]) for host in sorted(records)],
-        failed_hosts=sorted(host for host, rec in records.items() if rec["verdict"] == "FAIL"),
+        failed_hosts=sorted(host for host, rec in records.items() if rec["verdict"] in results.FAILING),
     )
 
 

@@ -235,7 +235,14 @@ def test_latest_verdicts_and_the_launch_filter(tmp_path):
         (root / "fabric" / run_id / "fabric.json").write_text(json.dumps(rec))
     (root / "bench" / "20261201T030000Z").mkdir(parents=True)
     (root / "bench" / "20261201T030000Z" / "n1.json").write_text(
-        json.dumps({"verdict": "FAIL", "findings": [{"severity": "critical", "message": "NVLink down"}]})
+        json.dumps(
+            {
+                "host": "n1",
+                "run_id": "20261201T030000Z",
+                "verdict": "FAIL",
+                "findings": [{"severity": "critical", "message": "NVLink down"}],
+            }
+        )
     )
     bench, record = fabricrun.latest_verdicts(str(root), ["n1", "n3"])
     assert [(f["verdict"], f["run_id"]) for f in bench["n1"]] == [("FAIL", "20261201T030000Z")]
@@ -348,10 +355,13 @@ def test_a_latest_bench_record_that_cannot_be_read_refuses_its_node(tmp_path, te
     # A record cut off at its final name (a full disk before writes were atomic): the gate read it
     # as no verdict, went back to an older PASS and started the job on the node that FAILed.
     root = tmp_path / "results"
-    for run_id, body in (("20261201T010000Z", json.dumps({"verdict": "PASS"})), ("20261201T020000Z", text)):
+    passed = {"host": "n1", "run_id": "20261201T010000Z", "verdict": "PASS"}
+    for run_id, body in (("20261201T010000Z", json.dumps(passed)), ("20261201T020000Z", text)):
         (root / "bench" / run_id).mkdir(parents=True)
         (root / "bench" / run_id / "n1.json").write_text(body)
-    (root / "bench" / "20261201T020000Z" / "n2.json").write_text(json.dumps({"verdict": "PASS"}))
+    (root / "bench" / "20261201T020000Z" / "n2.json").write_text(
+        json.dumps(dict(passed, host="n2", run_id="20261201T020000Z"))
+    )
     bench, record = fabricrun.latest_verdicts(str(root), ["n1", "n2"])
     out = fabricrun.refusals(["n1", "n2"], bench, record)
     path = root / "bench" / "20261201T020000Z" / "n1.json"

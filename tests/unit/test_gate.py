@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import pathlib
+import time
 
 import pytest
 
@@ -210,3 +211,108 @@ def test_a_health_read_that_judged_nothing_settles_nothing(tmp_path):
     put(tmp_path, "20261202T000000Z", unread)
     assert gate.capability_verdicts(unread, "bench") == {"gpu_health": "N/A"}
     assert refused(tmp_path)[HOST].startswith("bench run 20261201T000000Z FAILed on n1: GPU0 GPU-a727f09b")
+
+
+# ---------------------------------------------------------------- the store's order (issue 35, item 7)
+# Run ids are the controller's clock at the run's start. A run stored while that clock was ahead (or
+# a folder put there by hand) was ordered by its name alone: its PASS outranked every real run after
+# it, FAILs included, until the clock caught up. And a record was read as the node its file is named
+# after, whatever host it said it was.
+DAY = 86400
+
+
+def rid(offset_s):
+    """A run id ``offset_s`` seconds from now."""
+    return results.new_run_id(time.time() + offset_s)
+
+
+def test_a_future_dated_pass_never_hides_a_later_real_fail(tmp_path):
+    before, future, later = rid(-2 * DAY), rid(400 * DAY), rid(-DAY)
+    put(tmp_path, before, FULL)
+    put(tmp_path, future, FULL)  # the controller's clock was 400 days ahead for this run
+    put(tmp_path, later, nvlink_fail())
+    assert results.list_runs(str(tmp_path)) == [future, before, later]
+    assert refused(tmp_path)[HOST].startswith(f"bench run {later} FAILed on n1: GPU0-GPU1 link changed")
+    # The same order everywhere a newest record is looked for: the figures and the baseline.
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import promtext
+
+    assert promtext.latest_record(str(tmp_path), HOST)["run_id"] == later
+    assert results.baseline_of(str(tmp_path), HOST, before_run_id=rid(0)) == (
+        (before, results.read_host(str(tmp_path), before, HOST)),
+        [],
+    )
+
+
+def test_a_future_dated_record_is_damaged_where_it_is_reached(tmp_path):
+    future = rid(400 * DAY)
+    put(tmp_path, future, FULL)
+    why = refused(tmp_path)[HOST]
+    assert why.startswith(
+        f"latest bench record of n1 cannot be read: {tmp_path / 'bench' / future / 'n1.json'}: "
+    )
+    assert f"run {future} is dated 400.0 days after the controller's clock (more than the 300 s" in why
+    # A baseline is never taken from it either.
+    base, warnings = results.baseline_of(str(tmp_path), HOST, before_run_id=rid(0))
+    assert base is None and "dated 400.0 days after" in warnings[0]["message"]
+
+
+def test_a_run_within_the_clock_skew_allowance_orders_by_its_time(tmp_path):
+    soon, now = rid(results.CLOCK_SKEW_S - 60), rid(-60)
+    put(tmp_path, now, nvlink_fail())
+    put(tmp_path, soon, FULL)  # another controller's clock, a little ahead
+    assert results.list_runs(str(tmp_path)) == [now, soon]
+    assert refused(tmp_path) == {}
+
+
+def test_run_ids_order_by_time_then_serial_and_a_non_time_is_never_trusted(tmp_path):
+    for run_id in (
+        "20261201T000000Z-10",
+        "20261201T000000Z-2",
+        "20261130T235959Z",
+        "20261201T000000Z",
+        "20261399T000000Z",
+    ):
+        (tmp_path / "bench" / run_id).mkdir(parents=True)
+    assert results.list_runs(str(tmp_path)) == [
+        "20261399T000000Z",
+        "20261130T235959Z",
+        "20261201T000000Z",
+        "20261201T000000Z-2",
+        "20261201T000000Z-10",
+    ]
+    assert results.untrusted_time("20261399T000000Z") == "run id 20261399T000000Z is not a time"
+    with pytest.raises(ValueError, match="is not like"):
+        results.reserve_run(str(tmp_path), "20261399T000000Z")
+
+
+@pytest.mark.parametrize("given", ["20261205T100000Z\n", "20261205T100000Z-2\n"])
+def test_a_run_id_or_host_with_a_trailing_newline_is_no_path_in_the_store(tmp_path, given):
+    with pytest.raises(ValueError, match="is not like"):
+        results.reserve_run(str(tmp_path), given)
+    with pytest.raises(ValueError, match="cannot be a file name"):
+        results.read_host(str(tmp_path), "20261205T100000Z", "n1\n")
+    assert not (tmp_path / "bench").exists() or list((tmp_path / "bench").iterdir()) == []
+
+
+def test_a_record_that_says_it_is_another_hosts_is_damaged(tmp_path):
+    put(tmp_path, rid(-2 * DAY), nvlink_fail())
+    theirs = rid(-DAY)
+    put(tmp_path, theirs, FULL, host="n2")
+    path = tmp_path / "bench" / theirs
+    (path / "n1.json").write_text((path / "n2.json").read_text())  # n2's PASS copied as n1's
+    why = refused(tmp_path, hosts=(HOST, "n2"))
+    assert list(why) == [HOST]
+    assert why[HOST].startswith(
+        f"latest bench record of n1 cannot be read: {path / 'n1.json'}: its host is 'n2', not n1"
+    )
+
+
+def test_a_record_in_another_runs_folder_is_damaged(tmp_path):
+    put(tmp_path, rid(-2 * DAY), nvlink_fail())
+    older = rid(-3 * DAY)
+    put(tmp_path, older, FULL)
+    moved = tmp_path / "bench" / rid(-DAY)
+    moved.mkdir()
+    (moved / "n1.json").write_text((tmp_path / "bench" / older / "n1.json").read_text())
+    why = refused(tmp_path)[HOST]
+    assert f"its run id is '{older}', not {moved.name} (its folder's name)" in why

@@ -64,7 +64,8 @@ def test_read_store_gives_a_bench_part_only_from_a_passing_newest_record(tmp_pat
         "textfiles": [],
         "note": "no bench record of it in the store",
     }
-    results.write_host(tmp_path, "20261201T000000Z", "gpu-a01", dict(RECORD, run_id="20261201T000000Z"))
+    mine = dict(RECORD, host="gpu-a01")  # the record is read only under its own host's name
+    results.write_host(tmp_path, "20261201T000000Z", "gpu-a01", dict(mine, run_id="20261201T000000Z"))
     found = node_check.read_store(tmp_path, "gpu-a01", build=build, size="1G")
     part = found["bench_part"]
     assert part["run_id"] == "20261201T000000Z" and part["gpu_count"] == 2 and found["note"] == ""
@@ -72,7 +73,7 @@ def test_read_store_gives_a_bench_part_only_from_a_passing_newest_record(tmp_pat
     assert 'wireup_bench_verdict{host="gpu-a01",verdict="PASS"} 1' in found["textfile"]
     assert found["textfiles"] == [found["textfile"]]
     assert node_check.read_store(tmp_path, "gpu-a01", build=build, textfile="never")["textfiles"] == []
-    failed = dict(RECORD, run_id="20261202T000000Z", verdict="FAIL")
+    failed = dict(mine, run_id="20261202T000000Z", verdict="FAIL")
     results.write_host(tmp_path, "20261202T000000Z", "gpu-a01", failed)
     found = node_check.read_store(tmp_path, "gpu-a01", build=build)
     assert found["bench_part"] == {} and found["note"] == (
@@ -252,6 +253,27 @@ def test_a_bench_record_has_no_node_check_part_and_a_damaged_one_is_named():
     assert results.record_problem(odd).startswith("node_check.verdict is 'MAYBE'")
     with pytest.raises(ValueError, match="kind 'other' is not one of bench, quick"):
         results.store_run("/nonexistent", "20261202T000000Z", {}, kind="other")
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"verdict": "PASS"}, "node_check has no baseline, bench, errors, exit, host, line, notes, problems"),
+        ("PASS", "node_check is a string, not an object"),
+        ([], "node_check is a list, not an object"),
+    ],
+)
+def test_a_check_that_is_no_result_answer_is_damaged_never_read_as_no_check(tmp_path, given, said):
+    """node_check.section reads result()'s answer: one that is not a CheckResult (not made by
+    result(), or changed on the way) stopped the whole quick run's store with a KeyError, or (not an
+    object) was read as no check at all. Now that node alone is DAMAGED."""
+    ok = node_check.result("n1", stdout=json.dumps({"verdict": "PASS", "line": "wireup-check: PASS n1: ok"}))
+    nodes = {"n1": {"node_check": ok}, "n2": {"node_check": given}}
+    _rid, _dir, records = results.store_run(str(tmp_path), "20261202T000000Z", nodes, kind="quick")
+    assert records["n1"]["verdict"] == "PASS" and records["n2"]["verdict"] == "DAMAGED"
+    assert records["n2"]["damaged"].startswith(said) and records["n2"]["kind"] == "quick"
+    with pytest.raises(ValueError, match="node_check"):
+        node_check.section({"node_check": given}, {}, None)
 
 
 def test_no_host_reached_the_quick_check():

@@ -228,6 +228,7 @@ def test_promtool_finds_a_broken_text():
 
 def test_controller_text_reads_the_newest_records_from_the_store(tmp_path):
     record = json.loads(RECORDS[0].read_text())
+    record["host"] = "gpu-a01"
     results.write_host(tmp_path, "20261201T000000Z", "gpu-a01", dict(record, run_id="20261201T000000Z"))
     newer = dict(record, run_id="20261202T000000Z", verdict="FAIL")
     results.write_host(tmp_path, "20261202T000000Z", "gpu-a01", newer)

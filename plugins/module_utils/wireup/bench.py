@@ -22,7 +22,7 @@ import base64
 import dataclasses
 from typing import TypedDict
 
-from . import bandwidth, benchenv, nccltests, redact
+from . import bandwidth, benchenv, nccltests, redact, topology
 
 # dpkg's file lists that tell when the driver and NCCL last changed (benchenv.change_probes).
 PACKAGE_LIST_PATTERNS = (
@@ -173,18 +173,28 @@ class Tuning(TypedDict, total=False):
     removes: list[str]  # its path when a sweep found no winner (a stale file goes), else []
 
 
+class NcclOutput(TypedDict):
+    """One collective's nccl-tests run as node_results keeps it: its text, exit code, -J JSON."""
+
+    output: str
+    rc: int | None
+    json: str
+
+
 class NodeData(TypedDict, total=False):
     """node_results' answer (kept as __bench_result): what results.build_record judges of a node.
-    A node that stopped early has only failed and skipped (NO_DATA)."""
+    A node that stopped early has only failed and skipped (NO_DATA). The store checks each node's
+    against it before judging (bench_report.store_nodes, shape.py): its topology is the node's own
+    module's answer."""
 
     failed: bool
     skipped: str
-    topology: dict
-    nccl_tests: dict[str, dict]
-    env: dict[str, str]
+    topology: topology.Topology
+    nccl_tests: dict[str, NcclOutput]
+    env: dict
     figure_env: dict
     tuned_env: dict
-    versions: dict[str, str]
+    versions: dict
     gpus: int | None
     tuning: Tuning
 
@@ -591,7 +601,7 @@ NODE_FACTS = frozenset(
 )
 
 
-def node_results(facts):
+def node_results(facts) -> NodeData:
     """One node's bench data for results.build_record, from what its tasks registered.
 
     facts: {plan, run_id, node (wireup_node), build (nccl_tests_build|None), topology

@@ -20,8 +20,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TypedDict
 
-from . import gpurecord, node_check, stepcost
-from .bench import NO_DATA
+from . import gpurecord, node_check, shape, stepcost
+from .bench import NO_DATA, NodeData
 from .health import finding
 
 
@@ -185,19 +185,34 @@ def _stepcost_texts(nodes, torch_logs, read):
             nodes[host]["stepcost"] = texts
 
 
+def _node_data(node, typed, run_wide):
+    """One node's data as the store judges it: what it kept, checked against its one typed
+    definition (bench.NodeData, or node_check.QuickNode in a quick run) and cut to the keys that
+    definition has (a node cannot send the store's own: unreachable, damaged, gpu_trial, ...),
+    with the run-wide settings. A node whose data is not of that shape is DAMAGED (``damaged``:
+    why, in one line): the store records it so, alone (results.damaged_record)."""
+    problem = shape.node_problem(node, typed)
+    if problem:
+        what = "quick check" if typed is node_check.QuickNode else "bench data"
+        return dict(run_wide, damaged=f"its {what}: {problem}")
+    return dict({k: v for k, v in node.items() if k in shape.keys(typed)}, **run_wide)
+
+
 def store_nodes(params, read):
     """{host: node data} as results.store_run judges them, from wireup_bench_store's arguments:
     each node with the run-wide settings (thresholds, efficiency, secret_env: the report play's
     own, not the hosts' facts), the cross-node skip as a finding, lost nodes (unreachable with
     Ansible's reason, else no data), the torch and DDP step logs read back with ``read(path)``,
     and the GPU trial (params' gpu_trial) judged across the run against each GPU's last passing
-    run in results_dir (gpurecord.attach)."""
+    run in results_dir (gpurecord.attach). A node whose data is not of its typed shape is marked
+    DAMAGED (``damaged``) instead of stopping the run: results.store_run records it so, alone."""
     run_wide = {
         "thresholds": params["thresholds"],
         "efficiency": params.get("efficiency") or {},
         "secret_env": params.get("secret_env") or [],
     }
-    nodes = {host: dict(node or {}, **run_wide) for host, node in params["nodes"].items()}
+    typed = node_check.QuickNode if params.get("kind") == node_check.KIND else NodeData
+    nodes = {host: _node_data(node, typed, run_wide) for host, node in params["nodes"].items()}
     skipped = params.get("multi_node_skipped")
     for node in nodes.values() if skipped else ():
         node["findings"] = [*node.get("findings", []), _multi_node_skipped(skipped)]

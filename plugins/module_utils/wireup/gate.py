@@ -23,11 +23,15 @@ judges each capability on its own:
   as the newer), until each capability has its newest record that judged it (PASS, WARN or FAIL:
   N/A is no verdict and settles nothing): a FAIL there refuses the host,
   and a record that cannot be read before every capability is settled refuses it too (it may
-  hold what is missing): the gate never reads past a damaged record.
+  hold what is missing): the gate never reads past a damaged record. Nor past a DAMAGED one (a
+  run whose answer from the node could not be judged, issue 35: results.damaged_record), nor one
+  that is not where it says it is (another host's or run's) or of a run dated in the future
+  (results.load_record): each refuses the host as DAMAGED.
 """
 
 from __future__ import annotations
 
+import time
 from typing import TypedDict
 
 from . import gpuhealth, node_check
@@ -94,10 +98,14 @@ def capability_verdicts(record, kind) -> dict[str, str]:
     return verdicts
 
 
-def store_runs(store, results_dir):
-    """[(kind, run id)] of every bench and quick run in the store, newest first."""
+def store_runs(store, results_dir, now=None):
+    """[(kind, run id)] of every bench and quick run in the store, newest first in the store's one
+    order (results._run_sort_key: the run's own time; a run dated in the future comes last)."""
+    now = time.time() if now is None else now
     runs = [(kind, run_id) for kind in GATE_KINDS for run_id in store.list_runs(results_dir, kind)]
-    return sorted(runs, key=lambda kr: (store._run_sort_key(kr[1]), GATE_KINDS.index(kr[0])), reverse=True)
+    return sorted(
+        runs, key=lambda kr: (store._run_sort_key(kr[1], now), GATE_KINDS.index(kr[0])), reverse=True
+    )
 
 
 def _findings_text(record) -> str:
@@ -125,6 +133,14 @@ def _damaged(host, kind, run_id, err, caps) -> Failure:
     return {"verdict": "DAMAGED", "kind": kind, "run_id": run_id, "capabilities": caps, "reason": reason}
 
 
+def _not_judged(host, kind, run_id, record, caps) -> Failure:
+    reason = (
+        f"{kind} run {run_id} could not judge {host}: {record['damaged']}; it is newer than {host}'s "
+        f"newest judged record of {', '.join(caps)}: rerun bench.yml on it"
+    )
+    return {"verdict": "DAMAGED", "kind": kind, "run_id": run_id, "capabilities": caps, "reason": reason}
+
+
 def host_failures(store, results_dir, runs, host) -> list[Failure]:
     """Why the gate refuses ``host`` ([] when it need not), reading ``runs`` (store_runs) newest
     first until every capability has its newest record or a record cannot be read. ``store`` is
@@ -142,6 +158,11 @@ def host_failures(store, results_dir, runs, host) -> list[Failure]:
             return [*failures, _damaged(host, kind, run_id, err, caps)]
         except ValueError:
             return []
+        if record.get("verdict") == "DAMAGED":
+            return [
+                *failures,
+                _not_judged(host, kind, run_id, record, [c for c in CAPABILITIES if c in open_caps]),
+            ]
         verdicts = {
             c: v for c, v in capability_verdicts(record, kind).items() if c in open_caps and v in JUDGED
         }

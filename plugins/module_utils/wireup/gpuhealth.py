@@ -61,12 +61,48 @@ from typing import TypedDict
 from . import health
 
 
+class _HealthGpuId(TypedDict):
+    index: int
+    bus_id: str | None
+    uuid: str | None
+    serial: str | None
+    name: str | None
+
+
+class HealthGpu(_HealthGpuId, total=False):
+    """One GPU of parse() (the module docstring's fields; the parts are not typed deeper here)."""
+
+    persistence_mode: bool | None
+    ecc_mode: bool | None
+    ecc: dict
+    retired_pages: dict
+    remapped_rows: dict
+    recovery_action: str | None
+    clock_event_reasons: dict
+    clock_event_counters_us: dict
+    temperature: dict
+    power: dict
+    clocks: dict
+    pcie: dict
+
+
+class HealthDoc(TypedDict):
+    """parse()'s answer: what a node's health read gives the controller (gpurecord checks a node's
+    against it before judging: shape.py)."""
+
+    format: str
+    driver_version: str | None
+    cuda_version: str | None
+    attached_gpus: int | None
+    gpus: list[HealthGpu]
+
+
 class HealthRead(TypedDict):
     """wireup_gpu_health_info's answer (answer()); the gpu_trial role registers it as
     __gpu_trial_health_before and __gpu_trial_health_after."""
 
     changed: bool
-    health: dict | None
+    health: HealthDoc | None
     error: str
     findings: list[dict]
     summary: list[str]
@@ -619,7 +655,7 @@ def _gpu(index, gpu):
     }
 
 
-def parse(text):
+def parse(text) -> HealthDoc:
     """``nvidia-smi -q -x`` (XML) or ``nvidia-smi -q`` (text) -> the dict of this module's docstring.
 
     ValueError (saying what is wrong) when the text is neither: empty, an XML document cut off,

@@ -30,7 +30,7 @@ import json
 import math
 import os
 
-from . import dcgm, gpuhealth, gpujudge, gpuspec, health
+from . import dcgm, gpuhealth, gpujudge, gpuspec, gputrial, health, shape
 
 SCOPES = ("full", "gpu_only")
 # How far back a GPU's baseline is looked for: the newest runs only, so a GPU that never passed
@@ -95,11 +95,16 @@ def _dcgm(data, host, health_doc):
 
 
 def node_inputs(host, trial):
-    """gpujudge's input for one node from its gpu_trial_node fact (gputrial.node_data)."""
+    """gpujudge's input for one node from its gpu_trial_node fact (gputrial.node_data). A
+    fingerprint document of the wrong shape is shape.Malformed; a DCGM or fingerprint answer the
+    parsers choke on (nested too deeply: RecursionError) raises too: attach records the node
+    DAMAGED, alone."""
     trial = trial or {}
     before, f1 = _health(trial.get("health_before"), host, "before the fingerprint")
     after, f2 = _health(trial.get("health_after"), host, "after the fingerprint")
     doc, f3 = _fingerprint(trial.get("fingerprint"), host)
+    if doc is not None:
+        shape.check(doc, gputrial.FingerprintDoc, "fingerprint")  # a wireup document, not of its shape
     current = after or before
     parsed_dcgm, f4 = _dcgm(trial.get("dcgm"), host, current)
     return {
@@ -220,16 +225,61 @@ def attach(results_dir, run_id, nodes, trial, *, run_wide=None):
         return nodes
     settings = {**gpujudge.DEFAULT_SETTINGS, **(trial.get("thresholds") or {})}
     out = {host: dict(node) for host, node in nodes.items()}
-    inputs = {
-        h: node_inputs(h, fact) for h, fact in sorted(facts.items()) if not out.get(h, {}).get("unreachable")
-    }
+    inputs, malformed = _read_nodes(out, facts)
     found, damaged = baselines(results_dir, run_id, _keys(inputs))
-    for host, judged in gpujudge.judge_run(inputs, found, settings).items():
+    judged_run, dropped = _judge_apart(inputs, found, settings)
+    for host, why in sorted({**malformed, **dropped}.items()):
+        node = out.setdefault(host, dict(run_wide or {}, skipped=GPU_ONLY, gpu_only=True))
+        node["damaged"] = f"gpu_trial: {why}"
+    for host, judged in judged_run.items():
         node = out.setdefault(host, dict(run_wide or {}, skipped=GPU_ONLY, gpu_only=True))
         judged["findings"] += damaged
         scope = "gpu_only" if node.get("gpu_only") else "full"
         node["gpu_trial"] = dict(judged, scope=scope, thresholds=settings, **_meta(inputs[host], facts[host]))
     return out
+
+
+def _read_nodes(out, facts):
+    """({host: node_inputs}, {host: why not}): each node's gpu_trial_node checked against
+    gputrial.TrialNode and read. A node whose fact is not of that shape, or cannot be read, is left
+    out of the run's judgement (its GPUs are no one's peers) and judged DAMAGED alone; an
+    unreachable node, or one whose bench data is DAMAGED already, is not read."""
+    inputs, malformed = {}, {}
+    for host, fact in sorted(facts.items()):
+        if out.get(host, {}).get("unreachable") or out.get(host, {}).get("damaged"):
+            continue
+        try:
+            inputs[host] = node_inputs(host, shape.check(fact, gputrial.TrialNode))
+        except Exception as err:  # one node's answer, whatever it is, never stops the others'
+            malformed[host] = shape.failure(err)
+    return inputs, malformed
+
+
+def _judge_apart(inputs, found, settings):
+    """(gpujudge.judge_run's sections, {host: why not}). The settings are the run's (an error in
+    them is a ValueError for the run); should the run's judgement still fail, each node is judged
+    alone, those that fail alone are left out (DAMAGED) and the others are judged together."""
+    errors = gpujudge.settings_errors(settings)
+    if errors:
+        raise ValueError("; ".join(errors))
+    try:
+        return gpujudge.judge_run(inputs, found, settings), {}
+    except Exception:  # a node's answer the shape check let through; found below, node by node
+        dropped = {h: _alone(h, node, found, settings) for h, node in inputs.items()}
+        dropped = {h: why for h, why in dropped.items() if why}
+        if not dropped:
+            raise
+    rest = {h: node for h, node in inputs.items() if h not in dropped}
+    return gpujudge.judge_run(rest, found, settings), dropped
+
+
+def _alone(host, node, found, settings):
+    """Why judging this node alone fails ('' when it does not)."""
+    try:
+        gpujudge.judge_run({host: node}, found, settings)
+    except Exception as err:  # the error of this node's answer, in its record's words
+        return shape.failure(err)
+    return ""
 
 
 _FINGERPRINT_KEPT = (

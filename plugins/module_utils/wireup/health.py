@@ -46,9 +46,20 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 SEVERITIES = ("critical", "warning", "info")
+
+
+class Finding(TypedDict):
+    """finding()'s answer, wherever a finding is made (the keys a caller adds by keyword, such as
+    source, come beside these); a reader of a node's findings checks them against it (shape.py)."""
+
+    severity: Literal["critical", "warning", "info"]  # SEVERITIES
+    code: str
+    gpus: list[int]
+    message: str
+
 
 # Common Xid numbers: (severity, short meaning). From NVIDIA's Xid catalogue.
 XID_MEANINGS = {
@@ -94,7 +105,7 @@ NVSWITCH_CLASS = "0680"
 BRIDGE_CLASS = "0604"
 
 
-def finding(severity, code, message, gpus=(), **extra):
+def finding(severity, code, message, gpus=(), **extra) -> Finding:
     """The one shape of a finding, wherever it is made: {severity, code, gpus (sorted indexes),
     message (one line)}, plus what the caller adds by keyword (source: the part of a run that
     found it, nodes, evidence: the line it rests on, ...)."""

@@ -23,7 +23,7 @@ import dataclasses
 import json
 from typing import TypedDict
 
-from . import nodecheck
+from . import nodecheck, shape
 from .health import finding
 
 SOURCE = "node_check"
@@ -109,7 +109,7 @@ class BaselineId(TypedDict):
 
 class Measured(TypedDict, total=False):
     collective: str
-    size: int
+    size: float | None  # _number's: a JSON number, or null
     busbw: float | None
     error: str
 
@@ -119,7 +119,7 @@ class CheckResult(TypedDict):
 
     host: str
     verdict: str
-    exit: int | None
+    exit: float | None  # _number's: a JSON number, or null
     line: str
     problems: list[Problem]
     errors: list[str]
@@ -128,6 +128,16 @@ class CheckResult(TypedDict):
     time: float | None
     baseline: BaselineId | None
     bench: Measured
+
+
+class QuickNode(TypedDict, total=False):
+    """A node of a quick check's run as bench_report.gather_quick hands it to the store: its
+    answer, or (it reached the check but kept none) failed and skipped. The store checks each
+    node's against it (bench_report.store_nodes, shape.py)."""
+
+    node_check: CheckResult
+    failed: bool
+    skipped: str
 
 
 def plan(host, node, settings, *, check_mode=False) -> NodeCheckPlan:
@@ -314,10 +324,12 @@ def _findings(check):
 def section(node, record, ctx):
     """The record's node_check part: the quick check's answer (result's dict, the node data's
     ``node_check``); a check that did not PASS fails the host, each problem a critical finding.
-    Nothing when the node data has no check (a bench run)."""
+    Nothing when the node data has no check (a bench run). An answer that is not a CheckResult
+    is shape.Malformed: the store records the node DAMAGED (it is never read as no check)."""
     check = node.get("node_check")
-    if not isinstance(check, dict):
+    if check is None:
         return {}, [], []
+    shape.check(check, CheckResult, "node_check")
     return dict(check), _findings(check), [check_verdict(check)]
 
 

@@ -3,8 +3,17 @@
 Layout: ``<results_dir>/bench/<run id>/<host>.json``, one folder per run, one JSON per host (a
 quick check's run, ``bench.yml --tags quick``: ``<results_dir>/quick/<run id>/<host>.json``, kind
 "quick" in each record; nothing here reads them as bench records: no baseline, no gate);
-files are created exclusively, atomically (atomicfile) and never overwritten; strict JSON. Run ids
-sort in time order (``20261129T164455Z``, with ``-2``, ``-3`` ... when two runs start in the same second).
+files are created exclusively, atomically (atomicfile) and never overwritten; strict JSON. Runs
+are ordered by their own time, the id's (``20261129T164455Z``, then ``-2``, ``-3`` ... when two runs
+start in the same second), the same order everywhere (_run_sort_key); a run dated later than the
+controller's clock allows (CLOCK_SKEW_S) orders before every other and its records are damaged:
+a run stored while the clock was wrong never outranks the real runs after it. A record is read
+only where it says it is: its host and run id are its file's and its folder's (load_record).
+
+One node's answer never stops a run from being stored: a node whose data is not of its typed
+shape (bench_report.store_nodes, gpurecord.attach: shape.py) or whose judgement fails gets a
+record of its own with the verdict DAMAGED saying why (damaged_record), and the others are stored
+and judged as always; the launch gate refuses a DAMAGED node (gate.host_failures).
 
 A host record (what the bench role writes; see roles/bench/README.md) is a dict with at least:
   host, run_id, verdict ("PASS"|"WARN"|"FAIL"|"N/A"), topology ({gpus: [{index, uuid, name}],
@@ -22,14 +31,17 @@ common size (torch benchmarks).
 
 from __future__ import annotations
 
+import calendar
 import dataclasses
+import datetime
+import functools
 import json
 import math
 import os
 import re
 import time
 
-from . import atomicfile, bandwidth, benchenv, gpurecord, nccltests, node_check, redact, stepcost
+from . import atomicfile, bandwidth, benchenv, gpurecord, nccltests, node_check, redact, shape, stepcost
 from .health import finding
 
 # The controller's results (host records, reports, plots, fabric records) are the user's and
@@ -37,11 +49,19 @@ from .health import finding
 RESULTS_UMASK = 0o027
 # The host record's layout version (every record wireup writes, the unreachable one too).
 RECORD_SCHEMA = 2
-RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z(?:-\d+)?$")
+# Anchored at both ends of the string (\Z: no trailing newline), for callers that use match().
+RUN_ID_RE = re.compile(r"\A\d{8}T\d{6}Z(?:-\d+)?\Z")
 # The kinds of run stored as host records, each in its own folder: bench.yml's, and the quick
 # check's (bench.yml --tags quick), which no baseline and no gate reads.
 KINDS = ("bench", node_check.KIND)
-_HOST_RE = re.compile(r"^[A-Za-z0-9_.@:-]+$")
+_HOST_RE = re.compile(r"[A-Za-z0-9_.@:-]+")
+# How far a run id's time may be ahead of the controller's clock (a store shared by controllers
+# whose clocks differ a little): a run dated later is from the future, and its time is not trusted.
+CLOCK_SKEW_S = 300
+# A record's verdict when its node could not be judged (damaged_record); the verdicts that fail a
+# run (the module's failed_hosts).
+DAMAGED = "DAMAGED"
+FAILING = ("FAIL", DAMAGED)
 
 
 def new_run_id(now=None):
@@ -49,9 +69,44 @@ def new_run_id(now=None):
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now if now is not None else time.time()))
 
 
-def _run_sort_key(run_id):
-    base, _sep, serial = run_id.partition("-")
-    return base, int(serial or 1)
+@functools.lru_cache(maxsize=4096)
+def run_time(run_id):
+    """A run id's time in seconds since the epoch (UTC); None when it is no time (20261399T...).
+    Cached: every reader of the store sorts the same ids again."""
+    base = str(run_id).partition("-")[0]
+    if not RUN_ID_RE.fullmatch(base):
+        return None
+    try:
+        when = datetime.datetime(
+            int(base[:4]), int(base[4:6]), int(base[6:8]), int(base[9:11]), int(base[11:13]), int(base[13:15])
+        )
+    except ValueError:
+        return None
+    return calendar.timegm(when.timetuple())
+
+
+def untrusted_time(run_id, now=None):
+    """Why a run id's time cannot be trusted ('' when it can): it is no time, or it is later than
+    the controller's clock (``now``, default the time now) plus CLOCK_SKEW_S."""
+    when = run_time(run_id)
+    if when is None:
+        return f"run id {run_id} is not a time"
+    ahead = when - (time.time() if now is None else now)
+    if ahead <= CLOCK_SKEW_S:
+        return ""
+    return (
+        f"run {run_id} is dated {ahead / 86400:.1f} days after the controller's clock (more than the "
+        f"{CLOCK_SKEW_S} s allowed for clock skew): stored while a clock was wrong, or put there by hand"
+    )
+
+
+def _run_sort_key(run_id, now=None):
+    """The store's one order of runs (oldest first), everywhere a newest record is looked for: the
+    run's own time (its id), then its -N serial; a run whose time cannot be trusted
+    (untrusted_time) comes before every other, so it never outranks a real later run."""
+    when = run_time(run_id)
+    trusted = when is not None and when - (time.time() if now is None else now) <= CLOCK_SKEW_S
+    return (trusted, when or 0, int(run_id.partition("-")[2] or 1))
 
 
 def bench_dir(results_dir):
@@ -62,7 +117,7 @@ def reserve_run(results_dir, run_id=None, kind="bench"):
     """Create and return a fresh run folder under results_dir/kind (bench, fabric); a taken id
     gets a -N suffix (never reused)."""
     run_id = run_id or new_run_id()
-    if not RUN_ID_RE.match(run_id):
+    if not RUN_ID_RE.fullmatch(run_id) or run_time(run_id) is None:
         raise ValueError(f"run id {run_id!r} is not like 20261129T164455Z")
     root = os.path.join(results_dir, kind)
     os.makedirs(root, exist_ok=True)
@@ -78,9 +133,9 @@ def reserve_run(results_dir, run_id=None, kind="bench"):
 
 
 def _host_path(results_dir, run_id, host, kind="bench"):
-    if not RUN_ID_RE.match(str(run_id)):
+    if not RUN_ID_RE.fullmatch(str(run_id)):
         raise ValueError(f"run id {run_id!r} is not like 20261129T164455Z")
-    if not _HOST_RE.match(str(host)):
+    if not _HOST_RE.fullmatch(str(host)):
         raise ValueError(f"host name {host!r} cannot be a file name")
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
@@ -90,9 +145,18 @@ def _host_path(results_dir, run_id, host, kind="bench"):
 def write_host(results_dir, run_id, host, record, kind="bench"):
     """Write one host's record atomically, as strict JSON (NaN and infinities become null);
     raises FileExistsError rather than overwrite. Returns the path."""
-    path = _host_path(results_dir, run_id, host, kind)
+    return _write_record(_host_path(results_dir, run_id, host, kind), record_bytes(record))
+
+
+def record_bytes(record):
+    """A record as the store writes it: strict JSON (NaN and infinities null), sorted keys, a final
+    newline (atomicfile.write_json's form)."""
+    return (atomicfile.dumps(record, indent=1, sort_keys=True, default=str) + "\n").encode("utf-8")
+
+
+def _write_record(path, data):
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    return atomicfile.write_json(path, record, exclusive=True)
+    return atomicfile.write_bytes(path, data, exclusive=True)
 
 
 class DamagedRecord(ValueError):
@@ -124,14 +188,29 @@ def read_strict_json(path):
 
 
 def load_record(path):
-    """The host record stored at ``path``; FileNotFoundError when there is none, DamagedRecord
-    (naming the file and what is wrong) when it is unreadable, cut off, not strict JSON or not
-    shaped like a record (record_problem)."""
+    """The host record stored at ``path`` (``<kind>/<run id>/<host>.json``); FileNotFoundError when
+    there is none, DamagedRecord (naming the file and what is wrong) when it is unreadable, cut
+    off, not strict JSON, not shaped like a record (record_problem), not where it says it is or
+    of a run whose time cannot be trusted (_place_problem)."""
     record = read_strict_json(path)
-    problem = record_problem(record)
+    problem = record_problem(record) or _place_problem(record, path)
     if problem:
         raise DamagedRecord(f"{path}: {problem}")
     return record
+
+
+def _place_problem(record, path):
+    """A record whose host is not its file's or whose run id is not its folder's (a record copied
+    or moved: it would be read as another node's or run's), or of a run from the future."""
+    host = os.path.basename(path).removesuffix(".json")
+    run_id = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    if record.get("host") != host:
+        said = shape.excerpt(repr(record.get("host")))
+        return f"its host is {said}, not {host} (its file's name): another host's record"
+    if record.get("run_id") != run_id:
+        said = shape.excerpt(repr(record.get("run_id")))
+        return f"its run id is {said}, not {run_id} (its folder's name): another run's record"
+    return untrusted_time(run_id)
 
 
 def read_host(results_dir, run_id, host, kind="bench"):
@@ -147,8 +226,9 @@ def list_runs(results_dir, kind="bench"):
     root = os.path.join(results_dir, kind)
     if not os.path.isdir(root):
         return []
-    runs = [d for d in os.listdir(root) if RUN_ID_RE.match(d) and os.path.isdir(os.path.join(root, d))]
-    return sorted(runs, key=_run_sort_key)
+    runs = [d for d in os.listdir(root) if RUN_ID_RE.fullmatch(d) and os.path.isdir(os.path.join(root, d))]
+    now = time.time()
+    return sorted(runs, key=lambda run_id: _run_sort_key(run_id, now))
 
 
 def read_run(results_dir, run_id):
@@ -167,7 +247,8 @@ def baseline_of(results_dir, host, before_run_id=None):
     naming its file and what is wrong (the run goes on)."""
     runs = list_runs(results_dir)
     if before_run_id is not None:
-        runs = [r for r in runs if _run_sort_key(r) < _run_sort_key(before_run_id)]
+        before = _run_sort_key(before_run_id)
+        runs = [r for r in runs if _run_sort_key(r) < before]
     damaged = []
     for run_id in reversed(runs):
         try:
@@ -195,7 +276,7 @@ def _damaged_finding(err):
     )
 
 
-_RECORD_VERDICTS = ("PASS", "WARN", "FAIL", "N/A", "UNREACHABLE")
+_RECORD_VERDICTS = ("PASS", "WARN", "FAIL", "N/A", "UNREACHABLE", DAMAGED)
 # The parts of a record that later runs read (the baseline comparison, stepcost, the gate), by type.
 _RECORD_PARTS = {
     "topology": dict,
@@ -299,6 +380,8 @@ def _kind_problem(record):
         return f"is {_type_name(record)}, not a host record (an object)"
     if record.get("verdict") not in _RECORD_VERDICTS:
         return f"verdict is {record.get('verdict')!r}, not one of {', '.join(_RECORD_VERDICTS)}"
+    if record["verdict"] == DAMAGED and not isinstance(record.get("damaged"), str):
+        return "a DAMAGED record without its reason (damaged is not a string)"
     return ""
 
 
@@ -936,15 +1019,18 @@ def store_run(results_dir, run_id, nodes, kind="bench"):
     id gets a -N suffix) under results_dir/kind; in a bench run each host is compared with its own
     last passing run before this one. A quick check's run (kind quick) is compared with nothing
     here (wireup-check compared each node with its own baseline) and each record says its kind.
+    What is wrong with the run (a host name, the thresholds) is a ValueError before anything is
+    written; what is wrong with one node's data is that node's DAMAGED record (_stored).
     """
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+    _check_run(nodes)
     run_id, run_dir = reserve_run(results_dir, run_id, kind=kind)
     records = {}
     try:
         for host in sorted(nodes):
-            records[host] = _host_record(results_dir, run_id, host, nodes[host], kind)
-            write_host(results_dir, run_id, host, records[host], kind)
+            records[host], data = _stored(results_dir, run_id, host, nodes[host], kind)
+            _write_record(_host_path(results_dir, run_id, host, kind), data)
     except BaseException:
         if not os.listdir(run_dir):
             os.rmdir(run_dir)  # no empty run folder left behind by a run that stored nothing
@@ -952,16 +1038,45 @@ def store_run(results_dir, run_id, nodes, kind="bench"):
     return run_id, run_dir, records
 
 
+def _check_run(nodes):
+    """The run's own inputs, before anything is written: every host name can be a file name and
+    the run-wide thresholds (each judged node carries them) are valid (ValueError)."""
+    for host, node in nodes.items():
+        if not _HOST_RE.fullmatch(str(host)):
+            raise ValueError(f"host name {host!r} cannot be a file name")
+        if isinstance(node, dict) and not node.get("unreachable"):
+            _limits(node.get("thresholds"))
+
+
+def _stored(results_dir, run_id, host, node, kind):
+    """(record, the bytes to write) of one host: _host_record's, or DAMAGED when its data cannot be
+    judged or written as JSON. Whatever one node sent, the other nodes are stored."""
+    try:
+        record = _host_record(results_dir, run_id, host, node, kind)
+        return record, record_bytes(record)
+    except Exception as err:  # one node's data, whatever is wrong with it, is that node's DAMAGED
+        record = _of_kind(damaged_record(host, run_id, shape.failure(err)), kind)
+        return record, record_bytes(record)
+
+
+def _of_kind(record, kind):
+    return record if kind == "bench" else dict(record, kind=kind)
+
+
 def _host_record(results_dir, run_id, host, node, kind):
-    """One host's record of a run of this kind: unreachable, judged against its last passing bench
-    (a bench run), or on its own (a quick run: the record says its kind)."""
+    """One host's record of a run of this kind: unreachable, DAMAGED (its data was found not of its
+    shape: ``damaged``), judged against its last passing bench (a bench run), or on its own (a
+    quick run: the record says its kind)."""
+    shape.check(node, dict, "its data")
     if node.get("unreachable"):
         record = unreachable_record(host, run_id, node["unreachable"])
+    elif node.get("damaged"):
+        record = damaged_record(host, run_id, node["damaged"])
     elif kind == "bench":
         return _judged(results_dir, run_id, host, node)
     else:
         record = build_record(host, run_id, node)
-    return record if kind == "bench" else dict(record, kind=kind)
+    return _of_kind(record, kind)
 
 
 def _judged(results_dir, run_id, host, node):
@@ -980,16 +1095,14 @@ def _judged(results_dir, run_id, host, node):
         return build_record(host, run_id, dict(node, findings=[*node["findings"], found]), None)
 
 
-def unreachable_record(host, run_id, reason):
-    """The record of a node of the group that Ansible could not reach during the run: named in the
-    summary and the report with Ansible's reason, never a baseline (verdict UNREACHABLE)."""
-    reason = " ".join(str(reason or "no reason given").split())
+def _empty_record(host, run_id, verdict, skipped, found):
+    """A record without figures: who, the verdict, why nothing was judged, its one finding."""
     return {
         "schema": RECORD_SCHEMA,
         "host": host,
         "run_id": run_id,
-        "verdict": "UNREACHABLE",
-        "skipped": f"unreachable, not benchmarked: {reason}",
+        "verdict": verdict,
+        "skipped": skipped,
         "topology": {},
         "env": {},
         "versions": {},
@@ -997,10 +1110,31 @@ def unreachable_record(host, run_id, reason):
         "collectives": {},
         "torch": {},
         "tuning": {},
-        "findings": [
-            finding(
-                "critical", "bench_host_unreachable", f"{host} was unreachable: {reason}", source="ansible"
-            )
-        ],
+        "findings": [found],
         "baseline": {},
     }
+
+
+def unreachable_record(host, run_id, reason):
+    """The record of a node of the group that Ansible could not reach during the run: named in the
+    summary and the report with Ansible's reason, never a baseline (verdict UNREACHABLE)."""
+    reason = " ".join(str(reason or "no reason given").split())
+    found = finding(
+        "critical", "bench_host_unreachable", f"{host} was unreachable: {reason}", source="ansible"
+    )
+    return _empty_record(host, run_id, "UNREACHABLE", f"unreachable, not benchmarked: {reason}", found)
+
+
+# A DAMAGED record's reason is one line of at most this many characters.
+DAMAGED_CHARS = 300
+
+
+def damaged_record(host, run_id, reason):
+    """The record of a node whose answer could not be judged (not of its typed shape, or its
+    judgement failed): verdict DAMAGED, ``damaged`` saying why in one line (where its answer is
+    wrong; no more of the node's text than a cut excerpt), no figure; never a baseline, and the
+    launch gate refuses the node (gate.host_failures) until a later run judges it."""
+    reason = " ".join(str(reason or "no reason given").split())[:DAMAGED_CHARS]
+    message = f"{host} could not be judged: {reason}; rerun bench.yml on it"
+    found = finding("critical", "node_data_damaged", message, source="store")
+    return dict(_empty_record(host, run_id, DAMAGED, f"not judged: {reason}", found), damaged=reason)

@@ -13,7 +13,12 @@ nvidia-smi's documentation and legends, checked against real captures (tests/fix
 * ``nvidia-smi topo -p2p r|w|n|a|p``: the same matrix shape with P2P status codes and a legend.
 * ``nvidia-smi --query-gpu=... --format=csv``: header-driven CSV.
 * ``nvidia-smi -L`` and ``nvidia-smi -q -x`` (only the fields wireup uses).
+
+``Topology`` is the structure they make (build_topology, the wireup_gpu_topology module's fact):
+the store checks a node's against it before it judges anything (shape.py).
 """
+
+from __future__ import annotations
 
 import csv
 import io
@@ -21,6 +26,7 @@ import re
 import xml.etree.ElementTree as ET
 from typing import TypedDict
 
+from . import health
 from .nvlink import parse_nvlink_status
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -66,14 +72,65 @@ FLOAT_RE = re.compile(r"^-?\d+\.\d+$")
 VERSION_FIELDS = {"compute_cap", "driver_version", "vbios_version", "cuda_version", "inforom.img"}
 
 
+# A GPU-GPU link of `topo -m` ("class" is a Python keyword: the functional form).
+TopoLink = TypedDict("TopoLink", {"a": str, "b": str, "class": str})
+
+
+class NvlinkTotals(TypedDict, total=False):
+    """A GPU's NVLinks as `nvidia-smi nvlink -s` counts them (combine_topology's gpus[].nvlink)."""
+
+    active: int
+    inactive: int
+    speed_gbps: float | None
+    total_gbps: float | None
+
+
+class _GpuIndex(TypedDict):
+    index: int
+
+
+class TopoGpu(_GpuIndex, total=False):
+    """One GPU of combine_topology (the fields a reader of the topology relies on; it has more)."""
+
+    name: str | None
+    uuid: str | None
+    bus_id: str | None
+    pcie: dict | None
+    nvlink: NvlinkTotals | None
+
+
+class Topology(TypedDict, total=False):
+    """build_topology's answer and the module's fact gpu_topology_facts (the module adds
+    findings, findings_count, kernel_log, acs, fabric and raw); a GPU-less node's may be {}."""
+
+    gpu_count: int
+    driver_version: str | None
+    cuda_version: str | None
+    gpus: list[TopoGpu]
+    links: list[TopoLink]
+    link_classes: list[str]
+    best_link: str | None
+    worst_link: str | None
+    nics: list
+    matrix: dict
+    p2p: dict
+    nvlink: dict | None
+    findings: list[health.Finding]
+    findings_count: dict
+    kernel_log: dict
+    acs: dict
+    fabric: dict
+    raw: dict
+
+
 class TopologyProbe(TypedDict):
     """What the wireup_gpu_topology module returns (its RETURN documents each key): the topology
     (also the fact gpu_topology_facts), its findings and their counts, the role's summary lines."""
 
     changed: bool
     ansible_facts: dict
-    topology: dict
-    findings: list[dict]
+    topology: Topology
+    findings: list[health.Finding]
     findings_count: dict[str, int]
     summary: list[str]
 
@@ -573,7 +630,7 @@ def gpu_count_of(query=None, topo=None):
     return None
 
 
-def build_topology(topo_m=None, p2p=None, nvlink_s=None, query_csv=None, smi_xml=None):
+def build_topology(topo_m=None, p2p=None, nvlink_s=None, query_csv=None, smi_xml=None) -> Topology:
     """Combine the raw outputs into wireup's `gpu_topology` structure (see the role README).
 
     Every argument is the raw text of one command (or None where it was not run / failed);
@@ -640,7 +697,7 @@ _TOPO_KEYS = {
 }
 
 
-def combine_topology(topo=None, p2p=None, nvlink=None, query=None, xml=None):
+def combine_topology(topo=None, p2p=None, nvlink=None, query=None, xml=None) -> Topology:
     """build_topology's answer from outputs already parsed (each parsed once, by the module):
     topo from parse_topo_matrix, p2p {mode: parse_topo_p2p}, nvlink from parse_nvlink_status, query
     from parse_query_gpu_csv, xml from parse_smi_xml; None (or empty) where absent."""
