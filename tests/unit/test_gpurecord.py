@@ -353,7 +353,7 @@ def test_a_lost_gpu_fails_the_record_the_report_and_the_gate(tmp_path):
     one = (
         FIXTURES / "gpuhealth" / "synthetic" / "h200x16_580.159.04_q_x_1_of_16_listed_written.xml"
     ).read_text()
-    run_id = "20261207T100000Z"
+    run_id = "20261201T100000Z"  # a past run: the store refuses one dated ahead of its clock
     _rid, run_dir, records = store(
         tmp_path, run_id, {"gpu-a": fact(H200, run_id, "gpu-a"), "gpu-b": fact(one, run_id, "gpu-b")}
     )

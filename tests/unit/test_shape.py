@@ -87,8 +87,13 @@ def test_the_one_finding_shape_names_the_severities_health_knows():
 
 
 # ---------------------------------------------------------------- the real producers' output
+# The nvidia-smi reads (not DCGM's documents, lspci listings or kernel logs, which sit beside them).
 HEALTH_CAPTURES = sorted(
-    p for p in (FIXTURES / "gpuhealth").rglob("*") if p.suffix in (".xml", ".txt") and "dcgm" not in p.parts
+    p
+    for p in (FIXTURES / "gpuhealth").rglob("*")
+    if p.suffix in (".xml", ".txt")
+    and not {"dcgm", "lspci", "kernel_log"} & set(p.parts)
+    and "_kernel_log_" not in p.name
 )
 
 
