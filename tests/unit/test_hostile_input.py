@@ -277,6 +277,26 @@ def test_a_run_id_a_node_answers_is_refused_or_stays_under_results(run_id):
     assert os.path.realpath(jobs["results"]).startswith(root + os.sep)
 
 
+# ---------------------------------------------------------------- where jobs.yml connects (issue 35)
+@FAST
+@given(master=st.one_of(HOSTILE, st.sampled_from(["localhost", "node9", "-oProxyCommand=x", "node1\n"])))
+def test_a_master_a_node_records_is_a_host_of_the_run_or_nothing_is_delegated(master):
+    top = pathlib.Path(tempfile.mkdtemp(prefix="wireup-master-"))
+    nodes = templates.INVENTORIES["three-cpu-nodes"]["nodes"]
+    hosts = sorted(nodes)
+    # The run's record as launch.yml's Slurm path keeps it (slurm.run_plan), its master rewritten.
+    record = slurm.run_plan("4711\n", _plan_with(top, hosts, nodes))["record"] | {"master": master}
+    meta = {"run_id": "slurm-4711", "started": 1.0, "record": True}
+    answer = {"rc": 0, "stdout": "\n".join(["slurm-4711", json.dumps(meta), json.dumps(record)]) + "\n"}
+    plan = _plan_with(top, hosts, nodes, follow=True)
+    jobs = launch.jobs_plan(plan, "stop", found=dict.fromkeys(hosts, answer), play_hosts=hosts)
+    if master in hosts:
+        assert jobs["slurm"]["on"] == master and jobs["slurm"]["reads"][0] == ["scancel", "4711"]
+    else:
+        assert jobs["slurm"]["on"] == "" and jobs["slurm"]["reads"] == [], jobs["slurm"]
+        assert sum("is refused" in n for n in jobs["notes"]) == len(hosts)
+
+
 # ---------------------------------------------------------------- the tuned env file
 @FAST
 @given(host=SCRIPTABLE, value=SCRIPTABLE)

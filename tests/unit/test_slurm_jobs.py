@@ -5,7 +5,7 @@ a state), the jobs plan of a Slurm run, each node's line and the closing line, l
 import json
 
 import pytest
-from test_launch_jobs_follow import BASE, GROUP, NODES, launched
+from test_launch_jobs_follow import BASE, FINDING, GROUP, NODES, _jobctl, _node_job, launched
 from test_slurm import capture
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch, slurm
@@ -314,3 +314,73 @@ def test_launch_says_the_job_id_and_how_to_follow_it():
         f"{plan['world_size']} process(es); Slurm runs it without this playbook."
     )
     assert lines[-1] == "list:   ansible-playbook -i inv.yml jobs.yml -e torchrun_launch_action=list"
+
+
+# --- where jobs.yml connects (issue 35 item 6): the master a node's record names ------------------
+# jobs.yml runs scancel, sacct and squeue on the run's master (delegate_to). The master comes from
+# run.json on the nodes, which a node (or whoever owns its job folder) can rewrite: it must be a
+# host of the run in this inventory, or nothing is delegated to it.
+HOSTILE_MASTERS = [
+    "localhost",  # the controller itself
+    "node9",  # a host outside the inventory
+    "-oProxyCommand=touch /tmp/wireup-pwned",  # an ssh option
+    "node1\n",  # a host name with a trailing newline
+    "node4",  # in the group, but not one of the run's hosts (it ran on node1-3)
+    "",  # no master at all
+    ["node1"],  # not a string
+]
+
+
+def _recorded(tmp_path, job_id="4711", hosts=("node1", "node2", "node3"), masters=None):
+    """Each node's `wireup-jobctl latest --record` answer from the real wireup-jobctl, after
+    `wireup-jobctl record` kept slurm.run_plan's record there (launch.yml's Slurm path); ``masters``
+    rewrites a node's run.json with another master (a node that lies)."""
+
+    # node4 was left out at launch (torchrun_launch_on_failed=skip): the run is node1-3's.
+    sp = slurm.run_plan(f"{job_id}\n", launched({"node4": FINDING}, run_id="20261202T000000Z-0001"))
+    found = {}
+    for host in hosts:
+        job = _node_job(tmp_path, host)
+        env = {"WIREUP_RUN_RECORD": json.dumps(sp["record"])}
+        assert _jobctl("record", job, sp["run_id"], job_id, env=env)["rc"] == 0
+        if host in (masters or {}):
+            run_json = job / "runs" / sp["run_id"] / "run.json"
+            record = json.loads(run_json.read_text())
+            record["master"] = masters[host]
+            run_json.write_text(json.dumps(record) + "\n")
+        found[host] = _jobctl("latest", job, "--record", "")
+    return found, sp
+
+
+@pytest.mark.parametrize("master", HOSTILE_MASTERS)
+def test_a_master_that_is_not_a_host_of_the_run_is_never_connected_to(tmp_path, master):
+    found, _sp = _recorded(tmp_path, masters=dict.fromkeys(HOSTS, master))
+    plan = launch.job_plan(GROUP, NODES, **_inventory())
+    for action in ("status", "logs", "stop"):
+        jobs = launch.jobs_plan(plan, action, found=found, play_hosts=GROUP)
+        # Nothing of Slurm is asked anywhere, and the master is none of the hostile values.
+        assert jobs["slurm"]["reads"] == [], jobs["slurm"]
+        assert jobs["master"] != master and jobs["slurm"].get("on") == ""
+        refused = [n for n in jobs["notes"] if "is refused" in n]
+        assert len(refused) == 3, jobs["notes"]
+        for host, line in zip(HOSTS, refused, strict=True):
+            assert line.startswith(f"{host}'s record of run slurm-4711 is refused: its master ")
+            assert "not a host of the run in torchrun_launch_group=gpu_nodes" in line
+            assert "\n" not in line
+
+
+def test_one_lying_node_is_refused_and_the_others_records_decide(tmp_path):
+    found, _sp = _recorded(tmp_path, masters={"node2": "localhost"})
+    plan = launch.job_plan(GROUP, NODES, **_inventory())
+    jobs = launch.jobs_plan(plan, "stop", found=found, play_hosts=GROUP)
+    assert (jobs["master"], jobs["errors"], jobs["hosts"]) == ("node1", [], HOSTS)
+    assert jobs["slurm"]["reads"][0] == ["scancel", "4711"] and jobs["slurm"].get("on") == "node1"
+    assert jobs["notes"] == [
+        "node2's record of run slurm-4711 is refused: its master 'localhost' is not a host of the run in "
+        "torchrun_launch_group=gpu_nodes (jobs.yml runs scancel, sacct and squeue there); nothing of it "
+        "is used: check /opt/wireup/jobs/it-healthy-only/runs/slurm-4711/run.json on node2"
+    ]
+    # A master that is a host of the run is followed (the run re-chose it when node1 was left out).
+    found, _ = _recorded(tmp_path / "again", masters=dict.fromkeys(HOSTS, "node3"))
+    jobs = launch.jobs_plan(plan, "status", found=found, play_hosts=GROUP)
+    assert (jobs["master"], jobs["slurm"].get("on"), jobs["notes"]) == ("node3", "node3", [])
