@@ -3,11 +3,13 @@ read strictly (real testbed captures, then cut-off, hostile and mangled ones: "c
 a state), the jobs plan of a Slurm run, each node's line and the closing line, list and follow."""
 
 import json
+import time
 
 import pytest
 from test_launch_jobs_follow import BASE, FINDING, GROUP, NODES, _jobctl, _node_job, launched
 from test_slurm import capture
 
+from ansible_collections.wireup.cluster.plugins.filter import wireup_slurm
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch, slurm
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.validate import PATH_NAME
 
@@ -384,3 +386,35 @@ def test_one_lying_node_is_refused_and_the_others_records_decide(tmp_path):
     found, _ = _recorded(tmp_path / "again", masters=dict.fromkeys(HOSTS, "node3"))
     jobs = launch.jobs_plan(plan, "status", found=found, play_hosts=GROUP)
     assert (jobs["master"], jobs["slurm"].get("on"), jobs["notes"]) == ("node3", "node3", [])
+
+
+# --- host lists bounded by what the job could have (issue 35 item 7) ----------------------------
+def test_a_host_list_longer_than_the_job_is_cannot_tell_and_never_expanded():
+    t0 = time.monotonic()
+    huge = {"rc": 0, "stdout": "7|RUNNING|n[0-9999999]\n", "stderr": ""}
+    st = slurm.job_status(huge, running_sacct(), PLAN, "7")
+    assert st["known"] is False and "names 10000000 hosts, more than 3" in st["why"], st["why"]
+    four = {"rc": 0, "stdout": running_sacct()["stdout"].replace("node[1-3]", "node[1-4]")}
+    st = slurm.job_status(SQUEUE_RUNNING, four, PLAN, "7")
+    assert st["known"] is False and "names 4 hosts, more than 3" in st["why"], st["why"]
+    assert time.monotonic() - t0 < 1
+
+
+def test_a_run_that_also_ran_outside_the_inventory_may_name_all_its_nodes(tmp_path):
+    # The run's record names node1-4; this inventory's group has node1-3 only (node4 not followed).
+    sp = slurm.run_plan("7\n", launched(run_id="20261202T000000Z-0001"))
+    meta = {"run_id": sp["run_id"], "started": 5.0, "record": True}
+    line = "\n".join([sp["run_id"], json.dumps(meta), json.dumps(sp["record"])]) + "\n"
+    found = {h: {"rc": 0, "stdout": line} for h in HOSTS}
+    plan = launch.job_plan(HOSTS, NODES, **_inventory())
+    jobs = launch.jobs_plan(plan, "status", found=found, play_hosts=HOSTS)
+    assert (jobs["hosts"], jobs["slurm"]["nodes_max"]) == (HOSTS, 4)
+    sacct_ = {"__argv": ["sacct"], "ansible_loop_var": "__argv", **running_sacct()}
+    sacct_["stdout"] = sacct_["stdout"].replace("node[1-3]", "node[1-4]")
+    squeue = {"__argv": ["squeue"], "ansible_loop_var": "__argv", "rc": 0, "stdout": "7|RUNNING|node[1-4]\n"}
+    st = wireup_slurm.wireup_slurm_job_status({"results": [sacct_, squeue]}, jobs, plan)
+    assert st["known"] and st["job_state"] == "RUNNING", st["why"]
+    # one more than the run had is not its answer
+    squeue["stdout"] = "7|RUNNING|node[1-5]\n"
+    st = wireup_slurm.wireup_slurm_job_status({"results": [sacct_, squeue]}, jobs, plan)
+    assert not st["known"] and "more than 4" in st["why"]

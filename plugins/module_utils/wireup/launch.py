@@ -1416,6 +1416,7 @@ def _by_records(plan_: dict, chosen: str, records: dict, out: dict) -> None:
         )
     left_out = {h: why for r in records.values() for h, why in r["left_out"].items()}
     out["hosts"], out["master"] = [h for h in group if h in ran], first["master"]
+    out["ran"] = len(ran)  # its allocation's nodes, those outside this inventory too
     slurm_jobs = sorted({r["slurm_job_id"] for r in records.values()})
     if len(slurm_jobs) > 1:
         out["errors"].append(
@@ -1478,6 +1479,7 @@ def _follow(plan_: dict, run_id: str, found: dict, play_hosts) -> dict:
         "notes": [],
         "errors": [],
         "slurm_job_id": "",
+        "ran": 0,
     }
     answers, no_jobctl, broken = _answers(group, found)
     if not answers:
@@ -1531,6 +1533,7 @@ class SlurmFollow(TypedDict):
 
     job_id: str  # '' for a run wireup-jobctl started
     on: str  # where the reads run (delegate_to): the run's master, a host of the run; '' for none
+    nodes_max: int  # the most nodes its allocation has (every host its records name), 0 for none
     scancel_argv: list[str]  # only for stop (not in check mode)
     looks: int  # sacct looks, 2 s apart, until the job ended after scancel
     out: str  # the batch step's output (on the allocation's first node)
@@ -1551,6 +1554,7 @@ def _slurm_follow(follow: dict, action: str, o: JobsOptions, job_dir: str, run_i
     return {
         "job_id": job_id if on else "",
         "on": at if on else "",
+        "nodes_max": int(follow.get("ran") or len(follow["hosts"])) if on else 0,
         "scancel_argv": scancel,
         "looks": (int(o.stop_grace) + 30) // 2 if cancel else 1,
         "out": f"{job_dir}/logs/{run_id}.out" if on else "",
