@@ -20,7 +20,13 @@ from ansible.errors import AnsibleFilterError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import benchenv, launch, slurm, validate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
+    benchenv,
+    launch,
+    slurm,
+    slurm_health_check,
+    validate,
+)
 
 MARKER = "PWNED"
 FRAGMENTS = [
@@ -295,6 +301,24 @@ def test_a_master_a_node_records_is_a_host_of_the_run_or_nothing_is_delegated(ma
     else:
         assert jobs["slurm"]["on"] == "" and jobs["slurm"]["reads"] == [], jobs["slurm"]
         assert sum("is refused" in n for n in jobs["notes"]) == len(hosts)
+
+
+# ---------------------------------------------------------------- what goes into slurm.conf (issue 35)
+@FAST
+@given(value=st.one_of(HOSTILE, st.sampled_from(["\nANY", "ANY\n", "ANY, IDLE", "IDLE,CYCLE"])))
+def test_a_health_check_node_state_is_refused_or_one_word_of_one_line(value):
+    settings = slurm_health_check.Settings(
+        conf="/etc/slurm/slurm.conf", state="present", program="/usr/local/sbin/wireup-slurm-health",
+        interval=300, node_state=value,
+    )  # fmt: skip
+    plan = slurm_health_check.plan("ClusterName=c\n", "n1", settings)
+    refused = validate.host_errors({"slurm_health_check_node_state": value})
+    assert bool(plan["errors"]) == bool(refused)
+    if refused:
+        assert plan["block"] == ""
+        return
+    assert plan["block"].split("\n")[2] == f"HealthCheckNodeState={value}"
+    assert len(plan["block"].split("\n")) == 3 and value.isprintable() and " " not in value
 
 
 # ---------------------------------------------------------------- the tuned env file

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import re
 
-# slurm.conf(5), HealthCheckNodeState: any of these, comma-separated (CYCLE with one of the others).
-HEALTH_CHECK_STATES = ("ALLOC", "ANY", "CYCLE", "IDLE", "MIXED", "NONDRAINED_IDLE")
+# slurm.conf(5), HealthCheckNodeState: any of these, comma-separated (CYCLE with one of the others;
+# START_ONLY: only when slurmd starts, Slurm 23.02+), nothing else: the value is written into
+# slurm.conf, where a newline would start a line of configuration. Matched whole (fullmatch).
+HEALTH_CHECK_STATES = ("ALLOC", "ANY", "CYCLE", "IDLE", "MIXED", "NONDRAINED_IDLE", "START_ONLY")
+_STATE = "(?:" + "|".join(HEALTH_CHECK_STATES) + ")"
+NODE_STATE = re.compile(_STATE + "(?:," + _STATE + ")*")
 SIZE = re.compile(r"([0-9]+)([KMG]?)")
 PATHS = (
     "node_check_path",
@@ -31,18 +35,14 @@ def size_bytes(text) -> int:
 
 
 def node_state_errors(value, var="slurm_health_check_node_state") -> list[str]:
-    """HealthCheckNodeState's words: one or more of HEALTH_CHECK_STATES, comma-separated."""
-    words = [w.strip() for w in str(value or "").split(",")]
-    if (
-        isinstance(value, str)
-        and words
-        and all(w in HEALTH_CHECK_STATES for w in words)
-        and words != ["CYCLE"]
-    ):
+    """HealthCheckNodeState's words: one or more of HEALTH_CHECK_STATES, comma-separated, no
+    spaces, matched whole (NODE_STATE)."""
+    if isinstance(value, str) and NODE_STATE.fullmatch(value) and value != "CYCLE":
         return []
     return [
-        f"{var}={value!r} is not Slurm's HealthCheckNodeState: use one or more of "
-        f"{', '.join(HEALTH_CHECK_STATES)}, comma-separated (CYCLE with another), e.g. ANY or IDLE,CYCLE"
+        f"{var}={str(value)[:80]!r} is not Slurm's HealthCheckNodeState: use one or more of "
+        f"{', '.join(HEALTH_CHECK_STATES)}, comma-separated without spaces (CYCLE with another), "
+        "e.g. ANY or IDLE,CYCLE"
     ]
 
 
