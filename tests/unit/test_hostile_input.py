@@ -303,6 +303,37 @@ def test_a_master_a_node_records_is_a_host_of_the_run_or_nothing_is_delegated(ma
         assert sum("is refused" in n for n in jobs["notes"]) == len(hosts)
 
 
+# ---------------------------------------------------------------- what Slurm prints (issue 35)
+SACCT_FIELD = st.one_of(
+    HOSTILE,
+    st.sampled_from(
+        ["7", "7.0", "7.\u00b2", "8.0", "7+1", "7_1", "7.batch", "n[0-9999999]", "node[1-3]", "\u0667.0"]
+    ),
+)
+
+
+@FAST
+@given(jobid=SACCT_FIELD, nodes=SACCT_FIELD, state=st.sampled_from(["RUNNING", "COMPLETED", "FAILED"]))
+def test_a_sacct_row_is_the_asked_jobs_or_the_verdict_is_never_ok(jobid, nodes, state):
+    text = f"7|COMPLETED|0:0|node[1-3]|Unknown\n{jobid}|{state}|0:0|{nodes}|Unknown\n"
+    verdict = slurm.job_verdict(text, ["node1", "node2", "node3"], job_id="7")  # never raises
+    if verdict["ok"]:  # only when every row sacct printed is job 7's, naming at most its 3 nodes
+        assert all(slurm.is_row_of(r["jobid"], "7") for r in slurm.parse_sacct(text, max_nodes=3))
+    for st_ in verdict["nodes"].values():
+        assert st_["step"] == "" or slurm.is_row_of(st_["step"], "7")
+
+
+@FAST
+@given(text=SACCT_FIELD, limit=st.integers(min_value=0, max_value=50))
+def test_a_host_list_is_expanded_within_its_limit_or_refused_by_name(text, limit):
+    try:
+        names = slurm.expand_hostlist(text, limit)
+    except ValueError as exc:
+        assert f"more than {limit}" in str(exc)
+        return
+    assert len(names) <= limit
+
+
 # ---------------------------------------------------------------- what goes into slurm.conf (issue 35)
 @FAST
 @given(value=st.one_of(HOSTILE, st.sampled_from(["\nANY", "ANY\n", "ANY, IDLE", "IDLE,CYCLE"])))

@@ -181,7 +181,8 @@ def test_a_node_state_outside_slurms_grammar_is_refused(value):
 
 
 @pytest.mark.parametrize(
-    "value", ["ANY", "ALLOC", "IDLE,CYCLE", "MIXED,IDLE", "NONDRAINED_IDLE", "START_ONLY", "ALLOC,MIXED,CYCLE"]
+    "value",
+    ["ANY", "ALLOC", "IDLE,CYCLE", "MIXED,IDLE", "NONDRAINED_IDLE", "START_ONLY", "ALLOC,MIXED,CYCLE"],
 )
 def test_a_node_state_in_slurms_grammar_is_written_as_it_is(value):
     assert validate.host_errors({"slurm_health_check_node_state": value}) == []

@@ -109,7 +109,9 @@ def _omp_setting(setting) -> tuple[int, list[str]]:
     """(fixed thread count or 0 for auto, errors) of torchrun_launch_omp_threads."""
     if isinstance(setting, str) and setting.strip() == "auto":
         return 0, []
-    whole = not isinstance(setting, bool) and (isinstance(setting, int) or str(setting).strip().isdigit())
+    whole = not isinstance(setting, bool) and (
+        isinstance(setting, int) or validate.is_digits(str(setting).strip())
+    )
     if whole and int(setting) >= 1:
         return int(setting), []
     return 0, [f"torchrun_launch_omp_threads={setting!r} must be 'auto' or a whole number from 1"]
@@ -259,7 +261,7 @@ def _node_plan(host: str, rank: int, facts: dict, setting, ctx: tuple) -> tuple[
         "interface": str(facts.get("interface") or ""),
         "ib_hca": ib_hca(facts.get("infiniband")),
         "hostname": str(facts.get("hostname") or ""),
-        "cpus": int(cpus) if isinstance(cpus, int) or str(cpus or "").isdigit() else 0,
+        "cpus": int(cpus) if isinstance(cpus, int) or validate.is_digits(str(cpus or "")) else 0,
         "hosts_mounted": bool(facts.get("hosts_mounted")),
         "env": {"OMP_NUM_THREADS": str(omp_fixed or omp_threads_for(cpus, nproc))},
     }, errors
@@ -554,7 +556,7 @@ def parse_gpu_usage(text: str) -> list[dict]:
     rows = []
     for line in (text or "").splitlines():
         fields = [f.strip() for f in line.split(",")]
-        if len(fields) != 4 or not all(f.isdigit() for f in fields):
+        if len(fields) != 4 or not all(validate.is_digits(f) for f in fields):
             continue
         index, util, used, total = map(int, fields)
         rows.append({"index": index, "util": util, "mem_used": used, "mem_total": total})
@@ -628,7 +630,9 @@ def cpus_allowed(status_text: str) -> int:
         total = 0
         for part in value.strip().split(","):
             low, dash, high = part.strip().partition("-")
-            if not low.isdigit() or (dash and (not high.isdigit() or int(high) < int(low))):
+            if not validate.is_digits(low) or (
+                dash and (not validate.is_digits(high) or int(high) < int(low))
+            ):
                 return 0
             total += int(high) - int(low) + 1 if dash else 1
         return total

@@ -37,7 +37,8 @@ from .health import finding
 RESULTS_UMASK = 0o027
 # The host record's layout version (every record wireup writes, the unreachable one too).
 RECORD_SCHEMA = 2
-RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z(?:-\d+)?$")
+# Both used with fullmatch: a run id or host with a trailing newline is none (issue 35).
+RUN_ID_RE = re.compile(r"^[0-9]{8}T[0-9]{6}Z(?:-[0-9]+)?$")
 # The kinds of run stored as host records, each in its own folder: bench.yml's, and the quick
 # check's (bench.yml --tags quick), which no baseline and no gate reads.
 KINDS = ("bench", node_check.KIND)
@@ -62,7 +63,7 @@ def reserve_run(results_dir, run_id=None, kind="bench"):
     """Create and return a fresh run folder under results_dir/kind (bench, fabric); a taken id
     gets a -N suffix (never reused)."""
     run_id = run_id or new_run_id()
-    if not RUN_ID_RE.match(run_id):
+    if not RUN_ID_RE.fullmatch(run_id):
         raise ValueError(f"run id {run_id!r} is not like 20261129T164455Z")
     root = os.path.join(results_dir, kind)
     os.makedirs(root, exist_ok=True)
@@ -78,9 +79,9 @@ def reserve_run(results_dir, run_id=None, kind="bench"):
 
 
 def _host_path(results_dir, run_id, host, kind="bench"):
-    if not RUN_ID_RE.match(str(run_id)):
+    if not RUN_ID_RE.fullmatch(str(run_id)):
         raise ValueError(f"run id {run_id!r} is not like 20261129T164455Z")
-    if not _HOST_RE.match(str(host)):
+    if not _HOST_RE.fullmatch(str(host)):
         raise ValueError(f"host name {host!r} cannot be a file name")
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
@@ -147,7 +148,7 @@ def list_runs(results_dir, kind="bench"):
     root = os.path.join(results_dir, kind)
     if not os.path.isdir(root):
         return []
-    runs = [d for d in os.listdir(root) if RUN_ID_RE.match(d) and os.path.isdir(os.path.join(root, d))]
+    runs = [d for d in os.listdir(root) if RUN_ID_RE.fullmatch(d) and os.path.isdir(os.path.join(root, d))]
     return sorted(runs, key=_run_sort_key)
 
 

@@ -15,6 +15,7 @@ HEALTH_CHECK_STATES = ("ALLOC", "ANY", "CYCLE", "IDLE", "MIXED", "NONDRAINED_IDL
 _STATE = "(?:" + "|".join(HEALTH_CHECK_STATES) + ")"
 NODE_STATE = re.compile(_STATE + "(?:," + _STATE + ")*")
 SIZE = re.compile(r"([0-9]+)([KMG]?)")
+WHOLE = re.compile(r"[0-9]+")  # ASCII digits: str.isdigit() takes '²', which int() refuses
 PATHS = (
     "node_check_path",
     "node_check_python",
@@ -51,7 +52,7 @@ BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 
 def _whole(values, name, low, errors):
     value = values[name]
-    if isinstance(value, bool) or not str(value).strip().isdigit() or int(str(value).strip()) < low:
+    if isinstance(value, bool) or not WHOLE.fullmatch(str(value).strip()) or int(str(value).strip()) < low:
         errors.append(f"{name}={value!r} must be a whole number of at least {low}")
 
 
