@@ -1,7 +1,7 @@
 """Names, ids and paths are matched whole (issue 35 item 7): `re.match` with a pattern ending in `$`
 lets a trailing newline through ('$' matches before a final newline), so every grammar that guards
 a name, an id or a path is used with `fullmatch`. One test per grammar feeds its name with "\\n"
-added; a static scan of the shipped code (plugins/, the roles' Python files, the testbed helpers)
+added; a static scan of the shipped code (plugins/, the roles' Python files) and the tests' helpers
 fails on any new `match`/`search` with a pattern ending in `$`, so the habit cannot come back.
 
 The scan knows the patterns given as literals and those compiled into a name (`X = re.compile(...)`,
@@ -87,7 +87,8 @@ def _scanned() -> list[pathlib.Path]:
         for p in sorted(REPO.glob("roles/*/files/*"))
         if p.is_file() and (p.suffix == ".py" or p.read_bytes().startswith(b"#!/usr/bin/env python3"))
     ]
-    return sorted(REPO.glob("plugins/**/*.py")) + roles + sorted(REPO.glob("tests/testbed/*.py"))
+    helpers = sorted(REPO.glob("tests/*.py")) + sorted(REPO.glob("tests/testbed/*.py"))
+    return sorted(REPO.glob("plugins/**/*.py")) + roles + helpers + [REPO / "tests/integration/conftest.py"]
 
 
 def _text(node) -> str | None:
