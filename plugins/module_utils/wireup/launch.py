@@ -1497,10 +1497,9 @@ def _follow(plan_: dict, run_id: str, found: dict, play_hosts) -> dict:
         return out
     chosen = out["run_id"]
     records = {h: a["record"] for h, a in sorted(answers.items()) if a["run_id"] == chosen and a["record"]}
-    refused = bool(records)
-    records = _trusted(plan_, chosen, records, out)
+    recorded, records = bool(records), _trusted(plan_, chosen, records, out)
     if not records:
-        why = "every record of it was refused" if refused else None
+        why = "every record of it was refused" if recorded else ""
         why = why or next(a["why"] for a in answers.values() if a["run_id"] == chosen)
         out["hosts"] = group
         out["notes"].append(

@@ -114,8 +114,8 @@ def _ranges(group: str) -> list[tuple[int, int, int]] | None:
     """A bracket group's ranges as (low, high, zero-padded width); None when it is no host range."""
     out = []
     for item in group.split(","):
-        low, _, high = item.strip().partition("-")
-        high = high if _ else low
+        low, dash, high = item.strip().partition("-")
+        high = high if dash else low
         if not (_BOUND.fullmatch(low) and _BOUND.fullmatch(high)):
             return None
         out.append((int(low), int(high), len(low) if low.startswith("0") else 0))
@@ -129,7 +129,7 @@ def _count_one(name: str) -> int:
         ranges = _ranges(group.group(1))
         if ranges is None:
             break  # kept as text from here on
-        count *= sum(max(0, high - low + 1) for low, high, _ in ranges)
+        count *= sum(max(0, high - low + 1) for low, high, _width in ranges)
     return count
 
 
