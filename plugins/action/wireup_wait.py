@@ -23,14 +23,14 @@ from ansible.module_utils.common.validation import check_type_float
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import wait
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import slurm, wait
 
 display = Display()
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("argv", "interval", "timeout", "job", "judge"))
+    _VALID_ARGS = frozenset(("argv", "interval", "timeout", "job", "judge", "slurm_job"))
     _supports_check_mode = True  # only looks
 
     def _settings(self):
@@ -57,12 +57,25 @@ class ActionModule(ActionBase):
         look, pause, appends = wait.JUDGES[judge]
         words = [*argv, int(interval)] if appends else argv
         command = " ".join(shlex.quote(str(a)) for a in words)
-        return command, int(interval), timeout, str(args.get("job") or ""), look, pause
+        asked = self._asked(judge, args.get("slurm_job"))
+        return command, int(interval), timeout, str(args.get("job") or ""), look, pause, asked
+
+    @staticmethod
+    def _asked(judge, slurm_job):
+        """The look's own arguments: the sacct judge's Slurm job id, whose rows alone count."""
+        if judge != "sacct":
+            return {}
+        if not slurm.is_job_id(slurm_job):
+            raise AnsibleActionFail(
+                "wireup_wait: slurm_job must be the Slurm job id the sacct judge waits for, "
+                f"not {slurm_job!r}"
+            )
+        return {"slurm_job": slurm_job}
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        command, interval, timeout, job, look, pause = self._settings()
+        command, interval, timeout, job, look, pause, asked = self._settings()
         host = self._task.delegate_to or (task_vars or {}).get("inventory_hostname", "?")
         began, shown, looks = time.monotonic(), None, 0
         while True:
@@ -70,7 +83,7 @@ class ActionModule(ActionBase):
             answer = self._low_level_execute_command(command)
             looks += 1
             now = time.monotonic()
-            seen = look(answer, host=host, job=job, timeout=timeout, waited=now - began)
+            seen = look(answer, host=host, job=job, timeout=timeout, waited=now - began, **asked)
             if seen["over"]:
                 break
             if wait.shows(now, shown):

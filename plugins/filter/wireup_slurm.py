@@ -7,13 +7,15 @@ from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin impor
 
 
 def wireup_slurm_verdict(sacct_stdout, plan, timed_out=False, batch_output=""):
-    """The job's verdict from sacct's output over a launch plan's hosts (launch.job_verdict's shape);
-    ``batch_output``: the batch step's output (slurm-JOBID.out), which names the first failed step."""
+    """The job's verdict from sacct's output over a launch plan's hosts (launch.job_verdict's shape)
+    (``plan``: the launch plan combined with slurm.run_plan: its ``job_id``, the only job whose
+    rows count); ``batch_output``: the batch step's output (slurm-JOBID.out), which names the first
+    failed step."""
     plan = dict(plan)
     return slurm.job_verdict(
         str(sacct_stdout or ""),
-        plan.get("hosts", []),
         slurm.node_names(plan),
+        job_id=plan.get("job_id") or "",
         timed_out=bool(timed_out),
         first_failed=slurm.first_failed_step(str(batch_output or "")),
     )
@@ -36,9 +38,14 @@ def wireup_slurm_job_status(reads, jobs, plan):
     hosts and Slurm job id; ``plan``: the launch plan, each host's Slurm node name), from the
     registered loop over the plan's slurm.reads (or one sacct answer: slurm.reads_of)."""
     jobs, plan = dict(jobs), dict(plan)
-    hosts = {"hosts": list(jobs.get("hosts") or []), "nodes": plan.get("nodes", {})}
+    follow = dict(jobs.get("slurm") or {})
+    hosts = {
+        "hosts": list(jobs.get("hosts") or []),
+        "nodes": plan.get("nodes", {}),
+        "nodes_max": follow.get("nodes_max") or 0,
+    }
     sacct, squeue = slurm.reads_of(dict(reads or {}))
-    return slurm.job_status(squeue, sacct, hosts, (jobs.get("slurm") or {}).get("job_id", ""))
+    return slurm.job_status(squeue, sacct, hosts, follow.get("job_id", ""))
 
 
 def wireup_slurm_nodelist(plan):

@@ -130,7 +130,7 @@ def _read(path):
 def _previous(fabric_dir, run_id):
     try:
         runs = sorted(
-            (d for d in os.listdir(fabric_dir) if d != run_id and results.RUN_ID_RE.match(d)),
+            (d for d in os.listdir(fabric_dir) if d != run_id and results.RUN_ID_RE.fullmatch(d)),
             key=results._run_sort_key,
         )
     except OSError:
@@ -152,7 +152,7 @@ def _run_folder(module, results_dir, run_id):
         if module.check_mode:
             return results.new_run_id(), ""
         return results.reserve_run(results_dir, None, kind="fabric")
-    if not results.RUN_ID_RE.match(run_id):
+    if not results.RUN_ID_RE.fullmatch(run_id):
         module.fail_json(msg=f"run_id {run_id!r} is not like 20261129T164455Z")
     run_dir = os.path.join(fabric_dir, run_id)
     if not module.check_mode and not os.path.isdir(run_dir):

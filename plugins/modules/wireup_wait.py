@@ -50,6 +50,13 @@ options:
     type: str
     choices: [jobctl, sacct]
     default: jobctl
+  slurm_job:
+    description:
+      - For I(judge=sacct), the Slurm job id it waits for (digits, or C(ARRAY_TASK)); required there.
+      - Only rows of that job count; an answer with another job's row, or a host list of more names
+        than a job can have, fails the wait naming the node.
+    type: str
+    default: ""
 attributes:
   check_mode:
     support: full
@@ -70,6 +77,7 @@ EXAMPLES = r"""
   wireup_wait:
     argv: [sacct, --parsable2, --noheader, -j, "4711", "--format=JobID,State,ExitCode,NodeList,End"]
     judge: sacct
+    slurm_job: "4711"
     interval: 5
     timeout: 1800
     job: example2

@@ -63,7 +63,7 @@ class Testbed:
     __test__ = False  # not a pytest test class, despite its name
 
     def __init__(self, name: str = "default", log=_log):
-        if not NAME_RE.match(name):
+        if not NAME_RE.fullmatch(name):
             raise TestbedError(
                 f"testbed name {name!r} is invalid: use 1-20 of a-z, 0-9 and '-', "
                 "starting with a letter (--name NAME)"

@@ -20,7 +20,13 @@ from ansible.errors import AnsibleFilterError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import benchenv, launch, slurm, validate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
+    benchenv,
+    launch,
+    slurm,
+    slurm_health_check,
+    validate,
+)
 
 MARKER = "PWNED"
 FRAGMENTS = [
@@ -275,6 +281,75 @@ def test_a_run_id_a_node_answers_is_refused_or_stays_under_results(run_id):
         return
     root = os.path.realpath(top / "results" / "jobs")
     assert os.path.realpath(jobs["results"]).startswith(root + os.sep)
+
+
+# ---------------------------------------------------------------- where jobs.yml connects (issue 35)
+@FAST
+@given(master=st.one_of(HOSTILE, st.sampled_from(["localhost", "node9", "-oProxyCommand=x", "node1\n"])))
+def test_a_master_a_node_records_is_a_host_of_the_run_or_nothing_is_delegated(master):
+    top = pathlib.Path(tempfile.mkdtemp(prefix="wireup-master-"))
+    nodes = templates.INVENTORIES["three-cpu-nodes"]["nodes"]
+    hosts = sorted(nodes)
+    # The run's record as launch.yml's Slurm path keeps it (slurm.run_plan), its master rewritten.
+    record = slurm.run_plan("4711\n", _plan_with(top, hosts, nodes))["record"] | {"master": master}
+    meta = {"run_id": "slurm-4711", "started": 1.0, "record": True}
+    answer = {"rc": 0, "stdout": "\n".join(["slurm-4711", json.dumps(meta), json.dumps(record)]) + "\n"}
+    plan = _plan_with(top, hosts, nodes, follow=True)
+    jobs = launch.jobs_plan(plan, "stop", found=dict.fromkeys(hosts, answer), play_hosts=hosts)
+    if master in hosts:
+        assert jobs["slurm"]["on"] == master and jobs["slurm"]["reads"][0] == ["scancel", "4711"]
+    else:
+        assert jobs["slurm"]["on"] == "" and jobs["slurm"]["reads"] == [], jobs["slurm"]
+        assert sum("is refused" in n for n in jobs["notes"]) == len(hosts)
+
+
+# ---------------------------------------------------------------- what Slurm prints (issue 35)
+SACCT_FIELD = st.one_of(
+    HOSTILE,
+    st.sampled_from(
+        ["7", "7.0", "7.\u00b2", "8.0", "7+1", "7_1", "7.batch", "n[0-9999999]", "node[1-3]", "\u0667.0"]
+    ),
+)
+
+
+@FAST
+@given(jobid=SACCT_FIELD, nodes=SACCT_FIELD, state=st.sampled_from(["RUNNING", "COMPLETED", "FAILED"]))
+def test_a_sacct_row_is_the_asked_jobs_or_the_verdict_is_never_ok(jobid, nodes, state):
+    text = f"7|COMPLETED|0:0|node[1-3]|Unknown\n{jobid}|{state}|0:0|{nodes}|Unknown\n"
+    verdict = slurm.job_verdict(text, ["node1", "node2", "node3"], job_id="7")  # never raises
+    if verdict["ok"]:  # only when every row sacct printed is job 7's, naming at most its 3 nodes
+        assert all(slurm.is_row_of(r["jobid"], "7") for r in slurm.parse_sacct(text, max_nodes=3))
+    for st_ in verdict["nodes"].values():
+        assert st_["step"] == "" or slurm.is_row_of(st_["step"], "7")
+
+
+@FAST
+@given(text=SACCT_FIELD, limit=st.integers(min_value=0, max_value=50))
+def test_a_host_list_is_expanded_within_its_limit_or_refused_by_name(text, limit):
+    try:
+        names = slurm.expand_hostlist(text, limit)
+    except ValueError as exc:
+        assert f"more than {limit}" in str(exc)
+        return
+    assert len(names) <= limit
+
+
+# ---------------------------------------------------------------- what goes into slurm.conf (issue 35)
+@FAST
+@given(value=st.one_of(HOSTILE, st.sampled_from(["\nANY", "ANY\n", "ANY, IDLE", "IDLE,CYCLE"])))
+def test_a_health_check_node_state_is_refused_or_one_word_of_one_line(value):
+    settings = slurm_health_check.Settings(
+        conf="/etc/slurm/slurm.conf", state="present", program="/usr/local/sbin/wireup-slurm-health",
+        interval=300, node_state=value,
+    )  # fmt: skip
+    plan = slurm_health_check.plan("ClusterName=c\n", "n1", settings)
+    refused = validate.host_errors({"slurm_health_check_node_state": value})
+    assert bool(plan["errors"]) == bool(refused)
+    if refused:
+        assert plan["block"] == ""
+        return
+    assert plan["block"].split("\n")[2] == f"HealthCheckNodeState={value}"
+    assert len(plan["block"].split("\n")) == 3 and value.isprintable() and " " not in value
 
 
 # ---------------------------------------------------------------- the tuned env file

@@ -19,6 +19,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -421,3 +422,165 @@ def test_a_run_without_its_key_is_stopped_not_left_unwatched(cluster):
     assert wait_for(lambda: all(status(j, "r1")["state"] == "stopped" for j in jobs.values()), 10)
     reason = status(jobs["n2"], "r1")["reason"]
     assert reason.startswith(f"stopped by the watchdog: no key at {jobs['n2']}/runs/r1/watchdog.key")
+
+
+# --- peers without the key (issue 35 item 7): slowloris and bare connects, on loopback ---------------
+
+
+def _master(tmp_path, timeout=1.5):
+    """n1's watchdog (the master of n1, n2, n3) listening on loopback, its accept loop running in a
+    thread as run() starts it; the test plays n2 and the peers without the key."""
+    port = free_port()
+    cfg = {
+        "self": "n1", "master": "n1", "hosts": HOSTS, "addr": "127.0.0.1", "bind": "127.0.0.1",
+        "port": port, "interval": 0.2, "timeout": timeout, "join_timeout": 20, "grace": 2,
+        "job_dir": str(tmp_path),
+    }  # fmt: skip
+    master = wd.Master(cfg, "r1", wd.Link(KEY, job="demo", run_id="r1", me="n1"))
+    master.server = wd.listen(cfg)
+    master.server.listen(64)
+    master.server.settimeout(0.5)
+    threading.Thread(target=master.accept, daemon=True).start()
+    return master, port
+
+
+def _slowloris(port, source, stop, every=0.3):
+    """A peer without the key: connects from ``source`` and sends one byte every ``every`` s, never
+    a whole line; returns its socket (closed by the master or at ``stop``)."""
+    conn = socket.create_connection(("127.0.0.1", port), source_address=(source, 0))
+
+    def dribble():
+        try:
+            while not stop.is_set():
+                conn.sendall(b"w")
+                time.sleep(every)
+        except OSError:
+            pass
+
+    threading.Thread(target=dribble, daemon=True).start()
+    return conn
+
+
+def _closed_within(conn, seconds):
+    """Whether the master closed ``conn`` within ``seconds`` (EOF or a reset on its side)."""
+    conn.settimeout(seconds)
+    try:
+        while conn.recv(64):
+            pass
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _report(port, counter):
+    """n2's authentic report, on a connection of its own from 127.0.0.1."""
+    conn = socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.1", 0))
+    conn.sendall(sealed("state running -", counter=counter))
+    return conn
+
+
+def test_a_slowloris_peer_is_dropped_at_its_deadline_not_kept_by_its_bytes(tmp_path):
+    _held, port = _master(tmp_path, timeout=1.5)
+    stop = threading.Event()
+    try:
+        t0 = time.monotonic()
+        slow = _slowloris(port, "127.0.0.2", stop)
+        # One byte every 0.3 s kept the old per-recv timeout (1.5 s) from ever firing.
+        assert _closed_within(slow, 6), "the slow peer still holds its connection after 6 s"
+        assert time.monotonic() - t0 < 1.5 + 2.0  # its deadline (AUTH_SECONDS, at most timeout) and slack
+    finally:
+        stop.set()
+
+
+def test_peers_without_the_key_cannot_starve_a_host_of_the_run(tmp_path):
+    master, port = _master(tmp_path, timeout=30)  # the old per-recv timeout: 30 s
+    stop = threading.Event()
+    held = []
+    try:
+        # Many slow peers from one address, then one each from 30 other addresses: more than every
+        # pre-authentication slot there is.
+        held += [_slowloris(port, "127.0.0.2", stop) for _ in range(24)]
+        held += [_slowloris(port, f"127.0.0.{i}", stop) for i in range(10, 40)]
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        n2 = _report(port, 1)
+        assert wait_for(lambda: master.peers["n2"]["last"] is not None, 3), "n2 was starved"
+        assert time.monotonic() - t0 < 3
+        # A bare TCP connect and an unauthenticated line are never "heard from".
+        bare = socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.3", 0))
+        socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.4", 0)).sendall(b"hello\n")
+        time.sleep(0.5)
+        assert master.peers["n3"]["last"] is None
+        n2.close()
+        bare.close()
+    finally:
+        stop.set()
+        for conn in held:
+            conn.close()
+
+
+def test_a_worker_never_answered_by_an_authenticated_master_stops_within_its_timeout(cluster):
+    # Something else holds the master's port and closes every connection at once (or answers
+    # without the key): each reconnect counted as "heard from", so the workers ran on forever.
+    with socket.socket() as fake:
+        fake.bind(("127.0.0.1", 0))
+        fake.listen(16)
+        port = fake.getsockname()[1]
+        done = threading.Event()
+
+        def serve():
+            fake.settimeout(0.2)
+            while not done.is_set():
+                try:
+                    conn, _ = fake.accept()
+                except OSError:
+                    continue
+                with conn:
+                    conn.sendall(b"wd1 n1 1 " + b"0" * 64 + b" ok\n")  # no key: a bad MAC
+
+        threading.Thread(target=serve, daemon=True).start()
+        try:
+            jobs = cluster("sleep 60\n", port=port, interval=0.2, timeout=1.5)
+            t0 = time.monotonic()
+            assert wait_for(
+                lambda: all(status(jobs[h], "r1")["state"] == "stopped" for h in ("n2", "n3")), 10
+            )
+            assert time.monotonic() - t0 < 10
+            reason = status(jobs["n2"], "r1")["reason"]
+            assert reason.startswith("stopped by the watchdog: the master n1's watchdog at 127.0.0.1:"), (
+                reason
+            )
+            assert "sent no authenticated answer in 1.5 s" in reason
+        finally:
+            done.set()
+
+
+def test_admission_sheds_the_oldest_of_an_address_then_the_oldest_of_all():
+    gate = wd.Admission(total=3, per_address=2)
+    a1, a2, a3, b1, c1 = (object() for _ in range(5))
+    assert gate.admit(a1, ("10.0.0.9", 1)) == [] and gate.admit(a2, ("10.0.0.9", 2)) == []
+    assert gate.admit(a3, ("10.0.0.9", 3)) == [(a1, ("10.0.0.9", 1))]  # one address: two at most
+    assert gate.admit(b1, ("10.0.0.2", 1)) == []
+    assert gate.admit(c1, ("10.0.0.3", 1)) == [(a2, ("10.0.0.9", 2))]  # full: the oldest goes
+    gate.leave(b1)  # authenticated
+    gate.leave(b1)  # twice is harmless
+    assert list(gate.waiting) == [a3, c1]
+
+
+def test_read_line_keeps_what_follows_and_holds_its_deadline():
+    left, right = socket.socketpair()
+    with left, right:
+        buffer = bytearray()
+        right.sendall(b"one\ntw")
+        assert wd.read_line(left, buffer, time.monotonic() + 2) == b"one\n" and buffer == b"tw"
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError):
+            wd.read_line(left, buffer, time.monotonic() + 0.3)  # "tw" never ends
+        assert time.monotonic() - t0 < 1
+        right.sendall(b"x" * (wd.LINE_MAX + 10))
+        with pytest.raises(wd.Refused, match="over 2048 bytes"):
+            wd.read_line(left, buffer, time.monotonic() + 2)
+        right.close()
+        assert wd.read_line(left, bytearray(), None) == b""

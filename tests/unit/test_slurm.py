@@ -4,6 +4,7 @@ scontrol/srun/torchrun: one srun step per node with its rank, the first failing 
 import json
 import os
 import pathlib
+import re
 import subprocess
 import time
 
@@ -109,12 +110,12 @@ def test_parse_mangled_output():
     odd = "5|COMPLETED|0:0|node1|Unknown\n5.0|\xff\xfe|0:0|node1|Unknown\n"
     assert slurm.parse_sacct(odd)[1]["jobid"] == "5.0"
     # A step state nobody knows is never taken for success.
-    v = slurm.job_verdict(odd, ["node1"])
+    v = slurm.job_verdict(odd, ["node1"], job_id="5")
     assert (v["ok"], v["nodes"]["node1"]["state"]) == (False, "lost")
 
 
 def test_verdict_completed():
-    v = slurm.job_verdict(capture("testbed_22.05.8_sacct_completed.txt"), NODES)
+    v = slurm.job_verdict(capture("testbed_22.05.8_sacct_completed.txt"), NODES, job_id="4")
     assert (v["over"], v["ok"], v["first_failure"], v["timed_out"], v["running"]) == (
         True,
         True,
@@ -132,7 +133,7 @@ def test_verdict_completed():
 
 
 def test_verdict_failing_node_is_named_and_the_others_were_stopped():
-    v = slurm.job_verdict(capture("testbed_22.05.8_sacct_node2_failed.txt"), NODES)
+    v = slurm.job_verdict(capture("testbed_22.05.8_sacct_node2_failed.txt"), NODES, job_id="5")
     assert (v["over"], v["ok"], v["first_failure"]) == (True, False, "node2")
     assert v["reason"] == "node2 exited with code 1 in Slurm job 5 (FAILED)"
     assert {h: n["state"] for h, n in v["nodes"].items()} == {
@@ -160,14 +161,17 @@ BATCH_OUT = (
 
 def test_the_batch_scripts_first_failed_step_names_the_node_in_a_same_second_race():
     assert slurm.first_failed_step(BATCH_OUT) == "node2"
-    v = slurm.job_verdict(RACE, NODES, first_failed=slurm.first_failed_step(BATCH_OUT))
+    v = slurm.job_verdict(RACE, NODES, job_id="6", first_failed=slurm.first_failed_step(BATCH_OUT))
     assert (v["over"], v["ok"], v["first_failure"]) == (True, False, "node2")
     assert v["reason"] == "node2 exited with code 1 in Slurm job 6 (FAILED)"
     # Without the line, sacct's whole seconds leave it to the name order: the old, wrong answer.
-    assert slurm.job_verdict(RACE, NODES)["first_failure"] == "node1"
+    assert slurm.job_verdict(RACE, NODES, job_id="6")["first_failure"] == "node1"
     # Slurm node names map back to inventory hosts.
     named = slurm.job_verdict(
-        RACE.replace("node", "cn"), NODES, {h: h.replace("node", "cn") for h in NODES}, first_failed="cn3"
+        RACE.replace("node", "cn"),
+        {h: h.replace("node", "cn") for h in NODES},
+        job_id="6",
+        first_failed="cn3",
     )
     assert named["first_failure"] == "node3"
 
@@ -185,44 +189,46 @@ def test_the_batch_scripts_first_failed_step_names_the_node_in_a_same_second_rac
 def test_no_first_failed_step_when_the_output_does_not_say_it(text):
     assert slurm.first_failed_step(text) == ""
     # A name that failed nowhere, or that stopped, never overrides sacct.
-    assert slurm.job_verdict(RACE, NODES, first_failed=text)["first_failure"] == "node1"
+    assert slurm.job_verdict(RACE, NODES, job_id="6", first_failed=text)["first_failure"] == "node1"
 
 
 def test_a_first_failed_name_that_was_stopped_does_not_override_sacct():
-    v = slurm.job_verdict(capture("testbed_22.05.8_sacct_node2_failed.txt"), NODES, first_failed="node1")
+    v = slurm.job_verdict(
+        capture("testbed_22.05.8_sacct_node2_failed.txt"), NODES, job_id="5", first_failed="node1"
+    )
     assert v["first_failure"] == "node2"
 
 
 def test_verdict_every_node_failed_at_once():
-    v = slurm.job_verdict(capture("testbed_22.05.8_sacct_exit127_every_node.txt"), NODES)
+    v = slurm.job_verdict(capture("testbed_22.05.8_sacct_exit127_every_node.txt"), NODES, job_id="3")
     assert v["over"] and not v["ok"]
     assert v["first_failure"] in NODES and "exited with code 127" in v["reason"]
 
 
 def test_verdict_running_and_pending():
-    v = slurm.job_verdict(capture("testbed_22.05.8_sacct_running.txt"), NODES)
+    v = slurm.job_verdict(capture("testbed_22.05.8_sacct_running.txt"), NODES, job_id="7")
     assert (v["over"], v["ok"], v["running"]) == (False, False, NODES)
     # A pending job has no sacct row yet (seen on the testbed: sacct printed nothing).
-    pending = slurm.job_verdict("", NODES)
+    pending = slurm.job_verdict("", NODES, job_id="7")
     assert (pending["over"], pending["ok"], pending["reason"]) == (False, False, "the Slurm job is pending")
 
 
 def test_verdict_cancelled_by_wireup_at_the_timeout():
     text = capture("testbed_22.05.8_sacct_cancelled_by_scancel.txt")
-    v = slurm.job_verdict(text, NODES, timed_out=True)
+    v = slurm.job_verdict(text, NODES, job_id="7", timed_out=True)
     assert (v["over"], v["ok"], v["timed_out"], v["first_failure"]) == (True, False, True, "")
     assert "ran out of time (torchrun_launch_timeout) and was cancelled (CANCELLED)" in v["reason"]
     # The same job cancelled by someone else: no node is to blame either.
-    other = slurm.job_verdict(text, NODES)
+    other = slurm.job_verdict(text, NODES, job_id="7")
     assert (other["over"], other["ok"], other["first_failure"]) == (True, False, "")
     assert other["reason"].startswith("Slurm job 7 was stopped by Slurm (CANCELLED)")
     # Still running (or never seen) when the time ran out: over, not ok.
-    late = slurm.job_verdict("", NODES, timed_out=True)
+    late = slurm.job_verdict("", NODES, job_id="7", timed_out=True)
     assert (late["over"], late["ok"], late["timed_out"]) == (True, False, True)
 
 
 def test_verdict_cancelled_while_pending():
-    v = slurm.job_verdict(capture("testbed_22.05.8_sacct_cancelled_while_pending.txt"), NODES)
+    v = slurm.job_verdict(capture("testbed_22.05.8_sacct_cancelled_while_pending.txt"), NODES, job_id="13")
     assert (v["over"], v["ok"], v["first_failure"]) == (True, False, "")
     assert v["reason"] == "Slurm job 13 ended CANCELLED with exit code 0:0 before any node ran its step"
     assert {n["state"] for n in v["nodes"].values()} == {"missing"}
@@ -234,7 +240,7 @@ def test_verdict_step_killed_by_a_signal_fails_a_completed_job():
     normalized = "\n".join(
         f"{r['jobid']}|{r['state']}|{r['rc']}:{r['signal']}|{','.join(r['nodes'])}|Unknown" for r in rows
     )
-    v = slurm.job_verdict(normalized, ["gpu1"], {"gpu1": "galvani-cn001"})
+    v = slurm.job_verdict(normalized, {"gpu1": "galvani-cn001"}, job_id="239023")
     assert (v["over"], v["ok"]) == (True, False)
     assert v["nodes"]["gpu1"]["slurm_state"] == "CANCELLED"
 
@@ -375,3 +381,98 @@ def test_sbatch_first_failing_step_ends_the_job_with_its_code(tmp_path):
     while len(list(steps.glob("*.done"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert sorted(p.name for p in steps.glob("*.done")) == ["wb-node1.done", "wb-node3.done"]
+
+
+# --- what sacct and a host list may say (issue 35 item 7) -----------------------------------------
+
+
+def test_a_host_list_expands_only_up_to_its_limit_and_says_so():
+    # The issue's list: 10 M names. Refused at once (counted, never expanded), naming the cap.
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match=r"n\[0-9999999\]' names 10000000 hosts, more than 65536"):
+        slurm.expand_hostlist("n[0-9999999]")
+    with pytest.raises(ValueError, match="names 4 hosts, more than 3"):
+        slurm.expand_hostlist("node[1-4]", limit=3)
+    with pytest.raises(ValueError, match="more than 3"):
+        slurm.expand_hostlist("r[1-2]-n[1-2]", limit=3)  # a product of groups counts whole
+    assert time.monotonic() - t0 < 1
+    assert slurm.expand_hostlist("node[1-3]", limit=3) == NODES
+    # A range whose ends are no plain numbers is no range (superscripts, 5000 digits): kept as text.
+    assert slurm.expand_hostlist("n[\u00b9-\u00b3]") == ["n[\u00b9-\u00b3]"]
+    huge = "n[0-" + "9" * 5000 + "]"
+    assert slurm.expand_hostlist(huge) == [huge]
+
+
+def _sacct_verdict(text, job_id, hosts=NODES, **kw):
+    """The verdict slurm_wait.yml takes, through its filter, with the plan slurm.yml made: the
+    launch plan combined with slurm.run_plan of sbatch's answer (the real producers)."""
+    from test_launch_jobs_follow import launched
+
+    from ansible_collections.wireup.cluster.plugins.filter import wireup_slurm
+
+    base = launched(run_id="20261202T000000Z-0001")
+    plan = base | slurm.run_plan(f"{job_id}\n", base) | {"hosts": list(hosts)}
+    return wireup_slurm.wireup_slurm_verdict(text, plan, **kw)
+
+
+def test_the_verdict_takes_only_the_asked_jobs_rows():
+    completed = capture("testbed_22.05.8_sacct_completed.txt")  # job 4, every node exited 0
+    assert _sacct_verdict(completed, "4")["ok"]
+    # sacct on the master answered with another job's rows: never this job's success.
+    other = _sacct_verdict(completed, "5")
+    assert (other["over"], other["ok"], other["job_id"]) == (True, False, "5")
+    assert (
+        other["reason"]
+        == "sacct printed '4|COMPLETED|0:0|node[1-3]|2026-12-01T01:14:59', not a row of Slurm job 5"
+    )
+    # job 5's own rows with one of job 4's among them
+    failed = capture("testbed_22.05.8_sacct_node2_failed.txt").replace("5.1|FAILED|1:0", "4.1|COMPLETED|0:0")
+    mixed = _sacct_verdict(failed, "5")
+    assert not mixed["ok"] and "not a row of Slurm job 5" in mixed["reason"]
+    # an array task and a het job component's rows are rows of their own ids only
+    task = re.sub(r"(?m)^4", "4_2", completed)
+    assert slurm.job_verdict(task, NODES, job_id="4_2")["ok"]
+    assert "not a row of Slurm job 4" in slurm.job_verdict(task, NODES, job_id="4")["reason"]
+    assert slurm.job_verdict(completed.replace("4|", "4+0|"), NODES, job_id="4")["ok"]
+
+
+@pytest.mark.parametrize(
+    "jobid",
+    [
+        "4",
+        "4.batch",
+        "4.extern",
+        "4.interactive",
+        "4.0",
+        "4.12",
+        "4+1",
+        "4+1.batch",
+        "4.0+1",
+        "4_7",
+        "4_[1-3%2]",
+    ],
+)
+def test_sacct_job_ids_in_the_forms_slurm_documents_are_rows(jobid):
+    rows = slurm.parse_sacct(f"{jobid}|COMPLETED|0:0|node1|Unknown\n")
+    assert [r["jobid"] for r in rows] == [jobid]
+
+
+def test_a_step_id_that_is_no_plain_number_is_no_step():
+    # "7.\u00b2": str.isdigit() says yes, int() says no: the verdict crashed with ValueError.
+    text = capture("testbed_22.05.8_sacct_running.txt").splitlines()[1:]
+    for step in ("7.\u00b2", "7.\u0661", "7.0x", "7.-1", "7.1+x", "\uff17.1"):
+        rows = "\n".join([*text, f"{step}|FAILED|1:0|node3|2026-12-01T01:15:48"])
+        v = _sacct_verdict(rows, "7")
+        assert v["nodes"]["node3"]["state"] != "exited", step  # never node3's step
+        assert (v["over"], v["ok"]) == (False, False)
+
+
+def test_a_row_naming_more_nodes_than_the_job_has_is_not_its_row():
+    # The job ran on 3 hosts (job.sbatch --nodes=3): a row naming 4, or 10 M, is not its row.
+    text = capture("testbed_22.05.8_sacct_completed.txt")
+    for nodes in ("node[1-4]", "n[0-9999999]"):
+        t0 = time.monotonic()
+        v = _sacct_verdict(text.replace("node[1-3]", nodes, 1), "4")
+        assert time.monotonic() - t0 < 1
+        assert (v["over"], v["ok"]) == (True, False)
+        assert "more than 3" in v["reason"], v["reason"]

@@ -3,11 +3,13 @@ read strictly (real testbed captures, then cut-off, hostile and mangled ones: "c
 a state), the jobs plan of a Slurm run, each node's line and the closing line, list and follow."""
 
 import json
+import time
 
 import pytest
-from test_launch_jobs_follow import BASE, GROUP, NODES, launched
+from test_launch_jobs_follow import BASE, FINDING, GROUP, NODES, _jobctl, _node_job, launched
 from test_slurm import capture
 
+from ansible_collections.wireup.cluster.plugins.filter import wireup_slurm
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch, slurm
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.validate import PATH_NAME
 
@@ -316,3 +318,105 @@ def test_launch_says_the_job_id_and_how_to_follow_it():
     assert lines[-1] == (
         "list:   .venv/bin/ansible-playbook -i inv.yml jobs.yml -e torchrun_launch_action=list"
     )
+
+
+# --- where jobs.yml connects (issue 35 item 6): the master a node's record names ------------------
+# jobs.yml runs scancel, sacct and squeue on the run's master (delegate_to). The master comes from
+# run.json on the nodes, which a node (or whoever owns its job folder) can rewrite: it must be a
+# host of the run in this inventory, or nothing is delegated to it.
+HOSTILE_MASTERS = [
+    "localhost",  # the controller itself
+    "node9",  # a host outside the inventory
+    "-oProxyCommand=touch /tmp/wireup-pwned",  # an ssh option
+    "node1\n",  # a host name with a trailing newline
+    "node4",  # in the group, but not one of the run's hosts (it ran on node1-3)
+    "",  # no master at all
+    ["node1"],  # not a string
+]
+
+
+def _recorded(tmp_path, job_id="4711", hosts=("node1", "node2", "node3"), masters=None):
+    """Each node's `wireup-jobctl latest --record` answer from the real wireup-jobctl, after
+    `wireup-jobctl record` kept slurm.run_plan's record there (launch.yml's Slurm path); ``masters``
+    rewrites a node's run.json with another master (a node that lies)."""
+
+    # node4 was left out at launch (torchrun_launch_on_failed=skip): the run is node1-3's.
+    sp = slurm.run_plan(f"{job_id}\n", launched({"node4": FINDING}, run_id="20261202T000000Z-0001"))
+    found = {}
+    for host in hosts:
+        job = _node_job(tmp_path, host)
+        env = {"WIREUP_RUN_RECORD": json.dumps(sp["record"])}
+        assert _jobctl("record", job, sp["run_id"], job_id, env=env)["rc"] == 0
+        if host in (masters or {}):
+            run_json = job / "runs" / sp["run_id"] / "run.json"
+            record = json.loads(run_json.read_text())
+            record["master"] = masters[host]
+            run_json.write_text(json.dumps(record) + "\n")
+        found[host] = _jobctl("latest", job, "--record", "")
+    return found, sp
+
+
+@pytest.mark.parametrize("master", HOSTILE_MASTERS)
+def test_a_master_that_is_not_a_host_of_the_run_is_never_connected_to(tmp_path, master):
+    found, _sp = _recorded(tmp_path, masters=dict.fromkeys(HOSTS, master))
+    plan = launch.job_plan(GROUP, NODES, **_inventory())
+    for action in ("status", "logs", "stop"):
+        jobs = launch.jobs_plan(plan, action, found=found, play_hosts=GROUP)
+        # Nothing of Slurm is asked anywhere, and the master is none of the hostile values.
+        assert jobs["slurm"]["reads"] == [], jobs["slurm"]
+        assert jobs["master"] != master and jobs["slurm"].get("on") == ""
+        refused = [n for n in jobs["notes"] if "is refused" in n]
+        assert len(refused) == 3, jobs["notes"]
+        for host, line in zip(HOSTS, refused, strict=True):
+            assert line.startswith(f"{host}'s record of run slurm-4711 is refused: its master ")
+            assert "not a host of the run in torchrun_launch_group=gpu_nodes" in line
+            assert "\n" not in line
+
+
+def test_one_lying_node_is_refused_and_the_others_records_decide(tmp_path):
+    found, _sp = _recorded(tmp_path, masters={"node2": "localhost"})
+    plan = launch.job_plan(GROUP, NODES, **_inventory())
+    jobs = launch.jobs_plan(plan, "stop", found=found, play_hosts=GROUP)
+    assert (jobs["master"], jobs["errors"], jobs["hosts"]) == ("node1", [], HOSTS)
+    assert jobs["slurm"]["reads"][0] == ["scancel", "4711"] and jobs["slurm"].get("on") == "node1"
+    assert jobs["notes"] == [
+        "node2's record of run slurm-4711 is refused: its master 'localhost' is not a host of the run in "
+        "torchrun_launch_group=gpu_nodes (jobs.yml runs scancel, sacct and squeue there); nothing of it "
+        "is used: check /opt/wireup/jobs/it-healthy-only/runs/slurm-4711/run.json on node2"
+    ]
+    # A master that is a host of the run is followed (the run re-chose it when node1 was left out).
+    found, _ = _recorded(tmp_path / "again", masters=dict.fromkeys(HOSTS, "node3"))
+    jobs = launch.jobs_plan(plan, "status", found=found, play_hosts=GROUP)
+    assert (jobs["master"], jobs["slurm"].get("on"), jobs["notes"]) == ("node3", "node3", [])
+
+
+# --- host lists bounded by what the job could have (issue 35 item 7) ----------------------------
+def test_a_host_list_longer_than_the_job_is_cannot_tell_and_never_expanded():
+    t0 = time.monotonic()
+    huge = {"rc": 0, "stdout": "7|RUNNING|n[0-9999999]\n", "stderr": ""}
+    st = slurm.job_status(huge, running_sacct(), PLAN, "7")
+    assert st["known"] is False and "names 10000000 hosts, more than 3" in st["why"], st["why"]
+    four = {"rc": 0, "stdout": running_sacct()["stdout"].replace("node[1-3]", "node[1-4]")}
+    st = slurm.job_status(SQUEUE_RUNNING, four, PLAN, "7")
+    assert st["known"] is False and "names 4 hosts, more than 3" in st["why"], st["why"]
+    assert time.monotonic() - t0 < 1
+
+
+def test_a_run_that_also_ran_outside_the_inventory_may_name_all_its_nodes(tmp_path):
+    # The run's record names node1-4; this inventory's group has node1-3 only (node4 not followed).
+    sp = slurm.run_plan("7\n", launched(run_id="20261202T000000Z-0001"))
+    meta = {"run_id": sp["run_id"], "started": 5.0, "record": True}
+    line = "\n".join([sp["run_id"], json.dumps(meta), json.dumps(sp["record"])]) + "\n"
+    found = {h: {"rc": 0, "stdout": line} for h in HOSTS}
+    plan = launch.job_plan(HOSTS, NODES, **_inventory())
+    jobs = launch.jobs_plan(plan, "status", found=found, play_hosts=HOSTS)
+    assert (jobs["hosts"], jobs["slurm"]["nodes_max"]) == (HOSTS, 4)
+    sacct_ = {"__argv": ["sacct"], "ansible_loop_var": "__argv", **running_sacct()}
+    sacct_["stdout"] = sacct_["stdout"].replace("node[1-3]", "node[1-4]")
+    squeue = {"__argv": ["squeue"], "ansible_loop_var": "__argv", "rc": 0, "stdout": "7|RUNNING|node[1-4]\n"}
+    st = wireup_slurm.wireup_slurm_job_status({"results": [sacct_, squeue]}, jobs, plan)
+    assert st["known"] and st["job_state"] == "RUNNING", st["why"]
+    # one more than the run had is not its answer
+    squeue["stdout"] = "7|RUNNING|node[1-5]\n"
+    st = wireup_slurm.wireup_slurm_job_status({"results": [sacct_, squeue]}, jobs, plan)
+    assert not st["known"] and "more than 4" in st["why"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -111,9 +112,17 @@ def sacct(name, rc=0, stderr=""):
     return {"rc": rc, "stdout": (SLURM / name).read_text(), "stderr": stderr}
 
 
+def running_sacct():
+    """testbed_22.05.8_sacct_running.txt without its first line (plain squeue's, pasted above it)."""
+    return {
+        "rc": 0,
+        "stdout": "\n".join(sacct("testbed_22.05.8_sacct_running.txt")["stdout"].splitlines()[1:]),
+    }
+
+
 def test_a_running_slurm_job_goes_on_and_says_its_state_and_the_time_waited():
     seen = wait.look_sacct(
-        sacct("testbed_22.05.8_sacct_running.txt"), host="node1", job="example2", timeout=1800, waited=12.04
+        running_sacct(), host="node1", job="example2", timeout=1800, waited=12.04, slurm_job="7"
     )
     assert not seen["over"] and not seen["error"]
     assert seen["status"] == {"state": "RUNNING", "job_id": "7"}
@@ -123,35 +132,33 @@ def test_a_running_slurm_job_goes_on_and_says_its_state_and_the_time_waited():
 
 
 @pytest.mark.parametrize(
-    ("name", "state"),
+    ("name", "job_id", "state"),
     [
-        ("testbed_22.05.8_sacct_completed.txt", "COMPLETED"),
-        ("testbed_22.05.8_sacct_node2_failed.txt", "FAILED"),
-        ("testbed_22.05.8_sacct_cancelled_by_scancel.txt", "CANCELLED"),
-        ("testbed_22.05.8_sacct_cancelled_while_pending.txt", "CANCELLED"),
+        ("testbed_22.05.8_sacct_completed.txt", "4", "COMPLETED"),
+        ("testbed_22.05.8_sacct_node2_failed.txt", "5", "FAILED"),
+        ("testbed_22.05.8_sacct_cancelled_by_scancel.txt", "7", "CANCELLED"),
+        ("testbed_22.05.8_sacct_cancelled_while_pending.txt", "13", "CANCELLED"),
     ],
 )
-def test_a_slurm_job_in_a_final_state_ends_the_wait(name, state):
-    seen = wait.look_sacct(sacct(name), host="node1", waited=40)
+def test_a_slurm_job_in_a_final_state_ends_the_wait(name, job_id, state):
+    seen = wait.look_sacct(sacct(name), host="node1", waited=40, slurm_job=job_id)
     assert seen["over"] and not seen["error"]
     assert seen["status"]["state"] == state
     assert seen["line"].startswith("[node1] Slurm job ") and seen["line"].endswith(f": {state} after 40.0 s")
 
 
 def test_a_job_sacct_has_no_row_for_yet_is_pending_and_waited_for():
-    seen = wait.look_sacct({"rc": 0, "stdout": "", "stderr": ""}, host="node1", waited=1)
+    seen = wait.look_sacct({"rc": 0, "stdout": "", "stderr": ""}, host="node1", waited=1, slurm_job="8")
     assert not seen["over"] and seen["status"]["state"] == "PENDING"
-    assert (
-        seen["line"] == "[node1] waiting for Slurm job (no sacct row yet): PENDING, 1.0 s waited (no timeout)"
-    )
+    assert seen["line"] == "[node1] waiting for Slurm job 8: PENDING, 1.0 s waited (no timeout)"
 
 
 def test_the_timeout_ends_a_slurm_wait_by_the_controller_s_clock_and_0_means_none():
-    running = sacct("testbed_22.05.8_sacct_running.txt")
-    assert wait.look_sacct(running, host="n", timeout=30, waited=30.0)["over"]
-    assert not wait.look_sacct(running, host="n", timeout=30, waited=29.9)["over"]
+    running = running_sacct()
+    assert wait.look_sacct(running, host="n", timeout=30, waited=30.0, slurm_job="7")["over"]
+    assert not wait.look_sacct(running, host="n", timeout=30, waited=29.9, slurm_job="7")["over"]
     # torchrun_launch_timeout 0 is "no limit": the old until/retries loop made it one look, then scancel.
-    assert not wait.look_sacct(running, host="n", timeout=0, waited=86400.0)["over"]
+    assert not wait.look_sacct(running, host="n", timeout=0, waited=86400.0, slurm_job="7")["over"]
 
 
 def test_a_failing_sacct_fails_the_wait_naming_the_node_and_sacct_s_words():
@@ -171,7 +178,7 @@ def test_a_failing_sacct_fails_the_wait_naming_the_node_and_sacct_s_words():
 
 def test_hostile_sacct_text_reaches_the_line_printable_and_short():
     text = "7\x1b[2J|RUNNING\x07" + "X" * 500 + "|0:0|node1|Unknown\n"
-    seen = wait.look_sacct({"rc": 0, "stdout": text, "stderr": ""}, host="n")
+    seen = wait.look_sacct({"rc": 0, "stdout": text, "stderr": ""}, host="n", slurm_job="7")
     assert seen["line"].isprintable() and len(seen["line"]) < 200
 
 
@@ -207,19 +214,20 @@ def _action(args, answers, monkeypatch):
 
 def test_the_action_follows_a_slurm_job_with_sacct_until_it_ends(monkeypatch):
     argv = ["sacct", "--parsable2", "--noheader", "-j", "7", "--format=JobID,State,ExitCode,NodeList,End"]
-    answers = [sacct("testbed_22.05.8_sacct_running.txt")] * 2 + [
-        sacct("testbed_22.05.8_sacct_completed.txt")
-    ]
+    # job 7 running, then job 7 completed (the completed capture's rows, with 7 for job 4)
+    completed = sacct("testbed_22.05.8_sacct_completed.txt")
+    completed["stdout"] = re.sub(r"(?m)^4", "7", completed["stdout"])
+    answers = [running_sacct()] * 2 + [completed]
     action, shown, ran = _action(
-        {"argv": argv, "judge": "sacct", "interval": 5, "timeout": 1800, "job": "example2"},
+        {"argv": argv, "judge": "sacct", "interval": 5, "timeout": 1800, "job": "example2", "slurm_job": "7"},
         answers,
         monkeypatch,
     )
     result = action.run(task_vars={"inventory_hostname": "node3"})
     assert ran == [" ".join(argv)] * 3  # sacct's words as they are: no interval appended
-    assert result["looks"] == 3 and not result.get("failed") and result["stdout"].startswith("4|COMPLETED")
+    assert result["looks"] == 3 and not result.get("failed") and result["stdout"].startswith("7|COMPLETED")
     assert shown[0].startswith("[node1] waiting for Slurm job 7 (job example2): RUNNING")
-    assert shown[-1].startswith("[node1] Slurm job 4 (job example2): COMPLETED after ")
+    assert shown[-1].startswith("[node1] Slurm job 7 (job example2): COMPLETED after ")
 
 
 def test_the_action_appends_the_interval_for_jobctl_and_refuses_an_unknown_judge(monkeypatch):
@@ -232,3 +240,38 @@ def test_the_action_appends_the_interval_for_jobctl_and_refuses_an_unknown_judge
     action, _, _ = _action({"argv": ["sacct"], "judge": "squeue"}, [], monkeypatch)
     with pytest.raises(AnsibleActionFail, match="judge must be one of jobctl, sacct, not 'squeue'"):
         action.run(task_vars={})
+
+
+# --- the sacct judge takes only the asked job's rows (issue 35) ----------------------------------
+def test_a_look_at_another_jobs_rows_fails_the_wait_naming_the_node():
+    seen = wait.look_sacct(
+        sacct("testbed_22.05.8_sacct_completed.txt"), host="node1", job="example2", slurm_job="5"
+    )
+    assert seen["over"] and seen["error"] == (
+        "node1: sacct printed '4|COMPLETED|0:0|node[1-3]|2026-12-01T01:14:59', not a row of Slurm job 5"
+    )
+    # a row naming 10 M nodes is refused at once, never expanded
+    huge = {"rc": 0, "stdout": "5|RUNNING|0:0|n[0-99999999]|Unknown\n", "stderr": ""}
+    assert "names 100000000 hosts, more than 65536" in wait.look_sacct(huge, host="n", slurm_job="5")["error"]
+    assert not wait.look_sacct(sacct("testbed_22.05.8_sacct_node2_failed.txt"), host="n", slurm_job="5")[
+        "error"
+    ]
+
+
+def test_the_action_ends_a_wait_whose_sacct_answers_for_another_job(monkeypatch):
+    argv = ["sacct", "--parsable2", "--noheader", "-j", "7", "--format=JobID,State,ExitCode,NodeList,End"]
+    answers = [running_sacct(), sacct("testbed_22.05.8_sacct_completed.txt")]
+    action, _, _ = _action(
+        {"argv": argv, "judge": "sacct", "interval": 5, "job": "example2", "slurm_job": "7"},
+        answers,
+        monkeypatch,
+    )
+    result = action.run(task_vars={})
+    assert result["failed"] and "not a row of Slurm job 7" in result["msg"]
+    # a sacct wait must say which job it waits for
+    for slurm_job in (None, "", "7;reboot", "7\n"):
+        action, _, _ = _action({"argv": argv, "judge": "sacct", "slurm_job": slurm_job}, [], monkeypatch)
+        with pytest.raises(
+            AnsibleActionFail, match="slurm_job must be the Slurm job id the sacct judge waits for"
+        ):
+            action.run(task_vars={})

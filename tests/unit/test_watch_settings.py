@@ -164,3 +164,33 @@ def test_the_plan_reads_the_slurped_file_and_every_setting_by_name():
     assert slurm_health_check.conf_text({"failed": True, "msg": "file not found"}) is None
     with pytest.raises(TypeError):
         slurm_health_check.Settings(conf="/c", state="present", program="/p", interval=1, node_sate="ANY")
+
+
+# --- HealthCheckNodeState reaches slurm.conf: Slurm's grammar, matched whole (issue 35) -----------
+@pytest.mark.parametrize(
+    "value",
+    ["\nANY", "ANY\n", "ANY,\nIDLE", " ANY", "ANY ", "ANY, IDLE", "ANY,", ",ANY", "ANY,,IDLE", "any",
+     "ANY\nSlurmUser=root", "IDLE\u2028", "ANY\x00", ["ANY"], None, 1],
+)  # fmt: skip
+def test_a_node_state_outside_slurms_grammar_is_refused(value):
+    [error] = validate.host_errors({"slurm_health_check_node_state": value})
+    assert error.startswith("slurm_health_check_node_state=") and "HealthCheckNodeState" in error
+    assert "\n" not in error  # the value is shown quoted (repr), never as a line of its own
+    plan = slurm_health_check.plan(CONF, "n1", dataclasses.replace(SETTINGS, node_state=value))
+    assert plan["errors"] == [error], plan  # the plan refuses it too: no block with it is written
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["ANY", "ALLOC", "IDLE,CYCLE", "MIXED,IDLE", "NONDRAINED_IDLE", "START_ONLY", "ALLOC,MIXED,CYCLE"],
+)
+def test_a_node_state_in_slurms_grammar_is_written_as_it_is(value):
+    assert validate.host_errors({"slurm_health_check_node_state": value}) == []
+    plan = slurm_health_check.plan(CONF, "n1", dataclasses.replace(SETTINGS, node_state=value))
+    assert plan["errors"] == [] and plan["block"].splitlines()[2] == f"HealthCheckNodeState={value}"
+
+
+@pytest.mark.parametrize("program", ["/usr/local/sbin/x\nSlurmUser=root", "relative", "/a b"])
+def test_the_plan_refuses_a_program_slurm_conf_cannot_hold_as_one_word(program):
+    plan = slurm_health_check.plan(CONF, "n1", dataclasses.replace(SETTINGS, program=program))
+    assert len(plan["errors"]) == 1 and plan["errors"][0].startswith("slurm_health_check_program")

@@ -587,7 +587,7 @@ def latest_fabric(results_dir):
     fabric_dir = os.path.join(results_dir, "fabric")
     try:
         names = sorted(
-            (d for d in os.listdir(fabric_dir) if store.RUN_ID_RE.match(d)), key=store._run_sort_key
+            (d for d in os.listdir(fabric_dir) if store.RUN_ID_RE.fullmatch(d)), key=store._run_sort_key
         )
     except OSError:
         names = []

@@ -110,7 +110,9 @@ def _omp_setting(setting) -> tuple[int, list[str]]:
     """(fixed thread count or 0 for auto, errors) of torchrun_launch_omp_threads."""
     if isinstance(setting, str) and setting.strip() == "auto":
         return 0, []
-    whole = not isinstance(setting, bool) and (isinstance(setting, int) or str(setting).strip().isdigit())
+    whole = not isinstance(setting, bool) and (
+        isinstance(setting, int) or validate.is_digits(str(setting).strip())
+    )
     if whole and int(setting) >= 1:
         return int(setting), []
     return 0, [f"torchrun_launch_omp_threads={setting!r} must be 'auto' or a whole number from 1"]
@@ -260,7 +262,7 @@ def _node_plan(host: str, rank: int, facts: dict, setting, ctx: tuple) -> tuple[
         "interface": str(facts.get("interface") or ""),
         "ib_hca": ib_hca(facts.get("infiniband")),
         "hostname": str(facts.get("hostname") or ""),
-        "cpus": int(cpus) if isinstance(cpus, int) or str(cpus or "").isdigit() else 0,
+        "cpus": int(cpus) if isinstance(cpus, int) or validate.is_digits(str(cpus or "")) else 0,
         "hosts_mounted": bool(facts.get("hosts_mounted")),
         "env": {"OMP_NUM_THREADS": str(omp_fixed or omp_threads_for(cpus, nproc))},
     }, errors
@@ -555,7 +557,7 @@ def parse_gpu_usage(text: str) -> list[dict]:
     rows = []
     for line in (text or "").splitlines():
         fields = [f.strip() for f in line.split(",")]
-        if len(fields) != 4 or not all(f.isdigit() for f in fields):
+        if len(fields) != 4 or not all(validate.is_digits(f) for f in fields):
             continue
         index, util, used, total = map(int, fields)
         rows.append({"index": index, "util": util, "mem_used": used, "mem_total": total})
@@ -629,7 +631,9 @@ def cpus_allowed(status_text: str) -> int:
         total = 0
         for part in value.strip().split(","):
             low, dash, high = part.strip().partition("-")
-            if not low.isdigit() or (dash and (not high.isdigit() or int(high) < int(low))):
+            if not validate.is_digits(low) or (
+                dash and (not validate.is_digits(high) or int(high) < int(low))
+            ):
                 return 0
             total += int(high) - int(low) + 1 if dash else 1
         return total
@@ -1418,7 +1422,8 @@ def _by_records(plan_: dict, chosen: str, records: dict, out: dict) -> None:
             + f"): following every host any of them names ({', '.join(ran)})"
         )
     left_out = {h: why for r in records.values() for h, why in r["left_out"].items()}
-    out["hosts"], out["master"] = [h for h in group if h in ran], first["master"] or master
+    out["hosts"], out["master"] = [h for h in group if h in ran], first["master"]
+    out["ran"] = len(ran)  # its allocation's nodes, those outside this inventory too
     slurm_jobs = sorted({r["slurm_job_id"] for r in records.values()})
     if len(slurm_jobs) > 1:
         out["errors"].append(
@@ -1441,6 +1446,35 @@ def _by_records(plan_: dict, chosen: str, records: dict, out: dict) -> None:
         )
 
 
+def _master_refused(plan_: dict, chosen: str, host: str, record: dict) -> str:
+    """Why jobs.yml must not believe ``host``'s record of run ``chosen`` ('' when it may): the
+    master it names is where scancel, sacct and squeue run (delegate_to), so it must be a host of
+    the run (the record's own hosts) that is in the job's group of this inventory, in the host
+    name grammar (validate.is_inventory_host): never the controller, a host outside the inventory
+    or a word ssh reads as an option."""
+    master = record.get("master")
+    ran = [h for h in record.get("hosts") or [] if h in (plan_.get("hosts") or [])]
+    if isinstance(master, str) and validate.is_inventory_host(master) and master in ran:
+        return ""
+    return (
+        f"{host}'s record of run {chosen} is refused: its master {str(master)[:80]!r} is not a host of "
+        f"the run in {_group_of(plan_)} (jobs.yml runs scancel, sacct and squeue there); nothing of it "
+        f"is used: check {plan_.get('job_dir')}/runs/{chosen}/run.json on {host}"
+    )
+
+
+def _trusted(plan_: dict, chosen: str, records: dict, out: dict) -> dict:
+    """The records whose master jobs.yml may connect to; a note in ``out`` for each one refused."""
+    kept = {}
+    for host, record in records.items():
+        why = _master_refused(plan_, chosen, host, record)
+        if why:
+            out["notes"].append(why)
+        else:
+            kept[host] = record
+    return kept
+
+
 def _follow(plan_: dict, run_id: str, found: dict, play_hosts) -> dict:
     """jobs_plan's choice of the run and its hosts from every node's ``latest --record`` answer."""
     group, where = list(plan_.get("hosts") or []), _group_of(plan_)
@@ -1452,6 +1486,7 @@ def _follow(plan_: dict, run_id: str, found: dict, play_hosts) -> dict:
         "notes": [],
         "errors": [],
         "slurm_job_id": "",
+        "ran": 0,
     }
     answers, no_jobctl, broken = _answers(group, found)
     if not answers:
@@ -1465,8 +1500,10 @@ def _follow(plan_: dict, run_id: str, found: dict, play_hosts) -> dict:
         return out
     chosen = out["run_id"]
     records = {h: a["record"] for h, a in sorted(answers.items()) if a["run_id"] == chosen and a["record"]}
+    recorded, records = bool(records), _trusted(plan_, chosen, records, out)
     if not records:
-        why = next(a["why"] for a in answers.values() if a["run_id"] == chosen)
+        why = "every record of it was refused" if recorded else ""
+        why = why or next(a["why"] for a in answers.values() if a["run_id"] == chosen)
         out["hosts"] = group
         out["notes"].append(
             f"run {chosen} has no record of its hosts ({why}): following every node of {where}; a node "
@@ -1501,6 +1538,8 @@ class SlurmFollow(TypedDict):
     """JobsPlan's ``slurm``: what jobs.yml asks Slurm about a Slurm run (empty lists otherwise)."""
 
     job_id: str  # '' for a run wireup-jobctl started
+    on: str  # where the reads run (delegate_to): the run's master, a host of the run; '' for none
+    nodes_max: int  # the most nodes its allocation has (every host its records name), 0 for none
     scancel_argv: list[str]  # only for stop (not in check mode)
     looks: int  # sacct looks, 2 s apart, until the job ended after scancel
     out: str  # the batch step's output (on the allocation's first node)
@@ -1508,14 +1547,20 @@ class SlurmFollow(TypedDict):
     reads: list[list[str]]  # jobs.yml's calls on the run's master, in turn: scancel (stop), sacct, squeue
 
 
-def _slurm_follow(job_id: str, action: str, o: JobsOptions, job_dir: str, run_id: str) -> SlurmFollow:
-    """The Slurm reads and scancel of a Slurm run (``job_id`` from its record, checked there)."""
-    on = bool(job_id) and action != "list"
+def _slurm_follow(follow: dict, action: str, o: JobsOptions, job_dir: str, run_id: str) -> SlurmFollow:
+    """The Slurm reads and scancel of a Slurm run (``follow``: _follow's answer, its Slurm job id
+    from the run's records, checked there), run on its master only when that is one of the run's
+    hosts (_master_refused made sure; checked again here, where the delegation is decided)."""
+    job_id, master = follow.get("slurm_job_id", ""), follow.get("master") or ""
+    at = master if validate.is_inventory_host(master) and master in follow["hosts"] else ""
+    on = bool(job_id and at) and action != "list"
     cancel = on and action == "stop" and not o.check_mode
     squeue, sacct = slurm_.squeue_argv(job_id) if on else [], slurm_.sacct_argv(job_id) if on else []
     scancel = ["scancel", job_id] if cancel else []
     return {
         "job_id": job_id if on else "",
+        "on": at if on else "",
+        "nodes_max": int(follow.get("ran") or len(follow["hosts"])) if on else 0,
         "scancel_argv": scancel,
         "looks": (int(o.stop_grace) + 30) // 2 if cancel else 1,
         "out": f"{job_dir}/logs/{run_id}.out" if on else "",
@@ -1581,10 +1626,11 @@ def jobs_plan(plan_: dict, action: str, run_id: str = "", **options) -> JobsPlan
     if action != "list" and not errors:
         follow = _follow(plan_, run_id, dict(o.found or {}), o.play_hosts)
         errors, run_id = follow.pop("errors"), follow.pop("run_id")
-    slurm_job = "" if errors else follow.get("slurm_job_id", "")
     if run_id and not errors:
         # The run id came from a node's answer: it names a folder on the controller.
         errors = run_id_errors(run_id, var=f"the run id a node answered for job {plan_.get('job')}")
+    if errors:
+        follow["slurm_job_id"] = ""  # nothing is asked of Slurm for a run that cannot be named
     results = _results(plan_.get("results_root"), plan_.get("job"), run_id, errors) if run_id else ""
     argv = {
         "status": [jobctl, "status", job_dir, run_id, "0", str(o.lines)],
@@ -1605,7 +1651,7 @@ def jobs_plan(plan_: dict, action: str, run_id: str = "", **options) -> JobsPlan
         "master": follow["master"],
         "not_part": follow["not_part"],
         "notes": follow["notes"],
-        "slurm": _slurm_follow(slurm_job, action, o, job_dir, run_id),
+        "slurm": _slurm_follow(follow, action, o, job_dir, run_id),
     }
 
 

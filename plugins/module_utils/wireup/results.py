@@ -49,8 +49,9 @@ from .health import finding
 RESULTS_UMASK = 0o027
 # The host record's layout version (every record wireup writes, the unreachable one too).
 RECORD_SCHEMA = 2
-# Anchored at both ends of the string (\Z: no trailing newline), for callers that use match().
-RUN_ID_RE = re.compile(r"\A\d{8}T\d{6}Z(?:-\d+)?\Z")
+# Anchored at both ends of the string (\Z: no trailing newline) and used with fullmatch; ASCII
+# digits only (issue 35).
+RUN_ID_RE = re.compile(r"\A[0-9]{8}T[0-9]{6}Z(?:-[0-9]+)?\Z")
 # The kinds of run stored as host records, each in its own folder: bench.yml's, and the quick
 # check's (bench.yml --tags quick), which no baseline and no gate reads.
 KINDS = ("bench", node_check.KIND)

@@ -30,8 +30,17 @@ _COLUMNS = {
     "nodelist": "nodelist",
     "end": "end",
 }
-_JOBID = re.compile(r"(\d+)(?:_(\d+|\[[^\]]*\]))?(?:\+(\d+))?(?:\.(\w+))?")
-_EXIT = re.compile(r"(\d+):(\d+)")
+# sacct's JobID (sacct(1), JOBID): the job (digits), an array task (_TASK, or _[RANGES] for tasks
+# not yet started, with %MAX), a heterogeneous job's component (+OFFSET), then a step: a number,
+# batch, extern, interactive (salloc's, Slurm 20.11+) or TBD (not yet started), with a het step's
+# component (+OFFSET). ASCII digits only: str.isdigit() takes '²', which int() refuses.
+_STEP = r"(?:[0-9]+|batch|extern|interactive|TBD)(?:\+[0-9]+)?"
+_JOBID = re.compile(r"([0-9]+)(?:_([0-9]+|\[[0-9,%:-]+\]))?(?:\+([0-9]+))?(?:\.(" + _STEP + r"))?")
+_EXIT = re.compile(r"([0-9]+):([0-9]+)")
+_NUMBER = re.compile(r"[0-9]+")
+# How many names one host list may expand to when the job's own size is not known (a look at a
+# job's state): larger than any cluster's node count, small enough to expand at once.
+HOSTLIST_MAX = 65536
 # Job and step states (sacct's long names) that mean: not over yet.
 ACTIVE = frozenset(
     {
@@ -58,18 +67,25 @@ _STOPPED = frozenset({"CANCELLED", "TIMEOUT", "PREEMPTED", "DEADLINE"})
 _LOST = frozenset({"NODE_FAIL", "BOOT_FAIL"})
 
 
-def expand_hostlist(text: str) -> list[str]:
+def expand_hostlist(text: str, limit: int = HOSTLIST_MAX) -> list[str]:
     """Slurm's compressed host list -> names: 'node[1-3,7],gpu[01-02]-ib' -> node1, node2, ...
 
     Zero padding is kept (gpu[08-10] -> gpu08, gpu09, gpu10). 'None assigned', '(null)' and ''
-    are no hosts. Several bracket groups in one name (rack[1-2]-n[1-2]) expand as a product.
-    """
+    are no hosts. Several bracket groups in one name (rack[1-2]-n[1-2]) expand as a product. A
+    bracket group that is no list of plain ranges (letters, superscript digits, numbers of more
+    than 18 digits) is no range: the name is kept as it is printed. ValueError, naming the list and
+    ``limit``, when it names more than ``limit`` hosts: counted first, never expanded
+    ('n[0-9999999]' is 10 M names)."""
     text = (text or "").strip()
     if not text or text in ("None assigned", "(null)", "None"):
         return []
+    parts = [part.strip() for part in _split_top(text, ",")]
+    count = sum(_count_one(part) for part in parts)
+    if count > limit:
+        raise ValueError(f"host list {text[:60]!r} names {count} hosts, more than {limit}")
     names: list[str] = []
-    for part in _split_top(text, ","):
-        names.extend(_expand_one(part.strip()))
+    for part in parts:
+        names.extend(_expand_one(part))
     return [n for n in names if n]
 
 
@@ -90,26 +106,45 @@ def _split_top(text: str, sep: str) -> list[str]:
     return [p for p in out if p]
 
 
+_GROUP = re.compile(r"\[([^\]]*)\]")
+_BOUND = re.compile(r"[0-9]{1,18}")
+
+
+def _ranges(group: str) -> list[tuple[int, int, int]] | None:
+    """A bracket group's ranges as (low, high, zero-padded width); None when it is no host range."""
+    out = []
+    for item in group.split(","):
+        low, dash, high = item.strip().partition("-")
+        high = high if dash else low
+        if not (_BOUND.fullmatch(low) and _BOUND.fullmatch(high)):
+            return None
+        out.append((int(low), int(high), len(low) if low.startswith("0") else 0))
+    return out
+
+
+def _count_one(name: str) -> int:
+    """How many names _expand_one makes of ``name``, without making them."""
+    count = 1
+    for group in _GROUP.finditer(name):
+        ranges = _ranges(group.group(1))
+        if ranges is None:
+            break  # kept as text from here on
+        count *= sum(max(0, high - low + 1) for low, high, _width in ranges)
+    return count
+
+
 def _expand_one(name: str) -> list[str]:
-    m = re.search(r"\[([^\]]*)\]", name)
+    m = _GROUP.search(name)
     if not m:
         return [name]
+    ranges = _ranges(m.group(1))
+    if ranges is None:
+        return [name]  # not a host range: keep the text as it is
     head, tail = name[: m.start()], name[m.end() :]
     out = []
-    for item in m.group(1).split(","):
-        rng = item.strip()
-        if "-" in rng:
-            lo, hi = rng.split("-", 1)
-            if not (lo.isdigit() and hi.isdigit()):
-                return [name]  # not a host range: keep the text as it is
-            width = len(lo) if lo.startswith("0") else 0
-            values = [str(i).zfill(width) for i in range(int(lo), int(hi) + 1)]
-        elif rng.isdigit():
-            values = [rng]
-        else:
-            return [name]
-        for v in values:
-            out.extend(_expand_one(head + v + tail))
+    for low, high, width in ranges:
+        for i in range(low, high + 1):
+            out.extend(_expand_one(head + str(i).zfill(width) + tail))
     return out
 
 
@@ -131,15 +166,16 @@ def _end_time(text: str):
         return None
 
 
-def parse_sacct(text: str, fmt: str = SACCT_FORMAT) -> list[dict]:
+def parse_sacct(text: str, fmt: str = SACCT_FORMAT, *, max_nodes: int = HOSTLIST_MAX) -> list[dict]:
     """Rows of `sacct --parsable2 --noheader --format=FMT` (by default SACCT_FORMAT; fmt names the
     columns in their order, of JobID, State, ExitCode, NodeList, End; a header line is skipped).
 
     Each row: jobid (as printed), job (the numeric job id), step ('' for the job, 'batch',
     'extern', '0', '1', ...), state (first word: 'CANCELLED by 0' -> CANCELLED), rc and signal
-    (from ExitCode 'rc:signal'; None when unreadable), nodes (expanded NodeList), end (epoch or None).
-    Lines with too few fields, or a JobID that is not a Slurm job id, are skipped (truncated output).
-    """
+    (from ExitCode 'rc:signal'; None when unreadable), nodes (expanded NodeList), end (epoch or None),
+    line (the row as printed, cleaned). Lines with too few fields, or a JobID that is not a Slurm job
+    id (_JOBID), are skipped (truncated output). ValueError, naming the line, for a NodeList of more
+    than ``max_nodes`` names (expand_hostlist)."""
     columns = [_COLUMNS.get(c.strip().lower(), "") for c in fmt.split(",")]
     rows = []
     for raw in (text or "").splitlines():
@@ -154,19 +190,48 @@ def parse_sacct(text: str, fmt: str = SACCT_FORMAT) -> list[dict]:
         m = _JOBID.fullmatch(fields["jobid"])
         if not m or not fields["state"]:
             continue
-        code = _EXIT.fullmatch(fields["exit_code"])
-        rows.append(
-            {
-                "jobid": fields["jobid"],
-                "job": m.group(1),
-                "step": m.group(4) or "",
-                "state": fields["state"].split()[0].upper().rstrip("+"),
-                "rc": int(code.group(1)) if code else None,
-                "signal": int(code.group(2)) if code else None,
-                "nodes": expand_hostlist(fields["nodelist"]),
-                "end": _end_time(fields.get("end", "")),
-            }
-        )
+        try:
+            nodes = expand_hostlist(fields["nodelist"], max_nodes)
+        except ValueError as exc:
+            raise ValueError(f"sacct printed {_shown(line)}: its {exc}") from None
+        rows.append(_row(fields, m, nodes, line))
+    return rows
+
+
+def _row(fields: dict, m, nodes: list[str], line: str) -> dict:
+    code = _EXIT.fullmatch(fields["exit_code"])
+    return {
+        "jobid": fields["jobid"],
+        "job": m.group(1),
+        "step": m.group(4) or "",
+        "state": fields["state"].split()[0].upper().rstrip("+"),
+        "rc": int(code.group(1)) if code else None,
+        "signal": int(code.group(2)) if code else None,
+        "nodes": nodes,
+        "end": _end_time(fields.get("end", "")),
+        "line": line,
+    }
+
+
+def is_row_of(jobid, job_id) -> bool:
+    """Whether sacct's JobID ``jobid`` is one of job ``job_id``'s rows: the job itself, a
+    heterogeneous job's component (JOB+N), or a step of either (.batch, .extern, .interactive, .N,
+    .N+M). An array task (JOB_N) is a job of its own: only its own id asks for it."""
+    if not (is_job_id(job_id) and isinstance(jobid, str)):
+        return False
+    return re.fullmatch(re.escape(job_id) + r"(?:\+[0-9]+)?(?:\." + _STEP + r")?", jobid) is not None
+
+
+def job_rows(text: str, job_id: str, max_nodes: int = HOSTLIST_MAX) -> list[dict]:
+    """parse_sacct's rows of job ``job_id`` (is_row_of), each naming at most ``max_nodes`` nodes
+    (the job's own count: job.sbatch asks --nodes=N); ValueError naming the first row that is not
+    the job's, for it is not this job's answer."""
+    if not is_job_id(job_id):
+        raise ValueError(f"{str(job_id)[:40]!r} is not a Slurm job id")
+    rows = parse_sacct(text, max_nodes=max_nodes)
+    for row in rows:
+        if not is_row_of(row["jobid"], job_id):
+            raise ValueError(f"sacct printed {_shown(row['line'])}, not a row of Slurm job {job_id}")
     return rows
 
 
@@ -218,6 +283,7 @@ class SlurmVerdict(TypedDict):
 
 
 _PENDING = {"state": "running", "rc": None, "ended": None, "slurm_state": "PENDING", "step": ""}
+_UNJUDGED = {"state": "lost", "rc": None, "ended": None, "slurm_state": "", "step": ""}
 _MISSING = {"state": "missing", "rc": None, "ended": None, "slurm_state": "", "step": ""}
 
 
@@ -228,7 +294,7 @@ def _node_states(hosts: list[str], names: dict, steps: list[dict], job) -> dict:
     for host in hosts:
         mine = [r for r in steps if (names.get(host) or host) in r["nodes"]]
         if mine:
-            nodes[host] = _node_state(max(mine, key=lambda r: int(r["step"])))
+            nodes[host] = _node_state(max(mine, key=lambda r: int(r["step"])))  # steps: [0-9]+
         else:
             nodes[host] = dict(_PENDING if job is None or job["state"] in ACTIVE else _MISSING)
     return nodes
@@ -301,21 +367,44 @@ def _reason(job, nodes: dict, facts: dict) -> str:
     return _state_reason(job, where, facts)
 
 
-def job_verdict(
-    sacct_text: str, hosts, names=None, *, timed_out: bool = False, first_failed: str = ""
-) -> SlurmVerdict:
-    """How a Slurm job of job.sbatch went, per node, from sacct's rows.
+def _unjudged(hosts: list[str], job_id, why: str, timed_out: bool) -> SlurmVerdict:
+    """The verdict on an answer that is not this job's (job_rows' ValueError): over, never ok,
+    every node lost to it, the reason saying why; nothing of the answer is believed."""
+    return {
+        "over": True, "ok": False, "first_failure": "", "timed_out": timed_out, "running": [],
+        "reason": why, "job_id": str(job_id or "")[:40], "job_state": "", "job_exit_code": "",
+        "nodes": {h: dict(_UNJUDGED) for h in hosts},
+    }  # fmt: skip
 
-    ``hosts``: the job's inventory hosts; ``names``: {host: Slurm node name} (default: the host's
-    own name). Over when the job has a final state (or sacct has no row: then it is 'pending'
+
+def job_verdict(
+    sacct_text: str,
+    hosts,
+    *,
+    job_id: str,
+    max_nodes: int | None = None,
+    timed_out: bool = False,
+    first_failed: str = "",
+) -> SlurmVerdict:
+    """How Slurm job ``job_id`` of job.sbatch went, per node, from sacct's rows.
+
+    ``hosts``: the job's inventory hosts, or {host: its Slurm node name} (node_names; a list: each
+    host's own name). Over when the job has a final state (or sacct has no row: then it is 'pending'
     until the caller's time runs out). ``timed_out``: wireup stopped it because its time ran out.
     ``first_failed``: the Slurm node name whose step the batch script saw fail first
     (first_failed_step); it names the first failure when that node failed, else sacct's End decides.
+    An answer with a row of another job, or a row naming more nodes than ``max_nodes`` (default: the
+    job's hosts; job.sbatch asks for that many), is not this job's: over, not ok (_unjudged).
     """
-    names, rows = dict(names or {}), parse_sacct(sacct_text)
+    names = dict(hosts) if isinstance(hosts, dict) else {}
+    hosts = list(hosts or [])
+    try:
+        rows = job_rows(sacct_text, job_id, max_nodes or len(hosts) or HOSTLIST_MAX)
+    except ValueError as exc:
+        return _unjudged(hosts, job_id, str(exc), timed_out)
     job = next((r for r in rows if r["step"] == ""), None)
-    steps = [r for r in rows if r["step"].isdigit()]
-    nodes = _node_states(list(hosts or []), names, steps, job)
+    steps = [r for r in rows if _NUMBER.fullmatch(r["step"])]
+    nodes = _node_states(hosts, names, steps, job)
     job_state = job["state"] if job else "PENDING"
     over = job is not None and job_state not in ACTIVE
     failures = _failures(nodes, timed_out)
@@ -330,7 +419,7 @@ def job_verdict(
         "timed_out": timed_out,
         "running": running,
         "reason": _reason(job, nodes, facts),
-        "job_id": job["job"] if job else "",
+        "job_id": job_id,
         "job_state": job_state,
         "job_exit_code": f"{job['rc']}:{job['signal']}" if job and job["rc"] is not None else "",
         "nodes": nodes,
@@ -600,7 +689,7 @@ _SQUEUE_ROW = re.compile(
 # squeue's answer for a job that left the queue (22.05: stderr, exit code 1).
 _SQUEUE_GONE = re.compile(r"slurm_load_jobs error: Invalid job id specified")
 _SACCT_ROW = re.compile(
-    r"(?P<jobid>[0-9]+(?:_[0-9]+)?(?:\.[A-Za-z0-9]+)?)"
+    r"(?P<jobid>" + _JOBID.pattern + ")"
     r"\|(?P<state>[A-Z][A-Z_]*(?: by [0-9]+)?\+?)"
     r"\|(?P<exit>[0-9]+:[0-9]+|)"
     r"\|(?P<nodes>[A-Za-z0-9_.,\[\]-]+|None assigned|\(null\)|)"
@@ -625,11 +714,12 @@ def _shown(line: str) -> str:
     return repr(line[:80])
 
 
-def read_squeue(result: dict, job_id: str) -> dict:
+def read_squeue(result: dict, job_id: str, max_nodes: int = HOSTLIST_MAX) -> dict:
     """squeue's answer for one job (``result``: the registered command): {"known", "state" (its
     long state, '' once it left the queue), "nodes", "why"}. ``known`` is false (with ``why``) when
     squeue failed for another reason than the job having left the queue, or printed a line that is
-    not one row of this job in SQUEUE_FORMAT."""
+    not one row of this job in SQUEUE_FORMAT, or one naming more than ``max_nodes`` nodes (the
+    job's own count)."""
     result = dict(result or {})
     out = {"known": False, "state": "", "nodes": [], "why": ""}
     stdout, stderr = str(result.get("stdout") or ""), str(result.get("stderr") or "")
@@ -646,15 +736,21 @@ def read_squeue(result: dict, job_id: str) -> dict:
         out["why"] = f"squeue printed {_shown(bad[0] if bad else rows[1])}, not one row of job {job_id}"
         return out
     if matches:
-        out.update(state=matches[0].group("state"), nodes=expand_hostlist(matches[0].group("nodes")))
+        try:
+            nodes = expand_hostlist(matches[0].group("nodes"), max_nodes)
+        except ValueError as exc:
+            out["why"] = f"squeue printed {_shown(rows[0])}, not a row of job {job_id}: its {exc}"
+            return out
+        out.update(state=matches[0].group("state"), nodes=nodes)
     out["known"] = True
     return out
 
 
-def read_sacct(result: dict, job_id: str) -> dict:
+def read_sacct(result: dict, job_id: str, max_nodes: int = HOSTLIST_MAX) -> dict:
     """sacct's answer for one job, checked line by line: {"known", "text" (the lines, each a
     fullmatch of SACCT_FORMAT's row grammar for this job), "why"}; unknown when sacct failed
-    (no slurmdbd: "accounting storage is disabled") or printed any other line."""
+    (no slurmdbd: "accounting storage is disabled") or printed any other line (another job's, one
+    naming more than ``max_nodes`` nodes: job_rows)."""
     result = dict(result or {})
     if result.get("rc") != 0:
         why = str(result.get("stderr") or result.get("stdout") or result.get("msg") or "").strip()
@@ -662,12 +758,16 @@ def read_sacct(result: dict, job_id: str) -> dict:
     lines = [line.strip() for line in str(result.get("stdout") or "").splitlines() if line.strip()]
     for line in lines:
         m = _SACCT_ROW.fullmatch(line)
-        if not m or m.group("jobid").split(".", 1)[0] != job_id:
+        if not m or not is_row_of(m.group("jobid"), job_id):
             return {
                 "known": False,
                 "text": "",
                 "why": f"sacct printed {_shown(line)}, not a row of job {job_id}",
             }
+    try:
+        job_rows("\n".join(lines), job_id, max_nodes)
+    except ValueError as exc:
+        return {"known": False, "text": "", "why": str(exc)}
     return {"known": True, "text": "\n".join(lines), "why": ""}
 
 
@@ -704,9 +804,11 @@ def reads_of(result: dict) -> tuple[dict, dict]:
 
 def job_status(squeue_result: dict, sacct_result: dict, plan: dict, job_id: str) -> SlurmStatus:
     """How a Slurm run stands for jobs.yml, from squeue's and sacct's registered answers over a
-    launch plan's hosts (``plan``: hosts, nodes; the run's hosts). Unknown (never ok) when the job
-    id is not one, either read fails or prints a line that is not this job's, or neither knows the
-    job. A job that sacct has no row of yet (just submitted) stands as squeue says."""
+    launch plan's hosts (``plan``: hosts, nodes; the run's hosts; nodes_max, the most nodes its
+    allocation has, by default its hosts' count). Unknown (never ok) when the job id is not one,
+    either read fails or prints a line that is not this job's (another job's, or naming more nodes
+    than nodes_max), or neither knows the job. A job that sacct has no row of yet (just submitted)
+    stands as squeue says."""
     out: SlurmStatus = {
         "known": False, "why": "", "job_id": str(job_id or ""), "job_state": "", "queue_state": "",
         "over": False, "nodes": {}, "reason": "", "first_failure": "",
@@ -714,12 +816,13 @@ def job_status(squeue_result: dict, sacct_result: dict, plan: dict, job_id: str)
     if not is_job_id(job_id):
         out["why"] = f"{str(job_id)[:40]!r} is not a Slurm job id"
         return out
-    queue, acct = read_squeue(squeue_result, job_id), read_sacct(sacct_result, job_id)
+    most = int(plan.get("nodes_max") or len(plan.get("hosts") or []) or HOSTLIST_MAX)
+    queue, acct = read_squeue(squeue_result, job_id, most), read_sacct(sacct_result, job_id, most)
     out["queue_state"] = queue["state"]
     if not (queue["known"] and acct["known"]):
         out["why"] = "; ".join(x["why"] for x in (queue, acct) if x["why"])
         return out
-    verdict = job_verdict(acct["text"], plan.get("hosts", []), node_names(plan))
+    verdict = job_verdict(acct["text"], node_names(plan), job_id=job_id, max_nodes=most)
     if not acct["text"] and not queue["state"]:
         out["why"] = f"neither squeue nor sacct knows Slurm job {job_id}"
         return out

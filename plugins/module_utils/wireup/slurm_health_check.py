@@ -17,6 +17,8 @@ import dataclasses
 import re
 from typing import TypedDict
 
+from . import validate, watchsettings
+
 KEYS = ("HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState")
 MARKER = "# {mark} wireup slurm_health_check (managed by Ansible: roles/slurm_health_check)"
 _WORD = re.compile(r"(?:^|\s)([A-Za-z]+)=")
@@ -90,13 +92,21 @@ def conf_text(slurp):
     return base64.b64decode(found["content"]).decode("utf-8", "replace") if "content" in found else None
 
 
+def block_errors(settings) -> list[str]:
+    """The values the block writes into slurm.conf, checked again where it is made (preflight
+    checked them first): the program a plain absolute path, HealthCheckNodeState Slurm's grammar,
+    each matched whole, so no value adds a line to slurm.conf."""
+    program = validate.validate_abs_paths({"slurm_health_check_program": settings.program})
+    return program + watchsettings.node_state_errors(settings.node_state)
+
+
 def plan(conf, node, settings) -> SlurmHealthPlan:
     """What the role does on one node. conf: the node's slurm.conf (None: there is none);
-    settings: Settings. Errors name the file, the line and the fix."""
+    settings: Settings. Errors name the file, the line and the fix; with any, the block is empty."""
     if settings.state not in ("present", "absent"):
         raise ValueError(f"slurm_health_check_state={settings.state!r} is not present or absent")
     present = settings.state == "present"
-    errors = []
+    errors = block_errors(settings) if present else []
     if conf is None:
         errors.append(
             f"{node} has no {settings.conf}: Slurm is not installed there, or its configuration lives "
@@ -112,7 +122,9 @@ def plan(conf, node, settings) -> SlurmHealthPlan:
             )
     return {
         "errors": errors,
-        "block": block(settings.program, settings.interval, settings.node_state) if present else "",
+        "block": block(settings.program, settings.interval, settings.node_state)
+        if present and not errors
+        else "",
         "state": settings.state,
         "marker": MARKER,
         "install": [settings.program] if present else [],

@@ -35,6 +35,16 @@ ANSIBLE_PLAYBOOK = ".venv/bin/ansible-playbook"
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+# A whole number in ASCII digits, matched whole: str.isdigit() also says yes to '²', which int()
+# refuses (a crash in place of a named error), and to other scripts' digits, which int() reads.
+DIGITS = re.compile(r"[0-9]+")
+
+
+def is_digits(text) -> bool:
+    """True when ``text`` is a string of ASCII digits (DIGITS, fullmatch)."""
+    return isinstance(text, str) and DIGITS.fullmatch(text) is not None
+
+
 def is_shell_name(key) -> bool:
     """True when ``key`` is a string bash accepts as a variable name."""
     return isinstance(key, str) and SHELL_NAME.fullmatch(key) is not None
@@ -301,7 +311,7 @@ def check_version_range(version: str, spec: str) -> bool:
 def validate_nproc(value) -> list[str]:
     if value == "auto":
         return []
-    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit():
+    if isinstance(value, bool) or not isinstance(value, int | str) or not is_digits(str(value)):
         return [f"wireup_nproc_per_node={value!r} is not 'auto' or a positive whole number: fix it"]
     if int(value) < 1:
         return [f"wireup_nproc_per_node={value!r} must be at least 1 (or 'auto')"]
@@ -387,7 +397,7 @@ def validate_port(name: str, value) -> list[str]:
     """A TCP port others connect to: a whole number from 1024 to 65535 (no privileged ports:
     the jobs run as the launch user, and a port below 1024 needs root to bind)."""
     text = str(value).strip()
-    if isinstance(value, bool) or not isinstance(value, int | str) or not text.isdigit():
+    if isinstance(value, bool) or not isinstance(value, int | str) or not is_digits(text):
         return [
             f"{name}={value!r} is not a port number: use a whole number from 1024 to 65535, "
             f"e.g. {name}: 29500"
@@ -432,9 +442,9 @@ def _is_batch_size(value) -> bool:
     if isinstance(value, bool) or not isinstance(value, int | str):
         return False
     text = str(value).strip()
-    if text.isdigit():
+    if is_digits(text):
         return int(text) >= 1
-    return text.endswith("%") and text[:-1].isdigit() and 1 <= int(text[:-1]) <= 100
+    return text.endswith("%") and is_digits(text[:-1]) and 1 <= int(text[:-1]) <= 100
 
 
 def validate_settings(values: dict) -> list[str]:
@@ -513,11 +523,11 @@ def _bench_number_errors(values: dict) -> list[str]:
         )
     for name in ("bench_step_factor", "bench_torch_step_factor", "bench_iterations", "bench_timeout"):
         text = str(values.get(name, "")).strip()
-        if name in values and (isinstance(values[name], bool) or not text.isdigit() or int(text) < 1):
+        if name in values and (isinstance(values[name], bool) or not is_digits(text) or int(text) < 1):
             errors.append(f"{name}={values[name]!r} must be a whole number of at least 1")
     warmup = values.get("bench_warmup_iterations")
     if "bench_warmup_iterations" in values and (
-        isinstance(warmup, bool) or not str(warmup).strip().isdigit()
+        isinstance(warmup, bool) or not is_digits(str(warmup).strip())
     ):
         errors.append(f"bench_warmup_iterations={warmup!r} must be a whole number")
     return errors

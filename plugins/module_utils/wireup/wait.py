@@ -105,18 +105,27 @@ def shows(now: float, last_shown: float | None, every: float = 1.0) -> bool:
     return last_shown is None or now - last_shown >= every
 
 
-def look_sacct(answer: dict, *, host: str, job: str = "", timeout: float = 0, waited: float = 0) -> dict:
-    """One look of ``sacct -j ID`` (slurm.sacct_argv) at a Slurm job, from ``host``: the shape of
-    :func:`look`. Over when the job row has a final state (slurm.job_verdict: no row yet is PENDING)
-    or ``timeout`` (torchrun_launch_timeout, 0: none) has passed by the controller's own clock
-    (``waited``: sacct says no elapsed time of the run); ``error`` when sacct failed."""
+def look_sacct(
+    answer: dict, *, host: str, job: str = "", timeout: float = 0, waited: float = 0, slurm_job=""
+) -> dict:
+    """One look of ``sacct -j ID`` (slurm.sacct_argv) at Slurm job ``slurm_job``, from ``host``: the
+    shape of :func:`look`. Over when the job row has a final state (slurm.job_verdict: no row yet is
+    PENDING) or ``timeout`` (torchrun_launch_timeout, 0: none) has passed by the controller's own
+    clock (``waited``: sacct says no elapsed time of the run); ``error`` when sacct failed, or
+    printed a row that is not that job's (slurm.job_rows: another job's, or a host list of more
+    names than slurm.HOSTLIST_MAX)."""
     rc, stdout, stderr = answer.get("rc"), answer.get("stdout") or "", answer.get("stderr") or ""
     out = {"over": True, "error": "", "status": {}, "line": ""}
     if rc != 0:
         said = _printable(" ".join((stderr or stdout or "").split()))
         out["error"] = f"{host}: sacct failed (rc {rc}): {said or 'no output'}"
         return out
-    verdict = slurm.job_verdict(stdout, [])
+    try:
+        slurm.job_rows(stdout, slurm_job)
+    except ValueError as exc:
+        out["error"] = f"{host}: {_printable(str(exc))}"
+        return out
+    verdict = slurm.job_verdict(stdout, [], job_id=slurm_job)
     timeout, waited = float(timeout or 0), float(waited)
     out["status"] = {"state": verdict["job_state"], "job_id": verdict["job_id"]}
     out["over"] = verdict["over"] or (timeout > 0 and waited >= timeout)

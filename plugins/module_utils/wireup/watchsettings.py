@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import re
 
-# slurm.conf(5), HealthCheckNodeState: any of these, comma-separated (CYCLE with one of the others).
-HEALTH_CHECK_STATES = ("ALLOC", "ANY", "CYCLE", "IDLE", "MIXED", "NONDRAINED_IDLE")
+# slurm.conf(5), HealthCheckNodeState: any of these, comma-separated (CYCLE with one of the others;
+# START_ONLY: only when slurmd starts, Slurm 23.02+), nothing else: the value is written into
+# slurm.conf, where a newline would start a line of configuration. Matched whole (fullmatch).
+HEALTH_CHECK_STATES = ("ALLOC", "ANY", "CYCLE", "IDLE", "MIXED", "NONDRAINED_IDLE", "START_ONLY")
+_STATE = "(?:" + "|".join(HEALTH_CHECK_STATES) + ")"
+NODE_STATE = re.compile(_STATE + "(?:," + _STATE + ")*")
 SIZE = re.compile(r"([0-9]+)([KMG]?)")
+WHOLE = re.compile(r"[0-9]+")  # ASCII digits: str.isdigit() takes '²', which int() refuses
 PATHS = (
     "node_check_path",
     "node_check_python",
@@ -31,18 +36,14 @@ def size_bytes(text) -> int:
 
 
 def node_state_errors(value, var="slurm_health_check_node_state") -> list[str]:
-    """HealthCheckNodeState's words: one or more of HEALTH_CHECK_STATES, comma-separated."""
-    words = [w.strip() for w in str(value or "").split(",")]
-    if (
-        isinstance(value, str)
-        and words
-        and all(w in HEALTH_CHECK_STATES for w in words)
-        and words != ["CYCLE"]
-    ):
+    """HealthCheckNodeState's words: one or more of HEALTH_CHECK_STATES, comma-separated, no
+    spaces, matched whole (NODE_STATE)."""
+    if isinstance(value, str) and NODE_STATE.fullmatch(value) and value != "CYCLE":
         return []
     return [
-        f"{var}={value!r} is not Slurm's HealthCheckNodeState: use one or more of "
-        f"{', '.join(HEALTH_CHECK_STATES)}, comma-separated (CYCLE with another), e.g. ANY or IDLE,CYCLE"
+        f"{var}={str(value)[:80]!r} is not Slurm's HealthCheckNodeState: use one or more of "
+        f"{', '.join(HEALTH_CHECK_STATES)}, comma-separated without spaces (CYCLE with another), "
+        "e.g. ANY or IDLE,CYCLE"
     ]
 
 
@@ -51,7 +52,7 @@ BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 
 def _whole(values, name, low, errors):
     value = values[name]
-    if isinstance(value, bool) or not str(value).strip().isdigit() or int(str(value).strip()) < low:
+    if isinstance(value, bool) or not WHOLE.fullmatch(str(value).strip()) or int(str(value).strip()) < low:
         errors.append(f"{name}={value!r} must be a whole number of at least {low}")
 
 

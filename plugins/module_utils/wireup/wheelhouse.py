@@ -26,7 +26,7 @@ def normalise(name: str) -> str:
 
 def parse_wheel_name(filename: str):
     """(normalised name, version) of a wheel file name, or None when it is not one."""
-    match = _WHEEL.match(os.path.basename(filename))
+    match = _WHEEL.fullmatch(os.path.basename(filename))
     if not match:
         return None
     return normalise(match.group("name")), match.group("version")

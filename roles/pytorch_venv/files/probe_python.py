@@ -199,14 +199,14 @@ def pip_processes(venv, proc="/proc"):
 def _runs_pip(argv, bindir):
     def in_bin(arg, pattern):
         path = os.path.normpath(arg)
-        return os.path.dirname(path) == bindir and pattern.match(os.path.basename(path))
+        return os.path.dirname(path) == bindir and pattern.fullmatch(os.path.basename(path))
 
     if not argv:
         return False
     if in_bin(argv[0], _PIP):
         return True
     # The kernel runs a script as `INTERPRETER SCRIPT ARGS` (its #! line): not `grep .../bin/pip`.
-    if _INTERPRETER.match(os.path.basename(argv[0])) and len(argv) > 1 and in_bin(argv[1], _PIP):
+    if _INTERPRETER.fullmatch(os.path.basename(argv[0])) and len(argv) > 1 and in_bin(argv[1], _PIP):
         return True
     return bool(in_bin(argv[0], _PYTHON) and argv[1:3] == ["-m", "pip"])
 
