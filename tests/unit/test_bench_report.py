@@ -307,7 +307,9 @@ def test_one_malformed_node_is_damaged_alone_and_the_gate_refuses_it_and_the_fai
     why = refused(tmp_path)
     assert set(why) == {"gpu-b", "gpu-c"}
     assert why["gpu-b"].startswith(f"bench run {RUN} could not judge gpu-b: {damaged['damaged']}")
-    assert why["gpu-c"].startswith(f"bench run {RUN} FAILed on gpu-c: GPU0 GPU-47e4f408: row_remap_pending -> reset")
+    assert why["gpu-c"].startswith(
+        f"bench run {RUN} FAILed on gpu-c: GPU0 GPU-47e4f408: row_remap_pending -> reset"
+    )
 
 
 def test_a_damaged_reason_carries_no_more_of_the_nodes_text_than_a_cut_excerpt(tmp_path):

@@ -328,12 +328,14 @@ REMAP_PENDING = {
     "h200x2-xml-edited": (
         GPUHEALTH / "synthetic/h200x2_580.159.04_q_x_gpu0_row_remap_pending_edited.xml",
         {"gpu": "0", "bus_id": "00000000:00:06.0", "uuid": "GPU-47e4f408-caf2-4eaa-9629-5a6d1365dd75"},
-        "GPU0 reset: GPU0 (00000000:00:06.0, GPU-47e4f408, S/N 1653724057182): row remap pending (1 uncorrectable",
+        "GPU0 reset: GPU0 (00000000:00:06.0, GPU-47e4f408, S/N 1653724057182): "
+        "row remap pending (1 uncorrectable",
     ),
     "a10-public-text": (
         GPUHEALTH / "a10_gpud_535.129.03_q.txt",
         {"gpu": "0", "bus_id": "00000000:07:00.0", "uuid": "GPU-73d12ef7-f589-f867-4259-c7090ab44736"},
-        "GPU0 reset: GPU0 (00000000:07:00.0, GPU-73d12ef7, S/N 1324521052681): row remap pending (4 uncorrectable",
+        "GPU0 reset: GPU0 (00000000:07:00.0, GPU-73d12ef7, S/N 1324521052681): "
+        "row remap pending (4 uncorrectable",
     ),
 }
 
