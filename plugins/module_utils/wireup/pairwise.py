@@ -17,18 +17,23 @@ Rounds for N reachable nodes (roles/bench_fabric/README.md repeats this):
   (N = 2 failing, or every pair failing an expectation) nothing can be decided: the nodes are
   ``undetermined`` and the evidence says so.
 * then one round for the whole-group run (below), when it runs: 2 rounds in all for even N with
-  every pair passing, 3 in the usual case without a failure.
+  every pair passing, 3 in the usual case (one bad node; 4 with its confirmation, below).
 
-Confirmation before naming (issue 35): a job that fails (a pair, or the whole-group run) is run
-once more, in the very next round, before anything is decided from it: that round runs only the
-failing jobs of the round before (``confirms``: the round of the figure it reruns), so the
-confirmation jobs are never more than the failing ones, whatever N. The verdict is the
-confirmation's (``used``: "confirmation"); both figures stay in the pair's entry (``first``,
-``confirmation``), so a transient dip names nobody and a real fault fails twice. A job whose member
-became unreachable is not rerun (its error says why). So each round of new pairs is followed by at
-most one confirmation round, the whole-group run by at most one: at most ``round_limit(max_rounds)``
-= 2 x max_rounds + 2 rounds. Usual case with one bad node: round 1, its confirmation, the
-re-pairing, its confirmation, the whole-group run: 5 rounds (3 before confirmation).
+Confirmation before naming (issue 35): a node is named bad only when a pair of it with a
+known-good node (one that passed another pair) fails twice running. Such a failing pair is run
+once more, in the very next round, before anything is decided from it (``confirms``: the round of
+the figure it reruns), and nobody in it is named until then; that round runs only the failing
+pairs of the round before, so the confirmation jobs are never more than the failing ones,
+whatever N. A failing pair of two undecided nodes (round 1's, usually) is not run again when the
+next round pairs both members with nodes that passed: those pairs are their second test; when
+they cannot be (no free partner, the last round of new pairs, no pair passed at all) it is
+confirmed too. A failing whole-group run is run once more as well. The verdict is the
+confirmation's (``used``: "confirmation"); both figures stay in the entry (``first``,
+``confirmation``), so a transient dip names nobody and a real fault fails twice. A job whose
+member became unreachable is not run again (its note says why). So each round of new pairs is
+followed by at most one confirmation round, the whole-group run by at most one: at most
+``round_limit(max_rounds)`` = 2 x max_rounds + 2 rounds. Usual case with one bad node: round 1,
+the re-pairing, its confirmation, the whole-group run: 4 rounds (3 before confirmation).
 
 A pair whose job failed or timed out counts as failed (its error is the evidence); a node Ansible
 cannot reach is ``unreachable`` and takes no part.
