@@ -8,6 +8,16 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# The ansible-core versions wireup supports (meta/runtime.yml). .venv has the oldest, 2.19: the
+# newest that runs on Debian 12's python3 (3.11); make run, lint and the integration suite use it.
+# 2.20 and 2.21 need Python 3.12 or later on the controller and have venvs of their own, for the
+# unit suite (the newest) and ansible-test sanity (each): the first Python of the list that runs.
+ANSIBLE_CORES := 2.19 2.20 2.21
+VENV_2.19 := $(VENV)
+VENV_2.20 := .venv-2.20
+VENV_2.21 := .venv-2.21
+PYTHON_2.20 ?= $(shell $(REPO_DIR).ci/find_python 3.12 3.13)
+PYTHON_2.21 ?= $(shell $(REPO_DIR).ci/find_python 3.13 3.12)
 NODES ?= 3
 TESTBED ?= default
 # Empty: bring up the local testbed and use it. Otherwise: your inventory (file or folder).
@@ -16,21 +26,44 @@ TESTBED_INVENTORY := .testbed/$(TESTBED)/inventory.yml
 RUN_INVENTORY = $(if $(INVENTORY),$(INVENTORY),$(TESTBED_INVENTORY))
 ENTRY_PLAYBOOKS := site.yml bench.yml launch.yml jobs.yml
 
-.PHONY: help venv deps run lint metrics unit collection sanity integration test testbed-up testbed-down bench-provision clean
+.PHONY: help venv venv-2.19 venv-2.20 venv-2.21 deps run lint metrics unit unit-2.21 \
+  collection sanity sanity-2.19 sanity-2.20 sanity-2.21 integration test testbed-up testbed-down \
+  bench-provision clean
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
+
+# $(call MAKE_VENV,python,venv,requirements file,constraints): the venv, pip and the pinned tools;
+# its ansible-playbook's time stamp says when (the rule's target).
+define MAKE_VENV
+$(1) -m venv $(2)
+$(2)/bin/pip install --quiet --constraint constraints.txt --upgrade pip
+$(2)/bin/pip install --quiet $(if $(4),--constraint $(4) )-r $(3)
+touch $(2)/bin/ansible-playbook
+endef
+# $(call NO_PYTHON,target,variable): what to do when no Python >= 3.12 was found.
+NO_PYTHON = { echo "make $(1): ansible-core 2.20 and later need Python 3.12 or later on the controller and none" \
+  "was found (python3.13, python3.12, pyenv's versions): install one, or name it: make $(1) $(2)=/path/to/python3.12" >&2; exit 1; }
+TOOLS := requirements-tools.txt constraints.txt
 
 # Debian's python3 makes venvs only with python3-venv (ensurepip) installed: a fresh machine gets it.
-$(BIN)/ansible-playbook: requirements.txt
+$(BIN)/ansible-playbook: requirements.txt $(TOOLS)
 	$(PYTHON) -c 'import ensurepip' 2>/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; }
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements.txt
-	touch $@
+	$(call MAKE_VENV,$(PYTHON),$(VENV),requirements.txt,constraints.txt)
 
-venv: $(BIN)/ansible-playbook  ## create .venv with the pinned control-node tools
+$(VENV_2.20)/bin/ansible-playbook: requirements-2.20.txt $(TOOLS)
+	@[ -n "$(PYTHON_2.20)" ] || $(call NO_PYTHON,venv-2.20,PYTHON_2.20)
+	$(call MAKE_VENV,$(PYTHON_2.20),$(VENV_2.20),requirements-2.20.txt,constraints.txt)
+
+$(VENV_2.21)/bin/ansible-playbook: requirements-2.21.txt $(TOOLS)
+	@[ -n "$(PYTHON_2.21)" ] || $(call NO_PYTHON,venv-2.21,PYTHON_2.21)
+	$(call MAKE_VENV,$(PYTHON_2.21),$(VENV_2.21),requirements-2.21.txt,constraints.txt)
+
+venv: $(BIN)/ansible-playbook  ## create .venv with the pinned control-node tools (ansible-core 2.19)
+venv-2.19: venv
+venv-2.20: $(VENV_2.20)/bin/ansible-playbook  ## create .venv-2.20: the same tools on ansible-core 2.20 (Python >= 3.12)
+venv-2.21: $(VENV_2.21)/bin/ansible-playbook  ## create .venv-2.21: the same tools on ansible-core 2.21 (Python >= 3.12)
 
 deps:  ## install the system packages the testbed and the checks need (root, Debian/Ubuntu)
 	$(PYTHON) -m tests.testbed deps
@@ -102,6 +135,15 @@ unit: lint  ## static checks and unit tests (no root, no testbed)
 	  || { rc=$$?; $(BIN)/python .ci/times.py $(CI_TIMES)/unit.xml; exit $$rc; }
 	@$(BIN)/python .ci/times.py $(CI_TIMES)/unit.xml
 
+# The same unit tests on the newest ansible-core (.venv has the oldest); the tests that run Ansible's
+# commands take them from the running venv (its bin first on PATH, VIRTUAL_ENV).
+unit-2.21: venv-2.21  ## the unit tests on ansible-core 2.21 (make unit: 2.19)
+	@mkdir -p $(CI_TIMES)
+	PATH=$(abspath $(VENV_2.21))/bin:$$PATH VIRTUAL_ENV=$(abspath $(VENV_2.21)) $(VENV_2.21)/bin/pytest -q \
+	  tests/unit tests/perf -n $(PYTEST_WORKERS) --junitxml=$(CI_TIMES)/unit-2.21.xml \
+	  || { rc=$$?; $(BIN)/python .ci/times.py $(CI_TIMES)/unit-2.21.xml; exit $$rc; }
+	@$(BIN)/python .ci/times.py $(CI_TIMES)/unit-2.21.xml
+
 integration: venv  ## integration tests on the local testbed (root)
 	@mkdir -p $(CI_TIMES)
 	rc=0; \
@@ -112,34 +154,29 @@ integration: venv  ## integration tests on the local testbed (root)
 	exit $$rc
 
 # The repository is the collection wireup.cluster (galaxy.yml). `collection` builds its artifact into
-# results/collection/; `sanity` installs it into a temporary .../ansible_collections/wireup/cluster
-# (ansible-test runs only there) and runs ansible-test sanity on it for the venv's Python.
-# ansible-test makes a venv per sanity test (~/.ansible/test/venv) and fills it from PyPI; it
-# bootstraps pip with a get-pip.py from a host CI cannot reach, so .ci/get_pip.py stands in for it
-# (ANSIBLE_TEST_PIP: ansible-test's pip, tests/unit/test_collection.py keeps it in step).
+# results/collection/. `sanity` checks it with ansible-test sanity on each supported ansible-core
+# (.ci/sanity: in a temporary .../ansible_collections/wireup/cluster, with that venv's Python;
+# ansible-test fills its own venvs from PyPI the first time).
 COLLECTION_DIR := results/collection
-ANSIBLE_TEST_PIP := 24.2
-GET_PIP := $(HOME)/.ansible/test/cache/get_pip_$(subst .,_,$(ANSIBLE_TEST_PIP)).py
+ARTIFACT = $(COLLECTION_DIR)/wireup-cluster-$(shell sed -n 's/^version: *//p' galaxy.yml).tar.gz
+SANITY := $(addprefix sanity-,$(ANSIBLE_CORES))
 
 collection: venv  ## build the collection's artifact (ansible-galaxy collection build) into results/collection/
 	rm -rf $(COLLECTION_DIR) && mkdir -p $(COLLECTION_DIR)
 	$(BIN)/ansible-galaxy collection build --output-path $(COLLECTION_DIR) .
 
-sanity: collection  ## ansible-test sanity on the built collection (needs PyPI the first time)
-	[ -e $(GET_PIP) ] || install -D -m 0644 .ci/get_pip.py $(GET_PIP)
-	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	ANSIBLE_COLLECTIONS_PATH=$$tmp $(BIN)/ansible-galaxy collection install -p $$tmp $(COLLECTION_DIR)/wireup-cluster-*.tar.gz && \
-	cd $$tmp/ansible_collections/wireup/cluster && \
-	$(abspath $(BIN))/ansible-test sanity --color no \
-	  --python $$($(abspath $(BIN))/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+$(SANITY): sanity-%: collection venv-%
+	.ci/sanity $(VENV_$*) $(ARTIFACT)
+
+sanity: $(SANITY)  ## ansible-test sanity on the artifact for ansible-core 2.19, 2.20 and 2.21 (PyPI the first time)
 
 # What CI runs (.ci/run), from a fresh clone: the venv, the system packages (deps), then every
 # check; a check that would skip fails instead (WIREUP_NO_SKIP, tests/conftest.py).
 test: export WIREUP_NO_SKIP := 1
-test: venv deps unit sanity integration  ## everything: installs what it needs, then static checks, unit tests, the collection's sanity and integration tests
+test: venv deps unit unit-2.21 sanity integration  ## everything: installs what it needs, then static checks, unit tests (2.19 and 2.21), the collection's sanity and integration tests
 
 bench-provision: venv  ## provisioning-speed benchmark on the local testbed (root; ~30-40 min; docs/performance.md)
 	$(BIN)/python -m tests.perf.provision_bench $(BENCH_ARGS)
 
-clean:  ## remove the venv and caches (not results/)
-	rm -rf $(VENV) .pytest_cache .ruff_cache .ansible
+clean:  ## remove the venvs and caches (not results/)
+	rm -rf $(VENV) $(VENV_2.20) $(VENV_2.21) .pytest_cache .ruff_cache .ansible

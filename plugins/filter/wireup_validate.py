@@ -10,6 +10,7 @@ import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import node, validate
+from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import plain
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 # Variables of these prefixes (and the renamed ones) are checked; the rest of a host's variables
@@ -96,7 +97,7 @@ def wireup_inventory_errors(hosts, hostvars, groups, node_group, master_host="",
             # A value that cannot be templated yet (it names a fact not gathered) is left to the
             # task that reads it.
             with contextlib.suppress(Exception):
-                given[name] = hv[name]
+                given[name] = plain(hv[name])
         for role, (_defaults, options) in files.items():
             for error in _spec_errors(role, options, given):
                 spec_errors.setdefault(error, []).append(host)

@@ -37,8 +37,11 @@ def test_make_test_installs_before_it_checks():
     venv = _first(lines, "-m venv .venv")
     deps = _first(lines, "-m tests.testbed deps")
     unit = _first(lines, "pytest -q tests/unit")
+    # The unit suite again on the newest ansible-core, then sanity on each.
+    newest = _first(lines, ".venv-2.21/bin/pytest -q")
+    sanity = [_first(lines, f".ci/sanity {venv} results/") for venv in (".venv", ".venv-2.20", ".venv-2.21")]
     integration = _first(lines, "pytest -q tests/integration")
-    assert venv < deps < unit < integration, lines
+    assert venv < deps < unit < newest < sanity[0] < sanity[1] < sanity[2] < integration, lines
     # python3-venv comes first on a machine without it.
     assert "import ensurepip" in lines[_first(lines, "ensurepip")] and _first(lines, "ensurepip") < venv
 
@@ -94,6 +97,13 @@ def test_a_skip_fails_under_make_test(tmp_path, no_skip, outcome):
     assert "frobnicate is not installed" in result.stdout
 
 
+def _venv_is_made(folder):
+    """The venv's inputs, older than the stand-in venv: make leaves it as it is."""
+    for name in ("requirements.txt", "requirements-tools.txt", "constraints.txt"):
+        (folder / name).write_text("")
+        os.utime(folder / name, (1, 1))
+
+
 FAKE_PLAYBOOK = """#!/bin/bash
 echo "ansible-playbook $*" >> calls.log
 echo "ran $3"
@@ -108,11 +118,10 @@ def test_make_run_keeps_each_phase_s_log_and_ends_with_the_summary(tmp_path, fai
     and time, the logs' folder, what to run next; a failed phase stops the run, still summarised."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (tmp_path / "requirements.txt").write_text("")
+    _venv_is_made(tmp_path)
     fake = bin_dir / "ansible-playbook"
     fake.write_text(FAKE_PLAYBOOK)
     fake.chmod(0o755)
-    os.utime(tmp_path / "requirements.txt", (1, 1))
     result = subprocess.run(
         ["make", "-f", str(REPO / "Makefile"), "--no-print-directory", "run",
          f"BIN={bin_dir}", "INVENTORY=inv"],
