@@ -103,10 +103,13 @@ run: venv  ## bootstrap, benchmark and launch on INVENTORY (default: the local t
 	$(RUN_SUMMARY) summary $(RUN_DIR) --inventory $(RUN_INVENTORY) $(if $(INVENTORY),,--testbed $(TESTBED)); \
 	exit $$rc
 
-lint: venv  ## static checks: ansible-lint (production), yamllint, ruff, syntax-check
+lint: venv  ## static checks: ansible-lint (production), yamllint, ruff, changelog fragments, syntax-check
 	$(BIN)/yamllint --strict .
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	# Every change is a fragment in changelogs/fragments/ (docs/DEVELOPING.md): each one parses and is RST.
+	$(BIN)/antsibull-changelog lint
+	$(BIN)/antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-lint --strict
 	# Every module's DOCUMENTATION and every role's argument_specs render (ansible-doc), by FQCN.
 	$(BIN)/ansible-doc $$(ls plugins/modules | sed -n 's/^\(.*\)\.py$$/wireup.cluster.\1/p') >/dev/null

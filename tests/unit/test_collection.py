@@ -7,6 +7,7 @@ import configparser
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -158,8 +159,8 @@ def test_the_artifact_holds_the_collection_only(artifact):
     with tarfile.open(artifact) as tar:
         names = [m.name for m in tar.getmembers() if not m.isdir()]
     assert {n.split("/")[0] for n in names} == {
-        "MANIFEST.json", "FILES.json", "README.md", "CHANGELOG.md", "files", "group_vars", "inventory",
-        "meta", "playbooks", "plugins", "roles", "tests",
+        "MANIFEST.json", "FILES.json", "README.md", "CHANGELOG.md", "changelogs", "files", "group_vars",
+        "inventory", "meta", "playbooks", "plugins", "roles", "tests",
     }  # fmt: skip
     assert {n for n in names if n.startswith("tests/")} == {
         "tests/config.yml",
@@ -167,6 +168,7 @@ def test_the_artifact_holds_the_collection_only(artifact):
         "tests/sanity/ignore-2.20.txt",
         "tests/sanity/ignore-2.21.txt",
     }
+    assert {"changelogs/changelog.yaml", "changelogs/config.yaml"} <= set(names)
     assert not [n for n in names if "/." in "/" + n or "__pycache__" in n]
     assert {f"plugins/modules/{m}.py" for m in MODULES} <= set(names)
     assert {f"roles/{r}/meta/argument_specs.yml" for r in ROLES} <= set(names)
@@ -231,6 +233,27 @@ def test_every_tool_the_venv_holds_is_pinned():
     # What Python 3.11's own venv module puts into every venv; no pip command installs it.
     installed.pop("setuptools", None)
     assert {name: v for name, v in installed.items() if pins.get(name) != v} == {}
+
+
+def test_changelog_md_is_what_antsibull_changelog_makes_of_changelog_yaml(tmp_path):
+    """The collection convention: a change is a fragment in changelogs/fragments/ (make lint runs
+    antsibull-changelog lint on them); a release moves them into changelogs/changelog.yaml and writes
+    CHANGELOG.md from it, so CHANGELOG.md is never edited by hand."""
+    (tmp_path / "changelogs/fragments").mkdir(parents=True)
+    for name in ("galaxy.yml", "changelogs/config.yaml", "changelogs/changelog.yaml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    made = tmp_path / "CHANGELOG.md"
+    subprocess.run(
+        [str(BIN / "antsibull-changelog"), "generate", "--output", str(made), "--output-format", "md"],
+        cwd=tmp_path, capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    assert (ROOT / "CHANGELOG.md").read_text() == made.read_text()
+
+
+def test_every_change_since_the_release_is_a_fragment():
+    fragments = sorted(p.name for p in (ROOT / "changelogs/fragments").glob("*.yml"))
+    assert "38-ansible-core-2.21.yml" in fragments
+    assert "## Unreleased" not in (ROOT / "CHANGELOG.md").read_text()
 
 
 # ansible-core 2.20 deprecates reading a module's facts as top-level variables (INJECT_FACTS_AS_VARS,
