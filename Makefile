@@ -16,8 +16,10 @@ ANSIBLE_CORES := 2.19 2.20 2.21
 VENV_2.19 := $(VENV)
 VENV_2.20 := .venv-2.20
 VENV_2.21 := .venv-2.21
+VENV_IMPORTER := .venv-importer
 PYTHON_2.20 ?= $(shell $(REPO_DIR).ci/find_python 3.12 3.13)
 PYTHON_2.21 ?= $(shell $(REPO_DIR).ci/find_python 3.13 3.12)
+PYTHON_IMPORTER ?= $(PYTHON_2.21)
 NODES ?= 3
 TESTBED ?= default
 # Empty: bring up the local testbed and use it. Otherwise: your inventory (file or folder).
@@ -26,8 +28,8 @@ TESTBED_INVENTORY := .testbed/$(TESTBED)/inventory.yml
 RUN_INVENTORY = $(if $(INVENTORY),$(INVENTORY),$(TESTBED_INVENTORY))
 ENTRY_PLAYBOOKS := site.yml bench.yml launch.yml jobs.yml
 
-.PHONY: help venv venv-2.19 venv-2.20 venv-2.21 deps run lint metrics unit unit-2.21 \
-  collection sanity sanity-2.19 sanity-2.20 sanity-2.21 integration test testbed-up testbed-down \
+.PHONY: help venv venv-2.19 venv-2.20 venv-2.21 venv-importer deps run lint metrics unit unit-2.21 \
+  collection sanity sanity-2.19 sanity-2.20 sanity-2.21 importer integration test testbed-up testbed-down \
   bench-provision clean
 
 help:  ## list the targets
@@ -60,10 +62,16 @@ $(VENV_2.21)/bin/ansible-playbook: requirements-2.21.txt $(TOOLS)
 	@[ -n "$(PYTHON_2.21)" ] || $(call NO_PYTHON,venv-2.21,PYTHON_2.21)
 	$(call MAKE_VENV,$(PYTHON_2.21),$(VENV_2.21),requirements-2.21.txt,constraints.txt)
 
+# galaxy-importer pins attrs<24, which the tools do not share: a venv of its own, every pin in its file.
+$(VENV_IMPORTER)/bin/ansible-playbook: requirements-importer.txt constraints.txt
+	@[ -n "$(PYTHON_IMPORTER)" ] || $(call NO_PYTHON,venv-importer,PYTHON_IMPORTER)
+	$(call MAKE_VENV,$(PYTHON_IMPORTER),$(VENV_IMPORTER),requirements-importer.txt,)
+
 venv: $(BIN)/ansible-playbook  ## create .venv with the pinned control-node tools (ansible-core 2.19)
 venv-2.19: venv
 venv-2.20: $(VENV_2.20)/bin/ansible-playbook  ## create .venv-2.20: the same tools on ansible-core 2.20 (Python >= 3.12)
 venv-2.21: $(VENV_2.21)/bin/ansible-playbook  ## create .venv-2.21: the same tools on ansible-core 2.21 (Python >= 3.12)
+venv-importer: $(VENV_IMPORTER)/bin/ansible-playbook  ## create .venv-importer: galaxy-importer (make importer)
 
 deps:  ## install the system packages the testbed and the checks need (root, Debian/Ubuntu)
 	$(PYTHON) -m tests.testbed deps
@@ -111,9 +119,10 @@ lint: venv  ## static checks: ansible-lint (production), yamllint, ruff, changel
 	$(BIN)/antsibull-changelog lint
 	$(BIN)/antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-lint --strict
-	# Every module's DOCUMENTATION and every role's argument_specs render (ansible-doc), by FQCN.
+	# Every module's DOCUMENTATION, every role's argument_specs and every filter's sidecar render (ansible-doc).
 	$(BIN)/ansible-doc $$(ls plugins/modules | sed -n 's/^\(.*\)\.py$$/wireup.cluster.\1/p') >/dev/null
 	$(BIN)/ansible-doc -t role $$(ls roles | sed 's/^/wireup.cluster./') >/dev/null
+	$(BIN)/ansible-doc -t filter $$(ls plugins/filter/*.yml | sed 's|.*/\(.*\)\.yml$$|wireup.cluster.\1|') >/dev/null
 	for playbook in $(ENTRY_PLAYBOOKS); do \
 	  $(BIN)/ansible-playbook -i inventory/local.yml --syntax-check $$playbook; \
 	  $(BIN)/ansible-playbook -i inventory/example --syntax-check $$playbook; \
@@ -159,7 +168,8 @@ integration: venv  ## integration tests on the local testbed (root)
 # The repository is the collection wireup.cluster (galaxy.yml). `collection` builds its artifact into
 # results/collection/. `sanity` checks it with ansible-test sanity on each supported ansible-core
 # (.ci/sanity: in a temporary .../ansible_collections/wireup/cluster, with that venv's Python;
-# ansible-test fills its own venvs from PyPI the first time).
+# ansible-test fills its own venvs from PyPI the first time) and with galaxy-importer as Galaxy
+# imports it (.ci/importer: no container, no network, .ci/galaxy-importer.cfg).
 COLLECTION_DIR := results/collection
 ARTIFACT = $(COLLECTION_DIR)/wireup-cluster-$(shell sed -n 's/^version: *//p' galaxy.yml).tar.gz
 SANITY := $(addprefix sanity-,$(ANSIBLE_CORES))
@@ -171,7 +181,10 @@ collection: venv  ## build the collection's artifact (ansible-galaxy collection 
 $(SANITY): sanity-%: collection venv-%
 	.ci/sanity $(VENV_$*) $(ARTIFACT)
 
-sanity: $(SANITY)  ## ansible-test sanity on the artifact for ansible-core 2.19, 2.20 and 2.21 (PyPI the first time)
+importer: collection venv-importer  ## the artifact through galaxy-importer, as Galaxy imports it (offline)
+	.ci/importer $(VENV_IMPORTER) $(ARTIFACT)
+
+sanity: $(SANITY) importer  ## ansible-test sanity on the artifact for ansible-core 2.19, 2.20, 2.21, then galaxy-importer (PyPI the first time)
 
 # What CI runs (.ci/run), from a fresh clone: the venv, the system packages (deps), then every
 # check; a check that would skip fails instead (WIREUP_NO_SKIP, tests/conftest.py).
@@ -182,4 +195,4 @@ bench-provision: venv  ## provisioning-speed benchmark on the local testbed (roo
 	$(BIN)/python -m tests.perf.provision_bench $(BENCH_ARGS)
 
 clean:  ## remove the venvs and caches (not results/)
-	rm -rf $(VENV) $(VENV_2.20) $(VENV_2.21) .pytest_cache .ruff_cache .ansible
+	rm -rf $(VENV) $(VENV_2.20) $(VENV_2.21) $(VENV_IMPORTER) .pytest_cache .ruff_cache .ansible

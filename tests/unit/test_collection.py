@@ -4,6 +4,7 @@ collection), imports by the collection's name, and an artifact that holds the co
 
 import ast
 import configparser
+import json
 import os
 import pathlib
 import re
@@ -233,6 +234,52 @@ def test_every_tool_the_venv_holds_is_pinned():
     # What Python 3.11's own venv module puts into every venv; no pip command installs it.
     installed.pop("setuptools", None)
     assert {name: v for name, v in installed.items() if pins.get(name) != v} == {}
+
+
+def test_the_importer_s_venv_is_pinned_whole():
+    pins = _pins(ROOT / "requirements-importer.txt")
+    newest = _pins(_supported_cores()[1]["2.21"])["ansible-core"]
+    assert pins["galaxy-importer"] and pins["ansible-core"] == newest
+
+
+def _filter_parameters():
+    """{filter name: its function's parameter names (the first one is the value before the pipe)}."""
+    import importlib
+    import inspect
+
+    out = {}
+    for path in (ROOT / "plugins/filter").glob("*.py"):
+        module = importlib.import_module(f"ansible_collections.wireup.cluster.plugins.filter.{path.stem}")
+        for name, func in module.FilterModule().filters().items():
+            params = inspect.signature(inspect.unwrap(func)).parameters.values()
+            out[name] = [p.name for p in params if p.kind not in (p.VAR_KEYWORD,)]
+    return out
+
+
+def test_every_filter_is_documented_with_its_own_arguments():
+    """ansible-core 2.21's ansible-doc fails on a filter without documentation, and so did
+    galaxy-importer on the artifact (make importer): each filter has its sidecar YAML
+    (plugins/filter/NAME.yml), whose options are the function's parameters."""
+    parameters = _filter_parameters()
+    assert set(FILTERS) == set(parameters)
+    sidecars = {p.stem for p in (ROOT / "plugins/filter").glob("*.yml")}
+    assert sidecars == set(parameters)
+    for name, params in parameters.items():
+        doc = yaml.safe_load((ROOT / "plugins/filter" / f"{name}.yml").read_text())
+        assert doc["DOCUMENTATION"]["name"] == name and doc["RETURN"]["_value"]
+        assert f"wireup.cluster.{name}" in doc["EXAMPLES"], name
+        assert list(doc["DOCUMENTATION"]["options"]) == ["_input", *params[1:]], name
+
+
+def test_ansible_doc_renders_every_filter():
+    names = [f"wireup.cluster.{name}" for name in sorted(FILTERS)]
+    for kind, plugins in (("filter", names),):
+        shown = subprocess.run(
+            [str(BIN / "ansible-doc"), "-t", kind, "--json", *plugins],
+            cwd=ROOT, capture_output=True, text=True, check=False, timeout=300,
+        )  # fmt: skip
+        assert shown.returncode == 0 and "[ERROR]" not in shown.stderr, shown.stderr
+        assert set(json.loads(shown.stdout)) == set(plugins)
 
 
 def test_changelog_md_is_what_antsibull_changelog_makes_of_changelog_yaml(tmp_path):

@@ -37,11 +37,12 @@ def test_make_test_installs_before_it_checks():
     venv = _first(lines, "-m venv .venv")
     deps = _first(lines, "-m tests.testbed deps")
     unit = _first(lines, "pytest -q tests/unit")
-    # The unit suite again on the newest ansible-core, then sanity on each.
+    # The unit suite again on the newest ansible-core, sanity on each, the artifact as Galaxy imports it.
     newest = _first(lines, ".venv-2.21/bin/pytest -q")
     sanity = [_first(lines, f".ci/sanity {venv} results/") for venv in (".venv", ".venv-2.20", ".venv-2.21")]
+    importer = _first(lines, ".ci/importer .venv-importer results/")
     integration = _first(lines, "pytest -q tests/integration")
-    assert venv < deps < unit < newest < sanity[0] < sanity[1] < sanity[2] < integration, lines
+    assert venv < deps < unit < newest < sanity[0] < sanity[1] < sanity[2] < importer < integration, lines
     # python3-venv comes first on a machine without it.
     assert "import ensurepip" in lines[_first(lines, "ensurepip")] and _first(lines, "ensurepip") < venv
 
