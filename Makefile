@@ -1,6 +1,7 @@
 # wireup: `make run` (bootstrap, benchmark and launch on the default cluster) and `make test`.
 # The testbed targets need root (network namespaces, systemd-nspawn).
-REPO_DIR := $(dir $(abspath $(lastword $(MAKEFILE_LIST))))
+THIS_MAKEFILE := $(abspath $(lastword $(MAKEFILE_LIST)))
+REPO_DIR := $(dir $(THIS_MAKEFILE))
 SHELL := /bin/bash
 .SHELLFLAGS := -o errexit -o nounset -o pipefail -c
 .DEFAULT_GOAL := help
@@ -28,7 +29,7 @@ TESTBED_INVENTORY := .testbed/$(TESTBED)/inventory.yml
 RUN_INVENTORY = $(if $(INVENTORY),$(INVENTORY),$(TESTBED_INVENTORY))
 ENTRY_PLAYBOOKS := site.yml bench.yml launch.yml jobs.yml
 
-.PHONY: help venv venv-2.19 venv-2.20 venv-2.21 venv-importer deps run lint metrics unit unit-2.21 \
+.PHONY: help venv venv-2.19 venv-2.20 venv-2.21 venv-importer deps deps-test run lint metrics unit unit-2.21 \
   collection sanity sanity-2.19 sanity-2.20 sanity-2.21 importer integration test testbed-up testbed-down \
   bench-provision clean
 
@@ -73,8 +74,15 @@ venv-2.20: $(VENV_2.20)/bin/ansible-playbook  ## create .venv-2.20: the same too
 venv-2.21: $(VENV_2.21)/bin/ansible-playbook  ## create .venv-2.21: the same tools on ansible-core 2.21 (Python >= 3.12)
 venv-importer: $(VENV_IMPORTER)/bin/ansible-playbook  ## create .venv-importer: galaxy-importer (make importer)
 
-deps:  ## install the system packages the testbed and the checks need (root, Debian/Ubuntu)
-	$(PYTHON) -m tests.testbed deps
+# deps: what `make run` needs, the testbed's host packages (docs/make-run.md counts them); deps-test
+# adds the tools only the checks use (shellcheck, chromium, prometheus for promtool). DEPS_LOG: a file
+# that gets apt's own output instead of the terminal (make run keeps it in its run folder).
+DEPS_LOG ?=
+deps:  ## install the system packages the testbed needs (root, Debian/Ubuntu): what make run installs
+	$(PYTHON) -m tests.testbed deps$(if $(DEPS_LOG), --apt-log $(DEPS_LOG))
+
+deps-test:  ## install the testbed's packages and the tools the checks use (root): what make test installs
+	$(PYTHON) -m tests.testbed deps --tests$(if $(DEPS_LOG), --apt-log $(DEPS_LOG))
 
 testbed-up: venv  ## bring up NODES (3) local testbed nodes (root)
 	$(BIN)/python -m tests.testbed up --name $(TESTBED) --nodes $(NODES)
@@ -97,6 +105,9 @@ RUN_DIR := results/run-$(shell date -u +%Y%m%dT%H%M%SZ)
 # Standard library only: the system's python3, from this Makefile's folder whatever the cwd (the
 # collection's name through the link in .collections; plain namespace packages, no Ansible).
 RUN_SUMMARY = PYTHONPATH=$(REPO_DIR).collections $(PYTHON) -m ansible_collections.wireup.cluster.plugins.module_utils.wireup.runsummary
+# Ansible's default output, but a play's banner only above what the play prints, once per play
+# (plugins/callback/wireup_run.py): bench.yml alone has eleven plays, most with nothing to do.
+RUN_PLAYBOOK = ANSIBLE_STDOUT_CALLBACK=wireup.cluster.wireup_run $(BIN)/ansible-playbook
 # $(call RUN_PHASE,name,command): run command, tee'd into RUN_DIR/name.log, noted in phases.tsv.
 RUN_PHASE = ( t0=$$(date +%s); rc=0; { $(2); } 2>&1 | $(RUN_SUMMARY) tee $(RUN_DIR)/$(1).log || rc=$$?; \
   printf '%s\t%s\t%s\n' $(1) $$rc $$(( $$(date +%s) - t0 )) >>$(RUN_DIR)/phases.tsv; [ $$rc -eq 0 ] )
@@ -104,10 +115,10 @@ RUN_PHASE = ( t0=$$(date +%s); rc=0; { $(2); } 2>&1 | $(RUN_SUMMARY) tee $(RUN_D
 run: venv  ## bootstrap, benchmark and launch on INVENTORY (default: the local testbed); ends with a summary
 	@mkdir -p $(RUN_DIR)
 	@rc=0; \
-	{ if [ -z "$(INVENTORY)" ]; then $(call RUN_PHASE,testbed,$(MAKE) --no-print-directory -o $(BIN)/ansible-playbook deps testbed-up); fi \
-	  && $(call RUN_PHASE,site,$(BIN)/ansible-playbook -i $(RUN_INVENTORY) site.yml) \
-	  && $(call RUN_PHASE,bench,$(BIN)/ansible-playbook -i $(RUN_INVENTORY) bench.yml) \
-	  && $(call RUN_PHASE,launch,$(BIN)/ansible-playbook -i $(RUN_INVENTORY) launch.yml $(LAUNCH_ARGS)); } || rc=$$?; \
+	{ if [ -z "$(INVENTORY)" ]; then $(call RUN_PHASE,testbed,$(MAKE) -f $(THIS_MAKEFILE) --no-print-directory -o $(BIN)/ansible-playbook deps testbed-up DEPS_LOG=$(RUN_DIR)/apt.log); fi \
+	  && $(call RUN_PHASE,site,$(RUN_PLAYBOOK) -i $(RUN_INVENTORY) site.yml) \
+	  && $(call RUN_PHASE,bench,$(RUN_PLAYBOOK) -i $(RUN_INVENTORY) bench.yml) \
+	  && $(call RUN_PHASE,launch,$(RUN_PLAYBOOK) -i $(RUN_INVENTORY) launch.yml $(LAUNCH_ARGS)); } || rc=$$?; \
 	$(RUN_SUMMARY) summary $(RUN_DIR) --inventory $(RUN_INVENTORY) $(if $(INVENTORY),,--testbed $(TESTBED)); \
 	exit $$rc
 
@@ -189,7 +200,7 @@ sanity: $(SANITY) importer  ## ansible-test sanity on the artifact for ansible-c
 # What CI runs (.ci/run), from a fresh clone: the venv, the system packages (deps), then every
 # check; a check that would skip fails instead (WIREUP_NO_SKIP, tests/conftest.py).
 test: export WIREUP_NO_SKIP := 1
-test: venv deps unit unit-2.21 sanity integration  ## everything: installs what it needs, then static checks, unit tests (2.19 and 2.21), the collection's sanity and integration tests
+test: venv deps-test unit unit-2.21 sanity integration  ## everything: installs what it needs, then static checks, unit tests (2.19 and 2.21), the collection's sanity and integration tests
 
 bench-provision: venv  ## provisioning-speed benchmark on the local testbed (root; ~30-40 min; docs/performance.md)
 	$(BIN)/python -m tests.perf.provision_bench $(BENCH_ARGS)

@@ -271,9 +271,9 @@ def test_every_filter_is_documented_with_its_own_arguments():
         assert list(doc["DOCUMENTATION"]["options"]) == ["_input", *params[1:]], name
 
 
-def test_ansible_doc_renders_every_filter():
+def test_ansible_doc_renders_every_filter_and_the_callback():
     names = [f"wireup.cluster.{name}" for name in sorted(FILTERS)]
-    for kind, plugins in (("filter", names),):
+    for kind, plugins in (("filter", names), ("callback", ["wireup.cluster.wireup_run"])):
         shown = subprocess.run(
             [str(BIN / "ansible-doc"), "-t", kind, "--json", *plugins],
             cwd=ROOT, capture_output=True, text=True, check=False, timeout=300,
