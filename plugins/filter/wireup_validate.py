@@ -10,6 +10,7 @@ import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import node, validate
+from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import plain
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
@@ -69,7 +70,7 @@ def _given(hv, names, prefixes):
     given = {}
     for name in [n for n in names if n.startswith(prefixes) or n in validate.RENAMED]:
         with contextlib.suppress(Exception):
-            given[name] = hv[name]
+            given[name] = plain(hv[name])
     return given
 
 

@@ -81,6 +81,12 @@ NODE_PROGRAMS = {
     "torchrun",
 }
 SYSTEM_PROGRAMS = {"python3", "bash", "sh"}  # Debian 12's, used by the Makefile itself
+# bash's own keywords and builtins (a loop in a shell block, `kill $pids`): no program to provide.
+SHELL_WORDS = {
+    "for", "in", "do", "done", "while", "until", "if", "then", "elif", "else", "fi", "case", "esac",
+    ":", "true", "false", "jobs", "kill", "wait", "export", "cd", "set", "unset", "echo", "printf",
+    "time", "trap", "read", "test", "[", "sleep",
+}  # fmt: skip
 REPO_TOPS = ("tests/", "files/", "roles/", "plugins/", "docs/", "inventory/", ".ci/", "playbooks/")
 
 
@@ -379,6 +385,8 @@ def _segment_problems(words, command, setup, needs) -> list[str]:  # one class p
     if not words or (not command.block and _a_name_only(words)):
         return []
     program = words[0]
+    if program.strip("()") in SHELL_WORDS:
+        return []
     if program.startswith(VENV_BIN):
         return _venv_problems(words, env, setup, needs)
     if program == "make":
