@@ -27,7 +27,7 @@ import time
 
 # A behaviour wait's deadline: 10 x the slowest such wait seen at a load of 20 on the 2 cores
 # (the watchdog tests' runs ending: under 15 s), and a failing test still ends in minutes.
-PATIENCE_S = 180.0
+PATIENCE_S = 180
 # A subprocess or playbook that has not ended in this long hangs: the slowest unit-test subprocess
 # took 50 s at a load of 10 (an `ansible` run of a module), 8 x that is still a hang guard.
 HANG_S = 600

@@ -5,8 +5,9 @@ time.time(), time.perf_counter(), or a name computed from one) may never be the 
 a comparison (``took < 150``, ``time.monotonic() - t0 < 1``, ``while time.monotonic() <
 deadline``): behaviour waits go through ``busy.wait_until``, product bounds are read from the
 product's own records, cost claims are CPU time (``busy.cpu_seconds``). A subprocess's or a
-playbook's ``timeout=`` is a hang guard: no literal below ``busy.HANG_S``. A line may keep a
-wall-clock comparison with ``# busy: REASON`` (why the load of the machine cannot turn it).
+playbook's ``timeout=`` is a hang guard: no literal below ``busy.HANG_S``. Hypothesis's
+``settings(deadline=...)`` is a wall-clock bound on every example: only ``deadline=None``. A line
+may keep a wall-clock comparison with ``# busy: REASON`` (why the load of the machine cannot turn it).
 """
 
 from __future__ import annotations
@@ -157,10 +158,25 @@ def _tight_timeouts(tree, lines) -> list[str]:
     return found
 
 
+def _example_deadlines(tree, lines) -> list[str]:
+    """Hypothesis ``settings(deadline=X)`` with X not None: each example's wall clock against X ms."""
+    found = []
+    for node in ast.walk(tree):
+        name = getattr(node, "func", None)
+        name = getattr(name, "attr", None) or getattr(name, "id", None)
+        if not isinstance(node, ast.Call) or name != "settings" or _excused(lines, node):
+            continue
+        for keyword in node.keywords:
+            value = keyword.value
+            if keyword.arg == "deadline" and not (isinstance(value, ast.Constant) and value.value is None):
+                found.append(f"{node.lineno}: deadline={ast.unparse(value)}")
+    return found
+
+
 def _findings(path):
     text = path.read_text()
     tree, lines = ast.parse(text), text.splitlines()
-    found = [*_clock_bounds(tree, lines), *_tight_timeouts(tree, lines)]
+    found = [*_clock_bounds(tree, lines), *_tight_timeouts(tree, lines), *_example_deadlines(tree, lines)]
     return [f"{path.relative_to(ROOT)}:{where}" for where in found]
 
 
@@ -182,6 +198,8 @@ def test_no_verdict_is_a_wall_clock_bound_or_a_tight_hang_guard(path):
         (["tb.ssh('n', 'c', timeout=30)"], 1),
         (["assert busy.wait_until(lambda: done(), 15)"], 1),
         (["assert wait_until(done, seconds=5)"], 1),
+        (["s = settings(max_examples=60, deadline=200)"], 1),
+        (["s = hypothesis.settings(deadline=timedelta(seconds=1))"], 1),
         # What it leaves: a wall clock on the larger side, a product's figure, an excused line,
         # a generous guard, a timeout passed on by name, a clock used for no comparison.
         (["t0 = time.monotonic()", "took = time.monotonic() - t0", "assert doc['s'] <= took"], 0),
@@ -192,12 +210,14 @@ def test_no_verdict_is_a_wall_clock_bound_or_a_tight_hang_guard(path):
         (["proc.wait(timeout=20)  # busy: a grace before SIGKILL"], 0),
         (["assert busy.wait_until(lambda: done())"], 0),
         (["rid = new_run_id(time.time() + 5)"], 0),
+        (["s = settings(max_examples=300, deadline=None)"], 0),
     ],
 )
 def test_the_rule_finds_wall_clock_bounds_and_tight_guards(body, found):
     code = "def t():\n" + "".join(f"    {line}\n" for line in body)
     tree, lines = ast.parse(code), code.splitlines()
-    assert len(_clock_bounds(tree, lines)) + len(_tight_timeouts(tree, lines)) == found, code
+    rules = (_clock_bounds, _tight_timeouts, _example_deadlines)
+    assert sum(len(rule(tree, lines)) for rule in rules) == found, code
 
 
 def test_a_helper_whose_timeout_default_is_a_tight_guard_is_found():

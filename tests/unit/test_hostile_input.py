@@ -27,6 +27,7 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
     slurm_health_check,
     validate,
 )
+from tests import busy
 
 MARKER = "PWNED"
 FRAGMENTS = [
@@ -104,7 +105,7 @@ def _run_launch(ctx, top):
         cwd=top,
         capture_output=True,
         env=dict(os.environ, WIREUP_RUN_ID="t1"),
-        timeout=30,
+        timeout=busy.HANG_S,
         check=False,
     )
     assert not (top / MARKER).exists(), "a payload ran"
