@@ -48,14 +48,14 @@ LAUNCH_ARGS ?= $(if $(INVENTORY),,-e wireup_nproc_per_node=2 -e torchrun_launch_
 
 # Each phase's output goes to the terminal as it comes and, without colours, to
 # results/run-RUN/PHASE.log; its exit status and seconds to phases.tsv. A phase that fails ends the
-# run (as before), and either way the run ends with wireup.runsummary's lines: per node bootstrap's
+# run (as before), and either way the run ends with wireup.report.runsummary's lines: per node bootstrap's
 # counts, the bench verdict and the job's result, the report, the logs, what to run next.
 # ansible-playbook run by hand keeps Ansible's own output: only this target summarises. The inner
 # make takes the venv as run found it (run's own prerequisite already checked it).
 RUN_DIR := results/run-$(shell date -u +%Y%m%dT%H%M%SZ)
 # Standard library only: the system's python3, from this Makefile's folder whatever the cwd (the
 # collection's name through the link in .collections; plain namespace packages, no Ansible).
-RUN_SUMMARY = PYTHONPATH=$(REPO_DIR).collections $(PYTHON) -m ansible_collections.wireup.cluster.plugins.module_utils.wireup.runsummary
+RUN_SUMMARY = PYTHONPATH=$(REPO_DIR).collections $(PYTHON) -m ansible_collections.wireup.cluster.plugins.module_utils.wireup.report.runsummary
 # $(call RUN_PHASE,name,command): run command, tee'd into RUN_DIR/name.log, noted in phases.tsv.
 RUN_PHASE = ( t0=$$(date +%s); rc=0; { $(2); } 2>&1 | $(RUN_SUMMARY) tee $(RUN_DIR)/$(1).log || rc=$$?; \
   printf '%s\t%s\t%s\n' $(1) $$rc $$(( $$(date +%s) - t0 )) >>$(RUN_DIR)/phases.tsv; [ $$rc -eq 0 ] )

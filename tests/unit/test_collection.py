@@ -135,7 +135,9 @@ def test_the_wireup_package_imports_only_itself_and_the_standard_library_at_the_
     """plugins/module_utils/wireup runs on nodes as a plain package too: relative imports only, and
     no Ansible or third-party import at module level (ansible-test's import test)."""
     allowed = set(sys.stdlib_module_names)
-    for path in (ROOT / "plugins/module_utils/wireup").glob("*.py"):
+    paths = sorted((ROOT / "plugins/module_utils/wireup").rglob("*.py"))
+    assert len(paths) > 40
+    for path in paths:
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.ImportFrom):
                 assert node.level > 0 or node.module.split(".")[0] in allowed, (path.name, node.module)
@@ -185,6 +187,6 @@ def test_runtime_requires_the_pinned_ansible_core():
     group_vars = yaml.safe_load((ROOT / "group_vars/all.yml").read_text())
     assert runtime["requires_ansible"] == group_vars["wireup_ansible_core_range"]
     pin = re.search(r"^ansible-core==(\S+)$", (ROOT / "requirements.txt").read_text(), re.M).group(1)
-    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import validate
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import preflight
 
-    assert validate.check_version_range(pin, runtime["requires_ansible"])
+    assert preflight.check_version_range(pin, runtime["requires_ansible"])
