@@ -6,7 +6,8 @@ a register's name through hostvars."""
 
 from __future__ import annotations
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import preflight, torchrun_launch
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import checks
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
@@ -115,14 +116,14 @@ def wireup_launch_follow(plan, started, inventory_sources=()):
 
 def wireup_results_path(root, *names):
     """root/names on the controller, each name checked and the path kept under root
-    (preflight.results_path): the fetch destinations of jobs' logs and summaries."""
-    return preflight.results_path(str(root or ""), *(str(n) for n in names))
+    (checks.results_path): the fetch destinations of jobs' logs and summaries."""
+    return checks.results_path(str(root or ""), *(str(n) for n in names))
 
 
 def wireup_launch_args(args):
     """The program's arguments as strings: a list as given, one string split with shlex
-    (preflight.program_args)."""
-    return preflight.program_args(list(args) if isinstance(args, list | tuple) else args)
+    (checks.program_args)."""
+    return checks.program_args(list(args) if isinstance(args, list | tuple) else args)
 
 
 class FilterModule:

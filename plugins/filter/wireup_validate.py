@@ -9,6 +9,7 @@ import pathlib
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import checks
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import preflight
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import node
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
@@ -21,7 +22,7 @@ def wireup_cluster_errors(groups, node_group, master_host, addresses=None, hostn
 
 
 def wireup_master(members, master_host):
-    return preflight.master_of(list(members), master_host)
+    return checks.master_of(list(members), master_host)
 
 
 def wireup_node_summary(facts, master):
@@ -65,10 +66,10 @@ def _spec_errors(role, options, values):
 
 
 def _given(hv, names, prefixes):
-    """The host's variables of wireup's prefixes (and the renamed ones) that can be templated now;
-    one naming a fact not gathered yet is left to the task that reads it."""
+    """The host's variables of wireup's prefixes that can be templated now; one naming a fact not
+    gathered yet is left to the task that reads it."""
     given = {}
-    for name in [n for n in names if n.startswith(prefixes) or n in preflight.RENAMED]:
+    for name in [n for n in names if n.startswith(prefixes)]:
         with contextlib.suppress(Exception):
             given[name] = hv[name]
     return given

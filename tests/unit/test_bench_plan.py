@@ -8,8 +8,12 @@ import pathlib
 import pytest
 import yaml
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import bandwidth, benchenv
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench, preflight
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import (
+    bandwidth,
+    bench_settings,
+    benchenv,
+)
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -51,8 +55,8 @@ def b64(text):
 
 
 def test_defaults_pass_the_one_inventory_check():
-    assert preflight.bench_errors(DEFAULTS) == []
-    assert preflight.bench_errors(REPORT_DEFAULTS) == []
+    assert bench_settings.bench_errors(DEFAULTS) == []
+    assert bench_settings.bench_errors(REPORT_DEFAULTS) == []
 
 
 def test_a_setting_the_plan_task_forgets_or_misspells_is_an_error():
@@ -231,7 +235,7 @@ def test_a_node_that_stopped_midway_has_no_data():
 
 
 def test_threshold_rule_is_one_rule():
-    assert preflight.bench_threshold_errors({"bench_pass_ratio": 0.5, "bench_warn_ratio": 0.8}) == [
+    assert bench_settings.bench_threshold_errors({"bench_pass_ratio": 0.5, "bench_warn_ratio": 0.8}) == [
         "bench_warn_ratio (0.8) must not exceed bench_pass_ratio (0.5): lower bench_warn_ratio or "
         "raise bench_pass_ratio"
     ]

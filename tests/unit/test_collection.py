@@ -187,6 +187,6 @@ def test_runtime_requires_the_pinned_ansible_core():
     group_vars = yaml.safe_load((ROOT / "group_vars/all.yml").read_text())
     assert runtime["requires_ansible"] == group_vars["wireup_ansible_core_range"]
     pin = re.search(r"^ansible-core==(\S+)$", (ROOT / "requirements.txt").read_text(), re.M).group(1)
-    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import preflight
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import checks
 
-    assert preflight.check_version_range(pin, runtime["requires_ansible"])
+    assert checks.check_version_range(pin, runtime["requires_ansible"])

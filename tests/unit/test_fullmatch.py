@@ -19,10 +19,14 @@ import sys
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import watchsettings, wheelhouse
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import (
+    checks,
+    watchsettings,
+    wheelhouse,
+)
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import preflight, torchrun_launch
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -254,16 +258,16 @@ def test_testbed_names():
 @pytest.mark.parametrize(
     ("check", "good"),
     [
-        (preflight.is_host_name, "node1"),
-        (preflight.is_inventory_host, "node1"),
-        (preflight.is_shell_name, "NCCL_DEBUG"),
+        (checks.is_host_name, "node1"),
+        (checks.is_inventory_host, "node1"),
+        (checks.is_shell_name, "NCCL_DEBUG"),
         (lambda v: not torchrun_launch.job_name_errors(v), "ddp-multinode"),
         (lambda v: not torchrun_launch.run_id_errors(v), "20261201T000000Z-1a2b"),
         (slurm.is_job_id, "4711"),
         (lambda v: slurm.is_row_of(v, "4711"), "4711.batch"),
         (lambda v: not watchsettings.node_state_errors(v), "IDLE,CYCLE"),
-        (lambda v: not preflight.validate_abs_paths({"wireup_base_dir": v}), "/opt/wireup"),
-        (lambda v: bool(preflight.PATH_NAME.fullmatch(v)), "node1.log"),
+        (lambda v: not checks.validate_abs_paths({"wireup_base_dir": v}), "/opt/wireup"),
+        (lambda v: bool(checks.PATH_NAME.fullmatch(v)), "node1.log"),
     ],
 )
 def test_the_other_guards_refuse_a_trailing_newline(check, good):
@@ -276,7 +280,7 @@ def test_numbers_from_a_node_or_the_inventory_are_ascii_digits(digits):
     # str.isdigit() says yes to each; int() refuses '²' and reads the others: never a crash, never a number.
     assert torchrun_launch.parse_gpu_usage(f"0, {digits}, 10, 80") == []
     assert torchrun_launch.cpus_allowed(f"Cpus_allowed_list:\t0-{digits}\n") == 0
-    assert preflight.validate_nproc(digits) and preflight.validate_port("wireup_master_port", digits)
+    assert checks.validate_nproc(digits) and checks.validate_port("wireup_master_port", digits)
     assert watchsettings.errors({"node_check_timeout": digits})
     assert slurm.expand_hostlist(f"n[{digits}]") == [f"n[{digits}]"]
 
@@ -286,5 +290,5 @@ def test_the_numbers_that_are_numbers_still_are():
         {"index": 0, "util": 97, "mem_used": 40960, "mem_total": 143771}
     ]
     assert torchrun_launch.cpus_allowed("Cpus_allowed_list:\t0-3,8\n") == 5
-    assert not preflight.validate_nproc("8") and not preflight.validate_port("wireup_master_port", "29500")
+    assert not checks.validate_nproc("8") and not checks.validate_port("wireup_master_port", "29500")
     assert results.RUN_ID_RE.fullmatch("20261201T000000Z-2")

@@ -214,11 +214,6 @@ def test_run_data_keeps_each_host_that_kept_the_fact_and_the_thresholds_as_numbe
             {"gpu_trial_efficiency": {"gemm_bf16_flops": 0}},
             "gpu_trial_efficiency.gemm_bf16_flops must be a fraction",
         ),
-        (
-            {"bench_dcgm_diag": 2},
-            "bench_dcgm_diag is no longer read by wireup (DCGM's diagnostic belongs to the gpu_trial role): "
-            "rename it to gpu_trial_dcgm_diag",
-        ),
     ],
 )
 def test_preflight_names_the_variable(values, message):

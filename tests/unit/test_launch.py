@@ -133,7 +133,7 @@ def test_empty_group_and_missing_addresses():
 
 
 def test_master_port_is_preflights_check_not_repeated_in_the_plan():
-    # preflight.validate_port runs in preflight before the role; the plan only uses the port.
+    # checks.validate_port runs in preflight before the role; the plan only uses the port.
     plan = torchrun_launch.plan(list(THREE), THREE, master_port="29611")
     assert plan["errors"] == [] and plan["rdzv_endpoint"] == "10.0.0.11:29611"
     assert not any(
@@ -154,7 +154,7 @@ def test_env_checks_and_exports_quote_values():
     )
     assert len(errors) == 3
     assert all(e.startswith("torchrun_launch_env: ") for e in errors)
-    # The name rule is preflight.shell_name_errors (preflight's for wireup_job_env's names).
+    # The name rule is checks.shell_name_errors (preflight's for wireup_job_env's names).
     assert (
         errors[0] == "torchrun_launch_env: '1BAD' is not a valid shell variable name (letters, digits, '_')"
     )

@@ -10,6 +10,7 @@ import subprocess
 import pytest
 import test_launch_templates as templates
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import checks
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import benchenv
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import preflight, torchrun_launch
@@ -62,15 +63,15 @@ def test_a_trailing_newline_in_a_run_id_is_refused(tmp_path):
 
 def test_results_path_keeps_every_name_under_the_root(tmp_path):
     root = tmp_path / "results" / "jobs"
-    assert preflight.results_path(str(root), "ddp-r1", "node1.log") == f"{root}/ddp-r1/node1.log"
+    assert checks.results_path(str(root), "ddp-r1", "node1.log") == f"{root}/ddp-r1/node1.log"
     for name in ("../../../../tmp/evil.log", "..", ".", "a/b", "", ".hidden", "a\n", "x y"):
         with pytest.raises(ValueError):
-            preflight.results_path(str(root), "ddp-r1", name)
+            checks.results_path(str(root), "ddp-r1", name)
     # a folder under the root that is a link out of it: the resolved path is checked
     root.mkdir(parents=True)
     (root / "ddp-r1").symlink_to(tmp_path)
     with pytest.raises(ValueError, match="resolves outside"):
-        preflight.results_path(str(root), "ddp-r1", "node1.log")
+        checks.results_path(str(root), "ddp-r1", "node1.log")
 
 
 def test_an_inventory_host_that_is_a_path_is_refused_before_anything_runs(tmp_path):
@@ -86,7 +87,7 @@ def test_the_fetch_destinations_go_through_the_path_helper(tmp_path):
     for name in ("wait.yml", "slurm.yml", "slurm_wait.yml", "report.yml"):
         dests = [line for line in (tasks / name).read_text().splitlines() if line.strip().startswith("dest:")]
         assert dests and all("wireup_results_path(" in d for d in dests), (name, dests)
-    # jobs.yml fetches what torchrun_launch.jobs_fetches names: its dests come from preflight.results_path.
+    # jobs.yml fetches what torchrun_launch.jobs_fetches names: its dests come from checks.results_path.
     text = (tasks / "jobs.yml").read_text()
     assert [line for line in text.splitlines() if line.strip().startswith("dest:")] == [
         '        dest: "{{ item.dest }}"'
@@ -104,19 +105,19 @@ def test_the_fetch_destinations_go_through_the_path_helper(tmp_path):
     "name", ["node2$(touch X)", "gpu a02", "node2\n", "node2\nrm -rf /", "-node", "node_2", "a" * 64, "nöde"]
 )
 def test_host_names_follow_rfc_1123(name):
-    assert not preflight.is_host_name(name)
-    assert preflight.inventory_host_errors([name])
+    assert not checks.is_host_name(name)
+    assert checks.inventory_host_errors([name])
 
 
 @pytest.mark.parametrize(
     "name", ["node2", "gpu-a02", "n1.cluster.example", "10.0.0.1", "localhost", "a" * 63]
 )
 def test_plain_host_names_pass(name):
-    assert preflight.is_host_name(name) and not preflight.inventory_host_errors([name])
+    assert checks.is_host_name(name) and not checks.inventory_host_errors([name])
 
 
 def test_an_inventory_ip_address_is_a_host():
-    assert preflight.is_inventory_host("fe80::1") and not preflight.is_host_name("fe80::1")
+    assert checks.is_inventory_host("fe80::1") and not checks.is_host_name("fe80::1")
 
 
 def test_a_node_hostname_with_a_newline_is_refused_by_preflight_and_the_plan(tmp_path):
@@ -143,7 +144,7 @@ def test_a_node_hostname_with_a_newline_is_refused_by_preflight_and_the_plan(tmp
     ],
 )
 def test_slurm_options_are_allow_listed_and_one_word(options, says):
-    errors = preflight.slurm_option_errors(options)
+    errors = checks.slurm_option_errors(options)
     assert len(errors) == 1 and says in errors[0]
     assert preflight.host_errors({"torchrun_launch_slurm_options": options}) == errors
     with pytest.raises(ValueError):
@@ -151,13 +152,13 @@ def test_slurm_options_are_allow_listed_and_one_word(options, says):
 
 
 def test_an_unknown_slurm_option_names_the_list():
-    (error,) = preflight.slurm_option_errors({"uid": 0})
+    (error,) = checks.slurm_option_errors({"uid": 0})
     assert "partition" in error and "time" in error
 
 
 def test_good_slurm_options_render_as_sbatch_words():
     options = {"time": "01:00:00", "partition": "gpu", "exclusive": True, "mem": 0}
-    assert preflight.slurm_option_errors(options) == []
+    assert checks.slurm_option_errors(options) == []
     assert slurm.sbatch_options(options) == ["--exclusive", "--mem=0", "--partition=gpu", "--time=01:00:00"]
 
 
@@ -195,16 +196,16 @@ def test_launch_sh_says_the_host_from_its_quoted_variable(tmp_path):
 
 # ---------------------------------------------------------------- item 8: torchrun_launch_args
 def test_a_string_of_arguments_is_split_as_a_shell_would():
-    assert preflight.program_args("--steps 5") == ["--steps", "5"]
-    assert preflight.program_args("--name 'two words'") == ["--name", "two words"]
-    assert preflight.program_args(["--steps", 5]) == ["--steps", "5"]
-    assert preflight.program_args(None) == []
+    assert checks.program_args("--steps 5") == ["--steps", "5"]
+    assert checks.program_args("--name 'two words'") == ["--name", "two words"]
+    assert checks.program_args(["--steps", 5]) == ["--steps", "5"]
+    assert checks.program_args(None) == []
 
 
 @pytest.mark.parametrize("args", ["--name 'open", {"steps": 5}, 5, [["nested"]], [{"a": 1}]])
 def test_arguments_that_are_no_list_are_refused_with_the_fix(args):
     with pytest.raises(ValueError, match="torchrun_launch_args"):
-        preflight.program_args(args)
+        checks.program_args(args)
     assert preflight.host_errors({"torchrun_launch_args": args})
 
 
@@ -254,7 +255,7 @@ def test_a_host_name_with_a_space_is_refused_before_any_benchmark():
 
 def test_validators_take_any_value():
     for bad in (None, 5, [], {}, "x" * 100_000, "\x00"):
-        assert preflight.inventory_host_errors([bad])
-        assert preflight.slurm_option_errors({"partition": bad}) or bad == 5
+        assert checks.inventory_host_errors([bad])
+        assert checks.slurm_option_errors({"partition": bad}) or bad == 5
         with pytest.raises(ValueError):
-            preflight.results_path("/tmp/results", bad)
+            checks.results_path("/tmp/results", bad)

@@ -10,9 +10,9 @@ from test_launch_jobs_follow import BASE, FINDING, GROUP, NODES, _jobctl, _node_
 from test_slurm import capture
 
 from ansible_collections.wireup.cluster.plugins.filter import wireup_slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core.checks import PATH_NAME
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans.preflight import PATH_NAME
 
 HOSTS = ["node1", "node2", "node3"]
 PLAN = {"hosts": HOSTS, "nodes": {h: {"hostname": h} for h in HOSTS}}

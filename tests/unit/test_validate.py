@@ -4,6 +4,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import checks
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import bench_settings
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import preflight
 
 GOOD_PINS = {
@@ -72,13 +74,13 @@ def test_pins_must_agree():
     ],
 )
 def test_version_range(version, spec, ok):
-    assert preflight.check_version_range(version, spec) is ok
+    assert checks.check_version_range(version, spec) is ok
 
 
 @pytest.mark.parametrize(("version", "spec"), [("2.19.1", "=>2.19"), ("2.19.1", ">=2.19;<3"), ("two", ">=2")])
 def test_version_range_rejects_what_does_not_parse(version, spec):
     with pytest.raises(ValueError, match="bad version range"):
-        preflight.check_version_range(version, spec)
+        checks.check_version_range(version, spec)
 
 
 @pytest.mark.parametrize(
@@ -86,7 +88,7 @@ def test_version_range_rejects_what_does_not_parse(version, spec):
     [("auto", 0), (2, 0), ("8", 0), (0, 1), ("two", 1), (True, 1), (-1, 1), (None, 1)],
 )
 def test_nproc(value, errors):
-    found = preflight.validate_nproc(value)
+    found = checks.validate_nproc(value)
     assert len(found) == errors
     assert all("wireup_nproc_per_node" in e for e in found)
 
@@ -134,9 +136,9 @@ def test_single_node_needs_no_reachable_address():
 
 
 def test_master_of():
-    assert preflight.master_of(["n3", "n1", "n2"], "") == "n1"
-    assert preflight.master_of(["n3", "n1", "n2"], "n2") == "n2"
-    assert preflight.master_of([], "") == ""
+    assert checks.master_of(["n3", "n1", "n2"], "") == "n1"
+    assert checks.master_of(["n3", "n1", "n2"], "n2") == "n2"
+    assert checks.master_of([], "") == ""
 
 
 # Issue 12, item 3: wireup_master_port was checked only by the launch plan, after every benchmark.
@@ -199,23 +201,23 @@ def test_empty_group_names_the_variable_and_the_fix():
 
 @pytest.mark.parametrize("key", ["NCCL_DEBUG", "_X", "a1_b"])
 def test_shell_names_accepted(key):
-    assert preflight.is_shell_name(key)
-    assert preflight.shell_name_errors("bench_env", {key: "1"}) == []
+    assert checks.is_shell_name(key)
+    assert checks.shell_name_errors("bench_env", {key: "1"}) == []
 
 
 @pytest.mark.parametrize("key", ["1A", "NCCL-DEBUG", "A B", "", "X=1", 5, None])
 def test_shell_names_refused_name_the_variable(key):
-    assert not preflight.is_shell_name(key)
-    (error,) = preflight.shell_name_errors("bench_env", {key: "1"})
+    assert not checks.is_shell_name(key)
+    (error,) = checks.shell_name_errors("bench_env", {key: "1"})
     assert error.startswith("bench_env: ") and "not a valid shell variable name" in error
 
 
 def test_shell_name_errors_values_and_mapping():
-    assert preflight.shell_name_errors("wireup_job_env", None) == []
-    assert preflight.shell_name_errors("wireup_job_env", ["A=1"]) == [
+    assert checks.shell_name_errors("wireup_job_env", None) == []
+    assert checks.shell_name_errors("wireup_job_env", ["A=1"]) == [
         "wireup_job_env must be a mapping of VARIABLE: value, not list"
     ]
-    assert preflight.shell_name_errors("wireup_job_env", {"A": [1], "B": None, "C": 2}) == [
+    assert checks.shell_name_errors("wireup_job_env", {"A": [1], "B": None, "C": 2}) == [
         "wireup_job_env: A must be a string or number, not list",
         "wireup_job_env: B must be a string or number, not NoneType",
     ]
@@ -254,13 +256,12 @@ def test_inventory_errors_all_at_once_shared_ones_once():
     assert preflight.inventory_errors({"n1": GOOD, "n2": GOOD}, TWO_NODES, "gpu_nodes") == []
 
 
-def test_inventory_errors_env_names_renamed_and_ansible_core():
+def test_inventory_errors_env_names_and_ansible_core():
     bad = dict(
         GOOD,
         wireup_job_env={"NCCL-DEBUG": "1"},
         bench_env={"1X": "1"},
         bench_fabric_env={"NCCL ALGO": "Ring"},
-        cuda_repo_toolkit_on_gpu_less_node=True,
     )
     errors = preflight.inventory_errors(
         {"n1": bad}, {"gpu_nodes": ["n1"]}, "gpu_nodes", "", ("2.18.1", ">=2.19.0,<2.20.0")
@@ -269,8 +270,6 @@ def test_inventory_errors_env_names_renamed_and_ansible_core():
         "wireup_job_env: 'NCCL-DEBUG' is not a valid shell variable name (letters, digits, '_')",
         "bench_env: '1X' is not a valid shell variable name (letters, digits, '_')",
         "bench_fabric_env: 'NCCL ALGO' is not a valid shell variable name (letters, digits, '_')",
-        "cuda_repo_toolkit_on_gpu_less_node is no longer read by wireup (the variable's name ends in "
-        "'nodes'): rename it to cuda_repo_toolkit_on_gpu_less_nodes",
         "ansible-core 2.18.1 is outside wireup_ansible_core_range (>=2.19.0,<2.20.0): run wireup from its "
         "venv (make venv; .venv/bin/ansible-playbook)",
     ]
@@ -290,13 +289,13 @@ def test_inventory_errors_env_names_renamed_and_ansible_core():
     ],
 )
 def test_bench_errors_name_the_variable(name, value, fragment):
-    (error,) = preflight.bench_errors({name: value})
+    (error,) = bench_settings.bench_errors({name: value})
     assert error.startswith(name) and fragment in error
 
 
 def test_bench_errors_accept_the_stepcost_defaults():
     assert (
-        preflight.bench_errors(
+        bench_settings.bench_errors(
             {"bench_stepcost_params": ["500M", "1.5G"], "bench_stepcost_cpu_params": ["1M"]}
         )
         == []
@@ -304,7 +303,7 @@ def test_bench_errors_accept_the_stepcost_defaults():
 
 
 def test_bench_errors_pass_over_the_roles_template_defaults():
-    assert preflight.bench_errors({"bench_torch_max_bytes": "{{ bench_max_bytes }}"}) == []
+    assert bench_settings.bench_errors({"bench_torch_max_bytes": "{{ bench_max_bytes }}"}) == []
 
 
 def _validate_filter():
@@ -457,9 +456,19 @@ def test_other_tools_variables_pass(name):
     assert preflight.unknown_variables([name], _documented(), ROLE_NAMES) == {}
 
 
-def test_facts_wireup_sets_and_renamed_names_are_not_refused_twice():
-    names = [*preflight.FACTS, *preflight.RENAMED]
+def test_facts_wireup_sets_are_not_refused():
+    names = [*preflight.FACTS]
     assert preflight.unknown_variables(names, _documented(), ROLE_NAMES) == {}
+
+
+def test_names_from_before_the_prefixes_settled_are_unknown_names_like_any_other():
+    """No list of renamed variables (issue 36: none of those names ever shipped): a name from
+    before a role's prefix settled is refused by the one names check, with its near miss."""
+    found = preflight.unknown_variables(
+        ["cuda_repo_toolkit_on_gpu_less_node", "bench_dcgm_diag"], _documented(), ROLE_NAMES
+    )
+    assert "did you mean cuda_repo_toolkit_on_gpu_less_nodes?" in found["cuda_repo_toolkit_on_gpu_less_node"]
+    assert "bench_dcgm_diag is not a wireup variable" in found["bench_dcgm_diag"]
 
 
 def test_the_prefixes_are_every_role_and_wireup():
@@ -471,7 +480,7 @@ def test_the_prefixes_are_every_role_and_wireup():
 
 # Hypothesis draws from the real documented names (read once, at collection).
 DOCUMENTED = sorted(_validate_filter().documented_variables(ROLES_DIR))
-KNOWN = frozenset(DOCUMENTED) | preflight.FACTS | set(preflight.RENAMED)
+KNOWN = frozenset(DOCUMENTED) | preflight.FACTS
 _LETTERS = "abcdefghijklmnopqrstuvwxyz_0123456789"
 
 

@@ -479,11 +479,11 @@ def drain(config, result, run=subprocess.run):
     """On a failed check: drain the node in Slurm with the check's line as the reason, by
     slurm.drain_plan's rules (a node drained already, for wireup or by someone else, is left as
     it is); never resumes anything. Returns the lines saying what was done."""
+    from ..core import checks
     from ..launch import slurm
-    from ..plans import preflight
 
     node = config["slurm_node"] or socket.gethostname().split(".")[0]
-    if not preflight.is_host_name(node):
+    if not checks.is_host_name(node):
         return [f"Slurm: {node!r} is not a node name: not drained"]
     scontrol = shutil.which("scontrol", path=os.pathsep.join([os.environ.get("PATH", ""), TOOL_PATH]))
     if not scontrol:

@@ -19,7 +19,7 @@ import re
 SUPPORTED_DISTROS = ("debian12", "debian13", "ubuntu2204", "ubuntu2404", "ubuntu2604")
 # dpkg-query's output format for parse_dpkg_status: name, status abbreviation, version.
 DPKG_FORMAT = "-f=${Package} ${db:Status-Abbrev} ${Version}\n"
-# NVIDIA's libnccl2/libnccl-dev versions: "<X.Y.Z>-<build>+cuda<A.B>" (preflight.PIN_FORMATS uses it).
+# NVIDIA's libnccl2/libnccl-dev versions: "<X.Y.Z>-<build>+cuda<A.B>" (checks.PIN_FORMATS uses it).
 NCCL_PACKAGE_VERSION = r"(?P<version>\d+\.\d+\.\d+)-(?P<build>\d+)\+cuda(?P<cuda>\d+\.\d+)"
 _NCCL_PACKAGE_VERSION = re.compile(NCCL_PACKAGE_VERSION)
 _NCCL_RELEASE = re.compile(r"(?:\d+:)?(\d+\.\d+\.\d+)-.*")

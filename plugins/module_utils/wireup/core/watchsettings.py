@@ -57,7 +57,7 @@ def _whole(values, name, low, errors):
 
 
 def _paths(values):
-    from ..plans.preflight import validate_abs_paths
+    from .checks import validate_abs_paths
 
     return validate_abs_paths({k: values[k] for k in PATHS if k in values})
 

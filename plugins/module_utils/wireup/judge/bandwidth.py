@@ -26,8 +26,8 @@ import dataclasses
 import math
 import re
 
-from ..plans import preflight
 from ..probe import bench_output
+from . import bench_settings
 
 # PCIe usable rate per lane and direction in GB/s, after line encoding (8b/10b up to Gen2,
 # 128b/130b Gen3-5, FLIT Gen6). x16 Gen4 = 31.5, x16 Gen5 = 63.0.
@@ -255,7 +255,7 @@ def check_thresholds(pass_ratio, warn_ratio):
     for name, value in (("bench_pass_ratio", pass_ratio), ("bench_warn_ratio", warn_ratio)):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"{name} must be a number in (0, 1.5], got {value!r}")
-    errors = preflight.bench_threshold_errors(
+    errors = bench_settings.bench_threshold_errors(
         {"bench_pass_ratio": pass_ratio, "bench_warn_ratio": warn_ratio}
     )
     if errors:

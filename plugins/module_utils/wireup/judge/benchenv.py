@@ -26,8 +26,7 @@ import re
 import shlex
 import time
 
-from ..core import redact
-from ..plans import preflight
+from ..core import checks, redact
 
 # Variables worth recording from a process's environment: they change what NCCL, gloo or torch
 # do. The rest of the environment is neither recorded nor stored (it may hold secrets).
@@ -80,7 +79,7 @@ def tuned_env_file(best, origin):
 
     best: {NCCL_X: value}; origin: {run_id, host, written (UTC text), driver, nccl, nccl_tests,
     size, busbw, default_busbw}. Raises ValueError for a name that is not a shell name."""
-    bad = sorted(str(k) for k in best if not preflight.is_shell_name(k))
+    bad = sorted(str(k) for k in best if not checks.is_shell_name(k))
     if bad:
         raise ValueError(f"tuned NCCL settings must be shell names, got {bad}")
     fields = ("run_id", "host", "written", "driver", "nccl", "nccl_tests", "size", "busbw", "default_busbw")
@@ -114,7 +113,7 @@ def parse_tuned_env(text):
         if line.startswith("export "):
             line = line[len("export ") :].strip()
         key, sep, value = line.partition("=")
-        if not sep or not preflight.is_shell_name(key):
+        if not sep or not checks.is_shell_name(key):
             continue
         try:
             words = shlex.split(value)

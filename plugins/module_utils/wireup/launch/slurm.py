@@ -19,7 +19,7 @@ import shlex
 from datetime import datetime, timezone
 from typing import TypedDict
 
-from ..plans import preflight
+from ..core import checks
 
 SACCT_FORMAT = "JobID,State,ExitCode,NodeList,End"
 _COLUMNS = {
@@ -261,7 +261,7 @@ def first_failed_step(batch_output: str) -> str:
     knows the order to the fraction of a second; sacct's End has whole seconds only."""
     for line in str(batch_output or "").splitlines():
         m = _FIRST_FAILED.fullmatch(line.strip())
-        if m and preflight.is_host_name(m.group(2)):
+        if m and checks.is_host_name(m.group(2)):
             return m.group(2)
     return ""
 
@@ -467,8 +467,8 @@ def drain_argv(node: str, finding: str) -> list[str]:
 
 def node_name_errors(host: str, node: str) -> list[str]:
     """A Slurm node name that sbatch or scontrol could take for something else (empty, '=',
-    spaces, a newline): it must be an RFC 1123 host name (preflight.is_host_name)."""
-    if preflight.is_host_name(node or ""):
+    spaces, a newline): it must be an RFC 1123 host name (checks.is_host_name)."""
+    if checks.is_host_name(node or ""):
         return []
     return [
         f"{host}'s Slurm node name {str(node)[:80]!r} (its hostname) is not a plain host name: "
@@ -488,9 +488,9 @@ def nodelist(plan: dict) -> str:
 
 def sbatch_options(options) -> list[str]:
     """The #SBATCH words of torchrun_launch_slurm_options, sorted by key: '--KEY=VALUE', '--KEY'
-    for a value of true. ValueError naming the variable for anything preflight.slurm_option_errors
+    for a value of true. ValueError naming the variable for anything checks.slurm_option_errors
     refuses (a key off SBATCH_OPTIONS, a value with whitespace, control characters or quotes)."""
-    errors = preflight.slurm_option_errors(options)
+    errors = checks.slurm_option_errors(options)
     if errors:
         raise ValueError("; ".join(errors))
     return [
@@ -525,7 +525,7 @@ def run_plan(sbatch_stdout: str, plan: dict, *, stop_grace=15) -> SlurmRun:
     return {
         "job_id": job_id,
         "run_id": run_id,
-        "results": preflight.results_path(plan.get("results_root"), f"{plan.get('job')}-{run_id}")
+        "results": checks.results_path(plan.get("results_root"), f"{plan.get('job')}-{run_id}")
         if job_id
         else "",
         "sacct_argv": sacct_argv(job_id),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TypedDict
 
-from ..plans.bench import fresh_log
+from .bench import fresh_log
 
 SCRIPT = "torch_allreduce.py"
 # NCCL INFO for the INIT and NET subsystems: what NCCL chose between the nodes (probe/ncclinfo.py).

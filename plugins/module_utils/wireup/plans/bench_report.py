@@ -23,9 +23,9 @@ from typing import TypedDict
 from ..capability import gpu_trial
 from ..core import shape
 from ..judge import ddp_step
-from ..plans.bench import NO_DATA, NodeData
 from ..probe.health import finding
 from . import node_check
+from .bench import NO_DATA, NodeData
 
 
 class ReportRun(TypedDict):

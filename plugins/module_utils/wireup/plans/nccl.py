@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from ..core.apt import NCCL_PACKAGES, PackageError, nccl_pin_errors, require_str, split_nccl_package_version
-from ..plans.cuda_repo import cuda_version_parts
 from ..probe.bench_output import nccl_header_version
+from .cuda_repo import cuda_version_parts
 
 PACKAGES = NCCL_PACKAGES
 PIN_PATH = "/etc/apt/preferences.d/wireup-nccl.pref"

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from ..core.apt import PackageError, check_distro, dpkg_query_argv, require_str, upstream_version
-from ..plans.preflight import PIN_FORMATS
+from ..core.checks import PIN_FORMATS
 
 # THE era boundary: from this branch on, NVIDIA's repository locks branches with pinning packages
 # and drops the branch from package names.

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 from ..core import redact
 from ..core.apt import dpkg_query_argv, parse_dpkg_status
-from ..plans.preflight import check_version_range
+from ..core.checks import check_version_range
 from ..probe import node
 
 # Release series -> architecture -> wheel variants on download.pytorch.org/whl/<variant>.
@@ -364,7 +364,7 @@ def check_spec(spec) -> str:
 
 
 def version_in_range(version, spec) -> bool:
-    """preflight.check_version_range (packaging.specifiers): a local label (+cu130) is ignored and
+    """checks.check_version_range (packaging.specifiers): a local label (+cu130) is ignored and
     a pre-release counts as its release. ValueError naming the variable for a bad range."""
     problem = check_spec(spec)
     if problem:

@@ -17,8 +17,7 @@ import dataclasses
 import re
 from typing import TypedDict
 
-from ..core import watchsettings
-from . import preflight
+from ..core import checks, watchsettings
 
 KEYS = ("HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState")
 MARKER = "# {mark} wireup slurm_health_check (managed by Ansible: roles/slurm_health_check)"
@@ -97,7 +96,7 @@ def block_errors(settings) -> list[str]:
     """The values the block writes into slurm.conf, checked again where it is made (preflight
     checked them first): the program a plain absolute path, HealthCheckNodeState Slurm's grammar,
     each matched whole, so no value adds a line to slurm.conf."""
-    program = preflight.validate_abs_paths({"slurm_health_check_program": settings.program})
+    program = checks.validate_abs_paths({"slurm_health_check_program": settings.program})
     return program + watchsettings.node_state_errors(settings.node_state)
 
 

@@ -19,11 +19,11 @@ import shlex
 from dataclasses import dataclass
 from typing import TypedDict
 
+from ..core import checks
 from ..launch import slurm as slurm_
-from . import preflight
 
 # Matched whole (fullmatch): '$' would let a trailing newline through. Host names are
-# preflight.is_host_name's (RFC 1123), the one grammar.
+# checks.is_host_name's (RFC 1123), the one grammar.
 _JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _HCA_NAME = re.compile(r"[A-Za-z0-9_.:-]+")
 
@@ -55,8 +55,8 @@ def resolve_nproc(
     An explicit number may not exceed the GPUs found on a GPU node; on a GPU-less node it is the
     number of CPU processes and any positive number is allowed.
     """
-    # The format is preflight's rule (preflight.validate_nproc); the GPUs found are this plan's.
-    format_errors = preflight.validate_nproc(setting)
+    # The format is preflight's rule (checks.validate_nproc); the GPUs found are this plan's.
+    format_errors = checks.validate_nproc(setting)
     if format_errors:
         return 0, format_errors
     if setting == "auto":
@@ -65,7 +65,7 @@ def resolve_nproc(
         if gpu_count < 1:
             return 0, [
                 f"{host} has NVIDIA GPUs on PCI but nvidia-smi lists none, so {var}=auto finds no "
-                f"GPU to run on: install/load the driver ({preflight.ANSIBLE_PLAYBOOK} site.yml) or set "
+                f"GPU to run on: install/load the driver ({checks.ANSIBLE_PLAYBOOK} site.yml) or set "
                 "a number"
             ]
         return gpu_count, []
@@ -86,10 +86,10 @@ def ib_hca(devices) -> str:
 
 
 def env_errors(env, var: str, names: bool = True) -> list[str]:
-    """preflight.shell_name_errors, the one rule for an env mapping a bash script exports (a
+    """checks.shell_name_errors, the one rule for an env mapping a bash script exports (a
     mapping, shell-name keys, scalar values); ``names=False`` where preflight checked the names
     already keeps only the mapping and value rules."""
-    errors = preflight.shell_name_errors(var, env)
+    errors = checks.shell_name_errors(var, env)
     if names:
         return errors
     return [e for e in errors if "is not a valid shell variable name" not in e]
@@ -111,7 +111,7 @@ def _omp_setting(setting) -> tuple[int, list[str]]:
     if isinstance(setting, str) and setting.strip() == "auto":
         return 0, []
     whole = not isinstance(setting, bool) and (
-        isinstance(setting, int) or preflight.is_digits(str(setting).strip())
+        isinstance(setting, int) or checks.is_digits(str(setting).strip())
     )
     if whole and int(setting) >= 1:
         return int(setting), []
@@ -211,14 +211,14 @@ def _where(group: str) -> str:
 
 def _master(hosts: list[str], nodes: dict, lay: Layout, errors: list[str]) -> dict:
     """The master, its address and port and torchrun's rendezvous endpoint. wireup_master_host (in
-    wireup_node_group) and wireup_master_port (preflight.validate_port) are preflight's checks, run
+    wireup_node_group) and wireup_master_port (checks.validate_port) are preflight's checks, run
     before this role: here they are only used. A job over another group that lacks
     wireup_master_host (bench's one-node groups) takes its first host."""
-    master = preflight.master_of(hosts, lay.master_host)
-    port_ok = not preflight.validate_port("wireup_master_port", lay.master_port)
+    master = checks.master_of(hosts, lay.master_host)
+    port_ok = not checks.validate_port("wireup_master_port", lay.master_port)
     port = int(str(lay.master_port).strip()) if port_ok else 0
     addr = str(lay.master_addr or "").strip()
-    if addr and not (_is_ip(addr) or preflight.is_host_name(addr)):
+    if addr and not (_is_ip(addr) or checks.is_host_name(addr)):
         errors.append(f"torchrun_launch_master_addr={lay.master_addr!r} is not an address or host name")
     elif not addr and master in nodes:
         addr = str(nodes[master].get("address") or "")
@@ -241,7 +241,7 @@ def _address_errors(host: str, facts: dict) -> list[str]:
     address = str(facts.get("address") or "")
     if not address:
         errors.append(f"{host} has no cluster address: set wireup_address for {host} in the inventory")
-    elif not (_is_ip(address) or preflight.is_host_name(address)):
+    elif not (_is_ip(address) or checks.is_host_name(address)):
         errors.append(f"{host}: cluster address {address[:80]!r} is no IP address: fix wireup_address")
     return errors
 
@@ -262,7 +262,7 @@ def _node_plan(host: str, rank: int, facts: dict, setting, ctx: tuple) -> tuple[
         "interface": str(facts.get("interface") or ""),
         "ib_hca": ib_hca(facts.get("infiniband")),
         "hostname": str(facts.get("hostname") or ""),
-        "cpus": int(cpus) if isinstance(cpus, int) or preflight.is_digits(str(cpus or "")) else 0,
+        "cpus": int(cpus) if isinstance(cpus, int) or checks.is_digits(str(cpus or "")) else 0,
         "hosts_mounted": bool(facts.get("hosts_mounted")),
         "env": {"OMP_NUM_THREADS": str(omp_fixed or omp_threads_for(cpus, nproc))},
     }, errors
@@ -311,8 +311,8 @@ def plan(hosts, nodes: dict, **layout) -> dict:
         return result
     # Preflight's checks, repeated where the names are used: they become words of launch.sh,
     # job.sbatch and /etc/hosts, and paths on the controller.
-    errors.extend(preflight.inventory_host_errors(hosts))
-    errors.extend(preflight.node_hostname_errors({h: (nodes.get(h) or {}).get("hostname") for h in hosts}))
+    errors.extend(checks.inventory_host_errors(hosts))
+    errors.extend(checks.node_hostname_errors({h: (nodes.get(h) or {}).get("hostname") for h in hosts}))
     if errors:
         return result
     errors.extend(_absent_errors(hosts, lay))
@@ -371,7 +371,7 @@ def hosts_entries(plan_or_nodes: dict, mapped: bool = True) -> list[str]:
                 and short not in names
                 and short != "localhost"
                 and not _is_ip(short)
-                and preflight.is_host_name(short)
+                and checks.is_host_name(short)
             ):
                 names.append(short)
         if names:
@@ -557,7 +557,7 @@ def parse_gpu_usage(text: str) -> list[dict]:
     rows = []
     for line in (text or "").splitlines():
         fields = [f.strip() for f in line.split(",")]
-        if len(fields) != 4 or not all(preflight.is_digits(f) for f in fields):
+        if len(fields) != 4 or not all(checks.is_digits(f) for f in fields):
             continue
         index, util, used, total = map(int, fields)
         rows.append({"index": index, "util": util, "mem_used": used, "mem_total": total})
@@ -631,9 +631,7 @@ def cpus_allowed(status_text: str) -> int:
         total = 0
         for part in value.strip().split(","):
             low, dash, high = part.strip().partition("-")
-            if not preflight.is_digits(low) or (
-                dash and (not preflight.is_digits(high) or int(high) < int(low))
-            ):
+            if not checks.is_digits(low) or (dash and (not checks.is_digits(high) or int(high) < int(low))):
                 return 0
             total += int(high) - int(low) + 1 if dash else 1
         return total
@@ -678,7 +676,7 @@ def _left_out(o: HealthOptions, hosts: list[str], nodes: dict, reasons: dict) ->
     out = {"hosts": kept, "left_out": reasons, "slurm_exclude": ",".join(names.values()), "drain": []}
     out["show"] = [f"left out {h} ({why}): {reason}" for h, reason in reasons.items()]
     if o.master_host in reasons:
-        master = preflight.master_of(kept, o.master_host)
+        master = checks.master_of(kept, o.master_host)
         out["show"].append(f"the master {o.master_host} is left out: {master} is the master")
     # job.sbatch's --exclude, scontrol's NodeName=
     out["errors"] = (
@@ -1026,12 +1024,12 @@ def run_record(plan_: dict) -> dict:
 
 
 def _results(root, job, run_id, errors) -> str:
-    """The controller's folder of a run, root/JOB-RUN_ID (preflight.results_path: it stays under
+    """The controller's folder of a run, root/JOB-RUN_ID (checks.results_path: it stays under
     root); '' with an error when it would not."""
     if errors:
         return ""
     try:
-        return preflight.results_path(root, f"{job}-{run_id}")
+        return checks.results_path(root, f"{job}-{run_id}")
     except ValueError as exc:
         errors.append(str(exc))
         return ""
@@ -1123,7 +1121,7 @@ def _missing_paths(plan_: dict, host: str, paths) -> list[str]:
     if venv_bin in missing:
         venv = venv_bin.rsplit("/bin/", 1)[0]
         fixes.append(
-            f"create the venv (wireup_venv_path={venv}) with {preflight.ANSIBLE_PLAYBOOK} site.yml "
+            f"create the venv (wireup_venv_path={venv}) with {checks.ANSIBLE_PLAYBOOK} site.yml "
             "--tags pytorch_venv"
         )
     return [f"{host} lacks {' and '.join(missing)}: {'; '.join(fixes)}"]
@@ -1247,7 +1245,7 @@ def summary(plan_: dict, results: dict, verdict: dict, **run) -> dict:
     out = {"job": plan_.get("job"), "run_id": plan_.get("run_id")}
     if r.slurm_job_id:
         out["slurm_job_id"] = r.slurm_job_id
-    out.update(program=r.program, args=preflight.program_args(r.args))
+    out.update(program=r.program, args=checks.program_args(r.args))
     if not r.slurm_job_id:
         out.update(master=plan_.get("master"), rdzv_endpoint=plan_.get("rdzv_endpoint"))
     out.update(
@@ -1313,7 +1311,7 @@ def report(
 def _no_jobctl(host: str, jobctl: str) -> str:
     return (
         f"{host} has no {jobctl}: wireup never launched a job here "
-        f"({preflight.ANSIBLE_PLAYBOOK} launch.yml installs it)"
+        f"({checks.ANSIBLE_PLAYBOOK} launch.yml installs it)"
     )
 
 
@@ -1400,7 +1398,7 @@ def _chosen(plan_: dict, run_id: str, answers: dict) -> tuple[str, list[str]]:
     if timed:
         return max(timed)[1], []
     return "", [
-        f"job {job} has no run on {asked}: start one with {preflight.ANSIBLE_PLAYBOOK} launch.yml "
+        f"job {job} has no run on {asked}: start one with {checks.ANSIBLE_PLAYBOOK} launch.yml "
         f"-e torchrun_launch_job={job}, or list the runs with -e torchrun_launch_action=list"
     ]
 
@@ -1450,11 +1448,11 @@ def _master_refused(plan_: dict, chosen: str, host: str, record: dict) -> str:
     """Why jobs.yml must not believe ``host``'s record of run ``chosen`` ('' when it may): the
     master it names is where scancel, sacct and squeue run (delegate_to), so it must be a host of
     the run (the record's own hosts) that is in the job's group of this inventory, in the host
-    name grammar (preflight.is_inventory_host): never the controller, a host outside the inventory
+    name grammar (checks.is_inventory_host): never the controller, a host outside the inventory
     or a word ssh reads as an option."""
     master = record.get("master")
     ran = [h for h in record.get("hosts") or [] if h in (plan_.get("hosts") or [])]
-    if isinstance(master, str) and preflight.is_inventory_host(master) and master in ran:
+    if isinstance(master, str) and checks.is_inventory_host(master) and master in ran:
         return ""
     return (
         f"{host}'s record of run {chosen} is refused: its master {str(master)[:80]!r} is not a host of "
@@ -1492,7 +1490,7 @@ def _follow(plan_: dict, run_id: str, found: dict, play_hosts) -> dict:
     if not answers:
         out["errors"] = [f"{h}: wireup-jobctl failed: {why}" for h, why in broken.items()] or [
             f"{', '.join(no_jobctl) or 'no node'} of {where} has no {plan_.get('jobctl')}: wireup never "
-            f"launched a job there ({preflight.ANSIBLE_PLAYBOOK} launch.yml installs it)"
+            f"launched a job there ({checks.ANSIBLE_PLAYBOOK} launch.yml installs it)"
         ]
         return out
     out["run_id"], out["errors"] = _chosen(plan_, run_id, answers)
@@ -1552,7 +1550,7 @@ def _slurm_follow(follow: dict, action: str, o: JobsOptions, job_dir: str, run_i
     from the run's records, checked there), run on its master only when that is one of the run's
     hosts (_master_refused made sure; checked again here, where the delegation is decided)."""
     job_id, master = follow.get("slurm_job_id", ""), follow.get("master") or ""
-    at = master if preflight.is_inventory_host(master) and master in follow["hosts"] else ""
+    at = master if checks.is_inventory_host(master) and master in follow["hosts"] else ""
     on = bool(job_id and at) and action != "list"
     cancel = on and action == "stop" and not o.check_mode
     squeue, sacct = slurm_.squeue_argv(job_id) if on else [], slurm_.sacct_argv(job_id) if on else []
@@ -1747,14 +1745,14 @@ def jobs_fetches(jobs: dict, host: str, answer: dict) -> list[dict]:
     fetches = [
         {
             "src": status.get("log"),
-            "dest": preflight.results_path(results, f"{host}.log"),
+            "dest": checks.results_path(results, f"{host}.log"),
             "validate_checksum": state not in ("running", "slurm"),
             "fail_on_missing": state != "slurm",
         }
     ]
     slurm = jobs.get("slurm") or {}
     if slurm.get("job_id"):
-        out = preflight.results_path(results, slurm["out_name"])
+        out = checks.results_path(results, slurm["out_name"])
         fetches.append(
             {"src": slurm["out"], "dest": out, "validate_checksum": False, "fail_on_missing": False}
         )
@@ -1834,7 +1832,7 @@ def follow_lines(plan_: dict, started: dict, inventory_sources=()) -> list[str]:
     run (the plan combined with slurm.run_plan) says its Slurm job id instead."""
     inv = "".join(f" -i {source}" for source in inventory_sources or [])
     # Written as pasted after `make venv`, from the repository root (issue 38).
-    job = f"{preflight.ANSIBLE_PLAYBOOK}{inv} jobs.yml -e torchrun_launch_job={plan_.get('job')}"
+    job = f"{checks.ANSIBLE_PLAYBOOK}{inv} jobs.yml -e torchrun_launch_job={plan_.get('job')}"
     how = (
         f"submitted as Slurm job {plan_['job_id']} for {plan_.get('nnodes')} node(s), "
         f"{plan_.get('world_size')} process(es); Slurm runs it without this playbook."
@@ -1848,5 +1846,5 @@ def follow_lines(plan_: dict, started: dict, inventory_sources=()) -> list[str]:
         f"status: {job}",
         f"logs:   {job} -e torchrun_launch_action=logs   (to {plan_.get('results')}/)",
         f"stop:   {job} -e torchrun_launch_action=stop",
-        f"list:   {preflight.ANSIBLE_PLAYBOOK}{inv} jobs.yml -e torchrun_launch_action=list",
+        f"list:   {checks.ANSIBLE_PLAYBOOK}{inv} jobs.yml -e torchrun_launch_action=list",
     ]

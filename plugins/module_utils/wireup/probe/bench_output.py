@@ -54,7 +54,7 @@ import math
 import re
 from typing import TypedDict
 
-from ..probe.node import parse_nccl_header
+from .node import parse_nccl_header
 
 # Launcher prefixes: Open MPI's --tag-output (`[1,0]<stdout>:`, indented in pasted logs), Slurm's
 # `srun --label` (`0: `, ` 0: ` with more than 10 tasks) and MPICH's -prepend-rank (`[0] `).

@@ -54,8 +54,8 @@ Lines read (NCCL 2.3 to 2.30, checked against the logs in tests/fixtures/ncclinf
 
 import re
 
-from ..probe.health import finding
-from ..probe.nics import rail_ports
+from .health import finding
+from .nics import rail_ports
 
 # One NCCL record header: [host:pid:tid ][dev] [src:line ][NCCL ]INFO|WARN. Found from its "[dev]"
 # bracket (a scan that starts only at "[" stays linear on long lines), then host:pid:tid is looked

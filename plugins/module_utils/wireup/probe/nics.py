@@ -47,8 +47,8 @@ What is read, per the ABI documents and drivers/infiniband/core/sysfs.c:
 import os
 import re
 
-from ..probe.health import finding
-from ..probe.topology import link_class_key
+from .health import finding
+from .topology import link_class_key
 
 IB_ROOT = "sys/class/infiniband"
 NET_ROOT = "sys/class/net"

@@ -26,8 +26,8 @@ import re
 import xml.etree.ElementTree as ET
 from typing import TypedDict
 
-from ..probe.nvlink import parse_nvlink_status
 from . import health
+from .nvlink import parse_nvlink_status
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 CELL_SPLIT_RE = re.compile(r"\t| {2,}")
