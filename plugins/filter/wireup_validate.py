@@ -12,6 +12,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import checks
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import preflight
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import node
+from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import plain
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
@@ -71,7 +72,7 @@ def _given(hv, names, prefixes):
     given = {}
     for name in [n for n in names if n.startswith(prefixes)]:
         with contextlib.suppress(Exception):
-            given[name] = hv[name]
+            given[name] = plain(hv[name])
     return given
 
 

@@ -13,6 +13,9 @@ description:
     C(plugins/module_utils/wireup/judge/fabric_run.py) and C(judge/pairwise.py); with I(store), writes
     C(<results_dir>/fabric/<run_id>/fabric.json) and C(fabric.md).
   - With no results it only returns the first round.
+  - A failing pair or whole-group run is run once more in the next round (its confirmation, a
+    result with I(confirms)) before anything is decided from it; the verdict is the confirmation's,
+    and the record keeps both figures.
 options:
   nodes:
     description: Inventory names of the node group.
@@ -22,7 +25,8 @@ options:
   results:
     description: >-
       One entry per node per job - round, pair (the job's members - two, or the whole group),
-      kind (pair, or group for the whole-group run after the pairs), host, log (its path on the
+      kind (pair, or group for the whole-group run after the pairs), confirms (the round whose
+      failing figure the job ran again, 0 for a first run), host, log (its path on the
       controller, may be empty), ok (the launch verdict), reason.
     type: list
     elements: dict
@@ -49,7 +53,10 @@ options:
     type: float
     default: 0.7
   max_rounds:
-    description: Rounds of pairs at most (the whole-group run is one more).
+    description: >-
+      Rounds of new pairs at most; each may be followed by one confirmation round (only the
+      failing pairs of the round before), and the whole-group run and its confirmation are two
+      more (at most 2 x max_rounds + 2 rounds).
     type: int
     default: 4
   store:
@@ -86,10 +93,12 @@ EXAMPLES = r"""
 RETURN = r"""
 plan:
   description: >-
-    round (next), next_pairs, next_jobs [{members, kind, name}], done, phase (pairs, group,
-    done), reference_gbs, reference_kind, pairs [{pair, round, busbw, reference_gbs, ratio,
-    verdict, error}], group (the whole-group run - members, round, busbw, reference_gbs,
-    reference_kind, ratio, verdict PASS|FAIL|PENDING|NOT RUN, error, note), nodes {host: {state,
+    round (next), next_pairs, next_jobs [{members, kind, name, confirms}], done, phase (pairs,
+    confirm, group, done), reference_gbs, reference_kind, pairs [{pair, round, busbw,
+    reference_gbs, ratio, verdict, error, used (first, confirmation or pending), first and
+    confirmation (each round, busbw, ratio, verdict, error), confirmation_note}], group (the
+    whole-group run - members, round, busbw, reference_gbs, reference_kind, cpu_share, ratio,
+    verdict PASS|FAIL|PENDING|NOT RUN, error, note, used, first, confirmation), nodes {host: {state,
     evidence}}, bad, good, unreachable, verdicts {host: PASS|FAIL|UNREACHABLE|N/A}, failed {host:
     why the bench fails it}, findings, pair_details, rounds_for_n, errors.
   returned: always

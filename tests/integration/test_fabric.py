@@ -1,8 +1,12 @@
 """The fabric bench on 4 testbed nodes (gloo on CPU): shape one node's traffic with tc (a token
 bucket of 200 Mbit/s on its interface, from inside its namespace) and that node, only it, is named
-bad with its pairs' figures against the others, and the whole-group run of the three others passes;
-remove the shaping and take another node's link down: the shaped node passes again and the down
-node is named unreachable, within a bounded time.
+bad with its pairs' figures against the others, after its failing pair with a known-good node ran a
+second time and failed again (issue 35: confirmation before naming), and the whole-group run of the
+three others passes; remove the shaping and take another node's link down: the shaped node passes
+again and the down node is named unreachable, within a bounded time, and the whole-group run of
+three nodes on the machine's two cores passes against pairs that ran alone (its CPU share, 2/3).
+The verdicts do not depend on spare CPU: docs/testing.md has this test green beside two busy
+loops.
 In between, launch.yml refuses to start a job on the node the fabric bench named bad, and with
 torchrun_launch_on_failed=skip runs it on the three others (ranks renumbered); jobs.yml then
 follows that run on those three (status, stop) and names the bad node as not part of it.
@@ -41,7 +45,8 @@ def _fabric(bed, results_dir):
         bed.inventory,
         {"wireup_results_dir": str(results_dir), "bench_fabric_timeout": 180},
         tags=["fabric"],
-        timeout=1200,
+        # up to 2 x 3 + 2 rounds (confirmations and the group's), each normally 30-60 s here
+        timeout=1800,
     )
     took = time.monotonic() - start
     print(f"[fabric] bench.yml --tags fabric rc={result.rc} in {took:.0f} s")
@@ -63,11 +68,16 @@ def test_shaped_node_is_named_then_passes_and_a_down_node_is_unreachable(fabric_
     # node3 and only node3: every pair with it fails, its first partner is cleared by a second pair.
     assert record["bad"] == ["node3"], md
     assert record["verdicts"] == {"node1": "PASS", "node2": "PASS", "node3": "FAIL", "node4": "PASS"}, md
-    assert record["rounds"] == 2 and record["reference_kind"] == "median"
+    assert record["reference_kind"] == "median"
     slow = [p for p in record["pairs"] if "node3" in p["pair"]]
     fast = [p for p in record["pairs"] if "node3" not in p["pair"]]
     assert len(slow) == 2 and all(p["verdict"] == "FAIL" for p in slow)
     assert max(p["busbw"] for p in slow) < 0.5 * min(p["busbw"] for p in fast)
+    # named on a confirmed failure: its pair with a known-good node failed twice, both figures kept
+    [named] = [p for p in slow if p["used"] == "confirmation"]
+    assert named["first"]["verdict"] == named["confirmation"]["verdict"] == "FAIL", md
+    assert named["confirmation"]["round"] == named["round"] + 1
+    assert "FAIL **<-** (the confirmation's)" in md
     assert all(d["backend"] == "gloo" for d in record["pair_details"])
     # the recap fails node3 alone, with its evidence
     assert result.failed_hosts == ["node3"] and result.unreachable_hosts == [], result.failure_messages()
@@ -75,9 +85,10 @@ def test_shaped_node_is_named_then_passes_and_a_down_node_is_unreachable(fabric_
     assert "| node3 | FAIL | round 1 with node4:" in md
     # the whole-group run after the pairs: the nodes not named bad, one job in round 3
     group = record["group"]
+    # (rounds: the pairs' last round, confirmations included; 3 without a dip, more with one)
     assert (group["members"], group["round"], group["reference_kind"]) == (
         ["node1", "node2", "node4"],
-        3,
+        record["rounds"] + 1,
         "slowest_pair",
     ), md
     assert group["verdict"] == "PASS" and group["busbw"] > 0, md
@@ -149,10 +160,12 @@ def test_shaped_node_is_named_then_passes_and_a_down_node_is_unreachable(fabric_
         "node3": "PASS",
         "node4": "UNREACHABLE",
     }, md
-    assert record["rounds"] == 2
-    assert (
-        record["group"]["members"] == ["node1", "node2", "node3"] and record["group"]["verdict"] == "PASS"
-    ), md
+    # round 1: node1 + node2 (node3 waits), round 2: node3 with one of them (and a confirmation if
+    # a dip failed it); each ran alone on the two cores, the group of three shares them three ways
+    assert record["rounds"] in (2, 3), md
+    group = record["group"]
+    assert group["members"] == ["node1", "node2", "node3"] and group["verdict"] == "PASS", md
+    assert (group["reference_kind"], group["cpu_share"]) == ("slowest_pair", 0.667), md
     assert result.unreachable_hosts == ["node4"] and result.failed_hosts == []
     assert "fabric_unreachable" in {f["code"] for f in record["findings"]}
     assert took < 900

@@ -11,6 +11,7 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import
 GPU = {"gpu": {"present": True, "count": 2}}
 CPU = {"gpu": {"present": False, "count": 0}}
 SETTINGS = {
+    "max_rounds": 3,
     "max_bytes": "1G",
     "cpu_max_bytes": "16M",
     "iterations": 5,
@@ -34,6 +35,13 @@ def test_plan_sizes_the_job_by_the_node_kind_and_layers_the_environment():
     }
 
 
+def test_the_rounds_included_are_bounded_by_max_rounds_with_their_confirmations():
+    # round 0 plans; then at most 3 rounds of new pairs, each with its confirmation round, the
+    # whole-group run and its confirmation: 8 rounds
+    assert bench_fabric.plan(GPU, **SETTINGS)["rounds"] == list(range(9))
+    assert bench_fabric.plan(GPU, **dict(SETTINGS, max_rounds=1))["rounds"] == [0, 1, 2, 3, 4]
+
+
 def test_a_missing_or_misspelt_setting_is_an_error():
     with pytest.raises(TypeError, match="iterations"):
         bench_fabric.plan(GPU, **{k: v for k, v in SETTINGS.items() if k != "iterations"})
@@ -50,6 +58,7 @@ def test_each_node_finds_its_job_of_the_round_or_waits():
         "group": "wireup_fabric_r1_n1_n2",
         "members": ["n1", "n2"],
         "kind": "pair",
+        "confirms": 0,
     }
     assert bench_fabric.job(judged, "n3", 1)["run"] is False
     # Round 0 only plans: nobody runs, whatever the plan holds.
@@ -67,6 +76,7 @@ def test_a_result_from_an_earlier_round_counts_as_the_job_not_starting():
         "round": 1,
         "pair": ["n1", "n2"],
         "kind": "pair",
+        "confirms": 0,
         "host": "n1",
         "log": fresh["log"],
         "ok": True,
@@ -77,3 +87,21 @@ def test_a_result_from_an_earlier_round_counts_as_the_job_not_starting():
     assert bench_fabric.result(the_job, {}, "n1", 1)["reason"] == "the job did not start on this node"
     failed = dict(fresh, verdict={"ok": False, "reason": "rank 1 exited 1"})
     assert bench_fabric.result(the_job, failed, "n1", 1)["reason"] == "rank 1 exited 1"
+
+
+def test_a_confirmation_job_says_which_round_it_confirms_and_its_result_says_so_too():
+    """The seam pairwise.plan -> job -> torchrun_launch's result -> result: a failing pair's
+    confirmation in round 2 carries confirms=1 to the judgement."""
+    judged = pairwise.plan(["n1", "n2"], [{"round": 1, "pair": ["n1", "n2"], "busbw": 0.1}], expected_gbs=1.0)
+    mine = bench_fabric.job(judged, "n2", 2)
+    assert (mine["run"], mine["group"], mine["confirms"], mine["job"]) == (
+        True,
+        "wireup_fabric_r2_n1_n2",
+        1,
+        "bench-fabric-r2",
+    )
+    launch = {"log": "/results/launch/bench-fabric-r2-20261201T000000Z/n2.log", "verdict": {"ok": True}}
+    reported = bench_fabric.result(mine, launch, "n2", 2)
+    assert (reported["round"], reported["confirms"], reported["ok"]) == (2, 1, True)
+    waits = bench_fabric.job(judged, "n3", 2)
+    assert waits["run"] is False and waits["confirms"] == 0

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_fabric, torchrun_launch
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import nics as probe_nics
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
@@ -121,12 +121,13 @@ def test_failed_job_and_missing_figure_are_errors():
     assert "without a bandwidth line" in r["error"]
 
 
-def gloo_round(speeds, pairs, round_no):
+def gloo_round(speeds, pairs, round_no, confirms=0):
     out = []
     for a, b in pairs:
         fig = min(speeds[a], speeds[b])
         logs = {a: bench_line(fig, backend="gloo", size=16 << 20), b: ""}
-        out.append(fabric_run.pair_result(round_no, [a, b], logs, {a: {"ok": True}, b: {"ok": True}}))
+        ok = {a: {"ok": True}, b: {"ok": True}}
+        out.append(fabric_run.pair_result(round_no, [a, b], logs, ok, confirms=confirms))
     return out
 
 
@@ -137,40 +138,56 @@ def test_judge_names_the_slow_node_and_the_record_and_report_say_so(tmp_path):
     p = fabric_run.judge(nodes, [], nics=veth)
     results = gloo_round(speeds, p["next_pairs"], 1)
     p = fabric_run.judge(nodes, results, nics=veth)
-    assert p["next_pairs"] == [["n1", "n3"], ["n2", "n4"]]
+    # round 1's failing pair names nobody: both members are paired again with nodes that passed
+    assert (p["phase"], p["next_pairs"], p["bad"]) == ("pairs", [["n1", "n3"], ["n2", "n4"]], [])
     results += gloo_round(speeds, p["next_pairs"], 2)
     p = fabric_run.judge(nodes, results, nics=veth, unreachable=[])
+    # n1 + n3 failed with a known-good n1: run once more, alone, before n3 is named
+    assert (p["phase"], p["next_pairs"], p["bad"]) == ("confirm", [["n1", "n3"]], [])
+    assert p["next_jobs"][0]["confirms"] == 2 and p["verdicts"]["n3"] == "N/A" and p["failed"] == {}
+    results += gloo_round(speeds, p["next_pairs"], 3, confirms=2)
+    p = fabric_run.judge(nodes, results, nics=veth, unreachable=[])
     assert p["phase"] == "group" and p["bad"] == ["n3"]
-    # the whole-group run: every node not named bad, in one job of round 3
+    # the whole-group run: every node not named bad, in one job of round 4
     assert p["next_jobs"] == [
-        {"members": ["n1", "n2", "n4"], "kind": "group", "name": "wireup_fabric_r3_group"}
+        {"members": ["n1", "n2", "n4"], "kind": "group", "name": "wireup_fabric_r4_group", "confirms": 0}
     ]
     logs = {"n1": bench_line(0.33, backend="gloo", size=16 << 20), "n2": "", "n4": None}
     ok = {h: {"ok": True} for h in ("n1", "n2", "n4")}
-    results.append(fabric_run.pair_result(3, ["n4", "n1", "n2"], logs, ok, kind="group"))
+    results.append(fabric_run.pair_result(4, ["n4", "n1", "n2"], logs, ok, kind="group"))
     p = fabric_run.judge(nodes, results, nics=veth, unreachable=[])
     assert p["done"] and p["bad"] == ["n3"]
     assert p["verdicts"] == {"n1": "PASS", "n2": "PASS", "n3": "FAIL", "n4": "PASS"}
     assert [f["code"] for f in p["findings"]] == ["fabric_bad_node"]
+    assert "with a known-good node twice running: " in p["findings"][0]["message"]
     g = p["group"]
     assert (g["members"], g["round"], g["busbw"], g["reference_gbs"], g["reference_kind"]) == (
         ["n1", "n2", "n4"],
-        3,
+        4,
         0.33,
-        0.4,  # the slowest passing pair: n1 + n2 at 0.40 (n2 + n4: 0.41)
+        0.4,  # the slowest passing pair: n1 + n2 at 0.40 (n2 + n4: 0.41); 4 nodes busy, 3 in the group
         "slowest_pair",
     )
+    assert g["cpu_share"] == 1.0
     assert g["verdict"] == "PASS" and p["failed"] == {
         "n3": "named bad: " + "; ".join(p["nodes"]["n3"]["evidence"])
     }
     rec = fabric_run.build_record("20261201T040000Z", p, veth)
-    assert rec["rounds"] == 2 and rec["reference_kind"] == "median" and rec["group"] == g
+    assert rec["rounds"] == 3 and rec["reference_kind"] == "median" and rec["group"] == g
     assert rec["failed"] == p["failed"]
     md = fabric_run.markdown(rec)
-    assert "| 1 | n3 + n4 | 0.02 |" in md and "FAIL **<-**" in md
-    assert "| n3 | FAIL | round 1 with n4" in md
+    # both figures of the confirmed pair, and the verdict says it is the confirmation's
     assert (
-        "### Whole-group run\n\nwhole-group run of 3 node(s) (n1, n2, n4) round 3: 0.33 GB/s against "
+        "| 2 | n1 + n3 | 0.02 | 0.21 | 0.10 | 3: 0.02, 0.10 | FAIL **<-** (the confirmation's) | gloo |" in md
+    )
+    assert (
+        "| 1 | n3 + n4 | 0.02 | 0.21 | 0.10 | not confirmed: both paired again with nodes that passed "
+        "(round 2) | FAIL **<-** | gloo |" in md
+    )
+    assert "| 1 | n1 + n2 | 0.4 | 0.21 | 1.91 |  | PASS | gloo |" in md
+    assert "| n3 | FAIL | round 1 with n4: 0.02 GB/s (0.10 of the reference) FAIL; not confirmed:" in md
+    assert (
+        "### Whole-group run\n\nwhole-group run of 3 node(s) (n1, n2, n4) round 4: 0.33 GB/s against "
         "0.4 GB/s (the slowest passing pair), ratio 0.82 PASS." in md
     )
     png = tmp_path / "fabric.png"
@@ -181,6 +198,139 @@ def test_judge_names_the_slow_node_and_the_record_and_report_say_so(tmp_path):
     assert "fabric run 20261201T040000Z named n3 bad" in fabric_run.refusals(["n3"], {}, rec)["n3"]
     failed = {"verdict": "FAIL", "kind": "bench", "run_id": "R", "capabilities": ["links"], "reason": "why"}
     assert fabric_run.refusals(["n1", "n2"], {"n1": [failed]}, rec) == {"n1": "why"}
+
+
+# The testbed run of 2026-12-07 (tests/fixtures/testbed/README.md): four CPU nodes, node3's host0
+# shaped to 200 Mbit/s; each job's logs as torchrun_launch brought them back. (this run's round:
+# the capture's round) -- the capture was taken by a planner that also reran round 1's failing
+# pair (its r2), which the planner no longer does.
+SHAPED = FIXTURES / "testbed" / "fabric_gloo_torch-2.13_node3_tbf200mbit"
+SHAPED_ROUNDS = {1: 1, 2: 3, 3: 4, 4: 5}
+CPU_NODE = {"gpu": {"present": False, "count": 0}}
+FABRIC_SETTINGS = {
+    "max_rounds": 3,
+    "max_bytes": "1G",
+    "cpu_max_bytes": "16M",
+    "iterations": 5,
+    "env": {},
+    "fabric_env": {"NCCL_ALGO": "Ring"},
+    "dir": "/opt/wireup/bench",
+}
+
+
+def _launched(tmp_path, job, host, capture):
+    """torchrun_launch's result on host for job (its log where launch.yml puts it: a folder named
+    after the job and its run), the log one of the capture's."""
+    folder = tmp_path / "jobs" / f"{job['job']}-20261207T000000Z-0000"
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / f"{host}.log"
+    log.write_text((capture / f"{host}.log").read_text())
+    return {"log": str(log), "verdict": {"ok": True, "reason": ""}}
+
+
+def _run_the_role(tmp_path, nodes, captures, unreachable=()):
+    """The bench_fabric role's rounds in Python: each node's job (bench_fabric.job), its result
+    (bench_fabric.result over torchrun_launch's result), the module's judgement
+    (fabric_run.judge_round); returns (the last judgement, [(round, members, confirms)])."""
+    veth = nics("testbed_veth")
+    params = {
+        "nodes": nodes,
+        "unreachable": list(unreachable),
+        "nics": dict.fromkeys(nodes, veth),
+        "topologies": {},
+        "ranks": dict.fromkeys(nodes, 1),
+        "pass_ratio": 0.7,
+        "max_rounds": 3,
+    }
+    results, jobs, judged = [], [], {}
+    for round_no in bench_fabric.plan(CPU_NODE, **FABRIC_SETTINGS)["rounds"]:
+        if round_no and judged["done"]:
+            break
+        for host in sorted(set(nodes) - set(unreachable)):
+            job = bench_fabric.job(judged if round_no else {}, host, round_no)
+            if job["run"]:
+                launch = _launched(tmp_path, job, host, captures[round_no])
+                results.append(bench_fabric.result(job, launch, host, round_no))
+                jobs.append((round_no, tuple(job["members"]), job["confirms"]))
+        judged = fabric_run.judge_round(
+            dict(params, results=results), lambda path: pathlib.Path(path).read_text()
+        )
+    return judged, [(r, list(m), c) for r, m, c in dict.fromkeys(jobs)]
+
+
+def test_the_shaped_testbed_node_is_named_after_its_confirmation_from_the_real_logs(tmp_path):
+    captures = {r: SHAPED / f"r{c}" for r, c in SHAPED_ROUNDS.items()}
+    nodes = ["node1", "node2", "node3", "node4"]
+    p, jobs = _run_the_role(tmp_path, nodes, captures)
+    assert jobs == [
+        (1, ["node1", "node2"], 0),
+        (1, ["node3", "node4"], 0),
+        (2, ["node1", "node3"], 0),
+        (2, ["node2", "node4"], 0),
+        (3, ["node1", "node3"], 2),
+        (4, ["node1", "node2", "node4"], 0),
+    ]
+    assert p["done"] and p["bad"] == ["node3"] and p["failed"].keys() == {"node3"}
+    [j] = [j for j in p["pairs"] if j["pair"] == ["node1", "node3"]]
+    assert (j["first"]["busbw"], j["confirmation"]["busbw"], j["used"], j["verdict"]) == (
+        0.0228,
+        0.022,
+        "confirmation",
+        "FAIL",
+    )
+    g = p["group"]
+    # gloo: the group against the slowest passing pair (node2 + node4, round 2, four nodes busy)
+    assert (g["busbw"], g["reference_gbs"], g["cpu_share"], g["verdict"]) == (0.1048, 0.077, 1.0, "PASS")
+    assert all(d["backend"] == "gloo" for d in p["pair_details"])
+    md = fabric_run.markdown(fabric_run.build_record("20261207T040859Z", p, {}))
+    assert (
+        "| 2 | node1 + node3 | 0.0228 | 0.067 | 0.34 | 3: 0.022, 0.33 | FAIL **<-** (the confirmation's) |"
+        in md
+    )
+
+
+def test_a_group_of_three_on_two_shared_cores_is_judged_at_its_cpu_share_from_the_real_logs(tmp_path):
+    """node4's link down (the integration test's second run; logs of 2026-12-07): the pairs ran
+    alone, two nodes busy on the machine's two cores, the group runs three. The logs say gloo, so
+    the group's reference is the slowest passing pair x 2/3."""
+    down = FIXTURES / "testbed" / "fabric_gloo_torch-2.13_node4_down"
+    captures = {r: down / f"r{r}" for r in (1, 2, 3)}
+    p, jobs = _run_the_role(tmp_path, ["node1", "node2", "node3", "node4"], captures, unreachable=["node4"])
+    assert jobs == [
+        (1, ["node1", "node2"], 0),
+        (2, ["node1", "node3"], 0),
+        (3, ["node1", "node2", "node3"], 0),
+    ]
+    g = p["group"]
+    assert (g["busbw"], g["reference_kind"], g["cpu_share"], g["reference_gbs"]) == (
+        0.1312,
+        "slowest_pair",
+        0.667,
+        0.036,  # 0.0534 (node1 + node2, alone) x 2/3
+    )
+    assert (g["verdict"], g["used"]) == ("PASS", "first") and p["verdicts"]["node4"] == "UNREACHABLE"
+    line = fabric_run.group_line(g)
+    assert "against 0.036 GB/s (the slowest passing pair x 0.67, a rank's CPU share in the group" in line
+
+
+def test_a_dip_that_its_confirmation_clears_names_nobody(tmp_path):
+    """The same run, but the confirmation of node1 + node3 reads a healthy figure (node1's log of
+    round 1: 0.11 GB/s): round 2's 0.023 was a dip, nobody is named, the record keeps both."""
+    healthy, group = tmp_path / "healthy", tmp_path / "group"
+    for folder, log, members in (
+        (healthy, SHAPED / "r1" / "node1.log", ("node1", "node3")),
+        (group, SHAPED / "r5" / "node1.log", ("node1", "node2", "node3", "node4")),
+    ):
+        folder.mkdir()
+        for host in members:  # the first member's log holds the figure, the others' none
+            (folder / f"{host}.log").write_text(log.read_text() if host == "node1" else "")
+    captures = {1: SHAPED / "r1", 2: SHAPED / "r3", 3: healthy, 4: group}
+    p, jobs = _run_the_role(tmp_path, ["node1", "node2", "node3", "node4"], captures)
+    assert (3, ["node1", "node3"], 2) in jobs and p["bad"] == [] and p["failed"] == {}
+    [j] = [j for j in p["pairs"] if j["pair"] == ["node1", "node3"]]
+    assert (j["first"]["busbw"], j["confirmation"]["busbw"]) == (0.0228, 0.1105)
+    assert (j["first"]["verdict"], j["confirmation"]["verdict"], j["verdict"]) == ("FAIL", "PASS", "PASS")
+    assert p["verdicts"] == dict.fromkeys(["node1", "node2", "node3", "node4"], "PASS")
 
 
 def test_unreachable_node_is_named_not_waited_for():
@@ -299,11 +449,18 @@ def test_failed_group_run_fails_its_members_with_a_finding_and_a_bar(tmp_path):
     launch = {"n1": {"ok": True}, "n2": {"ok": False, "reason": "exited with code 1"}, "n3": {}, "n4": {}}
     results.append(fabric_run.pair_result(2, nodes, {"n1": bench_line(0.1, "gloo")}, launch, kind="group"))
     p = fabric_run.judge(nodes, results)
+    # rerun once before it fails anyone
+    assert (p["phase"], p["next_jobs"][0]["confirms"], p["failed"]) == ("confirm", 2, {})
+    results.append(
+        fabric_run.pair_result(3, nodes, {"n1": bench_line(0.1, "gloo")}, launch, kind="group", confirms=2)
+    )
+    p = fabric_run.judge(nodes, results)
     g = p["group"]
-    assert (g["verdict"], g["busbw"], g["error"]) == (
+    assert (g["verdict"], g["busbw"], g["error"], g["used"]) == (
         "FAIL",
         None,
         "n2: exited with code 1; n3: failed; n4: failed",
+        "confirmation",
     )
     assert p["verdicts"] == dict.fromkeys(nodes, "PASS")  # it names no node
     assert sorted(p["failed"]) == nodes and p["failed"]["n1"].startswith("whole-group run of 4 node(s)")
@@ -311,21 +468,34 @@ def test_failed_group_run_fails_its_members_with_a_finding_and_a_bar(tmp_path):
     [f] = [f for f in p["findings"] if f["code"] == "fabric_group_failed"]
     assert f["severity"] == "critical" and f["nodes"] == nodes
     rec = fabric_run.build_record("20261201T050000Z", p, {})
-    assert "round 2: no figure against 0.4 GB/s (the slowest passing pair) FAIL" in fabric_run.markdown(rec)
+    assert (
+        "round 2: no figure against 0.4 GB/s (the slowest passing pair) FAIL: n2: exited with code 1; "
+        "n3: failed; n4: failed; confirmation round 3: no figure FAIL: n2: exited" in fabric_run.markdown(rec)
+    )
     assert fabric_run.plot(rec, str(tmp_path / "f.png"))
     # the group decides nothing for launch: nobody is refused
     assert fabric_run.refusals(nodes, {}, rec) == {}
 
 
 def test_a_group_run_without_an_expectation_leaves_the_pairs_judged_by_theirs():
-    def result(round_no, pair, busbw, expected, kind="pair"):
+    def result(round_no, pair, busbw, expected, *, kind="pair", confirms=0):
         e = {"expected_gbs": expected} if expected else {"expected_gbs": None, "reason": "no NIC facts"}
-        return {"round": round_no, "pair": pair, "kind": kind, "busbw": busbw, "error": "", "expected": e}
+        return {
+            "round": round_no,
+            "pair": pair,
+            "kind": kind,
+            "confirms": confirms,
+            "busbw": busbw,
+            "error": "",
+            "expected": e,
+        }
 
     nodes = ["n1", "n2", "n3", "n4"]
     results = [result(1, ["n1", "n2"], 40.0, 42.0), result(1, ["n3", "n4"], 20.0, 42.0)]
-    results += [result(2, ["n1", "n3"], 20.0, 42.0), result(2, ["n2", "n4"], 41.0, 42.0)]
-    results.append(result(3, ["n1", "n2", "n4"], 39.0, None, kind="group"))
+    results += [result(2, ["n3", "n4"], 20.0, 42.0, confirms=1)]
+    results += [result(3, ["n1", "n3"], 20.0, 42.0), result(3, ["n2", "n4"], 41.0, 42.0)]
+    results += [result(4, ["n1", "n3"], 20.0, 42.0, confirms=3)]
+    results.append(result(5, ["n1", "n2", "n4"], 39.0, None, kind="group"))
     p = fabric_run.judge(nodes, results)
     # before, the group's missing expectation sent every pair to the median (n3 then passed)
     assert p["reference_kind"] == "expected" and p["bad"] == ["n3"]

@@ -51,6 +51,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 ERRORS = list[str]  # a check's sentences, each naming the variable and the fix
 PLANS: dict[str, typing.Any] = {
     # preflight
+    # wireup_node_facts' fact, kept as a host variable (ansible-core 2.20 deprecates reading facts
+    # as top-level variables); its keys are the module's RETURN, not yet a TypedDict.
+    "wireup_node": dict[str, typing.Any],
     "__preflight_errors": ERRORS,
     "__preflight_address_errors": ERRORS,
     # cuda_repo

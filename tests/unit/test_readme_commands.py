@@ -82,6 +82,12 @@ NODE_PROGRAMS = {
     "torchrun",
 }
 SYSTEM_PROGRAMS = {"python3", "bash", "sh"}  # Debian 12's, used by the Makefile itself
+# bash's own keywords and builtins (a loop in a shell block, `kill $pids`): no program to provide.
+SHELL_WORDS = {
+    "for", "in", "do", "done", "while", "until", "if", "then", "elif", "else", "fi", "case", "esac",
+    ":", "true", "false", "jobs", "kill", "wait", "export", "cd", "set", "unset", "echo", "printf",
+    "time", "trap", "read", "test", "[", "sleep",
+}  # fmt: skip
 REPO_TOPS = ("tests/", "files/", "roles/", "plugins/", "docs/", "inventory/", ".ci/", "playbooks/")
 
 
@@ -171,15 +177,22 @@ def makefile_facts():
     targets = set(re.findall(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)\s*:(?!=)", text, re.M))
     make_vars = set(re.findall(r"\$\(([A-Z_]+)\)", text))
     make_vars |= set(re.findall(r"^([A-Z_]+)\s*[?:]?=", text, re.M))
-    return targets - {"PHONY"}, make_vars, re.findall(r"-r\s+(\S+\.txt)", text)
+    # .venv's requirements: the third argument of the venv rule's MAKE_VENV call.
+    requirements = re.findall(r"\$\(call MAKE_VENV,\$\(PYTHON\),\$\(VENV\),([^,)]+\.txt)", text)
+    return targets - {"PHONY"}, make_vars, requirements
 
 
 def venv_programs(requirements) -> set:
     """The programs `make venv` puts in .venv/bin: the venv's python and pip, and what each
     distribution named in the requirements files installs (console scripts, binaries)."""
     names = {"python", "python3", "pip", "pip3"}
+    requirements = list(requirements)
     for req in requirements:
         for line in (REPO / req).read_text().splitlines():
+            included = re.fullmatch(r"\s*-r\s+(\S+\.txt)\s*", line)
+            if included:  # requirements.txt's -r requirements-tools.txt
+                requirements.append(included.group(1))
+                continue
             dist = re.match(r"\s*([A-Za-z0-9_.-]+)", line.split("#", 1)[0])
             if not dist:
                 continue
@@ -380,6 +393,8 @@ def _segment_problems(words, command, setup, needs) -> list[str]:  # one class p
     if not words or (not command.block and _a_name_only(words)):
         return []
     program = words[0]
+    if program.strip("()") in SHELL_WORDS:
+        return []
     if program.startswith(VENV_BIN):
         return _venv_problems(words, env, setup, needs)
     if program == "make":

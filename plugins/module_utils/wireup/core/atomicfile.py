@@ -143,7 +143,7 @@ def _split(path):
 def _new_temporary(dfd, name, mode):
     """(fd, name) of a new file in the folder, created exclusively, never through a link, with
     ``mode`` set on its descriptor (the umask cannot narrow it, no path can redirect it)."""
-    for _ in range(100):
+    for _attempt in range(100):
         tmp = f".{name}.{os.urandom(6).hex()}.tmp"
         try:
             fd = os.open(tmp, _NEW_FLAGS, mode & 0o777, dir_fd=dfd)

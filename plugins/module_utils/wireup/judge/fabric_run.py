@@ -18,6 +18,11 @@ pair, NCCL_DEBUG=INFO); after each round the controller hands every pair's logs 
 The whole-group run after the pairs goes through the same :func:`pair_result` (its members in
 ``pair``, ``kind="group"``); :func:`judge` keeps its verdict apart (``group``): it names no node,
 but a FAILed group fails the bench on its members (``failed`` in the record) and is a finding.
+
+A failing job is rerun once before it counts (judge/pairwise.py, "Confirmation before naming"): the rerun
+comes back as another result of the same members with ``confirms`` (the round it reruns); the
+record keeps both figures per pair and for the group (``first``, ``confirmation``, ``used``) and
+the report section shows both.
 """
 
 from __future__ import annotations
@@ -70,12 +75,13 @@ class NodeFacts:
     intra_node_gbs: dict | None = None
 
 
-def pair_result(round_no, pair, logs, launch, *, kind="pair", **facts):
+def pair_result(round_no, pair, logs, launch, *, kind="pair", confirms=0, **facts):
     """Judge-ready result of one pair's job (or of the whole-group run: ``kind="group"``, its
     members in ``pair``; the expectation is then the group's, from every member's facts).
 
     logs: {host: log text or None}; launch: {host: {ok, reason}} (the launch role's verdict as each
-    member saw it); facts: NodeFacts' fields by name."""
+    member saw it); confirms: the round whose failing figure this job reruns (0: a first figure);
+    facts: NodeFacts' fields by name."""
     facts = NodeFacts(**facts)
     busbw, size, backend = _job_busbw(pair, logs)
     transports, findings = _transports(pair, logs, facts.nics or {})
@@ -89,6 +95,7 @@ def pair_result(round_no, pair, logs, launch, *, kind="pair", **facts):
         "round": round_no,
         "pair": sorted(pair),
         "kind": kind,
+        "confirms": int(confirms or 0),
         "busbw": busbw if not error else None,
         "measured_busbw": busbw,
         "size": size,
@@ -181,6 +188,7 @@ def judge(nodes, pair_results, *, unreachable=(), pass_ratio=0.7, max_rounds=6, 
         pass_ratio=pass_ratio,
         unreachable=unreachable,
         max_rounds=max_rounds,
+        cpu_bound=cpu_bound(pair_results),
     )
     if p.get("errors"):
         return p
@@ -203,9 +211,17 @@ def _planner_result(result):
         "round": result["round"],
         "pair": result["pair"],
         "kind": result.get("kind", "pair"),
+        "confirms": result.get("confirms") or 0,
         "busbw": result["busbw"],
         "error": result["error"],
     }
+
+
+def cpu_bound(pair_results):
+    """Whether the run's figures are CPU ones: every job that said its backend said gloo (torch on
+    CPU nodes). Their speed follows the CPU each rank gets (judge/pairwise.py: the group's CPU share)."""
+    backends = {r.get("backend") for r in pair_results if r.get("backend")}
+    return backends == {"gloo"}
 
 
 def _host_findings(host, facts, topo):
@@ -236,7 +252,8 @@ def _verdict_findings(judged):
         finding(
             "critical",
             "fabric_bad_node",
-            f"{host}: every pair with it failed: " + "; ".join(judged["nodes"][host]["evidence"]),
+            f"{host}: every pair with it failed, with a known-good node twice running: "
+            + "; ".join(judged["nodes"][host]["evidence"]),
             nodes=[host],
         )
         for host in judged["bad"]
@@ -260,22 +277,46 @@ def _verdict_findings(judged):
 
 
 def group_line(group):
-    """One sentence on the whole-group run."""
+    """One sentence on the whole-group run: its first figure, then its confirmation's (the
+    verdict's) or why there is none."""
     who = f"whole-group run of {len(group['members'])} node(s) ({', '.join(group['members'])})"
-    if group["verdict"] in ("NOT RUN", "PENDING"):
+    first = group.get("first")
+    if group["verdict"] in ("NOT RUN", "PENDING") and not first:
         return f"{who}: {group['verdict'].lower()}" + (f" ({group['note']})" if group.get("note") else "")
-    figure = f"{group['busbw']:.3g} GB/s" if group.get("busbw") is not None else "no figure"
-    against = _group_against(group)
-    ratio = f", ratio {group['ratio']:.2f}" if group.get("ratio") is not None else ""
-    err = f": {group['error']}" if group.get("error") else ""
-    return f"{who} round {group.get('round')}: {figure}{against}{ratio} {group['verdict']}{err}"
+    first = first or group  # a record written before confirmation had its figure at the top
+    line = f"{who} round {first.get('round')}: {_figure_said(first)}{_group_against(group)}"
+    line += f"{_ratio_said(first)} {first['verdict']}{_error_said(first)}"
+    again = group.get("confirmation")
+    if again:
+        line += (
+            f"; confirmation round {again['round']}: {_figure_said(again)}{_ratio_said(again)} "
+            f"{again['verdict']}{_error_said(again)} (the verdict's)"
+        )
+    elif group.get("confirmation_note"):
+        line += f"; {group['confirmation_note']}"
+    return line
+
+
+def _figure_said(figure):
+    return f"{figure['busbw']:.3g} GB/s" if figure.get("busbw") is not None else "no figure"
+
+
+def _ratio_said(figure):
+    return f", ratio {figure['ratio']:.2f}" if figure.get("ratio") is not None else ""
+
+
+def _error_said(figure):
+    return f": {figure['error']}" if figure.get("error") else ""
 
 
 def _group_against(group):
-    """' against N GB/s (what N is)', '' without a reference."""
+    """' against N GB/s (what N is)', '' without a reference; on CPU, the share it was scaled by."""
     ref = {"expected": "its expectation", "slowest_pair": "the slowest passing pair"}.get(
         group.get("reference_kind"), "no reference"
     )
+    share = group.get("cpu_share")
+    if share is not None and share < 1:
+        ref += f" x {share:.2f}, a rank's CPU share in the group against that pair's round"
     return f" against {group['reference_gbs']:.3g} GB/s ({ref})" if group.get("reference_gbs") else ""
 
 
@@ -290,13 +331,13 @@ def summary_line(record, md_path):
 
 
 def job_results(results, read):
-    """{(round, members, kind): {logs: {host: text}, launch: {host: {ok, reason}}}} from the nodes'
-    results (bench_fabric.result); read(path) gives a log's text (None when unreadable). A member
-    that never reported (lost mid-round) failed its part of the job."""
+    """{(round, members, kind): {logs: {host: text}, launch: {host: {ok, reason}}, confirms}} from
+    the nodes' results (bench_fabric.result); read(path) gives a log's text (None when
+    unreadable). A member that never reported (lost mid-round) failed its part of the job."""
     jobs = {}
     for r in results:
         key = (int(r.get("round") or 0), tuple(sorted(r.get("pair") or [])), r.get("kind") or "pair")
-        job = jobs.setdefault(key, {"logs": {}, "launch": {}})
+        job = jobs.setdefault(key, {"logs": {}, "launch": {}, "confirms": int(r.get("confirms") or 0)})
         host = r.get("host")
         if host:
             job["logs"][host] = read(r.get("log"))
@@ -327,7 +368,14 @@ def judge_round(params, read):
     intra = intra_node_expectations(params["topologies"])
     pair_results = [
         pair_result(
-            round_no, list(members), job["logs"], job["launch"], kind=kind, intra_node_gbs=intra, **facts
+            round_no,
+            list(members),
+            job["logs"],
+            job["launch"],
+            kind=kind,
+            confirms=job["confirms"],
+            intra_node_gbs=intra,
+            **facts,
         )
         for (round_no, members, kind), job in sorted(job_results(params["results"], read).items())
     ]
@@ -369,7 +417,7 @@ def build_record(run_id, judged, nics):
         "verdicts": judged.get("verdicts", {}),
         "bad": judged.get("bad", []),
         "unreachable": judged.get("unreachable", []),
-        "rounds": max([p.get("round") or 0 for p in judged.get("pairs", [])] or [0]),
+        "rounds": _pair_rounds(judged.get("pairs", [])),
         "group": judged.get("group") or {},
         "group_line": group_line(judged["group"]) if judged.get("group") else "",
         "failed": judged.get("failed", {}),
@@ -377,6 +425,21 @@ def build_record(run_id, judged, nics):
         # Each node's NIC facts as gpu_topology_nics gave them (ports, interfaces, peermem, IOMMU).
         "nics": {h: f for h, f in (nics or {}).items() if f},
     }
+
+
+def _confirmed_in(entry):
+    """'>R' for a job confirmed in round R, '' otherwise."""
+    again = entry.get("confirmation") or {}
+    return f">{again['round']}" if again.get("round") else ""
+
+
+def _pair_rounds(pairs):
+    """The last round of the pairs, their reruns included."""
+    return max([_last_round_of(p) for p in pairs] or [0])
+
+
+def _last_round_of(entry):
+    return ((entry.get("confirmation") or {}).get("round")) or entry.get("round") or 0
 
 
 def _best(record, host):
@@ -454,10 +517,13 @@ def markdown(record):
         f"## Fabric (run {record['run_id']})",
         "",
         f"{len(record.get('verdicts', {}))} node(s) in {record.get('rounds', 0)} round(s) of disjoint pairs; "
-        f"{judged}.",
+        f"{judged}. A node is named only when its pair with a known-good node fails twice running: "
+        "such a pair (and one whose members cannot be paired again) runs once more in the next round, "
+        "its confirmation, and its verdict is the confirmation's.",
         "",
-        "| round | pair | busbw GB/s | reference GB/s | ratio | verdict | transport |",
-        "|---|---|---|---|---|---|---|",
+        "| round | pair | busbw GB/s | reference GB/s | ratio | confirmation: round, busbw GB/s, ratio "
+        "| verdict | transport |",
+        "|---|---|---|---|---|---|---|---|",
         *_pair_lines(record),
     ]
     g = record.get("group") or {}
@@ -473,7 +539,8 @@ def markdown(record):
 
 
 def _pair_lines(record):
-    """One table row per pair (its error on a row of its own), the transports NCCL used."""
+    """One table row per pair: its first figure, its rerun's, the verdict and which one it used
+    (each error on a row of its own), the transports NCCL used."""
     details = {(d["round"], "+".join(d["pair"])): d for d in record.get("pair_details", [])}
     lines = []
     for p in record.get("pairs", []):
@@ -481,17 +548,33 @@ def _pair_lines(record):
         kinds = sorted(
             {t.get("inter_node") or t.get("network") or "?" for t in d.get("transports", {}).values()}
         )
+        first = p.get("first") or p
         ref_gbs = p.get("reference_gbs") or record.get("reference_gbs")
-        mark = " **<-**" if p["verdict"] == "FAIL" else ""
         lines.append(
             f"| {p['round']} | {_cell(' + '.join(p['pair']))} | "
-            f"{_fmt(p.get('busbw'), '.3g')} | {_fmt(ref_gbs, '.3g')} | "
-            f"{_fmt(p.get('ratio'), '.2f')} | {p['verdict']}{mark} | "
+            f"{_fmt(first.get('busbw'), '.3g')} | {_fmt(ref_gbs, '.3g')} | "
+            f"{_fmt(first.get('ratio'), '.2f')} | {_rerun_cell(p)} | {_verdict_cell(p)} | "
             f"{_cell(', '.join(kinds) if kinds else d.get('backend') or 'n/a')} |"
         )
-        if p.get("error"):
-            lines.append(f"|  | error: {_cell(p['error'][:200])} |  |  |  |  |  |")
+        for what, figure in (("error", first), ("confirmation's error", p.get("confirmation") or {})):
+            if figure.get("error"):
+                lines.append(f"|  | {what}: {_cell(figure['error'][:200])} |  |  |  |  |  |  |")
     return lines
+
+
+def _rerun_cell(p):
+    """The confirmation's round, figure and ratio; or why there is none ('' for a pair that passed)."""
+    again = p.get("confirmation")
+    if again:
+        return f"{again['round']}: {_fmt(again.get('busbw'), '.3g')}, {_fmt(again.get('ratio'), '.2f')}"
+    return _cell(p.get("confirmation_note") or "")
+
+
+def _verdict_cell(p):
+    """The verdict, marked when FAIL, and which figure it used."""
+    mark = " **<-**" if p["verdict"] == "FAIL" else ""
+    used = {"confirmation": " (the confirmation's)", "pending": " (confirmation next)"}.get(p.get("used"), "")
+    return f"{p['verdict']}{mark}{used}"
 
 
 def _finding_line(f):
@@ -616,7 +699,9 @@ def plot(record, path):
     plt = _pyplot() if pairs else None
     if plt is None:
         return False
-    labels = [f"r{p['round']} {'+'.join(p['pair'])}" for p in pairs]
+    # A confirmed job's bar is the figure its verdict used: the confirmation's ("r1>2": round 1's
+    # job, confirmed in round 2).
+    labels = [f"r{p['round']}{_confirmed_in(p)} {'+'.join(p['pair'])}" for p in pairs]
     values = [p.get("busbw") or 0.0 for p in pairs]
     # The group has a reference of its own (or none); a pair without one has the run's median.
     refs = [

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TypedDict
 
+from ..judge import pairwise
 from .bench import fresh_log
 
 SCRIPT = "torch_allreduce.py"
@@ -23,6 +24,7 @@ class FabricSettings:
     """The role's variables the plan reads, each named after its variable without ``bench_fabric_``
     (env: bench_env, fabric_env: bench_fabric_env, dir: bench_dir)."""
 
+    max_rounds: int
     max_bytes: str | int
     cpu_max_bytes: str | int
     iterations: int
@@ -33,22 +35,27 @@ class FabricSettings:
 
 class FabricPlan(TypedDict):
     """This node's part of every job: the program, its arguments (the size for its kind: GPU, or
-    gloo on CPU) and the job's environment (bench_env, bench_fabric_env, NCCL INFO)."""
+    gloo on CPU), the job's environment (bench_env, bench_fabric_env, NCCL INFO) and the rounds
+    the tasks include (0, which only plans, to pairwise.round_limit: the bound on new pairs,
+    their confirmations, the whole-group run and its confirmation)."""
 
     program: str
     args: list[str]
     env: dict[str, str]
+    rounds: list[int]
 
 
 class FabricJob(TypedDict):
     """This node's job in a round: run (it has one), job (torchrun_launch's job name: the round's),
-    group (the inventory group of its members: pairwise.job_name), members, kind (pair or group)."""
+    group (the inventory group of its members: pairwise.job_name), members, kind (pair or group),
+    confirms (the round whose failing figure it runs again; 0 for a first run)."""
 
     run: bool
     job: str
     group: str
     members: list[str]
     kind: str
+    confirms: int
 
 
 class PairResult(TypedDict):
@@ -58,6 +65,7 @@ class PairResult(TypedDict):
     round: int
     pair: list[str]
     kind: str
+    confirms: int
     host: str
     log: str
     ok: bool
@@ -125,6 +133,7 @@ def plan(node, **settings):
             str(settings.iterations),
         ],
         "env": {**dict(settings.env or {}), **dict(settings.fabric_env or {}), **NCCL_INFO},
+        "rounds": list(range(pairwise.round_limit(settings.max_rounds) + 1)),
     }
 
 
@@ -134,7 +143,14 @@ def job(judged_plan, host, round_no):
     jobs = ((judged_plan or {}).get("next_jobs") or []) if round_no > 0 else []
     mine = next((j for j in jobs if host in j.get("members", [])), None)
     if not mine or len(mine["members"]) < 2:
-        return {"run": False, "job": job_name(round_no), "group": "", "members": [], "kind": ""}
+        return {
+            "run": False,
+            "job": job_name(round_no),
+            "group": "",
+            "members": [],
+            "kind": "",
+            "confirms": 0,
+        }
     members = list(mine["members"])
     return {
         "run": True,
@@ -142,6 +158,7 @@ def job(judged_plan, host, round_no):
         "group": mine["name"],
         "members": members,
         "kind": mine["kind"],
+        "confirms": int(mine.get("confirms") or 0),
     }
 
 
@@ -151,8 +168,8 @@ def job_name(round_no):
 
 
 def result(the_job, launch, host, round_no) -> PairResult:
-    """What this node reports of its job for the judgement: {round, pair, kind, host, log, ok,
-    reason}. launch: torchrun_launch's result on this node ({} when none); a result left by an
+    """What this node reports of its job for the judgement: {round, pair, kind, confirms, host,
+    log, ok, reason}. launch: torchrun_launch's result on this node ({} when none); a result left by an
     earlier round names another job in its log path, so it counts as the job not starting here."""
     log = (launch or {}).get("log") or ""
     fresh = bool(fresh_log(the_job["job"], launch))
@@ -161,6 +178,7 @@ def result(the_job, launch, host, round_no) -> PairResult:
         "round": round_no,
         "pair": the_job["members"],
         "kind": the_job["kind"],
+        "confirms": the_job["confirms"],
         "host": host,
         "log": log,
         "ok": fresh and bool(verdict.get("ok", False)),
