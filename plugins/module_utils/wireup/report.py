@@ -264,20 +264,17 @@ def _plot_topology(plt, record, path):
 
 
 def _torch_series(records):
-    """[(label, points, expected busbw)] of every torch run with figures."""
-    series = []
+    """[(label, points, expected busbw)] of every torch run with figures: each host's single-node
+    run, the group's multi-node run once (every host that took part keeps the same run: drawn per
+    host, it was one line under three identical legend entries)."""
+    series = {}
     for host, record in sorted(records.items()):
         for name, item in sorted((record.get("torch") or {}).items()):
             points = _points(item.get("rows") or [])
-            if points:
-                series.append(
-                    (
-                        _torch_label(host, name, item),
-                        points,
-                        (item.get("expected") or {}).get("expected_busbw"),
-                    )
-                )
-    return series
+            label = _torch_label(host, name, item)
+            if points and label not in series:
+                series[label] = (label, points, (item.get("expected") or {}).get("expected_busbw"))
+    return list(series.values())
 
 
 def _torch_label(host, name, item):
@@ -296,7 +293,7 @@ def _plot_torch(plt, records, path):
         color = colors[i % len(colors)]
         ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", color=color, label=label)
         if exp:
-            ax.axhline(exp, color=color, linestyle="--", linewidth=1, label=f"expected {exp:.0f}")
+            ax.axhline(exp, color=color, linestyle="--", linewidth=1, label=f"{label} expected {exp:.0f}")
     # From 0, so a 10x drop shows as one, not as a healthy curve on a rescaled axis.
     ax.set_ylim(bottom=0)
     _size_axis(ax, "bus bandwidth (GB/s)")
