@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import runsummary, stepcost
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import ddp_step
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import runsummary
 
 from .harness import run_playbook
 
@@ -201,7 +202,7 @@ GPU_ONLY_ADVICE = ("bucket_cap_mb", "not the wire", "the wire is the limit", "fa
 
 
 def check_make_run_summary(results_dir, bench_output, nodes, said):
-    """`make run`'s summary (wireup.runsummary) from this bench.yml's own output as its bench.log:
+    """`make run`'s summary (wireup.report.runsummary) from this bench.yml's own output as its bench.log:
     each node's bench cell says what its verdict was compared with."""
     run = results_dir / f"run-{len(list(results_dir.glob('run-*')))}"
     run.mkdir()
@@ -371,7 +372,7 @@ def test_stepcost_alone(torch_nodes, tmp_path):
         "--hooks none,fp16",
         timeout=150,
     )
-    figures = [stepcost.figure(r) for r in stepcost.parse_log(direct.stdout)]
+    figures = [ddp_step.figure(r) for r in ddp_step.parse_log(direct.stdout)]
     [fig] = figures
     assert fig["world_size"] == 1 and fig["share"] == 0.0 and set(fig["hooks"]) == {"none", "fp16"}
     assert fig["sentence"].startswith("One process: DDP has no gradient all-reduce")

@@ -10,16 +10,16 @@ from __future__ import annotations
 import json
 import pathlib
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
-    checkrun,
-    fabric,
-    node_check,
-    nodecheck,
-    promtext,
-    report,
-    results,
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.check import run as check_run
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import quick
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import node_check
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import nics
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import (
+    assemble,
+    metrics,
     runsummary,
 )
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 GLOO = (FIXTURES / "nccltests" / "torch_allreduce_gloo_3ranks.txt").read_text()
@@ -41,7 +41,7 @@ def _two_runs(root):
 
 
 def _no_plots(monkeypatch):
-    monkeypatch.setattr(report, "_pyplot", lambda: None)
+    monkeypatch.setattr(assemble, "_pyplot", lambda: None)
 
 
 def test_the_record_says_recorded_then_compared(tmp_path):
@@ -58,8 +58,8 @@ def test_the_record_says_recorded_then_compared(tmp_path):
 
 def test_the_summary_line_says_it_beside_the_verdict(tmp_path):
     (_, _, first), (_, _, second) = _two_runs(str(tmp_path))
-    assert report.summary_line(first["node1"]).startswith(f"node1: PASS, {RECORDED} - ")
-    assert report.summary_line(second["node1"]).startswith(f"node1: PASS, compared with run {FIRST} - ")
+    assert assemble.summary_line(first["node1"]).startswith(f"node1: PASS, {RECORDED} - ")
+    assert assemble.summary_line(second["node1"]).startswith(f"node1: PASS, compared with run {FIRST} - ")
 
 
 def test_the_report_s_first_screen_says_it_in_markdown_and_html(tmp_path, monkeypatch):
@@ -69,7 +69,7 @@ def test_the_report_s_first_screen_says_it_in_markdown_and_html(tmp_path, monkey
         (first_dir, first, RECORDED),
         (second_dir, second, f"compared with run {FIRST}"),
     ):
-        paths = report.write_report(run_dir, pathlib.Path(run_dir).name, records)
+        paths = assemble.write_report(run_dir, pathlib.Path(run_dir).name, records)
         md = pathlib.Path(paths["md"]).read_text()
         opening = md.split("\n\n")[1]
         assert opening.startswith(f"3 host(s): 3 PASS. Baseline: node1, node2, node3: {said}."), opening
@@ -95,9 +95,9 @@ def test_make_run_s_summary_says_it(tmp_path):
 
 def test_the_textfile_says_whether_it_was_compared(tmp_path):
     _two_runs(str(tmp_path))
-    first = promtext.bench_families("node1", results.read_host(str(tmp_path), FIRST, "node1"))
-    assert 'wireup_bench_baseline_compared{host="node1"} 0' in promtext.render(first)
-    now = promtext.controller_text(str(tmp_path), "node1")  # the newest record: the second run's
+    first = metrics.bench_families("node1", results.read_host(str(tmp_path), FIRST, "node1"))
+    assert 'wireup_bench_baseline_compared{host="node1"} 0' in metrics.render(first)
+    now = metrics.controller_text(str(tmp_path), "node1")  # the newest record: the second run's
     assert 'wireup_bench_baseline_compared{host="node1"} 1' in now
     assert "# TYPE wireup_bench_baseline_compared gauge" in now
 
@@ -112,12 +112,12 @@ def test_an_old_or_malformed_baseline_part_claims_no_comparison():
 
 def _quick_answer(host, bench_record):
     """What wireup-check --json prints on a node whose baseline its passing bench left: the real
-    baseline (nodecheck.bench_part of the stored record), the testbed's veth read, checkrun's
+    baseline (quick.bench_part of the stored record), the testbed's veth read, checkrun's
     public form, as node_check.result keeps it."""
-    state = nodecheck.node_state(None, fabric.parse_nic_facts(fabric.read_tree(str(VETH))))
-    doc = nodecheck.baseline_doc(host, nodecheck.bench_part(bench_record), state, now=1.0)
-    run = nodecheck.result(host, doc, state, seconds=0.2)
-    return node_check.result(host, stdout=json.dumps(checkrun._public(run)))
+    state = quick.node_state(None, nics.parse_nic_facts(nics.read_tree(str(VETH))))
+    doc = quick.baseline_doc(host, quick.bench_part(bench_record), state, now=1.0)
+    run = quick.result(host, doc, state, seconds=0.2)
+    return node_check.result(host, stdout=json.dumps(check_run._public(run)))
 
 
 def test_the_quick_check_s_summary_and_table_name_the_same_baseline(tmp_path, monkeypatch):
@@ -126,8 +126,8 @@ def test_the_quick_check_s_summary_and_table_name_the_same_baseline(tmp_path, mo
     nodes = {h: {"node_check": _quick_answer(h, first[h]), "thresholds": {}} for h in HOSTS}
     run_id, run_dir, records = results.store_run(str(tmp_path), "20261207T080000Z", nodes, kind="quick")
     assert records["node1"]["baseline"] == {"state": "compared", "run_id": FIRST}
-    assert report.summary_line(records["node1"]).startswith(f"node1: PASS, compared with run {FIRST} - ")
-    md = pathlib.Path(report.write_report(run_dir, run_id, records)["md"]).read_text()
+    assert assemble.summary_line(records["node1"]).startswith(f"node1: PASS, compared with run {FIRST} - ")
+    md = pathlib.Path(assemble.write_report(run_dir, run_id, records)["md"]).read_text()
     summary = md.split("## Summary", 1)[1].split("\n## ", 1)[0]
     table = md.split("## Quick node check", 1)[1]
     for host in HOSTS:
@@ -137,11 +137,11 @@ def test_the_quick_check_s_summary_and_table_name_the_same_baseline(tmp_path, mo
 
 
 def test_a_quick_check_without_a_baseline_compared_nothing(tmp_path):
-    state = nodecheck.node_state(None, fabric.parse_nic_facts(fabric.read_tree(str(VETH))))
-    run = nodecheck.result("node1", None, state, seconds=0.1)
-    answer = node_check.result("node1", stdout=json.dumps(checkrun._public(run)))
+    state = quick.node_state(None, nics.parse_nic_facts(nics.read_tree(str(VETH))))
+    run = quick.result("node1", None, state, seconds=0.1)
+    answer = node_check.result("node1", stdout=json.dumps(check_run._public(run)))
     _, _, records = results.store_run(str(tmp_path), FIRST, {"node1": {"node_check": answer}}, kind="quick")
     assert records["node1"]["baseline"] == {"state": "none", "run_id": ""}
-    assert report.summary_line(records["node1"]).startswith(
+    assert assemble.summary_line(records["node1"]).startswith(
         "node1: PASS, nothing compared (no passing run to compare with) - "
     )

@@ -9,7 +9,9 @@ import pathlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import fabricrun, report, results
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 from tests.unit.test_gpurecord import H200, PENDING, fact, store
 from tests.unit.test_report import good_node
 
@@ -24,13 +26,13 @@ CPU_STEP = (FIXTURES / "stepcost" / "cpu-gloo-2ranks-torch2.13.log").read_text()
 def drawn(monkeypatch):
     """{file name: [(legend entries, labelled lines)] per axes} of every chart written."""
     charts = {}
-    save = report.save_png
+    save = assemble.save_png
 
     def keep(fig, path):
         charts[pathlib.Path(path).name] = [_legend(ax) for ax in fig.axes]
         save(fig, path)
 
-    monkeypatch.setattr(report, "save_png", keep)
+    monkeypatch.setattr(assemble, "save_png", keep)
     return charts
 
 
@@ -56,7 +58,7 @@ def test_the_testbed_run_s_charts(tmp_path, drawn):
     _, run_dir, records = results.store_run(
         str(tmp_path), "20261207T060000Z", {h: node for h in ("n1", "n2", "n3")}
     )
-    report.write_report(run_dir, "20261207T060000Z", records)
+    assemble.write_report(run_dir, "20261207T060000Z", records)
     assert sorted(drawn) == ["stepcost_group.png", "torch.png"]
     [(entries, _lines)] = drawn["torch.png"]
     assert entries == ["multi_node (3 ranks, gloo)"]  # the group's one run, drawn once
@@ -65,7 +67,7 @@ def test_the_testbed_run_s_charts(tmp_path, drawn):
 
 def test_a_gpu_node_s_charts(tmp_path, drawn):
     records = {h: results.build_record(h, "20261129T100000Z", good_node()) for h in ("gpu-a01", "gpu-a02")}
-    report.write_report(str(tmp_path), "20261129T100000Z", records)
+    assemble.write_report(str(tmp_path), "20261129T100000Z", records)
     assert {"busbw_gpu-a01.png", "topology_gpu-a01.png", "torch.png"} <= set(drawn)
     _one_entry_per_line(drawn)
 
@@ -74,7 +76,7 @@ def test_the_gpu_trial_chart(tmp_path, drawn):
     run_id = "20261203T100000Z"
     facts = {"gpu-a": fact(H200, run_id, "gpu-a"), "gpu-b": fact(PENDING, run_id, "gpu-b")}
     _rid, run_dir, records = store(tmp_path, run_id, facts)
-    report.write_report(run_dir, run_id, records)
+    assemble.write_report(run_dir, run_id, records)
     assert "gpus.png" in drawn
     _one_entry_per_line(drawn)
 
@@ -87,5 +89,5 @@ def test_the_fabric_chart(tmp_path, drawn):
             {"pair": ["n3", "n4"], "round": 1, "busbw": 0.1, "verdict": "FAIL", "reference_gbs": 1.1},
         ],
     }
-    assert fabricrun.plot(record, str(tmp_path / "fabric.png"))
+    assert fabric_run.plot(record, str(tmp_path / "fabric.png"))
     _one_entry_per_line(drawn)
