@@ -18,6 +18,7 @@ import yaml
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import ddp_step
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import runsummary
+from tests import busy
 
 from .harness import run_playbook
 
@@ -331,7 +332,8 @@ def check_stepcost(figures, world):
 
 def test_stepcost_alone(torch_nodes, tmp_path):
     """`--tags stepcost`: the DDP step benchmark alone across the 3 gloo nodes, stored, reported,
-    within a bounded time; then the program itself on one node, one process (no communication)."""
+    and nothing else run (no torch or collective benchmark); then the program itself on one node,
+    one process (no communication)."""
     testbed = torch_nodes
     results_dir = tmp_path / "results"
     start = time.monotonic()
@@ -345,7 +347,9 @@ def test_stepcost_alone(torch_nodes, tmp_path):
     took = time.monotonic() - start
     print(f"[bench] bench.yml --tags stepcost rc={result.rc} in {took:.0f} s")
     assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-4000:]}"
-    assert took < 420  # 180 s seen with the 2 cores shared by 7 sessions (load 17); ~40 s alone
+    # No wall-clock bound (180 s seen at a load of 17, ~40 s alone: the shared cores' figure, not
+    # the tag's): that the tag runs the step benchmark alone is asserted below, from the output
+    # and the stored records.
     out = " ".join(result.stdout.split())
     assert "torch_allreduce.py" not in out and "all_reduce_perf" not in out
     [run] = sorted((results_dir / "bench").iterdir())
@@ -367,10 +371,10 @@ def test_stepcost_alone(torch_nodes, tmp_path):
     # The program itself, one process on one node: no gradient all-reduce, and it says so.
     direct = testbed.ssh(
         "node1",
-        "cd /tmp && OMP_NUM_THREADS=1 timeout 120 /opt/wireup/venv/bin/torchrun --standalone "
+        f"cd /tmp && OMP_NUM_THREADS=1 timeout {busy.PATIENCE_S} /opt/wireup/venv/bin/torchrun --standalone "
         "--nproc-per-node 1 /opt/wireup/bench/ddp_step.py --params 300K --warmup 3 --iters 3 "
         "--hooks none,fp16",
-        timeout=150,
+        timeout=busy.HANG_S,
     )
     figures = [ddp_step.figure(r) for r in ddp_step.parse_log(direct.stdout)]
     [fig] = figures

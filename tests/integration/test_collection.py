@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import busy
+
 from .harness import REPO_ROOT, run_playbook, write_playbook
 
 pytestmark = pytest.mark.integration
@@ -55,13 +57,13 @@ def installed(tmp_path_factory):
     build, collections = top / "build", top / "collections"
     subprocess.run(
         [str(BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(build), str(REPO_ROOT)],
-        cwd=top, capture_output=True, text=True, check=True, timeout=120,
+        cwd=top, capture_output=True, text=True, check=True, timeout=busy.HANG_S,
     )  # fmt: skip
     [artifact] = build.glob("wireup-cluster-*.tar.gz")
     subprocess.run(
         [str(BIN / "ansible-galaxy"), "collection", "install", "-p", str(collections), str(artifact)],
         cwd=top, env=_outside(ANSIBLE_COLLECTIONS_PATH=str(collections)),
-        capture_output=True, text=True, check=True, timeout=120,
+        capture_output=True, text=True, check=True, timeout=busy.HANG_S,
     )  # fmt: skip
     return collections, collections / "ansible_collections/wireup/cluster"
 

@@ -20,6 +20,8 @@ import time
 
 import pytest
 
+from tests import busy
+
 from .harness import ensure_torch_venvs, run_playbook
 
 pytestmark = pytest.mark.integration
@@ -126,7 +128,7 @@ def test_shaped_node_is_named_then_passes_and_a_down_node_is_unreachable(fabric_
         {"torchrun_launch_job": "it-healthy-only", "wireup_results_dir": str(results)},
     )
     t0 = time.monotonic()
-    status = run_playbook("jobs.yml", bed.inventory, follow, timeout=300)
+    status = run_playbook("jobs.yml", bed.inventory, follow, timeout=busy.HANG_S)
     assert status.rc == 0, f"{status.failure_messages()}\n{status.stdout[-4000:]}"
     shown = {h: r["msg"] for h, r in status.task_results(JOBS_SHOW).items()}
     assert shown["node3"] == [
@@ -139,7 +141,9 @@ def test_shaped_node_is_named_then_passes_and_a_down_node_is_unreachable(fabric_
     assert stands == [
         f"job it-healthy-only run {run_id}: every node exited with code 0; not part of it: node3"
     ]
-    stop = run_playbook("jobs.yml", bed.inventory, dict(follow, torchrun_launch_action="stop"), timeout=300)
+    stop = run_playbook(
+        "jobs.yml", bed.inventory, dict(follow, torchrun_launch_action="stop"), timeout=busy.HANG_S
+    )
     assert stop.rc == 0, f"{stop.failure_messages()}\n{stop.stdout[-4000:]}"
     assert sorted(stop.task_results(JOBS_ASK)) == ["node1", "node2", "node4"]  # node3: skipped
     assert stop.changed_hosts == []  # the run had ended: nothing to stop

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import busy
 from tests.testbed.stand_in_smi import script
 
 from .harness import run_playbook
@@ -58,7 +59,8 @@ def test_a_pending_row_remap_fails_the_node_and_the_gate_refuses_it(stand_in, tm
     out = " ".join(result.stdout.split())
     # The run fails on node2's verdict (bench_fail_on_fail), after storing and reporting every node.
     assert result.rc != 0 and "bench verdict FAIL on node2" in out, out[-3000:]
-    assert took < 240  # seconds alone; a loaded 2-core machine is slower
+    # No wall-clock bound: the play's time is Ansible's on the shared cores (printed above). What
+    # --tags gpu_health leaves out (the fingerprint, its minutes per node) is asserted below.
     for node in ("node1", "node3"):
         assert f"gpu_trial {node}: no nvidia-smi (no NVIDIA driver): GPU health not read" in out
     assert (
@@ -138,7 +140,7 @@ def test_the_fingerprint_script_runs_its_torch_paths_on_a_cpu_node(torch_nodes):
     )
     start = time.monotonic()
     done = testbed.ssh(
-        "node1", f"{venv} /tmp/gpu_fingerprint.py --device cpu --seconds 0.3 --gpus 0,1", timeout=180
+        "node1", f"{venv} /tmp/gpu_fingerprint.py --device cpu --seconds 0.3 --gpus 0,1", timeout=busy.HANG_S
     )
     print(f"[gpu_trial] fingerprint --device cpu on node1 in {time.monotonic() - start:.1f} s")
     doc = json.loads(done.stdout.strip().splitlines()[-1])

@@ -26,6 +26,7 @@ import urllib.request
 import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
+from tests import busy
 
 from .harness import REPO_ROOT, run_playbook, write_playbook
 
@@ -87,20 +88,22 @@ def exporters(testbed):
     """node_exporter running on every node (port 9100), stopped again after the module."""
     for node in NODES:
         testbed.ssh(node, f"systemctl start {EXPORTER}")
-    deadline = time.monotonic() + 30
-    for node in NODES:
-        while True:
-            try:
-                _get(f"http://{testbed.address(node)}:9100/metrics")
-                break
-            except OSError:
-                assert time.monotonic() < deadline, f"node_exporter on {node} does not answer"
-                time.sleep(0.3)
+    for node in NODES:  # waits for behaviour: generous, they end when it answers (tests/busy.py)
+        up = busy.wait_until(lambda n=node: _answers(f"http://{testbed.address(n)}:9100/metrics"), every=0.3)
+        assert up, f"node_exporter on {node} does not answer"
     try:
         yield testbed
     finally:
         for node in NODES:
             testbed.ssh(node, f"systemctl stop {EXPORTER}", check=False)
+
+
+def _answers(url) -> bool:
+    try:
+        _get(url)
+    except OSError:
+        return False
+    return True
 
 
 def _readme_blocks():
@@ -137,20 +140,15 @@ def prometheus(exporters, tmp_path_factory):
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                _get(f"{url}/-/ready")
-                break
-            except OSError:
-                assert proc.poll() is None, (folder / "prometheus.log").read_text()[-2000:]
-                assert time.monotonic() < deadline, "prometheus not ready in 60 s"
-                time.sleep(0.3)
+        # A wait for behaviour (it ends once prometheus is ready, or has exited).
+        busy.wait_until(lambda: proc.poll() is not None or _answers(f"{url}/-/ready"), every=0.3)
+        assert proc.poll() is None, (folder / "prometheus.log").read_text()[-2000:]
+        assert _answers(f"{url}/-/ready"), f"prometheus not ready in {busy.PATIENCE_S} s"
         yield url
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=20)  # busy: a grace before SIGKILL, no verdict
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -164,13 +162,17 @@ def query(url, expr):
     return [(r["metric"], float(r["value"][1])) for r in answer["data"]["result"]]
 
 
-def wait_for(url, expr, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
-        found = query(url, expr)
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.5)
+def wait_for(url, expr):
+    """The query's answer once it has one (a wait for behaviour: scrapes every 1 s, generous
+    deadline, tests/busy.py); [] if it never does."""
+    found = []
+
+    def answered():
+        found[:] = query(url, expr)
+        return bool(found)
+
+    busy.wait_until(answered, every=0.5)
+    return found
 
 
 def _store(results_dir):
@@ -253,11 +255,13 @@ def test_prometheus_scrapes_the_last_bench_and_a_failing_nodes_verdict(prometheu
         assert {m["host"] for m, _ in query(url, q_check)} == {"node2"}
         slow = query(url, q_busbw)
         assert {m["host"] for m, _ in slow} == {"node2"} and slow[0][1] == pytest.approx(27.702742, rel=1e-6)
-        alerts = json.loads(_get(f"{url}/api/v1/alerts"))["data"]["alerts"]
-        deadline = time.monotonic() + 15
-        while not alerts and time.monotonic() < deadline:
-            time.sleep(0.5)
-            alerts = json.loads(_get(f"{url}/api/v1/alerts"))["data"]["alerts"]
+        alerts = []
+
+        def alerted():
+            alerts[:] = json.loads(_get(f"{url}/api/v1/alerts"))["data"]["alerts"]
+            return bool(alerts)
+
+        busy.wait_until(alerted, every=0.5)  # pending for 5 minutes: the wait ends long before
         assert [(a["labels"]["alertname"], a["labels"]["host"], a["state"]) for a in alerts] == [
             ("WireupNodeFailing", "node2", "pending")  # firing after 5 minutes
         ]

@@ -38,6 +38,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
+from tests import busy
 from tests.testbed import slurm as testbed_slurm
 from tests.testbed import stand_in_smi
 
@@ -196,11 +197,25 @@ def test_job_past_its_timeout_is_cancelled_with_scancel(slurm_cluster, tmp_path)
     )
     t0 = time.monotonic()
     result = run_playbook("launch.yml", slurm_cluster.inventory, extra)
-    took = time.monotonic() - t0
+    print(f"[slurm cancel] launch.yml rc={result.rc} in {time.monotonic() - t0:.0f} s")
     assert result.rc != 0
-    assert took < 150, f"the play took {took:.0f} s for a 20 s timeout"
     _run_dir, summary = _summary(results)
     job_id = summary["slurm_job_id"]
+    # The bound the product promises, on its own clock and Slurm's records (the play's wall clock
+    # adds Ansible's start-up and every task around the wait: 164-262 s under load, 60 s idle).
+    # The wait gave up at its timeout by the controller's clock (its last line's "s waited"), not
+    # before it; how far past it depends on a look's ssh and sacct on the busy machine: printed.
+    line = rf"job {job_id} \(job it-slurm-cancel\): (\w+), ([0-9.]+) s waited \(timeout 20 s\)"
+    looks = re.findall(line, result.stdout)
+    assert looks, result.stdout[-3000:]
+    state, waited = looks[-1]
+    print(f"[slurm cancel] the wait gave up {waited} s after it began ({state}); timeout 20 s")
+    assert float(waited) >= 20, (state, waited)
+    # Slurm's record (ElapsedRaw: the job's Start to its End): the cancel ended it, not its
+    # program (600 s of sleep). (No lower bound: the job may start after the wait began.)
+    elapsed = slurm_cluster.ssh("node1", f"sacct -X -n -P -j {job_id} --format=ElapsedRaw").stdout.split()
+    print(f"[slurm cancel] Slurm job {job_id} ran {elapsed} s (Start to End)")
+    assert int(elapsed[0]) < 600, elapsed
     verdict = summary["verdict"]
     assert (verdict["ok"], verdict["timed_out"], verdict["first_failure"]) == (False, True, "")
     assert (
@@ -224,7 +239,9 @@ JOBS_STANDS = "Jobs | Say how the run stands, or list the runs"
 def _jobs(tb, action, results):
     follow = {"torchrun_launch_job": "it-slurm-follow", "wireup_results_dir": str(results)}
     t0 = time.monotonic()
-    result = run_playbook("jobs.yml", tb.inventory, dict(follow, torchrun_launch_action=action), timeout=300)
+    result = run_playbook(
+        "jobs.yml", tb.inventory, dict(follow, torchrun_launch_action=action), timeout=busy.HANG_S
+    )
     print(f"[slurm follow] jobs.yml {action} rc={result.rc} in {time.monotonic() - t0:.0f} s")
     assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-4000:]}"
     return result
@@ -232,7 +249,7 @@ def _jobs(tb, action, results):
 
 def _squeue(tb, job_id):
     """squeue's answer as jobs.yml reads it (slurm.squeue_argv), as a registered result."""
-    done = tb.ssh("node1", shlex.join(slurm.squeue_argv(job_id)), check=False, timeout=30)
+    done = tb.ssh("node1", shlex.join(slurm.squeue_argv(job_id)), check=False, timeout=busy.HANG_S)
     print(f"[slurm follow] squeue rc={done.returncode} stdout={done.stdout!r} stderr={done.stderr!r}")
     return {"rc": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
 
@@ -275,10 +292,7 @@ def test_a_submitted_job_is_followed_with_jobs_yml(slurm_cluster, tmp_path):
         steps = _sacct(slurm_cluster, job_id)
         return sum(v[0] == "RUNNING" for k, v in steps.items() if re.fullmatch(rf"{job_id}\.\d+", k)) == 3
 
-    deadline = time.monotonic() + 60
-    while not running():
-        assert time.monotonic() < deadline, _sacct(slurm_cluster, job_id)
-        time.sleep(1)
+    assert busy.wait_until(running, every=1), _sacct(slurm_cluster, job_id)  # behaviour: generous
     queue = _squeue(slurm_cluster, job_id)
     assert slurm.read_squeue(queue, job_id) == {"known": True, "state": "RUNNING", "nodes": NODES, "why": ""}
     status = _jobs(slurm_cluster, "status", results)
@@ -336,7 +350,7 @@ def test_failed_node_is_drained_with_its_finding_and_the_job_runs_on_the_others(
     try:
         # --check shows the drain and changes nothing
         t0 = time.monotonic()
-        check = run_playbook("launch.yml", slurm_cluster.inventory, extra, check=True, timeout=300)
+        check = run_playbook("launch.yml", slurm_cluster.inventory, extra, check=True, timeout=busy.HANG_S)
         print(f"[slurm drain] launch.yml --check rc={check.rc} in {time.monotonic() - t0:.0f} s")
         assert check.rc == 0, f"{check.failure_messages()}\n{check.stdout[-4000:]}"
         [said] = [r["msg"] for r in _said(check, DRAIN_SAID).values()]
@@ -344,7 +358,7 @@ def test_failed_node_is_drained_with_its_finding_and_the_job_runs_on_the_others(
             "Slurm: would drain node2 (State=IDLE; check mode: nothing changes)"
         ], said
         assert not _said(check, DRAIN_TASK)
-        shown = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=30).stdout
+        shown = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=busy.HANG_S).stdout
         assert "DRAIN" not in re.search(r"State=(\S+)", shown).group(1), shown
         t0 = time.monotonic()
         result = run_playbook("launch.yml", slurm_cluster.inventory, extra, timeout=600)
@@ -375,7 +389,7 @@ def test_failed_node_is_drained_with_its_finding_and_the_job_runs_on_the_others(
             ranks[node] = re.search(rf"Slurm job {job_id} on {node}: node (\d)/2", log).group(1)
         assert sorted(ranks.values()) == ["0", "1"]
         # Slurm says so: node2 drained, the finding its reason
-        shown = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=30).stdout
+        shown = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=busy.HANG_S).stdout
         assert re.search(r"State=\S*DRAIN", shown), shown
         assert f"Reason={reason} [" in shown, shown
 
@@ -395,11 +409,13 @@ def test_failed_node_is_drained_with_its_finding_and_the_job_runs_on_the_others(
         run_dir2 = next(d for d in (results / "jobs").iterdir() if d != run_dir)
         summary2 = json.loads((run_dir2 / "summary.json").read_text())
         assert summary2["verdict"]["ok"] is True and summary2["drained"] == {"node2": reason}
-        later = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=30).stdout
+        later = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=busy.HANG_S).stdout
         assert re.search(r"State=IDLE\+DRAIN", later) and f"Reason={reason} [root@{when}]" in later, later
     finally:
-        slurm_cluster.ssh("node1", "scontrol update NodeName=node2 State=RESUME", check=False, timeout=30)
-    shown = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=30).stdout
+        slurm_cluster.ssh(
+            "node1", "scontrol update NodeName=node2 State=RESUME", check=False, timeout=busy.HANG_S
+        )
+    shown = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=busy.HANG_S).stdout
     assert "DRAIN" not in re.search(r"State=(\S+)", shown).group(1), shown
 
 
@@ -410,7 +426,7 @@ BLOCK_BEGIN = "# BEGIN wireup slurm_health_check (managed by Ansible: roles/slur
 
 
 def _node_state(tb, node):
-    shown = tb.ssh("node1", f"scontrol show node {node}", timeout=30).stdout
+    shown = tb.ssh("node1", f"scontrol show node {node}", timeout=busy.HANG_S).stdout
     return re.search(r"State=(\S+)", shown).group(1), shown
 
 
@@ -461,22 +477,25 @@ def health_check(slurm_cluster, tmp_path_factory):
             "node1",
             "scontrol reconfigure; scontrol update NodeName=node2 State=RESUME",
             check=False,
-            timeout=30,
+            timeout=busy.HANG_S,
         )
     assert "DRAIN" not in _node_state(tb, "node2")[0]
 
 
 def _wait_drained(tb, node, fault, reason_start):
-    """node's Reason= once slurmd's health check drained it for a reason that starts so (at
-    most 60 s after ``fault``)."""
+    """node's Reason= once slurmd's health check drained it for a reason that starts so. A wait for
+    behaviour (tests/busy.py): it ends at the drain, so its deadline is generous; how long the
+    drain took after ``fault`` is printed (slurmd's HealthCheckInterval and the check's run)."""
     t0 = time.monotonic()
-    while True:
-        state, shown = _node_state(tb, node)
-        found = re.search(r"Reason=(.*) \[root@", shown)
-        if "DRAIN" in state and found and found.group(1).startswith(reason_start):
-            break
-        assert time.monotonic() - t0 < 60, shown
-        time.sleep(1)
+    seen = {}
+
+    def drained():
+        state, seen["shown"] = _node_state(tb, node)
+        seen["found"] = re.search(r"Reason=(.*) \[root@", seen["shown"])
+        return "DRAIN" in state and seen["found"] and seen["found"].group(1).startswith(reason_start)
+
+    assert busy.wait_until(drained, every=1), seen["shown"]
+    found = seen["found"]
     print(
         f"[slurm health] {node} drained by slurmd's health check {time.monotonic() - t0:.1f} s after {fault}"
     )
@@ -487,11 +506,10 @@ def _resume(tb, node, *, wait=True):
     """Resume ``node`` once its fault is gone (a check that started before may still drain it:
     wait out one interval first); with ``wait``, until Slurm shows it undrained."""
     time.sleep(6)
-    tb.ssh("node1", f"scontrol update NodeName={node} State=RESUME", check=False, timeout=30)
-    t0 = time.monotonic()
-    while wait and "DRAIN" in _node_state(tb, node)[0]:
-        assert time.monotonic() - t0 < 30, _node_state(tb, node)[1]
-        time.sleep(1)
+    tb.ssh("node1", f"scontrol update NodeName={node} State=RESUME", check=False, timeout=busy.HANG_S)
+    if wait:
+        undrained = busy.wait_until(lambda: "DRAIN" not in _node_state(tb, node)[0], every=1)
+        assert undrained, _node_state(tb, node)[1]
 
 
 def test_health_check_drains_a_failing_node(health_check):
@@ -515,7 +533,9 @@ def test_health_check_drains_a_failing_node(health_check):
         assert len(reason) <= 120
         for node in ("node1", "node3"):
             assert _node_state(tb, node)[0] == "IDLE"
-        job = tb.ssh("node1", "timeout 60 srun -N 2 -n 2 hostname | sort", timeout=90).stdout.split()
+        job = tb.ssh(
+            "node1", f"timeout {busy.PATIENCE_S} srun -N 2 -n 2 hostname | sort", timeout=busy.HANG_S
+        ).stdout.split()
         assert job == ["node1", "node3"]
         # The wrapper as slurmd runs it: the check's line, exit 1, and node2 is left as it is now.
         direct = tb.ssh("node2", HEALTH, check=False)

@@ -29,6 +29,8 @@ import shlex
 import threading
 import time
 
+from tests import busy
+
 from .system import TestbedError
 
 PACKAGES = ("munge", "slurmd", "slurmctld", "slurm-client")
@@ -36,7 +38,9 @@ CONTROLLER_PACKAGES = ("slurmdbd", "mariadb-server")
 CLUSTER = "wireup-testbed"
 PARTITION = "testbed"
 DB_PASSWORD = "wireup-testbed-slurmdbd"  # a throw-away database on a throw-away node
-READY_TIMEOUT = 60
+# A wait for behaviour (every slurmd registered and idle): it ends as soon as they are, so it is
+# generous (tests/busy.py); registering took 20-50 s at a load of 10-20 on the 2 cores.
+READY_TIMEOUT = busy.PATIENCE_S
 CONF = "/etc/slurm/slurm.conf"
 DBD_CONF = "/etc/slurm/slurmdbd.conf"
 HOSTS_MARK = "wireup testbed slurm"
@@ -190,22 +194,23 @@ def up(tb, log=_log) -> dict:
         ]
     )
     # The controller first (slurmd registers with slurmctld), then every node's slurmd.
-    _parallel(tb, {controller: configure[controller]}, timeout=180)
-    _parallel(tb, {n: c for n, c in configure.items() if n != controller}, timeout=180)
-    _parallel(tb, dict.fromkeys(names, "systemctl restart slurmd"), timeout=60)
-    deadline = time.monotonic() + READY_TIMEOUT
-    while True:
+    _parallel(tb, {controller: configure[controller]}, timeout=busy.HANG_S)
+    _parallel(tb, {n: c for n, c in configure.items() if n != controller}, timeout=busy.HANG_S)
+    _parallel(tb, dict.fromkeys(names, "systemctl restart slurmd"), timeout=busy.HANG_S)
+    by_node = {}
+
+    def idle():
         states = tb.ssh(controller, "sinfo --noheader -N -o '%N %T'", check=False).stdout.split()
-        by_node = dict(zip(states[::2], states[1::2], strict=False))
-        if all(by_node.get(n) == "idle" for n in names):
-            break
-        if time.monotonic() > deadline:
-            raise TestbedError(
-                f"Slurm on testbed {tb.name}: nodes not idle after {READY_TIMEOUT} s: "
-                f"{by_node or 'no sinfo'}; "
-                f"see /var/log/slurm/*.log on {controller}"
-            )
-        time.sleep(0.5)
+        by_node.clear()
+        by_node.update(zip(states[::2], states[1::2], strict=False))
+        return all(by_node.get(n) == "idle" for n in names)
+
+    if not busy.wait_until(idle, READY_TIMEOUT, every=0.5):
+        raise TestbedError(
+            f"Slurm on testbed {tb.name}: nodes not idle after {READY_TIMEOUT} s: "
+            f"{by_node or 'no sinfo'}; "
+            f"see /var/log/slurm/*.log on {controller}"
+        )
     log(
         f"testbed {tb.name}: Slurm up on {len(names)} nodes in {time.monotonic() - t0:.1f} s "
         f"(packages {t_install:.1f} s); controller {controller}, partition {PARTITION}"
@@ -220,5 +225,5 @@ def down(tb, log=_log):
         n: "systemctl stop slurmd slurmctld slurmdbd 2>/dev/null; systemctl stop munge 2>/dev/null; true"
         for n in names
     }
-    _parallel(tb, cmds, timeout=60)
+    _parallel(tb, cmds, timeout=busy.HANG_S)
     log(f"testbed {tb.name}: Slurm stopped")

@@ -266,14 +266,14 @@ def stop_process(pid, start_time, *, timeout=20.0) -> str:
     with contextlib.suppress(ProcessLookupError):
         os.kill(int(pid), signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline:  # busy: a grace before SIGKILL, no verdict
         if not is_our_process(pid, start_time):
             return "stopped"
         time.sleep(0.1)
     with contextlib.suppress(ProcessLookupError):
         os.kill(int(pid), signal.SIGKILL)
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and is_our_process(pid, start_time):
+    while time.monotonic() < deadline and is_our_process(pid, start_time):  # busy: after SIGKILL, no verdict
         time.sleep(0.1)
     return "killed"
 

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests import busy
+
 from . import cache, fake_cuda_repo
 from .system import (
     RUN_DIR,
@@ -50,7 +52,9 @@ MAX_SLOT = 250
 MAX_NODES = 40
 # Ports the nodes may use towards the registries' front address (apt over http, pip over https).
 REGISTRY_PORTS = (80, 443)
-BOOT_TIMEOUT = 120
+# A node that has no sshd and booted systemd in this long hangs (tests/busy.py): the wait ends as
+# soon as it is ready, so the bound is a hang guard, not the boot's speed.
+BOOT_TIMEOUT = busy.HANG_S
 IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
 
 
@@ -400,16 +404,8 @@ class Testbed:
         log.close()
         self.state["http"] = {"pid": proc.pid, "start": proc_start_time(proc.pid)}
         self._save()
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection((self.state["bridge_ip"], self.state["port"]), timeout=1),
-            ):
-                return
-            if proc.poll() is not None:
-                break
-            time.sleep(0.1)
+        if busy.wait_until(lambda: self._answers(proc), every=0.1) and proc.poll() is None:
+            return
         raise TestbedError(f"file server on {self.www_url} did not start: see {self.dir / 'www.log'}")
 
     def _make_node(self, k: int, golden: Path, suite: str = cache.SUITE):
@@ -516,30 +512,29 @@ class Testbed:
             self.key_file, self.known_hosts, self.address(node), extra_options=["ConnectTimeout=5"]
         )
 
-    def ssh(self, node: str, command: str, *, check=True, timeout=120):
+    def ssh(self, node: str, command: str, *, check=True, timeout=busy.HANG_S):
         """Run a shell command on a node over ssh (host key checked); returns CompletedProcess."""
         return run([*self._ssh_argv(node), command], check=check, timeout=timeout)
+
+    def _answers(self, proc) -> bool:
+        """Whether the file server answers (or has exited: then it never will)."""
+        if proc.poll() is not None:
+            return True
+        try:
+            socket.create_connection((self.state["bridge_ip"], self.state["port"]), timeout=1).close()
+        except OSError:
+            return False
+        return True
 
     def _wait_ready(self, node: str, timeout=BOOT_TIMEOUT):
         """Wait for sshd's banner, then for systemd to finish booting (running or degraded)."""
         rec = self.state["nodes"][node]
         deadline = time.monotonic() + timeout
-        while True:
-            if not self.node_running(node):
-                raise TestbedError(
-                    f"node {node} (systemd-nspawn pid {rec.get('pid')}) exited while "
-                    f"booting: see {rec['log']}"
-                )
-            with contextlib.suppress(OSError), socket.create_connection((rec["address"], 22), timeout=1) as s:
-                s.settimeout(3)
-                if s.recv(4).startswith(b"SSH-"):
-                    break
-            if time.monotonic() > deadline:
-                raise TestbedError(
-                    f"node {node} ({rec['address']}) has no sshd after {timeout} s: see {rec['log']}"
-                )
-            time.sleep(0.2)
-        left = max(5, int(deadline - time.monotonic()))
+        if not busy.wait_until(lambda: self._sshd_answers(node), timeout):
+            raise TestbedError(
+                f"node {node} ({rec['address']}) has no sshd after {timeout} s: see {rec['log']}"
+            )
+        left = max(busy.PATIENCE_S, int(deadline - time.monotonic()))
         proc = self.ssh(node, "systemctl is-system-running --wait", check=False, timeout=left + 10)
         state = proc.stdout.strip()
         if state not in ("running", "degraded"):
@@ -552,6 +547,18 @@ class Testbed:
         rec["leader"] = next(iter(children_of(int(rec["pid"]))), None)
         rec["leader_start"] = proc_start_time(rec["leader"]) if rec["leader"] else None
         self._save()
+
+    def _sshd_answers(self, node: str) -> bool:
+        """Whether the node's sshd sends its banner; raises if the node exited while booting."""
+        rec = self.state["nodes"][node]
+        if not self.node_running(node):
+            raise TestbedError(
+                f"node {node} (systemd-nspawn pid {rec.get('pid')}) exited while booting: see {rec['log']}"
+            )
+        with contextlib.suppress(OSError), socket.create_connection((rec["address"], 22), timeout=1) as s:
+            s.settimeout(3)
+            return s.recv(4).startswith(b"SSH-")
+        return False
 
     def _cuda_repo_vars(self) -> dict:
         repo = self.state.get("cuda_repo")

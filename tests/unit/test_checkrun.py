@@ -19,6 +19,7 @@ import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.check import bundle
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.check import run as check_run
+from tests import busy
 from tests.testbed import stand_in_smi
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -75,14 +76,16 @@ esac
         "nvidia_smi": str(tmp_path / "nvidia-smi"),
         "sysfs_root": str(SYSFS / "ndr8_healthy"),
         "textfile_dir": str(tmp_path / "prom"),
-        "timeout": 2,
+        # wireup-check's wait for its nvidia-smi reads: the stand-in answers at once, but 2 s
+        # killed its `cat` under 16 busy loops; a hang is its own test (2 s there).
+        "timeout": busy.PATIENCE_S,
         "slurm_node": "gpu-a01",
     }
     (tmp_path / "check.json").write_text(json.dumps(config))
     return tmp_path
 
 
-def run(node, *args, stdin="", env=None, timeout=60):
+def run(node, *args, stdin="", env=None, timeout=busy.HANG_S):
     argv = [PYTHON, "-S", "-I", str(node / "wireup-check"), "--config", str(node / "check.json"), *args]
     return subprocess.run(
         argv, input=stdin, capture_output=True, text=True, check=False, timeout=timeout, env=env
@@ -120,7 +123,7 @@ def test_every_module_of_the_bundle_imports_with_the_standard_library_alone(tmp_
         capture_output=True,
         text=True,
         check=False,
-        timeout=60,
+        timeout=busy.HANG_S,
     )
     assert done.returncode == 0, done.stderr[-2000:]
 
@@ -201,12 +204,13 @@ def test_bad_settings_fail_closed(node):
 def test_a_hung_or_missing_nvidia_smi_fails_and_names_it(node):
     assert run(node, "--write-baseline", "--manual").returncode == 0
     (node / "smi/hang").write_text("")
+    conf = json.loads((node / "check.json").read_text())
+    (node / "check.json").write_text(json.dumps(dict(conf, timeout=2)))  # every read hangs: 2 s is enough
     hung = run(node)
     assert (
         hung.returncode == 1 and "nvidia-smi topo -m did not answer: still running after 2 s" in hung.stdout
     )
     (node / "smi/hang").unlink()
-    conf = json.loads((node / "check.json").read_text())
     (node / "check.json").write_text(json.dumps(dict(conf, nvidia_smi=str(node / "absent"))))
     gone = run(node)
     assert (
@@ -465,7 +469,7 @@ def test_a_fifo_or_a_link_at_the_textfile_neither_blocks_nor_is_followed(node):
     read of the old text (before the drain); the link was replaced already."""
     prom = node / "prom/wireup_check.prom"
     os.mkfifo(prom)
-    done = run(node, timeout=20)
+    done = run(node)  # the FIFO hung it for ever: run's guard (busy.HANG_S) ends that test
     assert done.returncode == 0 and stat.S_ISREG(os.lstat(prom).st_mode)
     victim = node / "root-only"
     victim.write_text("secret\n")

@@ -16,6 +16,8 @@ import tarfile
 import pytest
 import yaml
 
+from tests import busy
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(sys.executable).parent
 FQCN = "wireup.cluster."
@@ -152,7 +154,7 @@ def artifact(tmp_path_factory):
     out = tmp_path_factory.mktemp("collection")
     subprocess.run(
         [str(BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(out), str(ROOT)],
-        cwd=ROOT, capture_output=True, text=True, check=True, timeout=120,
+        cwd=ROOT, capture_output=True, text=True, check=True, timeout=busy.HANG_S,
     )  # fmt: skip
     [built] = out.glob("wireup-cluster-*.tar.gz")
     return built
@@ -278,7 +280,7 @@ def test_ansible_doc_renders_every_filter_and_the_callback():
     for kind, plugins in (("filter", names), ("callback", ["wireup.cluster.wireup_run"])):
         shown = subprocess.run(
             [str(BIN / "ansible-doc"), "-t", kind, "--json", *plugins],
-            cwd=ROOT, capture_output=True, text=True, check=False, timeout=300,
+            cwd=ROOT, capture_output=True, text=True, check=False, timeout=busy.HANG_S,
         )  # fmt: skip
         assert shown.returncode == 0 and "[ERROR]" not in shown.stderr, shown.stderr
         assert set(json.loads(shown.stdout)) == set(plugins)
@@ -294,7 +296,7 @@ def test_changelog_md_is_what_antsibull_changelog_makes_of_changelog_yaml(tmp_pa
     made = tmp_path / "CHANGELOG.md"
     subprocess.run(
         [str(BIN / "antsibull-changelog"), "generate", "--output", str(made), "--output-format", "md"],
-        cwd=tmp_path, capture_output=True, text=True, check=True, timeout=120,
+        cwd=tmp_path, capture_output=True, text=True, check=True, timeout=busy.HANG_S,
     )  # fmt: skip
     assert (ROOT / "CHANGELOG.md").read_text() == made.read_text()
 
@@ -348,7 +350,7 @@ def test_roles_read_module_facts_without_injected_fact_variables(tmp_path, injec
         env["ANSIBLE_INJECT_FACT_VARS"] = inject
     run = subprocess.run(
         [str(BIN / "ansible-playbook"), "-i", "inventory.yml", "play.yml"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=300,
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=busy.HANG_S,
     )  # fmt: skip
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:]

@@ -11,6 +11,7 @@ import pytest
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_fabric, torchrun_launch
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import nics as probe_nics
+from tests import busy
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 LOGS = FIXTURES / "ncclinfo"
@@ -592,7 +593,9 @@ def test_a_second_fabric_run_in_the_same_second_never_replaces_the_first(tmp_pat
     root = pathlib.Path(__file__).resolve().parents[2]
     fabric_dir = tmp_path / "fabric"
     now = time.time()
-    taken = [results.new_run_id(now + s) for s in range(0, 30)]
+    # Every second the module could name its run by: from now to its hang guard (a 30 s window
+    # was outrun when the machine was busy: the module started 60 s later and took a free id).
+    taken = [results.new_run_id(now + s) for s in range(0, busy.HANG_S + 1)]
     for run_id in taken:  # earlier runs with every id this run could pick
         (fabric_dir / run_id).mkdir(parents=True)
         (fabric_dir / run_id / "fabric.json").write_text('{"first": true}')
@@ -607,7 +610,7 @@ def test_a_second_fabric_run_in_the_same_second_never_replaces_the_first(tmp_pat
         env=dict(os.environ, ANSIBLE_CALLBACK_RESULT_FORMAT="json"),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=busy.HANG_S,
         check=False,
     )
     assert out.returncode == 0, out.stdout + out.stderr

@@ -13,6 +13,7 @@ import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import shape
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import gpu_trial
+from tests import busy
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "roles" / "gpu_trial" / "files" / "gpu_fingerprint.py"
 spec = importlib.util.spec_from_file_location("gpu_fingerprint", SCRIPT)
@@ -150,7 +151,7 @@ def test_the_program_in_cpu_test_mode():
         [sys.executable, str(SCRIPT), "--device", "cpu", "--seconds", "0.2", "--gpus", "0,1"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=busy.HANG_S,
         check=True,
     )
     took = time.monotonic() - start
@@ -159,7 +160,10 @@ def test_the_program_in_cpu_test_mode():
     # The one typed definition the store checks a node's document against (gpurecord, issue 35).
     assert shape.problem(doc, gpu_trial.FingerprintDoc, "fingerprint") == ""
     assert doc["sets"] == ["gemm", "hbm", "pcie"] and set(doc["set_seconds"]) == {"gemm", "hbm", "pcie"}
-    assert doc["elapsed_s"] <= took < 3 * 0.2 + 60  # the windows, plus a loaded machine
+    # Each set kept its window (0.2 s of the program's own clock: a floor, whatever the load), and
+    # the program's own elapsed time holds them; the wall clock around it only bounds it from above.
+    assert all(doc["set_seconds"][s] >= 0.2 for s in doc["sets"]), doc["set_seconds"]
+    assert sum(doc["set_seconds"].values()) <= doc["elapsed_s"] <= took
     assert [g["index"] for g in doc["gpus"]] == [0, 1] and doc["errors"] == []
     for gpu in doc["gpus"]:
         assert set(gpu["figures"]) == {

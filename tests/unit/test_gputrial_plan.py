@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import gpu_trial, preflight
+from tests import busy
 from tests.unit.test_layout import ROOT
 
 DEFAULTS = yaml.safe_load((ROOT / "roles/gpu_trial/defaults/main.yml").read_text())
@@ -293,7 +294,7 @@ def test_the_run_filter_under_ansible_takes_lazy_facts_and_settings(tmp_path):
         env=dict(os.environ, ANSIBLE_PYTHON_INTERPRETER=sys.executable),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=busy.HANG_S,
         check=False,
     )
     assert out.returncode == 0, out.stdout + out.stderr

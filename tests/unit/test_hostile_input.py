@@ -28,6 +28,7 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import
     slurm_health_check,
     torchrun_launch,
 )
+from tests import busy
 
 MARKER = "PWNED"
 FRAGMENTS = [
@@ -105,7 +106,7 @@ def _run_launch(ctx, top):
         cwd=top,
         capture_output=True,
         env=dict(os.environ, WIREUP_RUN_ID="t1"),
-        timeout=30,
+        timeout=busy.HANG_S,
         check=False,
     )
     assert not (top / MARKER).exists(), "a payload ran"

@@ -15,6 +15,8 @@ import sys
 
 import yaml
 
+from tests import busy
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(sys.executable).parent
 
@@ -42,7 +44,7 @@ def _fetch(tmp_path, src, dest):
         text=True,
         env=dict(os.environ, ANSIBLE_PYTHON_INTERPRETER=sys.executable),
         preexec_fn=lambda: os.umask(0o022),
-        timeout=120,
+        timeout=busy.HANG_S,
         check=False,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

@@ -4,6 +4,7 @@ The "worker" below mimics torchrun's: started in a session of its own (setsid), 
 run's process group does not reach it; stop must find it by the run's WIREUP_JOB_TAG.
 """
 
+import contextlib
 import json
 import os
 import pathlib
@@ -14,6 +15,8 @@ import subprocess
 import time
 
 import pytest
+
+from tests import busy
 
 JOBCTL = pathlib.Path(__file__).resolve().parents[2] / "roles" / "torchrun_launch" / "files" / "wireup-jobctl"
 
@@ -29,7 +32,7 @@ def make_job(tmp_path, body):
 
 def jobctl(*args, check=True):
     result = subprocess.run(
-        [str(JOBCTL), *map(str, args)], check=False, capture_output=True, text=True, timeout=60
+        [str(JOBCTL), *map(str, args)], check=False, capture_output=True, text=True, timeout=busy.HANG_S
     )
     if check:
         assert result.returncode == 0, result.stderr
@@ -37,7 +40,13 @@ def jobctl(*args, check=True):
 
 
 def status(job, run, wait=0):
+    """The run's status line; with ``wait``, once it ended (jobctl waits at most that long)."""
     return json.loads(jobctl("status", job, run, wait).stdout)
+
+
+def ended(job, run):
+    """The status once the run ended: jobctl's own wait, generous (it returns at the end)."""
+    return status(job, run, busy.PATIENCE_S)
 
 
 def tagged(job, run):
@@ -60,7 +69,8 @@ def cleanup():
     for job, run in runs:
         jobctl("stop", job, run, 1, check=False)
         for pid in tagged(job, run):
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # it may end between the look and the kill
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_jobctl_is_shellcheck_clean():
@@ -79,7 +89,7 @@ def test_a_run_that_exits_reports_its_code_and_log(tmp_path, cleanup):
     )
     cleanup.append((job, "r1"))
     assert "started run r1" in jobctl("start", job, "r1").stdout
-    st = status(job, "r1", 10)
+    st = ended(job, "r1")
     assert st["state"] == "exited"
     assert st["rc"] == 3
     assert st["log"] == f"{job}/logs/r1.log"
@@ -91,9 +101,7 @@ def test_stop_ends_the_group_and_workers_in_their_own_sessions(tmp_path, cleanup
     job = make_job(tmp_path, "setsid sleep 300 </dev/null >/dev/null 2>&1 &\nsleep 300\n")
     cleanup.append((job, "r2"))
     jobctl("start", job, "r2")
-    deadline = time.time() + 10
-    while len(tagged(job, "r2")) < 3 and time.time() < deadline:
-        time.sleep(0.1)
+    busy.wait_until(lambda: len(tagged(job, "r2")) >= 3, every=0.1)
     assert status(job, "r2")["state"] == "running"
     before = tagged(job, "r2")
     assert len(before) >= 3  # the wrapper, launch.sh's sleep and the worker
@@ -111,7 +119,7 @@ def test_a_killed_run_is_reported_lost(tmp_path, cleanup):
     jobctl("start", job, "r3")
     pgid = int((job / "runs" / "r3" / "pgid").read_text())
     os.killpg(pgid, signal.SIGKILL)
-    st = status(job, "r3", 5)
+    st = ended(job, "r3")
     assert st["state"] == "lost"
     assert st["rc"] is None
 
@@ -126,7 +134,7 @@ def test_a_run_log_and_state_are_the_job_users_only(tmp_path, cleanup):
     job = make_job(tmp_path, 'echo hi >>"$WIREUP_JOB_LOG"\n')
     cleanup.append((job, "r5"))
     jobctl("start", job, "r5")
-    assert status(job, "r5", 10)["state"] == "exited"
+    assert ended(job, "r5")["state"] == "exited"
     assert stat.S_IMODE((job / "logs" / "r5.log").stat().st_mode) == 0o640
     assert stat.S_IMODE((job / "runs" / "r5" / "rc").stat().st_mode) == 0o640
 
@@ -137,7 +145,7 @@ def test_latest_and_list(tmp_path, cleanup):
     for run in ("b-first", "a-second"):  # newest by start time, not by name
         cleanup.append((job, run))
         jobctl("start", job, run)
-        status(job, run, 10)
+        ended(job, run)
         time.sleep(0.05)
     assert jobctl("latest", job).stdout.strip() == "a-second"
     rows = [json.loads(line) for line in jobctl("list", job.parent).stdout.splitlines()]
@@ -181,9 +189,7 @@ def test_stop_answers_with_the_final_status_and_status_with_the_log_tail(tmp_pat
     job = make_job(tmp_path, 'for i in 1 2 3 4; do echo "line $i" >>"$WIREUP_JOB_LOG"; done\nsleep 300\n')
     cleanup.append((job, "r7"))
     jobctl("start", job, "r7")
-    deadline = time.time() + 10
-    while "line 4" not in (job / "logs" / "r7.log").read_text() and time.time() < deadline:
-        time.sleep(0.1)
+    busy.wait_until(lambda: "line 4" in (job / "logs" / "r7.log").read_text(), every=0.1)
     said, line, *tail = [*jobctl("status", job, "r7", 0, 2).stdout.splitlines(), ""]
     assert json.loads(said)["state"] == "running"
     assert [line, *tail][:2] == ["line 3", "line 4"]
@@ -212,7 +218,7 @@ def test_systemd_unit_names_differ_for_one_job_in_two_base_dirs(tmp_path):
         job = make_job(tmp_path / base, "echo hi\n")
         # The fake starts nothing, so start then says the run did not start (rc 2): the names matter here.
         subprocess.run(
-            [str(JOBCTL), "start", job, "r1"], check=False, env=env, capture_output=True, timeout=60
+            [str(JOBCTL), "start", job, "r1"], check=False, env=env, capture_output=True, timeout=busy.HANG_S
         )
         units.append((job / "runs" / "r1" / "unit").read_text().strip())
     assert units[0] != units[1]
@@ -230,7 +236,7 @@ def test_a_slurm_run_is_recorded_listed_and_its_leftovers_stopped(tmp_path, clea
     record = json.dumps({"hosts": ["node1"], "master": "node1", "slurm_job_id": "42"})
     result = subprocess.run(
         [str(JOBCTL), "record", str(job), run, "42"], env=dict(os.environ, WIREUP_RUN_RECORD=record),
-        capture_output=True, text=True, check=True, timeout=60,
+        capture_output=True, text=True, check=True, timeout=busy.HANG_S,
     )  # fmt: skip
     assert result.stdout.startswith(f"recorded run {run} of {job}: Slurm job 42")
     assert jobctl("record", job, run, "42", check=False).returncode == 2  # once only
@@ -251,10 +257,7 @@ def test_a_slurm_run_is_recorded_listed_and_its_leftovers_stopped(tmp_path, clea
     tag = f"{job}:{run}"
     left = subprocess.Popen(["sleep", "300"], env=dict(os.environ, WIREUP_JOB_TAG=tag))
     try:
-        for _ in range(50):
-            if tagged(job, run):
-                break
-            time.sleep(0.1)
+        busy.wait_until(lambda: tagged(job, run), every=0.1)
         said = jobctl("stop", job, run, 1).stdout.splitlines()
         assert said[0] == f"stopped run {run} of {job}" and tagged(job, run) == []
         assert json.loads(said[1])["state"] == "slurm"

@@ -18,6 +18,7 @@ import time
 import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
+from tests import busy
 
 JOBCTL = pathlib.Path(__file__).resolve().parents[2] / "roles" / "torchrun_launch" / "files" / "wireup-jobctl"
 GROUP = ["node1", "node2", "node3", "node4"]
@@ -319,16 +320,14 @@ def _jobctl(*args, env=None):
         check=False,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=busy.HANG_S,
         env=dict(os.environ, WIREUP_JOBCTL_MANAGER="process", **(env or {})),
     )
     return {"rc": result.returncode, "stdout": result.stdout, "stderr": result.stderr}
 
 
 def _wait_ended(job, run_id):
-    deadline = time.monotonic() + 30
-    while not (job / "runs" / run_id / "rc").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    busy.wait_until((job / "runs" / run_id / "rc").exists, every=0.05)
 
 
 def test_wireup_jobctl_records_the_run_and_jobs_plan_follows_it(tmp_path):

@@ -4,7 +4,8 @@ import pathlib
 import socket
 import subprocess
 import sys
-import time
+
+from tests import busy
 
 LISTEN = pathlib.Path(__file__).resolve().parents[2] / "roles" / "torchrun_launch" / "files" / "wireup-listen"
 
@@ -15,22 +16,24 @@ def _free_port():
         return sock.getsockname()[1]
 
 
+def _connected(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
 def test_counts_the_workers_that_connect():
     port = _free_port()
+    # wireup-listen's own wait: it ends once both have connected, so a generous one costs nothing.
     proc = subprocess.Popen(
-        [sys.executable, str(LISTEN), str(port), "2", "20"], stdout=subprocess.PIPE, text=True
+        [sys.executable, str(LISTEN), str(port), "2", str(busy.PATIENCE_S)], stdout=subprocess.PIPE, text=True
     )
     try:
         for _ in range(2):
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    assert time.monotonic() < deadline, "wireup-listen never listened"
-                    time.sleep(0.1)
-        out, _ = proc.communicate(timeout=20)
+            assert busy.wait_until(lambda: _connected(port), every=0.1), "wireup-listen never listened"
+        out, _ = proc.communicate(timeout=busy.HANG_S)
     finally:
         proc.kill()
     assert proc.returncode == 0 and out.strip() == "2"
@@ -46,7 +49,7 @@ def test_a_port_in_use_fails_with_the_reason():
             check=False,
             capture_output=True,
             text=True,
-            timeout=30,
+            timeout=busy.HANG_S,
         )
     assert result.returncode == 1
     assert result.stderr.strip() == f"cannot listen on port {port}: Address already in use"
@@ -58,6 +61,6 @@ def test_nobody_connects_within_the_timeout():
         check=False,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=busy.HANG_S,
     )
     assert result.returncode == 0 and result.stdout.strip() == "0"

@@ -14,6 +14,7 @@ import yaml
 from ansible.plugins.filter.core import FilterModule as AnsibleCoreFilters
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
+from tests import busy
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "torchrun_launch"
@@ -151,7 +152,7 @@ def run_launch(ctx, script, *args):
     fake_venv(pathlib.Path(ctx["wireup_venv_path"]))
     env = dict(os.environ, WIREUP_RUN_ID="t1")
     result = subprocess.run(
-        [str(script), *args], check=False, capture_output=True, text=True, env=env, timeout=30
+        [str(script), *args], check=False, capture_output=True, text=True, env=env, timeout=busy.HANG_S
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()

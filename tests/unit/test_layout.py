@@ -8,6 +8,8 @@ import subprocess
 import pytest
 import yaml
 
+from tests import busy
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin"
 ENTRIES = ["site.yml", "bench.yml", "launch.yml"]
@@ -64,7 +66,7 @@ def test_entry_playbook_sees_group_vars(entry, tmp_path):
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=busy.HANG_S,
         check=False,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

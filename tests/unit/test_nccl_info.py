@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import busy
+
 REPO = Path(__file__).resolve().parents[2]
 HEADER = "#define NCCL_MAJOR 2\n#define NCCL_MINOR 28\n#define NCCL_PATCH 9\n"
 
@@ -29,7 +31,9 @@ def _info(tmp_path, **args):
         "-e", f"ansible_python_interpreter={sys.executable}",
         "-m", "wireup.cluster.wireup_nccl_info", "-a", json.dumps(args),
     ]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False, cwd=REPO)
+    proc = subprocess.run(
+        cmd, env=env, capture_output=True, text=True, timeout=busy.HANG_S, check=False, cwd=REPO
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout.split("=>", 1)[1])
 

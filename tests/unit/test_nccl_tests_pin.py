@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import nccl_tests, preflight
+from tests import busy
 
 REPO = Path(__file__).resolve().parents[2]
 # Read from a fetched NVIDIA/nccl-tests on 2026-12-01: `git rev-parse v2.19.6^{commit}`.
@@ -106,7 +107,9 @@ def _fetch(tmp_path, upstream, commit):
         "-i", str(REPO / "inventory/local.yml"), str(play),
         "-e", json.dumps({"__nccl_tests": _plan(tmp_path, upstream, commit)}),
     ]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False, cwd=REPO)
+    proc = subprocess.run(
+        cmd, env=env, capture_output=True, text=True, timeout=busy.HANG_S, check=False, cwd=REPO
+    )
     return proc.returncode, " ".join((proc.stdout + proc.stderr).split())
 
 

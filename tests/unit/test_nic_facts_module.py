@@ -6,6 +6,8 @@ import pathlib
 import subprocess
 import sys
 
+from tests import busy
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TREE = ROOT / "tests/fixtures/sysfs/ndr8_one_rail_hdr_one_down"
 
@@ -32,7 +34,7 @@ def test_module_returns_the_fact_in_check_mode():
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=busy.HANG_S,
         check=False,
     )
     assert out.returncode == 0, out.stdout + out.stderr

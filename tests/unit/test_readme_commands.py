@@ -45,6 +45,7 @@ import pytest
 import yaml
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import runsummary
+from tests import busy
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PAGES = [
@@ -460,7 +461,7 @@ def list_tags(needs: dict) -> tuple[dict, dict]:
     }
     tags, runs = {}, {}
     for inventory, proc in procs.items():
-        output = proc.communicate(timeout=300)[0]
+        output = proc.communicate(timeout=busy.HANG_S)[0]
         runs[inventory] = (proc.returncode, output)
         for playbook, found in parse_list_tags(output).items():
             tags.setdefault(playbook, set()).update(found)

@@ -15,6 +15,7 @@ import yaml
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
+from tests import busy
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NCCL = ROOT / "tests/fixtures/nccltests"
@@ -109,7 +110,7 @@ def test_store_module_redacts_listed_names_and_writes_private_files(tmp_path):
         [str(pathlib.Path(sys.executable).with_name("ansible")), "-i", "localhost,", "-c", "local",
          "-e", f"ansible_python_interpreter={sys.executable}", "localhost",
          "-m", "wireup.cluster.wireup_bench_store", "-a", json.dumps(args)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=busy.HANG_S, check=False,
         preexec_fn=lambda: os.umask(0o022),
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr

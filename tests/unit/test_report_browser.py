@@ -22,6 +22,7 @@ from html.parser import HTMLParser
 import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
+from tests import busy
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "docs/example-h200x2/healthy"
@@ -95,7 +96,7 @@ def browse(pages, folder):
             [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              f"--user-data-dir={profile}", "--virtual-time-budget=3000", "--dump-dom", page.as_uri()],
-            capture_output=True, text=True, timeout=60, check=True,
+            capture_output=True, text=True, timeout=busy.HANG_S, check=True,
         )  # fmt: skip
     dom = _Dom()
     dom.feed(out.stdout)

@@ -12,6 +12,7 @@ import sys
 import yaml
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
+from tests import busy
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(sys.executable).parent
@@ -47,7 +48,7 @@ def _check(tmp_path, plan):
     }
     return subprocess.run(
         [str(BIN / "ansible-playbook"), "-i", "inventory.yml", "play.yml", "-e", "@plan.json"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=300,
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=busy.HANG_S,
     )  # fmt: skip
 
 
@@ -111,7 +112,7 @@ def _play(tmp_path, callback):
     env |= {"ANSIBLE_STDOUT_CALLBACK": callback} if callback else {}
     run = subprocess.run(
         [str(BIN / "ansible-playbook"), "-i", "inventory.yml", "plays.yml"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=300,
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=busy.HANG_S,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
     return run.stdout

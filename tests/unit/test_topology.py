@@ -7,6 +7,7 @@ import pathlib
 import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import topology
+from tests import busy
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 H200 = FIXTURES / "h200x2"
@@ -412,7 +413,7 @@ def run_module(tmp_path, folder, args):
         "-a",
         json.dumps({"nvidia_smi": str(smi), "read_kernel_log": False, "read_lspci": False, **args}),
     ]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=busy.HANG_S, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # Ad hoc output is "localhost | SUCCESS => {...}".
     return json.loads(proc.stdout.split("=>", 1)[1])
@@ -503,7 +504,9 @@ def run_role(tmp_path, folder, present=True, pci_count=2, extra=()):
         "gpu_topology_read_kernel_log=false",
         *extra,
     ]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False, cwd=root)
+    proc = subprocess.run(
+        cmd, env=env, capture_output=True, text=True, timeout=busy.HANG_S, check=False, cwd=root
+    )
     return proc.returncode, proc.stdout + proc.stderr
 
 

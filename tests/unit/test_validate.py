@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import checks
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import bench_settings
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import preflight
+from tests import busy
 
 GOOD_PINS = {
     "nvidia_driver_branch": "580",
@@ -690,7 +691,7 @@ def test_ansible_playbook_on_a_missing_inventory_says_so():
         env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=busy.HANG_S,
         check=False,
     )
     assert result.returncode != 0
