@@ -41,10 +41,9 @@ import os
 import re
 import time
 
-from ..capability import gpu_trial
+from ..capability import gpu_trial, node_check
 from ..core import atomicfile, redact, shape
 from ..judge import bandwidth, benchenv, ddp_step
-from ..plans import node_check
 from ..probe import bench_output
 from ..probe.health import finding
 
