@@ -25,6 +25,7 @@ from ..judge import bandwidth, benchenv, ddp_step
 from ..probe import bench_output
 from ..render import markdown
 from ..render.markdown import md_table, md_text, save_figure
+from ..store.results import is_gpu_less
 
 SEVERITY_ORDER = ("critical", "warning", "info")
 _NV = re.compile(r"^NV(\d+)$")
@@ -292,8 +293,6 @@ def judged_on(records):
     """The sentence saying what this run's verdicts were judged on, for the nodes it has: GPU
     nodes against their slowest GPU-GPU link, GPU-less nodes (results.is_gpu_less) on their gloo
     all-reduce against their own last passing run."""
-    from ..store.results import is_gpu_less
-
     if records and all(r.get("kind") == node_check.KIND for r in records.values()):
         return (
             "Verdicts are the quick node check's: wireup-check compared each node with the baseline "
