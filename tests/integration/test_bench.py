@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import ddp_step
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import runsummary
 
 from .harness import run_playbook
 
@@ -123,7 +124,8 @@ def _bench_twice(testbed, nodes, results_dir):
         assert rec["collectives"] == {}
         assert rec["tuned_env"]["present"] and not rec["tuned_env"]["used"]
         assert rec["tuned_env"]["values"] == {"NCCL_MIN_NCHANNELS": "4"}
-        assert rec["baseline"] == {}
+        # Issue 38: the first run says it recorded the baseline and compared nothing.
+        assert rec["baseline"] == {"state": "recorded", "run_id": ""}
     # The gloo figure records the environment its processes saw: default NCCL (the tuned file on
     # the nodes was not sourced), launch.sh's interface variables.
     env = multi[0]["env"]
@@ -137,7 +139,7 @@ def _bench_twice(testbed, nodes, results_dir):
     assert steps[0] == steps[1] == steps[2]
     check_stepcost(steps[0], 3)
 
-    check_baselines_and_textfiles(testbed, nodes, run.name, out)
+    check_baselines_and_textfiles(testbed, nodes, run.name, out, compared=0)
 
     # Reported: Markdown with the torch table, HTML with every plot inline, a valid PNG.
     md = (run / "report.md").read_text()
@@ -150,12 +152,16 @@ def _bench_twice(testbed, nodes, results_dir):
     assert images and all(src.startswith("data:image/png;base64,") for src in images)
     assert base64.b64decode(images[0].split(",", 1)[1]).startswith(PNG_MAGIC)
     assert (run / "torch.png").read_bytes().startswith(PNG_MAGIC)
+    # Issue 38: the first screen says the baseline was recorded; no GPU advice from the CPU run.
+    said = f"Baseline: {', '.join(nodes)}: {RECORDED}."
+    assert said in md.split("## Summary")[0] and said in page
+    assert not [w for w in GPU_ONLY_ADVICE if w in md.split("What communication costs a DDP step")[1]]
 
     # One summary line per host, and the report's path.
     for node in nodes:
-        assert f"'{node}: PASS - " in out, node
-        assert re.search(rf"'{node}: PASS - .*; no passing baseline'", out), node
+        assert f"'{node}: PASS, {RECORDED} - " in out, node
     assert f"bench report: {run}/report.html" in out
+    check_make_run_summary(results_dir, result.stdout, nodes, f"PASS, {RECORDED}")
 
     # A second run gets its own folder; the first one is untouched. Asked for, the tuned env is
     # used, and the figure says so; each node is compared with its first run, and the summary
@@ -177,10 +183,35 @@ def _bench_twice(testbed, nodes, results_dir):
     again_out = " ".join(again.stdout.split())
     for node in nodes:
         assert re.search(
-            rf"'{node}: (PASS|WARN) - .*; baseline {run.name} \(torch multi_node [0-9.]+ vs [0-9.]+ GB/s at "
-            r"16M, [+-]\d+%\)'",
+            rf"'{node}: (PASS|WARN), compared with run {run.name} - .*; against run {run.name}: torch "
+            r"multi_node [0-9.]+ vs [0-9.]+ GB/s at 16M, [+-]\d+%'",
             again_out,
         ), again_out[-3000:]
+    for node, rec in records.items():
+        assert rec["baseline"]["state"] == "compared" and rec["baseline"]["run_id"] == run.name, node
+    md = (runs[1] / "report.md").read_text()
+    assert f"Baseline: {', '.join(nodes)}: compared with run {run.name}." in md.split("## Summary")[0]
+    check_make_run_summary(results_dir, again.stdout, nodes, f", compared with run {run.name}")
+    for node in nodes:
+        prom = testbed.ssh(node, f"cat {TEXTFILES}/wireup_bench.prom").stdout
+        assert f'wireup_bench_baseline_compared{{host="{node}"}} 1' in prom, node
+
+
+RECORDED = "baseline recorded (first passing run: nothing compared)"
+GPU_ONLY_ADVICE = ("bucket_cap_mb", "not the wire", "the wire is the limit", "faster links", "hook cuts")
+
+
+def check_make_run_summary(results_dir, bench_output, nodes, said):
+    """`make run`'s summary (wireup.report.runsummary) from this bench.yml's own output as its bench.log:
+    each node's bench cell says what its verdict was compared with."""
+    run = results_dir / f"run-{len(list(results_dir.glob('run-*')))}"
+    run.mkdir()
+    (run / "phases.tsv").write_text("bench\t0\t60\n")
+    (run / "bench.log").write_text(bench_output)
+    lines = runsummary.summary(str(run), str(results_dir))
+    for node in nodes:
+        [row] = [line for line in lines if line.startswith(f"  {node} ")]
+        assert said in row, lines
 
 
 BASELINE = "/var/lib/wireup/check/baseline.json"  # node_check_baseline
@@ -188,7 +219,7 @@ TEXTFILES = "/var/lib/prometheus/node-exporter"  # node_check_textfile_dir (node
 CHECK = "/usr/local/sbin/wireup-check"
 
 
-def check_baselines_and_textfiles(testbed, nodes, run_id, out):
+def check_baselines_and_textfiles(testbed, nodes, run_id, out, compared=None):
     """Issue 26: after the run, every PASSing node keeps it as its quick-check baseline (0640, root,
     the run's id) and has its figures for node_exporter (wireup_bench.prom, 0644)."""
     for node in nodes:
@@ -202,6 +233,8 @@ def check_baselines_and_textfiles(testbed, nodes, run_id, out):
         assert [(p["name"], p["watched"]) for p in doc["node"]["ports"]] == [("host0", True)]
         prom = testbed.ssh(node, f"cat {TEXTFILES}/wireup_bench.prom").stdout
         assert f'wireup_bench_verdict{{host="{node}",verdict="PASS"}} 1' in prom
+        if compared is not None:
+            assert f'wireup_bench_baseline_compared{{host="{node}"}} {compared}' in prom
         assert (
             f'wireup_bench_torch_busbw_bytes_per_second{{host="{node}",run="multi_node",backend="gloo"'
             in prom
@@ -289,6 +322,10 @@ def check_stepcost(figures, world):
         assert fig["compute_ms"] <= entry["step_ms"] * 1.25, (hook, fig)
     assert fig["share"] == fig["hooks"]["none"]["share"]
     assert fig["sentence"].startswith(("Communication is ", "The full DDP step")), fig["sentence"]
+    # Issue 38: a CPU run over gloo says what it shows and advises nothing that holds only on GPUs.
+    assert fig["device"] == "cpu" and not [w for w in GPU_ONLY_ADVICE if w in fig["sentence"]], fig[
+        "sentence"
+    ]
     assert fig["verdict"] == "PASS"
 
 

@@ -176,15 +176,17 @@ def test_a_quick_run_is_gathered_stored_and_reported_like_a_bench_run(tmp_path):
     assert verdicts == {"n1": "PASS", "n2": "FAIL", "n3": "FAIL", "n4": "UNREACHABLE"}
     assert {r["kind"] for r in records.values()} == {"quick"}
     stored = results.load_record(pathlib.Path(run_dir) / "n2.json")
-    assert stored["node_check"]["verdict"] == "FAIL" and stored["baseline"] == {}
+    assert stored["node_check"]["verdict"] == "FAIL" and stored["baseline"] == {"state": "none", "run_id": ""}
     [nic] = [f for f in stored["findings"] if f["source"] == "node_check"]
     assert nic["code"] == "node_check_nic" and nic["severity"] == "critical" and nic["part"] == "NIC mlx5_0:1"
     lines = [assemble.summary_line(records[h]) for h in sorted(records)]
     assert lines[:2] == [
-        "n1: PASS - 0 GPU(s), 1 NIC port(s) as at the last passing bench x (0.3 s)",
-        "n2: FAIL - NIC mlx5_0:1 missing (was up) (0.4 s)",
+        "n1: PASS, nothing compared (no passing run to compare with) - 0 GPU(s), 1 NIC port(s) as at the "
+        "last passing bench x (0.3 s)",
+        "n2: FAIL, nothing compared (no passing run to compare with) - NIC mlx5_0:1 missing (was up) (0.4 s)",
     ]
-    assert lines[2].startswith("n3: FAIL - no quick-check result") and "ssh: timed out" in lines[3]
+    assert lines[2].startswith("n3: FAIL, nothing compared (no passing run to compare with) - no quick-check")
+    assert "ssh: timed out" in lines[3]
     paths = assemble.write_report(run_dir, run_id, records)
     md = pathlib.Path(paths["md"]).read_text()
     assert md.startswith(f"# wireup quick check report: run {run_id}")

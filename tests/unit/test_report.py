@@ -82,15 +82,18 @@ def test_failed_binary_and_degraded_rerun_fail_against_expectation_and_baseline(
     codes = {(f["source"], f["code"]) for f in rec["findings"]}
     assert ("expectation", "bench_below_expected") in codes
     assert ("baseline", "baseline_busbw_drop") in codes
-    assert rec["baseline"] == {"run_id": "20261129T100000Z"}
+    assert rec["baseline"] == {"state": "compared", "run_id": "20261129T100000Z"}
     assert "NCCL_P2P_DISABLE=1" not in assemble.summary_line(rec)
-    assert assemble.summary_line(rec).startswith("gpu-a01: FAIL - all_gather PASS")
+    line = assemble.summary_line(rec)
+    assert line.startswith("gpu-a01: FAIL, compared with run 20261129T100000Z - all_gather PASS"), line
 
 
 def test_skipped_gpu_less_node_is_na():
     rec = results.build_record("cpu-1", "20261129T100000Z", {"skipped": "no NVIDIA GPU"})
     assert rec["verdict"] == "N/A"
-    assert assemble.summary_line(rec) == "cpu-1: N/A - no NVIDIA GPU"
+    assert assemble.summary_line(rec) == (
+        "cpu-1: N/A, nothing compared (no passing run to compare with) - no NVIDIA GPU"
+    )
 
 
 def _run(tmp_path, records):
@@ -162,11 +165,12 @@ def test_json_output_preferred_and_failed_host():
 def test_store_run_compares_with_last_pass(tmp_path):
     root = str(tmp_path)
     rid, _, recs = results.store_run(root, "20261129T100000Z", {"gpu-a01": good_node()})
-    assert recs["gpu-a01"]["verdict"] == "PASS" and recs["gpu-a01"]["baseline"] == {}
+    assert recs["gpu-a01"]["verdict"] == "PASS"
+    assert recs["gpu-a01"]["baseline"] == {"state": "recorded", "run_id": ""}
     bad = node("h200x2_v2.19.6_all_reduce_perf_p2p_disabled.txt")
     rid2, run_dir, recs = results.store_run(root, "20261129T100000Z", {"gpu-a01": bad})
     assert rid2 == "20261129T100000Z-2"  # same second: a new folder, the first run untouched
-    assert recs["gpu-a01"]["baseline"] == {"run_id": rid}
+    assert recs["gpu-a01"]["baseline"] == {"state": "compared", "run_id": rid}
     assert any(f["code"] == "baseline_busbw_drop" for f in recs["gpu-a01"]["findings"])
     assert (pathlib.Path(run_dir) / "gpu-a01.json").exists()
     assert results.read_host(root, rid, "gpu-a01")["verdict"] == "PASS"
@@ -180,10 +184,11 @@ def test_summary_line_of_a_cpu_node_with_the_cluster_run():
     line = assemble.summary_line(results.build_record("node1", "20261129T100000Z", n))
     # Issue 12: a GPU-less node is judged on its gloo run (it used to be N/A forever).
     assert line.startswith(
-        "node1: PASS - no NVIDIA GPU: GPU benchmarks skipped; torch multi_node (3 ranks, gloo)"
+        "node1: PASS, baseline recorded (first passing run: nothing compared) - no NVIDIA GPU: GPU "
+        "benchmarks skipped; torch multi_node (3 ranks, gloo)"
     )
     assert "GB/s at 4M" in line
-    assert line.endswith("no passing baseline")
+    assert line.endswith("findings 0 critical/0 warning")
 
 
 # --- issue 12, item 6: a GPU-less node's verdict, against its own history ---------------------------
@@ -219,7 +224,8 @@ def test_gpu_less_node_passes_then_is_compared_with_its_last_pass(tmp_path):
     assert rec["verdict"] == "PASS" and rec["baseline"]["run_id"] == first_id
     assert rec["baseline"]["torch"]["multi_node"]["change"] == pytest.approx(0.0)
     line = assemble.summary_line(rec)
-    assert f"baseline {first_id} (torch multi_node " in line and "GB/s at 4M, +0%)" in line, line
+    assert line.startswith(f"node1: PASS, compared with run {first_id} - "), line
+    assert line.endswith("GB/s at 4M, +0%") and f"; against run {first_id}: torch multi_node " in line, line
 
 
 def test_gpu_less_node_slower_than_its_last_pass_warns(tmp_path):
@@ -230,7 +236,7 @@ def test_gpu_less_node_slower_than_its_last_pass_warns(tmp_path):
     assert rec["verdict"] == "WARN", rec["findings"]
     [drop] = [f for f in rec["findings"] if f["code"] == "baseline_busbw_drop"]
     assert drop["severity"] == "warning" and "50% below" in drop["message"]
-    assert "-50%)" in assemble.summary_line(rec)
+    assert assemble.summary_line(rec).endswith("-50%")
     # A WARN is no baseline: the next run is still compared with the first.
     _, _, third = results.store_run(root, "20261129T120000Z", {"node1": _cpu_node()})
     assert third["node1"]["baseline"]["run_id"] == "20261129T100000Z"

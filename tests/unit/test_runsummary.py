@@ -104,8 +104,9 @@ def test_the_bench_run_and_the_job_are_the_ones_the_logs_name_inside_the_results
     log = f"    - 'bench report: {bench}/report.html (Markdown: {bench}/report.md)'\n"
     report, records = runsummary.bench_records(log, str(results))
     assert report == f"{bench}/report.html" and sorted(records) == ["node1", "node2"]
-    assert runsummary.bench_cell(records["node2"]) == "FAIL: all_reduce: busbw 3 GB/s, 1% of 300"
-    assert runsummary.bench_cell(records["node1"]) == "PASS"
+    nothing = "nothing compared (no passing run to compare with)"
+    assert runsummary.bench_cell(records["node2"]) == f"FAIL, {nothing}: all_reduce: busbw 3 GB/s, 1% of 300"
+    assert runsummary.bench_cell(records["node1"]) == f"PASS, {nothing}"
     assert runsummary.bench_records(log, str(tmp_path / "elsewhere")) == ("", {})  # outside the store
     assert runsummary.bench_records("bench.yml failed before its report", str(results)) == ("", {})
     said = f"    msg: 'ddp-multinode run R on node1 ...; logs and summary in {job}/'\n"
@@ -184,7 +185,7 @@ def test_a_failed_bench_says_the_whole_command_that_skips_the_failed_nodes():
 def test_values_from_the_store_are_printed_clean():
     assert runsummary.bench_cell(
         {"verdict": "FAIL", "findings": [{"severity": "critical", "message": "a\x1b[2Jb\nc"}]}
-    ) == ("FAIL: a [2Jb c")
+    ) == ("FAIL, nothing compared (no passing run to compare with): a [2Jb c")
     assert runsummary.read_phases("site\t0\t3\ngarbage\nbench\tx\t1\n") == [("site", 0, 3)]
 
 

@@ -10,6 +10,7 @@ import pathlib
 import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import ddp_step
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import markdown
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
@@ -349,3 +350,47 @@ def test_program_helpers():
     for bad in (["--hooks", "int8"], ["--warmup", "2"]):
         with pytest.raises(SystemExit):
             prog.parse_args(bad)
+
+
+# ---------------------------------------------------------------- issue 38: no GPU advice from CPU runs
+GPU_ONLY_ADVICE = (
+    "bucket_cap_mb",
+    "not the wire",
+    "the wire is the limit",
+    "faster links",
+    "hook cuts",
+    "cuts the step",
+)
+
+
+def test_a_cpu_run_over_gloo_draws_no_gpu_advice(tmp_path, monkeypatch):
+    """The testbed's figure (the real CPU capture, the group's gloo all-reduce as its reference):
+    what it shows is said, and nothing that holds only on GPUs over NCCL, in the record's sentences,
+    the summary line and the report."""
+    gloo = (FIXTURES / "nccltests" / "torch_allreduce_gloo_3ranks.txt").read_text()
+    node = {
+        "skipped": "no NVIDIA GPU: GPU benchmarks skipped",
+        "torch": {"multi_node": gloo},
+        "stepcost": {"multi_node": CPU_LOG.read_text()},
+    }
+    record = results.build_record("node1", "20261207T060000Z", node)
+    figs = record["stepcost"]["multi_node"]
+    assert [f["device"] for f in figs] == ["cpu", "cpu"] and all(f["effective"].get("ratio") for f in figs)
+    for fig in figs:
+        assert not ddp_step.advice_holds(fig)
+        assert " on cpu over gloo: DDP's gradient all-reduce ran across the 2 ranks" in fig["sentence"]
+        assert not [w for w in GPU_ONLY_ADVICE if w in fig["sentence"]], fig["sentence"]
+    line = assemble.summary_line(record)
+    assert not [w for w in GPU_ONLY_ADVICE if w in line], line
+    monkeypatch.setattr(markdown, "pyplot", lambda: None)
+    md = pathlib.Path(
+        assemble.write_report(str(tmp_path), "20261207T060000Z", {"node1": record})["md"]
+    ).read_text()
+    assert not [w for w in GPU_ONLY_ADVICE if w in md.split("What communication costs a DDP step")[1]]
+
+
+def test_the_same_figure_on_gpus_over_nccl_still_advises():
+    fig = ddp_step.figure(gpu_result(compute=40.0, none=60.0, fp16=50.0))
+    assert ddp_step.advice_holds(fig) and "cuts the step by" in fig["sentence"]
+    cpu = ddp_step.figure(dict(gpu_result(compute=40.0, none=60.0, fp16=50.0), backend="gloo", device="cpu"))
+    assert not ddp_step.advice_holds(cpu) and "cuts the step" not in cpu["sentence"]

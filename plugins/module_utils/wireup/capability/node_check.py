@@ -194,20 +194,24 @@ def _reason(check):
     return line.split(": ", 2)[-1] if line.startswith("wireup-check: ") else line
 
 
-def summary_line(record) -> str:
-    """'node1: PASS - 0 GPU(s), 1 NIC port(s) as at ... (0.4 s)'; the check's own verdict follows
-    the record's where they differ ('node3: FAIL - ERROR: the baseline ...')."""
+def summary_line(record, verdict_said=None) -> str:
+    """'node1: PASS, compared with run X - 0 GPU(s), 1 NIC port(s) as at ... (0.4 s)'; the check's
+    own verdict follows the record's where they differ ('node3: FAIL, ... - ERROR: the baseline
+    ...'). verdict_said: the verdict and what it was compared with (results.verdict_said, which
+    assemble.summary_line passes: results imports this module), else the verdict alone."""
     check = record.get("node_check") or {}
     said = record.get("skipped") or _reason(check) or "no result"
     if check and check.get("verdict") != record.get("verdict"):
         said = f"{check['verdict']}: {said}"
     took = f" ({check['seconds']:.1f} s)" if isinstance(check.get("seconds"), (int, float)) else ""
-    return f"{record.get('host', '?')}: {record.get('verdict', 'N/A')} - {said}{took}"
+    return f"{record.get('host', '?')}: {verdict_said or record.get('verdict', 'N/A')} - {said}{took}"
 
 
 def _row(host, record):
     check = record.get("node_check") or {}
-    base = check.get("baseline") or {}
+    # The record's baseline part (results.Baseline, made by results.baseline_part from this check's
+    # baseline): the one the report's summary table shows too.
+    base = record.get("baseline") or {}
     return [
         host,
         record.get("verdict", "N/A"),

@@ -202,6 +202,7 @@ _RESULT_FIELDS = (
     "bucket_cap_mb",
     "iters",
     "warmup",
+    "device",
 )
 
 
@@ -240,7 +241,29 @@ def sentence(fig):
     (by the effective bandwidth against the reference; without a reference, what is left to try).
     An overlap problem (effective busbw < OVERLAP_RATIO x reference) is named after a hook too."""
     none = (fig.get("hooks") or {}).get("none") or {}
-    return _sentence_without_comm(fig, none) or _sentence_with_comm(fig, none)
+    said = _sentence_without_comm(fig, none)
+    if said or advice_holds(fig):
+        return said or _sentence_with_comm(fig, none)
+    return _sentence_off_gpu(fig, none)
+
+
+def advice_holds(fig):
+    """The one rule for what a figure may advise (issue 38): comm hooks, bucket_cap_mb and the
+    wire against the overlap are GPU-over-NCCL questions, so only a figure measured there draws
+    them. A CPU run over gloo shows that DDP's gradient all-reduce runs across the ranks and what
+    it cost on that machine, nothing about a GPU job's communication."""
+    return fig.get("backend") == "nccl" and fig.get("device") in (None, "cuda")
+
+
+def _sentence_off_gpu(fig, none):
+    """What a figure measured off GPUs (gloo, CPU) does show, and that it advises nothing."""
+    share = none.get("share") or 0.0
+    return (
+        f"Communication is {share * 100:.0f}% of a step here ({_ms(none.get('exposed_ms'))} of "
+        f"{_ms(none['step_ms'])} ms) on {fig.get('device') or 'CPU'} over {fig.get('backend') or '?'}: "
+        f"DDP's gradient all-reduce ran across the {fig.get('world_size')} ranks and this is what it cost "
+        "on this machine, not what it would cost a GPU job over NCCL (no tuning advice from this run)."
+    )
 
 
 def _sentence_without_comm(fig, none):
@@ -445,7 +468,7 @@ def summary(record):
             else:
                 text += f"comm {_pct(fig.get('share'))} of {_ms(none['step_ms'])} ms"
                 gain = fig.get("best_gain")
-                if fig.get("best_hook") and gain is not None and gain >= HOOK_MIN_GAIN:
+                if advice_holds(fig) and fig.get("best_hook") and gain is not None and gain >= HOOK_MIN_GAIN:
                     text += f", {fig['best_hook']} hook cuts the step by {gain * 100:.0f}%"
             parts.append(text)
     return parts

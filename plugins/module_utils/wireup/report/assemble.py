@@ -25,6 +25,7 @@ from ..judge import bandwidth, benchenv, ddp_step
 from ..probe import bench_output
 from ..render import markdown
 from ..render.markdown import md_table, md_text, save_figure
+from ..store import results
 from ..store.results import is_gpu_less
 
 SEVERITY_ORDER = ("critical", "warning", "info")
@@ -53,13 +54,14 @@ def _count(findings):
 
 
 def _baseline_change(base):
-    """' (torch multi_node 0.52 vs 0.55 GB/s at 16M, -5%)': what a GPU-less node was compared on."""
+    """'; against run X: torch multi_node 0.52 vs 0.55 GB/s at 16M, -5%': what a GPU-less node was
+    compared on ('' when nothing)."""
     parts = [
         f"torch {name} {_fmt(c['busbw'], 3)} vs {_fmt(c['baseline_busbw'], 3)} GB/s at "
         f"{human_bytes(c['size'])}, {c['change'] * 100:+.0f}%"
         for name, c in sorted((base.get("torch") or {}).items())
     ]
-    return f" ({'; '.join(parts)})" if parts else ""
+    return f"; against run {base['run_id']}: {'; '.join(parts)}" if parts else ""
 
 
 def _collective_part(name, coll):
@@ -95,28 +97,24 @@ def _summary_parts(record):
 
 def summary_line(record):
     """One line per host for the end of the play (a quick check's record: node_check's line)."""
+    said = results.verdict_said(record)
     if record.get("kind") == node_check.KIND:
-        return node_check.summary_line(record)
+        return node_check.summary_line(record, said)
     host = record.get("host", "?")
     parts = _summary_parts(record)
     if record.get("skipped") and len(parts) == 1:
-        return f"{host}: {record.get('verdict', 'N/A')} - {record['skipped']}"
-    return f"{host}: {record.get('verdict', 'N/A')} - " + _measured_note(record, parts)
+        return f"{host}: {said} - {record['skipped']}"
+    return f"{host}: {said} - " + _measured_note(record, parts)
 
 
 def _measured_note(record, parts):
-    """What a host measured, its findings' counts and the baseline it was compared with."""
+    """What a host measured, its findings' counts and what it was compared on."""
     counts = _count(record.get("findings"))
     return (
         ("; ".join(parts) or "nothing measured")
-        + f"; findings {counts['critical']} critical/{counts['warning']} warning; "
-        + _baseline_note(record.get("baseline") or {})
+        + f"; findings {counts['critical']} critical/{counts['warning']} warning"
+        + _baseline_change(results.read_baseline(record))
     )
-
-
-def _baseline_note(base):
-    baseline = f"baseline {base['run_id']}" if base.get("run_id") else "no passing baseline"
-    return baseline + _baseline_change(base)
 
 
 def _pct(ratio):
@@ -247,20 +245,17 @@ def _plot_topology(plt, record, path):
 
 
 def _torch_series(records):
-    """[(label, points, expected busbw)] of every torch run with figures."""
-    series = []
+    """[(label, points, expected busbw)] of every torch run with figures: each host's single-node
+    run, the group's multi-node run once (every host that took part keeps the same run: drawn per
+    host, it was one line under three identical legend entries)."""
+    series = {}
     for host, record in sorted(records.items()):
         for name, item in sorted((record.get("torch") or {}).items()):
             points = _points(item.get("rows") or [])
-            if points:
-                series.append(
-                    (
-                        _torch_label(host, name, item),
-                        points,
-                        (item.get("expected") or {}).get("expected_busbw"),
-                    )
-                )
-    return series
+            label = _torch_label(host, name, item)
+            if points and label not in series:
+                series[label] = (label, points, (item.get("expected") or {}).get("expected_busbw"))
+    return list(series.values())
 
 
 def _torch_label(host, name, item):
@@ -279,7 +274,7 @@ def _plot_torch(plt, records, path):
         color = colors[i % len(colors)]
         ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", color=color, label=label)
         if exp:
-            ax.axhline(exp, color=color, linestyle="--", linewidth=1, label=f"expected {exp:.0f}")
+            ax.axhline(exp, color=color, linestyle="--", linewidth=1, label=f"{label} expected {exp:.0f}")
     # From 0, so a 10x drop shows as one, not as a healthy curve on a rescaled axis.
     ax.set_ylim(bottom=0)
     _size_axis(ax, "bus bandwidth (GB/s)")
@@ -337,19 +332,29 @@ def _summary_row(host, record):
         topo.get("gpu_count", len(topo.get("gpus") or [])),
         "/".join(topo.get("link_classes") or []) or "-",
         f"{c['critical']}/{c['warning']}/{c['info']}",
-        (record.get("baseline") or {}).get("run_id") or "-",
+        results.baseline_said(results.read_baseline(record)),
         record.get("skipped") or "",
     ]
+
+
+def baseline_sentence(records):
+    """'Baseline: node1, node2: baseline recorded (first passing run: nothing compared).': what
+    each host's verdict was compared with, on the report's first screen beside the counts."""
+    hosts = collections.defaultdict(list)
+    for host, record in sorted(records.items()):
+        hosts[results.baseline_said(results.read_baseline(record))].append(host)
+    return "Baseline: " + "; ".join(f"{', '.join(names)}: {said}" for said, names in hosts.items()) + "."
 
 
 def _summary_part(run_id, records, plots, plot_note):
     """The title, the run's counts and what verdicts were judged on, the summary table."""
     out = [("h", (1, _title(run_id, records)))]
-    out.append(("p", f"{len(records)} host(s): {_verdict_counts(records)}. " + judged_on(records)))
+    counts = f"{len(records)} host(s): {_verdict_counts(records)}. {baseline_sentence(records)} "
+    out.append(("p", counts + judged_on(records)))
     if plot_note:
         out.append(("p", plot_note))
     rows = [_summary_row(host, record) for host, record in sorted(records.items())]
-    header = ["host", "verdict", "GPUs", "links", "findings (crit/warn/info)", "baseline (last PASS)", "note"]
+    header = ["host", "verdict", "GPUs", "links", "findings (crit/warn/info)", "baseline", "note"]
     return [*out, ("h", (2, "Summary")), ("table", (header, rows))]
 
 
@@ -658,6 +663,15 @@ def _like_text(like):
     return f"{_pct(like['ratio'])} at {human_bytes(like['size'])} (>= {_pct(like.get('goal'))})"
 
 
+def _torch_verdict(record, item):
+    """A torch run's verdict cell: its own verdict against the expectation; on a GPU-less node the
+    host's, taken on its own history, with what it was compared with."""
+    verdict = (item.get("verdict") or {}).get("verdict")
+    if verdict:
+        return verdict
+    return results.verdict_said(record) if results.is_gpu_less(record) else "not judged"
+
+
 def _torch_summary(records):
     rows = []
     for host, record in sorted(records.items()):
@@ -674,7 +688,7 @@ def _torch_summary(records):
                     item.get("backend"),
                     human_bytes(size),
                     _fmt(busbw, 3),
-                    v.get("verdict", "not judged"),
+                    _torch_verdict(record, item),
                     _pct(v.get("ratio")),
                     _pct((item.get("of_link") or {}).get("ratio")),
                     _fmt(like.get("nccl_tests_busbw")),

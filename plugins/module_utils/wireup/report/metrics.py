@@ -220,6 +220,13 @@ def _bench_stepcost(host, record):
     ]
 
 
+def _compared(record):
+    """1 when the record's verdict was compared with an earlier run (results.read_baseline), else 0."""
+    from ..store import results as store
+
+    return 1 if store.read_baseline(record)["state"] == "compared" else 0
+
+
 def bench_families(host, record, verdict=None):
     """The families of one node's latest bench record (results.build_record's shape). ``verdict``
     overrides the record's (DAMAGED: the record could not be read, ``record`` is then {})."""
@@ -245,6 +252,12 @@ def bench_families(host, record, verdict=None):
             "wireup_bench_verdict",
             "The node's verdict in its latest bench.yml run (1: this state)",
             verdict_samples(labels, verdict or record.get("verdict"), BENCH_VERDICTS),
+        ),
+        family(
+            "wireup_bench_baseline_compared",
+            "Whether the latest bench.yml verdict was compared with an earlier passing run (1) or "
+            "nothing was compared (0: a first passing run records the baseline)",
+            [(labels, _compared(record))],
         ),
         family(
             "wireup_bench_timestamp_seconds",

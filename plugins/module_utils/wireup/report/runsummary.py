@@ -28,6 +28,8 @@ import re
 import sys
 from dataclasses import dataclass
 
+from ..store import results
+
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 RECAP_LINE = re.compile(r"^(?P<host>\S+)\s+:\s+(?P<counts>(?:[a-z]+=\d+\s*)+)$")
 FATAL = re.compile(r"^fatal: \[(?P<host>[^\]]+)\]")
@@ -156,16 +158,19 @@ def bootstrap_cell(counts: dict | None) -> str:
 
 
 def bench_cell(record: dict | None) -> str:
+    """'PASS, compared with run X', 'PASS, baseline recorded (...)', 'FAIL, ...: why': the
+    verdict and what it was compared with (results.verdict_said), a failing one's first reason."""
     if not record:
         return "no record"
     verdict = _clean(record.get("verdict") or "N/A", 20)
+    said = _clean(results.verdict_said(dict(record, verdict=verdict)), 120)
     if verdict in ("FAIL", "WARN", "UNREACHABLE"):
         severity = {"FAIL": "critical", "WARN": "warning"}.get(verdict)
         why = [f.get("message") for f in record.get("findings") or [] if f.get("severity") == severity]
         why = why or [record.get("skipped")]
         if why and why[0]:
-            return f"{verdict}: {_clean(why[0], 80)}"
-    return verdict
+            return f"{said}: {_clean(why[0], 80)}"
+    return said
 
 
 def job_cell(node: dict | None) -> str:

@@ -40,6 +40,7 @@ import math
 import os
 import re
 import time
+from typing import TypedDict
 
 from ..capability import gpu_trial, node_check
 from ..core import atomicfile, redact, shape
@@ -278,6 +279,80 @@ def _damaged_finding(err):
         "baseline_record_damaged",
         f"earlier record {err}; not used as a baseline (move it away or delete it)",
     )
+
+
+# ------------------------------------------------------------------ what a record was compared with
+# A host record's ``baseline`` part says whether and against which run it was compared (issue 38):
+# "compared" with an earlier run (a bench record: the host's last passing run; a quick record: the
+# bench run wireup-check compared the node with), "recorded" (nothing compared: the host's first
+# PASS, which the next run is compared with) or "none" (nothing compared and no baseline either: a
+# first run that did not PASS, an unreachable or damaged node, a quick check without a baseline).
+# The verdict word (what the gate reads) does not change; this is said beside it everywhere.
+BASELINE_STATES = ("recorded", "compared", "none")
+
+
+class _BaselineComparison(TypedDict, total=False):
+    torch: dict  # a GPU-less node's figures against its baseline's (judge_gpu_less)
+
+
+class Baseline(_BaselineComparison):
+    """A record's ``baseline`` part: made once per record by baseline_part, read by every consumer
+    (report.assemble, node_check's table, report.runsummary, report.metrics) through read_baseline."""
+
+    state: str  # one of BASELINE_STATES
+    run_id: str  # the run compared with ("" unless compared)
+
+
+def baseline_part(record, baseline) -> Baseline:
+    """The record's baseline part once its verdict is known. baseline: (run_id, record) of the
+    host's last passing run or None; a quick record names the bench run its check compared with."""
+    check = record.get("node_check") or {}
+    if baseline:
+        state, run_id = "compared", baseline[0]
+    elif check:
+        base = check.get("baseline") or {}
+        state, run_id = ("compared", _run_id_or_blank(base.get("run_id"))) if base else ("none", "")
+    else:
+        state, run_id = ("recorded" if record.get("verdict") == "PASS" else "none"), ""
+    part = {"state": state, "run_id": run_id}
+    if "torch" in (record.get("baseline") or {}):
+        part["torch"] = record["baseline"]["torch"]
+    return part
+
+
+def _run_id_or_blank(value):
+    return value if isinstance(value, str) and RUN_ID_RE.fullmatch(value) else ""
+
+
+def read_baseline(record) -> Baseline:
+    """A stored record's baseline part as a Baseline: a record from before issue 38 ({} or
+    {run_id}) reads as none or compared; anything not of the shape reads as none (nothing is
+    claimed compared that cannot be shown)."""
+    part = record.get("baseline") if isinstance(record, dict) else None
+    if not isinstance(part, dict):
+        return {"state": "none", "run_id": ""}
+    run_id = _run_id_or_blank(part.get("run_id"))
+    state = part.get("state") if part.get("state") in BASELINE_STATES else ("compared" if run_id else "none")
+    out = {"state": state, "run_id": run_id if state == "compared" else ""}
+    if isinstance(part.get("torch"), dict):
+        out["torch"] = part["torch"]
+    return out
+
+
+def baseline_said(base: Baseline) -> str:
+    """What the baseline part says, in the words every consumer shows beside the verdict."""
+    if base["state"] == "compared":
+        return f"compared with run {base['run_id'] or '(unnamed)'}"
+    if base["state"] == "recorded":
+        return "baseline recorded (first passing run: nothing compared)"
+    return "nothing compared (no passing run to compare with)"
+
+
+def verdict_said(record) -> str:
+    """'PASS, baseline recorded (first passing run: nothing compared)', 'WARN, compared with run X': the
+    verdict and, beside it, what it was compared with."""
+    verdict = record.get("verdict") if isinstance(record, dict) else None
+    return f"{verdict or 'N/A'}, {baseline_said(read_baseline(record))}"
 
 
 _RECORD_VERDICTS = ("PASS", "WARN", "FAIL", "N/A", "UNREACHABLE", DAMAGED)
@@ -841,7 +916,7 @@ def _record_head(host, run_id, node, *, baseline, limits, tuned_used):
         "tuning": node.get("tuning") or {},
         "findings": [dict(f, source=f.get("source", "topology")) for f in topology.get("findings") or []]
         + [dict(f) for f in node.get("findings") or []],
-        "baseline": {"run_id": baseline[0]} if baseline else {},
+        "baseline": {},  # baseline_part's, once the verdict is known
     }
 
 
@@ -909,6 +984,7 @@ def build_record(host, run_id, node, baseline=None):
         record["findings"] += compare(record, baseline[1], limits.tolerance)
     verdicts += _host_verdicts(record, node, baseline)
     record["verdict"] = bandwidth.worst_verdict(verdicts)
+    record["baseline"] = baseline_part(record, baseline)
     return redact_record(record, node.get("secret_env"))
 
 
@@ -1115,7 +1191,7 @@ def _empty_record(host, run_id, verdict, skipped, found):
         "torch": {},
         "tuning": {},
         "findings": [found],
-        "baseline": {},
+        "baseline": {"state": "none", "run_id": ""},
     }
 
 
