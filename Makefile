@@ -126,6 +126,8 @@ lint: venv  ## static checks: ansible-lint (production), yamllint, ruff, changel
 	$(BIN)/yamllint --strict .
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	# module_utils/wireup's import contracts (.importlinter): the layers, no cycles (issue 36).
+	PYTHONPATH=.collections $(BIN)/lint-imports --no-cache
 	# Every change is a fragment in changelogs/fragments/ (docs/DEVELOPING.md): each one parses and is RST.
 	$(BIN)/antsibull-changelog lint
 	$(BIN)/antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml

@@ -7,6 +7,7 @@ a register's name through hostvars."""
 from __future__ import annotations
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import checks
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import wait
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
@@ -40,7 +41,7 @@ def wireup_launch_hosts_entries(plan):
 
 
 def wireup_launch_status(stdout):
-    return torchrun_launch.parse_status(str(stdout or ""))
+    return wait.parse_status(str(stdout or ""))
 
 
 def wireup_launch_results(hosts, answers):
@@ -49,9 +50,7 @@ def wireup_launch_results(hosts, answers):
 
 
 def wireup_launch_verdict(states, play_hosts=None, timeout=0):
-    return torchrun_launch.job_verdict(
-        _plain(states), None if play_hosts is None else list(play_hosts), timeout
-    )
+    return wait.job_verdict(_plain(states), None if play_hosts is None else list(play_hosts), timeout)
 
 
 def wireup_launch_precheck_errors(plan, host, play_hosts, **probes):
@@ -59,7 +58,7 @@ def wireup_launch_precheck_errors(plan, host, play_hosts, **probes):
 
 
 def wireup_launch_result(status, plan, host, verdict, **extra):
-    status = torchrun_launch.parse_status(status) if isinstance(status, str) else _plain(status or {})
+    status = wait.parse_status(status) if isinstance(status, str) else _plain(status or {})
     return torchrun_launch.node_result(_plain(plan), host, status, _plain(verdict or {}), **extra)
 
 

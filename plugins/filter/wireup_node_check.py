@@ -20,28 +20,31 @@ description:
     node_check.CheckResult, checked; nothing a node prints is trusted)."
 """
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import node_check
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import node_check
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import (
+    node_check as plans_node_check,
+)
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
 def node_check_plan(node, *, host, check_mode=False, **settings):
     """wireup_node, the host and node_check.CheckSettings' fields by name -> node_check.plan's answer."""
-    return node_check.plan(
-        str(host), dict(node or {}), node_check.CheckSettings(**settings), check_mode=bool(check_mode)
+    return plans_node_check.plan(
+        str(host), dict(node or {}), plans_node_check.CheckSettings(**settings), check_mode=bool(check_mode)
     )
 
 
 def node_check_read(results_dir, *, host, build, size, textfile):
     """node_check.read_store's answer (build: nccl_tests_build, None when absent; textfile:
     node_check_textfile)."""
-    return node_check.read_store(
+    return plans_node_check.read_store(
         str(results_dir), str(host), build=dict(build or {}), size=size, textfile=str(textfile)
     )
 
 
 def node_check_baseline_line(read, written, *, host, check_mode):
     """node_check.baseline_line's answer (written: the baseline step's registered result)."""
-    return node_check.baseline_line(
+    return plans_node_check.baseline_line(
         dict(read or {}), dict(written or {}), str(host), check_mode=bool(check_mode)
     )
 

@@ -8,7 +8,7 @@ from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin impor
 
 
 def wireup_slurm_verdict(sacct_stdout, plan, timed_out=False, batch_output=""):
-    """The job's verdict from sacct's output over a launch plan's hosts (torchrun_launch.job_verdict's shape)
+    """The job's verdict from sacct's output over a launch plan's hosts (wait.job_verdict's shape)
     (``plan``: the launch plan combined with slurm.run_plan: its ``job_id``, the only job whose
     rows count); ``batch_output``: the batch step's output (slurm-JOBID.out), which names the first
     failed step."""

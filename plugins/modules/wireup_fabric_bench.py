@@ -108,7 +108,7 @@ report:
   returned: when store
   type: dict
 record:
-  description: The run's record as fabric.json holds it (fabric_run.build_record).
+  description: The run's record as fabric.json holds it (fabric.build_record).
   returned: when store
   type: dict
 summary:
@@ -123,6 +123,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import fabric
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import atomicfile
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
@@ -148,7 +149,7 @@ def _previous(fabric_dir, run_id):
         return None
     for d in reversed(runs):
         try:
-            return fabric_run.load_fabric_record(os.path.join(fabric_dir, d, "fabric.json"))
+            return fabric.load_fabric_record(os.path.join(fabric_dir, d, "fabric.json"))
         except (OSError, ValueError):  # missing or damaged: the run before it
             continue
     return None
@@ -178,8 +179,8 @@ def _write(run_dir, record, paths):
     """Each round rewrites its own run's record, whole or not at all (atomicfile), its report
     section and, with matplotlib, its plot."""
     atomicfile.write_json(paths["json"], record, indent=2)
-    text = fabric_run.markdown(record)
-    if fabric_run.plot(record, os.path.join(run_dir, "fabric.png")):
+    text = fabric.markdown(record)
+    if fabric.plot(record, os.path.join(run_dir, "fabric.png")):
         paths["png"] = os.path.join(run_dir, "fabric.png")
         text += "\n![pair busbw against the reference](fabric.png)\n"
     atomicfile.write_text(paths["md"], text)
@@ -194,8 +195,8 @@ def _store(module, p, plan):
         os.umask(results.RESULTS_UMASK)  # the folders it makes 0750 (atomicfile: files 0640)
     try:
         run_id, run_dir = _run_folder(module, p["results_dir"], p["run_id"])
-        record = fabric_run.build_record(run_id, plan, p["nics"])
-        record["findings"] += fabric_run.compare(record, _previous(fabric_dir, run_id), p["tolerance"])
+        record = fabric.build_record(run_id, plan, p["nics"])
+        record["findings"] += fabric.compare(record, _previous(fabric_dir, run_id), p["tolerance"])
         run_dir = run_dir or os.path.join(fabric_dir, run_id)
         paths = {"json": os.path.join(run_dir, "fabric.json"), "md": os.path.join(run_dir, "fabric.md")}
         if not module.check_mode:

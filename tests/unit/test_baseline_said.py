@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import pathlib
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import node_check
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.check import run as check_run
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import quick
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import node_check
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import nics
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import markdown
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import (
     assemble,
     metrics,
@@ -41,7 +42,7 @@ def _two_runs(root):
 
 
 def _no_plots(monkeypatch):
-    monkeypatch.setattr(assemble, "_pyplot", lambda: None)
+    monkeypatch.setattr(markdown, "pyplot", lambda: None)
 
 
 def test_the_record_says_recorded_then_compared(tmp_path):

@@ -373,5 +373,5 @@ def test_one_gpu_runs_no_nccl_tests_needs_no_build_and_says_so():
     two = bench.plan(GPU_NODE, settings(nccl_tune=True), BUILD, None, "h2")
     assert len(two["nccl_runs"]) == len(DEFAULTS["bench_collectives"]) and two["skipped"] == ""
     assert two["compare"]["mode"] == "sweep"
-    assert bench.nccl_tests_skip(bench.MIN_GPUS_FOR_NCCL_TESTS) == ""
-    assert bench.nccl_tests_skip(0, "c").startswith("nccl-tests skipped on c: 0 GPU")
+    assert bandwidth.nccl_tests_skip(bandwidth.MIN_GPUS_FOR_NCCL_TESTS) == ""
+    assert bandwidth.nccl_tests_skip(0, "c").startswith("nccl-tests skipped on c: 0 GPU")

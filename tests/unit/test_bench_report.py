@@ -116,9 +116,9 @@ def test_the_gather_tasks_give_map_a_default_jinja_keeps():
 import json  # noqa: E402
 import pathlib  # noqa: E402
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run  # noqa: E402
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import node_check  # noqa: E402
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import node_check  # noqa: E402
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import health, topology  # noqa: E402
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate  # noqa: E402
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results  # noqa: E402
 from tests.unit.test_bench_plan import BUILD, GPU_NODE, settings  # noqa: E402
 from tests.unit.test_gpurecord import H200, PENDING, THRESHOLDS, fact, trial_run  # noqa: E402
@@ -190,7 +190,7 @@ def store(params):
 
 
 def refused(tmp_path):
-    return fabric_run.refusals(list(HOSTS), *fabric_run.latest_verdicts(str(tmp_path), list(HOSTS)))
+    return gate.refusals(list(HOSTS), *gate.latest_verdicts(str(tmp_path), list(HOSTS)))
 
 
 def _topology(p):

@@ -12,6 +12,7 @@ import pytest
 from test_report import NCCL, good_node, h200_topology
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import benchenv
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import markdown
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
@@ -319,7 +320,7 @@ def test_one_gpu_is_na_with_its_reason_not_a_crash(tmp_path):
 # ---------------------------------------------------------------- the report
 def _report(tmp_path, records, monkeypatch=None):
     if monkeypatch is not None:
-        monkeypatch.setattr(assemble, "_pyplot", lambda: None)
+        monkeypatch.setattr(markdown, "pyplot", lambda: None)
     out = assemble.write_report(str(tmp_path), "20261201T000000Z", records)
     return pathlib.Path(out["md"]).read_text()
 
@@ -393,7 +394,7 @@ def test_report_flags_a_stale_tuned_env_used_by_the_figures(tmp_path, monkeypatc
 
 
 def _capture_figures(monkeypatch):
-    plt = assemble._pyplot()
+    plt = markdown.pyplot()
     if plt is None:
         pytest.skip("matplotlib is not installed")
     figures = []
@@ -404,7 +405,7 @@ def _capture_figures(monkeypatch):
 def test_busbw_plot_has_a_latency_panel_and_the_raw_link(tmp_path, monkeypatch):
     figures = _capture_figures(monkeypatch)
     rec = results.build_record("gpu-a01", "20261201T000000Z", gpu_node())
-    assert assemble._plot_busbw(assemble._pyplot(), rec, str(tmp_path / "b.png"))
+    assert assemble._plot_busbw(markdown.pyplot(), rec, str(tmp_path / "b.png"))
     bw, lat = figures[0].axes
     assert lat.get_yscale() == "log" and lat.get_xscale() == "log"
     smallest = min(x for line in lat.get_lines() for x in line.get_xdata())
@@ -421,7 +422,7 @@ def test_torch_plot_draws_the_expectation_from_zero(tmp_path, monkeypatch):
     rec = copy.deepcopy(rec)
     for row in rec["torch"]["single_node"]["rows"]:
         row["in_place"]["busbw"] /= 10
-    assert assemble._plot_torch(assemble._pyplot(), {"gpu-a01": rec}, str(tmp_path / "t.png"))
+    assert assemble._plot_torch(markdown.pyplot(), {"gpu-a01": rec}, str(tmp_path / "t.png"))
     ax = figures[0].axes[0]
     assert ax.get_ylim()[0] == 0
     expected = rec["torch"]["single_node"]["expected"]["expected_busbw"]

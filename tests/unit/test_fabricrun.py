@@ -8,9 +8,11 @@ import re
 
 import pytest
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import fabric
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_fabric, torchrun_launch
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import nics as probe_nics
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate
 from tests import busy
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
@@ -173,10 +175,10 @@ def test_judge_names_the_slow_node_and_the_record_and_report_say_so(tmp_path):
     assert g["verdict"] == "PASS" and p["failed"] == {
         "n3": "named bad: " + "; ".join(p["nodes"]["n3"]["evidence"])
     }
-    rec = fabric_run.build_record("20261201T040000Z", p, veth)
+    rec = fabric.build_record("20261201T040000Z", p, veth)
     assert rec["rounds"] == 3 and rec["reference_kind"] == "median" and rec["group"] == g
     assert rec["failed"] == p["failed"]
-    md = fabric_run.markdown(rec)
+    md = fabric.markdown(rec)
     # both figures of the confirmed pair, and the verdict says it is the confirmation's
     assert (
         "| 2 | n1 + n3 | 0.02 | 0.21 | 0.10 | 3: 0.02, 0.10 | FAIL **<-** (the confirmation's) | gloo |" in md
@@ -192,13 +194,13 @@ def test_judge_names_the_slow_node_and_the_record_and_report_say_so(tmp_path):
         "0.4 GB/s (the slowest passing pair), ratio 0.82 PASS." in md
     )
     png = tmp_path / "fabric.png"
-    assert fabric_run.plot(rec, str(png)) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert fabric_run.plot({"pairs": []}, str(tmp_path / "none.png")) is False
+    assert fabric.plot(rec, str(png)) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert fabric.plot({"pairs": []}, str(tmp_path / "none.png")) is False
     # launch refuses n3 only
-    assert list(fabric_run.refusals(nodes, {}, rec)) == ["n3"]
-    assert "fabric run 20261201T040000Z named n3 bad" in fabric_run.refusals(["n3"], {}, rec)["n3"]
+    assert list(gate.refusals(nodes, {}, rec)) == ["n3"]
+    assert "fabric run 20261201T040000Z named n3 bad" in gate.refusals(["n3"], {}, rec)["n3"]
     failed = {"verdict": "FAIL", "kind": "bench", "run_id": "R", "capabilities": ["links"], "reason": "why"}
-    assert fabric_run.refusals(["n1", "n2"], {"n1": [failed]}, rec) == {"n1": "why"}
+    assert gate.refusals(["n1", "n2"], {"n1": [failed]}, rec) == {"n1": "why"}
 
 
 # The testbed run of 2026-12-07 (tests/fixtures/testbed/README.md): four CPU nodes, node3's host0
@@ -283,7 +285,7 @@ def test_the_shaped_testbed_node_is_named_after_its_confirmation_from_the_real_l
     # gloo: the group against the slowest passing pair (node2 + node4, round 2, four nodes busy)
     assert (g["busbw"], g["reference_gbs"], g["cpu_share"], g["verdict"]) == (0.1048, 0.077, 1.0, "PASS")
     assert all(d["backend"] == "gloo" for d in p["pair_details"])
-    md = fabric_run.markdown(fabric_run.build_record("20261207T040859Z", p, {}))
+    md = fabric.markdown(fabric.build_record("20261207T040859Z", p, {}))
     assert (
         "| 2 | node1 + node3 | 0.0228 | 0.067 | 0.34 | 3: 0.022, 0.33 | FAIL **<-** (the confirmation's) |"
         in md
@@ -354,10 +356,10 @@ def test_history_nic_change_and_drop():
         "verdicts": {"a": "PASS"},
         "pairs": [{"pair": ["a", "b"], "busbw": 30.0}],
     }
-    out = fabric_run.compare(cur, prev)
+    out = fabric.compare(cur, prev)
     assert [f["code"] for f in out] == ["fabric_nic_changed", "fabric_pair_dropped"]
     assert "25% below 40 GB/s" in out[1]["message"]
-    assert fabric_run.compare(cur, None) == []
+    assert fabric.compare(cur, None) == []
 
 
 def test_node_findings_closeness_and_mismatch():
@@ -397,7 +399,7 @@ def test_latest_verdicts_and_the_launch_filter(tmp_path):
             }
         )
     )
-    bench, record = fabric_run.latest_verdicts(str(root), ["n1", "n3"])
+    bench, record = gate.latest_verdicts(str(root), ["n1", "n3"])
     assert [(f["verdict"], f["run_id"]) for f in bench["n1"]] == [("FAIL", "20261201T030000Z")]
     assert list(bench) == ["n1"]
     assert record["run_id"] == "20261201T020000Z"  # the newest fabric run, where n3 passed
@@ -468,14 +470,14 @@ def test_failed_group_run_fails_its_members_with_a_finding_and_a_bar(tmp_path):
     assert "FAIL: n2: exited with code 1" in p["failed"]["n1"]
     [f] = [f for f in p["findings"] if f["code"] == "fabric_group_failed"]
     assert f["severity"] == "critical" and f["nodes"] == nodes
-    rec = fabric_run.build_record("20261201T050000Z", p, {})
+    rec = fabric.build_record("20261201T050000Z", p, {})
     assert (
         "round 2: no figure against 0.4 GB/s (the slowest passing pair) FAIL: n2: exited with code 1; "
-        "n3: failed; n4: failed; confirmation round 3: no figure FAIL: n2: exited" in fabric_run.markdown(rec)
+        "n3: failed; n4: failed; confirmation round 3: no figure FAIL: n2: exited" in fabric.markdown(rec)
     )
-    assert fabric_run.plot(rec, str(tmp_path / "f.png"))
+    assert fabric.plot(rec, str(tmp_path / "f.png"))
     # the group decides nothing for launch: nobody is refused
-    assert fabric_run.refusals(nodes, {}, rec) == {}
+    assert gate.refusals(nodes, {}, rec) == {}
 
 
 def test_a_group_run_without_an_expectation_leaves_the_pairs_judged_by_theirs():
@@ -537,8 +539,8 @@ def test_a_latest_bench_record_that_cannot_be_read_refuses_its_node(tmp_path, te
     (root / "bench" / "20261201T020000Z" / "n2.json").write_text(
         json.dumps(dict(passed, host="n2", run_id="20261201T020000Z"))
     )
-    bench, record = fabric_run.latest_verdicts(str(root), ["n1", "n2"])
-    out = fabric_run.refusals(["n1", "n2"], bench, record)
+    bench, record = gate.latest_verdicts(str(root), ["n1", "n2"])
+    out = gate.refusals(["n1", "n2"], bench, record)
     path = root / "bench" / "20261201T020000Z" / "n1.json"
     assert list(out) == ["n1"]
     assert out["n1"].startswith(f"latest bench record of n1 cannot be read: {path}: ") and said in out["n1"]
@@ -556,7 +558,7 @@ def test_a_latest_fabric_record_that_cannot_be_read_refuses_every_node(tmp_path)
     (root / "fabric" / "20261201T020000Z" / "fabric.json").write_text('{"verdicts": {"n1": "PA')
     # A run folder without a record yet (a run that is starting) is passed over.
     (root / "fabric" / "20261201T030000Z").mkdir(parents=True)
-    out = fabric_run.refusals(["n1", "n2"], *fabric_run.latest_verdicts(str(root), ["n1", "n2"]))
+    out = gate.refusals(["n1", "n2"], *gate.latest_verdicts(str(root), ["n1", "n2"]))
     assert sorted(out) == ["n1", "n2"]
     assert "20261201T020000Z/fabric.json: not valid JSON" in out["n1"]
 
@@ -577,7 +579,7 @@ def test_fabric_markdown_escapes_what_nodes_said():
         "nodes": {"n1": {"evidence": ["<img src=x onerror=alert(1)> | [a](javascript:b)"]}},
         "findings": [{"severity": "warning", "code": "c", "message": "<b>m</b>", "evidence": "`x` <i>"}],
     }
-    md = fabric_run.markdown(rec)
+    md = fabric.markdown(rec)
     assert "<" not in md.replace("**<-**", "") and not re.search(r"(?<!\\)[\[\]`]", md)
     assert "&lt;script>" in md and "\\| \\[a\\]" in md
 

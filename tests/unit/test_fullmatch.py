@@ -19,12 +19,12 @@ import sys
 
 import pytest
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import fabric
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import (
     checks,
     watchsettings,
     wheelhouse,
 )
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
@@ -199,7 +199,7 @@ def test_results_run_ids_and_hosts(tmp_path):
         (tmp_path / kind / "20261201T000000Z\n").mkdir(parents=True)
     assert results.list_runs(str(tmp_path)) == []
     (tmp_path / "fabric" / "20261201T000000Z\n" / "fabric.json").write_text("{")
-    assert fabric_run.latest_fabric(str(tmp_path)) is None
+    assert fabric.latest_fabric(str(tmp_path)) is None
 
 
 def test_the_fabric_modules_run_folders(tmp_path):

@@ -1,4 +1,4 @@
-"""launch.yml's gate per capability (record/gate.py, fabric_run.latest_verdicts/refusals) on real records:
+"""launch.yml's gate per capability (record/gate.py, gate.latest_verdicts/refusals) on real records:
 the H200 x2 full bench record (tests/fixtures/h200x2), the lent H200's --tags gpu_health and
 --tags gpu_trial records (docs/example-h200x1/gpu-trial-2026-12-02/bench/), a --tags stepcost
 record built from the real CPU ddp_step log (tests/fixtures/stepcost) and a quick check's record.
@@ -13,9 +13,8 @@ import time
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import node_check
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import node_check
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import gpuhealth
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
@@ -34,7 +33,7 @@ def put(root, run_id, record, kind="bench", host=HOST):
 
 
 def refused(root, hosts=(HOST,)):
-    return fabric_run.refusals(list(hosts), *fabric_run.latest_verdicts(str(root), list(hosts)))
+    return gate.refusals(list(hosts), *gate.latest_verdicts(str(root), list(hosts)))
 
 
 def nvlink_fail():
@@ -195,7 +194,7 @@ def test_hostile_host_names_never_leave_the_store(tmp_path):
     (root / "evil.json").write_text(json.dumps(dict(FULL, verdict="FAIL")))
     (tmp_path / "evil.json").write_text(json.dumps(dict(FULL, verdict="FAIL")))
     hosts = ["../../evil", "../evil", "n1/../../../evil", "", "n1"]
-    failures, _fabric = fabric_run.latest_verdicts(str(root), hosts)
+    failures, _fabric = gate.latest_verdicts(str(root), hosts)
     assert failures == {}
     assert refused(root, hosts) == {}
 

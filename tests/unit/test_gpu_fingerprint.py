@@ -11,8 +11,8 @@ import time
 
 import pytest
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import gpu_trial
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import shape
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import gpu_trial
 from tests import busy
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "roles" / "gpu_trial" / "files" / "gpu_fingerprint.py"

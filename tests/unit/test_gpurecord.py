@@ -10,11 +10,11 @@ import pathlib
 import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import gpu_trial
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_report, torchrun_launch
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import gpu_trial as plans_gpu_trial
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import gpuhealth
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
@@ -158,8 +158,8 @@ def test_a_run_judged_stored_reported_and_gated(tmp_path):
 
     # The launch gate refuses gpu-b naming the GPU, the finding and the remediation; Slurm's drain
     # reason carries them too (within its 120 characters).
-    bench, fabric_record = fabric_run.latest_verdicts(str(tmp_path), ["gpu-a", "gpu-b"])
-    refused = fabric_run.refusals(["gpu-a", "gpu-b"], bench, fabric_record)
+    bench, fabric_record = gate.latest_verdicts(str(tmp_path), ["gpu-a", "gpu-b"])
+    refused = gate.refusals(["gpu-a", "gpu-b"], bench, fabric_record)
     assert list(refused) == ["gpu-b"]
     assert "FAILed on gpu-b: GPU0 GPU-47e4f408: row_remap_pending -> reset" in refused["gpu-b"]
     assert "GPU0 GPU-47e4f408: row_remap_pending -> reset" in slurm.drain_reason(refused["gpu-b"])
@@ -364,7 +364,7 @@ def test_a_lost_gpu_fails_the_record_the_report_and_the_gate(tmp_path):
     assert records["gpu-a"]["verdict"] == "PASS"
     paths = assemble.write_report(run_dir, run_id, records)
     assert "15 of 16 GPU(s) fallen off the bus or lost" in pathlib.Path(paths["md"]).read_text()
-    bench, fabric_record = fabric_run.latest_verdicts(str(tmp_path), ["gpu-a", "gpu-b"])
-    refused = fabric_run.refusals(["gpu-a", "gpu-b"], bench, fabric_record)
+    bench, fabric_record = gate.latest_verdicts(str(tmp_path), ["gpu-a", "gpu-b"])
+    refused = gate.refusals(["gpu-a", "gpu-b"], bench, fabric_record)
     assert list(refused) == ["gpu-b"] and "15 of 16 GPU(s) fallen off the bus or lost" in refused["gpu-b"]
     assert "15 of 16 GPU(s)" in slurm.drain_reason(refused["gpu-b"])

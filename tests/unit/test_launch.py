@@ -4,6 +4,7 @@ import pathlib
 
 import pytest
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import wait
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
 
 
@@ -204,37 +205,35 @@ def st(state, rc=None, ended=None, elapsed=1.0):
 
 
 def test_verdict_all_exited_zero_is_ok():
-    v = torchrun_launch.job_verdict({"a": st("exited", 0, 5), "b": st("exited", 0, 6)}, ["a", "b"], 60)
+    v = wait.job_verdict({"a": st("exited", 0, 5), "b": st("exited", 0, 6)}, ["a", "b"], 60)
     assert v["over"] and v["ok"] and v["first_failure"] == ""
 
 
 def test_verdict_running_is_not_over():
-    v = torchrun_launch.job_verdict({"a": st("running"), "b": st("exited", 0, 6)}, ["a", "b"], 60)
+    v = wait.job_verdict({"a": st("running"), "b": st("exited", 0, 6)}, ["a", "b"], 60)
     assert not v["over"] and not v["ok"] and v["running"] == ["a"]
 
 
 def test_verdict_first_failure_is_the_earliest_end():
     states = {"n1": st("exited", 1, 20.5), "n2": st("exited", 137, 10.0), "n3": st("running")}
-    v = torchrun_launch.job_verdict(states, list(states), 60)
+    v = wait.job_verdict(states, list(states), 60)
     assert v["over"] and not v["ok"]
     assert v["first_failure"] == "n2"
     assert v["reason"] == "n2 exited with code 137"
 
 
 def test_verdict_lost_and_gone_nodes_fail_the_job():
-    v = torchrun_launch.job_verdict({"n1": st("running"), "n2": st("lost", ended=3)}, ["n1", "n2"], 60)
+    v = wait.job_verdict({"n1": st("running"), "n2": st("lost", ended=3)}, ["n1", "n2"], 60)
     assert v["first_failure"] == "n2" and "killed" in v["reason"]
-    v = torchrun_launch.job_verdict({"n1": st("running"), "n2": st("running")}, ["n1"], 60)
+    v = wait.job_verdict({"n1": st("running"), "n2": st("running")}, ["n1"], 60)
     assert v["over"] and v["first_failure"] == "n2" and v["reason"] == "n2 became unreachable"
 
 
 def test_verdict_timeout():
-    v = torchrun_launch.job_verdict(
-        {"n1": st("running", elapsed=61), "n2": st("exited", 0, 4)}, ["n1", "n2"], 60
-    )
+    v = wait.job_verdict({"n1": st("running", elapsed=61), "n2": st("exited", 0, 4)}, ["n1", "n2"], 60)
     assert v["over"] and v["timed_out"] and not v["ok"]
     assert v["reason"] == "still running after 60 s on n1"
-    assert not torchrun_launch.job_verdict({"n1": st("running", elapsed=10**6)}, ["n1"], 0)["over"]
+    assert not wait.job_verdict({"n1": st("running", elapsed=10**6)}, ["n1"], 0)["over"]
 
 
 def test_hosts_entries_reverse_map_the_ipv4_mapped_form_under_another_name():

@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm, wait
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
@@ -249,11 +249,11 @@ def test_precheck_errors_from_the_registered_probes():
 
 def test_parse_status_of_stop_and_of_status_with_the_log_tail():
     line = '{"state": "stopped", "rc": null, "elapsed": 3.0, "log": "/j/logs/r1.log", "reason": "x"}'
-    st = torchrun_launch.parse_status(f"stopped run r1 of /j\n{line}\n")
+    st = wait.parse_status(f"stopped run r1 of /j\n{line}\n")
     assert (st["state"], st["said"], st["tail"]) == ("stopped", ["stopped run r1 of /j"], [])
-    st = torchrun_launch.parse_status(f"{line}\nrank 0 step 3\n{{not json\n")
+    st = wait.parse_status(f"{line}\nrank 0 step 3\n{{not json\n")
     assert st["tail"] == ["rank 0 step 3", "{not json"]
-    assert torchrun_launch.parse_status("wireup-jobctl: bad run id ''")["state"] == "unknown"
+    assert wait.parse_status("wireup-jobctl: bad run id ''")["state"] == "unknown"
 
 
 def _result(p, host, state, rc, verdict):
@@ -263,7 +263,7 @@ def _result(p, host, state, rc, verdict):
 
 def test_report_of_a_failed_run_shows_the_first_failure_tail_and_names_it_elsewhere():
     p = job()
-    verdict = torchrun_launch.job_verdict(
+    verdict = wait.job_verdict(
         {
             "n1": {"state": "stopped"},
             "n2": {"state": "exited", "rc": 1, "ended": 2},
@@ -283,7 +283,7 @@ def test_report_of_a_failed_run_shows_the_first_failure_tail_and_names_it_elsewh
         "n1: stopped after n2 failed; see n2's log tail for the cause.\n"
         "logs and summary in /tmp/results/jobs/j1-r1/"
     )
-    ok = torchrun_launch.job_verdict({h: {"state": "exited", "rc": 0} for h in NODES}, list(NODES))
+    ok = wait.job_verdict({h: {"state": "exited", "rc": 0} for h in NODES}, list(NODES))
     assert torchrun_launch.report(p, _result(p, "n1", "exited", 0, ok), ok)["ok"] == (
         "j1 run r1 on n1 (node 0, 2 process(es)): exited 0 after 4.0 s; log /tmp/results/jobs/j1-r1/n1.log; "
         "job j1 run r1 on 3 node(s), 6 process(es): completed; logs and summary in /tmp/results/jobs/j1-r1/"

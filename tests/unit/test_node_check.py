@@ -13,8 +13,12 @@ import pathlib
 import pytest
 import yaml
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_report, node_check
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import node_check
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_report
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import (
+    node_check as plans_node_check,
+)
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
@@ -28,34 +32,34 @@ REPORT_DEFAULTS = yaml.safe_load((REPO / "roles/bench_report/defaults/main.yml")
 def settings(**over):
     """The role's defaults as the plan task names them (node_check_bench_bytes -> bench_bytes)."""
     values = {k.removeprefix("node_check_"): v for k, v in DEFAULTS.items() if k != "node_check_python"}
-    return node_check.CheckSettings(**dict(values, **over))
+    return plans_node_check.CheckSettings(**dict(values, **over))
 
 
 def test_the_plan_takes_the_slurm_name_and_nvidia_smi_from_preflights_facts():
     facts = {"hostname": "gpu-a01", "gpu": {"nvidia_smi": "/usr/local/nvidia/bin/nvidia-smi"}}
-    plan = node_check.plan("a01", facts, settings(bench_bytes="256M"))
+    plan = plans_node_check.plan("a01", facts, settings(bench_bytes="256M"))
     conf = plan["config"]
     assert conf["slurm_node"] == "gpu-a01" and conf["nvidia_smi"] == "/usr/local/nvidia/bin/nvidia-smi"
     assert conf["bench"] == {"run": False, "size": 256 << 20, "tolerance": 0.2, "iterations": 20}
-    assert node_check.plan("a01", {}, settings(nvidia_smi="/x"))["config"]["slurm_node"] == "a01"
+    assert plans_node_check.plan("a01", {}, settings(nvidia_smi="/x"))["config"]["slurm_node"] == "a01"
     head = ["/usr/local/sbin/wireup-check", "--config", "/etc/wireup/check.json"]
     assert plan["quick_argv"] == [*head, "--json"]
     assert plan["baseline_argv"] == [*head, "--write-baseline", "--json"]
     assert plan["textfile_argv"] == [*head, "--write-textfile", "wireup_bench.prom", "--json"]
-    checked = node_check.plan("a01", facts, settings(bench=True), check_mode=True)
+    checked = plans_node_check.plan("a01", facts, settings(bench=True), check_mode=True)
     assert checked["quick_argv"] == [*head, "--json", "--bench", "--textfile", "never"]
 
 
 def test_the_plan_refuses_what_it_cannot_use():
     with pytest.raises(ValueError, match="'1GB' is not a size"):
-        node_check.plan("a01", {}, settings(bench_bytes="1GB"))
+        plans_node_check.plan("a01", {}, settings(bench_bytes="1GB"))
     with pytest.raises(TypeError):
         dataclasses.replace(settings(), bench_byts="1G")
 
 
 def test_read_store_gives_a_bench_part_only_from_a_passing_newest_record(tmp_path):
     build = {"bin_dir": "/opt/wireup/nccl-tests/build", "ld_library_path": "/opt/nccl/lib"}
-    assert node_check.read_store(tmp_path, "gpu-a01", build=build) == {
+    assert plans_node_check.read_store(tmp_path, "gpu-a01", build=build) == {
         "bench_part": {},
         "textfile": "",
         "textfiles": [],
@@ -63,16 +67,16 @@ def test_read_store_gives_a_bench_part_only_from_a_passing_newest_record(tmp_pat
     }
     mine = dict(RECORD, host="gpu-a01")  # the record is read only under its own host's name
     results.write_host(tmp_path, "20261201T000000Z", "gpu-a01", dict(mine, run_id="20261201T000000Z"))
-    found = node_check.read_store(tmp_path, "gpu-a01", build=build, size="1G")
+    found = plans_node_check.read_store(tmp_path, "gpu-a01", build=build, size="1G")
     part = found["bench_part"]
     assert part["run_id"] == "20261201T000000Z" and part["gpu_count"] == 2 and found["note"] == ""
     assert part["figure"]["size"] == 1 << 30 and part["nccl_tests"]["bin_dir"] == build["bin_dir"]
     assert 'wireup_bench_verdict{host="gpu-a01",verdict="PASS"} 1' in found["textfile"]
     assert found["textfiles"] == [found["textfile"]]
-    assert node_check.read_store(tmp_path, "gpu-a01", build=build, textfile="never")["textfiles"] == []
+    assert plans_node_check.read_store(tmp_path, "gpu-a01", build=build, textfile="never")["textfiles"] == []
     failed = dict(mine, run_id="20261202T000000Z", verdict="FAIL")
     results.write_host(tmp_path, "20261202T000000Z", "gpu-a01", failed)
-    found = node_check.read_store(tmp_path, "gpu-a01", build=build)
+    found = plans_node_check.read_store(tmp_path, "gpu-a01", build=build)
     assert found["bench_part"] == {} and found["note"] == (
         "its latest bench record (20261202T000000Z) is FAIL, not PASS"
     )
@@ -81,22 +85,22 @@ def test_read_store_gives_a_bench_part_only_from_a_passing_newest_record(tmp_pat
 def test_the_baseline_line_is_wireup_checks_own_or_says_why_none_was_written():
     read = {"bench_part": {"run_id": "r1"}, "textfile": "", "textfiles": [], "note": ""}
     ran = {"stdout": json.dumps({"changed": True, "line": "wireup-check: baseline of n1 written"})}
-    assert node_check.baseline_line(read, ran, "n1") == "wireup-check: baseline of n1 written"
+    assert plans_node_check.baseline_line(read, ran, "n1") == "wireup-check: baseline of n1 written"
     # --check: the command module reports skipped with an empty stdout (not JSON).
     would = {"skipped": True, "stdout": "", "msg": "Command would have run if not in check mode"}
-    assert node_check.baseline_line(read, would, "n1", check_mode=True) == (
+    assert plans_node_check.baseline_line(read, would, "n1", check_mode=True) == (
         "wireup-check: baseline of n1 not written (check mode)"
     )
     # What the node printed is not trusted: one line, and an answer without one says so.
     two = {"stdout": json.dumps({"changed": False, "line": "wireup-check: same\nsecond  line"})}
-    assert node_check.baseline_line(read, two, "n1") == "wireup-check: same second line"
+    assert plans_node_check.baseline_line(read, two, "n1") == "wireup-check: same second line"
     for odd in ("{not json", "[1]", json.dumps({"changed": True}), json.dumps({"line": ""})):
-        said = node_check.baseline_line(read, {"stdout": odd}, "n1")
+        said = plans_node_check.baseline_line(read, {"stdout": odd}, "n1")
         assert said.startswith("wireup-check: baseline of n1: no line in its answer: "), said
     kept = dict(read, bench_part={}, note="its latest bench record (r2) is FAIL, not PASS")
     skipped = {"skipped": True, "changed": False, "false_condition": "..."}
     for check_mode in (False, True):
-        assert node_check.baseline_line(kept, skipped, "n1", check_mode=check_mode) == (
+        assert plans_node_check.baseline_line(kept, skipped, "n1", check_mode=check_mode) == (
             "wireup-check: baseline of n1 kept: its latest bench record (r2) is FAIL, not PASS"
         )
 
@@ -210,7 +214,7 @@ def test_a_quick_pass_never_hides_a_bench_fail_from_the_launch_gate(tmp_path):
     results.write_host(tmp_path, failed["run_id"], "n1", failed)
     nodes = {"n1": {"node_check": _answer("n1", "PASS", "fine"), "thresholds": {}}}
     results.store_run(tmp_path, "20261202T000000Z", nodes, kind="quick")
-    refused = fabric_run.refusals(["n1"], *fabric_run.latest_verdicts(tmp_path, ["n1"]))
+    refused = gate.refusals(["n1"], *gate.latest_verdicts(tmp_path, ["n1"]))
     assert refused == {
         "n1": "bench run 20261201T000000Z FAILed on n1: see its report (its newest record of links, torch)"
     }
@@ -235,14 +239,14 @@ def test_a_quick_fail_refuses_until_a_bench_that_measured_the_links_passes(tmp_p
     results.store_run(
         tmp_path, "20261202T000000Z", {"n1": {"node_check": bad, "thresholds": {}}}, kind="quick"
     )
-    refused = fabric_run.refusals(["n1"], *fabric_run.latest_verdicts(tmp_path, ["n1"]))
+    refused = gate.refusals(["n1"], *gate.latest_verdicts(tmp_path, ["n1"]))
     assert refused == {
         "n1": "quick run 20261202T000000Z FAILed on n1: GPU0: 12 active NVLinks, 18 at the baseline "
         "(its newest record of node_check)"
     }
     again = dict(RECORD, host="n1", run_id="20261203T000000Z")
     results.write_host(tmp_path, again["run_id"], "n1", again)
-    assert fabric_run.refusals(["n1"], *fabric_run.latest_verdicts(tmp_path, ["n1"])) == {}
+    assert gate.refusals(["n1"], *gate.latest_verdicts(tmp_path, ["n1"])) == {}
 
 
 def test_a_bench_record_has_no_node_check_part_and_a_damaged_one_is_named():

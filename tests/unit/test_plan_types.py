@@ -25,20 +25,23 @@ import typing
 import pytest
 import yaml
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import gpu_trial, node_check
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm, wait
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import (
     bench,
     bench_fabric,
     bench_report,
     cuda_repo,
-    gpu_trial,
     nccl,
     nccl_tests,
-    node_check,
     nvidia_driver,
     pytorch_venv,
     slurm_health_check,
     torchrun_launch,
+)
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import gpu_trial as plans_gpu_trial
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import (
+    node_check as plans_node_check,
 )
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import (
     bench_output,
@@ -81,7 +84,7 @@ PLANS: dict[str, typing.Any] = {
     # gpu_topology
     "__gpu_topology_probe": topology.TopologyProbe,
     # gpu_trial
-    "__gpu_trial_plan": gpu_trial.TrialPlan,
+    "__gpu_trial_plan": plans_gpu_trial.TrialPlan,
     "__gpu_trial_health_before": gpuhealth.HealthRead,
     "__gpu_trial_health_after": gpuhealth.HealthRead,
     "gpu_trial_node": gpu_trial.TrialNode,
@@ -103,7 +106,7 @@ PLANS: dict[str, typing.Any] = {
     "__bench_report_run": bench_report.ReportRun,
     "__bench_report_store": bench_report.StoreAnswer,
     # launch.yml, torchrun_launch
-    "__wireup_launch_failed": dict[str, str],  # {host: why launch refuses it} (fabric_run.refusals)
+    "__wireup_launch_failed": dict[str, str],  # {host: why launch refuses it} (gate.refusals)
     "__torchrun_launch_watchdog_key": str,
     "__torchrun_launch_node": torchrun_launch.NodeFacts,
     "__torchrun_launch_plan": torchrun_launch.JobPlan,
@@ -115,15 +118,15 @@ PLANS: dict[str, typing.Any] = {
     "__torchrun_launch_status": wait.WaitResult,
     "__torchrun_launch_sacct": wait.WaitResult,
     "__torchrun_launch_jobs": torchrun_launch.JobsPlan,
-    "__torchrun_launch_verdict": (torchrun_launch.Verdict, slurm.SlurmVerdict),
+    "__torchrun_launch_verdict": (wait.Verdict, slurm.SlurmVerdict),
     "__verdict": slurm.SlurmVerdict,  # slurm_wait.yml's, before it is kept
     "__torchrun_launch_drain": slurm.DrainPlan,
     "__torchrun_launch_result": torchrun_launch.NodeResult,
     "__node": torchrun_launch.JobsNode,
     "__report": torchrun_launch.Report,
     # node_check, slurm_health_check (issue 26)
-    "__node_check_plan": node_check.NodeCheckPlan,
-    "__node_check_read": node_check.StoreRead,
+    "__node_check_plan": plans_node_check.NodeCheckPlan,
+    "__node_check_read": plans_node_check.StoreRead,
     "__node_check_result": node_check.CheckResult,
     "__slurm_health_check_plan": slurm_health_check.SlurmHealthPlan,
 }

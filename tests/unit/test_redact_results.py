@@ -13,6 +13,7 @@ import sys
 import yaml
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import markdown
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 from tests import busy
@@ -74,7 +75,7 @@ def test_stored_host_json_has_no_secret(tmp_path):
 
 
 def test_report_of_a_host_without_figures_prints_no_secret(tmp_path, monkeypatch):
-    monkeypatch.setattr(assemble, "_pyplot", lambda: None)
+    monkeypatch.setattr(markdown, "pyplot", lambda: None)
     # A record as an older wireup stored it (unredacted), and one built now.
     old = results.unreachable_record("node2", "20261201T000000Z", "gone")
     old.update(verdict="N/A", findings=[], env=dict(ENV, GITHUB_PAT="not-listed-here"))

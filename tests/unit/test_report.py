@@ -8,6 +8,7 @@ import re
 import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import topology
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import markdown
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
@@ -133,7 +134,7 @@ def test_report_files_html_self_contained_png_valid(tmp_path):
 
 
 def test_report_without_matplotlib_still_written(tmp_path, monkeypatch):
-    monkeypatch.setattr(assemble, "_pyplot", lambda: None)
+    monkeypatch.setattr(markdown, "pyplot", lambda: None)
     rec = results.build_record("gpu-a01", "20261129T100000Z", good_node())
     out, md, page = _run(tmp_path, {"gpu-a01": rec})
     assert out["pngs"] == [] and not out["plots"]
@@ -142,7 +143,7 @@ def test_report_without_matplotlib_still_written(tmp_path, monkeypatch):
 
 
 def test_report_escapes_html(tmp_path, monkeypatch):
-    monkeypatch.setattr(assemble, "_pyplot", lambda: None)
+    monkeypatch.setattr(markdown, "pyplot", lambda: None)
     rec = results.build_record("gpu-a01", "20261129T100000Z", good_node())
     rec = copy.deepcopy(rec)
     rec["findings"].append({"severity": "warning", "code": "x", "message": "<script>alert(1)</script>"})
@@ -256,7 +257,7 @@ def test_a_gpu_node_is_not_judged_as_gpu_less():
 
 # --- issue 23 item 10, issue 28 item 3 ------------------------------------------------------------
 def test_report_md_escapes_what_nodes_said(tmp_path, monkeypatch):
-    monkeypatch.setattr(assemble, "_pyplot", lambda: None)
+    monkeypatch.setattr(markdown, "pyplot", lambda: None)
     rec = copy.deepcopy(results.build_record("gpu-a01", "20261129T100000Z", good_node()))
     rec["findings"].append(
         {"severity": "warning", "code": "x", "message": "<script>alert(1)</script> [a](javascript:b)\n# h"}
@@ -269,7 +270,7 @@ def test_report_md_escapes_what_nodes_said(tmp_path, monkeypatch):
 
 
 def test_report_says_what_each_kind_of_node_was_judged_on(tmp_path, monkeypatch):
-    monkeypatch.setattr(assemble, "_pyplot", lambda: None)
+    monkeypatch.setattr(markdown, "pyplot", lambda: None)
     cpus = {h: results.build_record(h, "20261129T100000Z", _cpu_node()) for h in ("node1", "node2", "node3")}
     _, md, _ = _run(tmp_path, cpus)
     opening = md.split("\n\n")[1]

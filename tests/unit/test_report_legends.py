@@ -9,7 +9,8 @@ import pathlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import fabric
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import markdown
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 from tests.unit.test_gpurecord import H200, PENDING, fact, store
@@ -26,13 +27,13 @@ CPU_STEP = (FIXTURES / "stepcost" / "cpu-gloo-2ranks-torch2.13.log").read_text()
 def drawn(monkeypatch):
     """{file name: [(legend entries, labelled lines)] per axes} of every chart written."""
     charts = {}
-    save = assemble.save_png
+    save = markdown.save_png
 
     def keep(fig, path):
         charts[pathlib.Path(path).name] = [_legend(ax) for ax in fig.axes]
         save(fig, path)
 
-    monkeypatch.setattr(assemble, "save_png", keep)
+    monkeypatch.setattr(markdown, "save_png", keep)
     return charts
 
 
@@ -89,5 +90,5 @@ def test_the_fabric_chart(tmp_path, drawn):
             {"pair": ["n3", "n4"], "round": 1, "busbw": 0.1, "verdict": "FAIL", "reference_gbs": 1.1},
         ],
     }
-    assert fabric_run.plot(record, str(tmp_path / "fabric.png"))
+    assert fabric.plot(record, str(tmp_path / "fabric.png"))
     _one_entry_per_line(drawn)

@@ -11,8 +11,9 @@ from typing import Literal, TypedDict
 
 import pytest
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import gpu_trial, node_check
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import shape
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench, gpu_trial, node_check
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import gpuhealth, health, topology
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"

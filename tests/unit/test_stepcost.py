@@ -10,6 +10,7 @@ import pathlib
 import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import ddp_step
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import markdown
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
@@ -381,7 +382,7 @@ def test_a_cpu_run_over_gloo_draws_no_gpu_advice(tmp_path, monkeypatch):
         assert not [w for w in GPU_ONLY_ADVICE if w in fig["sentence"]], fig["sentence"]
     line = assemble.summary_line(record)
     assert not [w for w in GPU_ONLY_ADVICE if w in line], line
-    monkeypatch.setattr(assemble, "_pyplot", lambda: None)
+    monkeypatch.setattr(markdown, "pyplot", lambda: None)
     md = pathlib.Path(
         assemble.write_report(str(tmp_path), "20261207T060000Z", {"node1": record})["md"]
     ).read_text()

@@ -29,10 +29,10 @@ not finite numbers or implausible (gpujudge/gpuspec) is never one either.
 import json
 import math
 import os
+from typing import TypedDict
 
 from ..core import shape
 from ..judge import gpujudge, gpuspec
-from ..plans import gpu_trial
 from ..probe import dcgm, gpuhealth, health
 
 SCOPES = ("full", "gpu_only")
@@ -107,7 +107,7 @@ def node_inputs(host, trial):
     after, f2 = _health(trial.get("health_after"), host, "after the fingerprint")
     doc, f3 = _fingerprint(trial.get("fingerprint"), host)
     if doc is not None:
-        shape.check(doc, gpu_trial.FingerprintDoc, "fingerprint")  # a wireup document, not of its shape
+        shape.check(doc, FingerprintDoc, "fingerprint")  # a wireup document, not of its shape
     current = after or before
     parsed_dcgm, f4 = _dcgm(trial.get("dcgm"), host, current)
     return {
@@ -222,7 +222,7 @@ def attach(results_dir, run_id, nodes, trial, *, run_wide=None):
     """nodes ({host: node} as results.store_run takes them) with each host's judged GPUs as
     node["gpu_trial"]. Hosts that ran only the GPU trial (no bench data) are added with scope
     gpu_only and the run-wide settings (run_wide: thresholds, efficiency, secret_env). trial: the
-    gpu_trial_run the report play gathered (gpu_trial.TrialRun: {nodes: {host: fact}, thresholds})."""
+    gpu_trial_run the report play gathered (TrialRun: {nodes: {host: fact}, thresholds})."""
     facts = (trial or {}).get("nodes") or {}
     if not facts:
         return nodes
@@ -244,7 +244,7 @@ def attach(results_dir, run_id, nodes, trial, *, run_wide=None):
 
 def _read_nodes(out, facts):
     """({host: node_inputs}, {host: why not}): each node's gpu_trial_node checked against
-    gpu_trial.TrialNode and read. A node whose fact is not of that shape, or cannot be read, is left
+    TrialNode and read. A node whose fact is not of that shape, or cannot be read, is left
     out of the run's judgement (its GPUs are no one's peers) and judged DAMAGED alone; an
     unreachable node, or one whose bench data is DAMAGED already, is not read."""
     inputs, malformed = {}, {}
@@ -252,7 +252,7 @@ def _read_nodes(out, facts):
         if out.get(host, {}).get("unreachable") or out.get(host, {}).get("damaged"):
             continue
         try:
-            inputs[host] = node_inputs(host, shape.check(fact, gpu_trial.TrialNode))
+            inputs[host] = node_inputs(host, shape.check(fact, TrialNode))
         except Exception as err:  # one node's answer, whatever it is, never stops the others'
             malformed[host] = shape.failure(err)
     return inputs, malformed
@@ -335,3 +335,107 @@ def section(node, record, ctx):
     if verdict == "N/A" or (judged.get("scope") == "gpu_only" and verdict == "PASS"):
         return part, ordered, []
     return part, ordered, [verdict]
+
+
+class Skipped(TypedDict):
+    """A part of TrialNode whose task did not run."""
+
+    skipped: bool
+
+
+class HealthPart(TypedDict):
+    """A health read as the fact keeps it (_health_read): wireup_gpu_health_info's answer."""
+
+    health: gpuhealth.HealthDoc | None
+    error: str
+    dcgmi: str
+
+
+class CommandPart(TypedDict):
+    """A registered command as the fact keeps it (_registered): the fingerprint's, DCGM's."""
+
+    rc: int | None
+    stdout: str
+    stderr: str
+    seconds: float | None
+
+
+class DcgmPart(CommandPart):
+    level: int | None
+
+
+class DcgmSkipped(Skipped):
+    level: int | None
+
+
+class TrialNode(TypedDict):
+    """node_data's answer: the public fact gpu_trial_node (each part {skipped: true} where it did
+    not run). The store checks each node's against it (gpu_trial.attach, core/shape.py)."""
+
+    run_id: str
+    capability: str
+    notes: list[str]
+    health_before: HealthPart | Skipped
+    health_after: HealthPart | Skipped
+    fingerprint: CommandPart | Skipped
+    dcgm: DcgmPart | DcgmSkipped
+
+
+class Figure(TypedDict):
+    """One figure of the fingerprint over its batches (gpu_fingerprint.py's summarize)."""
+
+    median: float
+    min: float
+    max: float
+    mean: float
+    stdev: float
+    samples: int
+
+
+class _FingerprintGpuId(TypedDict):
+    index: int
+    figures: dict[str, Figure | None]
+
+
+class FingerprintGpu(_FingerprintGpuId, total=False):
+    name: str | None
+    uuid: str | None
+    bus_id: str | None
+    compute_capability: str | None
+    pci_path: list[str] | None
+    skipped: dict[str, str]
+    errors: dict[str, str]
+    throttle: dict[str, dict]
+
+
+class _FingerprintMark(TypedDict):
+    wireup_gpu_fingerprint: int
+    mode: str
+    gpus: list[FingerprintGpu]
+
+
+class FingerprintDoc(_FingerprintMark, total=False):
+    """The document roles/gpu_trial/files/gpu_fingerprint.py prints (its docstring says each key;
+    the script runs on the node without this package, so tests/unit/test_gpu_fingerprint.py checks
+    its real output against this): gpurecord checks a node's before judging its GPUs."""
+
+    note: str
+    torch: str | None
+    cuda: str | None
+    nvml: str | None
+    nvml_note: str
+    seconds_per_set: float
+    sets: list[str]
+    set_seconds: dict[str, float]
+    elapsed_s: float
+    errors: list[str]
+
+
+class TrialRun(TypedDict):
+    """run_data's answer (the fact gpu_trial_run): the run id the trial took (used when no host ran
+    the bench role), the hosts that kept a gpu_trial_node, each one's, and the run's thresholds."""
+
+    run_id: str
+    hosts: list[str]
+    nodes: dict[str, TrialNode]
+    thresholds: dict

@@ -11,6 +11,7 @@ shown in TFLOPS and GB/s; the records keep base units and every spread.
 import os
 
 from ..judge import gpujudge, gpuspec
+from ..render import markdown
 
 CHART = "gpus.png"
 
@@ -269,8 +270,6 @@ def plots(plt, records, run_dir):
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    from ..report.assemble import save_png
-
-    save_png(fig, os.path.join(run_dir, CHART))
+    markdown.save_png(fig, os.path.join(run_dir, CHART))
     plt.close(fig)
     return {("gpus", None): CHART}

@@ -36,8 +36,7 @@ import sys
 import time
 
 from ..core import atomicfile
-from ..judge import quick
-from ..plans import bench
+from ..judge import bandwidth, quick
 from ..probe import nics as probe_nics
 from ..probe import topology
 from ..probe.nvlink import parse_nvlink_status
@@ -261,7 +260,7 @@ def bench_plan(config, baseline, gpus):
     """(argv, env, note): nccl-tests at one size, or None and why not."""
     figure = (baseline or {}).get("bench", {}).get("figure") or {}
     build = (baseline or {}).get("bench", {}).get("nccl_tests") or {}
-    skip = bench.nccl_tests_skip(gpus, config["host"])
+    skip = bandwidth.nccl_tests_skip(gpus, config["host"])
     if skip:
         return None, None, f"benchmark skipped: {skip}"
     if not build.get("bin_dir"):

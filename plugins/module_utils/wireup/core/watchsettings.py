@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from .checks import validate_abs_paths
+
 # slurm.conf(5), HealthCheckNodeState: any of these, comma-separated (CYCLE with one of the others;
 # START_ONLY: only when slurmd starts, Slurm 23.02+), nothing else: the value is written into
 # slurm.conf, where a newline would start a line of configuration. Matched whole (fullmatch).
@@ -57,8 +59,6 @@ def _whole(values, name, low, errors):
 
 
 def _paths(values):
-    from .checks import validate_abs_paths
-
     return validate_abs_paths({k: values[k] for k in PATHS if k in values})
 
 

@@ -429,3 +429,22 @@ def pick_tuning(measured, min_gain=0.02):
             out["best"] = dict(tried[0]["env"])
             out["best_busbw"] = tried[0]["busbw"]
     return out
+
+
+# --- Issue 26, item 5: benchmarks that cannot give a figure are not run ------------------------
+MIN_GPUS_FOR_NCCL_TESTS = 2
+
+
+def nccl_tests_skip(count, host=""):
+    """Why a node with ``count`` GPUs runs no nccl-tests ('' when it runs them). With one GPU
+    nccl-tests' collectives have no GPU pair to measure: all_reduce, all_gather, reduce_scatter
+    and alltoall report a bus bandwidth of 0 (algbw x 2(n-1)/n or (n-1)/n) and no collective has an
+    expectation (bandwidth.expected_busbw needs a link between two GPUs), so every verdict would
+    be N/A: on the 1x H200 the four collectives to 8 GiB cost 123 s for four N/As. The same rule
+    keeps the quick check (wireup-check) from running its one-size benchmark there."""
+    if int(count or 0) >= MIN_GPUS_FOR_NCCL_TESTS:
+        return ""
+    return (
+        f"nccl-tests skipped on {host}: {int(count or 0)} GPU, no GPU pair to give a bus bandwidth "
+        "figure (every collective would be N/A)"
+    )

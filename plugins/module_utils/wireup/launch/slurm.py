@@ -1,7 +1,7 @@
 """Slurm job state for torchrun_launch's Slurm path: hostlists, sbatch and sacct output, verdict.
 
 Pure Python (stdlib only, no Ansible imports), called through plugins/filter/wireup_slurm.py.
-The verdict has the shape of ``torchrun_launch.job_verdict`` (over, ok, first_failure, timed_out, running,
+The verdict has the shape of ``wait.job_verdict`` (over, ok, first_failure, timed_out, running,
 reason) plus per-node states in the shape of ``wireup-jobctl status`` (state running|exited|lost|
 stopped|missing, rc, ended), built from sacct's steps: job.sbatch starts one step per node
 (JOBID.0, JOBID.1, ...), so each node's exit code is its step's.
@@ -267,7 +267,7 @@ def first_failed_step(batch_output: str) -> str:
 
 
 class SlurmVerdict(TypedDict):
-    """A Slurm job's verdict (``__torchrun_launch_verdict`` on the Slurm path): torchrun_launch.Verdict's
+    """A Slurm job's verdict (``__torchrun_launch_verdict`` on the Slurm path): wait.Verdict's
     keys, Slurm's job, and each node's state in wireup-jobctl's shape (with its step and Slurm state)."""
 
     over: bool

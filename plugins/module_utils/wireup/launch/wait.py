@@ -3,7 +3,7 @@
 Pure Python (stdlib only). plugins/action/wireup_wait.py runs the look on a node once per
 interval, and stops, prints or fails as the judge decides: :func:`look` for ``wireup-jobctl
 status`` (a run under wireup-jobctl), :func:`look_sacct` for sacct (a job under Slurm, read on the
-node that submitted it). The role's verdict (torchrun_launch.job_verdict, slurm.job_verdict) then reads the
+node that submitted it). The role's verdict (job_verdict below, slurm.job_verdict) then reads the
 last look's stdout, as it read the command module's before. Nothing a node answers is trusted: a
 state outside jobctl's words or an elapsed time that is no number fails the wait, naming the node
 (an unknown state read as "not running" would pass for a run that ended well); a failing sacct
@@ -12,10 +12,10 @@ state outside jobctl's words or an elapsed time that is no number fails the wait
 
 from __future__ import annotations
 
+import json
 import math
 from typing import TypedDict
 
-from ..plans import torchrun_launch
 from . import slurm
 
 # wireup-jobctl status's states; every one but "running" ends the wait.
@@ -62,7 +62,7 @@ def look(answer: dict, *, host: str, job: str = "", timeout: float = 0, waited: 
     ``over`` when the run ended there or its time ran out; ``line`` is the progress line.
     """
     rc, stdout, stderr = answer.get("rc"), answer.get("stdout") or "", answer.get("stderr") or ""
-    status = torchrun_launch.parse_status(stdout or "")
+    status = parse_status(stdout or "")
     out = {"over": True, "error": "", "status": status, "line": ""}
     if rc != 0:
         said = _printable(" ".join((stderr or stdout or "").split()))
@@ -90,7 +90,7 @@ def progress_line(host: str, job: str, status: dict, elapsed: float, timeout: fl
     if status.get("state") == "running":
         limit = f"timeout {timeout:g} s" if timeout > 0 else "no timeout"
         return f"[{host}] waiting for {what}: running, {elapsed:.1f} s elapsed ({limit})"
-    return f"[{host}] {what}: {torchrun_launch.how_it_ended(status)} after {elapsed:.1f} s"
+    return f"[{host}] {what}: {how_it_ended(status)} after {elapsed:.1f} s"
 
 
 def pause(interval: float, took: float, floor: float = 0.5) -> float:
@@ -155,3 +155,108 @@ def pause_between(interval: float, took: float, floor: float = 1.0) -> float:
 # The judges wireup_wait takes: (the look, the pause after one, whether the look takes the interval
 # as its last word: wireup-jobctl status blocks up to it on the node).
 JUDGES = {"jobctl": (look, pause, True), "sacct": (look_sacct, pause_between, False)}
+
+
+def first_failure(states: dict) -> str:
+    """The host whose job failed first: the earliest end among failed or lost ones, else ''.
+
+    ``states`` maps host -> {"state": running|exited|lost|stopped|missing, "rc": int|None,
+    "ended": float|None}. A host that is gone from the play (unreachable) counts as failed at
+    the time it was last seen.
+    """
+    failed = []
+    for host, st in states.items():
+        state = st.get("state")
+        if state in ("lost", "missing", "gone") or (state == "exited" and st.get("rc") not in (0, "0")):
+            ended = st.get("ended")
+            try:
+                ended = float(ended)
+            except (TypeError, ValueError):
+                ended = float("inf")
+            failed.append((ended, host))
+    return min(failed)[1] if failed else ""
+
+
+def how_it_ended(status: dict) -> str:
+    """How a node's part of a run ended, in words: "exited with code 1", "was stopped", ..."""
+    return {
+        "gone": "became unreachable",
+        "lost": "lost its processes without an exit code (killed)",
+        "missing": "never started",
+        "stopped": "was stopped",
+    }.get(status.get("state"), f"exited with code {status.get('rc')}")
+
+
+class Verdict(TypedDict):
+    """A run's verdict (``__torchrun_launch_verdict``): over, how it went, who failed first."""
+
+    over: bool
+    ok: bool
+    first_failure: str
+    timed_out: bool
+    running: list[str]
+    reason: str
+
+
+def job_verdict(states: dict, play_hosts=None, timeout: float = 0) -> Verdict:
+    """Whether a running job is over, and how it went.
+
+    ``states`` maps each job host to its last ``wireup-jobctl status`` (state, rc, ended,
+    elapsed). A host missing from ``play_hosts`` (unreachable mid-run) counts as failed. The job is
+    over when every node exited, when any node failed (exited non-zero, lost, stopped, missing,
+    gone) or when ``timeout`` seconds (0: none) have passed on any node.
+    """
+    states = {h: dict(s or {}) for h, s in states.items()}
+    if play_hosts is not None:
+        for host in states:
+            if host not in set(play_hosts):
+                states[host]["state"] = "gone"
+    failed = first_failure(states)
+    running = sorted(h for h, s in states.items() if s.get("state") == "running")
+    elapsed = [float(s.get("elapsed") or 0) for s in states.values()]
+    timed_out = bool(timeout) and bool(running) and max(elapsed, default=0) >= float(timeout)
+    if failed:
+        reason = f"{failed} {how_it_ended(states[failed])}"
+    elif timed_out:
+        reason = f"still running after {float(timeout):g} s on {', '.join(running)}"
+    elif running:
+        reason = f"running on {', '.join(running)}"
+    else:
+        reason = "every node exited with code 0"
+    return {
+        "over": bool(failed) or timed_out or not running,
+        "ok": not failed and not running,
+        "first_failure": failed,
+        "timed_out": timed_out and not failed,
+        "running": running,
+        "reason": reason,
+    }
+
+
+class RunStatus(TypedDict, total=False):
+    """A node's run as ``wireup-jobctl status`` says it (and stop, which ends with it)."""
+
+    state: str  # running, exited, lost, stopped, missing (gone: left the play; unknown: no answer)
+    rc: int | None
+    started: float
+    ended: float | None
+    elapsed: float
+    log: str  # the node's log of the run
+    reason: str
+    said: list[str]  # lines before the status line
+    tail: list[str]  # the log's last lines after it
+
+
+def parse_status(stdout: str) -> RunStatus:
+    """A ``wireup-jobctl`` answer: its first line that is a JSON object is the run's status
+    (``stop`` prints what it did before it, ``status ... WAIT LINES`` the log's last lines after
+    it, in ``tail``). ``{"state": "unknown"}`` when there is none."""
+    lines = (stdout or "").splitlines()
+    for index, line in enumerate(lines):
+        try:
+            status = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(status, dict):
+            return dict(status, said=lines[:index], tail=lines[index + 1 :])
+    return {"state": "unknown", "said": lines, "tail": []}

@@ -399,8 +399,8 @@ def _plan_gpu_runs(out, settings, build, host, *, count):
         return
     if settings.stepcost_only:
         return
-    # Issue 26, item 5: no nccl-tests where they cannot give a figure (nccl_tests_skip below).
-    skip = nccl_tests_skip(count, host)
+    # Issue 26, item 5: no nccl-tests where they cannot give a figure (bandwidth.nccl_tests_skip).
+    skip = bandwidth.nccl_tests_skip(count, host)
     if skip:
         out["skipped"] = skip
         out["notes"].append(f"bench: {skip}")
@@ -422,25 +422,6 @@ def fresh_log(job, launch):
     benchmark's result on a node is this job's."""
     log = (launch or {}).get("log") or ""
     return log if f"/{job}-" in log else ""
-
-
-# --- Issue 26, item 5: benchmarks that cannot give a figure are not run ------------------------
-MIN_GPUS_FOR_NCCL_TESTS = 2
-
-
-def nccl_tests_skip(count, host=""):
-    """Why a node with ``count`` GPUs runs no nccl-tests ('' when it runs them). With one GPU
-    nccl-tests' collectives have no GPU pair to measure: all_reduce, all_gather, reduce_scatter
-    and alltoall report a bus bandwidth of 0 (algbw x 2(n-1)/n or (n-1)/n) and no collective has an
-    expectation (bandwidth.expected_busbw needs a link between two GPUs), so every verdict would
-    be N/A: on the 1x H200 the four collectives to 8 GiB cost 123 s for four N/As. The same rule
-    keeps the quick check (wireup-check) from running its one-size benchmark there."""
-    if int(count or 0) >= MIN_GPUS_FOR_NCCL_TESTS:
-        return ""
-    return (
-        f"nccl-tests skipped on {host}: {int(count or 0)} GPU, no GPU pair to give a bus bandwidth "
-        "figure (every collective would be N/A)"
-    )
 
 
 def _busbw_at_top(text):

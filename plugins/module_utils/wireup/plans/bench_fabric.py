@@ -85,7 +85,7 @@ class JudgedPlan(TypedDict, total=False):
 
 
 class FabricRecord(TypedDict, total=False):
-    """fabric_run.build_record's answer (results/fabric/<run id>/fabric.json)."""
+    """fabric.build_record's answer (results/fabric/<run id>/fabric.json)."""
 
     run_id: str
     verdicts: dict[str, str]

@@ -20,11 +20,10 @@ from __future__ import annotations
 import dataclasses
 from typing import TypedDict
 
-from ..capability import gpu_trial
+from ..capability import gpu_trial, node_check
 from ..core import shape
 from ..judge import ddp_step
 from ..probe.health import finding
-from . import node_check
 from .bench import NO_DATA, NodeData
 
 

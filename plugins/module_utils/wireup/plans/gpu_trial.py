@@ -23,8 +23,9 @@ import math
 import re
 from typing import TypedDict
 
+from ..capability.gpu_trial import TrialNode
 from ..judge import gpujudge
-from ..probe import dcgm, gpuhealth
+from ..probe import dcgm
 
 FINGERPRINT_SCRIPT = "gpu_fingerprint.py"
 SETS = ("gemm", "hbm", "pcie")
@@ -158,110 +159,6 @@ class TrialPlan(TypedDict):
     dcgm_level: int
     dcgm_argv: list[str]
     dcgm_timeout: int
-
-
-class Skipped(TypedDict):
-    """A part of TrialNode whose task did not run."""
-
-    skipped: bool
-
-
-class HealthPart(TypedDict):
-    """A health read as the fact keeps it (_health_read): wireup_gpu_health_info's answer."""
-
-    health: gpuhealth.HealthDoc | None
-    error: str
-    dcgmi: str
-
-
-class CommandPart(TypedDict):
-    """A registered command as the fact keeps it (_registered): the fingerprint's, DCGM's."""
-
-    rc: int | None
-    stdout: str
-    stderr: str
-    seconds: float | None
-
-
-class DcgmPart(CommandPart):
-    level: int | None
-
-
-class DcgmSkipped(Skipped):
-    level: int | None
-
-
-class TrialNode(TypedDict):
-    """node_data's answer: the public fact gpu_trial_node (each part {skipped: true} where it did
-    not run). The store checks each node's against it (gpu_trial.attach, core/shape.py)."""
-
-    run_id: str
-    capability: str
-    notes: list[str]
-    health_before: HealthPart | Skipped
-    health_after: HealthPart | Skipped
-    fingerprint: CommandPart | Skipped
-    dcgm: DcgmPart | DcgmSkipped
-
-
-class Figure(TypedDict):
-    """One figure of the fingerprint over its batches (gpu_fingerprint.py's summarize)."""
-
-    median: float
-    min: float
-    max: float
-    mean: float
-    stdev: float
-    samples: int
-
-
-class _FingerprintGpuId(TypedDict):
-    index: int
-    figures: dict[str, Figure | None]
-
-
-class FingerprintGpu(_FingerprintGpuId, total=False):
-    name: str | None
-    uuid: str | None
-    bus_id: str | None
-    compute_capability: str | None
-    pci_path: list[str] | None
-    skipped: dict[str, str]
-    errors: dict[str, str]
-    throttle: dict[str, dict]
-
-
-class _FingerprintMark(TypedDict):
-    wireup_gpu_fingerprint: int
-    mode: str
-    gpus: list[FingerprintGpu]
-
-
-class FingerprintDoc(_FingerprintMark, total=False):
-    """The document roles/gpu_trial/files/gpu_fingerprint.py prints (its docstring says each key;
-    the script runs on the node without this package, so tests/unit/test_gpu_fingerprint.py checks
-    its real output against this): gpurecord checks a node's before judging its GPUs."""
-
-    note: str
-    torch: str | None
-    cuda: str | None
-    nvml: str | None
-    nvml_note: str
-    seconds_per_set: float
-    sets: list[str]
-    set_seconds: dict[str, float]
-    elapsed_s: float
-    errors: list[str]
-
-
-class TrialRun(TypedDict):
-    """run_data's answer (the fact gpu_trial_run): the run id the trial took (used when no host ran
-    the bench role), the hosts that kept a gpu_trial_node, each one's, and the run's thresholds."""
-
-    run_id: str
-    hosts: list[str]
-    nodes: dict[str, TrialNode]
-    thresholds: dict
 
 
 def _fingerprint_argv(s, python, script):

@@ -26,7 +26,9 @@ from ..core.checks import (
     validate_nproc,
     validate_port,
 )
+from ..core.watchsettings import errors as continuous_errors
 from ..judge.bench_settings import bench_errors
+from . import gpu_trial
 
 
 def secret_env_errors(value, var: str = "wireup_secret_env") -> list[str]:
@@ -284,10 +286,7 @@ ENV_MAPPINGS = ("wireup_job_env", "torchrun_launch_env")
 
 
 def _gpu_trial_errors(values: dict) -> list[str]:
-    """The gpu_trial role's settings (issue 25; its rule is gpu_trial.settings_errors, imported here
-    late: gputrial's imports lead back to this module)."""
-    from . import gpu_trial
-
+    """The gpu_trial role's settings (issue 25; its rule is gpu_trial.settings_errors)."""
     return gpu_trial.settings_errors({k: v for k, v in values.items() if k.startswith("gpu_trial_")})
 
 
@@ -310,8 +309,6 @@ def host_errors(values: dict) -> list[str]:
     errors += bench_errors({k: v for k, v in values.items() if k.startswith("bench_")})
     errors += _gpu_trial_errors(values)  # issue 25
     # Issue 26's continuous checks (node_check_*, slurm_health_check_*): their own module.
-    from ..core.watchsettings import errors as continuous_errors
-
     errors += continuous_errors(values)
     return errors
 

@@ -21,6 +21,7 @@ from typing import TypedDict
 
 from ..core import checks
 from ..launch import slurm as slurm_
+from ..launch.wait import RunStatus, job_verdict, parse_status
 
 # Matched whole (fullmatch): '$' would let a trailing newline through. Host names are
 # checks.is_host_name's (RFC 1123), the one grammar.
@@ -394,82 +395,6 @@ def resolve_names(plan_or_nodes: dict) -> list[str]:
     return names
 
 
-def first_failure(states: dict) -> str:
-    """The host whose job failed first: the earliest end among failed or lost ones, else ''.
-
-    ``states`` maps host -> {"state": running|exited|lost|stopped|missing, "rc": int|None,
-    "ended": float|None}. A host that is gone from the play (unreachable) counts as failed at
-    the time it was last seen.
-    """
-    failed = []
-    for host, st in states.items():
-        state = st.get("state")
-        if state in ("lost", "missing", "gone") or (state == "exited" and st.get("rc") not in (0, "0")):
-            ended = st.get("ended")
-            try:
-                ended = float(ended)
-            except (TypeError, ValueError):
-                ended = float("inf")
-            failed.append((ended, host))
-    return min(failed)[1] if failed else ""
-
-
-def how_it_ended(status: dict) -> str:
-    """How a node's part of a run ended, in words: "exited with code 1", "was stopped", ..."""
-    return {
-        "gone": "became unreachable",
-        "lost": "lost its processes without an exit code (killed)",
-        "missing": "never started",
-        "stopped": "was stopped",
-    }.get(status.get("state"), f"exited with code {status.get('rc')}")
-
-
-class Verdict(TypedDict):
-    """A run's verdict (``__torchrun_launch_verdict``): over, how it went, who failed first."""
-
-    over: bool
-    ok: bool
-    first_failure: str
-    timed_out: bool
-    running: list[str]
-    reason: str
-
-
-def job_verdict(states: dict, play_hosts=None, timeout: float = 0) -> Verdict:
-    """Whether a running job is over, and how it went.
-
-    ``states`` maps each job host to its last ``wireup-jobctl status`` (state, rc, ended,
-    elapsed). A host missing from ``play_hosts`` (unreachable mid-run) counts as failed. The job is
-    over when every node exited, when any node failed (exited non-zero, lost, stopped, missing,
-    gone) or when ``timeout`` seconds (0: none) have passed on any node.
-    """
-    states = {h: dict(s or {}) for h, s in states.items()}
-    if play_hosts is not None:
-        for host in states:
-            if host not in set(play_hosts):
-                states[host]["state"] = "gone"
-    failed = first_failure(states)
-    running = sorted(h for h, s in states.items() if s.get("state") == "running")
-    elapsed = [float(s.get("elapsed") or 0) for s in states.values()]
-    timed_out = bool(timeout) and bool(running) and max(elapsed, default=0) >= float(timeout)
-    if failed:
-        reason = f"{failed} {how_it_ended(states[failed])}"
-    elif timed_out:
-        reason = f"still running after {float(timeout):g} s on {', '.join(running)}"
-    elif running:
-        reason = f"running on {', '.join(running)}"
-    else:
-        reason = "every node exited with code 0"
-    return {
-        "over": bool(failed) or timed_out or not running,
-        "ok": not failed and not running,
-        "first_failure": failed,
-        "timed_out": timed_out and not failed,
-        "running": running,
-        "reason": reason,
-    }
-
-
 def is_mount_point(mountinfo: str, path: str = "/etc/hosts") -> bool:
     """Whether ``path`` is a mount point in /proc/self/mountinfo text (field 5: mount point).
 
@@ -693,7 +618,7 @@ def health_plan(hosts, nodes: dict, failed=None, **options) -> dict:
     HealthOptions' fields).
 
     ``failed`` maps host -> reason (torchrun_launch_failed: launch.yml reads it from the store,
-    fabric_run.refusals: per capability, record/gate.py). ``on_failed``: refuse (the job does not start,
+    gate.refusals: per capability, record/gate.py). ``on_failed``: refuse (the job does not start,
     naming each failed node and its reason) or skip (the job starts on the others: node ranks are
     the remaining hosts' sorted indexes, 0..n-1, and the master is re-chosen among them when it is
     left out).
@@ -1046,35 +971,6 @@ def run_id_errors(run_id, var: str = "torchrun_launch_run_id") -> list[str]:
             "with a letter or digit (or leave it empty)"
         ]
     return []
-
-
-class RunStatus(TypedDict, total=False):
-    """A node's run as ``wireup-jobctl status`` says it (and stop, which ends with it)."""
-
-    state: str  # running, exited, lost, stopped, missing (gone: left the play; unknown: no answer)
-    rc: int | None
-    started: float
-    ended: float | None
-    elapsed: float
-    log: str  # the node's log of the run
-    reason: str
-    said: list[str]  # lines before the status line
-    tail: list[str]  # the log's last lines after it
-
-
-def parse_status(stdout: str) -> RunStatus:
-    """A ``wireup-jobctl`` answer: its first line that is a JSON object is the run's status
-    (``stop`` prints what it did before it, ``status ... WAIT LINES`` the log's last lines after
-    it, in ``tail``). ``{"state": "unknown"}`` when there is none."""
-    lines = (stdout or "").splitlines()
-    for index, line in enumerate(lines):
-        try:
-            status = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(status, dict):
-            return dict(status, said=lines[:index], tail=lines[index + 1 :])
-    return {"state": "unknown", "said": lines, "tail": []}
 
 
 def _missing_program(result) -> bool:

@@ -34,8 +34,9 @@ from __future__ import annotations
 import time
 from typing import TypedDict
 
-from ..plans import node_check
+from ..capability import fabric, node_check
 from ..probe import gpuhealth
+from ..store import results as store
 
 CAPABILITIES = ("links", "torch", "stepcost", "gpu_health", "gpu_trial", "node_check")
 # The record's parts that show that a bench run measured a capability (a part that is not empty).
@@ -172,3 +173,47 @@ def host_failures(store, results_dir, runs, host) -> list[Failure]:
         if failed:
             failures.append(_failed(host, kind, run_id, record, failed))
     return failures
+
+
+def refusals(hosts, failures=None, fabric_record=None):
+    """Launch's rule: {host: reason} for each host with a record that refuses it (``failures``
+    {host: [gate.Failure]} from :func:`latest_verdicts`: per capability, its newest record FAILed
+    or a newer record cannot be read) or whose latest fabric verdict is FAIL (a damaged fabric
+    record refuses every host: it cannot tell which nodes it failed). A gate that cannot read a
+    verdict refuses: it never fails open."""
+    rec = fabric_record or {}
+    reasons = {host: _refusal(host, (failures or {}).get(host) or [], rec) for host in hosts}
+    return {host: reason for host, reason in reasons.items() if reason}
+
+
+def _refusal(host, failures, rec):
+    """Why launch must refuse host ('' when it need not): its host records' failures (each one's
+    reason), else the fabric record's."""
+    if failures:
+        return "; ".join(f["reason"] for f in failures)
+    return _fabric_refusal(host, rec)
+
+
+def _fabric_refusal(host, rec):
+    """Why the fabric record refuses host: it cannot be read, or it named host bad ('' when neither)."""
+    if rec.get("damaged"):
+        return (
+            f"latest fabric record cannot be read: {rec['damaged']}; it cannot say whether {host} "
+            "passed: rerun bench.yml --tags fabric (or move the file away)"
+        )
+    if rec.get("verdicts", {}).get(host) == "FAIL":
+        ev = "; ".join(rec.get("nodes", {}).get(host, {}).get("evidence", []))
+        return f"fabric run {rec.get('run_id', '?')} named {host} bad: {ev}"
+    return ""
+
+
+def latest_verdicts(results_dir, hosts):
+    """(failures, fabric_record) from the controller's store, for :func:`refusals`: failures
+    {host: [gate.Failure]} for each host that a host record refuses (gate.host_failures: per
+    capability, the newest bench or quick record that measured it FAILed, or a record newer than
+    one capability's newest readable record cannot be read, naming the file) and the newest fabric
+    run that has a record (results/fabric/<run>/fabric.json; ``{"damaged": why}`` when it cannot
+    be read). A host never benchmarked has no failures; the gate never reads past a damaged record."""
+    runs = store_runs(store, results_dir)
+    failures = {host: host_failures(store, results_dir, runs, host) for host in hosts}
+    return {h: f for h, f in failures.items() if f}, fabric.latest_fabric(results_dir)

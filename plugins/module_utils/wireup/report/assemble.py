@@ -16,16 +16,17 @@ that the plots were skipped. records is {host: record} as results.build_record m
 import base64
 import collections
 import html
-import io
 import os
 import re
 
-from ..capability import gpu_trial_report
+from ..capability import gpu_trial_report, node_check
 from ..core import atomicfile
 from ..judge import bandwidth, benchenv, ddp_step
-from ..plans import node_check
 from ..probe import bench_output
+from ..render import markdown
+from ..render.markdown import md_table, md_text, save_figure
 from ..store import results
+from ..store.results import is_gpu_less
 
 SEVERITY_ORDER = ("critical", "warning", "info")
 _NV = re.compile(r"^NV(\d+)$")
@@ -134,14 +135,6 @@ def _figures(record):
     return list((record.get("collectives") or {}).values()) + list((record.get("torch") or {}).values())
 
 
-# ---------------------------------------------------------------- plots
-def save_png(fig, path):
-    """Save a matplotlib figure as PNG, atomically (atomicfile)."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    atomicfile.write_bytes(path, buffer.getvalue())
-
-
 def _points(rows, collective="all_reduce"):
     """[(size, busbw)] of a collective's figure at each size (bench_output.figure: the verdict's rule)."""
     return [
@@ -154,24 +147,6 @@ def _largest(rows, collective="all_reduce"):
     """(size, busbw) of the figure at the largest size, or (None, None)."""
     points = _points(rows, collective)
     return points[-1] if points else (None, None)
-
-
-def _pyplot():
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    return plt
-
-
-def save_figure(plt, fig, path):
-    """Lay the figure out, write it as PNG (save_png: atomically) and close it."""
-    fig.tight_layout()
-    save_png(fig, path)
-    plt.close(fig)
 
 
 def _size_axis(ax, ylabel):
@@ -309,33 +284,10 @@ def _plot_torch(plt, records, path):
     return True
 
 
-# ---------------------------------------------------------------- text
-# ">" stays: without a "<" it opens no tag, and the reports' own ">=" stays readable as text.
-_MD_ESCAPES = {"&": "&amp;", "<": "&lt;", "[": "\\[", "]": "\\]", "`": "\\`", "\\": "\\\\"}
-
-
-def md_text(value):
-    """Text for a Markdown report, whatever a node put in it: one line (a line break cannot start
-    a block), no raw HTML (< and & are entities: a <script> is shown, never run), no links or
-    images ([ and ] escaped) and no code spans (backticks escaped)."""
-    text = " ".join(str("" if value is None else value).splitlines())
-    return "".join(_MD_ESCAPES.get(ch, ch) for ch in text)
-
-
-def _md_table(header, rows):
-    def cell(value):
-        return md_text(value).replace("|", "\\|")
-
-    out = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return out
-
-
 def judged_on(records):
     """The sentence saying what this run's verdicts were judged on, for the nodes it has: GPU
     nodes against their slowest GPU-GPU link, GPU-less nodes (results.is_gpu_less) on their gloo
     all-reduce against their own last passing run."""
-    is_gpu_less = results.is_gpu_less
     if records and all(r.get("kind") == node_check.KIND for r in records.values()):
         return (
             "Verdicts are the quick node check's: wireup-check compared each node with the baseline "
@@ -759,7 +711,7 @@ def _md_section(kind, payload):
     if kind == "p":
         return [md_text(payload), ""]
     if kind == "table":
-        return [*_md_table(*payload), ""]
+        return [*md_table(*payload), ""]
     if kind == "img":
         return [f"![{md_text(payload[1])}]({_safe(payload[0])})", ""]
     return []
@@ -841,7 +793,7 @@ def _draw_host_plots(plt, host, record, run_dir):
 
 def write_report(run_dir, run_id, records):
     """Write report.md, report.html and the PNGs into run_dir; return {md, html, pngs, plots}."""
-    plt = _pyplot()
+    plt = markdown.pyplot()
     plots = _draw_plots(plt, records, run_dir) if plt is not None else {}
     note = "" if plt is not None else "Plots skipped: matplotlib is not installed in the controller's Python."
     sections = _sections(run_id, records, plots, note)

@@ -359,9 +359,9 @@ def latest_record(results_dir, host):
 def controller_text(results_dir, host):
     """node_text for ``host`` from the controller's store (its newest bench record, the newest
     fabric record); '' when there is neither."""
-    from ..judge import fabric_run
+    from ..capability import fabric
 
-    return node_text(host, latest_record(results_dir, host), fabric_run.latest_fabric(results_dir))
+    return node_text(host, latest_record(results_dir, host), fabric.latest_fabric(results_dir))
 
 
 # ------------------------------------------------------------------------------ the quick check

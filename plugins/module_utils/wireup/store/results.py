@@ -42,10 +42,9 @@ import re
 import time
 from typing import TypedDict
 
-from ..capability import gpu_trial
+from ..capability import gpu_trial, node_check
 from ..core import atomicfile, redact, shape
 from ..judge import bandwidth, benchenv, ddp_step
-from ..plans import node_check
 from ..probe import bench_output
 from ..probe.health import finding
 

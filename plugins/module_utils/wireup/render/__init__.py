@@ -1,0 +1,1 @@
+"""Output formats only: Markdown, HTML and PNG primitives, Prometheus' text exposition."""
