@@ -97,14 +97,14 @@ LAUNCH_ARGS ?= $(if $(INVENTORY),,-e wireup_nproc_per_node=2 -e torchrun_launch_
 
 # Each phase's output goes to the terminal as it comes and, without colours, to
 # results/run-RUN/PHASE.log; its exit status and seconds to phases.tsv. A phase that fails ends the
-# run (as before), and either way the run ends with wireup.runsummary's lines: per node bootstrap's
+# run (as before), and either way the run ends with wireup.report.runsummary's lines: per node bootstrap's
 # counts, the bench verdict and the job's result, the report, the logs, what to run next.
 # ansible-playbook run by hand keeps Ansible's own output: only this target summarises. The inner
 # make takes the venv as run found it (run's own prerequisite already checked it).
 RUN_DIR := results/run-$(shell date -u +%Y%m%dT%H%M%SZ)
 # Standard library only: the system's python3, from this Makefile's folder whatever the cwd (the
 # collection's name through the link in .collections; plain namespace packages, no Ansible).
-RUN_SUMMARY = PYTHONPATH=$(REPO_DIR).collections $(PYTHON) -m ansible_collections.wireup.cluster.plugins.module_utils.wireup.runsummary
+RUN_SUMMARY = PYTHONPATH=$(REPO_DIR).collections $(PYTHON) -m ansible_collections.wireup.cluster.plugins.module_utils.wireup.report.runsummary
 # Ansible's default output, but a play's banner only above what the play prints, once per play
 # (plugins/callback/wireup_run.py): bench.yml alone has eleven plays, most with nothing to do.
 RUN_PLAYBOOK = ANSIBLE_STDOUT_CALLBACK=wireup.cluster.wireup_run $(BIN)/ansible-playbook

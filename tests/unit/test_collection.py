@@ -137,7 +137,9 @@ def test_the_wireup_package_imports_only_itself_and_the_standard_library_at_the_
     """plugins/module_utils/wireup runs on nodes as a plain package too: relative imports only, and
     no Ansible or third-party import at module level (ansible-test's import test)."""
     allowed = set(sys.stdlib_module_names)
-    for path in (ROOT / "plugins/module_utils/wireup").glob("*.py"):
+    paths = sorted((ROOT / "plugins/module_utils/wireup").rglob("*.py"))
+    assert len(paths) > 40
+    for path in paths:
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.ImportFrom):
                 assert node.level > 0 or node.module.split(".")[0] in allowed, (path.name, node.module)
@@ -205,7 +207,7 @@ def test_runtime_requires_the_pinned_ansible_cores():
     """Every supported ansible-core has a venv pinned to one of its releases, inside requires_ansible
     (which preflight checks on the controller), and the range ends where the newest minor ends: a
     user of a later ansible-core is told it is not supported."""
-    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import validate
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import checks
 
     runtime = yaml.safe_load((ROOT / "meta/runtime.yml").read_text())
     group_vars = yaml.safe_load((ROOT / "group_vars/all.yml").read_text())
@@ -215,11 +217,11 @@ def test_runtime_requires_the_pinned_ansible_cores():
     for core, path in files.items():
         pin = _pins(path)["ansible-core"]
         assert pin.startswith(core + "."), path
-        assert validate.check_version_range(pin, runtime["requires_ansible"]), path
+        assert checks.check_version_range(pin, runtime["requires_ansible"]), path
     major, minor = cores[-1].split(".")
     after = f"{major}.{int(minor) + 1}.0"
     assert runtime["requires_ansible"] == f">={cores[0]}.0,<{after}"
-    assert not validate.check_version_range(after, runtime["requires_ansible"])
+    assert not checks.check_version_range(after, runtime["requires_ansible"])
 
 
 def test_every_tool_the_venv_holds_is_pinned():

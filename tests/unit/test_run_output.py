@@ -1,5 +1,5 @@
 """What a run prints (issue 38, item 4): each job's plan once, not once per node. The task is the
-role's own (read from its task file), the plan is launch.job_plan's, Ansible renders it."""
+role's own (read from its task file), the plan is torchrun_launch.job_plan's, Ansible renders it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 
 import yaml
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(sys.executable).parent
@@ -52,7 +52,7 @@ def _check(tmp_path, plan):
 
 
 def test_each_job_s_plan_is_shown_once(tmp_path):
-    plan = launch.job_plan(list(NODES), NODES, results_dir=str(tmp_path / "results"), **KW)
+    plan = torchrun_launch.job_plan(list(NODES), NODES, results_dir=str(tmp_path / "results"), **KW)
     assert plan["errors"] == [] and len(plan["show"]) == 3
     run = _check(tmp_path, plan)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -62,7 +62,7 @@ def test_each_job_s_plan_is_shown_once(tmp_path):
 
 
 def test_a_plan_with_errors_still_says_them(tmp_path):
-    plan = launch.job_plan([], {}, results_dir=str(tmp_path / "results"), **KW)
+    plan = torchrun_launch.job_plan([], {}, results_dir=str(tmp_path / "results"), **KW)
     assert plan["errors"] and "order" not in plan
     run = _check(tmp_path, plan)
     assert run.returncode != 0
