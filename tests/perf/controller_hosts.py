@@ -343,7 +343,7 @@ def check_stdout(work: Path) -> str:
     """What ``wireup-check --json`` prints on a healthy node: the real bundle, run here against
     nvidia-smi replaying the H200 captures (as tests/unit/test_checkrun.py runs it), after a
     manual baseline."""
-    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import checkbundle
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.check import bundle
 
     node = work / "check"
     (node / "smi").mkdir(parents=True, exist_ok=True)
@@ -359,7 +359,7 @@ def check_stdout(work: Path) -> str:
     smi.chmod(0o755)
     python = "/usr/bin/python3"
     exe = node / "wireup-check"
-    exe.write_bytes(checkbundle.build(python))
+    exe.write_bytes(bundle.build(python))
     exe.chmod(0o755)
     config = {
         "host": "gpu-a01",

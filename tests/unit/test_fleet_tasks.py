@@ -92,8 +92,8 @@ def group_reads_per_node() -> list[tuple[str, str, str]]:
 
 # What is left (issue 39 item 3, not done yet): the launch plan on every node (each host plans the
 # whole job: 13.5 MB a host at 1,024 nodes), its pre-check and its verdict read the play's hosts.
-# They move to one computation on the controller with launch.py's plan (after issue 36's package
-# move); this list only shrinks: a new per-node group read fails the test.
+# They move to one computation on the controller with plans/torchrun_launch.py's plan; this list
+# only shrinks: a new per-node group read fails the test.
 LEFT = [
     "roles/torchrun_launch/tasks/plan.yml: Launch | Plan the job (ranks, master, files, run mode)",
     "roles/torchrun_launch/tasks/start.yml: Launch | Check the cluster can run the job",
