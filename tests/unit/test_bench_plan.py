@@ -18,7 +18,14 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 H200 = REPO / "tests/fixtures/h200x2"
-DEFAULTS = yaml.safe_load((REPO / "roles/bench/defaults/main.yml").read_text())
+# The role's defaults the plan reads: every one but the play's own settings (playbooks/bench.yml
+# reads bench_single_serial as the node-alone play's batch size; no plan sees it).
+PLAY_SETTINGS = ("bench_single_serial",)
+DEFAULTS = {
+    k: v
+    for k, v in yaml.safe_load((REPO / "roles/bench/defaults/main.yml").read_text()).items()
+    if k not in PLAY_SETTINGS
+}
 REPORT_DEFAULTS = yaml.safe_load((REPO / "roles/bench_report/defaults/main.yml").read_text())
 GPU_NODE = {
     "gpu": {"present": True, "count": 2, "nvidia_smi": "/usr/bin/nvidia-smi"},

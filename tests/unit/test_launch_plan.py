@@ -95,8 +95,9 @@ def test_the_plan_holds_every_decision_of_a_detached_run():
         ("n2", False, True),
         ("n3", False, True),
     ]
-    # Every job host's names, the node's own hostname among them.
-    assert p["nodes"]["n2"]["names"] == ["n1", "h1", "n2", "h2", "n3", "h3"]
+    # The master resolves every job host's names; a worker its own and the master's (issue 39).
+    assert p["nodes"]["n1"]["names"] == ["n1", "h1", "n2", "h2", "n3", "h3"]
+    assert p["nodes"]["n2"]["names"] == ["n2", "h2", "n1", "h1"]
     assert p["precheck_paths"] == ["/opt/wireup/examples/ddp_multinode.py", "/opt/wireup/venv/bin/torchrun"]
     assert p["show"][1] == (
         "job j1: n2 is node 1 of 3, 2 process(es) (6 in all, OMP_NUM_THREADS 4), master n1 at "
@@ -223,7 +224,7 @@ def test_precheck_errors_from_the_registered_probes():
         "not starting job j1: n3 dropped out of the play (failed or unreachable; see above)",
         "n2 lacks /opt/wireup/venv/bin/torchrun: create the venv (wireup_venv_path=/opt/wireup/venv) with "
         ".venv/bin/ansible-playbook site.yml --tags pytorch_venv",
-        "n2 cannot resolve h2, h3: torchrun needs the node's own hostname and gloo the others' names; set "
+        "n2 cannot resolve h2, h3: torchrun needs the node's own hostname and the master's name; set "
         "torchrun_launch_manage_hosts: true or fix DNS.",
         "n2 cannot reach the master n1 at 10.0.0.1:29500 within 3 s: check routes and firewalls between the "
         "nodes and the master's wireup_address/wireup_interface (or torchrun_launch_master_addr)",
@@ -472,3 +473,30 @@ def test_the_key_filter_gives_a_new_32_byte_key_each_call():
     make = _filters()["wireup_launch_watchdog_key"]
     first, second = make(32), make(32)
     assert len(first) == len(second) == 64 and first != second
+
+
+# Issue 39: name resolution linear in the nodes. The real producers: preflight's wireup_node (a
+# testbed capture) through torchrun_launch.node_facts, then the plan start.yml's getent loop reads.
+def _fleet(count):
+    captured = json.loads((FIXTURES / "testbed/wireup_node_debian12.json").read_text())
+    nodes = {}
+    for i in range(1, count + 1):
+        network = dict(captured["network"], address=f"10.0.{i // 250}.{i % 250 + 1}")
+        wireup_node = dict(captured, hostname=f"h{i}", network=network)
+        nodes[f"n{i}"] = torchrun_launch.node_facts(wireup_node, nproc=1)
+    return nodes
+
+
+def test_the_master_resolves_every_name_once_the_others_their_own_and_the_masters():
+    p = job(_fleet(3))
+    assert p["errors"] == [] and p["master"] == "n1"
+    assert p["nodes"]["n1"]["names"] == ["n1", "h1", "n2", "h2", "n3", "h3"]
+    # A worker: its own names (torchrun checks its own hostname) and the master's (the rendezvous
+    # endpoint), in its own resolver: its /etc/hosts may differ from the master's.
+    assert p["nodes"]["n2"]["names"] == ["n2", "h2", "n1", "h1"]
+    assert p["nodes"]["n3"]["names"] == ["n3", "h3", "n1", "h1"]
+
+
+def test_name_lookups_grow_linearly_with_the_nodes():
+    lookups = {n: sum(len(v["names"]) for v in job(_fleet(n))["nodes"].values()) for n in (16, 256)}
+    assert lookups[16] == 16 * 2 + 15 * 4 and lookups[256] == 256 * 2 + 255 * 4  # was n * 2n: 512, 131,072

@@ -59,6 +59,8 @@ PLANS: dict[str, typing.Any] = {
     "wireup_node": dict[str, typing.Any],
     "__preflight_errors": ERRORS,
     "__preflight_address_errors": ERRORS,
+    # the master's inventory name, set once (run_once) from wireup_master: a host name
+    "__preflight_master": str,
     # cuda_repo
     "__cuda_repo_state": file_state.FileState,
     "__cuda_repo": cuda_repo.CudaRepoPlan,

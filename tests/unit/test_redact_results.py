@@ -10,8 +10,6 @@ import stat
 import subprocess
 import sys
 
-import yaml
-
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import markdown
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
@@ -130,7 +128,8 @@ def test_store_module_redacts_listed_names_and_writes_private_files(tmp_path):
 def test_node_results_hand_the_controller_no_secret():
     """What the report play's variables and the store's arguments hold (bench.node_results, kept by
     the bench role as __bench_result): no secret value of the plan's env nor of nccl-tests' -J JSON."""
-    defaults = yaml.safe_load((ROOT / "roles/bench/defaults/main.yml").read_text())
+    from tests.unit.test_bench_plan import DEFAULTS as defaults  # the plan's defaults: not the play's
+
     settings = dict(
         defaults, bench_dir="/opt/wireup/bench", bench_torch_max_bytes=defaults["bench_max_bytes"]
     )

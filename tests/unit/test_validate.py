@@ -697,3 +697,11 @@ def test_ansible_playbook_on_a_missing_inventory_says_so():
     assert result.returncode != 0
     assert f"the inventory {repo}/inventory/nope does not exist" in result.stdout, result.stdout[-2000:]
     assert "group 'gpu_nodes'" not in result.stdout
+
+
+# bench.yml's node-alone torch play reads it as its `serial` (issue 39), before any node changes.
+@pytest.mark.parametrize("value", [0, "0%", "abc", True, ""])
+def test_bad_bench_single_batch(value):
+    [error] = preflight.validate_settings({"bench_single_serial": value})
+    assert error.startswith(f"bench_single_serial={value!r} is not a batch size")
+    assert preflight.validate_settings({"bench_single_serial": "100%"}) == []

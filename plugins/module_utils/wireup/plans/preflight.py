@@ -158,8 +158,10 @@ def validate_settings(values: dict) -> list[str]:
     if "wireup_master_port" in values:
         errors.extend(validate_port("wireup_master_port", values["wireup_master_port"]))
     # Read by site.yml's driver play as its `serial` keyword, before that play's roles run.
-    if "nvidia_driver_serial" in values:
-        errors.extend(validate_serial("nvidia_driver_serial", values["nvidia_driver_serial"]))
+    # ... and bench.yml's node-alone torch play as its `serial` (issue 39).
+    for name in ("nvidia_driver_serial", "bench_single_serial"):
+        if name in values:
+            errors.extend(validate_serial(name, values[name]))
     errors.extend(
         validate_abs_paths({k: values[k] for k in ("wireup_base_dir", "wireup_venv_path") if k in values})
     )

@@ -772,11 +772,23 @@ def _job_errors(s: JobSettings, result: dict) -> list[str]:
 
 def _node_checks(result: dict, precheck: bool, torchrun_checks: bool) -> None:
     """Each node's names to resolve (none without the pre-checks: start.yml's getent loop then
-    runs nothing), and its part of the master-port pre-check."""
-    names = resolve_names(result) if precheck else []
-    for node in result["nodes"].values():
-        own = [node["hostname"]] if precheck and node["hostname"] and node["hostname"] not in names else []
-        node.update(names=names + own, listen=torchrun_checks and node["is_master"])
+    runs nothing), and its part of the master-port pre-check.
+
+    Linear in the nodes (issue 39; it was every name on every node, N^2 lookups): the master
+    resolves every job name once; each other node its own names (torchrun checks the node's own
+    hostname) and the master's (the rendezvous endpoint and MASTER_ADDR), in its own resolver,
+    since its /etc/hosts or DNS may answer differently from the master's. Whether a third node's
+    name resolves on it is not asked: nothing on it looks that name up (gloo and NCCL take the
+    peers' addresses from the rendezvous)."""
+    nodes = result["nodes"]
+    everyone = resolve_names(result) if precheck else []
+    master = result.get("master")
+    masters = resolve_names({master: nodes[master]}) if precheck and master in nodes else []
+    for host, node in nodes.items():
+        wanted = everyone if node["is_master"] else resolve_names({host: node}) + masters
+        own = [node["hostname"]] if node["hostname"] else []
+        names = list(dict.fromkeys(wanted + own)) if precheck else []
+        node.update(names=names, listen=torchrun_checks and node["is_master"])
         node["connect"] = torchrun_checks and not node["is_master"]
 
 
@@ -1033,8 +1045,8 @@ def _unresolved(host: str, names) -> list[str]:
     if not unresolved:
         return []
     return [
-        f"{host} cannot resolve {', '.join(unresolved)}: torchrun needs the node's own hostname and gloo "
-        "the others' names; set torchrun_launch_manage_hosts: true or fix DNS."
+        f"{host} cannot resolve {', '.join(unresolved)}: torchrun needs the node's own hostname and the "
+        "master's name; set torchrun_launch_manage_hosts: true or fix DNS."
     ]
 
 
