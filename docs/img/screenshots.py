@@ -6,7 +6,7 @@ root, with Debian's chromium installed: `make deps`):
 report-h200.png  docs/example-h200x2/healthy/report.html (bench.yml's own page) as Chromium draws it
 fabric-h200.png  the fabric section of the 1x H200 netns run with one host shaped: the fabric bench
                  writes Markdown and a PNG only, so its fabric.md is turned into the bench report's
-                 sections and rendered by the report's own HTML renderer (report._render_html),
+                 sections and rendered by the report's own HTML renderer (assemble._render_html),
                  then drawn by Chromium. Nothing is edited but Markdown markup (`, **).
 Both are cut to the top of the page and reduced to a palette so each stays well under 300 kB.
 """
@@ -21,7 +21,7 @@ from PIL import Image
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / ".collections"))
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import report  # noqa: E402
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble  # noqa: E402
 
 OUT = ROOT / "docs" / "img"
 REPORT = ROOT / "docs/example-h200x2/healthy/report.html"
@@ -78,7 +78,7 @@ def main():
     sections = md_sections((FABRIC / "fabric.md").read_text())
     with tempfile.TemporaryDirectory() as tmp:
         page = pathlib.Path(tmp) / "fabric.html"
-        page.write_text(report._render_html(sections, str(FABRIC)))
+        page.write_text(assemble._render_html(sections, str(FABRIC)))
         shoot(page.as_uri(), OUT / "fabric-h200.png", 1200, 1000)
 
 

@@ -23,7 +23,7 @@ Rank 0 prints the environment it saw once, then ONE JSON line per model size:
    "configs": {"compute": {"median_ms": ..., "p25_ms": ..., "p75_ms": ..., "min_ms": ...,
    "max_ms": ..., "steps": N}, "none": {...}, "bf16": {"skipped": "why"}, ...}, ...}
 
---out FILE also writes those lines to FILE. plugins/module_utils/wireup/stepcost.py turns them into
+--out FILE also writes those lines to FILE. plugins/module_utils/wireup/judge/ddp_step.py turns them into
 the communication share, the hooks' effect and the sentence of the report. By hand on one node:
     torchrun --standalone --nproc-per-node 2 ddp_step.py --params 1G
 """

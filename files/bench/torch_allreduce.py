@@ -22,7 +22,7 @@ CUDA_* ... and the tuned NCCL env file launch.sh sourced, if any):
 The largest size is always --max-bytes itself (bench.yml passes nccl-tests' largest size), so
 torch and nccl-tests can be compared at the same size.
 
-wireup's parsers (plugins/module_utils/wireup/nccltests.py parse_torch, benchenv.torch_log_env)
+wireup's parsers (plugins/module_utils/wireup/probe/bench_output.py parse_torch, benchenv.torch_log_env)
 read these lines back.
 """
 
@@ -59,7 +59,7 @@ def sizes(min_bytes, max_bytes, factor):
 
 
 # Variables that change what NCCL, gloo or torch do; the benchmark prints them (and only them)
-# so each figure records the environment it ran with (plugins/module_utils/wireup/benchenv.py).
+# so each figure records the environment it ran with (plugins/module_utils/wireup/judge/benchenv.py).
 RECORDED_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "CUDA_", "NVSHMEM_", "UCX_", "FI_", "LD_LIBRARY_PATH")
 
 

@@ -18,7 +18,7 @@ import stat
 
 from ansible.plugins.action.fetch import ActionModule as FetchAction
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import results
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 FILE_MODE = 0o640
 

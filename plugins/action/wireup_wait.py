@@ -6,7 +6,7 @@ minute. ``judge: jobctl`` (default) runs ``ARGV... INTERVAL`` (``wireup-jobctl s
 RUN_ID``, which blocks up to INTERVAL s for the end); ``judge: sacct`` runs ARGV (``sacct -j ID``,
 on the node that submitted the job) and sleeps the interval between looks. After each look one
 line (state, time) through Ansible's display; the decisions are
-plugins/module_utils/wireup/wait.py's (unit-tested). It replaces command tasks retried with
+plugins/module_utils/wireup/launch/wait.py's (unit-tested). It replaces command tasks retried with
 until/retries, which printed ``FAILED - RETRYING`` once per look of a healthy run. The result is
 the last look's, shaped as the command module's (rc, stdout, stderr), so the role's verdict reads it
 as before; the task fails only when a look did (the command's error or an unusable answer),
@@ -23,7 +23,7 @@ from ansible.module_utils.common.validation import check_type_float
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import slurm, wait
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm, wait
 
 display = Display()
 

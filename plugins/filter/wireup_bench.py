@@ -1,5 +1,5 @@
-"""Filters of the bench and bench_report roles: plugins/module_utils/wireup/bench.py (the plan,
-the tuning comparison, the torch jobs across the group, the node's results) and bench_report.py
+"""Filters of the bench and bench_report roles: plugins/module_utils/wireup/plans/bench.py (the plan,
+the tuning comparison, the torch jobs across the group, the node's results) and plans/bench_report.py
 (the run as the report play gathers it).
 
 Thin wrappers: a ValueError becomes an AnsibleFilterError carrying the same message; settings
@@ -23,7 +23,7 @@ description:
     each host -> the same for a quick check's run, bench.yml --tags quick).
 """
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bench, bench_report
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench, bench_report
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 

@@ -1,6 +1,6 @@
-"""Filters of the bench_fabric role (plugins/module_utils/wireup/bench_fabric.py: each node's part
+"""Filters of the bench_fabric role (plugins/module_utils/wireup/plans/bench_fabric.py: each node's part
 of the fabric bench) and of launch.yml's refusal of nodes whose latest bench verdict FAILed
-(fabricrun.py).
+(judge/fabric_run.py).
 
 Thin wrappers: a ValueError becomes an AnsibleFilterError carrying the same message.
 """
@@ -19,18 +19,19 @@ description:
     node reports."
   - "wireup_launch_refusals: hosts and results_dir in, a mapping host -> reason out, for each host with
     a capability whose newest bench or quick record FAILed (or a newer record that cannot be read),
-    or that the newest fabric run names bad (fabricrun.refusals over fabricrun.latest_verdicts, per
-    capability in gate.py)."
+    or that the newest fabric run names bad (fabric_run.refusals over fabric_run.latest_verdicts, per
+    capability in record/gate.py)."
 """
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bench_fabric, fabricrun
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_fabric
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
 def launch_refusals(hosts, results_dir):
     """{host: reason} for the hosts launch.yml must refuse (read on the controller)."""
-    failures, fabric_record = fabricrun.latest_verdicts(str(results_dir), list(hosts))
-    return fabricrun.refusals(list(hosts), failures, fabric_record)
+    failures, fabric_record = fabric_run.latest_verdicts(str(results_dir), list(hosts))
+    return fabric_run.refusals(list(hosts), failures, fabric_record)
 
 
 def fabric_plan(node, **settings):

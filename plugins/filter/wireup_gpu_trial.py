@@ -1,4 +1,4 @@
-"""Filters exposing plugins/module_utils/wireup/gputrial.py to the gpu_trial role (its plan, its node
+"""Filters exposing plugins/module_utils/wireup/plans/gpu_trial.py to the gpu_trial role (its plan, its node
 fact, the fingerprint's cost line, the run the report play gathers).
 
 Thin wrappers: a ValueError becomes an AnsibleFilterError carrying the same message; settings
@@ -11,7 +11,7 @@ DOCUMENTATION = """
 name: wireup_gpu_trial
 short_description: The gpu_trial role's plan, node fact and report input
 description:
-  - wireup_gpu_trial_plan (wireup_node, the host and each gpu_trial setting by name -> gputrial.TrialPlan),
+  - wireup_gpu_trial_plan (wireup_node, the host and each gpu_trial setting by name -> gpu_trial.TrialPlan),
     wireup_gpu_trial_node (plan, run id, host, the registered reads and runs -> the fact gpu_trial_node),
     wireup_gpu_trial_cost (host, the fingerprint's registered result -> one line with its cost),
     wireup_gpu_trial_health_lines (host, the health reads before and after -> the line shown of
@@ -20,17 +20,17 @@ description:
     bench_report hands wireup_bench_store).
 """
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import gputrial
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import gpu_trial
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
 def gpu_trial_plan(node, host, **settings):
-    """wireup_node, the host, and gputrial.TrialSettings' fields by name -> gputrial.plan's answer."""
-    return gputrial.plan(dict(node or {}), gputrial.TrialSettings(**settings), str(host))
+    """wireup_node, the host, and gpu_trial.TrialSettings' fields by name -> gpu_trial.plan's answer."""
+    return gpu_trial.plan(dict(node or {}), gpu_trial.TrialSettings(**settings), str(host))
 
 
 def gpu_trial_node(the_plan, run_id, host, *, reads, fingerprint, dcgm_run):
-    return gputrial.node_data(
+    return gpu_trial.node_data(
         dict(the_plan or {}),
         run_id,
         str(host),
@@ -41,17 +41,17 @@ def gpu_trial_node(the_plan, run_id, host, *, reads, fingerprint, dcgm_run):
 
 
 def gpu_trial_cost(host, fingerprint):
-    return gputrial.cost_line(str(host), fingerprint)
+    return gpu_trial.cost_line(str(host), fingerprint)
 
 
 def gpu_trial_health_lines(host, reads):
-    return gputrial.health_lines(str(host), list(reads or ()))
+    return gpu_trial.health_lines(str(host), list(reads or ()))
 
 
 def gpu_trial_run(group, *, nodes, **thresholds):
-    """gputrial.run_data's answer; nodes: per host of group, in its order, its gpu_trial_node (None
-    where it has none); thresholds: gputrial.JudgeSettings' fields by name."""
-    return gputrial.run_data(list(group), list(nodes), gputrial.JudgeSettings(**thresholds))
+    """gpu_trial.run_data's answer; nodes: per host of group, in its order, its gpu_trial_node (None
+    where it has none); thresholds: gpu_trial.JudgeSettings' fields by name."""
+    return gpu_trial.run_data(list(group), list(nodes), gpu_trial.JudgeSettings(**thresholds))
 
 
 class FilterModule:

@@ -6,7 +6,8 @@ a register's name through hostvars."""
 
 from __future__ import annotations
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch, validate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import checks
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
@@ -20,107 +21,109 @@ def _plain(value):
 
 
 def wireup_launch_node(node, probe=None, nproc="auto"):
-    """launch.node_facts: this host's part of the plan (wireup_node, the role's probe, its own
+    """torchrun_launch.node_facts: this host's part of the plan (wireup_node, the role's probe, its own
     wireup_nproc_per_node)."""
-    return launch.node_facts(_plain(node), _plain(probe), nproc)
+    return torchrun_launch.node_facts(_plain(node), _plain(probe), nproc)
 
 
 def wireup_launch_plan(hosts, nodes, **settings):
-    """launch.job_plan over ``hosts`` (the job's group) with the NodeFacts of those in the play."""
-    return launch.job_plan(list(hosts or []), _plain(nodes) or {}, **_plain(settings))
+    """torchrun_launch.job_plan over ``hosts`` (the job's group) with the NodeFacts of those in the play."""
+    return torchrun_launch.job_plan(list(hosts or []), _plain(nodes) or {}, **_plain(settings))
 
 
 def wireup_launch_exports(env):
-    return launch.exports(dict(env or {}))
+    return torchrun_launch.exports(dict(env or {}))
 
 
 def wireup_launch_hosts_entries(plan):
-    return launch.hosts_entries(dict(plan))
+    return torchrun_launch.hosts_entries(dict(plan))
 
 
 def wireup_launch_status(stdout):
-    return launch.parse_status(str(stdout or ""))
+    return torchrun_launch.parse_status(str(stdout or ""))
 
 
 def wireup_launch_results(hosts, answers):
-    """launch.states_of: {host: its run's status} from each host's registered answer."""
-    return launch.states_of(list(hosts or []), _plain(answers) or {})
+    """torchrun_launch.states_of: {host: its run's status} from each host's registered answer."""
+    return torchrun_launch.states_of(list(hosts or []), _plain(answers) or {})
 
 
 def wireup_launch_verdict(states, play_hosts=None, timeout=0):
-    return launch.job_verdict(_plain(states), None if play_hosts is None else list(play_hosts), timeout)
+    return torchrun_launch.job_verdict(
+        _plain(states), None if play_hosts is None else list(play_hosts), timeout
+    )
 
 
 def wireup_launch_precheck_errors(plan, host, play_hosts, **probes):
-    return launch.precheck_errors(_plain(plan), host, list(play_hosts or []), **_plain(probes))
+    return torchrun_launch.precheck_errors(_plain(plan), host, list(play_hosts or []), **_plain(probes))
 
 
 def wireup_launch_result(status, plan, host, verdict, **extra):
-    status = launch.parse_status(status) if isinstance(status, str) else _plain(status or {})
-    return launch.node_result(_plain(plan), host, status, _plain(verdict or {}), **extra)
+    status = torchrun_launch.parse_status(status) if isinstance(status, str) else _plain(status or {})
+    return torchrun_launch.node_result(_plain(plan), host, status, _plain(verdict or {}), **extra)
 
 
 def wireup_launch_summary(results, plan, verdict, **run):
-    return launch.summary(_plain(plan), _plain(results), _plain(verdict or {}), **_plain(run))
+    return torchrun_launch.summary(_plain(plan), _plain(results), _plain(verdict or {}), **_plain(run))
 
 
 def wireup_launch_report(result, plan, verdict, **kwargs):
-    return launch.report(_plain(plan), _plain(result or {}), _plain(verdict or {}), **kwargs)
+    return torchrun_launch.report(_plain(plan), _plain(result or {}), _plain(verdict or {}), **kwargs)
 
 
 def wireup_launch_jobs_plan(plan, action, run_id="", **options):
-    """launch.jobs_plan; ``found``: each in-play group host's registered ``wireup-jobctl latest
+    """torchrun_launch.jobs_plan; ``found``: each in-play group host's registered ``wireup-jobctl latest
     --record`` answer."""
-    return launch.jobs_plan(_plain(plan), action, run_id or "", **_plain(options))
+    return torchrun_launch.jobs_plan(_plain(plan), action, run_id or "", **_plain(options))
 
 
 def wireup_launch_jobs_node(result, jobs, host, jobctl, *, slurm=None):
-    """launch.jobs_node of the host's registered loop over its calls (launch.call_answers: the
-    wireup-jobctl answer, nvidia-smi's); ``slurm``: a Slurm run's slurm.job_status
-    (wireup_slurm_job_status)."""
-    answer, gpus_text = launch.call_answers(_plain(result))
-    return launch.jobs_node(_plain(jobs), host, answer, jobctl, gpus_text, slurm=_plain(slurm or {}))
+    """torchrun_launch.jobs_node of the host's registered loop over its calls
+    (torchrun_launch.call_answers: the wireup-jobctl answer, nvidia-smi's); ``slurm``: a Slurm run's
+    slurm.job_status (wireup_slurm_job_status)."""
+    answer, gpus_text = torchrun_launch.call_answers(_plain(result))
+    return torchrun_launch.jobs_node(_plain(jobs), host, answer, jobctl, gpus_text, slurm=_plain(slurm or {}))
 
 
 def wireup_launch_jobs_fetches(result, jobs, host):
-    """launch.jobs_fetches: the host's fetches for logs, from its registered loop over its calls."""
-    return launch.jobs_fetches(_plain(jobs), host, launch.call_answers(_plain(result))[0])
+    """torchrun_launch.jobs_fetches: the host's fetches for logs, from its registered loop over its calls."""
+    return torchrun_launch.jobs_fetches(_plain(jobs), host, torchrun_launch.call_answers(_plain(result))[0])
 
 
 def wireup_launch_jobs_summary(jobs, answers, play_hosts=None, *, base_dir="", slurm=None):
-    """launch.jobs_summary from each asked host's registered wireup-jobctl answer (and a Slurm
+    """torchrun_launch.jobs_summary from each asked host's registered wireup-jobctl answer (and a Slurm
     run's slurm.job_status)."""
     jobs = _plain(jobs)
-    answers = {h: launch.call_answers(r)[0] for h, r in (_plain(answers) or {}).items()}
+    answers = {h: torchrun_launch.call_answers(r)[0] for h, r in (_plain(answers) or {}).items()}
     if jobs.get("action") == "list":
-        states, runs = {}, launch.runs_of(answers)
+        states, runs = {}, torchrun_launch.runs_of(answers)
     else:
-        states, runs = launch.states_of(jobs.get("hosts") or [], answers), {}
+        states, runs = torchrun_launch.states_of(jobs.get("hosts") or [], answers), {}
     hosts = None if play_hosts is None else list(play_hosts)
-    return launch.jobs_summary(jobs, states, runs, hosts, base_dir, slurm=_plain(slurm or {}))
+    return torchrun_launch.jobs_summary(jobs, states, runs, hosts, base_dir, slurm=_plain(slurm or {}))
 
 
-def wireup_launch_watchdog_key(nbytes=launch.WATCHDOG_KEY_BYTES):
-    """launch.watchdog_key: a new run's watchdog key (``32 | wireup_launch_watchdog_key``)."""
-    return launch.watchdog_key(nbytes)
+def wireup_launch_watchdog_key(nbytes=torchrun_launch.WATCHDOG_KEY_BYTES):
+    """torchrun_launch.watchdog_key: a new run's watchdog key (``32 | wireup_launch_watchdog_key``)."""
+    return torchrun_launch.watchdog_key(nbytes)
 
 
 def wireup_launch_follow(plan, started, inventory_sources=()):
-    """launch.follow_lines; ``started``: each host's registered `wireup-jobctl start` answer."""
+    """torchrun_launch.follow_lines; ``started``: each host's registered `wireup-jobctl start` answer."""
     lines = {h: (r or {}).get("stdout", "") for h, r in (_plain(started) or {}).items()}
-    return launch.follow_lines(_plain(plan), lines, list(inventory_sources or []))
+    return torchrun_launch.follow_lines(_plain(plan), lines, list(inventory_sources or []))
 
 
 def wireup_results_path(root, *names):
     """root/names on the controller, each name checked and the path kept under root
-    (validate.results_path): the fetch destinations of jobs' logs and summaries."""
-    return validate.results_path(str(root or ""), *(str(n) for n in names))
+    (checks.results_path): the fetch destinations of jobs' logs and summaries."""
+    return checks.results_path(str(root or ""), *(str(n) for n in names))
 
 
 def wireup_launch_args(args):
     """The program's arguments as strings: a list as given, one string split with shlex
-    (validate.program_args)."""
-    return validate.program_args(list(args) if isinstance(args, list | tuple) else args)
+    (checks.program_args)."""
+    return checks.program_args(list(args) if isinstance(args, list | tuple) else args)
 
 
 class FilterModule:

@@ -1,5 +1,5 @@
 """Filters of the node_check role (issue 26): thin wrappers around
-plugins/module_utils/wireup/node_check.py (the plan, what the store gives a node after a bench,
+plugins/module_utils/wireup/plans/node_check.py (the plan, what the store gives a node after a bench,
 a node's answer). A ValueError becomes an AnsibleFilterError carrying the same message; settings
 come as keyword arguments named in node_check.CheckSettings (a misspelt one is an error)."""
 
@@ -20,7 +20,7 @@ description:
     node_check.CheckResult, checked; nothing a node prints is trusted)."
 """
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import node_check
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import node_check
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 

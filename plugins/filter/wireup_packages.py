@@ -1,5 +1,5 @@
-"""Filters exposing the plans of the roles that install NVIDIA packages: wireup.cuda_repo,
-wireup.nvidia_driver...  a PackageError becomes an
+"""Filters exposing the plans of the roles that install NVIDIA packages: wireup.plans.cuda_repo,
+wireup.plans.nvidia_driver...  a PackageError becomes an
 AnsibleFilterError carrying the same message (it names the variable and the fix).
 """
 
@@ -14,14 +14,15 @@ description:
     nccl (one plan, the install check, its report lines) wireup_pkg_nccl_plan,
     wireup_pkg_nccl_install_problems, wireup_pkg_nccl_torch_lines;
     nccl_tests (one plan, the source check) wireup_pkg_nccl_tests_plan, wireup_pkg_nccl_tests_source_problems;
-    nvidia_driver (wireup.nvidia_driver - the read, one plan, the install specs, the run one-line report)
+    nvidia_driver (wireup.plans.nvidia_driver - the read, one plan, the install specs, the run one-line
+    report)
     wireup_pkg_driver_reads, wireup_pkg_driver_plan, wireup_pkg_driver_install_specs,
     wireup_pkg_driver_report;
     wireup_pkg_dpkg_status.
 """
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
-    apt,
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import apt
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import (
     cuda_repo,
     nccl,
     nccl_tests,
@@ -38,7 +39,7 @@ class FilterModule:
             "wireup_pkg_cuda_repo_source_path": _wrap(cuda_repo.cuda_repo_source_path),
             "wireup_pkg_verified_key": _wrap(cuda_repo.verified_key),
             "wireup_pkg_cuda_toolkit_problems": _wrap(cuda_repo.toolkit_problems),
-            # nvidia_driver: wireup.nvidia_driver (one plan, the install specs, the run's one line)
+            # nvidia_driver: wireup.plans.nvidia_driver (one plan, the install specs, the run's one line)
             "wireup_pkg_driver_reads": _wrap(nvidia_driver.reads),
             "wireup_pkg_driver_plan": _wrap(nvidia_driver.plan),
             "wireup_pkg_driver_install_specs": _wrap(nvidia_driver.install_specs),

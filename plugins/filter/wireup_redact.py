@@ -1,4 +1,4 @@
-"""The filter exposing plugins/module_utils/wireup/redact.py (the one rule for secret values) to the
+"""The filter exposing plugins/module_utils/wireup/core/redact.py (the one rule for secret values) to the
 roles: whether a task must hide its output (no_log).
 
 Thin wrappers: a ValueError becomes an AnsibleFilterError carrying the same message.
@@ -14,10 +14,10 @@ description:
     wireup_secret_names (an env mapping, or a list of them, and wireup_secret_env -> the names whose
     values are secret, sorted: a task's no_log is
     "{{ env | wireup.cluster.wireup_secret_names(wireup_secret_env) | length > 0 }}"). What wireup
-    writes or prints is redacted in Python (wireup.redact), not in templates.
+    writes or prints is redacted in Python (wireup.core.redact), not in templates.
 """
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import redact
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import redact
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 

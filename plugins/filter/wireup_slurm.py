@@ -1,13 +1,14 @@
-"""Filters for torchrun_launch's Slurm path: thin wrappers around wireup.slurm (pure Python, unit-tested)."""
+"""Filters for torchrun_launch's Slurm path: thin wrappers around wireup.launch.slurm (pure Python,
+unit-tested)."""
 
 from __future__ import annotations
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
 def wireup_slurm_verdict(sacct_stdout, plan, timed_out=False, batch_output=""):
-    """The job's verdict from sacct's output over a launch plan's hosts (launch.job_verdict's shape)
+    """The job's verdict from sacct's output over a launch plan's hosts (torchrun_launch.job_verdict's shape)
     (``plan``: the launch plan combined with slurm.run_plan: its ``job_id``, the only job whose
     rows count); ``batch_output``: the batch step's output (slurm-JOBID.out), which names the first
     failed step."""
@@ -34,7 +35,7 @@ def wireup_slurm_drain_plan(show_result, plan, check_mode=False):
 
 
 def wireup_slurm_job_status(reads, jobs, plan):
-    """slurm.job_status of a Slurm run jobs.yml follows (``jobs``: launch.jobs_plan, its run's
+    """slurm.job_status of a Slurm run jobs.yml follows (``jobs``: torchrun_launch.jobs_plan, its run's
     hosts and Slurm job id; ``plan``: the launch plan, each host's Slurm node name), from the
     registered loop over the plan's slurm.reads (or one sacct answer: slurm.reads_of)."""
     jobs, plan = dict(jobs), dict(plan)

@@ -1,5 +1,5 @@
 """Filter of the slurm_health_check role (issue 26): a thin wrapper around
-plugins/module_utils/wireup/slurm_health_check.py. A ValueError becomes an AnsibleFilterError
+plugins/module_utils/wireup/plans/slurm_health_check.py. A ValueError becomes an AnsibleFilterError
 carrying the same message; settings come as keyword arguments named in
 slurm_health_check.Settings (a misspelt one is an error)."""
 
@@ -14,7 +14,7 @@ description:
     slurm.conf or why it cannot be written)."
 """
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import slurm_health_check
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import slurm_health_check
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 

@@ -1,6 +1,6 @@
-"""Filters exposing plugins/module_utils/wireup/pytorch_venv.py to the pytorch_venv role.
+"""Filters exposing plugins/module_utils/wireup/plans/pytorch_venv.py to the pytorch_venv role.
 
-Thin wrappers: the table, the rules and the plan live in wireup.pytorch_venv; a ValueError becomes
+Thin wrappers: the table, the rules and the plan live in wireup.plans.pytorch_venv; a ValueError becomes
 an AnsibleFilterError carrying the same message (it names the variable and the fix).
 """
 
@@ -20,7 +20,7 @@ description:
 
 import os
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import pytorch_venv
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import pytorch_venv
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 

@@ -1,5 +1,5 @@
-"""Filters for preflight: thin wrappers around wireup.validate and wireup.node (pure, unit-tested),
-and the one inventory check (wireup_inventory_errors) that runs before any node is touched."""
+"""Filters for preflight: thin wrappers around wireup.plans.preflight and wireup.probe.node (pure,
+unit-tested), and the one inventory check (wireup_inventory_errors) that runs before any node is touched."""
 
 from __future__ import annotations
 
@@ -9,18 +9,21 @@ import pathlib
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import node, validate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import checks
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import preflight
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import node
+from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import plain
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
 def wireup_cluster_errors(groups, node_group, master_host, addresses=None, hostnames=None):
-    return validate.validate_cluster(
+    return preflight.validate_cluster(
         dict(groups), node_group, master_host, addresses, dict(hostnames) if hostnames else None
     )
 
 
 def wireup_master(members, master_host):
-    return validate.master_of(list(members), master_host)
+    return checks.master_of(list(members), master_host)
 
 
 def wireup_node_summary(facts, master):
@@ -64,12 +67,12 @@ def _spec_errors(role, options, values):
 
 
 def _given(hv, names, prefixes):
-    """The host's variables of wireup's prefixes (and the renamed ones) that can be templated now;
-    one naming a fact not gathered yet is left to the task that reads it."""
+    """The host's variables of wireup's prefixes that can be templated now; one naming a fact not
+    gathered yet is left to the task that reads it."""
     given = {}
-    for name in [n for n in names if n.startswith(prefixes) or n in validate.RENAMED]:
+    for name in [n for n in names if n.startswith(prefixes)]:
         with contextlib.suppress(Exception):
-            given[name] = hv[name]
+            given[name] = plain(hv[name])
     return given
 
 
@@ -89,10 +92,10 @@ def _foreign(hv, default):
 
 
 def _name_errors(names, foreign, files):
-    """{error: [hosts]} for the names no role documents (validate.unknown_variables), checked once
+    """{error: [hosts]} for the names no role documents (preflight.unknown_variables), checked once
     over every host's names ({host: names}); {host: _foreign's answer} lets names through."""
     documented = {name for _defaults, options in files.values() for name in options}
-    problems = validate.unknown_variables(set().union(*names.values()), documented, sorted(files))
+    problems = preflight.unknown_variables(set().union(*names.values()), documented, sorted(files))
     out = {}
     for host, host_names in names.items():
         allowed, errors = foreign[host]
@@ -103,14 +106,14 @@ def _name_errors(names, foreign, files):
 
 
 def wireup_inventory_errors(hosts, hostvars, groups, node_group, master_host="", **kwargs):
-    """Every inventory-only error at once (validate.inventory_errors plus each role's
+    """Every inventory-only error at once (preflight.inventory_errors plus each role's
     argument_specs and the names no role documents), from the variables each host of ``hosts``
     has before any node is touched; a missing inventory source alone, when one is missing.
 
     kwargs: roles_dir, roles (the roles whose defaults and argument_specs apply), ansible_core
     ((version, range)), inventory_sources (ansible_inventory_sources), foreign_variables (the
     play's preflight_foreign_variables)."""
-    missing = validate.inventory_source_errors(kwargs.get("inventory_sources") or [])
+    missing = preflight.inventory_source_errors(kwargs.get("inventory_sources") or [])
     if missing:
         return missing
     files = _role_files(kwargs["roles_dir"])
@@ -119,7 +122,7 @@ def wireup_inventory_errors(hosts, hostvars, groups, node_group, master_host="",
     for role_defaults, _specs in checked.values():
         # Defaults that are templates ("{{ wireup_base_dir }}/bench") are the roles' own, not checked.
         defaults.update((k, v) for k, v in role_defaults.items() if not (isinstance(v, str) and "{{" in v))
-    prefixes = validate.variable_prefixes(files)
+    prefixes = preflight.variable_prefixes(files)
     values, by_error, names, foreign = {}, {}, {}, {}
     for host in hosts:
         hv = hostvars[host]  # each lookup makes the host's variables anew: once per host
@@ -132,7 +135,7 @@ def wireup_inventory_errors(hosts, hostvars, groups, node_group, master_host="",
         values[host] = {**defaults, **given}
     for error, where in _name_errors(names, foreign, files).items():
         by_error.setdefault(error, []).extend(where)
-    errors = validate.inventory_errors(
+    errors = preflight.inventory_errors(
         values, dict(groups), node_group, master_host, kwargs.get("ansible_core")
     )
     for error, where in by_error.items():

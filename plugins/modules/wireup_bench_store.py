@@ -15,11 +15,12 @@ description:
   - Writes report.md, report.html (self-contained) and PNG plots into the run folder; files 0640,
     folders 0750. Secret values of the environment are never written (C(<redacted>)).
   - "One node's answer never stops the run from being stored: a node whose data is not of its typed
-    shape (bench.NodeData, node_check.QuickNode, gputrial.TrialNode and what they hold:
-    plugins/module_utils/wireup/shape.py), or whose judgement fails, gets a record with the verdict
+    shape (bench.NodeData, node_check.QuickNode, gpu_trial.TrialNode and what they hold:
+    plugins/module_utils/wireup/core/shape.py), or whose judgement fails, gets a record with the verdict
     DAMAGED saying why in one line, and is left out of the GPUs' judgement across the nodes; the other
     nodes are stored and judged as always. The launch gate refuses a DAMAGED node."
-  - Logic lives in module_utils wireup.bench_report, wireup.results and wireup.report; this is a thin wrapper.
+  - Logic lives in module_utils wireup.plans.bench_report, wireup.store.results and wireup.report; this is
+    a thin wrapper.
 options:
   results_dir:
     description: wireup's results folder on the controller (wireup_results_dir).
@@ -32,7 +33,8 @@ options:
   nodes:
     description:
       - Per host, what the bench role kept for the report (its fact C(__bench_result), gathered by the
-        filter wireup_bench_report_run; plugins/module_utils/wireup/bench.py node_results says each field).
+        filter wireup_bench_report_run; plugins/module_utils/wireup/plans/bench.py node_results says each
+        field).
       - "In a quick check's run (I(kind=quick)), C({node_check: RESULT}) per host (the node_check role's
         fact C(__node_check_result), gathered by the filter wireup_bench_report_quick)."
     type: dict
@@ -100,7 +102,7 @@ options:
   secret_env:
     description:
       - Names of variables whose values are secret besides those the name rule finds
-        (wireup_secret_env; plugins/module_utils/wireup/redact.py says the rule). Their values are
+        (wireup_secret_env; plugins/module_utils/wireup/core/redact.py says the rule). Their values are
         stored and reported as C(<redacted>).
     type: list
     elements: str
@@ -173,7 +175,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bench_report, report, results
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_report
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 
 def _read(path):
@@ -228,7 +232,7 @@ def main():
     try:
         nodes = bench_report.store_nodes(p, _read)
         run_id, run_dir, records = results.store_run(p["results_dir"], p["run_id"], nodes, p["kind"])
-        paths = report.write_report(run_dir, run_id, records)
+        paths = assemble.write_report(run_dir, run_id, records)
     except (ValueError, OSError) as err:
         module.fail_json(msg=f"storing the bench run failed: {err}")
     module.exit_json(
@@ -237,7 +241,7 @@ def main():
         run_dir=os.path.abspath(run_dir),
         report=paths,
         verdicts={host: rec["verdict"] for host, rec in records.items()},
-        summary=[report.summary_line(records[host]) for host in sorted(records)],
+        summary=[assemble.summary_line(records[host]) for host in sorted(records)],
         failed_hosts=sorted(host for host, rec in records.items() if rec["verdict"] in results.FAILING),
     )
 

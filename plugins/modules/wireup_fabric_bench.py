@@ -10,7 +10,7 @@ short_description: Judge the fabric bench's node pairs, plan the next round, sto
 description:
   - Runs on the controller. Reads each pair job's logs (the benchmark's JSON line and NCCL's INFO
     lines), judges the pairs and plans the next round with
-    C(plugins/module_utils/wireup/fabricrun.py) and C(pairwise.py); with I(store), writes
+    C(plugins/module_utils/wireup/judge/fabric_run.py) and C(judge/pairwise.py); with I(store), writes
     C(<results_dir>/fabric/<run_id>/fabric.json) and C(fabric.md).
   - With no results it only returns the first round.
   - A failing pair or whole-group run is run once more in the next round (its confirmation, a
@@ -108,7 +108,7 @@ report:
   returned: when store
   type: dict
 record:
-  description: The run's record as fabric.json holds it (fabricrun.build_record).
+  description: The run's record as fabric.json holds it (fabric_run.build_record).
   returned: when store
   type: dict
 summary:
@@ -123,7 +123,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import atomicfile, fabricrun, results
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import atomicfile
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 
 def _read(path):
@@ -146,7 +148,7 @@ def _previous(fabric_dir, run_id):
         return None
     for d in reversed(runs):
         try:
-            return fabricrun.load_fabric_record(os.path.join(fabric_dir, d, "fabric.json"))
+            return fabric_run.load_fabric_record(os.path.join(fabric_dir, d, "fabric.json"))
         except (OSError, ValueError):  # missing or damaged: the run before it
             continue
     return None
@@ -176,8 +178,8 @@ def _write(run_dir, record, paths):
     """Each round rewrites its own run's record, whole or not at all (atomicfile), its report
     section and, with matplotlib, its plot."""
     atomicfile.write_json(paths["json"], record, indent=2)
-    text = fabricrun.markdown(record)
-    if fabricrun.plot(record, os.path.join(run_dir, "fabric.png")):
+    text = fabric_run.markdown(record)
+    if fabric_run.plot(record, os.path.join(run_dir, "fabric.png")):
         paths["png"] = os.path.join(run_dir, "fabric.png")
         text += "\n![pair busbw against the reference](fabric.png)\n"
     atomicfile.write_text(paths["md"], text)
@@ -192,8 +194,8 @@ def _store(module, p, plan):
         os.umask(results.RESULTS_UMASK)  # the folders it makes 0750 (atomicfile: files 0640)
     try:
         run_id, run_dir = _run_folder(module, p["results_dir"], p["run_id"])
-        record = fabricrun.build_record(run_id, plan, p["nics"])
-        record["findings"] += fabricrun.compare(record, _previous(fabric_dir, run_id), p["tolerance"])
+        record = fabric_run.build_record(run_id, plan, p["nics"])
+        record["findings"] += fabric_run.compare(record, _previous(fabric_dir, run_id), p["tolerance"])
         run_dir = run_dir or os.path.join(fabric_dir, run_id)
         paths = {"json": os.path.join(run_dir, "fabric.json"), "md": os.path.join(run_dir, "fabric.md")}
         if not module.check_mode:
@@ -222,7 +224,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    plan = fabricrun.judge_round(p, _read)
+    plan = fabric_run.judge_round(p, _read)
     if plan.get("errors"):
         module.fail_json(msg="; ".join(plan["errors"]), plan=plan)
     if not p["store"]:
@@ -233,7 +235,7 @@ def main():
         plan=plan,
         record=record,
         report=paths,
-        summary=fabricrun.summary_line(record, paths["md"]),
+        summary=fabric_run.summary_line(record, paths["md"]),
     )
 
 

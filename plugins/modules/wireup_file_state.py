@@ -71,7 +71,7 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.file_state import PathState
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe.file_state import PathState
 
 
 def _name(lookup, ident):

@@ -1,5 +1,6 @@
 #!/usr/bin/python
-"""Ansible module: read every GPU's health with nvidia-smi -q -x (a thin wrapper of wireup.gpuhealth)."""
+"""Ansible module: read every GPU's health with nvidia-smi -q -x (a thin wrapper of
+wireup.probe.gpuhealth)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ DOCUMENTATION = r"""
 module: wireup_gpu_health_info
 short_description: Read every GPU's memory, error, throttle, power and PCIe health in one nvidia-smi call
 description:
-  - "Runs C(nvidia-smi -q -x) (argv, C(LC_ALL=C)) and parses it with C(wireup.gpuhealth) (pure Python,
+  - "Runs C(nvidia-smi -q -x) (argv, C(LC_ALL=C)) and parses it with C(wireup.probe.gpuhealth) (pure Python,
     stdlib only): ECC counts, retired pages, remapped rows, the driver's recovery action, clock event
     reasons and their counters, temperatures, power and its limit, PCIe replays and link, persistence mode."
   - Returns the findings of the read alone (the controller adds the ones against the GPU's last
@@ -55,7 +56,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 health:
-  description: The parsed read (null when it failed); every field in plugins/module_utils/wireup/gpuhealth.py.
+  description: The parsed read (null when it failed); every field in
+    plugins/module_utils/wireup/probe/gpuhealth.py.
   returned: always
   type: dict
   contains:
@@ -102,7 +104,7 @@ dcgmi:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import gpuhealth
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import gpuhealth
 
 ENV = {"LC_ALL": "C", "LANG": "C"}
 KERNEL_LOGS = (

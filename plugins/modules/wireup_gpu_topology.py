@@ -1,5 +1,6 @@
 #!/usr/bin/python
-"""Read a node's GPU topology and health: a thin wrapper around wireup.topology and wireup.health."""
+"""Read a node's GPU topology and health: a thin wrapper around wireup.probe.topology and
+wireup.probe.health."""
 
 DOCUMENTATION = r"""
 ---
@@ -11,8 +12,8 @@ description:
     compute capability, persistence mode) and C(-q -x), reads the kernel log since boot
     (C(journalctl -k -b), else C(dmesg)) for NVRM Xid lines, C(lspci -D -nn -vvv) for ACS and
     NVSwitch devices, /sys/bus/pci for NVSwitch devices and /proc for a running nv-fabricmanager.
-  - Parses everything with the pure-Python C(wireup.topology), C(wireup.nvlink) and
-    C(wireup.health) and returns structured topology plus findings. Changes nothing.
+  - Parses everything with the pure-Python C(wireup.probe.topology), C(wireup.probe.nvlink) and
+    C(wireup.probe.health) and returns structured topology plus findings. Changes nothing.
   - A failed or unparsable probe becomes a finding, not a module failure, so a sick node still
     reports what it can; callers decide whether critical findings fail the play. nvidia-smi output
     that is not UTF-8 is a C(parse_failed) finding too (its raw text keeps the bad bytes escaped).
@@ -189,7 +190,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.health import (
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe.health import (
     SEVERITIES,
     acs_above_gpus,
     count_by_severity,
@@ -199,8 +200,8 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.health impor
     parse_lspci,
     parse_xid,
 )
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.nvlink import parse_nvlink_status
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.topology import (
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe.nvlink import parse_nvlink_status
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe.topology import (
     combine_topology,
     decode_output,
     gpu_count_of,

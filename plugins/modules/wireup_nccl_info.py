@@ -16,7 +16,7 @@ description:
   - Reads the version from C(nccl.h), whether I(cuda_home) has an executable C(bin/nvcc), the CPUs
     this process may use, and, with I(build_dir), the last build's stamp and binary.
   - Changes nothing and fails only on bad arguments; what it could not find is reported in
-    C(nccl.problem), which the nccl_tests role's plan (wireup.nccl_tests.plan) turns into
+    C(nccl.problem), which the nccl_tests role's plan (wireup.plans.nccl_tests.plan) turns into
     a message naming the variable to fix.
 options:
   source:
@@ -93,8 +93,10 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.nccl_tests import BUILD_STAMP
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.nccltests import nccl_header_version
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans.nccl_tests import BUILD_STAMP
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe.bench_output import (
+    nccl_header_version,
+)
 
 SYSTEM_INCLUDES = ["/usr/include", "/usr/local/include"]
 SYSTEM_LIBS = [

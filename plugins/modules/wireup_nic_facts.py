@@ -12,7 +12,7 @@ description:
     types), each HCA's board_id and hca_type, driver and SR-IOV physfn, C(/sys/class/net/*) (speed, MTU,
     operstate, type, device), C(/proc/driver/nvidia/gpus), C(/proc/modules)
     (nvidia_peermem or nv_peer_mem), C(/proc/cmdline) and the IOMMU group type, once, and parses
-    them with C(plugins/module_utils/wireup/fabric.py) (parse_nic_facts).
+    them with C(plugins/module_utils/wireup/probe/nics.py) (parse_nic_facts).
   - Returns the fact C(gpu_topology_nics). Changes nothing; works in check mode and without a GPU.
 options:
   root:
@@ -91,7 +91,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import fabric
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import nics
 
 
 def main():
@@ -99,7 +99,7 @@ def main():
         argument_spec={"root": {"type": "path", "default": "/"}},
         supports_check_mode=True,
     )
-    facts = fabric.parse_nic_facts(fabric.read_tree(module.params["root"]))
+    facts = nics.parse_nic_facts(nics.read_tree(module.params["root"]))
     module.exit_json(changed=False, ansible_facts={"gpu_topology_nics": facts})
 
 

@@ -132,7 +132,8 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import apt, node
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import apt
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import node
 
 QUERY_FIELDS = ["index", "name", "uuid", "pci.bus_id", "compute_cap", "memory.total", "driver_version"]
 SIOCGIFADDR = 0x8915

@@ -54,7 +54,7 @@ from tests.testbed.system import ssh_argv
 
 sys.path.insert(0, str(REPO_ROOT / ".collections"))
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import fabric, ncclinfo
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import ncclinfo, nics
 
 BRIDGE = "wfabbr0"
 NET = "10.250.0"
@@ -184,11 +184,11 @@ def nic_tree(out, name):
         ["ip", "netns", "exec", ns_of(name), sys.executable, "-c",
          "import json, sys; sys.path.insert(0, '.collections'); "
          "from ansible_collections.wireup.cluster.plugins.module_utils.wireup import fabric; "
-         "print(json.dumps(fabric.read_tree('/'), indent=1, sort_keys=True))"],
+         "print(json.dumps(nics.read_tree('/'), indent=1, sort_keys=True))"],
         cwd=REPO_ROOT,
     ).stdout  # fmt: skip
     (out / f"nic-tree-{name}.json").write_text(tree)
-    facts = fabric.parse_nic_facts(json.loads(tree))
+    facts = nics.parse_nic_facts(json.loads(tree))
     log(
         f"NIC facts in {ns_of(name)}: {facts['interfaces']}; transport {facts['transport']}, "
         f"{facts['rails']} x {facts['rail_gbps']} Gb/s on {facts['devices']}"

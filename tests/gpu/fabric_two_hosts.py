@@ -39,7 +39,7 @@ from tests.perf.scaling_one_host import REPO_ROOT, log, start_sshd, write_invent
 
 sys.path.insert(0, str(REPO_ROOT / ".collections"))
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import ncclinfo
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import ncclinfo
 
 DUMMY = "wfab0"
 NCCL_INFO = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}

@@ -16,7 +16,7 @@ AGREE = 0.05
 
 
 def gpus_of(record):
-    """The record's judged GPUs (its gpu_trial part, wireup/gpurecord.py)."""
+    """The record's judged GPUs (its gpu_trial part, wireup/capability/gpu_trial.py)."""
     return (record.get("gpu_trial") or {}).get("gpus") or []
 
 

@@ -17,7 +17,7 @@ exec > >(tee "$OUT/quick/quick.txt") 2>&1
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3)
 echo "== python for wireup-check: $PY ($("$PY" --version 2>&1))"
-PYTHONPATH=plugins/module_utils "$PY" -m wireup.checkbundle "$Q/wireup-check" --python "$PY"
+PYTHONPATH=plugins/module_utils "$PY" -m wireup.check.bundle "$Q/wireup-check" --python "$PY"
 SMI=$(command -v nvidia-smi || echo /usr/local/nvidia/bin/nvidia-smi)
 cat >"$Q/check.json" <<EOF
 {"host": "$(hostname -s)", "baseline": "$Q/state/baseline.json", "textfile_dir": "$Q/textfile",

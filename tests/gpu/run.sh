@@ -129,9 +129,9 @@ sys.path.insert(0, ".collections")
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup import stepcost
 for path in sorted(pathlib.Path(sys.argv[1]).glob("stepcost-*.jsonl")):
     for line in path.read_text().splitlines():
-        fig = stepcost.figure(json.loads(line))
+        fig = ddp_step.figure(json.loads(line))
         hooks = ", ".join(f"{h} {e['step_ms']:.1f} ms" for h, e in fig["hooks"].items() if e.get("step_ms"))
-        print(f"== {path.stem} {stepcost.human_count(fig['params'])}: compute {fig['compute_ms']:.1f} ms; {hooks}")
+        print(f"== {path.stem} {ddp_step.human_count(fig['params'])}: compute {fig['compute_ms']:.1f} ms; {hooks}")
         print(f"   {fig['sentence']}")
 PY
       ;;

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import stepcost
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import ddp_step
 
 from .harness import run_playbook
 
@@ -335,7 +335,7 @@ def test_stepcost_alone(torch_nodes, tmp_path):
         "--hooks none,fp16",
         timeout=150,
     )
-    figures = [stepcost.figure(r) for r in stepcost.parse_log(direct.stdout)]
+    figures = [ddp_step.figure(r) for r in ddp_step.parse_log(direct.stdout)]
     [fig] = figures
     assert fig["world_size"] == 1 and fig["share"] == 0.0 and set(fig["hooks"]) == {"none", "fp16"}
     assert fig["sentence"].startswith("One process: DDP has no gradient all-reduce")

@@ -143,7 +143,7 @@ def test_hash_checked_install_refuses_a_changed_wheel_then_installs(testbed_fact
     """pytorch_venv_requirements_file: pip --require-hashes from the testbed's wheelhouse. A lock
     whose hash for one wheel differs (the wheel changed since it was vetted) fails before anything
     is installed; the true lock installs, and the rerun starts no pip."""
-    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import wheelhouse
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import wheelhouse
 
     bed = testbed_factory("hash", nodes=1)
     [node] = list(bed.nodes)

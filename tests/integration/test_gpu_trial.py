@@ -109,7 +109,7 @@ def test_a_pending_row_remap_fails_the_node_and_the_gate_refuses_it(stand_in, tm
 
     # A later --tags gpu_health read that judged nothing (node1's N/A record of this run, stored as
     # node2's in a newer run) hid the FAIL while the gate read each node's newest record alone; the
-    # gate per capability (gate.py: N/A settles nothing) still refuses node2 on the older run.
+    # gate per capability (record/gate.py: N/A settles nothing) still refuses node2 on the older run.
     later = results_dir / "bench" / f"{run.name}-2"
     later.mkdir()
     (later / "node2.json").write_text(json.dumps(dict(records["node1"], host="node2", run_id=later.name)))

@@ -25,7 +25,7 @@ import urllib.request
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import results
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 from .harness import REPO_ROOT, run_playbook, write_playbook
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
 from tests.testbed import slurm as testbed_slurm
 from tests.testbed import stand_in_smi
 

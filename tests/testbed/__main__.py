@@ -16,9 +16,13 @@ def main(argv=None) -> int:
         description="Local multi-node testbed for wireup (systemd-nspawn nodes).",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser(
-        "deps", help="apt-get install the host packages the testbed and the checks need, if missing"
+    p_deps = sub.add_parser("deps", help="apt-get install the host packages the testbed needs, if missing")
+    p_deps.add_argument(
+        "--tests",
+        action="store_true",
+        help="also the tools only the checks use: shellcheck, chromium, promtool",
     )
+    p_deps.add_argument("--apt-log", help="append apt's own output to this file instead of the terminal")
     p_up = sub.add_parser(
         "up", help="bring a testbed up (reused when already up) and print its inventory path"
     )
@@ -44,8 +48,8 @@ def main(argv=None) -> int:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731  # stdout: the inventory path only
     try:
         if args.command == "deps":
-            install_deps(log=log)
-            left = missing_packages(checks=True)
+            install_deps(log=log, tests=args.tests, apt_log=args.apt_log)
+            left = missing_packages(checks=args.tests)
             if left:
                 raise TestbedError(f"still missing after apt-get: {' '.join(left)}")
         elif args.command == "up":

@@ -8,7 +8,7 @@ With ``node_reads`` (issue 35) it also prints captures for the other reads of wi
 sees it. Install that one only after the plays that must find no GPU (preflight would see GPUs)."""
 
 NO_DEVICES = "No devices were found"
-# wireup-check's reads (checkrun._smi_commands): the first argument -> the capture printed.
+# wireup-check's reads (run._smi_commands): the first argument -> the capture printed.
 NODE_READS = {"topo": "topo_m.txt", "nvlink": "nvlink_s.txt", "--query-gpu=*": "query_gpu.csv"}
 
 

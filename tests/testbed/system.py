@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import fcntl
 import os
@@ -17,10 +18,10 @@ CACHE_DIR = Path(os.environ.get("WIREUP_TESTBED_CACHE", "/var/cache/wireup-testb
 # Slot claims (bridge name, subnet, port) of the testbeds that are up on this machine.
 RUN_DIR = Path(os.environ.get("WIREUP_TESTBED_RUN", "/run/wireup-testbed"))
 
-# Host commands the testbed needs, and the Debian package that provides each.
+# Host commands the testbed needs, and the Debian package that provides each: what `make run`
+# installs (`make deps`). The golden tree is made with mmdebstrap alone (cache.py).
 HOST_COMMANDS = {
     "mmdebstrap": "mmdebstrap",
-    "debootstrap": "debootstrap",
     "systemd-nspawn": "systemd-container",
     "iptables": "iptables",
     "ip": "iproute2",
@@ -33,8 +34,9 @@ HOST_COMMANDS = {
     "gpg": "gnupg",
     "dpkg-deb": "dpkg",
 }
-# Commands the checks need besides the testbed (`make test` installs them through `deps`; a check
-# that finds one missing fails there instead of skipping: tests/conftest.py).
+# Commands only the checks need besides the testbed: `make test` installs them (`make deps-test`,
+# `deps --tests`), `make run` does not; a check that finds one missing fails under `make test`
+# instead of skipping (tests/conftest.py).
 CHECK_COMMANDS = {
     "shellcheck": "shellcheck",
     # tests/unit/test_report_browser.py loads report.html in headless Chromium.
@@ -94,29 +96,71 @@ def missing_packages(checks=False):
     return sorted({pkg for cmd, pkg in wanted.items() if shutil.which(cmd) is None})
 
 
-def install_deps(log=print):
-    """apt-get install the host packages the testbed and the checks need (only those missing)."""
+def install_deps(log=print, *, tests=False, apt_log=None):
+    """apt-get install the host packages the testbed needs (with tests=True also the checks' tools),
+    only those missing. apt's own output goes to the file apt_log (appended) when given, else to
+    the terminal; the terminal always gets what is installed and upgraded, and apt's last lines
+    when it fails."""
     if os.geteuid() != 0:
         raise TestbedError("the testbed needs root (network namespaces, bridges, mounts): run it as root")
-    pkgs = missing_packages(checks=True)
+    pkgs = missing_packages(checks=tests)
     if not pkgs:
         log("testbed deps: all host commands present")
         return []
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    run(["apt-get", "update", "-q"], env=env, capture=False)
     argv = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *pkgs]
-    # systemd-container must match the host's systemd, so apt may upgrade systemd and its libraries
-    # on this machine: say so before doing it (apt's simulation names every upgrade).
-    upgrades = simulated_upgrades(run([*argv[:2], "-s", *argv[2:]], env=env).stdout)
-    log(f"testbed deps: apt-get install {' '.join(pkgs)}")
-    if upgrades:
-        log(
-            "testbed deps: this also UPGRADES packages already installed on this machine: "
-            + ", ".join(f"{name} {old} -> {new}" for name, old, new in upgrades)
-        )
-    with no_service_starts():
-        run(argv, env=env, capture=False)
+    with _apt_output(apt_log) as out:
+        _apt(["apt-get", "update", "-q"], env, out, apt_log)
+        # systemd-container must match the host's systemd, so apt may upgrade systemd and its
+        # libraries on this machine: say so before doing it (apt's simulation names every upgrade).
+        simulation = run([*argv[:2], "-s", *argv[2:]], env=env).stdout
+        log(deps_line(pkgs, simulation, apt_log))
+        upgrades = simulated_upgrades(simulation)
+        if upgrades:
+            log(
+                "testbed deps: this also UPGRADES packages already installed on this machine: "
+                + ", ".join(f"{name} {old} -> {new}" for name, old, new in upgrades)
+            )
+        with no_service_starts(POLICY_RC_D):
+            _apt(argv, env, out, apt_log)
     return pkgs
+
+
+def deps_line(pkgs, simulation: str, apt_log=None) -> str:
+    """What deps is about to install, from apt's simulation: the packages asked for, how many
+    packages apt installs for them, and where apt's own output goes."""
+    where = f"; apt's output: {apt_log}" if apt_log else ""
+    count = len(simulated_installs(simulation))
+    return f"testbed deps: apt-get install {' '.join(pkgs)} ({count} new packages{where})"
+
+
+@contextlib.contextmanager
+def _apt_output(apt_log):
+    """The file apt writes into (appended), or None: the terminal."""
+    if not apt_log:
+        yield None
+        return
+    Path(apt_log).parent.mkdir(parents=True, exist_ok=True)
+    with open(apt_log, "a") as fh:
+        yield fh
+
+
+def _apt(argv, env, out, apt_log, tail=15):
+    """Run an apt-get command with its output in out (a file) or on the terminal (None); a failure
+    names the command and, when the output went to a file, shows its last lines."""
+    if out is None:
+        run(argv, env=env, capture=False)
+        return
+    out.write(f"$ {' '.join(argv)}\n")
+    out.flush()
+    proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=dict(env, LC_ALL="C"), check=False)
+    if proc.returncode != 0:
+        out.flush()
+        last = Path(apt_log).read_text(errors="replace").splitlines()[-tail:]
+        raise TestbedError(
+            f"command failed (rc={proc.returncode}): {' '.join(argv)}; its output is in {apt_log}, "
+            "which ends:\n" + "\n".join(last)
+        )
 
 
 @contextlib.contextmanager
@@ -135,6 +179,15 @@ def no_service_starts(path: Path = POLICY_RC_D):
 
 
 _SIMULATED_UPGRADE = re.compile(r"^Inst (\S+) \[([^\]]+)\] \((\S+)")
+
+
+_SIMULATED_INSTALL = re.compile(r"^Inst (\S+) \(")
+
+
+def simulated_installs(text: str) -> list[str]:
+    """The packages `apt-get -s install` output installs new ("Inst sl (5.02-1+b1 Debian:12.15
+    [amd64])"; an upgrade has its [installed version] before the parenthesis)."""
+    return [m.group(1) for m in map(_SIMULATED_INSTALL.match, text.splitlines()) if m]
 
 
 def simulated_upgrades(text: str) -> list[tuple[str, str, str]]:
@@ -230,6 +283,19 @@ def reap(popen_or_pid):
     pid = getattr(popen_or_pid, "pid", popen_or_pid)
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(int(pid), os.WNOHANG)
+
+
+def remove_tree(path: Path) -> None:
+    """rm -r path, the trees of its nodes (path/nodes/*) at the same time. Deleting is bound by the
+    disk's latency, not the CPU (a node's torch venv is some 24,000 files): three node trees at once
+    took 6-8 s where one after the other took 20-27 s on the 2-core machine (docs/make-run.md)."""
+    folder = Path(path) / "nodes"
+    children = folder.iterdir() if folder.is_dir() else ()
+    nodes = sorted(p for p in children if p.is_dir() and not p.is_symlink())
+    if nodes:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(nodes), 16)) as pool:
+            list(pool.map(shutil.rmtree, nodes))
+    shutil.rmtree(path)
 
 
 def link_exists(name: str) -> bool:

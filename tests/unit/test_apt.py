@@ -1,8 +1,8 @@
-"""wireup.apt: dpkg's one read and the version grammars the package roles share."""
+"""wireup.core.apt: dpkg's one read and the version grammars the package roles share."""
 
 from __future__ import annotations
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import apt as p
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import apt as p
 
 
 def test_parse_dpkg_status():

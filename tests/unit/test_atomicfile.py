@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import atomicfile
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import atomicfile
 
 # The attacker of issue 35: whoever owns the folder swaps every temporary file for a symbolic link
 # to a root-only file, as fast as it can, while wireup writes.

@@ -4,7 +4,8 @@ import pathlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bandwidth, nccltests
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import bandwidth
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import bench_output
 
 FIX = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "nccltests"
 
@@ -31,7 +32,7 @@ H200 = topo(2, "NV18", nvl_speed=26.562)
 
 
 def rows_of(name):
-    return nccltests.parse((FIX / name).read_text())["rows"]
+    return bench_output.parse((FIX / name).read_text())["rows"]
 
 
 def test_h200_nv18_all_reduce():
@@ -215,7 +216,7 @@ DOCS = (
 def test_min_bw_failure_is_a_fail_with_the_cause_quoted():
     # Real 1x H200 run that nccl-tests failed (rc 7), judged against the 2x H200 expectation: its
     # rows alone (busbw 0 on one GPU) would be N/A at best; nccl-tests' own verdict wins.
-    run = nccltests.assess((FIX / "h200x1_v2.19.6_minbw_fail.txt").read_text(), 7)
+    run = bench_output.assess((FIX / "h200x1_v2.19.6_minbw_fail.txt").read_text(), 7)
     exp = bandwidth.expected_busbw(H200, "all_reduce")
     v = bandwidth.verdict(run["parsed"]["rows"], exp, problems=run["problems"], collective="all_reduce")
     assert v["verdict"] == "FAIL"
@@ -228,7 +229,7 @@ def test_min_bw_failure_is_a_fail_with_the_cause_quoted():
 
 def test_aborted_run_with_small_rows_is_fail_not_na():
     text = "\n".join((FIX / "h200x1_v2.19.6_truncated.txt").read_text().splitlines()[:25])
-    run = nccltests.assess(text, None)
+    run = bench_output.assess(text, None)
     v = bandwidth.verdict(
         run["parsed"]["rows"], bandwidth.expected_busbw(H200, "all_reduce"), problems=run["problems"]
     )

@@ -1,11 +1,12 @@
-"""The bench_fabric role's plan (wireup/bench_fabric.py): each node's part of every job, its job in a
+"""The bench_fabric role's plan (wireup/plans/bench_fabric.py): each node's part of every job, its job in a
 round of the judged plan, what it reports of that job."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bench_fabric, pairwise
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import pairwise
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_fabric
 
 GPU = {"gpu": {"present": True, "count": 2}}
 CPU = {"gpu": {"present": False, "count": 0}}

@@ -1,4 +1,4 @@
-"""The bench role's plan (wireup/bench.py) and the node results the controller builds from what
+"""The bench role's plan (wireup/plans/bench.py) and the node results the controller builds from what
 the role's tasks registered, on the 2x H200 captures."""
 
 import base64
@@ -8,13 +8,13 @@ import pathlib
 import pytest
 import yaml
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import (
     bandwidth,
-    bench,
+    bench_settings,
     benchenv,
-    results,
-    validate,
 )
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 H200 = REPO / "tests/fixtures/h200x2"
@@ -55,8 +55,8 @@ def b64(text):
 
 
 def test_defaults_pass_the_one_inventory_check():
-    assert validate.bench_errors(DEFAULTS) == []
-    assert validate.bench_errors(REPORT_DEFAULTS) == []
+    assert bench_settings.bench_errors(DEFAULTS) == []
+    assert bench_settings.bench_errors(REPORT_DEFAULTS) == []
 
 
 def test_a_setting_the_plan_task_forgets_or_misspells_is_an_error():
@@ -235,7 +235,7 @@ def test_a_node_that_stopped_midway_has_no_data():
 
 
 def test_threshold_rule_is_one_rule():
-    assert validate.bench_threshold_errors({"bench_pass_ratio": 0.5, "bench_warn_ratio": 0.8}) == [
+    assert bench_settings.bench_threshold_errors({"bench_pass_ratio": 0.5, "bench_warn_ratio": 0.8}) == [
         "bench_warn_ratio (0.8) must not exceed bench_pass_ratio (0.5): lower bench_warn_ratio or "
         "raise bench_pass_ratio"
     ]

@@ -1,11 +1,11 @@
-"""The bench_report role's plan (wireup/bench_report.py): the run as the report play gathers it from
+"""The bench_report role's plan (wireup/plans/bench_report.py): the run as the report play gathers it from
 what each node kept, and the node data the store judges."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bench, bench_report
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench, bench_report
 
 RESULT = {"skipped": "", "nccl_tests": {}, "env": {}}
 
@@ -109,20 +109,17 @@ def test_the_gather_tasks_give_map_a_default_jinja_keeps():
 # ---------------------------------------------------------------- one bad node (issue 35, item 2)
 # A run of three GPU nodes from the real producers' output on real captures: each node's bench data
 # from bench.node_results (the 2x H200's topology and nccl-tests outputs, the topology's findings
-# from health.findings), each node's GPU trial from gputrial.node_data (the 2x H200's nvidia-smi -q
+# from health.findings), each node's GPU trial from gpu_trial.node_data (the 2x H200's nvidia-smi -q
 # -x; gpu-c's with a pending row remap: FAIL). Then ONE node's part is mangled, as a broken or
 # hostile node could send it: before, storing the run failed for every host, and the launch gate
 # then let gpu-c (which FAILed this run) through on its earlier PASS.
 import json  # noqa: E402
 import pathlib  # noqa: E402
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (  # noqa: E402
-    fabricrun,
-    health,
-    node_check,
-    results,
-    topology,
-)
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run  # noqa: E402
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import node_check  # noqa: E402
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import health, topology  # noqa: E402
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results  # noqa: E402
 from tests.unit.test_bench_plan import BUILD, GPU_NODE, settings  # noqa: E402
 from tests.unit.test_gpurecord import H200, PENDING, THRESHOLDS, fact, trial_run  # noqa: E402
 
@@ -193,7 +190,7 @@ def store(params):
 
 
 def refused(tmp_path):
-    return fabricrun.refusals(list(HOSTS), *fabricrun.latest_verdicts(str(tmp_path), list(HOSTS)))
+    return fabric_run.refusals(list(HOSTS), *fabric_run.latest_verdicts(str(tmp_path), list(HOSTS)))
 
 
 def _topology(p):

@@ -11,7 +11,9 @@ import time
 import pytest
 from test_report import NCCL, good_node, h200_topology
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import benchenv, report, results
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import benchenv
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 HEALTHY = REPO / "tests" / "fixtures" / "h200x2" / "bench_record_2026-11-29_healthy.json"
@@ -267,7 +269,7 @@ def test_raw_link_ratio_beside_the_ratio_to_expected():
     assert coll["of_link"]["link_class"] == "NV18"
     assert coll["of_link"]["ratio"] == pytest.approx(coll["verdict"]["measured_busbw"] / 478.116, abs=1e-3)
     assert 0.70 < coll["of_link"]["ratio"] < 0.75
-    line = report.summary_line(rec)
+    line = assemble.summary_line(rec)
     assert "of the 478 GB/s NV18 link)" in line
 
 
@@ -309,16 +311,16 @@ def test_one_gpu_is_na_with_its_reason_not_a_crash(tmp_path):
     assert rec["verdict"] == "N/A" and coll["verdict"]["verdict"] == "N/A"
     assert "fewer than 2 GPUs" in coll["verdict"]["reason"]
     assert coll["of_link"]["ratio"] is None
-    assert "all_reduce N/A (no expectation: fewer than 2 GPUs" in report.summary_line(rec)
-    out = report.write_report(str(tmp_path), "20261201T000000Z", {"gpu-1": rec})
+    assert "all_reduce N/A (no expectation: fewer than 2 GPUs" in assemble.summary_line(rec)
+    out = assemble.write_report(str(tmp_path), "20261201T000000Z", {"gpu-1": rec})
     assert "fewer than 2 GPUs" in pathlib.Path(out["md"]).read_text()
 
 
 # ---------------------------------------------------------------- the report
 def _report(tmp_path, records, monkeypatch=None):
     if monkeypatch is not None:
-        monkeypatch.setattr(report, "_pyplot", lambda: None)
-    out = report.write_report(str(tmp_path), "20261201T000000Z", records)
+        monkeypatch.setattr(assemble, "_pyplot", lambda: None)
+    out = assemble.write_report(str(tmp_path), "20261201T000000Z", records)
     return pathlib.Path(out["md"]).read_text()
 
 
@@ -385,13 +387,13 @@ def test_report_flags_a_stale_tuned_env_used_by_the_figures(tmp_path, monkeypatc
     )
     assert "NCCL_MIN_NCHANNELS=32 NCCL_NVLS_ENABLE=0" in md
     assert "tuned_env_stale" in md
-    assert "NCCL tuned" in report.summary_line(rec)
+    assert "NCCL tuned" in assemble.summary_line(rec)
     assert "| NCCL_MIN_NCHANNELS=32 (tuned env file) | 355.1 | +1.7% |" in md
     assert "written to" not in md and "sweep:" not in md
 
 
 def _capture_figures(monkeypatch):
-    plt = report._pyplot()
+    plt = assemble._pyplot()
     if plt is None:
         pytest.skip("matplotlib is not installed")
     figures = []
@@ -402,7 +404,7 @@ def _capture_figures(monkeypatch):
 def test_busbw_plot_has_a_latency_panel_and_the_raw_link(tmp_path, monkeypatch):
     figures = _capture_figures(monkeypatch)
     rec = results.build_record("gpu-a01", "20261201T000000Z", gpu_node())
-    assert report._plot_busbw(report._pyplot(), rec, str(tmp_path / "b.png"))
+    assert assemble._plot_busbw(assemble._pyplot(), rec, str(tmp_path / "b.png"))
     bw, lat = figures[0].axes
     assert lat.get_yscale() == "log" and lat.get_xscale() == "log"
     smallest = min(x for line in lat.get_lines() for x in line.get_xdata())
@@ -419,7 +421,7 @@ def test_torch_plot_draws_the_expectation_from_zero(tmp_path, monkeypatch):
     rec = copy.deepcopy(rec)
     for row in rec["torch"]["single_node"]["rows"]:
         row["in_place"]["busbw"] /= 10
-    assert report._plot_torch(report._pyplot(), {"gpu-a01": rec}, str(tmp_path / "t.png"))
+    assert assemble._plot_torch(assemble._pyplot(), {"gpu-a01": rec}, str(tmp_path / "t.png"))
     ax = figures[0].axes[0]
     assert ax.get_ylim()[0] == 0
     expected = rec["torch"]["single_node"]["expected"]["expected_busbw"]

@@ -1,4 +1,4 @@
-"""wireup-check as the nodes run it (issue 26): the executable zip checkbundle.py builds, run by
+"""wireup-check as the nodes run it (issue 26): the executable zip check/bundle.py builds, run by
 this machine's python3 with the standard library only (`-S -I`: no site-packages, as on a bare
 node), against nvidia-smi replaying the real 2x H200 captures (tests/fixtures/h200x2) and the
 sysfs NIC trees in tests/fixtures/sysfs: baseline, PASS, a fault derived from the capture (NVLinks
@@ -17,7 +17,8 @@ import sys
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import checkbundle, checkrun
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.check import bundle
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.check import run as check_run
 from tests.testbed import stand_in_smi
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -65,7 +66,7 @@ esac
 """,
     )
     exe = tmp_path / "wireup-check"
-    exe.write_bytes(checkbundle.build(PYTHON))
+    exe.write_bytes(bundle.build(PYTHON))
     exe.chmod(0o755)
     (tmp_path / "prom").mkdir()
     config = {
@@ -89,13 +90,13 @@ def run(node, *args, stdin="", env=None, timeout=60):
 
 
 def test_the_bundle_is_deterministic_and_refuses_an_odd_interpreter(tmp_path):
-    one, two = checkbundle.build("/usr/bin/python3"), checkbundle.build("/usr/bin/python3")
+    one, two = bundle.build("/usr/bin/python3"), bundle.build("/usr/bin/python3")
     assert one == two and one.startswith(b"#!/usr/bin/python3\n")
     for bad in ("python3", "/usr/bin/python3 -S", "/x\n/y"):
         with pytest.raises(ValueError, match="node_check_python"):
-            checkbundle.build(bad)
+            bundle.build(bad)
     out = tmp_path / "w"
-    assert checkbundle.main([str(out)]) == 0 and out.read_bytes() == one
+    assert bundle.main([str(out)]) == 0 and out.read_bytes() == one
     assert stat.S_IMODE(out.stat().st_mode) == 0o755
 
 
@@ -104,9 +105,13 @@ def test_every_module_of_the_bundle_imports_with_the_standard_library_alone(tmp_
     ``python3 -S -I`` (no site-packages: no ansible, no packaging), so none imports the collection's
     name or a third-party module at module level (the collection's own rule, and what a node has)."""
     exe = tmp_path / "wireup-check"
-    exe.write_bytes(checkbundle.build(PYTHON))
-    names = sorted(n[len("wireup/") : -3] for n in checkbundle.sources() if n.startswith("wireup/"))
-    assert {"checkrun", "nodecheck", "node_check", "promtext", "results", "report", "validate"} <= set(names)
+    exe.write_bytes(bundle.build(PYTHON))
+    names = sorted(
+        n[len("wireup/") : -3].replace("/", ".").removesuffix(".__init__")
+        for n in bundle.sources()
+        if n.startswith("wireup/")
+    )
+    assert {"check.run", "judge.quick", "report.metrics", "launch.slurm"} <= set(names)
     # -I ignores PYTHONPATH: the zip goes on sys.path as the node's __main__ finds it.
     code = "import importlib, sys; [importlib.import_module('wireup.' + n) for n in sys.argv[2:]]"
     code = f"import sys; sys.path.insert(0, sys.argv[1]); {code}"
@@ -277,8 +282,8 @@ def test_the_one_size_benchmark_against_the_bench_figure(node):
 
 
 def test_one_gpu_runs_no_benchmark_and_says_why(node):
-    config = checkrun.merge_config({"host": "h1"})
-    argv, _env, note = checkrun.bench_plan(config, {"bench": {"nccl_tests": {"bin_dir": "/x"}}}, 1)
+    config = check_run.merge_config({"host": "h1"})
+    argv, _env, note = check_run.bench_plan(config, {"bench": {"nccl_tests": {"bin_dir": "/x"}}}, 1)
     assert argv is None and note.startswith("benchmark skipped: nccl-tests skipped on h1: 1 GPU")
 
 
@@ -518,20 +523,20 @@ def test_a_fail_that_names_a_non_utf8_nic_replaces_the_pass_file(node):
 def test_metrics_that_cannot_be_rendered_leave_the_verdict_never_a_stale_pass(node, monkeypatch):
     """Whatever stops the full text (a shape the renderer refuses), the file is replaced by the
     verdict alone and says it is incomplete; a write that fails removes the old file."""
-    config = checkrun.merge_config(
+    config = check_run.merge_config(
         {"host": "gpu-a01", "textfile_dir": str(node / "prom"), "textfile": "always"}
     )
     prom = node / "prom/wireup_check.prom"
     prom.write_text('wireup_check_verdict{host="gpu-a01",verdict="PASS"} 1\n')
-    result = checkrun.nodecheck.result(
+    result = check_run.quick.result(
         "gpu-a01", None, None, found={"problems": [{"kind": "nic", "part": "NIC x", "message": "NIC x down"}]}
     )
 
     def refuse(_result):
         raise ValueError("wireup_check_nic_up: the label set {...} is given twice")
 
-    monkeypatch.setattr(checkrun.promtext, "check_families", refuse)
-    note = checkrun.write_check_textfile(config, result)
+    monkeypatch.setattr(check_run.metrics, "check_families", refuse)
+    note = check_run.write_check_textfile(config, result)
     text = prom.read_text()
     assert 'wireup_check_verdict{host="gpu-a01",verdict="FAIL"} 1' in text
     assert 'wireup_check_metrics_incomplete{host="gpu-a01"} 1' in text
@@ -541,8 +546,8 @@ def test_metrics_that_cannot_be_rendered_leave_the_verdict_never_a_stale_pass(no
     def full(*_args, **_kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(checkrun.atomicfile, "write_bytes", full)
-    note = checkrun.write_check_textfile(config, dict(result, time=1796212800.0))  # a later run
+    monkeypatch.setattr(check_run.atomicfile, "write_bytes", full)
+    note = check_run.write_check_textfile(config, dict(result, time=1796212800.0))  # a later run
     assert not prom.exists() and "No space left on device" in note and "old file removed" in note
 
 

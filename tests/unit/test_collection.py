@@ -4,12 +4,14 @@ collection), imports by the collection's name, and an artifact that holds the co
 
 import ast
 import configparser
+import json
+import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
-import types
 
 import pytest
 import yaml
@@ -135,7 +137,9 @@ def test_the_wireup_package_imports_only_itself_and_the_standard_library_at_the_
     """plugins/module_utils/wireup runs on nodes as a plain package too: relative imports only, and
     no Ansible or third-party import at module level (ansible-test's import test)."""
     allowed = set(sys.stdlib_module_names)
-    for path in (ROOT / "plugins/module_utils/wireup").glob("*.py"):
+    paths = sorted((ROOT / "plugins/module_utils/wireup").rglob("*.py"))
+    assert len(paths) > 40
+    for path in paths:
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.ImportFrom):
                 assert node.level > 0 or node.module.split(".")[0] in allowed, (path.name, node.module)
@@ -158,13 +162,16 @@ def test_the_artifact_holds_the_collection_only(artifact):
     with tarfile.open(artifact) as tar:
         names = [m.name for m in tar.getmembers() if not m.isdir()]
     assert {n.split("/")[0] for n in names} == {
-        "MANIFEST.json", "FILES.json", "README.md", "CHANGELOG.md", "files", "group_vars", "inventory",
-        "meta", "playbooks", "plugins", "roles", "tests",
+        "MANIFEST.json", "FILES.json", "README.md", "CHANGELOG.md", "changelogs", "files", "group_vars",
+        "inventory", "meta", "playbooks", "plugins", "roles", "tests",
     }  # fmt: skip
     assert {n for n in names if n.startswith("tests/")} == {
         "tests/config.yml",
         "tests/sanity/ignore-2.19.txt",
+        "tests/sanity/ignore-2.20.txt",
+        "tests/sanity/ignore-2.21.txt",
     }
+    assert {"changelogs/changelog.yaml", "changelogs/config.yaml"} <= set(names)
     assert not [n for n in names if "/." in "/" + n or "__pycache__" in n]
     assert {f"plugins/modules/{m}.py" for m in MODULES} <= set(names)
     assert {f"roles/{r}/meta/argument_specs.yml" for r in ROLES} <= set(names)
@@ -172,19 +179,178 @@ def test_the_artifact_holds_the_collection_only(artifact):
     assert artifact.stat().st_size < 1_000_000
 
 
-def test_the_makefile_s_pip_is_ansible_test_s():
-    """make sanity puts .ci/get_pip.py where ansible-test looks for its pip's bootstrap script."""
-    from ansible_test._internal.python_requirements import get_venv_packages
-
-    pinned = re.search(r"^ANSIBLE_TEST_PIP := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
-    assert pinned and pinned.group(1) == get_venv_packages(types.SimpleNamespace(version="3.11"))["pip"]
+def _canonical(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def test_runtime_requires_the_pinned_ansible_core():
+def _pins(path):
+    """{name: version} of a requirements or constraints file, following its -r includes."""
+    pins = {}
+    for text in path.read_text().splitlines():
+        line = text.split("#", 1)[0].strip()
+        if line.startswith("-r "):
+            pins |= _pins(path.parent / line[3:].strip())
+        elif line:
+            name, version = re.fullmatch(r"([A-Za-z0-9._-]+)==([A-Za-z0-9.+!-]+)", line).groups()
+            pins[_canonical(name)] = version
+    return pins
+
+
+def _supported_cores():
+    """The ansible-core versions the Makefile makes venvs for (the first: .venv's) and their files."""
+    cores = re.search(r"^ANSIBLE_CORES := (.+)$", (ROOT / "Makefile").read_text(), re.M).group(1).split()
+    return cores, {core: ROOT / ("requirements.txt" if i == 0 else f"requirements-{core}.txt")
+                   for i, core in enumerate(cores)}  # fmt: skip
+
+
+def test_runtime_requires_the_pinned_ansible_cores():
+    """Every supported ansible-core has a venv pinned to one of its releases, inside requires_ansible
+    (which preflight checks on the controller), and the range ends where the newest minor ends: a
+    user of a later ansible-core is told it is not supported."""
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import checks
+
     runtime = yaml.safe_load((ROOT / "meta/runtime.yml").read_text())
     group_vars = yaml.safe_load((ROOT / "group_vars/all.yml").read_text())
     assert runtime["requires_ansible"] == group_vars["wireup_ansible_core_range"]
-    pin = re.search(r"^ansible-core==(\S+)$", (ROOT / "requirements.txt").read_text(), re.M).group(1)
-    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import validate
+    cores, files = _supported_cores()
+    assert cores == ["2.19", "2.20", "2.21"]
+    for core, path in files.items():
+        pin = _pins(path)["ansible-core"]
+        assert pin.startswith(core + "."), path
+        assert checks.check_version_range(pin, runtime["requires_ansible"]), path
+    major, minor = cores[-1].split(".")
+    after = f"{major}.{int(minor) + 1}.0"
+    assert runtime["requires_ansible"] == f">={cores[0]}.0,<{after}"
+    assert not checks.check_version_range(after, runtime["requires_ansible"])
 
-    assert validate.check_version_range(pin, runtime["requires_ansible"])
+
+def test_every_tool_the_venv_holds_is_pinned():
+    """A fresh `make venv` gives the venv the checks ran with: each distribution in the running venv
+    (.venv, .venv-2.20 or .venv-2.21) is pinned at its version by its requirements or constraints.txt."""
+    from importlib import metadata
+
+    pins = _pins(ROOT / "constraints.txt") | _pins(ROOT / "requirements-tools.txt")
+    _, files = _supported_cores()
+    pins["ansible-core"] = _pins(files[metadata.version("ansible-core").rsplit(".", 1)[0]])["ansible-core"]
+    installed = {_canonical(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    # What Python 3.11's own venv module puts into every venv; no pip command installs it.
+    installed.pop("setuptools", None)
+    assert {name: v for name, v in installed.items() if pins.get(name) != v} == {}
+
+
+def test_the_importer_s_venv_is_pinned_whole():
+    pins = _pins(ROOT / "requirements-importer.txt")
+    newest = _pins(_supported_cores()[1]["2.21"])["ansible-core"]
+    assert pins["galaxy-importer"] and pins["ansible-core"] == newest
+
+
+def _filter_parameters():
+    """{filter name: its function's parameter names (the first one is the value before the pipe)}."""
+    import importlib
+    import inspect
+
+    out = {}
+    for path in (ROOT / "plugins/filter").glob("*.py"):
+        module = importlib.import_module(f"ansible_collections.wireup.cluster.plugins.filter.{path.stem}")
+        for name, func in module.FilterModule().filters().items():
+            params = inspect.signature(inspect.unwrap(func)).parameters.values()
+            out[name] = [p.name for p in params if p.kind not in (p.VAR_KEYWORD,)]
+    return out
+
+
+def test_every_filter_is_documented_with_its_own_arguments():
+    """ansible-core 2.21's ansible-doc fails on a filter without documentation, and so did
+    galaxy-importer on the artifact (make importer): each filter has its sidecar YAML
+    (plugins/filter/NAME.yml), whose options are the function's parameters."""
+    parameters = _filter_parameters()
+    assert set(FILTERS) == set(parameters)
+    sidecars = {p.stem for p in (ROOT / "plugins/filter").glob("*.yml")}
+    assert sidecars == set(parameters)
+    for name, params in parameters.items():
+        doc = yaml.safe_load((ROOT / "plugins/filter" / f"{name}.yml").read_text())
+        assert doc["DOCUMENTATION"]["name"] == name and doc["RETURN"]["_value"]
+        assert f"wireup.cluster.{name}" in doc["EXAMPLES"], name
+        assert list(doc["DOCUMENTATION"]["options"]) == ["_input", *params[1:]], name
+
+
+def test_ansible_doc_renders_every_filter_and_the_callback():
+    names = [f"wireup.cluster.{name}" for name in sorted(FILTERS)]
+    for kind, plugins in (("filter", names), ("callback", ["wireup.cluster.wireup_run"])):
+        shown = subprocess.run(
+            [str(BIN / "ansible-doc"), "-t", kind, "--json", *plugins],
+            cwd=ROOT, capture_output=True, text=True, check=False, timeout=300,
+        )  # fmt: skip
+        assert shown.returncode == 0 and "[ERROR]" not in shown.stderr, shown.stderr
+        assert set(json.loads(shown.stdout)) == set(plugins)
+
+
+def test_changelog_md_is_what_antsibull_changelog_makes_of_changelog_yaml(tmp_path):
+    """The collection convention: a change is a fragment in changelogs/fragments/ (make lint runs
+    antsibull-changelog lint on them); a release moves them into changelogs/changelog.yaml and writes
+    CHANGELOG.md from it, so CHANGELOG.md is never edited by hand."""
+    (tmp_path / "changelogs/fragments").mkdir(parents=True)
+    for name in ("galaxy.yml", "changelogs/config.yaml", "changelogs/changelog.yaml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    made = tmp_path / "CHANGELOG.md"
+    subprocess.run(
+        [str(BIN / "antsibull-changelog"), "generate", "--output", str(made), "--output-format", "md"],
+        cwd=tmp_path, capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    assert (ROOT / "CHANGELOG.md").read_text() == made.read_text()
+
+
+def test_every_change_since_the_release_is_a_fragment():
+    fragments = sorted(p.name for p in (ROOT / "changelogs/fragments").glob("*.yml"))
+    assert "38-ansible-core-2.21.yml" in fragments
+    assert "## Unreleased" not in (ROOT / "CHANGELOG.md").read_text()
+
+
+# ansible-core 2.20 deprecates reading a module's facts as top-level variables (INJECT_FACTS_AS_VARS,
+# off by default from 2.24): wireup's roles must read wireup_node, wireup_master, gpu_topology_nics
+# and gpu_topology_facts without it, by name and through hostvars, with no deprecation warning.
+FACTS_PLAY = """\
+- name: Preflight
+  ansible.builtin.import_playbook: {repo}/playbooks/preflight.yml
+
+- name: Read what preflight and gpu_topology found, as later roles do
+  hosts: gpu_nodes
+  gather_facts: false
+  roles:
+    - role: wireup.cluster.gpu_topology
+  tasks:
+    - name: Read them
+      ansible.builtin.debug:
+        msg: >-
+          read {{{{ wireup_node.hostname == hostvars['node1'].wireup_node.hostname }}}}
+          {{{{ wireup_master }}}} {{{{ gpu_topology_nics.keys() | sort | join(',') }}}}
+          {{{{ gpu_topology_facts | default('none') }}}}
+"""
+FACTS_INVENTORY = {
+    "gpu_nodes": {
+        "hosts": {"node1": {"ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3"}},
+        # A list-valued role variable, as the testbed's inventory sets: preflight checks it against
+        # cuda_repo's argument_specs (ansible-core 2.21 warned when that copied Ansible's lazy list).
+        "vars": {"cuda_repo_key_fingerprints": ["EB693B3035CD5710E231E123A4B469963BF863CC"]},
+    }
+}
+
+
+@pytest.mark.parametrize("inject", ["False", "default"])
+def test_roles_read_module_facts_without_injected_fact_variables(tmp_path, inject):
+    """preflight and gpu_topology on this machine (read-only probes, connection local)."""
+    (tmp_path / "group_vars").symlink_to(ROOT / "group_vars")
+    (tmp_path / "play.yml").write_text(FACTS_PLAY.format(repo=ROOT))
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(FACTS_INVENTORY))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env |= {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_DEPRECATION_WARNINGS": "True", "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp")}  # fmt: skip
+    if inject != "default":
+        env["ANSIBLE_INJECT_FACT_VARS"] = inject
+    run = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", "inventory.yml", "play.yml"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-3000:]
+    assert "read True node1 " in out and "ib_ports," in out, out[-3000:]
+    assert "DEPRECATION" not in out, out[-3000:]

@@ -1,4 +1,5 @@
-"""wireup.cuda_repo: NVIDIA's CUDA repository (URLs, the key's trust, the toolkit) and the role's plan."""
+"""wireup.plans.cuda_repo: NVIDIA's CUDA repository (URLs, the key's trust, the toolkit) and the role's
+plan."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import cuda_repo as p
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import cuda_repo as p
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "h200x2"
 NVIDIA_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"

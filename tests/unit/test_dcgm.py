@@ -1,11 +1,11 @@
-"""wireup.dcgm on `dcgmi diag -j` documents: DCGM 3.x (microsoft/VirtualClient's real T4 runs), DCGM 4
+"""wireup.probe.dcgm on `dcgmi diag -j` documents: DCGM 3.x (microsoft/VirtualClient's real T4 runs), DCGM 4
 (a real test object cut from NVIDIA/DCGM#215; a written failing document), mangled and cut ones."""
 
 import pathlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import dcgm, gpuhealth
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import dcgm, gpuhealth
 
 DCGM = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "gpuhealth" / "dcgm"
 WRITTEN = DCGM.parent / "synthetic" / "h200x2_dcgm4_diag_r2_memory_fail_written.json"

@@ -1,4 +1,4 @@
-"""wireup.fabric: NIC facts from sysfs trees written from the kernel's ABI documents, GPU-NIC
+"""wireup.probe.nics: NIC facts from sysfs trees written from the kernel's ABI documents, GPU-NIC
 closeness from the NIC columns of real `topo -m` outputs, cross-node findings and the expected
 inter-node busbw."""
 
@@ -7,7 +7,8 @@ import shutil
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import fabric, topology
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import nics as probe_nics
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import topology
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 SYSFS = FIXTURES / "sysfs"
@@ -15,7 +16,7 @@ PUBLIC = FIXTURES / "public"
 
 
 def facts(name):
-    return fabric.parse_nic_facts(fabric.read_tree(str(SYSFS / name)))
+    return probe_nics.parse_nic_facts(probe_nics.read_tree(str(SYSFS / name)))
 
 
 def codes(items):
@@ -94,9 +95,9 @@ def test_h200_netns_veth_is_an_ethernet_socket_rail_at_its_sysfs_speed():
     assert f["ib_ports"] == [] and f["peermem"]["loaded"] is False and f["findings"] == []
     assert f["nvidia_gpus"] == 1 and f["iommu"]["mode"] == "off"
     # The expectation from the veth NCCL named: 10 Gb/s x sockets' 0.45, no GDR variant.
-    on_veth = fabric.on_interface(f, "eth0")
+    on_veth = probe_nics.on_interface(f, "eth0")
     assert (on_veth["rail_gbps"], on_veth["speed_assumed"]) == (10.0, False)
-    e = fabric.expected_busbw({"n3": on_veth, "n4": on_veth}, 1, transport="socket", gdr=False)
+    e = probe_nics.expected_busbw({"n3": on_veth, "n4": on_veth}, 1, transport="socket", gdr=False)
     assert (e["expected_gbs"], e["network_gbs"], e["transport"], e["efficiency"]) == (
         0.562,
         1.25,
@@ -117,7 +118,7 @@ def test_h200_vm_unknown_speed_takes_ncclss_own_10g_default():
 
 
 def test_missing_root_gives_no_nic_and_no_crash(tmp_path):
-    f = fabric.parse_nic_facts(fabric.read_tree(str(tmp_path)))
+    f = probe_nics.parse_nic_facts(probe_nics.read_tree(str(tmp_path)))
     assert f["transport"] is None and f["ib_ports"] == [] and f["interfaces"] == []
     # /proc/modules unreadable: no peermem verdict either way
     assert f["peermem"]["modules_read"] is False
@@ -130,7 +131,7 @@ def test_mangled_sysfs_values_are_unknown_not_errors(tmp_path):
     (port / "rate").write_text("\x00garbage\n")
     (port / "state").write_bytes(b"4:\xff ACTIVE")
     (root / "sys/class/net/eno1/mtu").write_text("")
-    f = fabric.parse_nic_facts(fabric.read_tree(str(root)))
+    f = probe_nics.parse_nic_facts(probe_nics.read_tree(str(root)))
     p0 = f["ib_ports"][0]
     assert p0["rate_gbps"] is None and p0["state"] is None and p0["active"] is False
     assert next(i for i in f["interfaces"] if i["name"] == "eno1")["mtu"] is None
@@ -149,17 +150,17 @@ def test_mangled_sysfs_values_are_unknown_not_errors(tmp_path):
     ],
 )
 def test_parse_rate(text, expected):
-    assert fabric.parse_rate(text) == expected
+    assert probe_nics.parse_rate(text) == expected
 
 
 def test_parse_modules_ignores_unloading_modules():
     text = "nvidia_peermem 16384 0 - Unloading 0x0\nnv_peer_mem 1 0 - Live 0x0\n"
-    assert fabric.parse_modules(text) == {"nv_peer_mem"}
+    assert probe_nics.parse_modules(text) == {"nv_peer_mem"}
 
 
 def test_closeness_on_h100x8_with_ten_nics():
     topo = topology.parse_topo_matrix((PUBLIC / "h100x8_nccl-1264_topo_m_cut.txt").read_text())
-    c = fabric.gpu_nic_closeness(topo)
+    c = probe_nics.gpu_nic_closeness(topo)
     assert [g["class"] for g in c["gpus"]] == ["PIX"] * 8
     assert c["gpus"][3]["nics"] == ["NIC5"] and c["findings"] == []
 
@@ -169,7 +170,7 @@ def test_closeness_one_dual_port_card_for_eight_gpus_is_one_info_finding():
     # every GPU (the two ports of one card); 7 GPUs are SYS to it, GPU6 PHB. One card cannot sit
     # on eight GPUs' switches: the node's layout, not eight warnings.
     topo = topology.parse_topo_matrix((PUBLIC / "rtx4090x8_go-gpuallocator-17_topo_m.txt").read_text())
-    c = fabric.gpu_nic_closeness(topo)
+    c = probe_nics.gpu_nic_closeness(topo)
     far = [g["gpu"] for g in c["gpus"] if not g["close"]]
     assert far == list(range(8))
     assert [(f["severity"], f["code"], f["gpus"]) for f in c["findings"]] == [
@@ -181,14 +182,14 @@ def test_closeness_one_dual_port_card_for_eight_gpus_is_one_info_finding():
 def test_closeness_skips_inactive_nics_by_device_name():
     topo = topology.parse_topo_matrix((PUBLIC / "h100x4_nccl-1617_topo_m.txt").read_text())
     nics = {"ib_ports": [{"hca": n["name"], "active": n["name"] != "NIC0"} for n in topo["nics"]]}
-    c = fabric.gpu_nic_closeness(topo, nics)
+    c = probe_nics.gpu_nic_closeness(topo, nics)
     assert c["gpus"][0]["class"] == "SYS" and not c["gpus"][0]["close"]
     assert [f["gpus"] for f in c["findings"]] == [[0]]
 
 
 def test_single_nic_node_has_no_closeness_finding():
     topo = topology.parse_topo_matrix((FIXTURES / "h200x2" / "topo_m.txt").read_text())
-    assert fabric.gpu_nic_closeness(topo) == {
+    assert probe_nics.gpu_nic_closeness(topo) == {
         "gpus": [
             {"gpu": 0, "nics": [], "class": None, "close": False},
             {"gpu": 1, "nics": [], "class": None, "close": False},
@@ -199,10 +200,10 @@ def test_single_nic_node_has_no_closeness_finding():
 
 def test_cross_node_findings_name_the_odd_node():
     nodes = {"a": facts("ndr8_healthy"), "b": facts("ndr8_healthy"), "c": facts("ndr8_one_rail_hdr_one_down")}
-    out = fabric.cross_node_findings(nodes)
+    out = probe_nics.cross_node_findings(nodes)
     assert codes(out) == ["fabric_rate_mismatch"]
     assert out[0]["nodes"] == ["c"] and "c 1400 Gb/s" in out[0]["message"]
-    mixed = fabric.cross_node_findings(
+    mixed = probe_nics.cross_node_findings(
         {"a": facts("ndr8_healthy"), "r": facts("roce2_no_peermem_iommu_dma"), "b": facts("ndr8_healthy")}
     )
     assert {f["code"]: f["nodes"] for f in mixed}["fabric_transport_mismatch"] == ["r"]
@@ -211,13 +212,13 @@ def test_cross_node_findings_name_the_odd_node():
 def test_a_node_faster_than_most_is_info_not_critical():
     fast = facts("ndr8_healthy")
     slow = facts("ndr8_one_rail_hdr_one_down")
-    out = fabric.cross_node_findings({"a": slow, "b": dict(slow), "c": fast})
+    out = probe_nics.cross_node_findings({"a": slow, "b": dict(slow), "c": fast})
     assert [(f["severity"], f["code"], f["nodes"]) for f in out] == [
         ("info", "fabric_rate_above_peers", ["c"])
     ]
     assert "jobs spanning them run at the lower rate" in out[0]["message"]
     # Slower and faster odd ones together: each named under its own finding.
-    out = fabric.cross_node_findings({"a": fast, "b": dict(fast), "s": slow, "x": dict(fast, rails=16)})
+    out = probe_nics.cross_node_findings({"a": fast, "b": dict(fast), "s": slow, "x": dict(fast, rails=16)})
     assert sorted((f["severity"], f["code"], f["nodes"]) for f in out) == [
         ("critical", "fabric_rate_mismatch", ["s"]),
         ("info", "fabric_rate_above_peers", ["x"]),
@@ -229,46 +230,46 @@ def test_cross_node_mtu_mismatch():
     b = facts("testbed_veth")
     c = facts("testbed_veth")
     c["interfaces"][0]["mtu"] = 9000
-    out = fabric.cross_node_findings({"a": a, "b": b, "c": c})
+    out = probe_nics.cross_node_findings({"a": a, "b": b, "c": c})
     assert [(f["code"], f["nodes"]) for f in out] == [("fabric_mtu_mismatch", ["c"])]
 
 
 def test_expected_busbw_from_the_slowest_node():
     nodes = {"a": facts("ndr8_healthy"), "c": facts("ndr8_one_rail_hdr_one_down")}
-    e = fabric.expected_busbw(nodes, gpus_per_node=8, intra_node_gbs=344.0)
+    e = probe_nics.expected_busbw(nodes, gpus_per_node=8, intra_node_gbs=344.0)
     # c: 7 rails x 200 Gb/s = 175 GB/s < a's 400 GB/s; below the intra-node figure; IB with GDR.
     assert e["slowest"] == "c" and e["network_gbs"] == 175.0 and e["bottleneck"] == "network"
     assert e["transport"] == "ib_gdr" and e["expected_gbs"] == pytest.approx(175.0 * 0.90)
     # one GPU per node drives one rail
-    one = fabric.expected_busbw({"a": facts("ndr8_healthy")}, gpus_per_node=1)
+    one = probe_nics.expected_busbw({"a": facts("ndr8_healthy")}, gpus_per_node=1)
     assert one["network_gbs"] == 50.0
     # the intra-node figure bounds it when it is lower
-    low = fabric.expected_busbw({"a": facts("ndr8_healthy")}, gpus_per_node=8, intra_node_gbs=100.0)
+    low = probe_nics.expected_busbw({"a": facts("ndr8_healthy")}, gpus_per_node=8, intra_node_gbs=100.0)
     assert low["bottleneck"] == "intra-node" and low["expected_gbs"] == pytest.approx(90.0)
 
 
 def test_expected_busbw_follows_what_nccl_used():
     nodes = {"a": facts("ndr8_healthy"), "b": facts("ndr8_healthy")}
-    e = fabric.expected_busbw(nodes, 8, transport="socket")
+    e = probe_nics.expected_busbw(nodes, 8, transport="socket")
     assert e["transport"] == "socket" and e["efficiency"] == 0.45
-    assert fabric.expected_busbw(nodes, 8, gdr=False)["transport"] == "ib"
-    roce = fabric.expected_busbw({"r": facts("roce2_no_peermem_iommu_dma")}, 2)
+    assert probe_nics.expected_busbw(nodes, 8, gdr=False)["transport"] == "ib"
+    roce = probe_nics.expected_busbw({"r": facts("roce2_no_peermem_iommu_dma")}, 2)
     assert roce["transport"] == "roce" and roce["expected_gbs"] == pytest.approx(50.0 * 0.70)
 
 
 def test_expected_busbw_without_facts_says_why():
-    assert fabric.expected_busbw({}, 1)["reason"] == "no node has NIC facts"
-    none = fabric.expected_busbw({"x": fabric.parse_nic_facts({})}, 1)
+    assert probe_nics.expected_busbw({}, 1)["reason"] == "no node has NIC facts"
+    none = probe_nics.expected_busbw({"x": probe_nics.parse_nic_facts({})}, 1)
     assert none["expected_gbs"] is None and "x: no usable NIC" in none["reason"]
     assert (
         "no efficiency"
-        in fabric.expected_busbw({"a": facts("testbed_veth")}, 1, transport="carrier-pigeon")["reason"]
+        in probe_nics.expected_busbw({"a": facts("testbed_veth")}, 1, transport="carrier-pigeon")["reason"]
     )
 
 
 def test_parse_nic_facts_rejects_non_dict():
     with pytest.raises(ValueError, match="expected a dict"):
-        fabric.parse_nic_facts("sys")
+        probe_nics.parse_nic_facts("sys")
 
 
 # ---------------------------------------------------------------- kernel formats and odd values
@@ -284,7 +285,7 @@ def test_parse_nic_facts_rejects_non_dict():
     ],
 )
 def test_parse_state_takes_the_kernels_names_with_spaces(text, expected):
-    assert fabric.parse_state(text) == expected
+    assert probe_nics.parse_state(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -299,7 +300,7 @@ def test_parse_state_takes_the_kernels_names_with_spaces(text, expected):
     ],
 )
 def test_parse_rate_kernel_strings(text, expected):
-    assert fabric.parse_rate(text) == expected
+    assert probe_nics.parse_rate(text) == expected
 
 
 @pytest.mark.parametrize("value", ["4294967295", "65535", "-1", "0"])
@@ -309,7 +310,7 @@ def test_unknown_ethernet_speeds_are_unknown_not_terabits(tmp_path, value):
     root = tmp_path / "t"
     shutil.copytree(SYSFS / "testbed_veth", root, symlinks=True)
     (root / "sys/class/net/host0/speed").write_text(value + "\n")
-    f = fabric.parse_nic_facts(fabric.read_tree(str(root)))
+    f = probe_nics.parse_nic_facts(probe_nics.read_tree(str(root)))
     assert f["interfaces"][0]["speed_mbps"] is None
     assert (f["rail_gbps"], f["speed_assumed"]) == (10.0, True)
 
@@ -322,10 +323,10 @@ def test_efa_devices_are_their_own_transport_not_infiniband():
     assert (f["transport"], f["rails"], f["rail_gbps"], f["nvidia_gpus"]) == ("efa", 4, 100.0, 8)
     assert {(p["kind"], p["driver"], p["link_layer"]) for p in f["ib_ports"]} == {("efa", "efa", "Unknown")}
     assert f["findings"] == []
-    e = fabric.expected_busbw({"a": f, "b": f}, 8)
+    e = probe_nics.expected_busbw({"a": f, "b": f}, 8)
     assert e["expected_gbs"] is None and "no efficiency known for transport 'efa'" in e["reason"]
     # NCCL's log names the plugin OFI: the same answer.
-    assert fabric.expected_busbw({"a": f}, 8, transport="ofi")["expected_gbs"] is None
+    assert probe_nics.expected_busbw({"a": f}, 8, transport="ofi")["expected_gbs"] is None
 
 
 def test_azure_accelerated_networking_vf_is_set_aside():
@@ -365,7 +366,7 @@ def test_a_cards_unused_second_port_on_a_roce_node_is_info_and_a_lost_rail_a_war
     port = root / "sys/class/infiniband/mlx5_1/ports/1"
     (port / "state").write_text("1: DOWN\n")
     (port / "phys_state").write_text("3: Disabled\n")
-    f = fabric.parse_nic_facts(fabric.read_tree(str(root)))
+    f = probe_nics.parse_nic_facts(probe_nics.read_tree(str(root)))
     down = next(x for x in f["findings"] if x["code"] == "nic_port_down")
     # mlx5_1 is 0000:3b:00.1, the second function of mlx5_0's card (0000:3b:00.0), which is up.
     assert down["severity"] == "info" and "the other port of the card 0000:3b:00" in down["message"]
@@ -384,7 +385,7 @@ def test_a_slower_storage_card_is_set_aside_not_a_degraded_rail():
     assert "nic_rate_low" not in codes(f["findings"])
     # 9 rails (8 compute, the storage card's 200G port) for 8 GPUs: one each; the spare one
     # counts for no GPU.
-    e = fabric.expected_busbw({"a": f}, 8)
+    e = probe_nics.expected_busbw({"a": f}, 8)
     assert (e["rails"], e["network_gbs"]) == (8, 200.0)
 
 
@@ -392,7 +393,7 @@ def test_a_slower_port_of_the_same_card_model_stays_a_critical_finding(tmp_path)
     root = tmp_path / "t"
     shutil.copytree(SYSFS / "hdr8_storage_card_hdr_and_edr", root, symlinks=True)
     (root / "sys/class/infiniband/mlx5_3/ports/1/rate").write_text("100 Gb/sec (2X HDR)\n")
-    f = fabric.parse_nic_facts(fabric.read_tree(str(root)))
+    f = probe_nics.parse_nic_facts(probe_nics.read_tree(str(root)))
     low = [x for x in f["findings"] if x["code"] == "nic_rate_low"]
     assert [(x["severity"], x["message"].split(" ")[0]) for x in low] == [("critical", "mlx5_3:1")]
     assert f["rail_gbps"] == 100.0
@@ -404,14 +405,14 @@ def test_sriov_vfs_of_a_local_port_are_not_extra_rails():
     f = facts("cx5_pf_with_sriov_vfs")
     assert (f["transport"], f["rails"], f["devices"]) == ("roce", 2, ["mlx5_0:1", "mlx5_1:1"])
     assert {a["role"] for a in f["set_aside"]} == {"vf"} and len(f["set_aside"]) == 4
-    plain = fabric.parse_nic_facts(
+    plain = probe_nics.parse_nic_facts(
         {
             k: v
-            for k, v in fabric.read_tree(str(SYSFS / "cx5_pf_with_sriov_vfs")).items()
+            for k, v in probe_nics.read_tree(str(SYSFS / "cx5_pf_with_sriov_vfs")).items()
             if "/mlx5_0/" in k or "/mlx5_1/" in k or "/net/" in k
         }
     )
-    assert fabric.cross_node_findings({"vfs": f, "plain": plain, "other": plain}) == []
+    assert probe_nics.cross_node_findings({"vfs": f, "plain": plain, "other": plain}) == []
 
 
 def test_bonded_roce_devices_count_one_port_rate():
@@ -421,10 +422,10 @@ def test_bonded_roce_devices_count_one_port_rate():
     f = facts("bond4_roce_h20")
     assert (f["transport"], f["rails"], f["rail_gbps"]) == ("roce", 4, 200.0)
     assert f["ib_ports"][0]["netdev"] == "bond0" and f["findings"] == []
-    e = fabric.expected_busbw({"a": f, "b": f}, 8)
+    e = probe_nics.expected_busbw({"a": f, "b": f}, 8)
     assert (e["network_gbs"], e["transport"]) == (100.0, "roce_gdr")
     # NCCL's log says NET/IB for RoCE ports too: still RoCE's efficiency.
-    assert fabric.expected_busbw({"a": f, "b": f}, 8, transport="ib")["transport"] == "roce_gdr"
+    assert probe_nics.expected_busbw({"a": f, "b": f}, 8, transport="ib")["transport"] == "roce_gdr"
 
 
 def test_closeness_leaves_out_set_aside_nics_and_keeps_an_hca_with_one_port_up():
@@ -438,11 +439,11 @@ def test_closeness_leaves_out_set_aside_nics_and_keeps_an_hca_with_one_port_up()
             {"hca": "mlx5_1", "active": True},
         ]
     }
-    c = fabric.gpu_nic_closeness(topo, nics)
+    c = probe_nics.gpu_nic_closeness(topo, nics)
     assert (c["gpus"][2]["nics"], c["gpus"][2]["class"]) == (["mlx5_0"], "PIX")
     # mlx5_1 set aside (a frontend VF): GPU5 loses its PIX NIC from the count, not a finding's worth.
     nics["ib_ports"][2]["role"] = "frontend"
-    c = fabric.gpu_nic_closeness(topo, nics)
+    c = probe_nics.gpu_nic_closeness(topo, nics)
     assert c["gpus"][5]["nics"] == ["mlx5_0"] and not c["gpus"][5]["close"]
 
 
@@ -450,7 +451,7 @@ def test_closeness_picks_each_gpus_own_nic_in_reverse_order():
     # Real: NVIDIA/nccl#1453, 8x H100, 9 NICs wired in reverse (GPU0-NIC8 ... GPU7-NIC1) and NIC0
     # SYS to every GPU (a storage or management NIC): every GPU has its PIX NIC, nothing to say.
     topo = topology.parse_topo_matrix((PUBLIC / "h100x8_nccl-1453_topo_m_nic0_far_cut.txt").read_text())
-    c = fabric.gpu_nic_closeness(topo)
+    c = probe_nics.gpu_nic_closeness(topo)
     assert [g["nics"] for g in c["gpus"]] == [[f"NIC{8 - i}"] for i in range(8)]
     assert all(g["close"] for g in c["gpus"]) and c["findings"] == []
 
@@ -459,7 +460,7 @@ def test_closeness_four_nics_for_eight_gpus_is_the_layout_not_four_warnings():
     # Real: NVIDIA/nvshmem#52, 8x H100 with 4 NICs, each PIX to one GPU (1, 3, 4, 6): the other
     # four GPUs reach a NIC through the CPU by design.
     topo = topology.parse_topo_matrix((PUBLIC / "h100x8_nvshmem-52_topo_m_4nics_cut.txt").read_text())
-    c = fabric.gpu_nic_closeness(topo)
+    c = probe_nics.gpu_nic_closeness(topo)
     assert [g["gpu"] for g in c["gpus"] if g["close"]] == [1, 3, 4, 6]
     assert [(f["severity"], f["gpus"]) for f in c["findings"]] == [("info", [0, 2, 5, 7])]
     assert "4 NIC card(s) on a GPU's PCIe switch for 8 GPUs" in c["findings"][0]["message"]
@@ -469,7 +470,7 @@ def test_closeness_warns_when_a_gpus_own_nic_is_down():
     # Real: NVIDIA/nccl#1617, 4x H100, one PIX NIC per GPU; NIC0 inactive: GPU0 lost its rail.
     topo = topology.parse_topo_matrix((PUBLIC / "h100x4_nccl-1617_topo_m.txt").read_text())
     nics = {"ib_ports": [{"hca": n["name"], "active": n["name"] != "NIC0"} for n in topo["nics"]]}
-    c = fabric.gpu_nic_closeness(topo, nics)
+    c = probe_nics.gpu_nic_closeness(topo, nics)
     assert [(f["severity"], f["gpus"]) for f in c["findings"]] == [("warning", [0])]
     assert "its own NIC NIC0 has no active port" in c["findings"][0]["message"]
 
@@ -501,34 +502,34 @@ def _node(transport, rails, gbps, gpus=None, peermem=True):
     ],
 )
 def test_rails_a_job_drives(rails, gpus, ranks, used):
-    assert fabric.rails_for_ranks(_node("ib", rails, 400.0, gpus), ranks)[0] == used
+    assert probe_nics.rails_for_ranks(_node("ib", rails, 400.0, gpus), ranks)[0] == used
 
 
 def test_expected_busbw_multi_rail_node_gets_every_rail():
     # 16 NDR rails for 8 GPUs: 16 x 400 Gb/s = 800 GB/s for an 8-GPU job, 400 for a 4-GPU job.
-    e = fabric.expected_busbw({"a": _node("ib", 16, 400.0, 8), "b": _node("ib", 16, 400.0, 8)}, 8)
+    e = probe_nics.expected_busbw({"a": _node("ib", 16, 400.0, 8), "b": _node("ib", 16, 400.0, 8)}, 8)
     assert (e["network_gbs"], e["rails"], e["expected_gbs"]) == (800.0, 16, 720.0)
-    assert fabric.expected_busbw({"a": _node("ib", 16, 400.0, 8)}, 4)["network_gbs"] == 400.0
+    assert probe_nics.expected_busbw({"a": _node("ib", 16, 400.0, 8)}, 4)["network_gbs"] == 400.0
 
 
 def test_expected_busbw_mixed_rate_cluster_is_paced_by_the_slowest_node():
     ndr = _node("ib", 8, 400.0, 8)
     hdr = _node("ib", 8, 200.0, 8)
     few = _node("ib", 4, 400.0, 8)
-    e = fabric.expected_busbw({"ndr": ndr, "hdr": hdr}, 8)
+    e = probe_nics.expected_busbw({"ndr": ndr, "hdr": hdr}, 8)
     assert (e["slowest"], e["network_gbs"]) == ("hdr", 200.0)
     # 4 NDR rails (200 GB/s) against 8 HDR (200 GB/s): a tie, broken by name; 4 GPUs per node:
     # few drives 2 rails (100 GB/s), hdr 4 (100 GB/s).
-    assert fabric.expected_busbw({"few": few, "hdr": hdr}, 8)["network_gbs"] == 200.0
-    e4 = fabric.expected_busbw({"few": few, "hdr": hdr, "ndr": ndr}, 4)
+    assert probe_nics.expected_busbw({"few": few, "hdr": hdr}, 8)["network_gbs"] == 200.0
+    e4 = probe_nics.expected_busbw({"few": few, "hdr": hdr, "ndr": ndr}, 4)
     assert (e4["slowest"], e4["network_gbs"], e4["rails"]) == ("few", 100.0, 2)
     # one node without peermem takes GDR away from the group
     assert (
-        fabric.expected_busbw({"ndr": ndr, "x": _node("ib", 8, 400.0, 8, peermem=False)}, 8)["transport"]
+        probe_nics.expected_busbw({"ndr": ndr, "x": _node("ib", 8, 400.0, 8, peermem=False)}, 8)["transport"]
         == "ib"
     )
     # the cross-node check names the odd node by rails x rate
-    out = fabric.cross_node_findings({"a": ndr, "b": dict(ndr), "c": hdr})
+    out = probe_nics.cross_node_findings({"a": ndr, "b": dict(ndr), "c": hdr})
     assert [(f["code"], f["nodes"]) for f in out] == [("fabric_rate_mismatch", ["c"])]
 
 
@@ -544,7 +545,7 @@ def test_card_models_are_told_apart_by_hca_type_where_board_id_is_missing_or_emp
         if hca.name == "mlx5_0":
             (hca / "board_id").write_text("\n")  # present but empty
         (hca / "hca_type").write_text("MT4119\n" if storage else "MT4123\n")
-    f = fabric.parse_nic_facts(fabric.read_tree(str(root)))
+    f = probe_nics.parse_nic_facts(probe_nics.read_tree(str(root)))
     assert [(a["name"], a["role"]) for a in f["set_aside"]] == [("mlx5_5:1", "other_card")]
     assert "card model MT4119 at 100 Gb/sec" in f["set_aside"][0]["reason"]
     assert "nic_rate_low" not in codes(f["findings"])

@@ -1,4 +1,4 @@
-"""wireup.fabricrun: a pair's logs -> its result; all pairs -> the verdicts, record, history,
+"""wireup.judge.fabric_run: a pair's logs -> its result; all pairs -> the verdicts, record, history,
 report section and launch's refusals. The NCCL lines are today's real H200 two-host capture; the
 benchmark's JSON line is the one files/bench/torch_allreduce.py prints (appended here)."""
 
@@ -8,19 +8,16 @@ import re
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
-    bench_fabric,
-    fabric,
-    fabricrun,
-    launch,
-)
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_fabric, torchrun_launch
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import nics as probe_nics
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 LOGS = FIXTURES / "ncclinfo"
 
 
 def nics(name):
-    return fabric.parse_nic_facts(fabric.read_tree(str(FIXTURES / "sysfs" / name)))
+    return probe_nics.parse_nic_facts(probe_nics.read_tree(str(FIXTURES / "sysfs" / name)))
 
 
 def bench_line(busbw, backend="nccl", size=1 << 30):
@@ -53,7 +50,7 @@ OK = {"a": {"ok": True}, "b": {"ok": True}}
 
 def test_socket_pair_on_the_h200_vm_has_no_hardware_expectation_on_loopback():
     vm = nics("h200vm_virtio_no_ib")
-    r = fabricrun.pair_result(
+    r = fabric_run.pair_result(
         1, ["b", "a"], twohost(0.50), OK, nics={"a": vm, "b": vm}, gpus_per_node={"a": 1, "b": 1}
     )
     assert r["pair"] == ["a", "b"] and r["busbw"] == 0.50 and r["error"] == ""
@@ -63,7 +60,7 @@ def test_socket_pair_on_the_h200_vm_has_no_hardware_expectation_on_loopback():
         "reason": "b: NCCL used lo, not one of the NICs read (eth0): no expectation from the hardware",
     }
     # Had NCCL used the VM's eth0 (no speed in sysfs), NCCL's 10 Gb/s default x sockets' 0.45.
-    on_eth0 = fabricrun.pair_result(1, ["a", "b"], twohost(0.5, "eth0"), OK, nics={"a": vm, "b": vm})
+    on_eth0 = fabric_run.pair_result(1, ["a", "b"], twohost(0.5, "eth0"), OK, nics={"a": vm, "b": vm})
     assert on_eth0["expected"]["transport"] == "socket" and on_eth0["expected"]["expected_gbs"] == 0.562
     assert r["transports"]["a"]["inter_node"] == "socket" and r["transports"]["a"]["socket_interfaces"] == [
         "lo"
@@ -81,7 +78,7 @@ def test_shaped_veth_pair_on_the_h200_is_judged_against_the_veths_speed():
         "n4": (LOGS / "h200x1_nccl-2.28.9_torch-2.11_netns_veth_eth0_shaped_rank1.txt").read_text(),
     }
     ok = {"n3": {"ok": True}, "n4": {"ok": True}}
-    r = fabricrun.pair_result(
+    r = fabric_run.pair_result(
         1, ["n3", "n4"], logs, ok, nics={"n3": veth, "n4": veth}, gpus_per_node={"n3": 1, "n4": 1}
     )
     assert (r["busbw"], r["size"], r["backend"], r["error"], r["findings"]) == (
@@ -96,31 +93,31 @@ def test_shaped_veth_pair_on_the_h200_is_judged_against_the_veths_speed():
         "n4": ("socket", ["eth0"]),
     }
     assert (r["expected"]["expected_gbs"], r["expected"]["transport"]) == (0.562, "socket")
-    judged = fabricrun.judge(["n3", "n4"], [r], nics={"n3": veth, "n4": veth})
+    judged = fabric_run.judge(["n3", "n4"], [r], nics={"n3": veth, "n4": veth})
     assert judged["pairs"][0]["verdict"] == "FAIL" and judged["reference_kind"] == "expected"
 
 
 def test_socket_pair_where_ib_is_up_is_a_finding_per_node():
     ib = nics("ndr8_healthy")
-    r = fabricrun.pair_result(1, ["a", "b"], twohost(0.5), OK, nics={"a": ib, "b": ib})
+    r = fabric_run.pair_result(1, ["a", "b"], twohost(0.5), OK, nics={"a": ib, "b": ib})
     assert [(f["code"], f["nodes"]) for f in r["findings"]] == [
         ("nccl_socket_with_ib_up", ["a"]),
         ("nccl_socket_with_ib_up", ["b"]),
     ]
     # the expectation follows the transport NCCL used, not the IB it should have used
-    on_eno1 = fabricrun.pair_result(1, ["a", "b"], twohost(0.5, "eno1"), OK, nics={"a": ib, "b": ib})
+    on_eno1 = fabric_run.pair_result(1, ["a", "b"], twohost(0.5, "eno1"), OK, nics={"a": ib, "b": ib})
     assert on_eno1["expected"]["transport"] == "socket" and on_eno1["expected"]["network_gbs"] == 25 / 8
 
 
 def test_failed_job_and_missing_figure_are_errors():
-    r = fabricrun.pair_result(
+    r = fabric_run.pair_result(
         1,
         ["a", "b"],
         {"a": None, "b": None},
         {"a": {"ok": False, "reason": "timed out after 60 s"}, "b": {"ok": True}},
     )
     assert r["busbw"] is None and r["error"] == "a: timed out after 60 s"
-    r = fabricrun.pair_result(1, ["a", "b"], {"a": "garbage", "b": ""}, OK)
+    r = fabric_run.pair_result(1, ["a", "b"], {"a": "garbage", "b": ""}, OK)
     assert "without a bandwidth line" in r["error"]
 
 
@@ -130,7 +127,7 @@ def gloo_round(speeds, pairs, round_no, confirms=0):
         fig = min(speeds[a], speeds[b])
         logs = {a: bench_line(fig, backend="gloo", size=16 << 20), b: ""}
         ok = {a: {"ok": True}, b: {"ok": True}}
-        out.append(fabricrun.pair_result(round_no, [a, b], logs, ok, confirms=confirms))
+        out.append(fabric_run.pair_result(round_no, [a, b], logs, ok, confirms=confirms))
     return out
 
 
@@ -138,18 +135,18 @@ def test_judge_names_the_slow_node_and_the_record_and_report_say_so(tmp_path):
     nodes = ["n1", "n2", "n3", "n4"]
     speeds = {"n1": 0.40, "n2": 0.42, "n3": 0.02, "n4": 0.41}
     veth = {n: nics("testbed_veth") for n in nodes}
-    p = fabricrun.judge(nodes, [], nics=veth)
+    p = fabric_run.judge(nodes, [], nics=veth)
     results = gloo_round(speeds, p["next_pairs"], 1)
-    p = fabricrun.judge(nodes, results, nics=veth)
+    p = fabric_run.judge(nodes, results, nics=veth)
     # round 1's failing pair names nobody: both members are paired again with nodes that passed
     assert (p["phase"], p["next_pairs"], p["bad"]) == ("pairs", [["n1", "n3"], ["n2", "n4"]], [])
     results += gloo_round(speeds, p["next_pairs"], 2)
-    p = fabricrun.judge(nodes, results, nics=veth, unreachable=[])
+    p = fabric_run.judge(nodes, results, nics=veth, unreachable=[])
     # n1 + n3 failed with a known-good n1: run once more, alone, before n3 is named
     assert (p["phase"], p["next_pairs"], p["bad"]) == ("confirm", [["n1", "n3"]], [])
     assert p["next_jobs"][0]["confirms"] == 2 and p["verdicts"]["n3"] == "N/A" and p["failed"] == {}
     results += gloo_round(speeds, p["next_pairs"], 3, confirms=2)
-    p = fabricrun.judge(nodes, results, nics=veth, unreachable=[])
+    p = fabric_run.judge(nodes, results, nics=veth, unreachable=[])
     assert p["phase"] == "group" and p["bad"] == ["n3"]
     # the whole-group run: every node not named bad, in one job of round 4
     assert p["next_jobs"] == [
@@ -157,8 +154,8 @@ def test_judge_names_the_slow_node_and_the_record_and_report_say_so(tmp_path):
     ]
     logs = {"n1": bench_line(0.33, backend="gloo", size=16 << 20), "n2": "", "n4": None}
     ok = {h: {"ok": True} for h in ("n1", "n2", "n4")}
-    results.append(fabricrun.pair_result(4, ["n4", "n1", "n2"], logs, ok, kind="group"))
-    p = fabricrun.judge(nodes, results, nics=veth, unreachable=[])
+    results.append(fabric_run.pair_result(4, ["n4", "n1", "n2"], logs, ok, kind="group"))
+    p = fabric_run.judge(nodes, results, nics=veth, unreachable=[])
     assert p["done"] and p["bad"] == ["n3"]
     assert p["verdicts"] == {"n1": "PASS", "n2": "PASS", "n3": "FAIL", "n4": "PASS"}
     assert [f["code"] for f in p["findings"]] == ["fabric_bad_node"]
@@ -175,10 +172,10 @@ def test_judge_names_the_slow_node_and_the_record_and_report_say_so(tmp_path):
     assert g["verdict"] == "PASS" and p["failed"] == {
         "n3": "named bad: " + "; ".join(p["nodes"]["n3"]["evidence"])
     }
-    rec = fabricrun.build_record("20261201T040000Z", p, veth)
+    rec = fabric_run.build_record("20261201T040000Z", p, veth)
     assert rec["rounds"] == 3 and rec["reference_kind"] == "median" and rec["group"] == g
     assert rec["failed"] == p["failed"]
-    md = fabricrun.markdown(rec)
+    md = fabric_run.markdown(rec)
     # both figures of the confirmed pair, and the verdict says it is the confirmation's
     assert (
         "| 2 | n1 + n3 | 0.02 | 0.21 | 0.10 | 3: 0.02, 0.10 | FAIL **<-** (the confirmation's) | gloo |" in md
@@ -194,13 +191,13 @@ def test_judge_names_the_slow_node_and_the_record_and_report_say_so(tmp_path):
         "0.4 GB/s (the slowest passing pair), ratio 0.82 PASS." in md
     )
     png = tmp_path / "fabric.png"
-    assert fabricrun.plot(rec, str(png)) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert fabricrun.plot({"pairs": []}, str(tmp_path / "none.png")) is False
+    assert fabric_run.plot(rec, str(png)) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert fabric_run.plot({"pairs": []}, str(tmp_path / "none.png")) is False
     # launch refuses n3 only
-    assert list(fabricrun.refusals(nodes, {}, rec)) == ["n3"]
-    assert "fabric run 20261201T040000Z named n3 bad" in fabricrun.refusals(["n3"], {}, rec)["n3"]
+    assert list(fabric_run.refusals(nodes, {}, rec)) == ["n3"]
+    assert "fabric run 20261201T040000Z named n3 bad" in fabric_run.refusals(["n3"], {}, rec)["n3"]
     failed = {"verdict": "FAIL", "kind": "bench", "run_id": "R", "capabilities": ["links"], "reason": "why"}
-    assert fabricrun.refusals(["n1", "n2"], {"n1": [failed]}, rec) == {"n1": "why"}
+    assert fabric_run.refusals(["n1", "n2"], {"n1": [failed]}, rec) == {"n1": "why"}
 
 
 # The testbed run of 2026-12-07 (tests/fixtures/testbed/README.md): four CPU nodes, node3's host0
@@ -234,7 +231,7 @@ def _launched(tmp_path, job, host, capture):
 def _run_the_role(tmp_path, nodes, captures, unreachable=()):
     """The bench_fabric role's rounds in Python: each node's job (bench_fabric.job), its result
     (bench_fabric.result over torchrun_launch's result), the module's judgement
-    (fabricrun.judge_round); returns (the last judgement, [(round, members, confirms)])."""
+    (fabric_run.judge_round); returns (the last judgement, [(round, members, confirms)])."""
     veth = nics("testbed_veth")
     params = {
         "nodes": nodes,
@@ -255,7 +252,7 @@ def _run_the_role(tmp_path, nodes, captures, unreachable=()):
                 launch = _launched(tmp_path, job, host, captures[round_no])
                 results.append(bench_fabric.result(job, launch, host, round_no))
                 jobs.append((round_no, tuple(job["members"]), job["confirms"]))
-        judged = fabricrun.judge_round(
+        judged = fabric_run.judge_round(
             dict(params, results=results), lambda path: pathlib.Path(path).read_text()
         )
     return judged, [(r, list(m), c) for r, m, c in dict.fromkeys(jobs)]
@@ -285,7 +282,7 @@ def test_the_shaped_testbed_node_is_named_after_its_confirmation_from_the_real_l
     # gloo: the group against the slowest passing pair (node2 + node4, round 2, four nodes busy)
     assert (g["busbw"], g["reference_gbs"], g["cpu_share"], g["verdict"]) == (0.1048, 0.077, 1.0, "PASS")
     assert all(d["backend"] == "gloo" for d in p["pair_details"])
-    md = fabricrun.markdown(fabricrun.build_record("20261207T040859Z", p, {}))
+    md = fabric_run.markdown(fabric_run.build_record("20261207T040859Z", p, {}))
     assert (
         "| 2 | node1 + node3 | 0.0228 | 0.067 | 0.34 | 3: 0.022, 0.33 | FAIL **<-** (the confirmation's) |"
         in md
@@ -312,7 +309,7 @@ def test_a_group_of_three_on_two_shared_cores_is_judged_at_its_cpu_share_from_th
         0.036,  # 0.0534 (node1 + node2, alone) x 2/3
     )
     assert (g["verdict"], g["used"]) == ("PASS", "first") and p["verdicts"]["node4"] == "UNREACHABLE"
-    line = fabricrun.group_line(g)
+    line = fabric_run.group_line(g)
     assert "against 0.036 GB/s (the slowest passing pair x 0.67, a rank's CPU share in the group" in line
 
 
@@ -338,7 +335,7 @@ def test_a_dip_that_its_confirmation_clears_names_nobody(tmp_path):
 
 def test_unreachable_node_is_named_not_waited_for():
     nodes = ["n1", "n2", "n3", "n4"]
-    p = fabricrun.judge(nodes, [], unreachable=["n2"])
+    p = fabric_run.judge(nodes, [], unreachable=["n2"])
     assert p["next_pairs"] == [["n1", "n3"]] and p["verdicts"]["n2"] == "UNREACHABLE"
     assert any(f["code"] == "fabric_unreachable" for f in p["findings"])
 
@@ -356,19 +353,19 @@ def test_history_nic_change_and_drop():
         "verdicts": {"a": "PASS"},
         "pairs": [{"pair": ["a", "b"], "busbw": 30.0}],
     }
-    out = fabricrun.compare(cur, prev)
+    out = fabric_run.compare(cur, prev)
     assert [f["code"] for f in out] == ["fabric_nic_changed", "fabric_pair_dropped"]
     assert "25% below 40 GB/s" in out[1]["message"]
-    assert fabricrun.compare(cur, None) == []
+    assert fabric_run.compare(cur, None) == []
 
 
 def test_node_findings_closeness_and_mismatch():
-    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import topology
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import topology
 
     topo = topology.parse_topo_matrix(
         (FIXTURES / "public" / "rtx4090x8_go-gpuallocator-17_topo_m.txt").read_text()
     )
-    out = fabricrun.node_findings(
+    out = fabric_run.node_findings(
         {"a": nics("ndr8_healthy"), "b": nics("ndr8_one_rail_hdr_one_down")}, {"a": topo}
     )
     codes = [f["code"] for f in out]
@@ -399,7 +396,7 @@ def test_latest_verdicts_and_the_launch_filter(tmp_path):
             }
         )
     )
-    bench, record = fabricrun.latest_verdicts(str(root), ["n1", "n3"])
+    bench, record = fabric_run.latest_verdicts(str(root), ["n1", "n3"])
     assert [(f["verdict"], f["run_id"]) for f in bench["n1"]] == [("FAIL", "20261201T030000Z")]
     assert list(bench) == ["n1"]
     assert record["run_id"] == "20261201T020000Z"  # the newest fabric run, where n3 passed
@@ -421,20 +418,22 @@ def test_latest_verdicts_and_the_launch_filter(tmp_path):
 
 def test_socket_expectation_follows_the_interface_nccl_named():
     facts = nics("testbed_veth")  # host0 at 10000 Mb/s
-    r = fabricrun.pair_result(1, ["a", "b"], twohost(1.0, "host0"), OK, nics={"a": facts, "b": facts})
+    r = fabric_run.pair_result(1, ["a", "b"], twohost(1.0, "host0"), OK, nics={"a": facts, "b": facts})
     assert r["expected"]["network_gbs"] == 1.25 and r["expected"]["transport"] == "socket"
     assert (
-        fabricrun.pair_result(1, ["a", "b"], twohost(1.0), OK, nics={"a": facts, "b": facts})["expected"][
+        fabric_run.pair_result(1, ["a", "b"], twohost(1.0), OK, nics={"a": facts, "b": facts})["expected"][
             "expected_gbs"
         ]
         is None
     )  # lo: not a NIC the facts list
     ib = nics("ndr8_healthy")  # eno1 25G listed; lo is not an interface the facts keep: unchanged
-    assert fabric.on_interface(ib, "eno1")["rail_gbps"] == 25.0
-    assert fabric.on_interface(ib, None) is ib  # the log names no interface
+    assert probe_nics.on_interface(ib, "eno1")["rail_gbps"] == 25.0
+    assert probe_nics.on_interface(ib, None) is ib  # the log names no interface
     # The lent GPU machine's two-host run: NIC facts list eth0 only, NCCL's log names lo (loopback).
     vm = dict(ib, interfaces=[{"name": "eth0", "speed_mbps": None}], devices=["eth0"], transport="socket")
-    unlisted = fabric.expected_busbw({"a": fabric.on_interface(vm, "lo"), "b": vm}, 1, transport="socket")
+    unlisted = probe_nics.expected_busbw(
+        {"a": probe_nics.on_interface(vm, "lo"), "b": vm}, 1, transport="socket"
+    )
     assert unlisted == {
         "expected_gbs": None,
         "reason": "a: NCCL used lo, not one of the NICs read (eth0): no expectation from the hardware",
@@ -445,17 +444,17 @@ def test_failed_group_run_fails_its_members_with_a_finding_and_a_bar(tmp_path):
     nodes = ["n1", "n2", "n3", "n4"]
     speeds = dict.fromkeys(nodes, 0.40)
     results = gloo_round(speeds, [["n1", "n2"], ["n3", "n4"]], 1)
-    p = fabricrun.judge(nodes, results)
+    p = fabric_run.judge(nodes, results)
     assert p["phase"] == "group" and p["next_pairs"] == [nodes] and p["failed"] == {}
     launch = {"n1": {"ok": True}, "n2": {"ok": False, "reason": "exited with code 1"}, "n3": {}, "n4": {}}
-    results.append(fabricrun.pair_result(2, nodes, {"n1": bench_line(0.1, "gloo")}, launch, kind="group"))
-    p = fabricrun.judge(nodes, results)
+    results.append(fabric_run.pair_result(2, nodes, {"n1": bench_line(0.1, "gloo")}, launch, kind="group"))
+    p = fabric_run.judge(nodes, results)
     # rerun once before it fails anyone
     assert (p["phase"], p["next_jobs"][0]["confirms"], p["failed"]) == ("confirm", 2, {})
     results.append(
-        fabricrun.pair_result(3, nodes, {"n1": bench_line(0.1, "gloo")}, launch, kind="group", confirms=2)
+        fabric_run.pair_result(3, nodes, {"n1": bench_line(0.1, "gloo")}, launch, kind="group", confirms=2)
     )
-    p = fabricrun.judge(nodes, results)
+    p = fabric_run.judge(nodes, results)
     g = p["group"]
     assert (g["verdict"], g["busbw"], g["error"], g["used"]) == (
         "FAIL",
@@ -468,14 +467,14 @@ def test_failed_group_run_fails_its_members_with_a_finding_and_a_bar(tmp_path):
     assert "FAIL: n2: exited with code 1" in p["failed"]["n1"]
     [f] = [f for f in p["findings"] if f["code"] == "fabric_group_failed"]
     assert f["severity"] == "critical" and f["nodes"] == nodes
-    rec = fabricrun.build_record("20261201T050000Z", p, {})
+    rec = fabric_run.build_record("20261201T050000Z", p, {})
     assert (
         "round 2: no figure against 0.4 GB/s (the slowest passing pair) FAIL: n2: exited with code 1; "
-        "n3: failed; n4: failed; confirmation round 3: no figure FAIL: n2: exited" in fabricrun.markdown(rec)
+        "n3: failed; n4: failed; confirmation round 3: no figure FAIL: n2: exited" in fabric_run.markdown(rec)
     )
-    assert fabricrun.plot(rec, str(tmp_path / "f.png"))
+    assert fabric_run.plot(rec, str(tmp_path / "f.png"))
     # the group decides nothing for launch: nobody is refused
-    assert fabricrun.refusals(nodes, {}, rec) == {}
+    assert fabric_run.refusals(nodes, {}, rec) == {}
 
 
 def test_a_group_run_without_an_expectation_leaves_the_pairs_judged_by_theirs():
@@ -497,7 +496,7 @@ def test_a_group_run_without_an_expectation_leaves_the_pairs_judged_by_theirs():
     results += [result(3, ["n1", "n3"], 20.0, 42.0), result(3, ["n2", "n4"], 41.0, 42.0)]
     results += [result(4, ["n1", "n3"], 20.0, 42.0, confirms=3)]
     results.append(result(5, ["n1", "n2", "n4"], 39.0, None, kind="group"))
-    p = fabricrun.judge(nodes, results)
+    p = fabric_run.judge(nodes, results)
     # before, the group's missing expectation sent every pair to the median (n3 then passed)
     assert p["reference_kind"] == "expected" and p["bad"] == ["n3"]
     assert (p["group"]["reference_kind"], p["group"]["reference_gbs"], p["group"]["verdict"]) == (
@@ -510,9 +509,9 @@ def test_a_group_run_without_an_expectation_leaves_the_pairs_judged_by_theirs():
 def test_the_group_runs_transport_findings_are_not_said_twice():
     ib = nics("ndr8_healthy")
     logs = twohost(0.5)
-    pair = fabricrun.pair_result(1, ["a", "b"], logs, OK, nics={"a": ib, "b": ib})
-    group = fabricrun.pair_result(2, ["a", "b"], logs, OK, nics={"a": ib, "b": ib}, kind="group")
-    p = fabricrun.judge(["a", "b"], [pair, group], nics={"a": ib, "b": ib})
+    pair = fabric_run.pair_result(1, ["a", "b"], logs, OK, nics={"a": ib, "b": ib})
+    group = fabric_run.pair_result(2, ["a", "b"], logs, OK, nics={"a": ib, "b": ib}, kind="group")
+    p = fabric_run.judge(["a", "b"], [pair, group], nics={"a": ib, "b": ib})
     codes = [(f["code"], f["nodes"]) for f in p["findings"] if f["code"] == "nccl_socket_with_ib_up"]
     assert codes == [("nccl_socket_with_ib_up", ["a"]), ("nccl_socket_with_ib_up", ["b"])]
 
@@ -537,13 +536,13 @@ def test_a_latest_bench_record_that_cannot_be_read_refuses_its_node(tmp_path, te
     (root / "bench" / "20261201T020000Z" / "n2.json").write_text(
         json.dumps(dict(passed, host="n2", run_id="20261201T020000Z"))
     )
-    bench, record = fabricrun.latest_verdicts(str(root), ["n1", "n2"])
-    out = fabricrun.refusals(["n1", "n2"], bench, record)
+    bench, record = fabric_run.latest_verdicts(str(root), ["n1", "n2"])
+    out = fabric_run.refusals(["n1", "n2"], bench, record)
     path = root / "bench" / "20261201T020000Z" / "n1.json"
     assert list(out) == ["n1"]
     assert out["n1"].startswith(f"latest bench record of n1 cannot be read: {path}: ") and said in out["n1"]
     # torchrun_launch_on_failed=skip leaves it out like a FAILed node.
-    plan = launch.health_plan(["n1", "n2"], {}, out, on_failed="skip")
+    plan = torchrun_launch.health_plan(["n1", "n2"], {}, out, on_failed="skip")
     assert plan["hosts"] == ["n2"] and plan["left_out"] == out
 
 
@@ -556,7 +555,7 @@ def test_a_latest_fabric_record_that_cannot_be_read_refuses_every_node(tmp_path)
     (root / "fabric" / "20261201T020000Z" / "fabric.json").write_text('{"verdicts": {"n1": "PA')
     # A run folder without a record yet (a run that is starting) is passed over.
     (root / "fabric" / "20261201T030000Z").mkdir(parents=True)
-    out = fabricrun.refusals(["n1", "n2"], *fabricrun.latest_verdicts(str(root), ["n1", "n2"]))
+    out = fabric_run.refusals(["n1", "n2"], *fabric_run.latest_verdicts(str(root), ["n1", "n2"]))
     assert sorted(out) == ["n1", "n2"]
     assert "20261201T020000Z/fabric.json: not valid JSON" in out["n1"]
 
@@ -577,7 +576,7 @@ def test_fabric_markdown_escapes_what_nodes_said():
         "nodes": {"n1": {"evidence": ["<img src=x onerror=alert(1)> | [a](javascript:b)"]}},
         "findings": [{"severity": "warning", "code": "c", "message": "<b>m</b>", "evidence": "`x` <i>"}],
     }
-    md = fabricrun.markdown(rec)
+    md = fabric_run.markdown(rec)
     assert "<" not in md.replace("**<-**", "") and not re.search(r"(?<!\\)[\[\]`]", md)
     assert "&lt;script>" in md and "\\| \\[a\\]" in md
 
@@ -588,7 +587,7 @@ def test_a_second_fabric_run_in_the_same_second_never_replaces_the_first(tmp_pat
     import sys
     import time
 
-    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import results
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
     root = pathlib.Path(__file__).resolve().parents[2]
     fabric_dir = tmp_path / "fabric"

@@ -19,57 +19,69 @@ import sys
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
-    fabricrun,
-    launch,
-    results,
-    slurm,
-    validate,
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import (
+    checks,
     watchsettings,
     wheelhouse,
 )
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 # (file, pattern name or literal) -> why a match/search ending in '$' is a parser's, not a guard's.
 PARSERS = {
-    ("plugins/module_utils/wireup/bandwidth.py", "_NV"): "a topology cell (split on whitespace)",
-    ("plugins/module_utils/wireup/report.py", "_NV"): "a topology cell (split on whitespace)",
-    ("plugins/module_utils/wireup/topology.py", "NV_RE"): "a topology cell",
-    ("plugins/module_utils/wireup/topology.py", "GPU_RE"): "a topology header cell",
-    ("plugins/module_utils/wireup/topology.py", "NIC_RE"): "a topology header cell",
-    ("plugins/module_utils/wireup/topology.py", "UNIT_RE"): "a CSV field of nvidia-smi",
-    ("plugins/module_utils/wireup/topology.py", "INT_RE"): "a CSV field of nvidia-smi",
-    ("plugins/module_utils/wireup/topology.py", "FLOAT_RE"): "a CSV field of nvidia-smi",
-    ("plugins/module_utils/wireup/topology.py", "LEGEND_ENTRY_RE"): "a line of nvidia-smi topo -m",
-    ("plugins/module_utils/wireup/topology.py", "NIC_LEGEND_RE"): "a line of nvidia-smi topo -m",
-    ("plugins/module_utils/wireup/topology.py", "L_LINE_RE"): "a line of nvidia-smi -L",
-    ("plugins/module_utils/wireup/topology.py", "^[a-z_][a-z0-9_.]*$"): "a CSV header field",
-    ("plugins/module_utils/wireup/fabric.py", "STATE_RE"): "a sysfs state file's text",
-    ("plugins/module_utils/wireup/fabric.py", "FRONTEND_HCA"): "an HCA name from sysfs (no newline)",
-    ("plugins/module_utils/wireup/fabric.py", "SKIP_NET"): "a netdev name (the kernel refuses whitespace)",
-    ("plugins/module_utils/wireup/fabric.py", "gpu_re"): "a path the module read itself",
-    ("plugins/module_utils/wireup/gpuhealth.py", "_GPU_HEADER_RE"): "a line of nvidia-smi -q",
-    ("plugins/module_utils/wireup/gpuhealth.py", "_TEXT_LINE_RE"): "a line of nvidia-smi -q",
-    ("plugins/module_utils/wireup/gputrial.py", "_DELTA_RE"): "a time delta nvidia-smi prints",
-    ("plugins/module_utils/wireup/health.py", "([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})(?:\\.[0-7])?$"): "a bus id",
-    ("plugins/module_utils/wireup/health.py", "LSPCI_HEADER_RE"): "a line of lspci",
-    ("plugins/module_utils/wireup/health.py", "ACS_CTL_RE"): "a line of lspci",
-    ("plugins/module_utils/wireup/ncclinfo.py", "BANNER_RE"): "a line of NCCL's log",
-    ("plugins/module_utils/wireup/ncclinfo.py", "NET_PATH_RE"): "a path word of NCCL's log",
-    ("plugins/module_utils/wireup/nccltests.py", "_DEVICE"): "a line of nccl-tests",
-    ("plugins/module_utils/wireup/nccltests.py", "_ERROR_ECHO"): "a line of nccl-tests",
-    ("plugins/module_utils/wireup/nccltests.py", "_CELL"): "a table cell (split on whitespace)",
-    ("plugins/module_utils/wireup/nccltests.py", "^(?P<c>.+?)_perf(?:_\\w+)?$"): "a binary's name",
-    ("plugins/module_utils/wireup/nccltests.py", "^-?\\d+$"): "a table cell (split on whitespace)",
-    ("plugins/module_utils/wireup/nccltests.py", "^\\d+$"): "a table cell (split on whitespace)",
-    ("plugins/module_utils/wireup/nccltests.py", "^\\s*(\\d+)\\.(\\d+)\\s*$"): "a compute capability",
-    ("plugins/module_utils/wireup/nvlink.py", "GPU_LINE_RE"): "a line of nvidia-smi nvlink -s",
-    ("plugins/module_utils/wireup/nvlink.py", "LINK_LINE_RE"): "a line of nvidia-smi nvlink -s",
-    ("plugins/module_utils/wireup/runsummary.py", "RECAP_LINE"): "a line of Ansible's output",
-    ("plugins/module_utils/wireup/runsummary.py", "TASK"): "a line of Ansible's output",
-    ("plugins/module_utils/wireup/runsummary.py", "^\\s*msg:\\s*(.*)$"): "a line of Ansible's output",
-    ("plugins/module_utils/wireup/slurm.py", "_REASON_FIELD"): "scontrol's Reason= to its line's end (re.M)",
+    ("plugins/module_utils/wireup/judge/bandwidth.py", "_NV"): "a topology cell (split on whitespace)",
+    ("plugins/module_utils/wireup/report/assemble.py", "_NV"): "a topology cell (split on whitespace)",
+    ("plugins/module_utils/wireup/probe/topology.py", "NV_RE"): "a topology cell",
+    ("plugins/module_utils/wireup/probe/topology.py", "GPU_RE"): "a topology header cell",
+    ("plugins/module_utils/wireup/probe/topology.py", "NIC_RE"): "a topology header cell",
+    ("plugins/module_utils/wireup/probe/topology.py", "UNIT_RE"): "a CSV field of nvidia-smi",
+    ("plugins/module_utils/wireup/probe/topology.py", "INT_RE"): "a CSV field of nvidia-smi",
+    ("plugins/module_utils/wireup/probe/topology.py", "FLOAT_RE"): "a CSV field of nvidia-smi",
+    ("plugins/module_utils/wireup/probe/topology.py", "LEGEND_ENTRY_RE"): "a line of nvidia-smi topo -m",
+    ("plugins/module_utils/wireup/probe/topology.py", "NIC_LEGEND_RE"): "a line of nvidia-smi topo -m",
+    ("plugins/module_utils/wireup/probe/topology.py", "L_LINE_RE"): "a line of nvidia-smi -L",
+    ("plugins/module_utils/wireup/probe/topology.py", "^[a-z_][a-z0-9_.]*$"): "a CSV header field",
+    ("plugins/module_utils/wireup/probe/nics.py", "STATE_RE"): "a sysfs state file's text",
+    ("plugins/module_utils/wireup/probe/nics.py", "FRONTEND_HCA"): "an HCA name from sysfs (no newline)",
+    (
+        "plugins/module_utils/wireup/probe/nics.py",
+        "SKIP_NET",
+    ): "a netdev name (the kernel refuses whitespace)",
+    ("plugins/module_utils/wireup/probe/nics.py", "gpu_re"): "a path the module read itself",
+    ("plugins/module_utils/wireup/probe/gpuhealth.py", "_GPU_HEADER_RE"): "a line of nvidia-smi -q",
+    ("plugins/module_utils/wireup/probe/gpuhealth.py", "_TEXT_LINE_RE"): "a line of nvidia-smi -q",
+    ("plugins/module_utils/wireup/plans/gpu_trial.py", "_DELTA_RE"): "a time delta nvidia-smi prints",
+    (
+        "plugins/module_utils/wireup/probe/health.py",
+        "([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})(?:\\.[0-7])?$",
+    ): "a bus id",
+    ("plugins/module_utils/wireup/probe/health.py", "LSPCI_HEADER_RE"): "a line of lspci",
+    ("plugins/module_utils/wireup/probe/health.py", "ACS_CTL_RE"): "a line of lspci",
+    ("plugins/module_utils/wireup/probe/ncclinfo.py", "BANNER_RE"): "a line of NCCL's log",
+    ("plugins/module_utils/wireup/probe/ncclinfo.py", "NET_PATH_RE"): "a path word of NCCL's log",
+    ("plugins/module_utils/wireup/probe/bench_output.py", "_DEVICE"): "a line of nccl-tests",
+    ("plugins/module_utils/wireup/probe/bench_output.py", "_ERROR_ECHO"): "a line of nccl-tests",
+    ("plugins/module_utils/wireup/probe/bench_output.py", "_CELL"): "a table cell (split on whitespace)",
+    ("plugins/module_utils/wireup/probe/bench_output.py", "^(?P<c>.+?)_perf(?:_\\w+)?$"): "a binary's name",
+    ("plugins/module_utils/wireup/probe/bench_output.py", "^-?\\d+$"): "a table cell (split on whitespace)",
+    ("plugins/module_utils/wireup/probe/bench_output.py", "^\\d+$"): "a table cell (split on whitespace)",
+    (
+        "plugins/module_utils/wireup/probe/bench_output.py",
+        "^\\s*(\\d+)\\.(\\d+)\\s*$",
+    ): "a compute capability",
+    ("plugins/module_utils/wireup/probe/nvlink.py", "GPU_LINE_RE"): "a line of nvidia-smi nvlink -s",
+    ("plugins/module_utils/wireup/probe/nvlink.py", "LINK_LINE_RE"): "a line of nvidia-smi nvlink -s",
+    ("plugins/module_utils/wireup/report/runsummary.py", "RECAP_LINE"): "a line of Ansible's output",
+    ("plugins/module_utils/wireup/report/runsummary.py", "TASK"): "a line of Ansible's output",
+    ("plugins/module_utils/wireup/report/runsummary.py", "^\\s*msg:\\s*(.*)$"): "a line of Ansible's output",
+    (
+        "plugins/module_utils/wireup/launch/slurm.py",
+        "_REASON_FIELD",
+    ): "scontrol's Reason= to its line's end (re.M)",
     (
         "roles/pytorch_venv/files/probe_python.py",
         "^cuda\\s*(?::[^=]*)?=\\s*(?:None|['\\\"]([^'\\\"]*)['\\\"])\\s*$",
@@ -187,7 +199,7 @@ def test_results_run_ids_and_hosts(tmp_path):
         (tmp_path / kind / "20261201T000000Z\n").mkdir(parents=True)
     assert results.list_runs(str(tmp_path)) == []
     (tmp_path / "fabric" / "20261201T000000Z\n" / "fabric.json").write_text("{")
-    assert fabricrun.latest_fabric(str(tmp_path)) is None
+    assert fabric_run.latest_fabric(str(tmp_path)) is None
 
 
 def test_the_fabric_modules_run_folders(tmp_path):
@@ -246,16 +258,16 @@ def test_testbed_names():
 @pytest.mark.parametrize(
     ("check", "good"),
     [
-        (validate.is_host_name, "node1"),
-        (validate.is_inventory_host, "node1"),
-        (validate.is_shell_name, "NCCL_DEBUG"),
-        (lambda v: not launch.job_name_errors(v), "ddp-multinode"),
-        (lambda v: not launch.run_id_errors(v), "20261201T000000Z-1a2b"),
+        (checks.is_host_name, "node1"),
+        (checks.is_inventory_host, "node1"),
+        (checks.is_shell_name, "NCCL_DEBUG"),
+        (lambda v: not torchrun_launch.job_name_errors(v), "ddp-multinode"),
+        (lambda v: not torchrun_launch.run_id_errors(v), "20261201T000000Z-1a2b"),
         (slurm.is_job_id, "4711"),
         (lambda v: slurm.is_row_of(v, "4711"), "4711.batch"),
         (lambda v: not watchsettings.node_state_errors(v), "IDLE,CYCLE"),
-        (lambda v: not validate.validate_abs_paths({"wireup_base_dir": v}), "/opt/wireup"),
-        (lambda v: bool(validate.PATH_NAME.fullmatch(v)), "node1.log"),
+        (lambda v: not checks.validate_abs_paths({"wireup_base_dir": v}), "/opt/wireup"),
+        (lambda v: bool(checks.PATH_NAME.fullmatch(v)), "node1.log"),
     ],
 )
 def test_the_other_guards_refuse_a_trailing_newline(check, good):
@@ -266,17 +278,17 @@ def test_the_other_guards_refuse_a_trailing_newline(check, good):
 @pytest.mark.parametrize("digits", ["\u00b2", "\u0663", "\uff13", "1\u00b2"])
 def test_numbers_from_a_node_or_the_inventory_are_ascii_digits(digits):
     # str.isdigit() says yes to each; int() refuses '²' and reads the others: never a crash, never a number.
-    assert launch.parse_gpu_usage(f"0, {digits}, 10, 80") == []
-    assert launch.cpus_allowed(f"Cpus_allowed_list:\t0-{digits}\n") == 0
-    assert validate.validate_nproc(digits) and validate.validate_port("wireup_master_port", digits)
+    assert torchrun_launch.parse_gpu_usage(f"0, {digits}, 10, 80") == []
+    assert torchrun_launch.cpus_allowed(f"Cpus_allowed_list:\t0-{digits}\n") == 0
+    assert checks.validate_nproc(digits) and checks.validate_port("wireup_master_port", digits)
     assert watchsettings.errors({"node_check_timeout": digits})
     assert slurm.expand_hostlist(f"n[{digits}]") == [f"n[{digits}]"]
 
 
 def test_the_numbers_that_are_numbers_still_are():
-    assert launch.parse_gpu_usage("0, 97, 40960, 143771") == [
+    assert torchrun_launch.parse_gpu_usage("0, 97, 40960, 143771") == [
         {"index": 0, "util": 97, "mem_used": 40960, "mem_total": 143771}
     ]
-    assert launch.cpus_allowed("Cpus_allowed_list:\t0-3,8\n") == 5
-    assert not validate.validate_nproc("8") and not validate.validate_port("wireup_master_port", "29500")
+    assert torchrun_launch.cpus_allowed("Cpus_allowed_list:\t0-3,8\n") == 5
+    assert not checks.validate_nproc("8") and not checks.validate_port("wireup_master_port", "29500")
     assert results.RUN_ID_RE.fullmatch("20261201T000000Z-2")

@@ -1,4 +1,4 @@
-"""launch.yml's gate per capability (gate.py, fabricrun.latest_verdicts/refusals) on real records:
+"""launch.yml's gate per capability (record/gate.py, fabric_run.latest_verdicts/refusals) on real records:
 the H200 x2 full bench record (tests/fixtures/h200x2), the lent H200's --tags gpu_health and
 --tags gpu_trial records (docs/example-h200x1/gpu-trial-2026-12-02/bench/), a --tags stepcost
 record built from the real CPU ddp_step log (tests/fixtures/stepcost) and a quick check's record.
@@ -13,14 +13,12 @@ import time
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
-    fabricrun,
-    gate,
-    gpuhealth,
-    node_check,
-    results,
-    slurm,
-)
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import node_check
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import gpuhealth
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 FULL = json.loads((REPO / "tests/fixtures/h200x2/bench_record_2026-11-29_healthy.json").read_text())
@@ -36,7 +34,7 @@ def put(root, run_id, record, kind="bench", host=HOST):
 
 
 def refused(root, hosts=(HOST,)):
-    return fabricrun.refusals(list(hosts), *fabricrun.latest_verdicts(str(root), list(hosts)))
+    return fabric_run.refusals(list(hosts), *fabric_run.latest_verdicts(str(root), list(hosts)))
 
 
 def nvlink_fail():
@@ -197,7 +195,7 @@ def test_hostile_host_names_never_leave_the_store(tmp_path):
     (root / "evil.json").write_text(json.dumps(dict(FULL, verdict="FAIL")))
     (tmp_path / "evil.json").write_text(json.dumps(dict(FULL, verdict="FAIL")))
     hosts = ["../../evil", "../evil", "n1/../../../evil", "", "n1"]
-    failures, _fabric = fabricrun.latest_verdicts(str(root), hosts)
+    failures, _fabric = fabric_run.latest_verdicts(str(root), hosts)
     assert failures == {}
     assert refused(root, hosts) == {}
 
@@ -234,9 +232,9 @@ def test_a_future_dated_pass_never_hides_a_later_real_fail(tmp_path):
     assert results.list_runs(str(tmp_path)) == [future, before, later]
     assert refused(tmp_path)[HOST].startswith(f"bench run {later} FAILed on n1: GPU0-GPU1 link changed")
     # The same order everywhere a newest record is looked for: the figures and the baseline.
-    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import promtext
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import metrics
 
-    assert promtext.latest_record(str(tmp_path), HOST)["run_id"] == later
+    assert metrics.latest_record(str(tmp_path), HOST)["run_id"] == later
     assert results.baseline_of(str(tmp_path), HOST, before_run_id=rid(0)) == (
         (before, results.read_host(str(tmp_path), before, HOST)),
         [],

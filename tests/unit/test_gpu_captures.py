@@ -1,7 +1,7 @@
 """Every GPU health capture of tests/fixtures/gpuhealth (real public ones and the cases written from
 NVIDIA's documentation, sources in its README) judged through the path a bench run takes: the
 read as wireup_gpu_health_info makes it (gpuhealth.read, then gpuhealth.answer), the node's fact
-(gputrial.node_data), the controller's input (gpurecord.node_inputs) and the run's judgement
+(gpu_trial.node_data), the controller's input (gpu_trial.node_inputs) and the run's judgement
 (gpujudge.judge_run). Each case names the GPU verdict a person reading the capture would give and
 the finding codes of the node and its GPUs."""
 
@@ -9,12 +9,10 @@ import pathlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
-    gpuhealth,
-    gpujudge,
-    gpurecord,
-    gputrial,
-)
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import gpu_trial
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import gpujudge
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import gpu_trial as plans_gpu_trial
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import gpuhealth
 
 HEALTH = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "gpuhealth"
 FIXTURES = HEALTH.parent
@@ -77,8 +75,8 @@ def judge(name):
     text = (HEALTH / name.split(" + ")[0]).read_text(encoding="utf-8")
     read = gpuhealth.read(text, **{k: (HEALTH / v).read_text() for k, v in evidence.items()})
     registered = gpuhealth.answer(read, "")  # what wireup_gpu_health_info returns
-    fact = gputrial.node_data(PLAN, "20261207T000000Z", "n1", reads=[registered, None])
-    section = gpujudge.judge_run({"n1": gpurecord.node_inputs("n1", fact)})["n1"]
+    fact = plans_gpu_trial.node_data(PLAN, "20261207T000000Z", "n1", reads=[registered, None])
+    section = gpujudge.judge_run({"n1": gpu_trial.node_inputs("n1", fact)})["n1"]
     found = [f for g in section["gpus"] for f in g["findings"]] + section["findings"]
     return section["verdict"], sorted({f["code"] for f in found}), found
 
@@ -130,7 +128,7 @@ def test_a_real_kernel_log_with_another_xid_names_no_lost_gpu():
     """leptonai/gpud's dmesg of a Dell XE9680 (8x H100) whose GPU4 timed out on GSP RPCs (Xid 119):
     not a GPU fallen off the bus, so the health read names none lost; the topology check (the
     kernel log's rule, health.findings) names the Xid, critical."""
-    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import health
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import health
 
     log = (HEALTH / "kernel_log/h100x8_gpud_dmesg_xid119_gsp_timeout.log").read_text()
     read = gpuhealth.read((FIXTURES / "h200x2" / "nvidia_smi_q.xml").read_text(), kernel_log=log)

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import gputrial, shape
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import shape
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import gpu_trial
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "roles" / "gpu_trial" / "files" / "gpu_fingerprint.py"
 spec = importlib.util.spec_from_file_location("gpu_fingerprint", SCRIPT)
@@ -156,7 +157,7 @@ def test_the_program_in_cpu_test_mode():
     doc = json.loads(done.stdout.strip().splitlines()[-1])
     assert doc["wireup_gpu_fingerprint"] == 1 and doc["mode"] == "cpu-test" and "never judged" in doc["note"]
     # The one typed definition the store checks a node's document against (gpurecord, issue 35).
-    assert shape.problem(doc, gputrial.FingerprintDoc, "fingerprint") == ""
+    assert shape.problem(doc, gpu_trial.FingerprintDoc, "fingerprint") == ""
     assert doc["sets"] == ["gemm", "hbm", "pcie"] and set(doc["set_seconds"]) == {"gemm", "hbm", "pcie"}
     assert doc["elapsed_s"] <= took < 3 * 0.2 + 60  # the windows, plus a loaded machine
     assert [g["index"] for g in doc["gpus"]] == [0, 1] and doc["errors"] == []

@@ -1,4 +1,4 @@
-"""wireup.gpuhealth on real nvidia-smi -q / -q -x captures of many GPU generations and drivers
+"""wireup.probe.gpuhealth on real nvidia-smi -q / -q -x captures of many GPU generations and drivers
 (tests/fixtures/gpuhealth, sources in its README; ours in tests/fixtures/h200x2), and on cut-off,
 mangled and edited ones. "Not reported" is None and never a finding."""
 
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import gpuhealth, health
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import gpuhealth, health
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 HEALTH = FIXTURES / "gpuhealth"
@@ -509,7 +509,7 @@ def test_one_name_for_each_counter_in_the_text_and_the_xml():
     )
     assert text["clock_event_counters_us"]["hw_power_brake_slowdown"] == 7250000
     assert set(gpuhealth.COUNTERS) <= set(text["clock_event_reasons"]) | {"sw_power_cap", "sync_boost"}
-    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import gpujudge
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import gpujudge
 
     before = dict(text["clock_event_counters_us"], hw_power_brake_slowdown=0)
     held = gpujudge.throttle({}, before, text["clock_event_counters_us"])

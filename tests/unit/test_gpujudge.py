@@ -1,4 +1,4 @@
-"""wireup.gpujudge: every GPU against its model's spec, its peers across the cluster and its own last
+"""wireup.judge.gpujudge: every GPU against its model's spec, its peers across the cluster and its own last
 passing run (keyed by UUID), with its health, throttling and PCIe sharing. The GPUs are our 2x H200's
 health read (tests/fixtures/h200x2) copied under other serials, UUIDs and slots; the figures are
 written."""
@@ -8,12 +8,9 @@ import pathlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
-    gpuhealth,
-    gpujudge,
-    gpurecord,
-    gpuspec,
-)
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import gpu_trial
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import gpujudge, gpuspec
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import gpuhealth
 
 H200_XML = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "h200x2" / "nvidia_smi_q.xml"
 TEMPLATE = gpuhealth.parse(H200_XML.read_text())["gpus"][0]
@@ -226,7 +223,7 @@ def test_an_implausible_figure_fails_and_is_never_a_baseline():
     assert entry["verdict"] == "FAIL" and entry["figures"]["gemm_bf16_flops"]["spec"]["implausible"] is True
     [found] = [f for f in entry["findings"] if f["code"] == "gpu_figure_implausible"]
     assert found["severity"] == "critical" and "measurement error" in found["message"]
-    assert "implausible" in gpurecord.entry_problem(entry)
+    assert "implausible" in gpu_trial.entry_problem(entry)
 
 
 def test_health_findings_join_the_gpu_and_growth_needs_the_baseline():

@@ -1,6 +1,6 @@
 """The GPU trial from the nodes' facts to the records, the report, the launch gate and Slurm's drain
-reason (wireup.gputrial -> bench_report.store_nodes -> gpurecord.attach -> results.store_run, whose
-SECTIONS hold gpurecord.section -> report; fabricrun; launch; slurm), on our 2x H200's health read
+reason (wireup.plans.gpu_trial -> bench_report.store_nodes -> gpu_trial.attach -> results.store_run, whose
+SECTIONS hold gpu_trial.section -> report; fabricrun; launch; slurm), on our 2x H200's health read
 and written fingerprint documents."""
 
 import copy
@@ -9,17 +9,14 @@ import pathlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
-    bench_report,
-    fabricrun,
-    gpuhealth,
-    gpurecord,
-    gputrial,
-    launch,
-    report,
-    results,
-    slurm,
-)
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import gpu_trial
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_report, torchrun_launch
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import gpu_trial as plans_gpu_trial
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import gpuhealth
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 H200 = (FIXTURES / "h200x2" / "nvidia_smi_q.xml").read_text()
@@ -91,7 +88,7 @@ def fact(xml, run_id, host, *, scale=1.0, rc=0, mode="cuda", stdout=None):
         "stderr": "",
         "delta": "0:01:24.2",
     }
-    return gputrial.node_data(PLAN, run_id, host, reads=[read, read], fingerprint=registered)
+    return plans_gpu_trial.node_data(PLAN, run_id, host, reads=[read, read], fingerprint=registered)
 
 
 THRESHOLDS = {
@@ -105,8 +102,8 @@ THRESHOLDS = {
 
 def trial_run(run_id, facts):
     """gpu_trial_run as the report play gathers it (the role's default thresholds)."""
-    given = gputrial.JudgeSettings(**gputrial.thresholds({}))
-    return gputrial.run_data(sorted(facts), [facts[h] for h in sorted(facts)], given)
+    given = plans_gpu_trial.JudgeSettings(**plans_gpu_trial.thresholds({}))
+    return plans_gpu_trial.run_data(sorted(facts), [facts[h] for h in sorted(facts)], given)
 
 
 def store(tmp_path, run_id, facts, bench_nodes=None):
@@ -148,7 +145,7 @@ def test_a_run_judged_stored_reported_and_gated(tmp_path):
         results.read_host(str(tmp_path), run_id, "gpu-b")["gpu_trial"]["gpus"][0]["serial"] == "1653724057182"
     )
 
-    paths = report.write_report(run_dir, run_id, records)
+    paths = assemble.write_report(run_dir, run_id, records)
     md = pathlib.Path(paths["md"]).read_text()
     assert "## GPUs on trial: health, fingerprint, spec, peers, baseline" in md
     assert (
@@ -157,16 +154,16 @@ def test_a_run_judged_stored_reported_and_gated(tmp_path):
     # 119%: 780 / (989.4 x 0.66, gpuspec.EFFICIENCY)
     assert "| gpu-a GPU0 | gemm bf16 | 780.0 TFLOPS |" in md and "119%" in md
     assert "gpus.png" in "".join(paths["pngs"])
-    assert "GPUs FAIL (1 FAIL, 1 PASS), fingerprint 84 s, reset: GPU0" in report.summary_line(b)
+    assert "GPUs FAIL (1 FAIL, 1 PASS), fingerprint 84 s, reset: GPU0" in assemble.summary_line(b)
 
     # The launch gate refuses gpu-b naming the GPU, the finding and the remediation; Slurm's drain
     # reason carries them too (within its 120 characters).
-    bench, fabric_record = fabricrun.latest_verdicts(str(tmp_path), ["gpu-a", "gpu-b"])
-    refused = fabricrun.refusals(["gpu-a", "gpu-b"], bench, fabric_record)
+    bench, fabric_record = fabric_run.latest_verdicts(str(tmp_path), ["gpu-a", "gpu-b"])
+    refused = fabric_run.refusals(["gpu-a", "gpu-b"], bench, fabric_record)
     assert list(refused) == ["gpu-b"]
     assert "FAILed on gpu-b: GPU0 GPU-47e4f408: row_remap_pending -> reset" in refused["gpu-b"]
     assert "GPU0 GPU-47e4f408: row_remap_pending -> reset" in slurm.drain_reason(refused["gpu-b"])
-    skip = launch.health_plan(["gpu-a", "gpu-b"], {}, refused, on_failed="skip")
+    skip = torchrun_launch.health_plan(["gpu-a", "gpu-b"], {}, refused, on_failed="skip")
     assert skip["hosts"] == ["gpu-a"] and "row_remap_pending" in skip["left_out"]["gpu-b"]
 
 
@@ -229,7 +226,7 @@ def test_a_damaged_record_is_a_warning_and_never_a_baseline(tmp_path):
     damaged["gpu_trial"]["gpus"][0]["figures"]["gemm_bf16_flops"]["median"] = 5e16  # 50 x its peak: edited
     path.chmod(0o640)
     path.write_text(json.dumps(damaged))
-    found, warnings = gpurecord.baselines(
+    found, warnings = gpu_trial.baselines(
         str(tmp_path), "20261204T100000Z", ["1653724057182", "1653724060308"]
     )
     assert set(found) == set()
@@ -248,15 +245,15 @@ def test_a_gpu_only_run_passes_no_host_but_fails_one(tmp_path):
     """`bench.yml --tags gpu_trial`: no bench data, every host's record from the GPU trial alone."""
     run_id = "20261203T100000Z"
     facts = {"gpu-a": fact(H200, run_id, "gpu-a"), "gpu-b": fact(PENDING, run_id, "gpu-b")}
-    nodes = gpurecord.attach(str(tmp_path), run_id, {}, trial_run(run_id, facts), run_wide={"secret_env": []})
-    assert nodes["gpu-a"]["gpu_only"] and nodes["gpu-a"]["skipped"] == gpurecord.GPU_ONLY
+    nodes = gpu_trial.attach(str(tmp_path), run_id, {}, trial_run(run_id, facts), run_wide={"secret_env": []})
+    assert nodes["gpu-a"]["gpu_only"] and nodes["gpu-a"]["skipped"] == gpu_trial.GPU_ONLY
     _rid, _dir, records = results.store_run(str(tmp_path), run_id, nodes)
     assert records["gpu-a"]["gpu_trial"]["scope"] == "gpu_only"
     # Not a bandwidth baseline (N/A), but the GPUs passed: they are GPU baselines.
     assert records["gpu-a"]["verdict"] == "N/A" and records["gpu-a"]["gpu_trial"]["verdict"] == "PASS"
     assert records["gpu-b"]["verdict"] == "FAIL"
     uuid = "gpu-47e4f408-caf2-4eaa-9629-5a6d1365dd75"  # GPU0's UUID, the key (lower case)
-    found, _ = gpurecord.baselines(str(tmp_path), "20261204T100000Z", [uuid, "1653724057182"])
+    found, _ = gpu_trial.baselines(str(tmp_path), "20261204T100000Z", [uuid, "1653724057182"])
     assert found[uuid][1] == "gpu-a" and "1653724057182" not in found  # a serial is never a key
 
 
@@ -279,7 +276,7 @@ def test_a_fingerprint_that_failed_or_ran_in_test_mode_is_never_judged(tmp_path,
 
 
 def test_a_health_read_that_failed_is_critical():
-    data = gputrial.node_data(
+    data = plans_gpu_trial.node_data(
         PLAN,
         "r",
         "gpu-a",
@@ -287,7 +284,7 @@ def test_a_health_read_that_failed_is_critical():
             {"health": None, "error": "`nvidia-smi -q -x` failed (rc 9): No devices were found", "dcgmi": ""}
         ],
     )
-    inputs = gpurecord.node_inputs("gpu-a", data)
+    inputs = gpu_trial.node_inputs("gpu-a", data)
     [found] = inputs["findings"]
     assert (
         found["code"] == "gpu_health_unreadable"
@@ -312,7 +309,7 @@ def test_the_gpu_trial_is_a_section_of_the_host_record():
     GPU trial gets an empty part and nothing from it."""
     keys = [key for key, _ in results.SECTIONS]
     assert keys.index("gpu_trial") > keys.index("stepcost")
-    assert gpurecord.section({}, {}, None) == ({}, [], [])
+    assert gpu_trial.section({}, {}, None) == ({}, [], [])
 
 
 def test_a_run_without_the_gpu_trial_stores_as_before(tmp_path):
@@ -336,14 +333,16 @@ def test_a_health_read_alone_records_its_capability(tmp_path):
     plan = {"notes": [], "dcgm_level": 0, "capability": "gpu_health"}
     read = {"health": gpuhealth.parse(H200), "error": "", "dcgmi": ""}
     facts = {
-        "gpu-a": gputrial.node_data(plan, run_id, "gpu-a", reads=[read], fingerprint=None, dcgm_run=None)
+        "gpu-a": plans_gpu_trial.node_data(
+            plan, run_id, "gpu-a", reads=[read], fingerprint=None, dcgm_run=None
+        )
     }
-    nodes = gpurecord.attach(str(tmp_path), run_id, {}, trial_run(run_id, facts), run_wide={"secret_env": []})
+    nodes = gpu_trial.attach(str(tmp_path), run_id, {}, trial_run(run_id, facts), run_wide={"secret_env": []})
     _rid, run_dir, records = results.store_run(str(tmp_path), run_id, nodes)
     part = records["gpu-a"]["gpu_trial"]
     assert (part["capability"], part["measured"], part["scope"]) == ("gpu_health", ["health"], "gpu_only")
     assert records["gpu-a"]["verdict"] == "N/A" and part["verdict"] == "PASS"
-    md = pathlib.Path(report.write_report(run_dir, run_id, records)["md"]).read_text()
+    md = pathlib.Path(assemble.write_report(run_dir, run_id, records)["md"]).read_text()
     assert "gpu-a: the GPUs' health read alone (bench.yml --tags gpu_health): no fingerprint" in md
 
 
@@ -363,9 +362,9 @@ def test_a_lost_gpu_fails_the_record_the_report_and_the_gate(tmp_path):
     [lost] = [f for f in b["findings"] if f["code"] == "gpu_lost"]
     assert (lost["severity"], lost["remediation"], lost["gpu"]) == ("critical", "reboot", {})
     assert records["gpu-a"]["verdict"] == "PASS"
-    paths = report.write_report(run_dir, run_id, records)
+    paths = assemble.write_report(run_dir, run_id, records)
     assert "15 of 16 GPU(s) fallen off the bus or lost" in pathlib.Path(paths["md"]).read_text()
-    bench, fabric_record = fabricrun.latest_verdicts(str(tmp_path), ["gpu-a", "gpu-b"])
-    refused = fabricrun.refusals(["gpu-a", "gpu-b"], bench, fabric_record)
+    bench, fabric_record = fabric_run.latest_verdicts(str(tmp_path), ["gpu-a", "gpu-b"])
+    refused = fabric_run.refusals(["gpu-a", "gpu-b"], bench, fabric_record)
     assert list(refused) == ["gpu-b"] and "15 of 16 GPU(s) fallen off the bus or lost" in refused["gpu-b"]
     assert "15 of 16 GPU(s)" in slurm.drain_reason(refused["gpu-b"])

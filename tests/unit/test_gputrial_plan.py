@@ -1,5 +1,5 @@
-"""The gpu_trial role's plan, node fact and cost line (wireup.gputrial), and its settings' rule in
-preflight (validate.host_errors)."""
+"""The gpu_trial role's plan, node fact and cost line (wireup.plans.gpu_trial), and its settings' rule in
+preflight (preflight.host_errors)."""
 
 import dataclasses
 import json
@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import gputrial, validate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import gpu_trial, preflight
 from tests.unit.test_layout import ROOT
 
 DEFAULTS = yaml.safe_load((ROOT / "roles/gpu_trial/defaults/main.yml").read_text())
@@ -25,14 +25,14 @@ def values(**extra):
 def settings(health_only=False, **extra):
     """The plan's TrialSettings as the role's task passes them (each variable by name)."""
     given = {k.removeprefix("gpu_trial_"): v for k, v in values(**extra).items() if k in DEFAULTS}
-    return gputrial.TrialSettings(
+    return gpu_trial.TrialSettings(
         **{k: v for k, v in given.items() if k in TRIAL_FIELDS},
         venv_path="/opt/wireup/venv",
         health_only=health_only,
     )
 
 
-TRIAL_FIELDS = {f.name for f in dataclasses.fields(gputrial.TrialSettings)}
+TRIAL_FIELDS = {f.name for f in dataclasses.fields(gpu_trial.TrialSettings)}
 
 
 def test_the_task_passes_every_setting_the_plan_takes():
@@ -42,11 +42,11 @@ def test_the_task_passes_every_setting_the_plan_takes():
     call = task[task.index("wireup_gpu_trial_plan(") : task.index("}}", task.index("wireup_gpu_trial_plan("))]
     assert set(re.findall(r"(\w+)=", call)) == TRIAL_FIELDS
     with pytest.raises(TypeError):
-        gputrial.TrialSettings(**{**dataclasses.asdict(settings()), "second": 10})
+        gpu_trial.TrialSettings(**{**dataclasses.asdict(settings()), "second": 10})
 
 
 def test_a_gpu_node_reads_health_and_runs_the_fingerprint_within_its_budget():
-    plan = gputrial.plan(GPU_NODE, settings(), "gpu-a01")
+    plan = gpu_trial.plan(GPU_NODE, settings(), "gpu-a01")
     assert plan["health"] and plan["fingerprint"] and plan["notes"] == [] and plan["dcgm_level"] == 0
     assert plan["argv"][:6] == [
         "timeout",
@@ -72,7 +72,7 @@ def test_a_gpu_node_reads_health_and_runs_the_fingerprint_within_its_budget():
     ]
     # The default: 3 x 25 s of windows and the setup, within issue 25's 90 s per node; stopped at 135 s.
     assert 3 * DEFAULTS["gpu_trial_seconds"] + 10 <= 90 and plan["timeout"] == 135
-    short = gputrial.plan(
+    short = gpu_trial.plan(
         GPU_NODE, settings(gpu_trial_seconds=8, gpu_trial_python="/opt/torch/.venv/bin/python3"), "h"
     )
     assert plan["capability"] == "gpu_trial"
@@ -80,14 +80,14 @@ def test_a_gpu_node_reads_health_and_runs_the_fingerprint_within_its_budget():
 
 
 def test_a_gpu_less_node_says_the_fingerprint_needs_gpus():
-    plan = gputrial.plan(CPU_NODE, settings(), "node1")
+    plan = gpu_trial.plan(CPU_NODE, settings(), "node1")
     assert not plan["health"] and not plan["fingerprint"]
     assert plan["notes"] == [
         "gpu_trial node1: no nvidia-smi (no NVIDIA driver): GPU health not read",
         "gpu_trial node1: the GPU fingerprint needs GPUs: skipped (no NVIDIA GPU that nvidia-smi lists)",
     ]
     # The testbed's stand-in: an nvidia-smi but no GPU -> the health read runs, the fingerprint not.
-    stand_in = gputrial.plan(
+    stand_in = gpu_trial.plan(
         {"gpu": {"present": False, "count": 0, "nvidia_smi": "/usr/local/bin/nvidia-smi"}},
         settings(),
         "node2",
@@ -96,11 +96,11 @@ def test_a_gpu_less_node_says_the_fingerprint_needs_gpus():
 
 
 def test_gpu_health_alone_reads_health_only():
-    plan = gputrial.plan(GPU_NODE, settings(health_only=True, gpu_trial_dcgm_diag=2), "h")
+    plan = gpu_trial.plan(GPU_NODE, settings(health_only=True, gpu_trial_dcgm_diag=2), "h")
     assert plan["health"] and not plan["fingerprint"] and plan["dcgm_level"] == 0 and plan["notes"] == []
     # The record says which capability the run measured (a per-capability reader tells them apart).
     assert plan["capability"] == "gpu_health"
-    fact = gputrial.node_data(plan, "r", "h", reads=[], fingerprint=None, dcgm_run=None)
+    fact = gpu_trial.node_data(plan, "r", "h", reads=[], fingerprint=None, dcgm_run=None)
     assert fact["capability"] == "gpu_health"
 
 
@@ -108,7 +108,7 @@ def test_gpu_health_alone_reads_health_only():
     ("level", "timeout", "limit"), [(1, 0, "120"), (2, 0, "600"), (3, 0, "2400"), (2, 900, "900")]
 )
 def test_dcgm_levels_and_their_time_limits(level, timeout, limit):
-    plan = gputrial.plan(GPU_NODE, settings(gpu_trial_dcgm_diag=level, gpu_trial_dcgm_timeout=timeout), "h")
+    plan = gpu_trial.plan(GPU_NODE, settings(gpu_trial_dcgm_diag=level, gpu_trial_dcgm_timeout=timeout), "h")
     assert plan["dcgm_level"] == level and plan["dcgm_argv"] == [
         "timeout",
         "-k",
@@ -120,14 +120,14 @@ def test_dcgm_levels_and_their_time_limits(level, timeout, limit):
         str(level),
         "-j",
     ]
-    assert gputrial.dcgm_note(plan, {"dcgmi": ""}, "h").startswith(
+    assert gpu_trial.dcgm_note(plan, {"dcgmi": ""}, "h").startswith(
         f"gpu_trial h: gpu_trial_dcgm_diag={level} but dcgmi is not installed"
     )
-    assert gputrial.dcgm_note(plan, {"dcgmi": "/usr/bin/dcgmi"}, "h") == ""
+    assert gpu_trial.dcgm_note(plan, {"dcgmi": "/usr/bin/dcgmi"}, "h") == ""
 
 
 def test_the_node_fact_keeps_what_the_controller_reads():
-    plan = gputrial.plan(GPU_NODE, settings(), "h")
+    plan = gpu_trial.plan(GPU_NODE, settings(), "h")
     read = {
         "health": {"gpus": []},
         "error": "",
@@ -150,34 +150,34 @@ def test_the_node_fact_keeps_what_the_controller_reads():
         "delta": "0:01:23.500000",
         "cmd": ["x"],
     }
-    data = gputrial.node_data(
+    data = gpu_trial.node_data(
         plan, "20261203T100000Z", "h", reads=[read, None], fingerprint=ran, dcgm_run={"skipped": True}
     )
     assert data["health_before"] == {"health": {"gpus": []}, "error": "", "dcgmi": ""}
     assert data["health_after"] == {"skipped": True} and data["dcgm"] == {"skipped": True, "level": 0}
     assert data["fingerprint"]["seconds"] == 83.5 and "cmd" not in data["fingerprint"]
-    assert gputrial.cost_line("h", ran) == (
+    assert gpu_trial.cost_line("h", ran) == (
         "gpu_trial h: fingerprint of 2 GPU(s) took 84 s (rc 0; windows 3 x 25 s; "
         "gemm 25.2 s; hbm 25.0 s; pcie 26.1 s)"
     )
-    assert gputrial.cost_line("h", {"skipped": True}) == ""
+    assert gpu_trial.cost_line("h", {"skipped": True}) == ""
     # The line shown: the read after the load where it ran, else the one before; none without a read.
     before, after = {"summary": ["2 GPU(s): no health finding"]}, {"summary": ["2 GPU(s): ECC"]}
-    assert gputrial.health_lines("h", [before, after]) == ["gpu_trial h: 2 GPU(s): ECC"]
-    assert gputrial.health_lines("h", [before, {"skipped": True}]) == [
+    assert gpu_trial.health_lines("h", [before, after]) == ["gpu_trial h: 2 GPU(s): ECC"]
+    assert gpu_trial.health_lines("h", [before, {"skipped": True}]) == [
         "gpu_trial h: 2 GPU(s): no health finding"
     ]
-    assert gputrial.health_lines("h", [before, None]) == ["gpu_trial h: 2 GPU(s): no health finding"]
-    assert gputrial.health_lines("h", [{"skipped": True, "changed": False}, None]) == []
-    assert gputrial.seconds_of("1:02:03.5") == 3723.5 and gputrial.seconds_of("soon") is None
+    assert gpu_trial.health_lines("h", [before, None]) == ["gpu_trial h: 2 GPU(s): no health finding"]
+    assert gpu_trial.health_lines("h", [{"skipped": True, "changed": False}, None]) == []
+    assert gpu_trial.seconds_of("1:02:03.5") == 3723.5 and gpu_trial.seconds_of("soon") is None
 
 
 def test_run_data_keeps_each_host_that_kept_the_fact_and_the_thresholds_as_numbers():
     nodes = [{"run_id": "20261203T100001Z"}, None, {"run_id": "20261203T100000Z"}]
-    given = gputrial.JudgeSettings(
+    given = gpu_trial.JudgeSettings(
         spec_pass_ratio=0.9, spec_warn_ratio="0.75", warn_tolerance="0.15", fail_tolerance=0.2, efficiency={}
     )
-    run = gputrial.run_data(["a", "b", "c"], nodes, given)
+    run = gpu_trial.run_data(["a", "b", "c"], nodes, given)
     assert (
         run["hosts"] == ["a", "c"] and run["run_id"] == "20261203T100000Z" and set(run["nodes"]) == {"a", "c"}
     )
@@ -189,9 +189,9 @@ def test_run_data_keeps_each_host_that_kept_the_fact_and_the_thresholds_as_numbe
         "efficiency": {},
     }
     with pytest.raises(ValueError):  # one entry per host of the group
-        gputrial.run_data(["a", "b"], nodes, given)
+        gpu_trial.run_data(["a", "b"], nodes, given)
     with pytest.raises(TypeError):  # a threshold the task misspells
-        gputrial.JudgeSettings(
+        gpu_trial.JudgeSettings(
             spec_pass=0.9, spec_warn_ratio=0.75, warn_tolerance=0.1, fail_tolerance=0.2, efficiency={}
         )
 
@@ -214,21 +214,16 @@ def test_run_data_keeps_each_host_that_kept_the_fact_and_the_thresholds_as_numbe
             {"gpu_trial_efficiency": {"gemm_bf16_flops": 0}},
             "gpu_trial_efficiency.gemm_bf16_flops must be a fraction",
         ),
-        (
-            {"bench_dcgm_diag": 2},
-            "bench_dcgm_diag is no longer read by wireup (DCGM's diagnostic belongs to the gpu_trial role): "
-            "rename it to gpu_trial_dcgm_diag",
-        ),
     ],
 )
 def test_preflight_names_the_variable(values, message):
-    errors = validate.host_errors({**DEFAULTS, **values})
+    errors = preflight.host_errors({**DEFAULTS, **values})
     assert any(message in e for e in errors), errors
 
 
 def test_the_defaults_pass_preflight():
-    assert gputrial.settings_errors(values()) == []
-    assert not [e for e in validate.host_errors(dict(DEFAULTS)) if "gpu_trial" in e]
+    assert gpu_trial.settings_errors(values()) == []
+    assert not [e for e in preflight.host_errors(dict(DEFAULTS)) if "gpu_trial" in e]
 
 
 def test_extra_vars_given_as_strings_are_numbers():
@@ -240,19 +235,21 @@ def test_extra_vars_given_as_strings_are_numbers():
         "gpu_trial_warn_tolerance": "0.15",
     }
     given = values(**strings)
-    assert gputrial.settings_errors(given) == []
-    plan = gputrial.plan(GPU_NODE, settings(**strings), "h")
+    assert gpu_trial.settings_errors(given) == []
+    plan = gpu_trial.plan(GPU_NODE, settings(**strings), "h")
     assert (
         plan["argv"][3] == "90"
         and plan["argv"][7] == "10"
         and "4096" in plan["argv"]
         and plan["dcgm_level"] == 2
     )
-    assert gputrial.thresholds(given)["warn_tolerance"] == 0.15
-    assert gputrial.settings_errors(values(gpu_trial_seconds="ten"))[0].startswith(
+    assert gpu_trial.thresholds(given)["warn_tolerance"] == 0.15
+    assert gpu_trial.settings_errors(values(gpu_trial_seconds="ten"))[0].startswith(
         "gpu_trial_seconds must be"
     )
-    assert gputrial.settings_errors(values(gpu_trial_gemm_size="8192.5"))[0].startswith("gpu_trial_gemm_size")
+    assert gpu_trial.settings_errors(values(gpu_trial_gemm_size="8192.5"))[0].startswith(
+        "gpu_trial_gemm_size"
+    )
 
 
 def test_the_run_filter_under_ansible_takes_lazy_facts_and_settings(tmp_path):

@@ -1,10 +1,10 @@
-"""wireup.health: every finding rule, on the real capture (no findings) and on synthetic cases."""
+"""wireup.probe.health: every finding rule, on the real capture (no findings) and on synthetic cases."""
 
 import pathlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import health, nvlink, topology
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import health, nvlink, topology
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 H200 = FIXTURES / "h200x2"

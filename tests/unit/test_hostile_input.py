@@ -20,12 +20,13 @@ from ansible.errors import AnsibleFilterError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
-    benchenv,
-    launch,
-    slurm,
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import checks
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import benchenv
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import (
+    preflight,
     slurm_health_check,
-    validate,
+    torchrun_launch,
 )
 
 MARKER = "PWNED"
@@ -117,7 +118,7 @@ def _run_launch(ctx, top):
 
 
 def _plan_with(top, hosts, nodes, **kw):
-    return launch.job_plan(
+    return torchrun_launch.job_plan(
         hosts,
         nodes,
         job="ddp-multinode",
@@ -134,17 +135,17 @@ def _plan_with(top, hosts, nodes, **kw):
 @FAST
 @given(name=HOSTILE)
 def test_an_inventory_host_name_is_refused_or_harmless(name):
-    errors = validate.inventory_host_errors([name])
-    assert validate.is_inventory_host(name) is not bool(errors)
+    errors = checks.inventory_host_errors([name])
+    assert checks.is_inventory_host(name) is not bool(errors)
     top = _run_dir()
     nodes = dict(templates.INVENTORIES["three-cpu-nodes"]["nodes"])
     nodes[name] = dict(nodes.pop("node2"), hostname="")
     plan = _plan_with(top, sorted(nodes), nodes)
     if errors:
-        assert plan["errors"], "launch.plan took a host name preflight refuses"
+        assert plan["errors"], "torchrun_launch.plan took a host name preflight refuses"
         return
     assert plan["errors"] == []
-    path = validate.results_path(plan["results"], name + ".log")
+    path = checks.results_path(plan["results"], name + ".log")
     assert os.path.realpath(path).startswith(os.path.realpath(top / "results") + os.sep)
     ctx = _context(top, inventory_hostname=name, __torchrun_launch_plan=plan)
     _, env = _run_launch(ctx, top)
@@ -158,7 +159,7 @@ def test_a_node_hostname_is_refused_or_stays_one_word_of_job_sbatch(hostname):
     nodes = dict(templates.INVENTORIES["three-cpu-nodes"]["nodes"])
     nodes["node2"] = dict(nodes["node2"], hostname=hostname)
     plan = _plan_with(top, sorted(nodes), nodes, slurm=True)
-    refused = validate.node_hostname_errors({"node2": hostname})
+    refused = checks.node_hostname_errors({"node2": hostname})
     assert bool(plan["errors"]) is bool(refused)
     if refused:
         with pytest.raises(ValueError):
@@ -201,11 +202,11 @@ def test_values_reach_the_program_intact_and_run_nothing(value, arg, program, in
 def test_a_string_of_arguments_is_split_with_shlex_or_refused(args):
     top = _run_dir()
     ctx = _context(top, torchrun_launch_args=args)
-    if validate.program_args_errors(args):
+    if checks.program_args_errors(args):
         with pytest.raises(NAMED):
             templates.render("jobs/launch.sh.j2", ctx, top / "launch.sh")
         return
-    split = validate.program_args(args)
+    split = checks.program_args(args)
     argv, _ = _run_launch(ctx, top)
     assert argv[len(argv) - len(split) - 1 :] == [ctx["torchrun_launch_program"], *split]
 
@@ -216,7 +217,7 @@ def test_a_base_dir_is_refused_or_harmless(base):
     """wireup_base_dir is written into comment lines too, where only the grammar protects."""
     top = _run_dir()
     path = str(top) + "/" + base
-    if validate.validate_abs_paths({"wireup_base_dir": path}):
+    if checks.validate_abs_paths({"wireup_base_dir": path}):
         return
     plan = _plan_with(top, ["node1", "node2", "node3"], templates.INVENTORIES["three-cpu-nodes"]["nodes"])
     job_dir = path + "/jobs/ddp-multinode"
@@ -227,13 +228,13 @@ def test_a_base_dir_is_refused_or_harmless(base):
 # ---------------------------------------------------------------- Slurm options
 @FAST
 @given(
-    key=st.one_of(st.sampled_from(validate.SBATCH_OPTIONS), HOSTILE), value=st.one_of(HOSTILE, st.just(True))
+    key=st.one_of(st.sampled_from(checks.SBATCH_OPTIONS), HOSTILE), value=st.one_of(HOSTILE, st.just(True))
 )
 def test_a_slurm_option_is_refused_or_one_sbatch_line(key, value):
     options = {key: value}
     top = _run_dir()
     ctx = _context(top, torchrun_launch_slurm_options=options)
-    if validate.slurm_option_errors(options):
+    if checks.slurm_option_errors(options):
         with pytest.raises(NAMED):
             slurm.sbatch_options(options)
         with pytest.raises(NAMED):
@@ -258,7 +259,7 @@ def test_a_controller_path_stays_under_results_or_is_refused(names):
     top = pathlib.Path(tempfile.mkdtemp(prefix="wireup-paths-"))
     root = top / "results" / "jobs"
     try:
-        path = validate.results_path(str(root), *names)
+        path = checks.results_path(str(root), *names)
     except ValueError:
         return
     assert os.path.realpath(path).startswith(os.path.realpath(root) + os.sep)
@@ -275,7 +276,7 @@ def test_a_run_id_a_node_answers_is_refused_or_stays_under_results(run_id):
         "rc": 0,
         "stdout": f"{run_id}\n" + json.dumps({"run_id": run_id, "started": 1.0, "record": False}),
     }
-    jobs = launch.jobs_plan(plan, "logs", "", found=dict.fromkeys(nodes, answer))
+    jobs = torchrun_launch.jobs_plan(plan, "logs", "", found=dict.fromkeys(nodes, answer))
     if jobs["errors"]:
         assert jobs["results"] == ""
         return
@@ -295,7 +296,7 @@ def test_a_master_a_node_records_is_a_host_of_the_run_or_nothing_is_delegated(ma
     meta = {"run_id": "slurm-4711", "started": 1.0, "record": True}
     answer = {"rc": 0, "stdout": "\n".join(["slurm-4711", json.dumps(meta), json.dumps(record)]) + "\n"}
     plan = _plan_with(top, hosts, nodes, follow=True)
-    jobs = launch.jobs_plan(plan, "stop", found=dict.fromkeys(hosts, answer), play_hosts=hosts)
+    jobs = torchrun_launch.jobs_plan(plan, "stop", found=dict.fromkeys(hosts, answer), play_hosts=hosts)
     if master in hosts:
         assert jobs["slurm"]["on"] == master and jobs["slurm"]["reads"][0] == ["scancel", "4711"]
     else:
@@ -343,7 +344,7 @@ def test_a_health_check_node_state_is_refused_or_one_word_of_one_line(value):
         interval=300, node_state=value,
     )  # fmt: skip
     plan = slurm_health_check.plan("ClusterName=c\n", "n1", settings)
-    refused = validate.host_errors({"slurm_health_check_node_state": value})
+    refused = preflight.host_errors({"slurm_health_check_node_state": value})
     assert bool(plan["errors"]) == bool(refused)
     if refused:
         assert plan["block"] == ""

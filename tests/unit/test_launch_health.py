@@ -1,5 +1,5 @@
-"""launch.health_plan and its part of launch.job_plan: a job refused, or started on the healthy
-nodes only (ranks renumbered, the master re-chosen), or (Slurm) the FAILed nodes drained first with
+"""torchrun_launch.health_plan and its part of torchrun_launch.job_plan: a job refused, or started on the
+healthy nodes only (ranks renumbered, the master re-chosen), or (Slurm) the FAILed nodes drained first with
 the finding as the reason; slurm.drain_reason keeps that reason one safe, short line."""
 
 import pathlib
@@ -8,7 +8,8 @@ import shlex
 import pytest
 from test_launch_plan import BASE  # the job settings every launch plan test starts from
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch, slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -31,11 +32,11 @@ FABRIC = "fabric run 20261201T040000Z named n2 bad: round 1 with n1: 0.0236 GB/s
 
 def job(failed, nodes=None, **kw):
     nodes = NODES if nodes is None else nodes
-    return launch.job_plan(list(nodes), nodes, **dict(BASE, failed=failed, **kw))
+    return torchrun_launch.job_plan(list(nodes), nodes, **dict(BASE, failed=failed, **kw))
 
 
 def test_no_failed_node_changes_nothing():
-    assert job({}) == job(None) == launch.job_plan(list(NODES), NODES, **BASE)
+    assert job({}) == job(None) == torchrun_launch.job_plan(list(NODES), NODES, **BASE)
     p = job({"elsewhere": "not in this group"}, on_failed="skip")
     assert p["errors"] == [] and p["hosts"] == list(NODES) and p["left_out"] == {} and p["drain"] == []
     assert p["slurm_exclude"] == ""
@@ -62,7 +63,7 @@ def test_skip_renumbers_the_ranks_contiguously_and_says_who_was_left_out():
     assert p["slurm_exclude"] == "h2" and p["drain"] == []  # not drained without the setting
     # the left-out node is no job host: not in the /etc/hosts block, the watchdog or the names
     assert "n2" not in p["watchdog"]["config"]["hosts"]
-    assert all("10.0.0.2" not in line for line in launch.hosts_entries(p))
+    assert all("10.0.0.2" not in line for line in torchrun_launch.hosts_entries(p))
 
 
 def test_an_excluded_master_is_replaced_and_the_play_says_so():
@@ -96,7 +97,7 @@ def test_every_node_failed_is_an_error_naming_the_variable():
 )
 def test_bad_settings_name_the_variable(kw, says):
     assert says in job({}, **kw)["errors"][0]
-    assert launch.health_plan(["a"], {}, ["a"])["errors"] == [
+    assert torchrun_launch.health_plan(["a"], {}, ["a"])["errors"] == [
         "torchrun_launch_failed must map inventory hosts to reasons, got ['a']"
     ]
 
@@ -160,9 +161,9 @@ def test_a_slurm_name_scontrol_could_misread_is_an_error():
 
 def test_summary_says_who_was_left_out_and_drained():
     p = job({"n3": FABRIC}, slurm=True, drain_failed=True)
-    out = launch.summary(p, {}, {"ok": True}, program="/p.py", args=[], slurm_job_id="7")
+    out = torchrun_launch.summary(p, {}, {"ok": True}, program="/p.py", args=[], slurm_job_id="7")
     assert out["left_out"] == {"n3": FABRIC} and out["drained"] == {"h3": p["drain"][0]["reason"]}
-    assert "left_out" not in launch.summary(job({}), {}, {}, program="/p.py", args=[])
+    assert "left_out" not in torchrun_launch.summary(job({}), {}, {}, program="/p.py", args=[])
 
 
 @pytest.mark.parametrize(
@@ -211,7 +212,7 @@ def test_the_filter_passes_the_failed_mapping_through():
 def test_each_fabric_job_of_a_round_writes_its_own_summary_and_logs():
     """The fabric bench runs a round's jobs at once with one run id and one job name: each job's
     summary file is named by its group (pairwise.job_name), each node's log by the node."""
-    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import pairwise
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import pairwise
 
     p = pairwise.plan(list(NODES))
     nodes = list(NODES)
@@ -221,7 +222,9 @@ def test_each_fabric_job_of_a_round_writes_its_own_summary_and_logs():
     paths = set()
     for j in jobs:
         members = {h: NODES[h] for h in j["members"]}
-        plan = launch.job_plan(j["members"], members, **dict(BASE, job="bench-fabric-r1", group=j["name"]))
+        plan = torchrun_launch.job_plan(
+            j["members"], members, **dict(BASE, job="bench-fabric-r1", group=j["name"])
+        )
         assert plan["errors"] == []
         paths.add(f"{plan['results']}/{plan['summary']}")
         paths.update(f"{plan['results']}/{h}.log" for h in plan["hosts"] if j["kind"] == "pair")

@@ -177,7 +177,7 @@ def test_status_is_valid_json_whatever_the_reason_holds(tmp_path, cleanup):
 
 def test_stop_answers_with_the_final_status_and_status_with_the_log_tail(tmp_path, cleanup):
     """One call per node at the end of a waited run (stop, then its state) and for jobs.yml's
-    status (the state, then the log's last lines): the answer launch.parse_status reads."""
+    status (the state, then the log's last lines): the answer torchrun_launch.parse_status reads."""
     job = make_job(tmp_path, 'for i in 1 2 3 4; do echo "line $i" >>"$WIREUP_JOB_LOG"; done\nsleep 300\n')
     cleanup.append((job, "r7"))
     jobctl("start", job, "r7")

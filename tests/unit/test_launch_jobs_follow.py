@@ -1,4 +1,4 @@
-"""jobs.yml follows the run that really ran (launch.jobs_plan with every node's ``wireup-jobctl
+"""jobs.yml follows the run that really ran (torchrun_launch.jobs_plan with every node's ``wireup-jobctl
 latest --record`` answer): a run started with torchrun_launch_on_failed=skip records its hosts and
 master when it starts (runs/RUN_ID/run.json), and status, logs and stop act on exactly those hosts,
 naming the others of the group as not part of it. The newest run is the newest on any node, not the
@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
 
 JOBCTL = pathlib.Path(__file__).resolve().parents[2] / "roles" / "torchrun_launch" / "files" / "wireup-jobctl"
 GROUP = ["node1", "node2", "node3", "node4"]
@@ -64,12 +64,12 @@ JOBCTL_DIED = {
 
 def inventory_plan(**kw):
     """jobs.yml's plan: the whole group from the inventory (no torchrun_launch_failed)."""
-    return launch.job_plan(GROUP, NODES, **dict(BASE, run_id="ignored", follow=True, **kw))
+    return torchrun_launch.job_plan(GROUP, NODES, **dict(BASE, run_id="ignored", follow=True, **kw))
 
 
 def launched(failed=None, run_id="20261201T050000Z-1a2b", **kw):
     """launch.yml's plan of a run (with torchrun_launch_on_failed=skip when nodes failed)."""
-    return launch.job_plan(
+    return torchrun_launch.job_plan(
         GROUP, NODES, **dict(BASE, run_id=run_id, failed=failed or {}, on_failed="skip", **kw)
     )
 
@@ -109,15 +109,15 @@ def test_a_skip_run_is_followed_on_its_hosts_and_names_the_left_out_node():
     found = {h: answer("R2", 100.0 + i, rec) for i, h in enumerate(["node1", "node2", "node4"])}
     found["node3"] = answer("R1", 50.0)  # node3's newest is an older run (without a record)
     for action in ("status", "logs", "stop"):
-        jobs = launch.jobs_plan(inventory_plan(), action, found=found, play_hosts=GROUP)
+        jobs = torchrun_launch.jobs_plan(inventory_plan(), action, found=found, play_hosts=GROUP)
         assert jobs["errors"] == [] and jobs["run_id"] == "R2"
         assert jobs["hosts"] == ["node1", "node2", "node4"] and jobs["master"] == "node1"
         assert jobs["not_part"] == {"node3": f"left out at launch: {FINDING}"}
         assert jobs["notes"] == []
-    stop = launch.jobs_plan(inventory_plan(), "stop", found=found, play_hosts=GROUP)
+    stop = torchrun_launch.jobs_plan(inventory_plan(), "stop", found=found, play_hosts=GROUP)
     assert stop["argv"][1:4] == ["stop", "/opt/wireup/jobs/it-healthy-only", "R2"]
     # node3's line: not part of the run, and why; no failure
-    shown = launch.jobs_node(stop, "node3", {"skipped": True}, stop["argv"][0])
+    shown = torchrun_launch.jobs_node(stop, "node3", {"skipped": True}, stop["argv"][0])
     assert shown == {
         "errors": [],
         "status": {},
@@ -125,8 +125,8 @@ def test_a_skip_run_is_followed_on_its_hosts_and_names_the_left_out_node():
     }
     # the run's line is over its hosts only: not "node3 never started"
     states = {h: {"state": "exited", "rc": 0} for h in jobs["hosts"]}
-    status = launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)
-    assert launch.jobs_summary(status, states, {}, GROUP) == [
+    status = torchrun_launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)
+    assert torchrun_launch.jobs_summary(status, states, {}, GROUP) == [
         "job it-healthy-only run R2: every node exited with code 0; not part of it: node3"
     ]
 
@@ -134,7 +134,7 @@ def test_a_skip_run_is_followed_on_its_hosts_and_names_the_left_out_node():
 def test_check_mode_stop_only_looks():
     rec = launched({"node3": FINDING})["record"]
     found = {h: answer("R2", 1.0, rec) for h in ["node1", "node2", "node4"]} | {"node3": NO_JOBCTL}
-    jobs = launch.jobs_plan(inventory_plan(), "stop", found=found, play_hosts=GROUP, check_mode=True)
+    jobs = torchrun_launch.jobs_plan(inventory_plan(), "stop", found=found, play_hosts=GROUP, check_mode=True)
     assert jobs["argv"][1] == "status" and jobs["hosts"] == ["node1", "node2", "node4"]
 
 
@@ -144,13 +144,15 @@ def test_the_newest_run_is_found_on_any_node_when_the_master_was_left_out():
     full = launched(run_id="R1")["record"]
     skip = launched({"node1": FINDING}, run_id="R2")["record"]
     found = {"node1": answer("R1", 100.0, full)} | {h: answer("R2", 200.0, skip) for h in GROUP[1:]}
-    jobs = launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)
+    jobs = torchrun_launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)
     assert (jobs["run_id"], jobs["hosts"], jobs["master"]) == ("R2", ["node2", "node3", "node4"], "node2")
     assert jobs["not_part"] == {"node1": f"left out at launch: {FINDING}"}
     assert jobs["notes"] == ["run R2's master is node2 (the inventory's, node1, was left out)"]
     # node1 never ran anything (no wireup-jobctl there): not part of it either, and no error
     found["node1"] = NO_JOBCTL
-    assert launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)["errors"] == []
+    assert (
+        torchrun_launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)["errors"] == []
+    )
 
 
 def test_an_older_run_is_followed_by_its_id_on_exactly_its_hosts():
@@ -158,34 +160,39 @@ def test_an_older_run_is_followed_by_its_id_on_exactly_its_hosts():
     skip = launched({"node3": FINDING}, run_id="R2")["record"]
     # asked for R1: every node has it (node3's wireup-jobctl answers for R1 too)
     found = {h: answer("R1", 100.0, full) for h in GROUP}
-    jobs = launch.jobs_plan(inventory_plan(), "status", "R1", found=found, play_hosts=GROUP)
+    jobs = torchrun_launch.jobs_plan(inventory_plan(), "status", "R1", found=found, play_hosts=GROUP)
     assert (jobs["run_id"], jobs["hosts"], jobs["not_part"]) == ("R1", GROUP, {})
     # asked for R2: node3 does not have it (wireup-jobctl answers an empty run id)
     found = {h: answer("R2", 200.0, skip) for h in ("node1", "node2", "node4")}
     found["node3"] = answer("", None)
-    jobs = launch.jobs_plan(inventory_plan(), "logs", "R2", found=found, play_hosts=GROUP)
+    jobs = torchrun_launch.jobs_plan(inventory_plan(), "logs", "R2", found=found, play_hosts=GROUP)
     assert (jobs["run_id"], jobs["hosts"]) == ("R2", ["node1", "node2", "node4"])
     assert jobs["results"] == "/tmp/results/jobs/it-healthy-only-R2"
     # a run no node has
     nowhere = {h: answer("", None) for h in GROUP}
-    assert launch.jobs_plan(inventory_plan(), "status", "R9", found=nowhere, play_hosts=GROUP)["errors"] == [
+    assert torchrun_launch.jobs_plan(inventory_plan(), "status", "R9", found=nowhere, play_hosts=GROUP)[
+        "errors"
+    ] == [
         "job it-healthy-only has no run R9 on node1, node2, node3, node4: list the runs with "
         "-e torchrun_launch_action=list"
     ]
-    bad = launch.jobs_plan(inventory_plan(), "status", "../x", found=nowhere, play_hosts=GROUP)
+    bad = torchrun_launch.jobs_plan(inventory_plan(), "status", "../x", found=nowhere, play_hosts=GROUP)
     assert bad["errors"][0].startswith("torchrun_launch_run_id='../x' is not a usable run id")
     assert bad["hosts"] == []
 
 
 def test_a_run_without_a_record_is_followed_on_the_whole_group_and_says_so():
     found = {h: answer("R1", 100.0) for h in GROUP}
-    jobs = launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)
+    jobs = torchrun_launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)
     assert (jobs["run_id"], jobs["hosts"], jobs["not_part"]) == ("R1", GROUP, {})
     assert jobs["notes"] == [
         "run R1 has no record of its hosts (no run.json on its nodes): following every node of "
         "torchrun_launch_group=gpu_nodes; a node the run left out shows as never started"
     ]
-    assert launch.jobs_summary(jobs, {h: {"state": "running"} for h in GROUP}, {}, GROUP)[1:] == jobs["notes"]
+    assert (
+        torchrun_launch.jobs_summary(jobs, {h: {"state": "running"} for h in GROUP}, {}, GROUP)[1:]
+        == jobs["notes"]
+    )
 
 
 def test_a_node_whose_answer_has_no_run_line_is_not_compared():
@@ -193,7 +200,7 @@ def test_a_node_whose_answer_has_no_run_line_is_not_compared():
     which the run left out, is not part of it."""
     rec = launched({"node3": FINDING})["record"]
     found = {h: answer("R2", 200.0, rec) for h in ("node1", "node2", "node4")} | {"node3": NO_RUN_LINE}
-    jobs = launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)
+    jobs = torchrun_launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)
     assert (jobs["run_id"], jobs["hosts"], list(jobs["not_part"])) == (
         "R2",
         ["node1", "node2", "node4"],
@@ -202,34 +209,34 @@ def test_a_node_whose_answer_has_no_run_line_is_not_compared():
 
 
 def test_no_run_and_no_wireup_jobctl_anywhere():
-    jobs = launch.jobs_plan(inventory_plan(), "status", found={h: answer("", None) for h in GROUP})
+    jobs = torchrun_launch.jobs_plan(inventory_plan(), "status", found={h: answer("", None) for h in GROUP})
     assert jobs["errors"] == [
         "job it-healthy-only has no run on node1, node2, node3, node4: start one with "
         ".venv/bin/ansible-playbook launch.yml -e torchrun_launch_job=it-healthy-only, or list the runs with "
         "-e torchrun_launch_action=list"
     ]
     assert jobs["hosts"] == []
-    none = launch.jobs_plan(inventory_plan(), "status", found=dict.fromkeys(GROUP, NO_JOBCTL))
+    none = torchrun_launch.jobs_plan(inventory_plan(), "status", found=dict.fromkeys(GROUP, NO_JOBCTL))
     assert none["errors"] == [
         "node1, node2, node3, node4 of torchrun_launch_group=gpu_nodes has no /opt/wireup/bin/wireup-jobctl: "
         "wireup never launched a job there (.venv/bin/ansible-playbook launch.yml installs it)"
     ]
     # every node shows the error (the assert fails them all)
-    assert launch.jobs_node(none, "node1", {"skipped": True}, "/x")["errors"] == none["errors"]
+    assert torchrun_launch.jobs_node(none, "node1", {"skipped": True}, "/x")["errors"] == none["errors"]
 
 
 def test_a_run_host_outside_the_play_is_named_and_the_left_out_node_need_not_be_reachable():
     rec = launched({"node3": FINDING})["record"]
     play = ["node1", "node2"]  # node4 unreachable, node3 (left out) unreachable too
     found = {h: answer("R2", 200.0, rec) for h in play}
-    jobs = launch.jobs_plan(inventory_plan(play_hosts=play), "stop", found=found, play_hosts=play)
+    jobs = torchrun_launch.jobs_plan(inventory_plan(play_hosts=play), "stop", found=found, play_hosts=play)
     assert jobs["errors"] == [] and jobs["hosts"] == ["node1", "node2", "node4"]
     assert jobs["notes"] == [
         "node4 of run R2 not in this play (unreachable, or --limit): its part is not known, nor acted on"
     ]
     # the run's line counts node4 as gone: the run is not known to be well
     states = {"node1": {"state": "stopped"}, "node2": {"state": "stopped"}, "node4": {"state": "gone"}}
-    assert launch.jobs_stands(jobs, states, play) == (
+    assert torchrun_launch.jobs_stands(jobs, states, play) == (
         "job it-healthy-only run R2: FAILED: node4 became unreachable; not part of it: node3"
     )
 
@@ -239,7 +246,7 @@ def test_the_inventory_plan_of_jobs_yml_tolerates_hosts_outside_the_play():
     no error there; launch.yml keeps the rule that a job needs every node of its group."""
     play = ["node1", "node2", "node4"]
     assert inventory_plan(play_hosts=play)["errors"] == []
-    strict = launch.job_plan(GROUP, NODES, **dict(BASE, run_id="r", play_hosts=play))
+    strict = torchrun_launch.job_plan(GROUP, NODES, **dict(BASE, run_id="r", play_hosts=play))
     assert any("node3 of torchrun_launch_group='gpu_nodes' not in this play" in e for e in strict["errors"])
 
 
@@ -247,13 +254,13 @@ def test_records_that_differ_follow_every_host_any_names():
     a = launched({"node3": FINDING})["record"]
     b = dict(a, hosts=["node1", "node2", "node3", "node4"])
     found = {"node1": answer("R2", 2.0, a), "node2": answer("R2", 2.0, b), "node4": answer("R2", 2.0, a)}
-    jobs = launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)
+    jobs = torchrun_launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)
     assert jobs["hosts"] == GROUP and jobs["not_part"] == {}
     assert jobs["notes"][0].startswith("the nodes' records of run R2 differ (node1: node1, node2, node4; ")
 
 
 def test_list_is_unchanged_by_records():
-    jobs = launch.jobs_plan(inventory_plan(), "list", found={}, play_hosts=GROUP)
+    jobs = torchrun_launch.jobs_plan(inventory_plan(), "list", found={}, play_hosts=GROUP)
     assert jobs["argv"][1:] == ["list", "/opt/wireup/jobs"] and jobs["hosts"] == GROUP
     assert jobs["errors"] == [] and jobs["not_part"] == {}
 
@@ -291,7 +298,7 @@ def test_list_is_unchanged_by_records():
     ],
 )
 def test_parse_latest(stdout, expected):
-    got = launch.parse_latest(stdout)
+    got = torchrun_launch.parse_latest(stdout)
     assert {k: got[k] for k in expected} == expected
 
 
@@ -341,17 +348,17 @@ def test_wireup_jobctl_records_the_run_and_jobs_plan_follows_it(tmp_path):
     found = {h: _jobctl("latest", jobs[h], "--record", "") for h in GROUP}
     assert found["node1"]["stdout"].splitlines()[0] == "R1"  # the master's newest: the old run
     plan = inventory_plan()
-    jobs_ = launch.jobs_plan(plan, "status", found=found, play_hosts=GROUP)
+    jobs_ = torchrun_launch.jobs_plan(plan, "status", found=found, play_hosts=GROUP)
     assert (jobs_["run_id"], jobs_["hosts"], jobs_["master"]) == ("R2", ["node2", "node3", "node4"], "node2")
     assert jobs_["not_part"] == {"node1": f"left out at launch: {FINDING}"}
     # by id: R1 ran everywhere
     found = {h: _jobctl("latest", jobs[h], "--record", "R1") for h in GROUP}
-    assert launch.jobs_plan(plan, "status", "R1", found=found, play_hosts=GROUP)["hosts"] == GROUP
+    assert torchrun_launch.jobs_plan(plan, "status", "R1", found=found, play_hosts=GROUP)["hosts"] == GROUP
     # a record gone (a run of an older wireup): every node, said so
     for host in GROUP[1:]:
         (jobs[host] / "runs" / "R2" / "run.json").unlink()
     found = {h: _jobctl("latest", jobs[h], "--record", "") for h in GROUP}
-    older = launch.jobs_plan(plan, "status", found=found, play_hosts=GROUP)
+    older = torchrun_launch.jobs_plan(plan, "status", found=found, play_hosts=GROUP)
     assert (older["run_id"], older["hosts"]) == ("R2", GROUP)
     assert "has no record of its hosts" in older["notes"][0]
     # a bad run id is refused by wireup-jobctl too
@@ -364,29 +371,35 @@ def test_a_node_without_wireup_jobctl_under_ansible_core_2_19():
     """ansible-core 2.19 reports a missing program as "Error executing command." (rc 2, the errno):
     jobs.yml said "wireup-jobctl failed: Error executing command." instead of naming the fix."""
     for missing in (NO_JOBCTL, NO_JOBCTL_219):
-        listing = launch.jobs_plan(inventory_plan(), "list", found={}, play_hosts=GROUP)
+        listing = torchrun_launch.jobs_plan(inventory_plan(), "list", found={}, play_hosts=GROUP)
         # list: a node a run left out, that never ran a wireup job, has no runs; no failure
-        assert launch.jobs_node(listing, "node3", missing, "/opt/wireup/bin/wireup-jobctl") == {
+        assert torchrun_launch.jobs_node(listing, "node3", missing, "/opt/wireup/bin/wireup-jobctl") == {
             "errors": [],
             "status": {},
             "lines": ["node3: 0 run(s) (no /opt/wireup/bin/wireup-jobctl)"],
         }
-        status = launch.jobs_plan(inventory_plan(), "status", "R1", found={"node1": answer("R1", 1.0)})
-        assert launch.jobs_node(status, "node2", missing, "/opt/wireup/bin/wireup-jobctl")["errors"] == [
+        status = torchrun_launch.jobs_plan(
+            inventory_plan(), "status", "R1", found={"node1": answer("R1", 1.0)}
+        )
+        assert torchrun_launch.jobs_node(status, "node2", missing, "/opt/wireup/bin/wireup-jobctl")[
+            "errors"
+        ] == [
             "node2 has no /opt/wireup/bin/wireup-jobctl: wireup never launched a job here "
             "(.venv/bin/ansible-playbook launch.yml installs it)"
         ]
         found = dict.fromkeys(GROUP, missing)
         assert (
             "has no /opt/wireup/bin/wireup-jobctl"
-            in launch.jobs_plan(inventory_plan(), "status", found=found)["errors"][0]
+            in torchrun_launch.jobs_plan(inventory_plan(), "status", found=found)["errors"][0]
         )
-    died = launch.jobs_node(launch.jobs_plan(inventory_plan(), "list"), "node3", JOBCTL_DIED, "/x")
+    died = torchrun_launch.jobs_node(
+        torchrun_launch.jobs_plan(inventory_plan(), "list"), "node3", JOBCTL_DIED, "/x"
+    )
     assert died["errors"] == ["node3: wireup-jobctl failed: wireup-jobctl: bad run id '../x'"]
     # a node whose wireup-jobctl fails does not stop the others from naming the run
     rec = launched({"node3": FINDING})["record"]
     found = {h: answer("R2", 2.0, rec) for h in ("node1", "node2", "node4")} | {"node3": JOBCTL_DIED}
-    assert launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)["hosts"] == [
+    assert torchrun_launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)["hosts"] == [
         "node1",
         "node2",
         "node4",
@@ -396,29 +409,31 @@ def test_a_node_without_wireup_jobctl_under_ansible_core_2_19():
 def test_each_host_of_the_run_makes_its_calls_and_status_reads_the_gpus_where_there_are():
     found = {h: answer("R1", 1.0) for h in GROUP}
     gpus = {"node1": {"present": True, "nvidia_smi": "/usr/bin/nvidia-smi"}, "node2": {"present": False}}
-    status = launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP, gpus=gpus)
-    assert status["calls"]["node1"] == [status["argv"], ["/usr/bin/nvidia-smi", *launch.GPU_QUERY]]
+    status = torchrun_launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP, gpus=gpus)
+    assert status["calls"]["node1"] == [status["argv"], ["/usr/bin/nvidia-smi", *torchrun_launch.GPU_QUERY]]
     assert status["calls"]["node2"] == status["calls"]["node3"] == [status["argv"]]
     assert sorted(status["calls"]) == sorted(status["hosts"])
-    stop = launch.jobs_plan(inventory_plan(), "stop", found=found, play_hosts=GROUP, gpus=gpus)
+    stop = torchrun_launch.jobs_plan(inventory_plan(), "stop", found=found, play_hosts=GROUP, gpus=gpus)
     assert stop["calls"]["node1"] == [stop["argv"]]
-    bad = launch.jobs_plan(inventory_plan(), "status", "../x", found=found, play_hosts=GROUP, gpus=gpus)
+    bad = torchrun_launch.jobs_plan(
+        inventory_plan(), "status", "../x", found=found, play_hosts=GROUP, gpus=gpus
+    )
     assert bad["calls"] == {}
 
 
 def test_call_answers_reads_the_loop_over_a_hosts_calls():
     jobctl, smi = {"rc": 0, "stdout": "{}"}, {"rc": 0, "stdout": "0, 5, 10, 80"}
-    assert launch.call_answers({"results": [jobctl, smi]}) == (jobctl, "0, 5, 10, 80")
-    assert launch.call_answers({"results": [jobctl]}) == (jobctl, "")
-    assert launch.call_answers({"results": [], "skipped": True}) == ({"skipped": True}, "")
-    assert launch.call_answers(jobctl) == (jobctl, "")
+    assert torchrun_launch.call_answers({"results": [jobctl, smi]}) == (jobctl, "0, 5, 10, 80")
+    assert torchrun_launch.call_answers({"results": [jobctl]}) == (jobctl, "")
+    assert torchrun_launch.call_answers({"results": [], "skipped": True}) == ({"skipped": True}, "")
+    assert torchrun_launch.call_answers(jobctl) == (jobctl, "")
 
 
 def test_jobs_fetches_only_for_logs_on_a_host_of_the_run():
     found = {h: answer("R1", 1.0) for h in GROUP}
-    jobs = launch.jobs_plan(inventory_plan(), "logs", found=found, play_hosts=GROUP)
+    jobs = torchrun_launch.jobs_plan(inventory_plan(), "logs", found=found, play_hosts=GROUP)
     running = {"stdout": json.dumps({"state": "running", "log": "/opt/wireup/jobs/j/logs/R1.log"})}
-    [fetch] = launch.jobs_fetches(jobs, "node2", running)
+    [fetch] = torchrun_launch.jobs_fetches(jobs, "node2", running)
     assert fetch == {
         "src": "/opt/wireup/jobs/j/logs/R1.log",
         "dest": f"{jobs['results']}/node2.log",
@@ -426,7 +441,7 @@ def test_jobs_fetches_only_for_logs_on_a_host_of_the_run():
         "fail_on_missing": True,
     }
     ended = {"stdout": json.dumps({"state": "exited", "log": "/l"})}
-    assert launch.jobs_fetches(jobs, "node2", ended)[0]["validate_checksum"] is True
-    assert launch.jobs_fetches(jobs, "elsewhere", ended) == []
-    status = launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)
-    assert launch.jobs_fetches(status, "node2", ended) == []
+    assert torchrun_launch.jobs_fetches(jobs, "node2", ended)[0]["validate_checksum"] is True
+    assert torchrun_launch.jobs_fetches(jobs, "elsewhere", ended) == []
+    status = torchrun_launch.jobs_plan(inventory_plan(), "status", found=found, play_hosts=GROUP)
+    assert torchrun_launch.jobs_fetches(status, "node2", ended) == []

@@ -1,4 +1,4 @@
-"""launch.job_plan and what the torchrun_launch tasks execute from it: the one probe per node,
+"""torchrun_launch.job_plan and what the torchrun_launch tasks execute from it: the one probe per node,
 the pre-check verdict, the end of a run, jobs.yml's call per node, and the Slurm path's plan."""
 
 import base64
@@ -7,7 +7,8 @@ import pathlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch, slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -41,7 +42,7 @@ BASE = {
 
 def job(nodes=None, **kw):
     nodes = NODES if nodes is None else nodes
-    return launch.job_plan(list(nodes), nodes, **dict(BASE, **kw))
+    return torchrun_launch.job_plan(list(nodes), nodes, **dict(BASE, **kw))
 
 
 @pytest.mark.parametrize(
@@ -53,7 +54,7 @@ def job(nodes=None, **kw):
     ],
 )
 def test_cpus_allowed_on_real_proc_status(name, expected):
-    assert launch.cpus_allowed((FIXTURES / "proc_status" / name).read_text()) == expected
+    assert torchrun_launch.cpus_allowed((FIXTURES / "proc_status" / name).read_text()) == expected
 
 
 @pytest.mark.parametrize(
@@ -68,7 +69,7 @@ def test_cpus_allowed_on_real_proc_status(name, expected):
     ],
 )
 def test_cpus_allowed_odd_lines(text, expected):
-    assert launch.cpus_allowed(text) == expected
+    assert torchrun_launch.cpus_allowed(text) == expected
 
 
 def test_the_plan_holds_every_decision_of_a_detached_run():
@@ -198,7 +199,7 @@ def _getent(name, found):
 def test_precheck_errors_from_the_registered_probes():
     p = job()
     play = ["n1", "n2", "n3"]
-    ok = launch.precheck_errors(
+    ok = torchrun_launch.precheck_errors(
         p,
         "n2",
         play,
@@ -208,7 +209,7 @@ def test_precheck_errors_from_the_registered_probes():
         listener={"skipped": True},
     )
     assert ok == []
-    errors = launch.precheck_errors(
+    errors = torchrun_launch.precheck_errors(
         p,
         "n2",
         ["n1", "n2"],
@@ -230,8 +231,11 @@ def test_precheck_errors_from_the_registered_probes():
     # torchrun_launch_precheck: false skips the probes (a block's `when:` registers each loop item
     # as skipped): no evidence, no error.
     skipped = {"results": [{"item": x, "skipped": True} for x in p["precheck_paths"]], "skipped": True}
-    assert launch.precheck_errors(p, "n2", play, paths=skipped, names={"results": [], "skipped": True}) == []
-    busy = launch.precheck_errors(
+    assert (
+        torchrun_launch.precheck_errors(p, "n2", play, paths=skipped, names={"results": [], "skipped": True})
+        == []
+    )
+    busy = torchrun_launch.precheck_errors(
         p,
         "n1",
         play,
@@ -245,21 +249,21 @@ def test_precheck_errors_from_the_registered_probes():
 
 def test_parse_status_of_stop_and_of_status_with_the_log_tail():
     line = '{"state": "stopped", "rc": null, "elapsed": 3.0, "log": "/j/logs/r1.log", "reason": "x"}'
-    st = launch.parse_status(f"stopped run r1 of /j\n{line}\n")
+    st = torchrun_launch.parse_status(f"stopped run r1 of /j\n{line}\n")
     assert (st["state"], st["said"], st["tail"]) == ("stopped", ["stopped run r1 of /j"], [])
-    st = launch.parse_status(f"{line}\nrank 0 step 3\n{{not json\n")
+    st = torchrun_launch.parse_status(f"{line}\nrank 0 step 3\n{{not json\n")
     assert st["tail"] == ["rank 0 step 3", "{not json"]
-    assert launch.parse_status("wireup-jobctl: bad run id ''")["state"] == "unknown"
+    assert torchrun_launch.parse_status("wireup-jobctl: bad run id ''")["state"] == "unknown"
 
 
 def _result(p, host, state, rc, verdict):
     status = {"state": state, "rc": rc, "elapsed": 4.0, "log": "/opt/wireup/jobs/j1/logs/r1.log"}
-    return launch.node_result(p, host, status, verdict)
+    return torchrun_launch.node_result(p, host, status, verdict)
 
 
 def test_report_of_a_failed_run_shows_the_first_failure_tail_and_names_it_elsewhere():
     p = job()
-    verdict = launch.job_verdict(
+    verdict = torchrun_launch.job_verdict(
         {
             "n1": {"state": "stopped"},
             "n2": {"state": "exited", "rc": 1, "ended": 2},
@@ -268,19 +272,19 @@ def test_report_of_a_failed_run_shows_the_first_failure_tail_and_names_it_elsewh
         ["n1", "n2", "n3"],
     )
     log = "\n".join(f"line {i}" for i in range(100))
-    failing = launch.report(p, _result(p, "n2", "exited", 1, verdict), verdict, log_text=log, tail=3)
+    failing = torchrun_launch.report(p, _result(p, "n2", "exited", 1, verdict), verdict, log_text=log, tail=3)
     assert failing["failed"] == (
         "job j1 run r1 failed: n2 exited with code 1; stopped on every node.\n"
         "Last 3 lines of /tmp/results/jobs/j1-r1/n2.log:\nline 97\nline 98\nline 99"
     )
-    other = launch.report(p, _result(p, "n1", "stopped", None, verdict), verdict)
+    other = torchrun_launch.report(p, _result(p, "n1", "stopped", None, verdict), verdict)
     assert other["failed"] == (
         "job j1 run r1 failed: n2 exited with code 1; stopped on every node.\n"
         "n1: stopped after n2 failed; see n2's log tail for the cause.\n"
         "logs and summary in /tmp/results/jobs/j1-r1/"
     )
-    ok = launch.job_verdict({h: {"state": "exited", "rc": 0} for h in NODES}, list(NODES))
-    assert launch.report(p, _result(p, "n1", "exited", 0, ok), ok)["ok"] == (
+    ok = torchrun_launch.job_verdict({h: {"state": "exited", "rc": 0} for h in NODES}, list(NODES))
+    assert torchrun_launch.report(p, _result(p, "n1", "exited", 0, ok), ok)["ok"] == (
         "j1 run r1 on n1 (node 0, 2 process(es)): exited 0 after 4.0 s; log /tmp/results/jobs/j1-r1/n1.log; "
         "job j1 run r1 on 3 node(s), 6 process(es): completed; logs and summary in /tmp/results/jobs/j1-r1/"
     )
@@ -296,7 +300,7 @@ def test_summary_keeps_its_keys():
         "running": [],
         "reason": "r",
     }
-    s = launch.summary(p, {"n1": {}}, verdict, program="/p.py", args=["--x"])
+    s = torchrun_launch.summary(p, {"n1": {}}, verdict, program="/p.py", args=["--x"])
     assert list(s) == [
         "job",
         "run_id",
@@ -308,7 +312,7 @@ def test_summary_keeps_its_keys():
         "verdict",
         "nodes",
     ]
-    s = launch.summary(p, {}, dict(verdict, nodes={}), program="/p.py", args=[], slurm_job_id="42")
+    s = torchrun_launch.summary(p, {}, dict(verdict, nodes={}), program="/p.py", args=[], slurm_job_id="42")
     assert list(s) == ["job", "run_id", "slurm_job_id", "program", "args", "world_size", "verdict", "nodes"]
     assert "nodes" not in s["verdict"]
 
@@ -323,26 +327,27 @@ def _latest(run_id, hosts=()):
 
 def test_jobs_plan_one_call_per_node_and_its_errors():
     p = job(run_id="")
-    jobs = launch.jobs_plan(p, "status", "", found={"n1": _latest("r9")})
+    jobs = torchrun_launch.jobs_plan(p, "status", "", found={"n1": _latest("r9")})
     assert jobs["argv"] == ["/opt/wireup/bin/wireup-jobctl", "status", "/opt/wireup/jobs/j1", "r9", "0", "5"]
     assert jobs["results"] == "/tmp/results/jobs/j1-r9" and jobs["errors"] == []
-    stop = launch.jobs_plan(p, "stop", "r2", found={"n1": _latest("r2")}, stop_grace=7)
+    stop = torchrun_launch.jobs_plan(p, "stop", "r2", found={"n1": _latest("r2")}, stop_grace=7)
     assert stop["argv"][1:] == ["stop", "/opt/wireup/jobs/j1", "r2", "7", "stopped by jobs.yml"]
     assert (
-        launch.jobs_plan(p, "stop", "r2", found={"n1": _latest("r2")}, check_mode=True)["argv"][1] == "status"
+        torchrun_launch.jobs_plan(p, "stop", "r2", found={"n1": _latest("r2")}, check_mode=True)["argv"][1]
+        == "status"
     )
-    assert launch.jobs_plan(p, "list")["argv"] == [
+    assert torchrun_launch.jobs_plan(p, "list")["argv"] == [
         "/opt/wireup/bin/wireup-jobctl",
         "list",
         "/opt/wireup/jobs",
     ]
-    never = launch.jobs_plan(p, "logs", "", found={"n1": _latest("")})
+    never = torchrun_launch.jobs_plan(p, "logs", "", found={"n1": _latest("")})
     assert never["errors"] == [
         "job j1 has no run on n1: start one with .venv/bin/ansible-playbook launch.yml "
         "-e torchrun_launch_job=j1, or list the runs with -e torchrun_launch_action=list"
     ]
     missing = {"rc": 2, "msg": "[Errno 2] No such file or directory: b'/opt/wireup/bin/wireup-jobctl'"}
-    assert launch.jobs_plan(p, "status", "", found={"n1": missing})["errors"] == [
+    assert torchrun_launch.jobs_plan(p, "status", "", found={"n1": missing})["errors"] == [
         "n1 of torchrun_launch_group=gpu_nodes has no /opt/wireup/bin/wireup-jobctl: wireup never launched a "
         "job there (.venv/bin/ansible-playbook launch.yml installs it)"
     ]
@@ -351,10 +356,10 @@ def test_jobs_plan_one_call_per_node_and_its_errors():
 def test_jobs_node_and_the_line_for_the_run():
     p = job()
     found = {h: _latest("r1", ["n1", "n2", "n3"]) for h in ("n1", "n2", "n3")}
-    jobs = launch.jobs_plan(p, "status", "r1", found=found)
+    jobs = torchrun_launch.jobs_plan(p, "status", "r1", found=found)
     running = '{"state": "running", "rc": null, "started": 1796086923.5, "elapsed": 12.4, "log": "/l"}'
     answer = {"rc": 0, "stdout": f"{running}\nrank 1 step 7"}
-    shown = launch.jobs_node(jobs, "n2", answer, p["jobctl"], "0, 97, 40960, 143771\n")
+    shown = torchrun_launch.jobs_node(jobs, "n2", answer, p["jobctl"], "0, 97, 40960, 143771\n")
     assert shown["errors"] == []
     assert shown["lines"] == [
         "n2: running since 2026-12-01 01:02:03 UTC (12 s); GPU0 97% 40.0/140 GiB",
@@ -363,29 +368,32 @@ def test_jobs_node_and_the_line_for_the_run():
     missing = {"rc": 2, "msg": "[Errno 2] No such file or directory: b'/opt/wireup/bin/wireup-jobctl'"}
     assert (
         "n3 has no /opt/wireup/bin/wireup-jobctl"
-        in launch.jobs_node(jobs, "n3", missing, p["jobctl"])["errors"][0]
+        in torchrun_launch.jobs_node(jobs, "n3", missing, p["jobctl"])["errors"][0]
     )
     states = {
         "n1": {"state": "exited", "rc": 0},
         "n2": {"state": "exited", "rc": 1, "ended": 3},
         "n3": {"state": "stopped"},
     }
-    assert launch.jobs_stands(jobs, states, list(states)) == "job j1 run r1: FAILED: n2 exited with code 1"
+    assert (
+        torchrun_launch.jobs_stands(jobs, states, list(states))
+        == "job j1 run r1: FAILED: n2 exited with code 1"
+    )
     running_all = {h: {"state": "running"} for h in states}
-    logs = launch.jobs_plan(p, "logs", "r1", found=found)
-    assert launch.jobs_stands(logs, running_all, list(states)) == (
+    logs = torchrun_launch.jobs_plan(p, "logs", "r1", found=found)
+    assert torchrun_launch.jobs_stands(logs, running_all, list(states)) == (
         "job j1 run r1: running on n1, n2, n3; logs in /tmp/results/jobs/j1-r1/"
     )
     # jobs.yml's one closing task: the run's line, or for list every run (or that there is none).
-    assert launch.jobs_summary(jobs, states, {}, list(states)) == [
-        launch.jobs_stands(jobs, states, list(states))
+    assert torchrun_launch.jobs_summary(jobs, states, {}, list(states)) == [
+        torchrun_launch.jobs_stands(jobs, states, list(states))
     ]
-    listing = launch.jobs_plan(p, "list")
+    listing = torchrun_launch.jobs_plan(p, "list")
     runs = {"n1": [{"job": "j1", "run_id": "r1", "started": 0, "state": "running"}]}
-    assert launch.jobs_summary(listing, {}, runs, ["n1"], "/opt/wireup") == [
+    assert torchrun_launch.jobs_summary(listing, {}, runs, ["n1"], "/opt/wireup") == [
         "j1 r1 started 1970-01-01 00:00:00 UTC: n1 running"
     ]
-    assert launch.jobs_summary(listing, {}, {"n1": []}, ["n1"], "/opt/wireup") == [
+    assert torchrun_launch.jobs_summary(listing, {}, {"n1": []}, ["n1"], "/opt/wireup") == [
         "no runs under /opt/wireup/jobs"
     ]
 
@@ -456,7 +464,7 @@ def test_the_filter_reads_the_probe_and_preflights_hostname():
     p = filters["wireup_launch_plan"](["n1"], nodes, **settings)
     assert p["errors"] == []
     assert p["nodes"]["n1"]["hostname"] == "box-17"
-    assert launch.hosts_entries(p, mapped=False) == ["10.0.0.1 n1 box-17"]
+    assert torchrun_launch.hosts_entries(p, mapped=False) == ["10.0.0.1 n1 box-17"]
     assert p["nodes"]["n1"]["cpus"] == 1 and p["nodes"]["n1"]["hosts_mounted"] is True
 
 

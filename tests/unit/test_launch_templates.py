@@ -13,7 +13,7 @@ import pytest
 import yaml
 from ansible.plugins.filter.core import FilterModule as AnsibleCoreFilters
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "torchrun_launch"
@@ -78,7 +78,7 @@ INVENTORIES = {
 
 def context(name, tmp_path, **overrides):
     inv = INVENTORIES[name]
-    plan = launch.plan(list(inv["nodes"]), inv["nodes"], **inv["kw"])
+    plan = torchrun_launch.plan(list(inv["nodes"]), inv["nodes"], **inv["kw"])
     assert plan["errors"] == []
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
     base = tmp_path / "opt-wireup"
@@ -93,7 +93,7 @@ def context(name, tmp_path, **overrides):
         torchrun_launch_program=str(base / "examples" / "ddp_multinode.py"),
         torchrun_launch_args=["--steps", 5, "two words"],
         torchrun_launch_env={"NCCL_DEBUG": "INFO", "QUOTED": 'it\'s "odd" $HOME'},
-        # job_plan's keys the templates read, for the layout-only plan launch.plan gives.
+        # job_plan's keys the templates read, for the layout-only plan torchrun_launch.plan gives.
         __torchrun_launch_plan=dict(plan, job_dir=str(base / "jobs" / "ddp-multinode"), slurm_exclude=""),
         __torchrun_launch_job_dir=str(base / "jobs" / "ddp-multinode"),
     )
@@ -102,7 +102,8 @@ def context(name, tmp_path, **overrides):
 
 
 def render(template, ctx, dest):
-    # launch.job_plan's job_dir, for the layout-only plans these tests build with launch.plan.
+    # torchrun_launch.job_plan's job_dir, for the layout-only plans these tests build with
+    # torchrun_launch.plan.
     ctx = dict(
         ctx,
         __torchrun_launch_plan=dict(ctx["__torchrun_launch_plan"], job_dir=ctx["__torchrun_launch_job_dir"]),
@@ -183,7 +184,7 @@ def test_job_sbatch_passes_bash_n_and_shellcheck(name, tmp_path):
 
 
 def test_job_sbatch_excludes_the_nodes_left_out(tmp_path):
-    """Nodes left out for a FAILed bench verdict (launch.health_plan) are excluded from the
+    """Nodes left out for a FAILed bench verdict (torchrun_launch.health_plan) are excluded from the
     allocation even where the job is not pinned with --nodelist (Slurm would pick them)."""
     ctx = context("three-cpu-nodes", tmp_path, torchrun_launch_slurm_nodelist=False)
     ctx["__torchrun_launch_plan"] = dict(ctx["__torchrun_launch_plan"], slurm_exclude="wb-node4,wb-node5")
@@ -270,7 +271,9 @@ def test_tuned_env_not_sourced_when_path_empty(tmp_path):
 
 def test_static_backend_and_python_launcher(tmp_path):
     inv = INVENTORIES["master-not-first"]
-    plan = launch.plan(list(inv["nodes"]), inv["nodes"], master_host="gpu-a03", rdzv_backend="static")
+    plan = torchrun_launch.plan(
+        list(inv["nodes"]), inv["nodes"], master_host="gpu-a03", rdzv_backend="static"
+    )
     ctx = context(
         "master-not-first", tmp_path, torchrun_launch_rdzv_backend="static", __torchrun_launch_plan=plan
     )
@@ -307,7 +310,7 @@ def test_omp_threads_from_the_plan_and_the_job_env_wins(tmp_path):
     # the node's CPUs / its processes (here 16 CPUs, 2 processes per node).
     inv = INVENTORIES["three-cpu-nodes"]
     nodes = {h: dict(f, cpus=16) for h, f in inv["nodes"].items()}
-    plan = launch.plan(list(nodes), nodes, **inv["kw"])
+    plan = torchrun_launch.plan(list(nodes), nodes, **inv["kw"])
     ctx = context("three-cpu-nodes", tmp_path, __torchrun_launch_plan=plan)
     script = render("jobs/launch.sh.j2", ctx, pathlib.Path(ctx["__torchrun_launch_job_dir"]) / "launch.sh")
     assert run_launch(ctx, script)["env"]["OMP_NUM_THREADS"] == "8"

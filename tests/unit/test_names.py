@@ -10,7 +10,10 @@ import subprocess
 import pytest
 import test_launch_templates as templates
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import benchenv, launch, slurm, validate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import checks
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import benchenv
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import preflight, torchrun_launch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GROUP = ["node1", "node2"]
@@ -31,7 +34,9 @@ BASE = {
 
 
 def job(tmp_path, hosts=GROUP, nodes=NODES, **kw):
-    return launch.job_plan(list(hosts), nodes, **dict(BASE, results_dir=str(tmp_path / "results"), **kw))
+    return torchrun_launch.job_plan(
+        list(hosts), nodes, **dict(BASE, results_dir=str(tmp_path / "results"), **kw)
+    )
 
 
 def answer(run_id):
@@ -46,32 +51,32 @@ def answer(run_id):
 def test_a_run_id_a_node_answers_cannot_lead_outside_results(tmp_path):
     plan = job(tmp_path, run_id="r1", follow=True)
     evil = "x/../../../../escaped"
-    jobs = launch.jobs_plan(plan, "logs", "", found={h: answer(evil) for h in GROUP})
+    jobs = torchrun_launch.jobs_plan(plan, "logs", "", found={h: answer(evil) for h in GROUP})
     assert jobs["errors"] and "is not a usable run id" in jobs["errors"][0]
     assert jobs["results"] == "" and jobs["hosts"] == []
 
 
 def test_a_trailing_newline_in_a_run_id_is_refused(tmp_path):
-    assert launch.run_id_errors("r1\n")
+    assert torchrun_launch.run_id_errors("r1\n")
     assert job(tmp_path, run_id="r1\n")["errors"]
 
 
 def test_results_path_keeps_every_name_under_the_root(tmp_path):
     root = tmp_path / "results" / "jobs"
-    assert validate.results_path(str(root), "ddp-r1", "node1.log") == f"{root}/ddp-r1/node1.log"
+    assert checks.results_path(str(root), "ddp-r1", "node1.log") == f"{root}/ddp-r1/node1.log"
     for name in ("../../../../tmp/evil.log", "..", ".", "a/b", "", ".hidden", "a\n", "x y"):
         with pytest.raises(ValueError):
-            validate.results_path(str(root), "ddp-r1", name)
+            checks.results_path(str(root), "ddp-r1", name)
     # a folder under the root that is a link out of it: the resolved path is checked
     root.mkdir(parents=True)
     (root / "ddp-r1").symlink_to(tmp_path)
     with pytest.raises(ValueError, match="resolves outside"):
-        validate.results_path(str(root), "ddp-r1", "node1.log")
+        checks.results_path(str(root), "ddp-r1", "node1.log")
 
 
 def test_an_inventory_host_that_is_a_path_is_refused_before_anything_runs(tmp_path):
     evil = "../../../../tmp/evil"
-    errors = validate.inventory_errors({evil: {}, "node1": {}}, {"gpu_nodes": [evil, "node1"]}, "gpu_nodes")
+    errors = preflight.inventory_errors({evil: {}, "node1": {}}, {"gpu_nodes": [evil, "node1"]}, "gpu_nodes")
     assert len(errors) == 1 and errors[0].startswith(f"inventory host {evil!r} is not a host name")
     nodes = dict(NODES, **{evil: dict(NODES["node2"], hostname="")})
     assert job(tmp_path, hosts=["node1", evil], nodes=nodes)["errors"]
@@ -82,7 +87,7 @@ def test_the_fetch_destinations_go_through_the_path_helper(tmp_path):
     for name in ("wait.yml", "slurm.yml", "slurm_wait.yml", "report.yml"):
         dests = [line for line in (tasks / name).read_text().splitlines() if line.strip().startswith("dest:")]
         assert dests and all("wireup_results_path(" in d for d in dests), (name, dests)
-    # jobs.yml fetches what launch.jobs_fetches names: its dests come from validate.results_path.
+    # jobs.yml fetches what torchrun_launch.jobs_fetches names: its dests come from checks.results_path.
     text = (tasks / "jobs.yml").read_text()
     assert [line for line in text.splitlines() if line.strip().startswith("dest:")] == [
         '        dest: "{{ item.dest }}"'
@@ -90,9 +95,9 @@ def test_the_fetch_destinations_go_through_the_path_helper(tmp_path):
     assert "wireup_launch_jobs_fetches(" in text
     jobs = {"action": "logs", "hosts": ["node1", "../evil"], "results": str(tmp_path / "ddp-r1"), "slurm": {}}
     status = {"stdout": json.dumps({"state": "exited", "log": "/opt/wireup/jobs/ddp/logs/r1.log"})}
-    assert launch.jobs_fetches(jobs, "node1", status)[0]["dest"] == f"{tmp_path}/ddp-r1/node1.log"
+    assert torchrun_launch.jobs_fetches(jobs, "node1", status)[0]["dest"] == f"{tmp_path}/ddp-r1/node1.log"
     with pytest.raises(ValueError):
-        launch.jobs_fetches(jobs, "../evil", status)
+        torchrun_launch.jobs_fetches(jobs, "../evil", status)
 
 
 # ---------------------------------------------------------------- item 3: names reach shell
@@ -100,24 +105,24 @@ def test_the_fetch_destinations_go_through_the_path_helper(tmp_path):
     "name", ["node2$(touch X)", "gpu a02", "node2\n", "node2\nrm -rf /", "-node", "node_2", "a" * 64, "nöde"]
 )
 def test_host_names_follow_rfc_1123(name):
-    assert not validate.is_host_name(name)
-    assert validate.inventory_host_errors([name])
+    assert not checks.is_host_name(name)
+    assert checks.inventory_host_errors([name])
 
 
 @pytest.mark.parametrize(
     "name", ["node2", "gpu-a02", "n1.cluster.example", "10.0.0.1", "localhost", "a" * 63]
 )
 def test_plain_host_names_pass(name):
-    assert validate.is_host_name(name) and not validate.inventory_host_errors([name])
+    assert checks.is_host_name(name) and not checks.inventory_host_errors([name])
 
 
 def test_an_inventory_ip_address_is_a_host():
-    assert validate.is_inventory_host("fe80::1") and not validate.is_host_name("fe80::1")
+    assert checks.is_inventory_host("fe80::1") and not checks.is_host_name("fe80::1")
 
 
 def test_a_node_hostname_with_a_newline_is_refused_by_preflight_and_the_plan(tmp_path):
     bad = "node2\nexport EVIL=1"
-    errors = validate.validate_cluster({"g": GROUP}, "g", "", None, {"node1": "node1", "node2": bad})
+    errors = preflight.validate_cluster({"g": GROUP}, "g", "", None, {"node1": "node1", "node2": bad})
     assert len(errors) == 1 and errors[0].startswith("node2: its host name")
     nodes = dict(NODES, node2=dict(NODES["node2"], hostname=bad))
     assert any("its host name" in e for e in job(tmp_path, nodes=nodes)["errors"])
@@ -139,21 +144,21 @@ def test_a_node_hostname_with_a_newline_is_refused_by_preflight_and_the_plan(tmp
     ],
 )
 def test_slurm_options_are_allow_listed_and_one_word(options, says):
-    errors = validate.slurm_option_errors(options)
+    errors = checks.slurm_option_errors(options)
     assert len(errors) == 1 and says in errors[0]
-    assert validate.host_errors({"torchrun_launch_slurm_options": options}) == errors
+    assert preflight.host_errors({"torchrun_launch_slurm_options": options}) == errors
     with pytest.raises(ValueError):
         slurm.sbatch_options(options)
 
 
 def test_an_unknown_slurm_option_names_the_list():
-    (error,) = validate.slurm_option_errors({"uid": 0})
+    (error,) = checks.slurm_option_errors({"uid": 0})
     assert "partition" in error and "time" in error
 
 
 def test_good_slurm_options_render_as_sbatch_words():
     options = {"time": "01:00:00", "partition": "gpu", "exclusive": True, "mem": 0}
-    assert validate.slurm_option_errors(options) == []
+    assert checks.slurm_option_errors(options) == []
     assert slurm.sbatch_options(options) == ["--exclusive", "--mem=0", "--partition=gpu", "--time=01:00:00"]
 
 
@@ -173,12 +178,12 @@ def test_job_sbatch_refuses_a_hostile_slurm_option(tmp_path):
     ],
 )
 def test_a_trailing_newline_does_not_pass_a_grammar(values, var):
-    errors = validate.host_errors(values)
+    errors = preflight.host_errors(values)
     assert errors and var in errors[0]
 
 
 def test_a_job_name_with_a_trailing_newline_is_refused():
-    assert launch.job_name_errors("ddp\n") and not launch.job_name_errors("ddp")
+    assert torchrun_launch.job_name_errors("ddp\n") and not torchrun_launch.job_name_errors("ddp")
 
 
 def test_launch_sh_says_the_host_from_its_quoted_variable(tmp_path):
@@ -191,17 +196,17 @@ def test_launch_sh_says_the_host_from_its_quoted_variable(tmp_path):
 
 # ---------------------------------------------------------------- item 8: torchrun_launch_args
 def test_a_string_of_arguments_is_split_as_a_shell_would():
-    assert validate.program_args("--steps 5") == ["--steps", "5"]
-    assert validate.program_args("--name 'two words'") == ["--name", "two words"]
-    assert validate.program_args(["--steps", 5]) == ["--steps", "5"]
-    assert validate.program_args(None) == []
+    assert checks.program_args("--steps 5") == ["--steps", "5"]
+    assert checks.program_args("--name 'two words'") == ["--name", "two words"]
+    assert checks.program_args(["--steps", 5]) == ["--steps", "5"]
+    assert checks.program_args(None) == []
 
 
 @pytest.mark.parametrize("args", ["--name 'open", {"steps": 5}, 5, [["nested"]], [{"a": 1}]])
 def test_arguments_that_are_no_list_are_refused_with_the_fix(args):
     with pytest.raises(ValueError, match="torchrun_launch_args"):
-        validate.program_args(args)
-    assert validate.host_errors({"torchrun_launch_args": args})
+        checks.program_args(args)
+    assert preflight.host_errors({"torchrun_launch_args": args})
 
 
 def test_launch_sh_passes_a_string_of_arguments_as_words(tmp_path):
@@ -214,7 +219,7 @@ def test_launch_sh_passes_a_string_of_arguments_as_words(tmp_path):
 
 
 def test_the_summary_records_the_split_arguments():
-    out = launch.summary({}, {}, {}, program="/p.py", args="--steps 5")
+    out = torchrun_launch.summary({}, {}, {}, program="/p.py", args="--steps 5")
     assert out["args"] == ["--steps", "5"]
 
 
@@ -244,13 +249,13 @@ def test_the_tuned_env_origin_line_stays_one_line(tmp_path):
 
 
 def test_a_host_name_with_a_space_is_refused_before_any_benchmark():
-    errors = validate.inventory_errors({"gpu a02": {}, "gpu-a01": {}}, {"g": ["gpu a02", "gpu-a01"]}, "g")
+    errors = preflight.inventory_errors({"gpu a02": {}, "gpu-a01": {}}, {"g": ["gpu a02", "gpu-a01"]}, "g")
     assert len(errors) == 1 and "'gpu a02' is not a host name" in errors[0]
 
 
 def test_validators_take_any_value():
     for bad in (None, 5, [], {}, "x" * 100_000, "\x00"):
-        assert validate.inventory_host_errors([bad])
-        assert validate.slurm_option_errors({"partition": bad}) or bad == 5
+        assert checks.inventory_host_errors([bad])
+        assert checks.slurm_option_errors({"partition": bad}) or bad == 5
         with pytest.raises(ValueError):
-            validate.results_path("/tmp/results", bad)
+            checks.results_path("/tmp/results", bad)

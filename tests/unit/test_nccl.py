@@ -1,4 +1,4 @@
-"""wireup.nccl: the nccl role's plan (pins, dpkg's versions and holds, nccl.h) and its checks."""
+"""wireup.plans.nccl: the nccl role's plan (pins, dpkg's versions and holds, nccl.h) and its checks."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pathlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import nccl as p
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.apt import parse_dpkg_status
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core.apt import parse_dpkg_status
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import nccl as p
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "h200x2"
 

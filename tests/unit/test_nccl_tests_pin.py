@@ -1,7 +1,7 @@
 """nccl-tests is built from the commit its tag was pinned to (issue 12, item 8): the clone of
 nccl_tests_version must land on nccl_tests_commit, and a moved tag fails before any build.
 
-Runs the role's build step (tasks/build.yml, with the plan wireup.nccl_tests.plan makes)
+Runs the role's build step (tasks/build.yml, with the plan wireup.plans.nccl_tests.plan makes)
 on this machine (local connection) against a throw-away git repository served as file://, since
 GitHub is unreachable here and in CI; its Makefile builds nothing.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import nccl_tests, validate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import nccl_tests, preflight
 
 REPO = Path(__file__).resolve().parents[2]
 # Read from a fetched NVIDIA/nccl-tests on 2026-12-01: `git rev-parse v2.19.6^{commit}`.
@@ -46,7 +46,7 @@ def test_the_pin_is_the_commit_of_the_tag_everywhere():
 
 @pytest.mark.parametrize("bad", ["a0b82b2", "v2.19.6", V2_19_6.upper(), 1234])
 def test_a_short_or_malformed_commit_is_refused_by_preflight(bad):
-    [error] = validate.validate_pins({"nccl_tests_commit": bad})
+    [error] = preflight.validate_pins({"nccl_tests_commit": bad})
     assert "nccl_tests_commit" in error
 
 

@@ -1,10 +1,10 @@
-"""wireup.nccl_tests: the nccl_tests role's plan, from wireup_nccl_info's one read."""
+"""wireup.plans.nccl_tests: the nccl_tests role's plan, from wireup_nccl_info's one read."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import nccl_tests as p
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import nccl_tests as p
 
 # --- nccl_tests' plan: from wireup_nccl_info's one read -------------------------------------------
 INFO = {

@@ -1,4 +1,4 @@
-"""wireup.ncclinfo on real NCCL INFO logs: today's H200 captures (NET/Socket between two ranks
+"""wireup.probe.ncclinfo on real NCCL INFO logs: today's H200 captures (NET/Socket between two ranks
 with distinct NCCL_HOSTID, one rank alone) and logs pasted into public issues, NCCL 2.3 to 2.30
 (NET/IB with and without GDRDMA, PXN, RoCE and merged ports, the IBext and "NCCL RDMA Plugin"
 plugins, gIB, aws-ofi-nccl for EFA, socket fallbacks, P2P/SHM kinds, pastes without host:pid:tid,
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import fabric, ncclinfo
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import ncclinfo, nics
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 LOGS = FIXTURES / "ncclinfo"
@@ -22,7 +22,7 @@ def parse(name):
 
 
 def facts(name):
-    return fabric.parse_nic_facts(fabric.read_tree(str(SYSFS / name)))
+    return nics.parse_nic_facts(nics.read_tree(str(SYSFS / name)))
 
 
 # (file, network, inter_node, gdrdma, intra_node, channels, nnodes, ib devices, version)
@@ -314,7 +314,7 @@ def test_no_nccl_line_raises():
 
 def test_lsmod_of_the_same_issue_shows_peermem_loaded():
     # The same issue's lsmod: the module is loaded, which is what makes the GDR skip a finding.
-    assert "nvidia_peermem" in fabric.parse_modules(
+    assert "nvidia_peermem" in nics.parse_modules(
         "\n".join(
             line.split()[0] + " 0 0 - Live 0x0"
             for line in (LOGS / "roce_nccl-1537_lsmod_peermem.txt").read_text().splitlines()

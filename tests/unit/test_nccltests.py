@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import nccltests
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import bench_output
 
 FIX = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "nccltests"
 
@@ -14,7 +14,7 @@ def read(name):
 
 
 def test_h200_all_reduce_text():
-    out = nccltests.parse(read("h200x2_v2.19.6_all_reduce_perf.txt"))
+    out = bench_output.parse(read("h200x2_v2.19.6_all_reduce_perf.txt"))
     assert out["format"] == "text"
     assert out["program"] == "all_reduce_perf"
     assert out["collective"] == "all_reduce"
@@ -39,15 +39,15 @@ def test_h200_all_reduce_text():
         "error": None,
     }
     assert last["in_place"]["busbw"] == 347.66
-    assert nccltests.best_busbw(last) == 347.66
+    assert bench_output.best_busbw(last) == 347.66
     assert out["avg_busbw"] == pytest.approx(110.838)
     assert out["out_of_bounds"] == 0
     assert out["wrong_total"] == 0
 
 
 def test_h200_all_reduce_json_matches_text():
-    text = nccltests.parse(read("h200x2_v2.19.6_all_reduce_perf.txt"))
-    js = nccltests.parse(read("h200x2_v2.19.6_all_reduce_perf.json"))
+    text = bench_output.parse(read("h200x2_v2.19.6_all_reduce_perf.txt"))
+    js = bench_output.parse(read("h200x2_v2.19.6_all_reduce_perf.json"))
     assert js["format"] == "json"
     assert js["collective"] == "all_reduce"
     assert js["nccl_version"] == "2.28.9"
@@ -71,7 +71,7 @@ def test_h200_all_reduce_json_matches_text():
     ],
 )
 def test_h200_other_collectives(name, collective, rows, last_busbw):
-    out = nccltests.parse(read(name))
+    out = bench_output.parse(read(name))
     assert out["collective"] == collective
     assert len(out["rows"]) == rows
     last = out["rows"][-1]
@@ -79,12 +79,12 @@ def test_h200_other_collectives(name, collective, rows, last_busbw):
 
 
 def test_all_gather_zero_size_rows_are_kept():
-    out = nccltests.parse(read("h200x2_v2.19.6_all_gather_perf.txt"))
+    out = bench_output.parse(read("h200x2_v2.19.6_all_gather_perf.txt"))
     assert out["rows"][0]["size"] == 0 and out["rows"][0]["redop"] == "none"
 
 
 def test_older_error_column():
-    out = nccltests.parse(read("documented_v2.9_error_column.txt"))
+    out = bench_output.parse(read("documented_v2.9_error_column.txt"))
     assert out["version"] == ""  # no version banner before 2.13
     assert out["program"] == "" and out["collective"] == ""
     assert out["config"]["ngpus"] == 8
@@ -100,7 +100,7 @@ def test_older_error_column():
 
 
 def test_oldest_layout_without_root_and_na():
-    out = nccltests.parse(read("documented_v2.0_no_root.txt"))
+    out = bench_output.parse(read("documented_v2.0_no_root.txt"))
     assert len(out["rows"]) == 9
     row = out["rows"][-1]
     assert row["root"] is None and row["redop"] == "sum" and row["type"] == "float"
@@ -114,7 +114,7 @@ def test_oldest_layout_without_root_and_na():
 
 
 def test_mpirun_prefixes_and_noise():
-    out = nccltests.parse(read("documented_mpirun_prefix.txt"))
+    out = bench_output.parse(read("documented_mpirun_prefix.txt"))
     assert out["program"] == "all_reduce_perf_mpi"
     assert out["collective"] == "all_reduce"
     assert out["version"] == "2.17.1"
@@ -126,7 +126,7 @@ def test_mpirun_prefixes_and_noise():
 
 
 def test_per_iteration_cputime_timestamp():
-    out = nccltests.parse(read("documented_per_iter_timestamp.txt"))
+    out = bench_output.parse(read("documented_per_iter_timestamp.txt"))
     assert out["collective"] == "alltoall"
     assert len(out["rows"]) == 2
     row = out["rows"][1]
@@ -143,12 +143,12 @@ def test_wrong_elements_are_counted():
         "27.87       0  38477.6", "27.87      12  38477.6"
     )
     assert "      12  38477.6" in text
-    out = nccltests.parse(text)
+    out = bench_output.parse(text)
     assert out["wrong_total"] == 12
 
 
 def test_torch_lines():
-    out = nccltests.parse(read("torch_allreduce_gloo_3ranks.txt"))
+    out = bench_output.parse(read("torch_allreduce_gloo_3ranks.txt"))
     assert out["format"] == "torch"
     assert out["collective"] == "all_reduce"
     assert out["config"]["world_size"] == 3
@@ -172,21 +172,21 @@ def test_torch_lines():
 )
 def test_no_rows_is_an_error(text):
     with pytest.raises(ValueError, match="no nccl-tests result rows"):
-        nccltests.parse(text)
+        bench_output.parse(text)
 
 
 @pytest.mark.parametrize(
     "code,expected", [(22809, "2.28.9"), (21803, "2.18.3"), (2406, "2.4.6"), (0, ""), (None, "")]
 )
 def test_nccl_version_code(code, expected):
-    assert nccltests.nccl_version_string(code) == expected
+    assert bench_output.nccl_version_string(code) == expected
 
 
 def test_row_at_or_above():
-    rows = nccltests.parse(read("h200x2_v2.19.6_all_reduce_perf.txt"))["rows"]
-    assert nccltests.row_at_or_above(rows, 1 << 30)["size"] == 8 << 30
+    rows = bench_output.parse(read("h200x2_v2.19.6_all_reduce_perf.txt"))["rows"]
+    assert bench_output.row_at_or_above(rows, 1 << 30)["size"] == 8 << 30
     small = [r for r in rows if r["size"] < (1 << 30)]
-    assert nccltests.row_at_or_above(small, 1 << 30) is None
+    assert bench_output.row_at_or_above(small, 1 << 30) is None
 
 
 NCCL_H = """#define NCCL_MAJOR 2
@@ -198,8 +198,8 @@ NCCL_H = """#define NCCL_MAJOR 2
 
 
 def test_nccl_header_version():
-    assert nccltests.nccl_header_version(NCCL_H) == "2.28.9"
-    assert nccltests.nccl_header_version("#define NCCL_MAJOR 2\n") == ""
+    assert bench_output.nccl_header_version(NCCL_H) == "2.28.9"
+    assert bench_output.nccl_header_version("#define NCCL_MAJOR 2\n") == ""
 
 
 @pytest.mark.parametrize(
@@ -215,13 +215,13 @@ def test_nccl_header_version():
     ],
 )
 def test_gencode(caps, flags, arch):
-    assert nccltests.gencode(caps) == {"flags": flags, "arch": arch}
+    assert bench_output.gencode(caps) == {"flags": flags, "arch": arch}
 
 
 @pytest.mark.parametrize("caps", [[], None, ["sm_90"]])
 def test_gencode_refuses(caps):
     with pytest.raises(ValueError, match="compute"):
-        nccltests.gencode(caps)
+        bench_output.gencode(caps)
 
 
 @pytest.mark.parametrize(
@@ -229,7 +229,7 @@ def test_gencode_refuses(caps):
     [("v2.19.6", True), ("2.18.0", True), ("v2.17.1", False), ("", False), ("master", False)],
 )
 def test_supports_json(version, expected):
-    assert nccltests.supports_json(version) is expected
+    assert bench_output.supports_json(version) is expected
 
 
 # ---------------------------------------------------------------- runs nccl-tests itself failed
@@ -238,7 +238,7 @@ PUB = FIX.parent / "public"
 
 def test_min_bw_failure_text_rc7():
     # Real: NCCL_TESTS_MIN_BW set on 1x H200; nccl-tests prints FAILED and exits 7.
-    run = nccltests.assess(read("h200x1_v2.19.6_minbw_fail.txt"), 7)
+    run = bench_output.assess(read("h200x1_v2.19.6_minbw_fail.txt"), 7)
     assert len(run["parsed"]["rows"]) == 6
     assert run["parsed"]["avg_status"] == "FAILED" and run["parsed"]["complete"]
     assert run["problems"] == [
@@ -250,7 +250,7 @@ def test_min_bw_failure_text_rc7():
 
 def test_min_bw_failure_json_alone_says_failed():
     # The -J file of the same kind of run (okay: "false"), read without its exit code.
-    run = nccltests.assess(
+    run = bench_output.assess(
         read("h200x1_v2.19.6_minbw_fail_json.txt"), None, read("h200x1_v2.19.6_minbw_fail.json")
     )
     assert run["parsed"]["format"] == "json"
@@ -260,12 +260,12 @@ def test_min_bw_failure_json_alone_says_failed():
 
 def test_killed_run_stops_mid_table():
     text = read("h200x1_v2.19.6_truncated.txt")
-    run = nccltests.assess(text, 137)
+    run = bench_output.assess(text, 137)
     assert run["problems"][0] == "exit code 137: killed by SIGKILL (out of memory, or `timeout -s KILL`)"
     assert "output stops mid-table after the 1073741824 B row" in run["problems"][1]
     # Cut earlier, with only small rows and no exit code known: still a problem, never silence.
     small = "\n".join(text.splitlines()[:20]) + "\n      16777216   4194304   float"
-    run = nccltests.assess(small, None)
+    run = bench_output.assess(small, None)
     assert len(run["parsed"]["rows"]) == 10
     assert run["problems"] == [
         "output stops mid-table after the 4096 B row, cut in the middle of "
@@ -275,13 +275,13 @@ def test_killed_run_stops_mid_table():
 
 def test_cut_json_falls_back_to_the_text():
     js = read("h200x1_v2.19.6_minbw_fail.json")
-    run = nccltests.assess(read("h200x1_v2.19.6_minbw_fail_json.txt"), 7, js[: len(js) // 2])
+    run = bench_output.assess(read("h200x1_v2.19.6_minbw_fail_json.txt"), 7, js[: len(js) // 2])
     assert run["parsed"]["format"] == "text" and len(run["parsed"]["rows"]) == 4
 
 
 def test_test_nccl_failure_lines_are_quoted_first():
     # Public: github.com/NVIDIA/nccl-tests/issues/322 (an mpirun job whose ranks failed).
-    run = nccltests.assess((PUB / "hca_nccl-tests-322_test_nccl_failure.txt").read_text(), 3)
+    run = bench_output.assess((PUB / "hca_nccl-tests-322_test_nccl_failure.txt").read_text(), 3)
     assert run["parsed"] is None
     assert run["problems"][:2] == [
         "exit code 3: testNcclError",
@@ -293,7 +293,7 @@ def test_test_nccl_failure_lines_are_quoted_first():
 
 def test_out_of_bounds_failed_in_an_old_pasted_table():
     # Public: github.com/NVIDIA/nccl-tests/issues/37 (headers and footer pasted without "#").
-    run = nccltests.assess((PUB / "v100x8_nccl-tests-37_all_gather_oob_failed.txt").read_text())
+    run = bench_output.assess((PUB / "v100x8_nccl-tests-37_all_gather_oob_failed.txt").read_text())
     assert run["parsed"]["rows"][0]["out_of_place"]["error"] == 1.0
     assert run["problems"] == ['"Out of bounds values : 2 FAILED"']
 
@@ -304,9 +304,9 @@ def test_healthy_runs_have_no_problems():
         "h200x1_v2.19.6_alltoall.txt",
         "h200x1_v2.19.6_sendrecv.txt",
     ):
-        assert nccltests.assess(read(name), 0)["problems"] == []
+        assert bench_output.assess(read(name), 0)["problems"] == []
     assert (
-        nccltests.assess(read("h200x1_v2.19.6_alltoall.txt"), 0, read("h200x1_v2.19.6_alltoall.json"))[
+        bench_output.assess(read("h200x1_v2.19.6_alltoall.txt"), 0, read("h200x1_v2.19.6_alltoall.json"))[
             "problems"
         ]
         == []
@@ -315,10 +315,10 @@ def test_healthy_runs_have_no_problems():
 
 def test_old_error_column_is_judged_by_nccl_tests_tolerance():
     # 8 ranks, float: nccl-tests < 2.13 counted a half wrong above 1e-5 x 7; 5e-07 is healthy.
-    parsed = nccltests.parse(read("documented_v2.9_error_column.txt"))
-    assert nccltests.data_errors(parsed, "all_reduce") == []
+    parsed = bench_output.parse(read("documented_v2.9_error_column.txt"))
+    assert bench_output.data_errors(parsed, "all_reduce") == []
     bad = read("documented_v2.9_error_column.txt").replace("252.63  5e-07", "252.63  2e-03")
-    assert nccltests.data_errors(nccltests.parse(bad), "all_reduce") == [
+    assert bench_output.data_errors(bench_output.parse(bad), "all_reduce") == [
         (2147483648, "out_of_place", "max error 0.002 > 7e-05 allowed")
     ]
 
@@ -326,15 +326,15 @@ def test_old_error_column_is_judged_by_nccl_tests_tolerance():
 def test_old_alltoall_in_place_delta_is_not_judged():
     # Public: github.com/NVIDIA/nccl-tests/issues/78, 64 ranks, healthy: in-place error 1e+00 is
     # nccl-tests' own unsupported in-place alltoall, counted nowhere ("Out of bounds values : 0 OK").
-    parsed = nccltests.parse((PUB / "v100x64_nccl-tests-78_alltoall_error_column.txt").read_text())
+    parsed = bench_output.parse((PUB / "v100x64_nccl-tests-78_alltoall_error_column.txt").read_text())
     assert parsed["rows"][0]["redop"] == "" and parsed["rows"][0]["in_place"]["error"] == 1.0
     parsed["config"] = {"ngpus": 64}
-    assert nccltests.checked_halves("alltoall", parsed["rows"]) == ["out_of_place"]
-    assert nccltests.data_errors(parsed, "alltoall") == []
-    assert len(nccltests.data_errors(parsed, "all_gather")) == 2  # the same delta elsewhere is wrong
-    reduce = nccltests.parse((PUB / "v100x64_nccl-tests-78_all_reduce_error_column.txt").read_text())
+    assert bench_output.checked_halves("alltoall", parsed["rows"]) == ["out_of_place"]
+    assert bench_output.data_errors(parsed, "alltoall") == []
+    assert len(bench_output.data_errors(parsed, "all_gather")) == 2  # the same delta elsewhere is wrong
+    reduce = bench_output.parse((PUB / "v100x64_nccl-tests-78_all_reduce_error_column.txt").read_text())
     reduce["config"] = {"ngpus": 64}
-    assert nccltests.data_errors(reduce, "all_reduce") == []  # 2e-06 < 1e-5 x 63
+    assert bench_output.data_errors(reduce, "all_reduce") == []  # 2e-06 < 1e-5 x 63
 
 
 @pytest.mark.parametrize(
@@ -348,7 +348,7 @@ def test_old_alltoall_in_place_delta_is_not_judged():
     ],
 )
 def test_checked_halves(name, collective, halves):
-    assert nccltests.checked_halves(collective, nccltests.parse(read(name))["rows"]) == halves
+    assert bench_output.checked_halves(collective, bench_output.parse(read(name))["rows"]) == halves
 
 
 # ---------------------------------------------------------------- NCCL's last error after the footer
@@ -371,20 +371,20 @@ def test_last_error_echo_after_a_finished_run_is_not_a_failure():
     # 2.13-2.17 (common.cu): the text alone after the footer's "#"; a footer as old captures end.
     v217 = (PUB / "h100x16_a3mega-ztan-fork_all_reduce.txt").read_text() + f"#\n{LAST_WARN}\n"
     for text in (v219, v218, v217):
-        run = nccltests.assess(text, 0)
+        run = bench_output.assess(text, 0)
         assert run["problems"] == []
         assert run["parsed"]["last_error"] == LAST_WARN
-    assert nccltests.failure_lines(v219) == []
+    assert bench_output.failure_lines(v219) == []
 
 
 def test_a_failure_after_the_footer_is_still_a_failure():
     # nccl-tests' own line (a cleanup call that failed) and the shell's crash report stay failures.
     real = read("h200x2_v2.19.6_all_reduce_perf.txt")
     cleanup = real + "vm: Test NCCL failure common.cu:1219 'unhandled cuda error / '\n"
-    run = nccltests.assess(cleanup, 3)
+    run = bench_output.assess(cleanup, 3)
     assert "\"vm: Test NCCL failure common.cu:1219 'unhandled cuda error / '\"" in run["problems"]
     crash = real + "Segmentation fault (core dumped)\n"
-    assert nccltests.failure_lines(crash) == ["Segmentation fault (core dumped)"]
+    assert bench_output.failure_lines(crash) == ["Segmentation fault (core dumped)"]
 
 
 def test_json_errors_entry_is_the_last_error_not_a_failure():
@@ -392,7 +392,7 @@ def test_json_errors_entry_is_the_last_error_not_a_failure():
     js = read("h200x2_v2.19.6_all_reduce_perf.json")
     assert '"errors": [\n  ""\n ]' in js
     warned = js.replace('"errors": [\n  ""\n ]', f'"errors": [\n  "{LAST_WARN}"\n ]')
-    run = nccltests.assess(read("h200x2_v2.19.6_all_reduce_perf.txt"), 0, warned)
+    run = bench_output.assess(read("h200x2_v2.19.6_all_reduce_perf.txt"), 0, warned)
     assert run["parsed"]["format"] == "json"
     assert run["parsed"]["last_error"] == LAST_WARN and run["parsed"]["failures"] == []
     assert run["problems"] == []
@@ -413,7 +413,7 @@ def test_newer_failure_lines_are_quoted(line):
     # The header lines are real (NVIDIA/nccl#473, 4x RTX 2080 Ti); the failure line is written in the
     # format the nccl-tests source prints it.
     head = (PUB / "rtx2080tix4_nccl-473_test_nccl_failure.txt").read_text().split("fastmoe: Test")[0]
-    run = nccltests.assess(head + line + "\n")
+    run = bench_output.assess(head + line + "\n")
     assert f'"{line}"' in run["problems"]
     assert run["problems"][-1] == "no result rows"
 
@@ -444,7 +444,7 @@ def test_exit_codes_by_nccl_tests_version(rc, version, meaning):
     text = read("h200x2_v2.19.6_all_reduce_perf.txt").replace("version 2.19.6", f"version {version}")
     if not version:
         text = "\n".join(line for line in text.splitlines() if "nccl-tests version" not in line)
-    problems = nccltests.assess(text, rc)["problems"]
+    problems = bench_output.assess(text, rc)["problems"]
     assert problems[0] == f"exit code {rc}" + (f": {meaning}" if meaning else "")
 
 
@@ -452,7 +452,7 @@ def test_exit_codes_by_nccl_tests_version(rc, version, meaning):
 def test_real_timestamp_and_cputime_columns():
     # -S 1 -C 1: "cputime" in place of "time" in both halves and a timestamp column with a space in
     # its cells ("2026-12-01 19:40:08"); the rows must still read, and say their time is CPU time.
-    run = nccltests.assess(read("h200x1_v2.19.6_all_reduce_S1_C1_timestamp_cputime.txt"), 0)
+    run = bench_output.assess(read("h200x1_v2.19.6_all_reduce_S1_C1_timestamp_cputime.txt"), 0)
     parsed = run["parsed"]
     assert run["problems"] == [] and parsed["complete"]
     assert parsed["time_kind"] == "cputime"
@@ -465,14 +465,14 @@ def test_real_timestamp_and_cputime_columns():
         "error": None,
     }
     assert parsed["rows"][-1]["in_place"]["algbw"] == 3568.9
-    assert nccltests.assess(read("h200x1_v2.19.6_sendrecv.txt"), 0)["parsed"]["time_kind"] == "time"
+    assert bench_output.assess(read("h200x1_v2.19.6_sendrecv.txt"), 0)["parsed"]["time_kind"] == "time"
 
 
 def test_real_cuda_failure_glued_to_a_row():
     # -G 5 -z 1: CUDA graph capture with blocking collectives fails inside the first row; the
     # failure is printed onto that row ("... sum      -1vm: Test CUDA failure ..."): no row, the
     # failure quoted first after the exit code.
-    run = nccltests.assess(read("h200x1_v2.19.6_all_reduce_G5_z1_cuda_failure_in_row.txt"), 2)
+    run = bench_output.assess(read("h200x1_v2.19.6_all_reduce_G5_z1_cuda_failure_in_row.txt"), 2)
     assert run["parsed"] is None
     assert run["problems"][0] == "exit code 2: testCudaError"
     assert (
@@ -483,7 +483,7 @@ def test_real_cuda_failure_glued_to_a_row():
 
 
 def test_real_invalid_number_of_gpus():
-    run = nccltests.assess(read("h200x1_v2.19.6_all_reduce_g2_on_1gpu_invalid_gpus.txt"), 5)
+    run = bench_output.assess(read("h200x1_v2.19.6_all_reduce_g2_on_1gpu_invalid_gpus.txt"), 5)
     assert run["parsed"] is None
     assert run["problems"][:2] == [
         "exit code 5: testNotImplemented",
@@ -495,7 +495,7 @@ def test_real_invalid_number_of_gpus():
 def test_real_nccl_debug_info_lines_between_header_and_rows():
     text = read("h200x1_v2.19.6_alltoall_nccl_debug_info.txt")
     assert text.count(" NCCL INFO ") > 20
-    run = nccltests.assess(text, 0)
+    run = bench_output.assess(text, 0)
     assert run["problems"] == []
     assert [r["size"] for r in run["parsed"]["rows"]] == [0, 64, 512, 4096, 32768, 262144]
     assert run["parsed"]["rows"][-1]["out_of_place"]["algbw"] == 50.63
@@ -504,12 +504,12 @@ def test_real_nccl_debug_info_lines_between_header_and_rows():
 def test_real_two_host_mpirun_run_over_sockets():
     # Two ranks that NCCL takes for two hosts (own hostname, own NCCL_HOSTID), nccl-tests under
     # mpirun with NCCL INFO: both Rank lines, the table between the INFO lines, 1.86 GB/s at 128M.
-    run = nccltests.assess(read("h200x1_v2.19.6_mpirun_two_hosts_socket_all_reduce_nccl_info.txt"), 0)
+    run = bench_output.assess(read("h200x1_v2.19.6_mpirun_two_hosts_socket_all_reduce_nccl_info.txt"), 0)
     parsed = run["parsed"]
     assert run["problems"] == [] and parsed["complete"] and parsed["avg_busbw"] == 0.463557
     assert [(d["rank"], d["host"]) for d in parsed["devices"]] == [(0, "wireup-cap-0"), (1, "wireup-cap-1")]
     assert (parsed["rows"][-1]["size"], parsed["rows"][-1]["out_of_place"]["busbw"]) == (134217728, 1.86)
-    tagged = nccltests.assess(
+    tagged = bench_output.assess(
         read("h200x1_v2.19.6_mpirun_tag_output_two_hosts_socket_all_gather_nccl_info.txt"), 0
     )
     assert tagged["problems"] == [] and tagged["parsed"]["collective"] == "all_gather"
@@ -525,7 +525,7 @@ def test_real_two_host_mpirun_run_over_sockets():
     ],
 )
 def test_real_run_stopped_by_timeout_mid_table(name):
-    run = nccltests.assess(read(name), 124)
+    run = bench_output.assess(read(name), 124)
     assert run["problems"][0].startswith("exit code 124: stopped by `timeout`")
     assert "output stops mid-table after the 268435456 B row" in run["problems"][1]
     assert not run["parsed"]["complete"] and len(run["parsed"]["rows"]) == 26

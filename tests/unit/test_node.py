@@ -4,7 +4,8 @@ import pathlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import apt, node
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import apt
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import node
 
 FIX = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 H200 = FIX / "h200x2"

@@ -1,5 +1,5 @@
 """The node_check role's plan and the quick check as a capability of the host record and the
-report (wireup/node_check.py, issue 26): check.json and wireup-check's command lines, what the
+report (wireup/plans/node_check.py, issue 26): check.json and wireup-check's command lines, what the
 store gives a node after a bench, a node's answer as the controller keeps it (nothing it printed
 trusted), and a quick run (``bench.yml --tags quick``) gathered, stored and reported by
 bench_report's path under results/quick/, where the launch gate never looks."""
@@ -13,13 +13,10 @@ import pathlib
 import pytest
 import yaml
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
-    bench_report,
-    fabricrun,
-    node_check,
-    report,
-    results,
-)
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_report, node_check
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 H200 = REPO / "tests/fixtures/h200x2"
@@ -178,13 +175,13 @@ def test_a_quick_run_is_gathered_stored_and_reported_like_a_bench_run(tmp_path):
     assert stored["node_check"]["verdict"] == "FAIL" and stored["baseline"] == {}
     [nic] = [f for f in stored["findings"] if f["source"] == "node_check"]
     assert nic["code"] == "node_check_nic" and nic["severity"] == "critical" and nic["part"] == "NIC mlx5_0:1"
-    lines = [report.summary_line(records[h]) for h in sorted(records)]
+    lines = [assemble.summary_line(records[h]) for h in sorted(records)]
     assert lines[:2] == [
         "n1: PASS - 0 GPU(s), 1 NIC port(s) as at the last passing bench x (0.3 s)",
         "n2: FAIL - NIC mlx5_0:1 missing (was up) (0.4 s)",
     ]
     assert lines[2].startswith("n3: FAIL - no quick-check result") and "ssh: timed out" in lines[3]
-    paths = report.write_report(run_dir, run_id, records)
+    paths = assemble.write_report(run_dir, run_id, records)
     md = pathlib.Path(paths["md"]).read_text()
     assert md.startswith(f"# wireup quick check report: run {run_id}")
     assert "## Quick node check" in md and "not healthy: n2, n3, n4." in md
@@ -198,20 +195,20 @@ def test_what_a_node_printed_reaches_the_report_escaped(tmp_path):
     )
     nodes = {"n1": {"node_check": answer, "thresholds": {}}}
     run_id, run_dir, records = results.store_run(tmp_path, "20261202T100000Z", nodes, kind="quick")
-    md = pathlib.Path(report.write_report(run_dir, run_id, records)["md"]).read_text()
+    md = pathlib.Path(assemble.write_report(run_dir, run_id, records)["md"]).read_text()
     assert "\\[y\\]" in md and "<script>" not in md and "&lt;script>" in md
     again, again_dir, _ = results.store_run(tmp_path, run_id, nodes, kind="quick")
     assert again == f"{run_id}-2" and again_dir != run_dir  # a taken id gets -2, nothing overwritten
 
 
 def test_a_quick_pass_never_hides_a_bench_fail_from_the_launch_gate(tmp_path):
-    """The gate reads each capability's newest record (gate.py): a later quick run that PASSes
+    """The gate reads each capability's newest record (record/gate.py): a later quick run that PASSes
     settles node_check only; the bench's FAIL of the links and torch still refuses the node."""
     failed = dict(RECORD, host="n1", run_id="20261201T000000Z", verdict="FAIL")
     results.write_host(tmp_path, failed["run_id"], "n1", failed)
     nodes = {"n1": {"node_check": _answer("n1", "PASS", "fine"), "thresholds": {}}}
     results.store_run(tmp_path, "20261202T000000Z", nodes, kind="quick")
-    refused = fabricrun.refusals(["n1"], *fabricrun.latest_verdicts(tmp_path, ["n1"]))
+    refused = fabric_run.refusals(["n1"], *fabric_run.latest_verdicts(tmp_path, ["n1"]))
     assert refused == {
         "n1": "bench run 20261201T000000Z FAILed on n1: see its report (its newest record of links, torch)"
     }
@@ -236,14 +233,14 @@ def test_a_quick_fail_refuses_until_a_bench_that_measured_the_links_passes(tmp_p
     results.store_run(
         tmp_path, "20261202T000000Z", {"n1": {"node_check": bad, "thresholds": {}}}, kind="quick"
     )
-    refused = fabricrun.refusals(["n1"], *fabricrun.latest_verdicts(tmp_path, ["n1"]))
+    refused = fabric_run.refusals(["n1"], *fabric_run.latest_verdicts(tmp_path, ["n1"]))
     assert refused == {
         "n1": "quick run 20261202T000000Z FAILed on n1: GPU0: 12 active NVLinks, 18 at the baseline "
         "(its newest record of node_check)"
     }
     again = dict(RECORD, host="n1", run_id="20261203T000000Z")
     results.write_host(tmp_path, again["run_id"], "n1", again)
-    assert fabricrun.refusals(["n1"], *fabricrun.latest_verdicts(tmp_path, ["n1"])) == {}
+    assert fabric_run.refusals(["n1"], *fabric_run.latest_verdicts(tmp_path, ["n1"])) == {}
 
 
 def test_a_bench_record_has_no_node_check_part_and_a_damaged_one_is_named():

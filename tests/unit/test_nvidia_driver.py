@@ -1,10 +1,10 @@
-"""wireup.nvidia_driver: package names per branch era, the branch lock, the switch, the report."""
+"""wireup.plans.nvidia_driver: package names per branch era, the branch lock, the switch, the report."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import nvidia_driver as d
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import nvidia_driver as d
 
 FM = "nvidia-fabricmanager"
 NODE = {
@@ -346,7 +346,7 @@ def test_plan_reads_the_roles_dpkg_query_like_package_facts():
     """The role reads dpkg-query (package_facts needs python3-apt in Ansible's interpreter, which the
     GPU machine's venv lacks: it failed there); its lines give the plan of the same packages. Held and removed
     (rc: config files left) packages as dpkg-query prints them."""
-    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import apt as packages
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import apt as packages
 
     text = (
         "nvidia-open-580 hi 580.95.05-1\n"

@@ -1,10 +1,10 @@
-"""wireup.nvlink on the real 2x H200 capture and on synthetic cases."""
+"""wireup.probe.nvlink on the real 2x H200 capture and on synthetic cases."""
 
 import pathlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import nvlink
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import nvlink
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -1,11 +1,11 @@
-"""wireup.pairwise: disjoint pairs per round, judging against the expectation or the median,
+"""wireup.judge.pairwise: disjoint pairs per round, judging against the expectation or the median,
 re-pairing the members of failing pairs with passing nodes to name the bad node."""
 
 import hashlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import pairwise
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import pairwise
 
 N4 = ["n1", "n2", "n3", "n4"]
 

@@ -25,31 +25,35 @@ import typing
 import pytest
 import yaml
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm, wait
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import (
     bench,
     bench_fabric,
     bench_report,
     cuda_repo,
-    file_state,
-    gpuhealth,
-    gputrial,
-    launch,
+    gpu_trial,
     nccl,
     nccl_tests,
-    nccltests,
     node_check,
     nvidia_driver,
     pytorch_venv,
-    slurm,
     slurm_health_check,
+    torchrun_launch,
+)
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import (
+    bench_output,
+    file_state,
+    gpuhealth,
     topology,
-    wait,
 )
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ERRORS = list[str]  # a check's sentences, each naming the variable and the fix
 PLANS: dict[str, typing.Any] = {
     # preflight
+    # wireup_node_facts' fact, kept as a host variable (ansible-core 2.20 deprecates reading facts
+    # as top-level variables); its keys are the module's RETURN, not yet a TypedDict.
+    "wireup_node": dict[str, typing.Any],
     "__preflight_errors": ERRORS,
     "__preflight_address_errors": ERRORS,
     # cuda_repo
@@ -67,7 +71,7 @@ PLANS: dict[str, typing.Any] = {
     "__nccl_tests_plan": nccl_tests.NcclTestsPlan,
     "__nccl_tests": nccl_tests.NcclTestsPlan,
     "nccl_tests_build": nccl_tests.BuildFact,
-    "__nccl_tests_info": nccltests.NcclInfo,
+    "__nccl_tests_info": bench_output.NcclInfo,
     "__nccl_tests_problems": ERRORS,
     # pytorch_venv
     "__pytorch_venv_plan": pytorch_venv.VenvPlan,
@@ -77,11 +81,11 @@ PLANS: dict[str, typing.Any] = {
     # gpu_topology
     "__gpu_topology_probe": topology.TopologyProbe,
     # gpu_trial
-    "__gpu_trial_plan": gputrial.TrialPlan,
+    "__gpu_trial_plan": gpu_trial.TrialPlan,
     "__gpu_trial_health_before": gpuhealth.HealthRead,
     "__gpu_trial_health_after": gpuhealth.HealthRead,
-    "gpu_trial_node": gputrial.TrialNode,
-    "gpu_trial_run": gputrial.TrialRun,
+    "gpu_trial_node": gpu_trial.TrialNode,
+    "gpu_trial_run": gpu_trial.TrialRun,
     # bench
     "__bench_plan": bench.BenchPlan,
     "__bench_torch": bench.TorchJob,
@@ -99,24 +103,24 @@ PLANS: dict[str, typing.Any] = {
     "__bench_report_run": bench_report.ReportRun,
     "__bench_report_store": bench_report.StoreAnswer,
     # launch.yml, torchrun_launch
-    "__wireup_launch_failed": dict[str, str],  # {host: why launch refuses it} (fabricrun.refusals)
+    "__wireup_launch_failed": dict[str, str],  # {host: why launch refuses it} (fabric_run.refusals)
     "__torchrun_launch_watchdog_key": str,
-    "__torchrun_launch_node": launch.NodeFacts,
-    "__torchrun_launch_plan": launch.JobPlan,
+    "__torchrun_launch_node": torchrun_launch.NodeFacts,
+    "__torchrun_launch_plan": torchrun_launch.JobPlan,
     # after slurm.yml, __plan is the launch plan combined with sbatch's (slurm.run_plan)
-    "__plan": (launch.JobPlan, slurm.SlurmRun),
+    "__plan": (torchrun_launch.JobPlan, slurm.SlurmRun),
     "__slurm_status": slurm.SlurmStatus,  # jobs.yml on a Slurm run (its block's vars)
     "__batch_out": str,
     "__errors": ERRORS,
     "__torchrun_launch_status": wait.WaitResult,
     "__torchrun_launch_sacct": wait.WaitResult,
-    "__torchrun_launch_jobs": launch.JobsPlan,
-    "__torchrun_launch_verdict": (launch.Verdict, slurm.SlurmVerdict),
+    "__torchrun_launch_jobs": torchrun_launch.JobsPlan,
+    "__torchrun_launch_verdict": (torchrun_launch.Verdict, slurm.SlurmVerdict),
     "__verdict": slurm.SlurmVerdict,  # slurm_wait.yml's, before it is kept
     "__torchrun_launch_drain": slurm.DrainPlan,
-    "__torchrun_launch_result": launch.NodeResult,
-    "__node": launch.JobsNode,
-    "__report": launch.Report,
+    "__torchrun_launch_result": torchrun_launch.NodeResult,
+    "__node": torchrun_launch.JobsNode,
+    "__report": torchrun_launch.Report,
     # node_check, slurm_health_check (issue 26)
     "__node_check_plan": node_check.NodeCheckPlan,
     "__node_check_read": node_check.StoreRead,

@@ -1,4 +1,4 @@
-"""wireup.promtext (issue 26): the exposition text wireup writes for node_exporter's textfile
+"""wireup.report.metrics (issue 26): the exposition text wireup writes for node_exporter's textfile
 collector, validated by Prometheus' own promtool (Debian's prometheus package; `make deps`
 installs it, and under WIREUP_NO_SKIP a missing promtool fails these tests), and the README's
 alert rule checked by `promtool check rules`."""
@@ -14,13 +14,10 @@ import subprocess
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
-    gpuhealth,
-    health,
-    nodecheck,
-    promtext,
-    results,
-)
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import quick
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import gpuhealth, health
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import metrics
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 H200 = REPO / "tests/fixtures/h200x2"
@@ -62,16 +59,16 @@ FABRIC = {
 
 
 def test_label_values_and_help_are_escaped_per_the_exposition_format():
-    assert promtext.escape_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
-    assert promtext.escape_help('say "x"\\\n') == 'say "x"\\\\\\n'
-    fam = promtext.family("wireup_x", "help", [({"host": 'n"1\n'}, 1)])
+    assert metrics.escape_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
+    assert metrics.escape_help('say "x"\\\n') == 'say "x"\\\\\\n'
+    fam = metrics.family("wireup_x", "help", [({"host": 'n"1\n'}, 1)])
     assert (
-        promtext.render([fam]) == '# HELP wireup_x help\n# TYPE wireup_x gauge\nwireup_x{host="n\\"1\\n"} 1\n'
+        metrics.render([fam]) == '# HELP wireup_x help\n# TYPE wireup_x gauge\nwireup_x{host="n\\"1\\n"} 1\n'
     )
 
 
 def test_values_names_and_duplicates():
-    assert [promtext.format_value(v) for v in (1, 2.5, True, math.nan, math.inf, -math.inf)] == [
+    assert [metrics.format_value(v) for v in (1, 2.5, True, math.nan, math.inf, -math.inf)] == [
         "1",
         "2.5",
         "1",
@@ -81,33 +78,33 @@ def test_values_names_and_duplicates():
     ]
     for bad in ("1x", "wireup-x", ""):
         with pytest.raises(ValueError, match="not a Prometheus metric name"):
-            promtext.family(bad, "h", [])
+            metrics.family(bad, "h", [])
     with pytest.raises(ValueError, match="label name"):
-        promtext.family("wireup_x", "h", [({"__name__": "x"}, 1)])
+        metrics.family("wireup_x", "h", [({"__name__": "x"}, 1)])
     with pytest.raises(ValueError, match="given twice"):
-        promtext.family("wireup_x", "h", [({"a": "1"}, 1), ({"a": "1"}, 2)])
+        metrics.family("wireup_x", "h", [({"a": "1"}, 1), ({"a": "1"}, 2)])
     with pytest.raises(ValueError, match="not a number"):
-        promtext.family("wireup_x", "h", [({}, "1")])
-    fam = promtext.family("wireup_x", "h", [({}, None)])  # not reported: no sample
-    assert fam["samples"] == [] and promtext.render([fam]) == ""
+        metrics.family("wireup_x", "h", [({}, "1")])
+    fam = metrics.family("wireup_x", "h", [({}, None)])  # not reported: no sample
+    assert fam["samples"] == [] and metrics.render([fam]) == ""
     with pytest.raises(ValueError, match="given twice"):
-        promtext.render([promtext.family("wireup_x", "h", [({}, 1)])] * 2)
+        metrics.render([metrics.family("wireup_x", "h", [({}, 1)])] * 2)
 
 
 def test_verdict_is_one_series_per_state_and_the_run_time_comes_from_the_run_id():
-    got = promtext.verdict_samples({"host": "n"}, "FAIL", promtext.BENCH_VERDICTS)
+    got = metrics.verdict_samples({"host": "n"}, "FAIL", metrics.BENCH_VERDICTS)
     assert [(s[0]["verdict"], s[1]) for s in got if s[1]] == [("FAIL", 1)]
-    assert len(got) == len(promtext.BENCH_VERDICTS)
-    odd = promtext.verdict_samples({}, "LATER", ("PASS",))
+    assert len(got) == len(metrics.BENCH_VERDICTS)
+    odd = metrics.verdict_samples({}, "LATER", ("PASS",))
     assert odd == [({"verdict": "PASS"}, 0), ({"verdict": "LATER"}, 1)]
-    assert promtext.run_time("20261202T120000Z-2") == 1796212800.0
-    assert promtext.run_time("not-a-run") is None
+    assert metrics.run_time("20261202T120000Z-2") == 1796212800.0
+    assert metrics.run_time("not-a-run") is None
 
 
 @pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.parent.name)
 def test_bench_records_figures_in_base_units(path):
     record = json.loads(path.read_text())
-    text = promtext.render(promtext.bench_families("gpu-a01", record))
+    text = metrics.render(metrics.bench_families("gpu-a01", record))
     verdict = samples(text, "wireup_bench_verdict")
     assert verdict['{host="gpu-a01",verdict="PASS"}'] == 1 and sum(verdict.values()) == 1
     measured = record["collectives"]["all_reduce"]["verdict"]
@@ -118,7 +115,7 @@ def test_bench_records_figures_in_base_units(path):
     assert expected['{host="gpu-a01",collective="all_reduce"}'] == pytest.approx(
         measured["expected_busbw"] * 1e9
     )
-    assert samples(text, "wireup_bench_timestamp_seconds")['{host="gpu-a01"}'] == promtext.run_time(
+    assert samples(text, "wireup_bench_timestamp_seconds")['{host="gpu-a01"}'] == metrics.run_time(
         record["run_id"]
     )
     info = samples(text, "wireup_bench_info")
@@ -126,20 +123,20 @@ def test_bench_records_figures_in_base_units(path):
 
 
 def test_a_damaged_latest_record_is_its_own_verdict():
-    text = promtext.node_text("n1", {"verdict": "DAMAGED", "run_id": "r", "record": {"run_id": "r"}})
+    text = metrics.node_text("n1", {"verdict": "DAMAGED", "run_id": "r", "record": {"run_id": "r"}})
     assert samples(text, "wireup_bench_verdict")['{host="n1",verdict="DAMAGED"}'] == 1
 
 
 def test_fabric_pairs_and_verdict_of_one_node():
-    text = promtext.render(promtext.fabric_families("n3", FABRIC))
+    text = metrics.render(metrics.fabric_families("n3", FABRIC))
     assert samples(text, "wireup_fabric_verdict")['{host="n3",verdict="FAIL"}'] == 1
     busbw = samples(text, "wireup_fabric_busbw_bytes_per_second")
     assert busbw == {
         '{host="n3",peers="n4",round="1",kind="pair"}': pytest.approx(0.235e9),
         '{host="n3",peers="n1",round="2",kind="pair"}': pytest.approx(0.236e9),
     }
-    assert promtext.fabric_families("n9", FABRIC) == []  # not in that run
-    damaged = promtext.render(promtext.fabric_families("n1", {"damaged": "cut off", "run_id": "x"}))
+    assert metrics.fabric_families("n9", FABRIC) == []  # not in that run
+    damaged = metrics.render(metrics.fabric_families("n1", {"damaged": "cut off", "run_id": "x"}))
     assert samples(damaged, "wireup_fabric_verdict")['{host="n1",verdict="DAMAGED"}'] == 1
 
 
@@ -160,7 +157,7 @@ def _check_result():
     ]
     ports = [{"name": "mlx5_0:1", "up": True, "gbps": 400.0}, {"name": 'eth"0', "up": False, "gbps": None}]
     problem = {"kind": "nvlink", "part": "GPU1 00000000:00:07.0", "message": "GPU1 NVLink 3 of 18 links down"}
-    return nodecheck.result(
+    return quick.result(
         "gpu-a01",
         None,
         {"gpus": gpus, "ports": ports, "links": []},
@@ -173,7 +170,7 @@ def _check_result():
 
 
 def test_the_quick_checks_families():
-    text = promtext.check_text(_check_result())
+    text = metrics.check_text(_check_result())
     assert samples(text, "wireup_check_verdict")['{host="gpu-a01",verdict="FAIL"}'] == 1
     assert samples(text, "wireup_check_problem") == {'{host="gpu-a01",part="GPU1 00000000:00:07.0"}': 1}
     assert (
@@ -200,15 +197,15 @@ def test_the_quick_checks_families():
 @pytest.mark.parametrize("which", ["bench", "bench2", "fabric", "check", "hostile"])
 def test_promtool_check_metrics_accepts_every_text(which):
     texts = {
-        "bench": lambda: promtext.render(
-            promtext.bench_families("gpu-a01", json.loads(RECORDS[0].read_text()))
+        "bench": lambda: metrics.render(
+            metrics.bench_families("gpu-a01", json.loads(RECORDS[0].read_text()))
         ),
-        "bench2": lambda: promtext.render(
-            promtext.bench_families("localhost", json.loads(RECORDS[1].read_text()))
+        "bench2": lambda: metrics.render(
+            metrics.bench_families("localhost", json.loads(RECORDS[1].read_text()))
         ),
-        "fabric": lambda: promtext.render(promtext.fabric_families("n1", FABRIC)),
-        "check": lambda: promtext.check_text(_check_result()),
-        "hostile": lambda: promtext.node_text(
+        "fabric": lambda: metrics.render(metrics.fabric_families("n1", FABRIC)),
+        "check": lambda: metrics.check_text(_check_result()),
+        "hostile": lambda: metrics.node_text(
             'a"b\\c\nd', {"verdict": "FAIL", "run_id": "x", "record": {"run_id": "x", "verdict": "FAIL"}}
         ),
     }
@@ -235,13 +232,13 @@ def test_controller_text_reads_the_newest_records_from_the_store(tmp_path):
     fabric = tmp_path / "fabric/20261202T120000Z"
     fabric.mkdir(parents=True)
     (fabric / "fabric.json").write_text(json.dumps(dict(FABRIC, nodes={}, verdicts={"gpu-a01": "PASS"})))
-    text = promtext.controller_text(tmp_path, "gpu-a01")
+    text = metrics.controller_text(tmp_path, "gpu-a01")
     assert samples(text, "wireup_bench_verdict")['{host="gpu-a01",verdict="FAIL"}'] == 1
     assert samples(text, "wireup_fabric_verdict")['{host="gpu-a01",verdict="PASS"}'] == 1
-    assert promtext.controller_text(tmp_path, "other") == ""
+    assert metrics.controller_text(tmp_path, "other") == ""
     (tmp_path / "bench/20261203T000000Z").mkdir()
     (tmp_path / "bench/20261203T000000Z/gpu-a01.json").write_text("{cut")
-    text = promtext.controller_text(tmp_path, "gpu-a01")
+    text = metrics.controller_text(tmp_path, "gpu-a01")
     assert samples(text, "wireup_bench_verdict")['{host="gpu-a01",verdict="DAMAGED"}'] == 1
 
 
@@ -269,15 +266,15 @@ def test_every_real_captures_gpu_findings_have_the_shape_the_check_reads(capture
     for f in found:
         assert set(f) == health.GpuFinding.__required_keys__, f
         assert set(f["gpu"]) in (set(), set(health.GpuIdentity.__optional_keys__)), f
-    result = nodecheck.result(
+    result = quick.result(
         "gpu-a01",
         None,
         None,
-        found={"problems": nodecheck.gpu_health_problems(found)},
+        found={"problems": quick.gpu_health_problems(found)},
         time=1796212800.5,
         gpu_findings=found,
     )
-    text = promtext.check_text(result)
+    text = metrics.check_text(result)
     listed = samples(text, "wireup_check_gpu_finding")
     assert len(listed) == len({(f["gpu"].get("uuid"), f["code"]) for f in found})
     for f in found:
@@ -289,10 +286,8 @@ def test_every_real_captures_gpu_findings_have_the_shape_the_check_reads(capture
 
 
 def test_a_check_text_that_cannot_be_made_falls_back_to_the_verdict():
-    result = nodecheck.result(
-        'a"b\udcff', None, None, found={"errors": ["x"]}, time=1796212800.5, seconds=0.1
-    )
-    text = promtext.check_verdict_text(result)
+    result = quick.result('a"b\udcff', None, None, found={"errors": ["x"]}, time=1796212800.5, seconds=0.1)
+    text = metrics.check_verdict_text(result)
     assert samples(text, "wireup_check_verdict")['{host="a\\"b\\\\udcff",verdict="ERROR"}'] == 1
     assert samples(text, "wireup_check_metrics_incomplete") == {'{host="a\\"b\\\\udcff"}': 1}
     text.encode("utf-8")

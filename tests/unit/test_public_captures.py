@@ -9,10 +9,10 @@ import re
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
-    bandwidth,
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import bandwidth
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import (
+    bench_output,
     health,
-    nccltests,
     nvlink,
     topology,
 )
@@ -498,13 +498,13 @@ RUNS = {
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_nccl_tests_run_capture(name):
     collective, rows, size, busbw, devices, complete, found = RUNS[name]
-    run = nccltests.assess(read(name))
+    run = bench_output.assess(read(name))
     parsed = run["parsed"]
     assert len(parsed["rows"]) == rows
     largest = max(parsed["rows"], key=lambda r: r["size"])
     assert largest["size"] == size
-    halves = nccltests.checked_halves(collective, parsed["rows"])
-    assert nccltests.judged_busbw(largest, halves) == pytest.approx(busbw)
+    halves = bench_output.checked_halves(collective, parsed["rows"])
+    assert bench_output.judged_busbw(largest, halves) == pytest.approx(busbw)
     assert len(parsed["devices"]) == devices
     assert parsed["complete"] is complete
     assert run["problems"] == found
@@ -524,16 +524,16 @@ def test_launcher_prefixes_srun_label_and_indented_tag_output():
     # Real: aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/README.md: Slurm's
     # `srun --label` ("0: ") on 2x p5.48xlarge, and an MPIJob log with `[1,0]<stdout>:` indented by the
     # README's list, with a "..." line where rows were left out.
-    srun = nccltests.parse(read("p5x2_awsome-distributed-training_srun_label_all_reduce.txt"))
+    srun = bench_output.parse(read("p5x2_awsome-distributed-training_srun_label_all_reduce.txt"))
     assert srun["rows"][0]["size"] == 8 and srun["rows"][-1]["in_place"]["busbw"] == 487.26
-    tagged = nccltests.parse(read("p5x2_awsome-distributed-training_mpijob_tag_output_indented.txt"))
+    tagged = bench_output.parse(read("p5x2_awsome-distributed-training_mpijob_tag_output_indented.txt"))
     assert [r["size"] for r in tagged["rows"]][:2] == [0, 67108864]
     assert (tagged["avg_busbw"], tagged["out_of_bounds"], tagged["complete"]) == (52.9753, 0, True)
 
 
 def test_gb200_nvl72_rack_judged_on_its_in_place_half_at_8_gib():
     # Real: github.com/coreweave/nccl-tests/pull/43, 72 ranks (only the last Rank line pasted).
-    parsed = nccltests.parse(read("gb200nvl72_coreweave-nccl-tests-43_all_reduce.txt"))
+    parsed = bench_output.parse(read("gb200nvl72_coreweave-nccl-tests-43_all_reduce.txt"))
     assert parsed["devices"][0]["rank"] == 71 and parsed["devices"][0]["host"] == "slurm-gb200-207-171"
     assert parsed["avg_busbw"] == 745.53
     result = bandwidth.verdict(parsed["rows"], {"expected_busbw": 900.0, "collective": "all_reduce"})
@@ -542,7 +542,7 @@ def test_gb200_nvl72_rack_judged_on_its_in_place_half_at_8_gib():
 
 def test_old_broadcast_layout_with_root_and_no_redop():
     # Real: github.com/NVIDIA/nccl-tests/issues/82 (NCCL 2.9.6, -c 0, two hosts, NCCL WARN between).
-    parsed = nccltests.parse(read("v100x2_nccl-tests-82_broadcast_warn_cut.txt"))
+    parsed = bench_output.parse(read("v100x2_nccl-tests-82_broadcast_warn_cut.txt"))
     row = parsed["rows"][0]
     assert (row["type"], row["redop"], row["root"]) == ("float", "", 0)
     assert row["out_of_place"]["error"] is None and row["in_place"]["busbw"] == 0.0
@@ -553,11 +553,11 @@ def test_old_broadcast_layout_with_root_and_no_redop():
 def test_sendrecv_in_place_error_is_not_judged():
     # Real: github.com/NVIDIA/nccl-tests/issues/104, 2x GTX 1080: in-place error 3e+02 is nccl-tests'
     # unchecked in-place sendrecv; out-of-place 0e+00.
-    parsed = nccltests.parse(read("gtx1080x2_nccl-tests-104_sendrecv_error_column.txt"))
+    parsed = bench_output.parse(read("gtx1080x2_nccl-tests-104_sendrecv_error_column.txt"))
     parsed["config"] = {"ngpus": 2}
     assert parsed["rows"][0]["in_place"]["error"] == 300.0
-    assert nccltests.data_errors(parsed, "sendrecv") == []
-    assert nccltests.data_errors(parsed, "all_reduce") == [
+    assert bench_output.data_errors(parsed, "sendrecv") == []
+    assert bench_output.data_errors(parsed, "all_reduce") == [
         (37748744, "in_place", "max error 300 > 1e-200 allowed")
     ]
 
@@ -603,7 +603,7 @@ FAILED = {
 @pytest.mark.parametrize("name", sorted(FAILED))
 def test_failed_run_is_fail_with_the_cause_quoted(name):
     rc, cause = FAILED[name]
-    run = nccltests.assess(read(name), rc)
+    run = bench_output.assess(read(name), rc)
     assert run["parsed"] is None
     quoted = [p for p in run["problems"] if cause in p]
     assert quoted, run["problems"]
@@ -620,7 +620,7 @@ def test_hex_dump_of_a_failed_nic_is_not_a_row_or_a_cut_line():
         "     8388608       2097152   float     sum    91.10   92.08  161.14  0e+00"
         "    94.94   88.36  154.63  0e+00\n"
     )
-    parsed = nccltests.parse(text.replace("gpu4:5633:5633", healthy_row + "gpu4:5633:5633", 1))
+    parsed = bench_output.parse(text.replace("gpu4:5633:5633", healthy_row + "gpu4:5633:5633", 1))
     assert [r["size"] for r in parsed["rows"]] == [8388608] and parsed["cut_line"] == ""
 
 
@@ -634,7 +634,7 @@ def test_a_row_with_nccl_info_printed_into_it_is_not_read():
     header += "     time   algbw   busbw #wrong\n"
     real = (FIXTURES / "nccltests" / "h200x2_v2.19.6_all_reduce_perf.txt").read_text().splitlines()
     good = "[0] " + next(line for line in real if line.strip().startswith("8589934592")) + "\n"
-    parsed = nccltests.parse(header + read("gpu_nccl-1453_info_interleaved_rows.txt") + good)
+    parsed = bench_output.parse(header + read("gpu_nccl-1453_info_interleaved_rows.txt") + good)
     assert [(r["size"], r["in_place"]["busbw"]) for r in parsed["rows"]] == [(8589934592, 347.66)]
     assert parsed["cut_line"] == ""
 
@@ -647,8 +647,8 @@ def test_nccl_warn_lines_of_a_completed_run_are_not_failures():
     warn = "vm:1363:1380 [0] transport/nvls.cc:100 NCCL WARN Cuda failure 1 'invalid argument'\n"
     text = real.replace("#       size", warn + "#       size", 1)
     assert warn.strip() in text
-    assert nccltests.assess(text, 0)["problems"] == []
-    assert nccltests.failure_lines(read("k80_nccl-tests-1_cuda_failure_mpirun.txt"))[0].startswith(
+    assert bench_output.assess(text, 0)["problems"] == []
+    assert bench_output.failure_lines(read("k80_nccl-tests-1_cuda_failure_mpirun.txt"))[0].startswith(
         "Cuda failure"
     )
 
@@ -658,13 +658,15 @@ def test_two_processes_that_ran_alone_are_a_problem():
     # without MPI=1, both print "Rank 0"); the rows and footers after it are written (synthetic/).
     assert "Rank  0 Pid   2066 on ip-172-31-22-230" in read("v100x2_nccl-tests-107_two_processes_header.txt")
     text = (FIXTURES / "synthetic" / "nccltests" / "two_processes_without_mpi.txt").read_text()
-    run = nccltests.assess(text, 0)
+    run = bench_output.assess(text, 0)
     assert run["problems"] == [
         "rank 0 is listed 2 times (on ip-172-31-20-228, ip-172-31-22-230): the output holds more than one "
         "run, e.g. processes that ran alone instead of as one job (nccl-tests built without MPI=1, or "
         "started by a launcher its MPI does not know)"
     ]
-    healthy = nccltests.assess((FIXTURES / "nccltests" / "h200x2_v2.19.6_all_reduce_perf.txt").read_text(), 0)
+    healthy = bench_output.assess(
+        (FIXTURES / "nccltests" / "h200x2_v2.19.6_all_reduce_perf.txt").read_text(), 0
+    )
     assert healthy["problems"] == []
 
 
@@ -676,7 +678,7 @@ def test_settings_and_rank_lines_of_old_and_sibling_tools():
     row += "    35.10    0.00    0.00  0e+00\n"
     header = "#       size         count    type   redop     time   algbw   busbw  error"
     header += "     time   algbw   busbw  error\n"
-    parsed = nccltests.parse(old.replace("NCCL failure", row + "NCCL failure"))
+    parsed = bench_output.parse(old.replace("NCCL failure", row + "NCCL failure"))
     assert parsed["config"]["ngpus"] == 8 and parsed["config"]["iters"] == 20
     first = parsed["devices"][0]
     assert (first["rank"], first["host"], first["pid"], first["name"]) == (
@@ -685,7 +687,7 @@ def test_settings_and_rank_lines_of_old_and_sibling_tools():
         None,
         "Tesla P100-PCIE-16GB",
     )
-    parsed = nccltests.parse(rccl.replace("sharbox-ultra: Test", header + row + "sharbox-ultra: Test"))
+    parsed = bench_output.parse(rccl.replace("sharbox-ultra: Test", header + row + "sharbox-ultra: Test"))
     assert parsed["config"]["nthreads"] == 1 and parsed["config"]["ngpus"] == 4
     assert parsed["config"]["warmup_iters"] == 5 and parsed["config"]["iters"] == 20
     assert [d["bus_id"] for d in parsed["devices"]] == [
@@ -698,7 +700,7 @@ def test_settings_and_rank_lines_of_old_and_sibling_tools():
 
 def test_banner_with_the_build_commit_still_names_the_library():
     # Real: NVIDIA/dgx-spark-playbooks#103, nccl-tests 2.20.0 prints "(b4d5bee)" after its version.
-    parsed = nccltests.parse(read("gb10x2_dgx-spark-playbooks-103_v2.20.0_build_hash_cut.txt"))
+    parsed = bench_output.parse(read("gb10x2_dgx-spark-playbooks-103_v2.20.0_build_hash_cut.txt"))
     assert (parsed["version"], parsed["nccl_headers_version"], parsed["nccl_version"]) == (
         "2.20.0",
         "2.31.2",
@@ -710,21 +712,21 @@ def test_banner_with_the_build_commit_still_names_the_library():
 def test_library_version_from_the_rccl_and_nccl_log_lines_without_a_banner():
     # Real: rccl-tests' "RCCL version : 2.22.3-HEAD:7d8d67c" (hisohara/ai-scripts) and NCCL's own
     # "NCCL version 2.9.6+cuda11.2" (NVIDIA/nccl-tests#82); neither output has the 2.13+ banner.
-    rccl = nccltests.parse(read("mi300xx16_ai-scripts_rccl-tests_rccl_version.txt"))
+    rccl = bench_output.parse(read("mi300xx16_ai-scripts_rccl-tests_rccl_version.txt"))
     assert (rccl["version"], rccl["nccl_version"]) == ("", "2.22.3")
     assert rccl["devices"][8]["host"] == "gpu-56" and rccl["devices"][8]["bus_id"] == "0000:05:00.0"
-    old = nccltests.parse(read("v100x2_nccl-tests-82_broadcast_warn_cut.txt"))
+    old = bench_output.parse(read("v100x2_nccl-tests-82_broadcast_warn_cut.txt"))
     assert old["nccl_version"] == "2.9.6"
     # The banner's nccl-library is what ran; a log line does not override it.
-    banner = nccltests.parse(read("h100nvlx4_nccl-2441_v2.18.3_step_bytes.txt"))
+    banner = bench_output.parse(read("h100nvlx4_nccl-2441_v2.18.3_step_bytes.txt"))
     assert banner["nccl_version"] == "2.30.5"
-    assert nccltests.parse(read("h100x16_a3mega-ztan-fork_all_reduce.txt"))["nccl_version"] == ""
+    assert bench_output.parse(read("h100x16_a3mega-ztan-fork_all_reduce.txt"))["nccl_version"] == ""
 
 
 def test_rows_whose_header_line_is_not_in_the_output_are_read_by_their_shape():
     # Real tails: NVIDIA/nccl#1706 (one row, NCCL INFO lines, footer) and NVIDIA/nccl-tests#322 (rows
     # up to 16 GiB, then Test NCCL failure lines of several ranks).
-    tail = nccltests.parse(read("gpux2_nccl-1706_destroy_lines_no_header.txt"))
+    tail = bench_output.parse(read("gpux2_nccl-1706_destroy_lines_no_header.txt"))
     assert tail["header_inferred"] is True
     row = tail["rows"][0]
     assert (row["size"], row["count"], row["type"], row["redop"], row["root"]) == (
@@ -742,7 +744,7 @@ def test_rows_whose_header_line_is_not_in_the_output_are_read_by_their_shape():
         "error": None,
     }
     assert (tail["avg_busbw"], tail["complete"]) == (8.62002, True)
-    failed = nccltests.assess(read("h100_nccl-tests-322_rows_then_test_nccl_failure_no_header.txt"), 3)
+    failed = bench_output.assess(read("h100_nccl-tests-322_rows_then_test_nccl_failure_no_header.txt"), 3)
     assert [r["size"] for r in failed["parsed"]["rows"]][-1] == 17179869184
     result = bandwidth.verdict(
         failed["parsed"]["rows"],
@@ -752,29 +754,29 @@ def test_rows_whose_header_line_is_not_in_the_output_are_read_by_their_shape():
     assert result["verdict"] == "FAIL" and "Test NCCL failure common.cu:1204" in result["reason"]
     # A header in sight is used as before; a row of no known shape (the per-iteration layout with a
     # timestamp) is not guessed at.
-    assert nccltests.parse(read("h100nvlx4_nccl-2441_v2.18.3_step_bytes.txt"))["header_inferred"] is False
+    assert bench_output.parse(read("h100nvlx4_nccl-2441_v2.18.3_step_bytes.txt"))["header_inferred"] is False
     timed = (FIXTURES / "nccltests" / "documented_per_iter_timestamp.txt").read_text().splitlines()
     rows_only = "\n".join(line for line in timed if line.strip()[:1].isdigit())
     with pytest.raises(ValueError, match="no nccl-tests result rows"):
-        nccltests.parse(rows_only)
+        bench_output.parse(rows_only)
 
 
 def test_two_tables_printed_into_each_other_are_a_problem_rounded_repeats_are_not():
     # Real: NVIDIA/nccl-tests#182, two processes' rows 8..256, 8, 512, 16, 1024 B (mpirun of a
     # binary built without MPI); NVIDIA/nccl-tests#128 and the h200x2 all_gather print "0" rows
     # several times in one run (sizes rounded down to whole elements per rank).
-    run = nccltests.assess(read("a100pcie_nccl-tests-182_interleaved_rows_no_header.txt"))
+    run = bench_output.assess(read("a100pcie_nccl-tests-182_interleaved_rows_no_header.txt"))
     assert run["problems"][0].startswith("the 8 B float sum row comes after the 256 B row (and 1 more rows)")
-    zeros = nccltests.parse(read("gpux8_nccl-tests-128_reduce_scatter_zero_rows_cut.txt"))
+    zeros = bench_output.parse(read("gpux8_nccl-tests-128_reduce_scatter_zero_rows_cut.txt"))
     assert [r["size"] for r in zeros["rows"]] == [0, 0, 0, 0, 0, 128, 256]
-    assert nccltests.rows_out_of_order(zeros["rows"]) == []
+    assert bench_output.rows_out_of_order(zeros["rows"]) == []
     gather = (FIXTURES / "nccltests" / "h200x2_v2.19.6_all_gather_perf.txt").read_text()
-    assert nccltests.assess(gather, 0)["problems"] == []
+    assert bench_output.assess(gather, 0)["problems"] == []
 
 
 def test_wrong_elements_of_a_corrupting_fabric_fail_the_run():
     # Real: the Sigma2 Olivia page (4 x 4 GH200, LL128 over Slingshot without HPE's settings).
-    parsed = nccltests.parse(read("gh200x16_sigma2-olivia-docs_all_reduce_wrong_no_footer.txt"))
+    parsed = bench_output.parse(read("gh200x16_sigma2-olivia-docs_all_reduce_wrong_no_footer.txt"))
     wrong = [
         (r["size"], r["out_of_place"]["wrong"], r["in_place"]["wrong"])
         for r in parsed["rows"]
@@ -795,16 +797,16 @@ def test_a_log_of_two_binaries_is_read_as_two_runs():
     nccl = FIXTURES / "nccltests"
     text = (nccl / "h200x2_v2.19.6_all_reduce_perf.txt").read_text()
     text += (nccl / "h200x2_v2.19.6_all_gather_perf.txt").read_text()
-    runs = nccltests.parse_runs(text)
+    runs = bench_output.parse_runs(text)
     assert [(r["program"], len(r["rows"]), r["complete"]) for r in runs] == [
         ("all_reduce_perf", 31, True),
         ("all_gather_perf", 31, True),
     ]
     assert runs[1]["rows"][-1]["in_place"]["busbw"] == 311.14
-    first = nccltests.parse(text)
+    first = bench_output.parse(text)
     assert (first["program"], len(first["rows"]), first["runs"]) == ("all_reduce_perf", 31, 2)
     assert first["other_runs"] == [{"program": "all_gather_perf", "rows": 31, "complete": True}]
-    assert nccltests.assess(text, 0)["problems"] == [
+    assert bench_output.assess(text, 0)["problems"] == [
         "the output holds 2 nccl-tests runs (all_reduce_perf, all_gather_perf): only the first is read; "
         "give each run its own output"
     ]
@@ -886,5 +888,5 @@ def test_mangled_public_captures_raise_only_value_error(name):
 @pytest.mark.parametrize("name", sorted(RUNS) + sorted(FAILED))
 def test_mangled_nccl_tests_captures_never_raise_from_assess(name):
     for text in _mutations(read(name)):
-        run = nccltests.assess(text)
+        run = bench_output.assess(text)
         assert run["parsed"] is not None or run["problems"]

@@ -1,5 +1,5 @@
 """The PyTorch wheel choice (variant, index URL, pin), the preinstalled-torch rule and the
-verification of an installed torch (plugins/module_utils/wireup/pytorch_venv.py)."""
+verification of an installed torch (plugins/module_utils/wireup/plans/pytorch_venv.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import apt as packages
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import pytorch_venv
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import apt as packages
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import pytorch_venv
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Captures from the lent 2x H200 machine, copied from ../shared/fixtures/h200x2.

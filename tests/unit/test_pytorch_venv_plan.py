@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import pytorch_venv
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import pytorch_venv
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TESTBED = ROOT / "tests" / "fixtures" / "testbed"
@@ -266,7 +266,7 @@ def test_h200_node_reuses_its_cuda_torch():
         ({"pytorch_venv_owner": ""}, ["pytorch_venv_owner and pytorch_venv_group must not be empty"]),
         (
             {"pytorch_venv_wheelhouse_url": "", "pytorch_venv_requirements_file": "/r.txt"},
-            ["pytorch_venv_requirements_file=/r.txt needs a wheelhouse", "wheelhouse.py WHEELHOUSE"],
+            ["pytorch_venv_requirements_file=/r.txt needs a wheelhouse", "core/wheelhouse.py WHEELHOUSE"],
         ),
         ({"pytorch_venv_extra_packages": ["torchinfo"]}, ["pytorch_venv_extra_packages", "fix: torchinfo"]),
         (

@@ -5,8 +5,9 @@ The set-up is the README's: `make venv` (the Makefile's venv target installs its
 files into .venv; nothing is activated, so a program of the venv is written `.venv/bin/NAME`),
 then `inventory/example/` copied to `inventory/mycluster` (step 2). Commands come from fenced
 shell blocks (every line) and inline code spans that start with a program; `make run`'s `Next:`
-lines (wireup.runsummary) and launch.yml's follow-up lines (wireup.launch.follow_lines) are read
-from their real producers. Each command is classified and checked:
+lines (wireup.report.runsummary) and launch.yml's follow-up lines
+(wireup.plans.torchrun_launch.follow_lines) are read from their real producers. Each command is
+classified and checked:
 
 - `make TARGET VAR=...`: the target exists in the Makefile and reads VAR;
 - `.venv/bin/NAME`: a program the requirements install (python and pip: the venv's own);
@@ -43,7 +44,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import runsummary
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import runsummary
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PAGES = [
@@ -176,15 +177,22 @@ def makefile_facts():
     targets = set(re.findall(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)\s*:(?!=)", text, re.M))
     make_vars = set(re.findall(r"\$\(([A-Z_]+)\)", text))
     make_vars |= set(re.findall(r"^([A-Z_]+)\s*[?:]?=", text, re.M))
-    return targets - {"PHONY"}, make_vars, re.findall(r"-r\s+(\S+\.txt)", text)
+    # .venv's requirements: the third argument of the venv rule's MAKE_VENV call.
+    requirements = re.findall(r"\$\(call MAKE_VENV,\$\(PYTHON\),\$\(VENV\),([^,)]+\.txt)", text)
+    return targets - {"PHONY"}, make_vars, requirements
 
 
 def venv_programs(requirements) -> set:
     """The programs `make venv` puts in .venv/bin: the venv's python and pip, and what each
     distribution named in the requirements files installs (console scripts, binaries)."""
     names = {"python", "python3", "pip", "pip3"}
+    requirements = list(requirements)
     for req in requirements:
         for line in (REPO / req).read_text().splitlines():
+            included = re.fullmatch(r"\s*-r\s+(\S+\.txt)\s*", line)
+            if included:  # requirements.txt's -r requirements-tools.txt
+                requirements.append(included.group(1))
+                continue
             dist = re.match(r"\s*([A-Za-z0-9_.-]+)", line.split("#", 1)[0])
             if not dist:
                 continue
@@ -413,7 +421,7 @@ def _segment_problems(words, command, setup, needs) -> list[str]:  # one class p
 
 def _a_name_only(words) -> bool:
     """A span of one word (a program's or a file's name in a sentence, `pip`, `roles/bench`) or a
-    path followed by what it holds (`pytorch_venv.py: plan`) names something; it is no command
+    path followed by what it holds (`plans/pytorch_venv.py: plan`) names something; it is no command
     line. The venv's paths are checked all the same."""
     return not words[0].startswith(VENV_BIN) and (len(words) == 1 or words[0].endswith(":"))
 
@@ -485,18 +493,19 @@ def summary_commands() -> list[Command]:
 
 
 def follow_commands() -> list[Command]:
-    """launch.yml's lines after a detached start (launch.follow_lines on launch.job_plan's plan)."""
+    """launch.yml's lines after a detached start (torchrun_launch.follow_lines on
+    torchrun_launch.job_plan's plan)."""
     from test_launch_jobs_follow import launched
 
-    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
 
     plan = launched()
-    lines = launch.follow_lines(plan, {}, [str(REPO / "inventory/mycluster")])
+    lines = torchrun_launch.follow_lines(plan, {}, [str(REPO / "inventory/mycluster")])
     out = []
     for i, line in enumerate(lines):
         said = re.match(r"(status|logs|stop|list):\s+(.*?)(\s{3}\(.*)?$", line)
         if said:
-            out.append(Command(f"launch.follow_lines[{i}]", said.group(2), True))
+            out.append(Command(f"torchrun_launch.follow_lines[{i}]", said.group(2), True))
     return out
 
 
@@ -541,7 +550,7 @@ def test_the_readme_and_wireups_own_lines_are_read(checked):
     step3 = ".venv/bin/ansible-playbook -i inventory/mycluster site.yml"
     assert any(c.text.startswith(step3) for c in commands)
     assert "runsummary.next_steps[0]" in {c.where.rsplit(":", 1)[0] for c in commands}, texts
-    assert any(c.where.startswith("launch.follow_lines") for c in commands)
+    assert any(c.where.startswith("torchrun_launch.follow_lines") for c in commands)
     assert sum(c.where.startswith("README.md") for c in commands) >= 10
 
 

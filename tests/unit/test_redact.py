@@ -1,11 +1,11 @@
-"""The one rule for secrets (wireup/redact.py): which names are secret, what a written or printed
+"""The one rule for secrets (wireup/core/redact.py): which names are secret, what a written or printed
 env mapping and URL look like."""
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import redact
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import redact
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,9 @@ import sys
 
 import yaml
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bench, report, results
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NCCL = ROOT / "tests/fixtures/nccltests"
@@ -71,12 +73,12 @@ def test_stored_host_json_has_no_secret(tmp_path):
 
 
 def test_report_of_a_host_without_figures_prints_no_secret(tmp_path, monkeypatch):
-    monkeypatch.setattr(report, "_pyplot", lambda: None)
+    monkeypatch.setattr(assemble, "_pyplot", lambda: None)
     # A record as an older wireup stored it (unredacted), and one built now.
     old = results.unreachable_record("node2", "20261201T000000Z", "gone")
     old.update(verdict="N/A", findings=[], env=dict(ENV, GITHUB_PAT="not-listed-here"))
     new = results.build_record("node1", "20261201T000000Z", _node(torch={}))
-    out = report.write_report(str(tmp_path), "20261201T000000Z", {"node1": new, "node2": old})
+    out = assemble.write_report(str(tmp_path), "20261201T000000Z", {"node1": new, "node2": old})
     md, page = pathlib.Path(out["md"]).read_text(), pathlib.Path(out["html"]).read_text()
     assert _leaks(md) == [] and _leaks(page) == []
     # report.md escapes node text (a "<" becomes "&lt;"), so the marker reads <redacted> when shown.

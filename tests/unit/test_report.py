@@ -7,7 +7,9 @@ import re
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import report, results, topology
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import topology
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 H200 = ROOT / "h200x2"
@@ -80,18 +82,18 @@ def test_failed_binary_and_degraded_rerun_fail_against_expectation_and_baseline(
     assert ("expectation", "bench_below_expected") in codes
     assert ("baseline", "baseline_busbw_drop") in codes
     assert rec["baseline"] == {"run_id": "20261129T100000Z"}
-    assert "NCCL_P2P_DISABLE=1" not in report.summary_line(rec)
-    assert report.summary_line(rec).startswith("gpu-a01: FAIL - all_gather PASS")
+    assert "NCCL_P2P_DISABLE=1" not in assemble.summary_line(rec)
+    assert assemble.summary_line(rec).startswith("gpu-a01: FAIL - all_gather PASS")
 
 
 def test_skipped_gpu_less_node_is_na():
     rec = results.build_record("cpu-1", "20261129T100000Z", {"skipped": "no NVIDIA GPU"})
     assert rec["verdict"] == "N/A"
-    assert report.summary_line(rec) == "cpu-1: N/A - no NVIDIA GPU"
+    assert assemble.summary_line(rec) == "cpu-1: N/A - no NVIDIA GPU"
 
 
 def _run(tmp_path, records):
-    out = report.write_report(str(tmp_path), "20261129T110000Z", records)
+    out = assemble.write_report(str(tmp_path), "20261129T110000Z", records)
     return out, pathlib.Path(out["md"]).read_text(), pathlib.Path(out["html"]).read_text()
 
 
@@ -128,7 +130,7 @@ def test_report_files_html_self_contained_png_valid(tmp_path):
 
 
 def test_report_without_matplotlib_still_written(tmp_path, monkeypatch):
-    monkeypatch.setattr(report, "_pyplot", lambda: None)
+    monkeypatch.setattr(assemble, "_pyplot", lambda: None)
     rec = results.build_record("gpu-a01", "20261129T100000Z", good_node())
     out, md, page = _run(tmp_path, {"gpu-a01": rec})
     assert out["pngs"] == [] and not out["plots"]
@@ -137,7 +139,7 @@ def test_report_without_matplotlib_still_written(tmp_path, monkeypatch):
 
 
 def test_report_escapes_html(tmp_path, monkeypatch):
-    monkeypatch.setattr(report, "_pyplot", lambda: None)
+    monkeypatch.setattr(assemble, "_pyplot", lambda: None)
     rec = results.build_record("gpu-a01", "20261129T100000Z", good_node())
     rec = copy.deepcopy(rec)
     rec["findings"].append({"severity": "warning", "code": "x", "message": "<script>alert(1)</script>"})
@@ -174,7 +176,7 @@ def test_summary_line_of_a_cpu_node_with_the_cluster_run():
         "skipped": "no NVIDIA GPU: GPU benchmarks skipped",
         "torch": {"multi_node": (NCCL / "torch_allreduce_gloo_3ranks.txt").read_text()},
     }
-    line = report.summary_line(results.build_record("node1", "20261129T100000Z", n))
+    line = assemble.summary_line(results.build_record("node1", "20261129T100000Z", n))
     # Issue 12: a GPU-less node is judged on its gloo run (it used to be N/A forever).
     assert line.startswith(
         "node1: PASS - no NVIDIA GPU: GPU benchmarks skipped; torch multi_node (3 ranks, gloo)"
@@ -215,7 +217,7 @@ def test_gpu_less_node_passes_then_is_compared_with_its_last_pass(tmp_path):
     rec = again["node1"]
     assert rec["verdict"] == "PASS" and rec["baseline"]["run_id"] == first_id
     assert rec["baseline"]["torch"]["multi_node"]["change"] == pytest.approx(0.0)
-    line = report.summary_line(rec)
+    line = assemble.summary_line(rec)
     assert f"baseline {first_id} (torch multi_node " in line and "GB/s at 4M, +0%)" in line, line
 
 
@@ -227,7 +229,7 @@ def test_gpu_less_node_slower_than_its_last_pass_warns(tmp_path):
     assert rec["verdict"] == "WARN", rec["findings"]
     [drop] = [f for f in rec["findings"] if f["code"] == "baseline_busbw_drop"]
     assert drop["severity"] == "warning" and "50% below" in drop["message"]
-    assert "-50%)" in report.summary_line(rec)
+    assert "-50%)" in assemble.summary_line(rec)
     # A WARN is no baseline: the next run is still compared with the first.
     _, _, third = results.store_run(root, "20261129T120000Z", {"node1": _cpu_node()})
     assert third["node1"]["baseline"]["run_id"] == "20261129T100000Z"
@@ -248,7 +250,7 @@ def test_a_gpu_node_is_not_judged_as_gpu_less():
 
 # --- issue 23 item 10, issue 28 item 3 ------------------------------------------------------------
 def test_report_md_escapes_what_nodes_said(tmp_path, monkeypatch):
-    monkeypatch.setattr(report, "_pyplot", lambda: None)
+    monkeypatch.setattr(assemble, "_pyplot", lambda: None)
     rec = copy.deepcopy(results.build_record("gpu-a01", "20261129T100000Z", good_node()))
     rec["findings"].append(
         {"severity": "warning", "code": "x", "message": "<script>alert(1)</script> [a](javascript:b)\n# h"}
@@ -261,7 +263,7 @@ def test_report_md_escapes_what_nodes_said(tmp_path, monkeypatch):
 
 
 def test_report_says_what_each_kind_of_node_was_judged_on(tmp_path, monkeypatch):
-    monkeypatch.setattr(report, "_pyplot", lambda: None)
+    monkeypatch.setattr(assemble, "_pyplot", lambda: None)
     cpus = {h: results.build_record(h, "20261129T100000Z", _cpu_node()) for h in ("node1", "node2", "node3")}
     _, md, _ = _run(tmp_path, cpus)
     opening = md.split("\n\n")[1]

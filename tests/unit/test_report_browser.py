@@ -2,7 +2,7 @@
 report code makes from the 2x H200's real record and plots (docs/example-h200x2/healthy), and the
 DOM it ends with must hold every table and every image decoded (naturalWidth > 0).
 
-The page is rendered by report._sections/_render_html from the committed record and PNGs rather
+The page is rendered by assemble._sections/_render_html from the committed record and PNGs rather
 than write_report, which would redraw the plots with matplotlib (seconds of import on a loaded
 machine) without testing anything more about the browser. A short script appended to a copy of
 the page writes each image's decoded size into the DOM once the page has loaded; --dump-dom then
@@ -21,7 +21,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import report
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "docs/example-h200x2/healthy"
@@ -75,10 +75,10 @@ class _Dom(HTMLParser):
 def render(run_dir, drop_tables=0):
     """The report page for the example's record, with plots read from run_dir; and its table count."""
     record = json.loads((EXAMPLE / "localhost.json").read_text())
-    sections = report._sections(record["run_id"], {"localhost": record}, PLOTS, "")
+    sections = assemble._sections(record["run_id"], {"localhost": record}, PLOTS, "")
     for _ in range(drop_tables):
         sections.remove(next(s for s in sections if s[0] == "table"))
-    return report._render_html(sections, str(run_dir)), sum(s[0] == "table" for s in sections)
+    return assemble._render_html(sections, str(run_dir)), sum(s[0] == "table" for s in sections)
 
 
 def browse(pages, folder):

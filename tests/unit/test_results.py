@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import results
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 
 def record(run_id, verdict="PASS", *, busbw=345.0, links=None, gpus=2, torch_busbw=None):
@@ -262,7 +262,7 @@ def test_a_run_that_stores_nothing_leaves_no_empty_folder(tmp_path):
 
 
 def test_records_are_written_atomically_and_strict(tmp_path, monkeypatch):
-    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import atomicfile
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import atomicfile
 
     rid, _ = results.reserve_run(str(tmp_path), "20261201T020000Z")
 
@@ -304,7 +304,9 @@ def _row(size, dtype, op, oop, ip):
     ],
 )  # fmt: skip
 def test_verdict_baseline_report_and_tuning_read_one_figure(collective, rows, figure):
-    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import bandwidth, bench, report
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import bandwidth
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 
     for r in rows:
         r["in_place"]["wrong"] = 0 if collective != "alltoall" else None
@@ -320,7 +322,7 @@ def test_verdict_baseline_report_and_tuning_read_one_figure(collective, rows, fi
     seen = {
         "verdict": verdict["measured_busbw"],
         "baseline": float(re.search(r"busbw ([0-9.]+) GB/s", drop["message"]).group(1)),
-        "report": report._largest(rows, collective)[1],
+        "report": assemble._largest(rows, collective)[1],
     }
     if collective == "all_reduce":
         text = "\n".join(

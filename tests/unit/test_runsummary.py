@@ -1,4 +1,4 @@
-"""wireup.runsummary: the closing lines of `make run` from its logs and the results store."""
+"""wireup.report.runsummary: the closing lines of `make run` from its logs and the results store."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import io
 import json
 from pathlib import Path
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import runsummary
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import runsummary
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""A node's answer against its one typed definition (wireup/shape.py, issue 35): the check itself,
+"""A node's answer against its one typed definition (wireup/core/shape.py, issue 35): the check itself,
 and every typed definition against what its real producer makes from every real capture we hold
 (a check stricter than the producer would make a healthy node DAMAGED)."""
 
@@ -11,15 +11,9 @@ from typing import Literal, TypedDict
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
-    bench,
-    gpuhealth,
-    gputrial,
-    health,
-    node_check,
-    shape,
-    topology,
-)
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import shape
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench, gpu_trial, node_check
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import gpuhealth, health, topology
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -102,7 +96,7 @@ def test_every_health_capture_parses_to_a_health_doc(path):
     parsed = gpuhealth.parse(path.read_text(errors="replace"))
     assert shape.problem(parsed, gpuhealth.HealthDoc, "health") == ""
     answer = gpuhealth.answer(parsed, "")
-    assert shape.problem({"health": answer["health"], "error": "", "dcgmi": ""}, gputrial.HealthPart) == ""
+    assert shape.problem({"health": answer["health"], "error": "", "dcgmi": ""}, gpu_trial.HealthPart) == ""
 
 
 def _topologies():

@@ -1,4 +1,4 @@
-"""wireup.slurm on real sacct captures (tests/fixtures/slurm), and job.sbatch run against fake
+"""wireup.launch.slurm on real sacct captures (tests/fixtures/slurm), and job.sbatch run against fake
 scontrol/srun/torchrun: one srun step per node with its rank, the first failing step ends the job."""
 
 import json
@@ -11,7 +11,7 @@ import time
 import pytest
 from test_launch_templates import ENV, ROLE, context, fake_venv, render
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"

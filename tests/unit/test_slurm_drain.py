@@ -8,7 +8,8 @@ import shlex
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch, slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 WIREUP = "wireup: fabric run 20261201T050000Z named node2 bad: round 1 with node1: 0.0236 GB/s FAIL"
@@ -227,15 +228,17 @@ def test_the_launch_plan_reads_the_state_and_the_summary_says_what_was_drained()
         "drain_failed": True,
         "failed": {"n2": "fabric run R named n2 bad", "n3": "x"},
     }
-    p = launch.job_plan(list(nodes), nodes, **base)
+    p = torchrun_launch.job_plan(list(nodes), nodes, **base)
     assert p["drain_state_argv"] == ["scontrol", "show", "node", "-o", "node2,node3"]
     decided = slurm.drain_plan(p["drain_read"], shown("testbed_22.05.8_scontrol_show_node_o_drained.txt"))
     assert decided["drain"] == []
-    out = launch.summary(p, {}, {"ok": True}, program="/p.py", args=[], slurm_job_id="7", drain=decided)
+    out = torchrun_launch.summary(
+        p, {}, {"ok": True}, program="/p.py", args=[], slurm_job_id="7", drain=decided
+    )
     assert out["drained"] == {"node2": WIREUP}  # drained for it already, by an earlier launch
     assert out["not_drained"] == {"node3": "bad dimm=2 [see ticket 7]"}
     idle = slurm.drain_plan(p["drain_read"], shown("testbed_22.05.8_scontrol_show_node_o_idle.txt"))
-    out = launch.summary(p, {}, {"ok": True}, program="/p.py", args=[], slurm_job_id="7", drain=idle)
+    out = torchrun_launch.summary(p, {}, {"ok": True}, program="/p.py", args=[], slurm_job_id="7", drain=idle)
     assert out["drained"] == {d["node"]: d["reason"] for d in p["drain"]} and "not_drained" not in out
 
 

@@ -10,8 +10,9 @@ from test_launch_jobs_follow import BASE, FINDING, GROUP, NODES, _jobctl, _node_
 from test_slurm import capture
 
 from ansible_collections.wireup.cluster.plugins.filter import wireup_slurm
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch, slurm
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.validate import PATH_NAME
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core.checks import PATH_NAME
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
 
 HOSTS = ["node1", "node2", "node3"]
 PLAN = {"hosts": HOSTS, "nodes": {h: {"hostname": h} for h in HOSTS}}
@@ -156,8 +157,8 @@ def slurm_found(job_id="4711", hosts=("node1", "node2", "node3")):
 
 def test_jobs_plan_finds_a_slurm_run_by_its_record():
     found, sp = slurm_found()
-    plan = launch.job_plan(GROUP, NODES, **_inventory())
-    jobs = launch.jobs_plan(plan, "status", found=found, play_hosts=GROUP)
+    plan = torchrun_launch.job_plan(GROUP, NODES, **_inventory())
+    jobs = torchrun_launch.jobs_plan(plan, "status", found=found, play_hosts=GROUP)
     assert (jobs["run_id"], jobs["errors"], jobs["slurm"]["job_id"]) == ("slurm-4711", [], "4711")
     assert jobs["results"] == "/tmp/results/jobs/it-healthy-only-slurm-4711" == sp["results"]
     assert jobs["slurm"]["scancel_argv"] == [] and jobs["slurm"]["looks"] == 1
@@ -165,18 +166,18 @@ def test_jobs_plan_finds_a_slurm_run_by_its_record():
     assert PATH_NAME.fullmatch(jobs["slurm"]["out_name"])
     # the same jobctl calls as a detached run: its status reads the step's log (logs/RUN_ID.log)
     assert jobs["argv"][1:4] == ["status", "/opt/wireup/jobs/it-healthy-only", "slurm-4711"]
-    stop = launch.jobs_plan(plan, "stop", found=found, play_hosts=GROUP, stop_grace=10)
+    stop = torchrun_launch.jobs_plan(plan, "stop", found=found, play_hosts=GROUP, stop_grace=10)
     assert stop["slurm"]["scancel_argv"] == ["scancel", "4711"] and stop["slurm"]["looks"] == 20
     assert stop["argv"][1] == "stop"
-    check = launch.jobs_plan(plan, "stop", found=found, play_hosts=GROUP, check_mode=True)
+    check = torchrun_launch.jobs_plan(plan, "stop", found=found, play_hosts=GROUP, check_mode=True)
     assert check["slurm"]["scancel_argv"] == [] and check["argv"][1] == "status"
-    assert launch.jobs_plan(plan, "list", found=found)["slurm"]["job_id"] == ""
+    assert torchrun_launch.jobs_plan(plan, "list", found=found)["slurm"]["job_id"] == ""
     # jobs.yml's one loop on the run's master: scancel for stop, then sacct, then squeue.
     squeue = ["squeue", "--noheader", "--jobs", "4711", "--format=%i|%T|%N"]
     assert jobs["slurm"]["reads"] == [sp["sacct_argv"], squeue]
     assert stop["slurm"]["reads"] == [["scancel", "4711"], sp["sacct_argv"], squeue]
     assert check["slurm"]["reads"][0] == sp["sacct_argv"] and len(check["slurm"]["reads"]) == 2
-    assert launch.jobs_plan(plan, "list", found=found)["slurm"]["reads"] == []
+    assert torchrun_launch.jobs_plan(plan, "list", found=found)["slurm"]["reads"] == []
 
 
 def test_reads_of_takes_sacct_and_squeue_by_their_command():
@@ -197,7 +198,7 @@ def test_reads_of_takes_sacct_and_squeue_by_their_command():
 def test_a_slurm_runs_logs_fetch_its_batch_output_too():
     jobs = _jobs("logs")
     status = {"stdout": json.dumps({"state": "slurm", "log": "/opt/wireup/jobs/x/logs/slurm-7.log"})}
-    node, out = launch.jobs_fetches(jobs, "node1", status)
+    node, out = torchrun_launch.jobs_fetches(jobs, "node1", status)
     assert (node["validate_checksum"], node["fail_on_missing"]) == (False, False)
     assert node["dest"] == f"{jobs['results']}/node1.log"
     assert out == {
@@ -206,7 +207,7 @@ def test_a_slurm_runs_logs_fetch_its_batch_output_too():
         "validate_checksum": False,
         "fail_on_missing": False,
     }
-    assert launch.jobs_fetches(_jobs("status"), "node1", status) == []
+    assert torchrun_launch.jobs_fetches(_jobs("status"), "node1", status) == []
 
 
 def _inventory():
@@ -222,8 +223,8 @@ def test_a_record_whose_slurm_job_id_is_not_one_is_unreadable(bad):
         record = json.loads(lines[2])
         record["slurm_job_id"] = bad
         result["stdout"] = "\n".join([*lines[:2], json.dumps(record)])
-    plan = launch.job_plan(GROUP, NODES, **_inventory())
-    jobs = launch.jobs_plan(plan, "status", found=found, play_hosts=GROUP)
+    plan = torchrun_launch.job_plan(GROUP, NODES, **_inventory())
+    jobs = torchrun_launch.jobs_plan(plan, "status", found=found, play_hosts=GROUP)
     if bad == "":
         return  # no Slurm job: a detached run's record
     assert jobs["slurm"]["job_id"] == "" and any("is not one" in n for n in jobs["notes"])
@@ -235,15 +236,15 @@ def test_records_naming_different_slurm_jobs_stop_jobs_yml():
     found["node2"] = dict(other["node2"])
     found["node2"]["stdout"] = found["node2"]["stdout"].replace('"slurm-4712"', '"slurm-4711"', 2)
     found["node2"]["stdout"] = found["node2"]["stdout"].replace("slurm-4712\n", "slurm-4711\n", 1)
-    plan = launch.job_plan(GROUP, NODES, **_inventory())
-    jobs = launch.jobs_plan(plan, "status", found=found, play_hosts=GROUP)
+    plan = torchrun_launch.job_plan(GROUP, NODES, **_inventory())
+    jobs = torchrun_launch.jobs_plan(plan, "status", found=found, play_hosts=GROUP)
     assert jobs["hosts"] == [] and any("name different Slurm jobs: 4711, 4712" in e for e in jobs["errors"])
 
 
 def _jobs(action="status"):
     found, _sp = slurm_found("7")
-    plan = launch.job_plan(GROUP, NODES, **_inventory())
-    return launch.jobs_plan(plan, action, found=found, play_hosts=GROUP)
+    plan = torchrun_launch.job_plan(GROUP, NODES, **_inventory())
+    return torchrun_launch.jobs_plan(plan, action, found=found, play_hosts=GROUP)
 
 
 def _jobctl_status(tail=("step output",), said=()):
@@ -254,9 +255,11 @@ def _jobctl_status(tail=("step output",), said=()):
 def test_each_node_says_its_step_and_log_tail_and_the_run_its_job_state():
     jobs = _jobs()
     st = slurm.job_status(SQUEUE_RUNNING, running_sacct(), {"hosts": jobs["hosts"], "nodes": NODES}, "7")
-    node = launch.jobs_node(jobs, "node2", _jobctl_status(), "/opt/wireup/bin/wireup-jobctl", slurm=st)
+    node = torchrun_launch.jobs_node(
+        jobs, "node2", _jobctl_status(), "/opt/wireup/bin/wireup-jobctl", slurm=st
+    )
     assert node["errors"] == [] and node["lines"] == ["node2: RUNNING (step 7.0)", "step output"]
-    lines = launch.jobs_summary(jobs, {}, {}, GROUP, slurm=st)
+    lines = torchrun_launch.jobs_summary(jobs, {}, {}, GROUP, slurm=st)
     assert lines[0].startswith(
         "job it-healthy-only run slurm-7 (Slurm job 7): RUNNING: Slurm job 7 is running on"
     )
@@ -265,12 +268,15 @@ def test_each_node_says_its_step_and_log_tail_and_the_run_its_job_state():
 def test_a_node_fails_when_slurm_cannot_tell():
     jobs = _jobs()
     st = slurm.job_status(SQUEUE_RUNNING, {"rc": 1, "stderr": "no slurmdbd"}, {"hosts": jobs["hosts"]}, "7")
-    node = launch.jobs_node(jobs, "node1", _jobctl_status(), "/x", slurm=st)
+    node = torchrun_launch.jobs_node(jobs, "node1", _jobctl_status(), "/x", slurm=st)
     assert node["errors"] == ["node1: cannot tell how Slurm job 7 stands: sacct failed (rc 1): 'no slurmdbd'"]
-    assert launch.jobs_node(jobs, "node1", _jobctl_status(), "/x")["errors"][0].startswith(
+    assert torchrun_launch.jobs_node(jobs, "node1", _jobctl_status(), "/x")["errors"][0].startswith(
         "node1: cannot tell how Slurm job 7 stands: squeue and sacct were not read"
     )
-    assert "(Slurm job 7): cannot tell: sacct failed" in launch.jobs_summary(jobs, {}, {}, GROUP, slurm=st)[0]
+    assert (
+        "(Slurm job 7): cannot tell: sacct failed"
+        in torchrun_launch.jobs_summary(jobs, {}, {}, GROUP, slurm=st)[0]
+    )
 
 
 def test_stop_needs_the_job_ended_and_nothing_left_on_the_node():
@@ -278,14 +284,14 @@ def test_stop_needs_the_job_ended_and_nothing_left_on_the_node():
     hosts = {"hosts": jobs["hosts"], "nodes": NODES}
     said = ("stopped run slurm-7 of /opt/wireup/jobs/it-healthy-only",)
     over = slurm.job_status(SQUEUE_GONE, sacct("testbed_22.05.8_sacct_cancelled_by_scancel.txt"), hosts, "7")
-    node = launch.jobs_node(jobs, "node1", _jobctl_status(said=said), "/x", slurm=over)
+    node = torchrun_launch.jobs_node(jobs, "node1", _jobctl_status(said=said), "/x", slurm=over)
     assert node["errors"] == [] and node["lines"][-1] == f"node1: {said[0]} (nothing of it left here)"
     still = slurm.job_status(SQUEUE_RUNNING, running_sacct(), hosts, "7")
-    node = launch.jobs_node(jobs, "node1", _jobctl_status(said=said), "/x", slurm=still)
+    node = torchrun_launch.jobs_node(jobs, "node1", _jobctl_status(said=said), "/x", slurm=still)
     assert node["errors"] == ["node1: Slurm job 7 is still RUNNING after scancel"]
     # wireup-jobctl stop found processes of the run it could not end: its own failure
     died = {"rc": 2, "stdout": "", "stderr": "wireup-jobctl: processes of run slurm-7 still alive: 123"}
-    node = launch.jobs_node(jobs, "node1", died, "/x", slurm=over)
+    node = torchrun_launch.jobs_node(jobs, "node1", died, "/x", slurm=over)
     assert node["errors"] == [
         "node1: wireup-jobctl failed: wireup-jobctl: processes of run slurm-7 still alive: 123"
     ]
@@ -299,7 +305,7 @@ def test_list_shows_slurm_runs_beside_detached_ones():
         ],
         "node2": [{"job": "train", "run_id": "slurm-7", "started": 20, "state": "slurm", "slurm_job": "7;x"}],
     }
-    assert launch.runs_table(runs) == [
+    assert torchrun_launch.runs_table(runs) == [
         "train slurm-7 started 1970-01-01 00:00:20 UTC: node1 Slurm job 7, node2 Slurm job ?",
         "train r1 started 1970-01-01 00:00:10 UTC: node1 exited 0",
     ]
@@ -308,7 +314,7 @@ def test_list_shows_slurm_runs_beside_detached_ones():
 def test_launch_says_the_job_id_and_how_to_follow_it():
     run = launched(slurm=True)
     plan = dict(run, **slurm.run_plan("4711\n", run))
-    lines = launch.follow_lines(
+    lines = torchrun_launch.follow_lines(
         plan, {h: f"recorded run slurm-4711 on {h}" for h in plan["hosts"]}, ["inv.yml"]
     )
     assert lines[len(plan["hosts"])] == (
@@ -359,9 +365,9 @@ def _recorded(tmp_path, job_id="4711", hosts=("node1", "node2", "node3"), master
 @pytest.mark.parametrize("master", HOSTILE_MASTERS)
 def test_a_master_that_is_not_a_host_of_the_run_is_never_connected_to(tmp_path, master):
     found, _sp = _recorded(tmp_path, masters=dict.fromkeys(HOSTS, master))
-    plan = launch.job_plan(GROUP, NODES, **_inventory())
+    plan = torchrun_launch.job_plan(GROUP, NODES, **_inventory())
     for action in ("status", "logs", "stop"):
-        jobs = launch.jobs_plan(plan, action, found=found, play_hosts=GROUP)
+        jobs = torchrun_launch.jobs_plan(plan, action, found=found, play_hosts=GROUP)
         # Nothing of Slurm is asked anywhere, and the master is none of the hostile values.
         assert jobs["slurm"]["reads"] == [], jobs["slurm"]
         assert jobs["master"] != master and jobs["slurm"].get("on") == ""
@@ -375,8 +381,8 @@ def test_a_master_that_is_not_a_host_of_the_run_is_never_connected_to(tmp_path, 
 
 def test_one_lying_node_is_refused_and_the_others_records_decide(tmp_path):
     found, _sp = _recorded(tmp_path, masters={"node2": "localhost"})
-    plan = launch.job_plan(GROUP, NODES, **_inventory())
-    jobs = launch.jobs_plan(plan, "stop", found=found, play_hosts=GROUP)
+    plan = torchrun_launch.job_plan(GROUP, NODES, **_inventory())
+    jobs = torchrun_launch.jobs_plan(plan, "stop", found=found, play_hosts=GROUP)
     assert (jobs["master"], jobs["errors"], jobs["hosts"]) == ("node1", [], HOSTS)
     assert jobs["slurm"]["reads"][0] == ["scancel", "4711"] and jobs["slurm"].get("on") == "node1"
     assert jobs["notes"] == [
@@ -386,7 +392,7 @@ def test_one_lying_node_is_refused_and_the_others_records_decide(tmp_path):
     ]
     # A master that is a host of the run is followed (the run re-chose it when node1 was left out).
     found, _ = _recorded(tmp_path / "again", masters=dict.fromkeys(HOSTS, "node3"))
-    jobs = launch.jobs_plan(plan, "status", found=found, play_hosts=GROUP)
+    jobs = torchrun_launch.jobs_plan(plan, "status", found=found, play_hosts=GROUP)
     assert (jobs["master"], jobs["slurm"].get("on"), jobs["notes"]) == ("node3", "node3", [])
 
 
@@ -408,8 +414,8 @@ def test_a_run_that_also_ran_outside_the_inventory_may_name_all_its_nodes(tmp_pa
     meta = {"run_id": sp["run_id"], "started": 5.0, "record": True}
     line = "\n".join([sp["run_id"], json.dumps(meta), json.dumps(sp["record"])]) + "\n"
     found = {h: {"rc": 0, "stdout": line} for h in HOSTS}
-    plan = launch.job_plan(HOSTS, NODES, **_inventory())
-    jobs = launch.jobs_plan(plan, "status", found=found, play_hosts=HOSTS)
+    plan = torchrun_launch.job_plan(HOSTS, NODES, **_inventory())
+    jobs = torchrun_launch.jobs_plan(plan, "status", found=found, play_hosts=HOSTS)
     assert (jobs["hosts"], jobs["slurm"]["nodes_max"]) == (HOSTS, 4)
     sacct_ = {"__argv": ["sacct"], "ansible_loop_var": "__argv", **running_sacct()}
     sacct_["stdout"] = sacct_["stdout"].replace("node[1-3]", "node[1-4]")

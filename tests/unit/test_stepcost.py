@@ -9,7 +9,9 @@ import pathlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import report, results, stepcost
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import ddp_step
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -70,7 +72,7 @@ def gpu_result(
 
 # ---------------------------------------------------------------- parsing the program's log
 def test_parse_real_cpu_log_skips_torchrun_banner_and_env_line():
-    found = stepcost.parse_log(CPU_LOG.read_text())
+    found = ddp_step.parse_log(CPU_LOG.read_text())
     assert [r["params"] for r in found] == [525312, 2101248]
     first = found[0]
     assert first["backend"] == "gloo" and first["world_size"] == 2 and first["precision"] == "fp32"
@@ -92,50 +94,50 @@ def test_parse_survives_truncation_glued_stderr_and_odd_bytes():
             "{not json",
         ]
     )
-    found = stepcost.parse_log(text)
+    found = ddp_step.parse_log(text)
     assert [r["params"] for r in found] == [525312]
-    assert stepcost.parse_log("") == [] and stepcost.parse_log(None) == []
+    assert ddp_step.parse_log("") == [] and ddp_step.parse_log(None) == []
 
 
 # ---------------------------------------------------------------- arithmetic
 def test_exposed_share_and_effective_bandwidth():
-    got = stepcost.exposed(cfg(40.0), cfg(50.0), 2)
+    got = ddp_step.exposed(cfg(40.0), cfg(50.0), 2)
     assert got["exposed_ms"] == 10.0 and got["share"] == 0.2
     assert not got["clamped"] and not got["inconsistent"]
     # 4 GB of gradients in 10 ms exposed on 2 ranks: algbw 400 GB/s, busbw x 2(n-1)/n = 400.
-    assert stepcost.step_busbw(4e9, 10.0, 2) == {"algbw": 400.0, "busbw": 400.0}
-    assert stepcost.step_busbw(4e9, 10.0, 4)["busbw"] == 600.0
+    assert ddp_step.step_busbw(4e9, 10.0, 2) == {"algbw": 400.0, "busbw": 400.0}
+    assert ddp_step.step_busbw(4e9, 10.0, 4)["busbw"] == 600.0
     # Nothing exposed, or one rank: no effective bandwidth.
-    assert stepcost.step_busbw(4e9, 0.0, 2) is None
-    assert stepcost.step_busbw(4e9, 10.0, 1) is None
+    assert ddp_step.step_busbw(4e9, 0.0, 2) is None
+    assert ddp_step.step_busbw(4e9, 10.0, 1) is None
 
 
 def test_full_below_compute_within_noise_is_clamped_to_zero():
     # full 39.5 < compute 40.0; noise band: half IQRs 0.5 + 0.5 = 1.0 ms (> 2% of 40 = 0.8).
-    got = stepcost.exposed(cfg(40.0, 39.5, 40.5), cfg(39.5, 39.0, 40.0), 2)
+    got = ddp_step.exposed(cfg(40.0, 39.5, 40.5), cfg(39.5, 39.0, 40.0), 2)
     assert got["exposed_ms"] == 0.0 and got["share"] == 0.0
     assert got["clamped"] and not got["inconsistent"] and got["noise_ms"] == 1.0
 
 
 def test_full_below_compute_beyond_noise_is_inconsistent():
-    got = stepcost.exposed(cfg(40.0), cfg(30.0), 2)
+    got = ddp_step.exposed(cfg(40.0), cfg(30.0), 2)
     assert got["exposed_ms"] == 0.0 and got["share"] == 0.0
     assert got["clamped"] and got["inconsistent"]
     # The floor of the noise band is 2% of compute: 0.5 ms under 40 ms is noise, not inconsistent.
-    assert not stepcost.exposed(cfg(40.0), cfg(39.5), 2)["inconsistent"]
+    assert not ddp_step.exposed(cfg(40.0), cfg(39.5), 2)["inconsistent"]
 
 
 def test_zero_comm_and_single_process():
-    assert stepcost.exposed(cfg(40.0), cfg(40.0), 2)["share"] == 0.0
-    one = stepcost.exposed(cfg(40.0), cfg(45.0), 1)
+    assert ddp_step.exposed(cfg(40.0), cfg(40.0), 2)["share"] == 0.0
+    one = ddp_step.exposed(cfg(40.0), cfg(45.0), 1)
     assert one["exposed_ms"] == 0.0 and one["share"] == 0.0 and not one["inconsistent"]
-    missing = stepcost.exposed({}, cfg(45.0), 2)
+    missing = ddp_step.exposed({}, cfg(45.0), 2)
     assert missing["share"] is None and missing["exposed_ms"] is None
 
 
 @pytest.mark.parametrize(("compute", "full"), [(0.0, 5.0), (5.0, 0.0), (1.0, 1e9), (1e9, 1.0), (3.0, 3.0)])
 def test_share_always_in_unit_interval(compute, full):
-    got = stepcost.exposed(cfg(compute), cfg(full), 8)
+    got = ddp_step.exposed(cfg(compute), cfg(full), 8)
     assert got["share"] is None or 0.0 <= got["share"] <= 1.0
 
 
@@ -145,14 +147,14 @@ def test_reference_is_the_row_nearest_one_bucket():
         for size in (1 << 20, 16 << 20, 32 << 20, 1 << 30)
     ]
     # 4 GB of gradients: one 25 MiB bucket at a time -> 32 MiB is nearer than 16 MiB in log size.
-    assert stepcost.reference(rows, 4e9, 25.0) == {"size": 32 << 20, "busbw": 32.0}
+    assert ddp_step.reference(rows, 4e9, 25.0) == {"size": 32 << 20, "busbw": 32.0}
     # 2 MiB of gradients: smaller than a bucket -> the row nearest 2 MiB.
-    assert stepcost.reference(rows, 2 << 20, 25.0)["size"] in (1 << 20, 16 << 20)
-    assert stepcost.reference([], 4e9) is None
+    assert ddp_step.reference(rows, 2 << 20, 25.0)["size"] in (1 << 20, 16 << 20)
+    assert ddp_step.reference([], 4e9) is None
 
 
 def test_hook_effect_and_best_hook():
-    fig = stepcost.figure(gpu_result(compute=40.0, none=80.0, fp16=64.0, bf16=61.6, powersgd=70.0))
+    fig = ddp_step.figure(gpu_result(compute=40.0, none=80.0, fp16=64.0, bf16=61.6, powersgd=70.0))
     assert fig["hooks"]["bf16"]["vs_none"] == pytest.approx(-0.23)
     assert fig["best_hook"] == "bf16" and fig["best_gain"] == pytest.approx(0.23)
     assert fig["share"] == 0.5
@@ -161,12 +163,12 @@ def test_hook_effect_and_best_hook():
 
 # ---------------------------------------------------------------- the sentence
 def test_sentence_small_share_needs_no_hook():
-    fig = stepcost.figure(gpu_result(compute=40.0, none=41.6))
+    fig = ddp_step.figure(gpu_result(compute=40.0, none=41.6))
     assert fig["sentence"] == "Communication is 4% of a step here (1.60 of 41.6 ms); no hook needed."
 
 
 def test_sentence_names_the_hook_that_cuts_the_step():
-    fig = stepcost.figure(gpu_result(compute=40.0, none=68.0, fp16=55.0, bf16=52.4, powersgd=60.0))
+    fig = ddp_step.figure(gpu_result(compute=40.0, none=68.0, fp16=55.0, bf16=52.4, powersgd=60.0))
     assert fig["sentence"] == (
         "Communication is 41% of a step here (28.0 of 68.0 ms); bf16 compression cuts the step by 23%."
     )
@@ -179,7 +181,7 @@ def test_sentence_overlap_problem_against_the_nccl_tests_figure():
         "run_id": "R",
         "rows": [{"size": 32 << 20, "in_place": {"busbw": 345.0}}],
     }
-    fig = stepcost.figure(gpu_result(compute=40.0, none=80.0, fp16=79.0, bf16=79.0, powersgd=79.5), ref)
+    fig = ddp_step.figure(gpu_result(compute=40.0, none=80.0, fp16=79.0, bf16=79.0, powersgd=79.5), ref)
     assert fig["effective"]["busbw"] == 100.0 and fig["effective"]["ratio"] == pytest.approx(
         100 / 345, abs=1e-4
     )
@@ -202,28 +204,28 @@ def test_sentence_wire_limit_when_the_step_reaches_the_wire():
         "run_id": "R",
         "rows": [{"size": 32 << 20, "in_place": {"busbw": 28.0}}],
     }
-    fig = stepcost.figure(gpu_result(compute=40.0, none=180.0, fp16=179.0, bf16=178.0, powersgd=177.0), ref)
+    fig = ddp_step.figure(gpu_result(compute=40.0, none=180.0, fp16=179.0, bf16=178.0, powersgd=177.0), ref)
     assert fig["effective"]["ratio"] > 1
     assert "the wire is the limit" in fig["sentence"] and fig["sentence"].startswith("Communication is 78%")
 
 
 def test_sentence_single_process_and_inconsistent_and_no_step():
-    one = stepcost.figure(gpu_result(compute=40.0, none=40.3, world=1))
+    one = ddp_step.figure(gpu_result(compute=40.0, none=40.3, world=1))
     assert one["sentence"].startswith(
         "One process: DDP has no gradient all-reduce, so communication costs nothing"
     )
     assert one["share"] == 0.0 and one["effective"] == {}
-    odd = stepcost.figure(gpu_result(compute=40.0, none=30.0))
+    odd = ddp_step.figure(gpu_result(compute=40.0, none=30.0))
     assert odd["sentence"].startswith(
         "The full DDP step (30.0 ms) measured faster than compute alone (40.0 ms)"
     )
     result = gpu_result()
     result["configs"]["none"] = {"skipped": "crashed"}
-    assert "no full-step time" in stepcost.figure(result)["sentence"]
+    assert "no full-step time" in ddp_step.figure(result)["sentence"]
 
 
 def test_cpu_figure_without_bf16():
-    [small, _] = [stepcost.figure(r) for r in stepcost.parse_log(CPU_LOG.read_text())]
+    [small, _] = [ddp_step.figure(r) for r in ddp_step.parse_log(CPU_LOG.read_text())]
     assert small["hooks"]["bf16"] == {
         "skipped": "bf16_compress needs NCCL (GPU): gloo has no bfloat16 all-reduce"
     }
@@ -290,7 +292,7 @@ def test_no_result_line_is_a_finding():
 def test_spread_logs_gives_the_group_run_to_every_host():
     text = log_of(gpu_result(world=6))
     logs = {"a": {"multi_node": "rank 1 noise\n"}, "b": {"multi_node": text, "single_node": "x"}, "c": {}}
-    spread = stepcost.spread_logs(logs)
+    spread = ddp_step.spread_logs(logs)
     assert spread["a"]["multi_node"] == text and spread["b"]["multi_node"] == text
     assert spread["b"]["single_node"] == "x" and spread["c"] == {}
 
@@ -305,7 +307,7 @@ def test_report_section_table_chart_and_summary(tmp_path):
     }
     records = {"gpu1": results.build_record("gpu1", "20261201T010000Z", node)}
     records["gpu2"] = copy.deepcopy(records["gpu1"]) | {"host": "gpu2"}
-    paths = report.write_report(str(tmp_path), "20261201T010000Z", records)
+    paths = assemble.write_report(str(tmp_path), "20261201T010000Z", records)
     md = (tmp_path / "report.md").read_text()
     assert "## What communication costs a DDP step" in md
     assert (
@@ -324,7 +326,7 @@ def test_report_section_table_chart_and_summary(tmp_path):
     for name in ("stepcost_gpu1.png", "stepcost_gpu2.png", "stepcost_group.png"):
         assert (tmp_path / name).read_bytes().startswith(PNG_MAGIC)
         assert str(tmp_path / name) in paths["pngs"]
-    line = report.summary_line(records["gpu1"])
+    line = assemble.summary_line(records["gpu1"])
     assert "DDP step single_node 1G (2 ranks): comm 41% of 68.0 ms, bf16 hook cuts the step by 23%" in line
 
 

@@ -16,7 +16,7 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import launch
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROLES = ROOT / "roles"
@@ -136,7 +136,7 @@ def test_launch_plan_holds_no_env_value():
         "n1": {"wireup_node": {"hostname": "n1", "gpu": {"present": False, "count": 0}, "cpus": 2,
                                "address": "10.0.0.1", "interface": "eth0", "ib_hca": ""}},
     }  # fmt: skip
-    plan = launch.job_plan(
+    plan = torchrun_launch.job_plan(
         ["n1"],
         nodes,
         job="it",

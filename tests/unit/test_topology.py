@@ -1,11 +1,12 @@
-"""wireup.topology on the real 2x H200 capture and on synthetic cases written from the documented formats."""
+"""wireup.probe.topology on the real 2x H200 capture and on synthetic cases written from the documented
+formats."""
 
 import contextlib
 import pathlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import topology
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import topology
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 H200 = FIXTURES / "h200x2"
@@ -625,7 +626,7 @@ def _mutations(text):
     ids=str,
 )
 def test_mangled_inputs_raise_only_value_error(path):
-    from ansible_collections.wireup.cluster.plugins.module_utils.wireup import nvlink
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import nvlink
 
     parsers = {
         "topo_m": topology.parse_topo_matrix,

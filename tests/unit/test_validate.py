@@ -4,7 +4,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import validate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import checks
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import bench_settings
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import preflight
 
 GOOD_PINS = {
     "nvidia_driver_branch": "580",
@@ -17,7 +19,7 @@ GOOD_PINS = {
 
 
 def test_good_pins():
-    assert validate.validate_pins(GOOD_PINS) == []
+    assert preflight.validate_pins(GOOD_PINS) == []
 
 
 @pytest.mark.parametrize(
@@ -34,19 +36,19 @@ def test_good_pins():
     ],
 )
 def test_malformed_pin(name, value, message):
-    errors = validate.validate_pins(dict(GOOD_PINS, **{name: value}))
+    errors = preflight.validate_pins(dict(GOOD_PINS, **{name: value}))
     assert len(errors) == 1
     assert errors[0].startswith(name)
     assert message in errors[0]
 
 
 def test_pins_must_agree():
-    errors = validate.validate_pins(dict(GOOD_PINS, nccl_version="2.27.3"))
+    errors = preflight.validate_pins(dict(GOOD_PINS, nccl_version="2.27.3"))
     assert errors == [
         "nccl_package_version='2.28.9-1+cuda13.0' does not match nccl_version='2.27.3': set both to the "
         "same NCCL release"
     ]
-    errors = validate.validate_pins(dict(GOOD_PINS, cuda_repo_version="12.9"))
+    errors = preflight.validate_pins(dict(GOOD_PINS, cuda_repo_version="12.9"))
     assert errors == [
         "nccl_package_version='2.28.9-1+cuda13.0' is built for another CUDA than cuda_repo_version='12.9': "
         "use the '+cuda12.9' build of libnccl2"
@@ -72,13 +74,13 @@ def test_pins_must_agree():
     ],
 )
 def test_version_range(version, spec, ok):
-    assert validate.check_version_range(version, spec) is ok
+    assert checks.check_version_range(version, spec) is ok
 
 
 @pytest.mark.parametrize(("version", "spec"), [("2.19.1", "=>2.19"), ("2.19.1", ">=2.19;<3"), ("two", ">=2")])
 def test_version_range_rejects_what_does_not_parse(version, spec):
     with pytest.raises(ValueError, match="bad version range"):
-        validate.check_version_range(version, spec)
+        checks.check_version_range(version, spec)
 
 
 @pytest.mark.parametrize(
@@ -86,7 +88,7 @@ def test_version_range_rejects_what_does_not_parse(version, spec):
     [("auto", 0), (2, 0), ("8", 0), (0, 1), ("two", 1), (True, 1), (-1, 1), (None, 1)],
 )
 def test_nproc(value, errors):
-    found = validate.validate_nproc(value)
+    found = checks.validate_nproc(value)
     assert len(found) == errors
     assert all("wireup_nproc_per_node" in e for e in found)
 
@@ -96,20 +98,20 @@ GROUPS = {"all": ["a", "b", "c"], "gpu_nodes": ["b", "a", "c"], "ungrouped": []}
 
 def test_cluster_ok():
     addresses = {"a": "10.1.0.1", "b": "10.1.0.2", "c": "10.1.0.3"}
-    assert validate.validate_cluster(GROUPS, "gpu_nodes", "", addresses) == []
-    assert validate.validate_cluster(GROUPS, "gpu_nodes", "b", addresses) == []
+    assert preflight.validate_cluster(GROUPS, "gpu_nodes", "", addresses) == []
+    assert preflight.validate_cluster(GROUPS, "gpu_nodes", "b", addresses) == []
 
 
 def test_missing_and_empty_group():
-    [error] = validate.validate_cluster(GROUPS, "trainers", "")
+    [error] = preflight.validate_cluster(GROUPS, "trainers", "")
     assert "group 'trainers' (wireup_node_group) does not exist" in error
     assert "-e wireup_node_group=" in error
-    [error] = validate.validate_cluster(dict(GROUPS, trainers=[]), "trainers", "")
+    [error] = preflight.validate_cluster(dict(GROUPS, trainers=[]), "trainers", "")
     assert "has no hosts" in error
 
 
 def test_master_not_in_group():
-    [error] = validate.validate_cluster(GROUPS, "gpu_nodes", "z")
+    [error] = preflight.validate_cluster(GROUPS, "gpu_nodes", "z")
     assert error == (
         "wireup_master_host='z' is not a host of group 'gpu_nodes': name one of a, b, c, or leave it "
         "empty for the first"
@@ -117,26 +119,26 @@ def test_master_not_in_group():
 
 
 def test_duplicate_missing_loopback_and_bad_addresses():
-    errors = validate.validate_cluster(GROUPS, "gpu_nodes", "", {"a": "10.1.0.1", "b": "10.1.0.1", "c": ""})
+    errors = preflight.validate_cluster(GROUPS, "gpu_nodes", "", {"a": "10.1.0.1", "b": "10.1.0.1", "c": ""})
     assert errors == [
         "hosts a and b share the address 10.1.0.1: every node needs its own (check ansible_host / "
         "wireup_address)",
         "host c has no address for the cluster network: set wireup_address for it in host_vars, or give "
         "it a default route",
     ]
-    errors = validate.validate_cluster(GROUPS, "gpu_nodes", "", {"a": "127.0.0.1", "b": "not-an-ip"})
+    errors = preflight.validate_cluster(GROUPS, "gpu_nodes", "", {"a": "127.0.0.1", "b": "not-an-ip"})
     assert "a loopback address other nodes cannot reach" in errors[0]
     assert errors[1] == "host b: wireup_address='not-an-ip' is not an IP address"
 
 
 def test_single_node_needs_no_reachable_address():
-    assert validate.validate_cluster({"gpu_nodes": ["localhost"]}, "gpu_nodes", "", {"localhost": ""}) == []
+    assert preflight.validate_cluster({"gpu_nodes": ["localhost"]}, "gpu_nodes", "", {"localhost": ""}) == []
 
 
 def test_master_of():
-    assert validate.master_of(["n3", "n1", "n2"], "") == "n1"
-    assert validate.master_of(["n3", "n1", "n2"], "n2") == "n2"
-    assert validate.master_of([], "") == ""
+    assert checks.master_of(["n3", "n1", "n2"], "") == "n1"
+    assert checks.master_of(["n3", "n1", "n2"], "n2") == "n2"
+    assert checks.master_of([], "") == ""
 
 
 # Issue 12, item 3: wireup_master_port was checked only by the launch plan, after every benchmark.
@@ -153,18 +155,18 @@ def test_master_of():
     ],
 )
 def test_bad_master_port(value, fragment):
-    [error] = validate.validate_settings({"wireup_master_port": value})
+    [error] = preflight.validate_settings({"wireup_master_port": value})
     assert fragment in error
     assert "e.g. wireup_master_port: 29500" in error
 
 
 @pytest.mark.parametrize("value", [29500, "29500", 1024, 65535])
 def test_good_master_port(value):
-    assert validate.validate_settings({"wireup_master_port": value}) == []
+    assert preflight.validate_settings({"wireup_master_port": value}) == []
 
 
 def test_relative_base_dirs_are_refused():
-    errors = validate.validate_settings(
+    errors = preflight.validate_settings(
         {"wireup_base_dir": "opt/wireup", "wireup_venv_path": "", "wireup_master_port": 29500}
     )
     assert errors == [
@@ -174,23 +176,23 @@ def test_relative_base_dirs_are_refused():
         "quotes or control characters, e.g. wireup_venv_path: /opt/wireup/venv",
     ]
     # written into comment and #SBATCH lines: a newline would start a line of code
-    assert validate.validate_settings({"wireup_base_dir": "/opt/w\ntouch /tmp/x"})
-    assert validate.validate_settings({"wireup_base_dir": "/opt/wireup", "wireup_venv_path": "/opt/v"}) == []
+    assert preflight.validate_settings({"wireup_base_dir": "/opt/w\ntouch /tmp/x"})
+    assert preflight.validate_settings({"wireup_base_dir": "/opt/wireup", "wireup_venv_path": "/opt/v"}) == []
 
 
 @pytest.mark.parametrize("value", [1, "3", "25%", "100%"])
 def test_good_driver_batch(value):
-    assert validate.validate_settings({"nvidia_driver_serial": value}) == []
+    assert preflight.validate_settings({"nvidia_driver_serial": value}) == []
 
 
 @pytest.mark.parametrize("value", [0, "0%", "150%", "abc", "-1", True, 2.5, ""])
 def test_bad_driver_batch(value):
-    [error] = validate.validate_settings({"nvidia_driver_serial": value})
+    [error] = preflight.validate_settings({"nvidia_driver_serial": value})
     assert error.startswith(f"nvidia_driver_serial={value!r} is not a batch size")
 
 
 def test_empty_group_names_the_variable_and_the_fix():
-    [error] = validate.validate_cluster({"gpu_nodes": [], "all": ["a"]}, "gpu_nodes", "")
+    [error] = preflight.validate_cluster({"gpu_nodes": [], "all": ["a"]}, "gpu_nodes", "")
     assert error == (
         "inventory group 'gpu_nodes' (wireup_node_group) has no hosts: add the cluster's nodes under "
         "it, or run with -e wireup_node_group=<the group that holds them>"
@@ -199,23 +201,23 @@ def test_empty_group_names_the_variable_and_the_fix():
 
 @pytest.mark.parametrize("key", ["NCCL_DEBUG", "_X", "a1_b"])
 def test_shell_names_accepted(key):
-    assert validate.is_shell_name(key)
-    assert validate.shell_name_errors("bench_env", {key: "1"}) == []
+    assert checks.is_shell_name(key)
+    assert checks.shell_name_errors("bench_env", {key: "1"}) == []
 
 
 @pytest.mark.parametrize("key", ["1A", "NCCL-DEBUG", "A B", "", "X=1", 5, None])
 def test_shell_names_refused_name_the_variable(key):
-    assert not validate.is_shell_name(key)
-    (error,) = validate.shell_name_errors("bench_env", {key: "1"})
+    assert not checks.is_shell_name(key)
+    (error,) = checks.shell_name_errors("bench_env", {key: "1"})
     assert error.startswith("bench_env: ") and "not a valid shell variable name" in error
 
 
 def test_shell_name_errors_values_and_mapping():
-    assert validate.shell_name_errors("wireup_job_env", None) == []
-    assert validate.shell_name_errors("wireup_job_env", ["A=1"]) == [
+    assert checks.shell_name_errors("wireup_job_env", None) == []
+    assert checks.shell_name_errors("wireup_job_env", ["A=1"]) == [
         "wireup_job_env must be a mapping of VARIABLE: value, not list"
     ]
-    assert validate.shell_name_errors("wireup_job_env", {"A": [1], "B": None, "C": 2}) == [
+    assert checks.shell_name_errors("wireup_job_env", {"A": [1], "B": None, "C": 2}) == [
         "wireup_job_env: A must be a string or number, not list",
         "wireup_job_env: B must be a string or number, not NoneType",
     ]
@@ -236,7 +238,7 @@ TWO_NODES = {"all": ["n1", "n2"], "gpu_nodes": ["n1", "n2"]}
 
 def test_inventory_errors_all_at_once_shared_ones_once():
     bad = dict(GOOD, wireup_master_port=99999, bench_warn_ratio="0.95", bench_max_bytes="8GB")
-    errors = validate.inventory_errors(
+    errors = preflight.inventory_errors(
         {"n1": bad, "n2": dict(bad, nccl_version=2.28)}, TWO_NODES, "gpu_nodes", "n9"
     )
     assert errors[0].startswith("wireup_master_host='n9' is not a host of group 'gpu_nodes'")
@@ -251,26 +253,23 @@ def test_inventory_errors_all_at_once_shared_ones_once():
     assert any(e.startswith("bench_max_bytes='8GB' is not a size") for e in errors)
     # Only n2 has the number: its error names it.
     assert any(e.startswith("n2: nccl_version=2.28 is a number") for e in errors), errors
-    assert validate.inventory_errors({"n1": GOOD, "n2": GOOD}, TWO_NODES, "gpu_nodes") == []
+    assert preflight.inventory_errors({"n1": GOOD, "n2": GOOD}, TWO_NODES, "gpu_nodes") == []
 
 
-def test_inventory_errors_env_names_renamed_and_ansible_core():
+def test_inventory_errors_env_names_and_ansible_core():
     bad = dict(
         GOOD,
         wireup_job_env={"NCCL-DEBUG": "1"},
         bench_env={"1X": "1"},
         bench_fabric_env={"NCCL ALGO": "Ring"},
-        cuda_repo_toolkit_on_gpu_less_node=True,
     )
-    errors = validate.inventory_errors(
+    errors = preflight.inventory_errors(
         {"n1": bad}, {"gpu_nodes": ["n1"]}, "gpu_nodes", "", ("2.18.1", ">=2.19.0,<2.20.0")
     )
     assert errors == [
         "wireup_job_env: 'NCCL-DEBUG' is not a valid shell variable name (letters, digits, '_')",
         "bench_env: '1X' is not a valid shell variable name (letters, digits, '_')",
         "bench_fabric_env: 'NCCL ALGO' is not a valid shell variable name (letters, digits, '_')",
-        "cuda_repo_toolkit_on_gpu_less_node is no longer read by wireup (the variable's name ends in "
-        "'nodes'): rename it to cuda_repo_toolkit_on_gpu_less_nodes",
         "ansible-core 2.18.1 is outside wireup_ansible_core_range (>=2.19.0,<2.20.0): run wireup from its "
         "venv (make venv; .venv/bin/ansible-playbook)",
     ]
@@ -290,13 +289,13 @@ def test_inventory_errors_env_names_renamed_and_ansible_core():
     ],
 )
 def test_bench_errors_name_the_variable(name, value, fragment):
-    (error,) = validate.bench_errors({name: value})
+    (error,) = bench_settings.bench_errors({name: value})
     assert error.startswith(name) and fragment in error
 
 
 def test_bench_errors_accept_the_stepcost_defaults():
     assert (
-        validate.bench_errors(
+        bench_settings.bench_errors(
             {"bench_stepcost_params": ["500M", "1.5G"], "bench_stepcost_cpu_params": ["1M"]}
         )
         == []
@@ -304,7 +303,7 @@ def test_bench_errors_accept_the_stepcost_defaults():
 
 
 def test_bench_errors_pass_over_the_roles_template_defaults():
-    assert validate.bench_errors({"bench_torch_max_bytes": "{{ bench_max_bytes }}"}) == []
+    assert bench_settings.bench_errors({"bench_torch_max_bytes": "{{ bench_max_bytes }}"}) == []
 
 
 def _validate_filter():
@@ -364,13 +363,13 @@ def test_the_one_check_reads_every_host_and_each_roles_argument_specs():
     ],
 )
 def test_secret_env_must_be_shell_names(value, needle):
-    [error] = validate.host_errors({"wireup_secret_env": value})
+    [error] = preflight.host_errors({"wireup_secret_env": value})
     assert error.startswith("wireup_secret_env") and needle in error
 
 
 def test_secret_env_good():
-    assert validate.host_errors({"wireup_secret_env": []}) == []
-    assert validate.host_errors({"wireup_secret_env": ["GITHUB_PAT", "_X1"]}) == []
+    assert preflight.host_errors({"wireup_secret_env": []}) == []
+    assert preflight.host_errors({"wireup_secret_env": ["GITHUB_PAT", "_X1"]}) == []
 
 
 # ---------------------------------------------------------------- names wireup does not know (issue 38)
@@ -386,7 +385,7 @@ def _documented():
 def test_the_done_when_typo_stops_naming_the_documented_name():
     """`-e torchrun_lauch_action=stop`: the typo is in the prefix itself (torchrun_lauch_ is no
     role's), yet the name is one letter from torchrun_launch_action."""
-    problems = validate.unknown_variables(["torchrun_lauch_action"], _documented(), ROLE_NAMES)
+    problems = preflight.unknown_variables(["torchrun_lauch_action"], _documented(), ROLE_NAMES)
     message = problems["torchrun_lauch_action"]
     assert message.startswith(
         "torchrun_lauch_action is not a wireup variable: did you mean torchrun_launch_action?"
@@ -419,13 +418,13 @@ def test_the_done_when_typo_stops_naming_the_documented_name():
     ],
 )
 def test_a_typo_is_refused_naming_the_nearest_documented_name(typo, meant):
-    problems = validate.unknown_variables([typo], _documented(), ROLE_NAMES)
+    problems = preflight.unknown_variables([typo], _documented(), ROLE_NAMES)
     assert list(problems) == [typo]
     assert f"did you mean {meant}?" in problems[typo], problems[typo]
 
 
 def test_a_prefixed_name_with_nothing_close_points_at_the_role_readme():
-    problems = validate.unknown_variables(
+    problems = preflight.unknown_variables(
         ["torchrun_launch_xyzzy_plugh", "wireup_qqqqqqqqqqqq"], _documented(), ROLE_NAMES
     )
     assert "roles/torchrun_launch/README.md lists them" in problems["torchrun_launch_xyzzy_plugh"]
@@ -454,16 +453,26 @@ def test_a_prefixed_name_with_nothing_close_points_at_the_role_readme():
     ],
 )
 def test_other_tools_variables_pass(name):
-    assert validate.unknown_variables([name], _documented(), ROLE_NAMES) == {}
+    assert preflight.unknown_variables([name], _documented(), ROLE_NAMES) == {}
 
 
-def test_facts_wireup_sets_and_renamed_names_are_not_refused_twice():
-    names = [*validate.FACTS, *validate.RENAMED]
-    assert validate.unknown_variables(names, _documented(), ROLE_NAMES) == {}
+def test_facts_wireup_sets_are_not_refused():
+    names = [*preflight.FACTS]
+    assert preflight.unknown_variables(names, _documented(), ROLE_NAMES) == {}
+
+
+def test_names_from_before_the_prefixes_settled_are_unknown_names_like_any_other():
+    """No list of renamed variables (issue 36: none of those names ever shipped): a name from
+    before a role's prefix settled is refused by the one names check, with its near miss."""
+    found = preflight.unknown_variables(
+        ["cuda_repo_toolkit_on_gpu_less_node", "bench_dcgm_diag"], _documented(), ROLE_NAMES
+    )
+    assert "did you mean cuda_repo_toolkit_on_gpu_less_nodes?" in found["cuda_repo_toolkit_on_gpu_less_node"]
+    assert "bench_dcgm_diag is not a wireup variable" in found["bench_dcgm_diag"]
 
 
 def test_the_prefixes_are_every_role_and_wireup():
-    prefixes = validate.variable_prefixes(ROLE_NAMES)
+    prefixes = preflight.variable_prefixes(ROLE_NAMES)
     assert set(prefixes) == {f"{role}_" for role in ROLE_NAMES} | {"wireup_"}
     # Longest first: a name is owned by its most specific role (nccl_tests_, not nccl_).
     assert prefixes.index("nccl_tests_") < prefixes.index("nccl_")
@@ -471,14 +480,14 @@ def test_the_prefixes_are_every_role_and_wireup():
 
 # Hypothesis draws from the real documented names (read once, at collection).
 DOCUMENTED = sorted(_validate_filter().documented_variables(ROLES_DIR))
-KNOWN = frozenset(DOCUMENTED) | validate.FACTS | set(validate.RENAMED)
+KNOWN = frozenset(DOCUMENTED) | preflight.FACTS
 _LETTERS = "abcdefghijklmnopqrstuvwxyz_0123456789"
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(DOCUMENTED), min_size=1, max_size=40, unique=True))
 def test_no_documented_name_is_ever_refused(names):
-    assert validate.unknown_variables(names, DOCUMENTED, ROLE_NAMES) == {}
+    assert preflight.unknown_variables(names, DOCUMENTED, ROLE_NAMES) == {}
 
 
 def _one_edit(name, kind, at, letter):
@@ -502,7 +511,7 @@ def _one_edit(name, kind, at, letter):
 def test_one_slip_of_a_documented_name_is_refused_naming_a_documented_one(name, kind, at, letter):
     typo = _one_edit(name, kind, at, letter)
     assume(typo not in KNOWN and not typo.startswith(("__", "ansible_")))
-    problems = validate.unknown_variables([typo], DOCUMENTED, ROLE_NAMES)
+    problems = preflight.unknown_variables([typo], DOCUMENTED, ROLE_NAMES)
     assert list(problems) == [typo]
     meant = problems[typo].split("did you mean ", 1)[1].split("?", 1)[0]
     assert meant in DOCUMENTED
@@ -606,10 +615,10 @@ def test_a_missing_inventory_says_it_is_missing(tmp_path):
     there = tmp_path / "hosts.yml"
     there.write_text("all: {}\n")
     missing = str(tmp_path / "nope")
-    [error] = validate.inventory_source_errors([str(there), missing, "node1,node2,"])
+    [error] = preflight.inventory_source_errors([str(there), missing, "node1,node2,"])
     assert error.startswith(f"the inventory {missing} does not exist")
     assert "-i" in error and "inventory/example" in error
-    assert validate.inventory_source_errors([str(there), "node1,", str(tmp_path)]) == []
+    assert preflight.inventory_source_errors([str(there), "node1,", str(tmp_path)]) == []
 
 
 def test_preflight_says_the_inventory_is_missing_before_the_missing_group(tmp_path):
@@ -618,7 +627,7 @@ def test_preflight_says_the_inventory_is_missing_before_the_missing_group(tmp_pa
         [], {}, {"all": [], "ungrouped": []}, "gpu_nodes", "", roles_dir=ROLES_DIR, roles=[],
         inventory_sources=[missing],
     )  # fmt: skip
-    assert errors == validate.inventory_source_errors([missing])
+    assert errors == preflight.inventory_source_errors([missing])
 
 
 def _names_set_by_wireup():
@@ -657,13 +666,13 @@ def _names_set_by_wireup():
 
 
 def test_facts_keeps_step_with_what_wireup_sets():
-    """A fact a role starts to set under its prefix is either documented or in validate.FACTS, so a
+    """A fact a role starts to set under its prefix is either documented or in preflight.FACTS, so a
     fact cache that brings it back never stops preflight; FACTS names nothing that is gone."""
-    prefixes = validate.variable_prefixes(ROLE_NAMES)
+    prefixes = preflight.variable_prefixes(ROLE_NAMES)
     set_by_wireup = {n for n in _names_set_by_wireup() if not n.startswith("__")}
     undeclared = sorted(n for n in set_by_wireup if n.startswith(prefixes) and n not in KNOWN)
     assert undeclared == []
-    assert sorted(validate.FACTS - set_by_wireup) == []
+    assert sorted(preflight.FACTS - set_by_wireup) == []
 
 
 def test_ansible_playbook_on_a_missing_inventory_says_so():

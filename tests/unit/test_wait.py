@@ -1,4 +1,4 @@
-"""wireup.wait: one look of the launch wait (plugins/action/wireup_wait.py), on jobctl's answers."""
+"""wireup.launch.wait: one look of the launch wait (plugins/action/wireup_wait.py), on jobctl's answers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from ansible.errors import AnsibleActionFail
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import wait
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import wait
 
 
 def answer(state, elapsed=12.04, rc=None, **extra):

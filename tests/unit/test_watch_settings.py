@@ -1,7 +1,7 @@
 """Issue 26's settings and Slurm block: preflight refuses bad node_check_*/slurm_health_check_*
-values naming the variable and the fix (wireup.watchsettings through validate.host_errors, and
+values naming the variable and the fix (wireup.core.watchsettings through preflight.host_errors, and
 the roles' argument_specs through preflight's filter), slurm.conf's block and its conflicts
-(wireup.slurm_health_check)."""
+(wireup.plans.slurm_health_check)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,8 @@ import pathlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (
-    slurm_health_check,
-    validate,
-    watchsettings,
-)
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import watchsettings
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import preflight, slurm_health_check
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -40,7 +37,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
     ],
 )
 def test_bad_values_are_refused_naming_the_variable(name, value, needle):
-    [error] = validate.host_errors({name: value})
+    [error] = preflight.host_errors({name: value})
     assert error.startswith(name) and needle in error
 
 
@@ -173,7 +170,7 @@ def test_the_plan_reads_the_slurped_file_and_every_setting_by_name():
      "ANY\nSlurmUser=root", "IDLE\u2028", "ANY\x00", ["ANY"], None, 1],
 )  # fmt: skip
 def test_a_node_state_outside_slurms_grammar_is_refused(value):
-    [error] = validate.host_errors({"slurm_health_check_node_state": value})
+    [error] = preflight.host_errors({"slurm_health_check_node_state": value})
     assert error.startswith("slurm_health_check_node_state=") and "HealthCheckNodeState" in error
     assert "\n" not in error  # the value is shown quoted (repr), never as a line of its own
     plan = slurm_health_check.plan(CONF, "n1", dataclasses.replace(SETTINGS, node_state=value))
@@ -185,7 +182,7 @@ def test_a_node_state_outside_slurms_grammar_is_refused(value):
     ["ANY", "ALLOC", "IDLE,CYCLE", "MIXED,IDLE", "NONDRAINED_IDLE", "START_ONLY", "ALLOC,MIXED,CYCLE"],
 )
 def test_a_node_state_in_slurms_grammar_is_written_as_it_is(value):
-    assert validate.host_errors({"slurm_health_check_node_state": value}) == []
+    assert preflight.host_errors({"slurm_health_check_node_state": value}) == []
     plan = slurm_health_check.plan(CONF, "n1", dataclasses.replace(SETTINGS, node_state=value))
     assert plan["errors"] == [] and plan["block"].splitlines()[2] == f"HealthCheckNodeState={value}"
 

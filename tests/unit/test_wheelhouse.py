@@ -1,5 +1,5 @@
 """Hash-checked installs from a wheelhouse (issue 12, item 8): the requirements file that
-wireup.wheelhouse makes is one pip's --require-hashes mode accepts, and a changed wheel fails it."""
+wireup.core.wheelhouse makes is one pip's --require-hashes mode accepts, and a changed wheel fails it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import zipfile
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import wheelhouse
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import wheelhouse
 
 SHA = "a" * 64
 

@@ -13,7 +13,7 @@ From WIREUP_PROBE (a JSON object; pytorch_venv.probe_request writes it) it also 
 
 - `user`: who runs the tasks; `owner_exists`: whether WIREUP_PROBE's `owner` is a user;
 - `dpkg`: the output of WIREUP_PROBE's `dpkg` argv (apt.dpkg_query_argv for its `packages`), unparsed,
-  as wireup.apt.parse_dpkg_status reads it on the controller (null without dpkg-query). Not
+  as wireup.core.apt.parse_dpkg_status reads it on the controller (null without dpkg-query). Not
   package_facts: that loads apt's whole cache on every run (0.75 s on a testbed node against
   0.05 s for dpkg-query), the cost a rerun must not pay;
 - `pip`: pip processes already installing into WIREUP_PROBE's `venv` when the probe started (an

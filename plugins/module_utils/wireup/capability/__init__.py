@@ -1,0 +1,1 @@
+"""One module per capability and the registry that declares them (registry.py)."""

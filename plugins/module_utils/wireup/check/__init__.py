@@ -1,0 +1,1 @@
+"""wireup-check, the node-side program, its metrics and its bundle."""

@@ -1,0 +1,1 @@
+"""Shared by every layer: atomic writes, redaction, apt's versions, grammar checks, numbers."""

@@ -1,0 +1,1 @@
+"""Figures judged against their expectations."""

@@ -1,0 +1,1 @@
+"""What a node says, parsed (text in, dict out)."""

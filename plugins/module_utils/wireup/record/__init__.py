@@ -1,0 +1,1 @@
+"""Host records assembled through the registry, the baseline comparison, the launch gate."""

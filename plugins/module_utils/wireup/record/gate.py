@@ -1,0 +1,174 @@
+"""launch.yml's gate over the host records, per capability (pure Python, stdlib only).
+
+bench.yml stores a host record for a full run and for its partial runs (``--tags bench``,
+``stepcost``, ``gpu_health``, ``gpu_trial``; issue 25), and the quick check stores one under
+``results/quick/`` (issue 26). A partial run measures only part of a node, so the newest record
+alone cannot say whether the node may run a job: a ``--tags gpu_health`` record (verdict N/A)
+after a full bench that FAILed on a bad NVLink says nothing of the links. The gate therefore
+judges each capability on its own:
+
+* :func:`measured`: what a record measured, from its parts (every record, old or new, carries
+  them: a record from before this rule counts as measuring everything its parts hold):
+  links (``collectives``, nccl-tests), torch (``torch``), stepcost (``stepcost``), gpu_health
+  (a ``gpu_trial`` part of either capability: the trial reads health too), gpu_trial (a
+  ``gpu_trial`` part whose capability is gpu_trial), node_check (a quick record; and a bench
+  record that measured the links, after which bench.yml's node_check after_bench takes the
+  quick-check baseline anew). A FAIL record that shows none of them counts for every capability.
+* :func:`capability_verdicts`: each measured capability's verdict: the part's own verdict where
+  it has one (``gpu_trial.verdict`` for both GPU capabilities; node_check.check_verdict for a
+  quick check), else the record's. Fail closed: a FAIL record whose parts explain no FAIL
+  counts as FAIL for every capability it measured.
+* :func:`host_failures`: for one host, every record, newest first across results/bench and
+  results/quick (the store's run order, results._run_sort_key; a quick run of the same id counts
+  as the newer), until each capability has its newest record that judged it (PASS, WARN or FAIL:
+  N/A is no verdict and settles nothing): a FAIL there refuses the host,
+  and a record that cannot be read before every capability is settled refuses it too (it may
+  hold what is missing): the gate never reads past a damaged record. Nor past a DAMAGED one (a
+  run whose answer from the node could not be judged, issue 35: results.damaged_record), nor one
+  that is not where it says it is (another host's or run's) or of a run dated in the future
+  (results.load_record): each refuses the host as DAMAGED.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TypedDict
+
+from ..plans import node_check
+from ..probe import gpuhealth
+
+CAPABILITIES = ("links", "torch", "stepcost", "gpu_health", "gpu_trial", "node_check")
+# The record's parts that show that a bench run measured a capability (a part that is not empty).
+_PARTS = (("links", "collectives"), ("torch", "torch"), ("stepcost", "stepcost"))
+# The kinds of record the gate reads (results.KINDS), in the order a shared run id is read.
+GATE_KINDS = ("bench", node_check.KIND)
+_VERDICTS = ("PASS", "WARN", "FAIL", "N/A")
+# The verdicts that settle a capability: N/A (not judged: a health read that could not read the
+# GPUs) and UNREACHABLE are no verdict, so an older record of the capability still counts.
+JUDGED = ("PASS", "WARN", "FAIL")
+
+
+class Failure(TypedDict):
+    """One record that refuses a host: FAIL for the capabilities it is the newest record of, or
+    DAMAGED (it cannot be read, and it is newer than these capabilities' newest readable record)."""
+
+    verdict: str
+    kind: str
+    run_id: str
+    capabilities: list[str]
+    reason: str
+
+
+def measured(record, kind) -> list[str]:
+    """The capabilities ``record`` (a record of this kind) measured, in CAPABILITIES' order."""
+    if kind == node_check.KIND:
+        return ["node_check"]
+    found = {cap for cap, part in _PARTS if record.get(part)}
+    trial = record.get("gpu_trial") or {}
+    if trial:
+        found.add("gpu_health")
+        if (trial.get("capability") or "gpu_trial") == "gpu_trial":
+            found.add("gpu_trial")
+    if "links" in found:
+        found.add("node_check")
+    if not found and record.get("verdict") == "FAIL":
+        return list(CAPABILITIES)
+    return [cap for cap in CAPABILITIES if cap in found]
+
+
+def _part_verdicts(record) -> dict[str, str]:
+    """The verdicts the record's parts give themselves (the GPU trial's, the quick check's)."""
+    out = {}
+    trial = record.get("gpu_trial") or {}
+    if trial.get("verdict") in _VERDICTS:
+        out["gpu_health"] = out["gpu_trial"] = trial["verdict"]
+    check = record.get("node_check") or {}
+    if check:
+        out["node_check"] = node_check.check_verdict(check)
+    return out
+
+
+def capability_verdicts(record, kind) -> dict[str, str]:
+    """{capability: verdict} for each capability the record measured (fail closed: a FAIL record
+    whose parts name no FAIL fails every capability it measured)."""
+    caps = measured(record, kind)
+    own = _part_verdicts(record)
+    verdicts = {cap: own.get(cap) or record.get("verdict") for cap in caps}
+    if record.get("verdict") == "FAIL" and "FAIL" not in verdicts.values():
+        return dict.fromkeys(caps, "FAIL")
+    return verdicts
+
+
+def store_runs(store, results_dir, now=None):
+    """[(kind, run id)] of every bench and quick run in the store, newest first in the store's one
+    order (results._run_sort_key: the run's own time; a run dated in the future comes last)."""
+    now = time.time() if now is None else now
+    runs = [(kind, run_id) for kind in GATE_KINDS for run_id in store.list_runs(results_dir, kind)]
+    return sorted(
+        runs, key=lambda kr: (store._run_sort_key(kr[1], now), GATE_KINDS.index(kr[0])), reverse=True
+    )
+
+
+def _findings_text(record) -> str:
+    """The record's first three critical findings (a GPU finding in gpuhealth.short's form: the
+    GPU, the finding, the remediation), or 'see its report'."""
+    critical = [
+        gpuhealth.short(f) or f.get("message", "")
+        for f in record.get("findings") or []
+        if isinstance(f, dict) and f.get("severity") == "critical"
+    ]
+    return "; ".join(critical[:3]) or "see its report"
+
+
+def _failed(host, kind, run_id, record, caps) -> Failure:
+    why = _findings_text(record)
+    reason = f"{kind} run {run_id} FAILed on {host}: {why} (its newest record of {', '.join(caps)})"
+    return {"verdict": "FAIL", "kind": kind, "run_id": run_id, "capabilities": caps, "reason": reason}
+
+
+def _damaged(host, kind, run_id, err, caps) -> Failure:
+    reason = (
+        f"latest {kind} record of {host} cannot be read: {err}; it is newer than {host}'s newest "
+        f"readable record of {', '.join(caps)}: rerun bench.yml on it (or move the file away)"
+    )
+    return {"verdict": "DAMAGED", "kind": kind, "run_id": run_id, "capabilities": caps, "reason": reason}
+
+
+def _not_judged(host, kind, run_id, record, caps) -> Failure:
+    reason = (
+        f"{kind} run {run_id} could not judge {host}: {record['damaged']}; it is newer than {host}'s "
+        f"newest judged record of {', '.join(caps)}: rerun bench.yml on it"
+    )
+    return {"verdict": "DAMAGED", "kind": kind, "run_id": run_id, "capabilities": caps, "reason": reason}
+
+
+def host_failures(store, results_dir, runs, host) -> list[Failure]:
+    """Why the gate refuses ``host`` ([] when it need not), reading ``runs`` (store_runs) newest
+    first until every capability has its newest record or a record cannot be read. ``store`` is
+    the results module; a host name that cannot be a file name has no record ([])."""
+    open_caps, failures = set(CAPABILITIES), []
+    for kind, run_id in runs:
+        if not open_caps:
+            break
+        try:
+            record = store.read_host(results_dir, run_id, host, kind)
+        except FileNotFoundError:
+            continue
+        except store.DamagedRecord as err:
+            caps = [c for c in CAPABILITIES if c in open_caps]
+            return [*failures, _damaged(host, kind, run_id, err, caps)]
+        except ValueError:
+            return []
+        if record.get("verdict") == "DAMAGED":
+            return [
+                *failures,
+                _not_judged(host, kind, run_id, record, [c for c in CAPABILITIES if c in open_caps]),
+            ]
+        verdicts = {
+            c: v for c, v in capability_verdicts(record, kind).items() if c in open_caps and v in JUDGED
+        }
+        open_caps -= set(verdicts)
+        failed = [c for c in CAPABILITIES if verdicts.get(c) == "FAIL"]
+        if failed:
+            failures.append(_failed(host, kind, run_id, record, failed))
+    return failures

@@ -1,0 +1,1 @@
+"""Reports and metrics assembled from records through the registry; make run's summary."""

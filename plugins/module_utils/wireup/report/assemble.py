@@ -1,0 +1,1000 @@
+"""Benchmark report of one run: Markdown, a self-contained HTML page, and PNG plots.
+
+write_report(run_dir, run_id, records) writes, into run_dir:
+  report.md     summary table, per-host collectives vs expectation, torch benchmarks, findings
+  report.html   the same, standalone: CSS inline, plots embedded as base64 PNG (no external URL)
+  busbw_<host>.png     per collective: bus bandwidth vs message size (the expectation and the raw
+                       link speed dashed) over time per operation on log-log axes (small-message
+                       latency, which a linear busbw axis hides below ~64 KiB)
+  topology_<host>.png  the GPU link matrix as a heatmap (NV# best ... SYS worst)
+  torch.png            torch.distributed all-reduce busbw vs size, single node and multi-node, the
+                       expectation dashed (so a drop cannot hide behind a rescaled axis)
+Plots use matplotlib's Agg backend; without matplotlib the report still gets written and says
+that the plots were skipped. records is {host: record} as results.build_record makes them.
+"""
+
+import base64
+import collections
+import html
+import io
+import os
+import re
+
+from ..capability import gpu_trial_report
+from ..core import atomicfile
+from ..judge import bandwidth, benchenv, ddp_step
+from ..plans import node_check
+from ..probe import bench_output
+
+SEVERITY_ORDER = ("critical", "warning", "info")
+_NV = re.compile(r"^NV(\d+)$")
+# Heatmap scale: higher is a better link. NV# maps above every PCIe class, by its bond width.
+_CLASS_SCORE = {"SYS": 1, "SOC": 1, "NODE": 2, "PHB": 3, "PXB": 4, "PIX": 5}
+
+
+def _safe(name):
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", str(name))
+
+
+def human_bytes(size):
+    return bandwidth.human_bytes(size, short=True)
+
+
+def _fmt(value, digits=1):
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _count(findings):
+    counts = dict.fromkeys(SEVERITY_ORDER, 0)
+    for item in findings or []:
+        counts[item.get("severity", "info")] = counts.get(item.get("severity", "info"), 0) + 1
+    return counts
+
+
+def _baseline_change(base):
+    """' (torch multi_node 0.52 vs 0.55 GB/s at 16M, -5%)': what a GPU-less node was compared on."""
+    parts = [
+        f"torch {name} {_fmt(c['busbw'], 3)} vs {_fmt(c['baseline_busbw'], 3)} GB/s at "
+        f"{human_bytes(c['size'])}, {c['change'] * 100:+.0f}%"
+        for name, c in sorted((base.get("torch") or {}).items())
+    ]
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _collective_part(name, coll):
+    v = coll.get("verdict") or {}
+    if v.get("expected_busbw"):
+        measured = f"{_fmt(v.get('measured_busbw'))}/{_fmt(v.get('expected_busbw'))} GB/s"
+        return f"{name} {v.get('verdict')} {measured}{_link_note(coll.get('of_link'))}"
+    if v.get("verdict", "N/A") == "N/A" and v.get("reason"):
+        return f"{name} N/A ({v['reason']})"
+    return f"{name} {v.get('verdict', 'N/A')} {_fmt(v.get('measured_busbw'))} GB/s"
+
+
+def _torch_run_part(name, item):
+    """'torch NAME (W ranks, backend) X GB/s at SIZE[ = R% of nccl-tests]', or None without figures."""
+    size, busbw = _largest(item.get("rows") or [])
+    if size is None:
+        return None
+    like = item.get("vs_nccl_tests") or {}
+    of = f" = {_pct(like.get('ratio'))} of nccl-tests" if like.get("ratio") is not None else ""
+    run = f"torch {name} ({item.get('world_size')} ranks, {item.get('backend')})"
+    return f"{run} {_fmt(busbw, 3)} GB/s at {human_bytes(size)}{of}"
+
+
+def _summary_parts(record):
+    parts = [record["skipped"]] if record.get("skipped") else []
+    parts += [_collective_part(n, c) for n, c in sorted((record.get("collectives") or {}).items())]
+    parts += [p for n, i in sorted((record.get("torch") or {}).items()) if (p := _torch_run_part(n, i))]
+    parts += ddp_step.summary(record)
+    parts += gpu_trial_report.summary(record)
+    modes = sorted({(f.get("env") or {}).get("mode") for f in _figures(record)} - {None})
+    return parts + (["NCCL " + "+".join(modes)] if modes else [])
+
+
+def summary_line(record):
+    """One line per host for the end of the play (a quick check's record: node_check's line)."""
+    if record.get("kind") == node_check.KIND:
+        return node_check.summary_line(record)
+    host = record.get("host", "?")
+    parts = _summary_parts(record)
+    if record.get("skipped") and len(parts) == 1:
+        return f"{host}: {record.get('verdict', 'N/A')} - {record['skipped']}"
+    return f"{host}: {record.get('verdict', 'N/A')} - " + _measured_note(record, parts)
+
+
+def _measured_note(record, parts):
+    """What a host measured, its findings' counts and the baseline it was compared with."""
+    counts = _count(record.get("findings"))
+    return (
+        ("; ".join(parts) or "nothing measured")
+        + f"; findings {counts['critical']} critical/{counts['warning']} warning; "
+        + _baseline_note(record.get("baseline") or {})
+    )
+
+
+def _baseline_note(base):
+    baseline = f"baseline {base['run_id']}" if base.get("run_id") else "no passing baseline"
+    return baseline + _baseline_change(base)
+
+
+def _pct(ratio):
+    return "-" if ratio is None else f"{ratio * 100:.0f}%"
+
+
+def _link_note(of_link):
+    """' (73% of the 478 GB/s NV18 link)' or ''."""
+    of_link = of_link or {}
+    if of_link.get("ratio") is None:
+        return ""
+    link = f"{of_link['link_gbps']:.0f} GB/s {of_link.get('link_class') or ''}".strip()
+    return f" ({_pct(of_link['ratio'])} of the {link} link)"
+
+
+def _figures(record):
+    """Every figure of a record (collectives, torch runs) as dicts carrying their "env"."""
+    return list((record.get("collectives") or {}).values()) + list((record.get("torch") or {}).values())
+
+
+# ---------------------------------------------------------------- plots
+def save_png(fig, path):
+    """Save a matplotlib figure as PNG, atomically (atomicfile)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    atomicfile.write_bytes(path, buffer.getvalue())
+
+
+def _points(rows, collective="all_reduce"):
+    """[(size, busbw)] of a collective's figure at each size (bench_output.figure: the verdict's rule)."""
+    return [
+        (size, bench_output.figure(rows, size, collective))
+        for size in bench_output.figure_sizes(rows, collective)
+    ]
+
+
+def _largest(rows, collective="all_reduce"):
+    """(size, busbw) of the figure at the largest size, or (None, None)."""
+    points = _points(rows, collective)
+    return points[-1] if points else (None, None)
+
+
+def _pyplot():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
+def save_figure(plt, fig, path):
+    """Lay the figure out, write it as PNG (save_png: atomically) and close it."""
+    fig.tight_layout()
+    save_png(fig, path)
+    plt.close(fig)
+
+
+def _size_axis(ax, ylabel):
+    """A message-size axis (log2) with the figure's label and a grid."""
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def _draw_collective(ax, lat, name, coll, color):
+    """One collective's busbw (and its expectation dashed) and time per operation; its raw link
+    speed (None when unknown)."""
+    points = _points(coll.get("rows") or [], name)
+    if not points:
+        return None
+    ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", color=color, label=name)
+    exp = (coll.get("expected") or {}).get("expected_busbw")
+    if exp:
+        ax.axhline(exp, color=color, linestyle="--", linewidth=1, label=f"{name} expected {exp:.0f}")
+    _draw_times(lat, name, coll, color)
+    return (coll.get("expected") or {}).get("link_gbps")
+
+
+def _draw_times(lat, name, coll, color):
+    """A collective's time per operation against size (nothing when no row has one)."""
+    times = [(r["size"], _time(r)) for r in coll.get("rows") or [] if r.get("size") and _time(r)]
+    if times:
+        lat.plot([t[0] for t in times], [t[1] for t in times], marker=".", color=color, label=name)
+
+
+def _plot_busbw(plt, record, path):
+    colls = record.get("collectives") or {}
+    if not any(c.get("rows") for c in colls.values()):
+        return False
+    fig, (ax, lat) = plt.subplots(1, 2, figsize=(12, 4.5), dpi=100)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    links = {
+        _draw_collective(ax, lat, name, coll, colors[i % len(colors)])
+        for i, (name, coll) in enumerate(sorted(colls.items()))
+    }
+    for link in sorted(links - {None, 0}):
+        ax.axhline(link, color="black", linestyle=":", linewidth=1, label=f"raw link {link:.0f}")
+    _size_axis(ax, "bus bandwidth (GB/s)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"{record.get('host')}: nccl-tests busbw, run {record.get('run_id')}", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
+    _size_axis(lat, "time per operation (us, best of out-of-place/in-place)")
+    lat.set_yscale("log")
+    lat.set_title("latency: small messages (tensor parallelism) live here", fontsize=9)
+    lat.legend(fontsize=7, loc="upper left")
+    save_figure(plt, fig, path)
+    return True
+
+
+def _time(row):
+    values = [
+        row[k]["time_us"]
+        for k in ("out_of_place", "in_place")
+        if row.get(k) and row[k].get("time_us") is not None and row[k]["time_us"] > 0
+    ]
+    return min(values) if values else None
+
+
+def _class_score(cls):
+    if cls == "X":
+        return None
+    match = _NV.match(cls or "")
+    if match:
+        return 6 + int(match.group(1))
+    return _CLASS_SCORE.get(cls, 0)
+
+
+def _plot_topology(plt, record, path):
+    matrix = (record.get("topology") or {}).get("matrix") or {}
+    gpus = sorted(
+        (k for k in matrix if k.startswith("GPU")), key=lambda g: int(g[3:]) if g[3:].isdigit() else 0
+    )
+    if not gpus:
+        return False
+    cols = gpus + sorted(k for k in next(iter(matrix.values())) if not k.startswith("GPU"))
+    scores = [[_class_score(matrix[r].get(c, "")) for c in cols] for r in gpus]
+    flat = [s for row in scores for s in row if s is not None]
+    vmax = max([*flat, 7])
+    fig, ax = plt.subplots(figsize=(1.2 + 0.7 * len(cols), 1.0 + 0.6 * len(gpus)), dpi=100)
+    data = [[(s if s is not None else float("nan")) for s in row] for row in scores]
+    ax.imshow(data, cmap="RdYlGn", vmin=0, vmax=vmax, aspect="auto")
+    for i, r in enumerate(gpus):
+        for j, c in enumerate(cols):
+            ax.text(j, i, matrix[r].get(c, ""), ha="center", va="center", fontsize=8)
+    ax.set_xticks(range(len(cols)), cols, fontsize=8)
+    ax.set_yticks(range(len(gpus)), gpus, fontsize=8)
+    ax.set_title(f"{record.get('host')}: nvidia-smi topo -m", fontsize=9)
+    save_figure(plt, fig, path)
+    return True
+
+
+def _torch_series(records):
+    """[(label, points, expected busbw)] of every torch run with figures."""
+    series = []
+    for host, record in sorted(records.items()):
+        for name, item in sorted((record.get("torch") or {}).items()):
+            points = _points(item.get("rows") or [])
+            if points:
+                series.append(
+                    (
+                        _torch_label(host, name, item),
+                        points,
+                        (item.get("expected") or {}).get("expected_busbw"),
+                    )
+                )
+    return series
+
+
+def _torch_label(host, name, item):
+    """The run, its ranks and backend; a single-node run names its host."""
+    what = f"{name} ({item.get('world_size')} ranks, {item.get('backend')})"
+    return what if name == "multi_node" else f"{host} {what}"
+
+
+def _plot_torch(plt, records, path):
+    series = _torch_series(records)
+    if not series:
+        return False
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (label, points, exp) in enumerate(series):
+        color = colors[i % len(colors)]
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", color=color, label=label)
+        if exp:
+            ax.axhline(exp, color=color, linestyle="--", linewidth=1, label=f"expected {exp:.0f}")
+    # From 0, so a 10x drop shows as one, not as a healthy curve on a rescaled axis.
+    ax.set_ylim(bottom=0)
+    _size_axis(ax, "bus bandwidth (GB/s)")
+    ax.set_title("torch.distributed all_reduce")
+    ax.legend(fontsize=7)
+    save_figure(plt, fig, path)
+    return True
+
+
+# ---------------------------------------------------------------- text
+# ">" stays: without a "<" it opens no tag, and the reports' own ">=" stays readable as text.
+_MD_ESCAPES = {"&": "&amp;", "<": "&lt;", "[": "\\[", "]": "\\]", "`": "\\`", "\\": "\\\\"}
+
+
+def md_text(value):
+    """Text for a Markdown report, whatever a node put in it: one line (a line break cannot start
+    a block), no raw HTML (< and & are entities: a <script> is shown, never run), no links or
+    images ([ and ] escaped) and no code spans (backticks escaped)."""
+    text = " ".join(str("" if value is None else value).splitlines())
+    return "".join(_MD_ESCAPES.get(ch, ch) for ch in text)
+
+
+def _md_table(header, rows):
+    def cell(value):
+        return md_text(value).replace("|", "\\|")
+
+    out = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return out
+
+
+def judged_on(records):
+    """The sentence saying what this run's verdicts were judged on, for the nodes it has: GPU
+    nodes against their slowest GPU-GPU link, GPU-less nodes (results.is_gpu_less) on their gloo
+    all-reduce against their own last passing run."""
+    from ..store.results import is_gpu_less
+
+    if records and all(r.get("kind") == node_check.KIND for r in records.values()):
+        return (
+            "Verdicts are the quick node check's: wireup-check compared each node with the baseline "
+            "its last passing bench left on it (roles/node_check/README.md)."
+        )
+    judged = [r for r in records.values() if r.get("verdict") != "UNREACHABLE"]
+    cpu = sorted(r.get("host", "?") for r in judged if is_gpu_less(r))
+    gpu = [r for r in judged if not is_gpu_less(r) and (r.get("collectives") or r.get("torch"))]
+    parts = [_gpu_judged_on(gpu, cpu)] if gpu else []
+    if cpu:
+        who = "Verdicts" if not gpu else "GPU-less nodes' verdicts"
+        parts.append(
+            f"{who} ({', '.join(cpu)}: no GPU) are taken on the torch.distributed gloo all-reduce over the "
+            "network, against the node's own last passing run (bench_baseline_tolerance), not against a "
+            "GPU link"
+        )
+    if not parts:
+        return "No node measured anything to judge (roles/bench/README.md)."
+    return "; ".join(parts) + " (roles/bench/README.md)."
+
+
+def _gpu_judged_on(gpu, cpu):
+    sizes = [int((r.get("thresholds") or {}).get("min_bytes") or bandwidth.ONE_GIB) for r in gpu]
+    who = "Verdicts" if not cpu else f"GPU nodes' verdicts ({len(gpu)})"
+    return (
+        f"{who} are taken at the largest message size >= {bandwidth.human_bytes(min(sizes))} against the "
+        "expected bus bandwidth of the node's slowest GPU-GPU link"
+    )
+
+
+def _severity_rank(item):
+    severity = item.get("severity", "info")
+    return SEVERITY_ORDER.index(severity) if severity in SEVERITY_ORDER else 9
+
+
+def _summary_row(host, record):
+    topo = record.get("topology") or {}
+    c = _count(record.get("findings"))
+    return [
+        host,
+        record.get("verdict", "N/A"),
+        topo.get("gpu_count", len(topo.get("gpus") or [])),
+        "/".join(topo.get("link_classes") or []) or "-",
+        f"{c['critical']}/{c['warning']}/{c['info']}",
+        (record.get("baseline") or {}).get("run_id") or "-",
+        record.get("skipped") or "",
+    ]
+
+
+def _summary_part(run_id, records, plots, plot_note):
+    """The title, the run's counts and what verdicts were judged on, the summary table."""
+    out = [("h", (1, _title(run_id, records)))]
+    out.append(("p", f"{len(records)} host(s): {_verdict_counts(records)}. " + judged_on(records)))
+    if plot_note:
+        out.append(("p", plot_note))
+    rows = [_summary_row(host, record) for host, record in sorted(records.items())]
+    header = ["host", "verdict", "GPUs", "links", "findings (crit/warn/info)", "baseline (last PASS)", "note"]
+    return [*out, ("h", (2, "Summary")), ("table", (header, rows))]
+
+
+def _title(run_id, records):
+    quick = records and all(r.get("kind") == node_check.KIND for r in records.values())
+    return f"wireup {'quick check' if quick else 'bench'} report: run {run_id}"
+
+
+def _verdict_counts(records):
+    """'2 PASS, 1 WARN': how many hosts got each verdict."""
+    counts = collections.Counter(record.get("verdict", "N/A") for record in records.values())
+    return ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+
+
+_COLLECTIVE_HEADER = [
+    "collective",
+    "verdict",
+    "size",
+    "busbw GB/s",
+    "expected GB/s",
+    "of expected",
+    "raw link GB/s",
+    "of raw link",
+    "NCCL env",
+    "reason",
+]
+
+
+def _collective_row(name, coll):
+    v = coll.get("verdict") or {}
+    e = coll.get("expected") or {}
+    link = coll.get("of_link") or {}
+    return [
+        name,
+        v.get("verdict", "N/A"),
+        human_bytes(v.get("size")) if v.get("size") else "-",
+        _fmt(v.get("measured_busbw")),
+        _fmt(e.get("expected_busbw")),
+        _pct(v.get("ratio")),
+        _fmt(link.get("link_gbps")),
+        _pct(link.get("ratio")),
+        (coll.get("env") or {}).get("mode", "-"),
+        v.get("reason", ""),
+    ]
+
+
+def _collectives_sections(record):
+    """A host's nccl-tests table, what "of expected" and "of raw link" mean, the expectation's basis."""
+    colls = record.get("collectives") or {}
+    if not colls:
+        return []
+    out = [
+        (
+            "table",
+            (_COLLECTIVE_HEADER, [_collective_row(name, coll) for name, coll in sorted(colls.items())]),
+        ),
+        (
+            "p",
+            '"of expected" judges the verdict against factors calibrated on known-good hardware '
+            "(partly circular on the machine kind they were fitted on); "
+            '"of raw link" is the busbw against the bottleneck link\'s raw speed: '
+            "what the hardware could do (roles/bench/README.md).",
+        ),
+    ]
+    basis = {(c.get("expected") or {}).get("basis") for c in colls.values()} - {None, ""}
+    if basis:
+        out.append(("p", "Expectation: " + "; ".join(sorted(basis))))
+    return out
+
+
+def _host_sections(host, record, plots):
+    """One host's part: versions, its skip note, nccl-tests, environments, its plots."""
+    out = [("h", (2, f"{host}: {record.get('verdict', 'N/A')}")), *_versions_sections(record)]
+    if record.get("skipped"):
+        out.append(("p", record["skipped"]))
+    out += _collectives_sections(record)
+    out += _env_sections(record)
+    return out + _host_plot_sections(host, plots)
+
+
+def _versions_sections(record):
+    versions = record.get("versions") or {}
+    if not versions:
+        return []
+    return [("p", "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()) if v))]
+
+
+def _host_plot_sections(host, plots):
+    """A host's busbw and topology plots (those drawn)."""
+    out = []
+    if plots.get(("busbw", host)):
+        out.append(("img", (plots[("busbw", host)], f"busbw and latency vs size on {host}")))
+    if plots.get(("topology", host)):
+        out.append(("img", (plots[("topology", host)], f"topology of {host}")))
+    return out
+
+
+def _hosts_part(run_id, records, plots, plot_note):
+    """Each host's figures (a quick check's record has none: its part is node_check's)."""
+    return [
+        section
+        for host, record in sorted(records.items())
+        if record.get("kind") != node_check.KIND
+        for section in _host_sections(host, record, plots)
+    ]
+
+
+_TORCH_ROWS_HEADER = [
+    "host",
+    "run",
+    "ranks",
+    "backend",
+    "size",
+    "time us",
+    "algbw GB/s",
+    "busbw GB/s",
+    "wrong",
+]
+_TORCH_SUMMARY_HEADER = [
+    "host",
+    "run",
+    "backend",
+    "size",
+    "busbw GB/s",
+    "verdict",
+    "of expected",
+    "of raw link",
+    "nccl-tests GB/s",
+    "of nccl-tests (goal)",
+    "environment",
+]
+
+
+def _torch_rows(records):
+    rows = []
+    for host, record in sorted(records.items()):
+        for name, item in sorted((record.get("torch") or {}).items()):
+            for row in item.get("rows") or []:
+                sec = row.get("in_place") or {}
+                rows.append(
+                    [
+                        host,
+                        name,
+                        item.get("world_size"),
+                        item.get("backend"),
+                        human_bytes(row.get("size")),
+                        _fmt(sec.get("time_us"), 1),
+                        _fmt(sec.get("algbw"), 3),
+                        _fmt(sec.get("busbw"), 3),
+                        sec.get("wrong"),
+                    ]
+                )
+    return rows
+
+
+def _torch_part(run_id, records, plots, plot_note):
+    """Every torch.distributed run's rows, the largest size of each against nccl-tests, the plot."""
+    rows = _torch_rows(records)
+    if not rows:
+        return []
+    out = [("h", (2, "torch.distributed all_reduce")), ("table", (_TORCH_ROWS_HEADER, rows))]
+    summary = _torch_summary(records)
+    if summary:
+        out.append(
+            (
+                "p",
+                'Largest size of each run. "of nccl-tests": torch busbw / nccl-tests all_reduce busbw at '
+                "the same size and NCCL env (goal >= the threshold shown).",
+            )
+        )
+        out.append(("table", (_TORCH_SUMMARY_HEADER, summary)))
+    if plots.get(("torch", None)):
+        out.append(("img", (plots[("torch", None)], "torch.distributed all_reduce busbw")))
+    return out
+
+
+def _stepcost_part(run_id, records, plots, plot_note):
+    return stepcost_sections(records, plots)
+
+
+def _gpu_trial_part(run_id, records, plots, plot_note):
+    """Every GPU on trial (issue 25): health, figures against spec, peers and baseline, the chart."""
+    return gpu_trial_report.sections(records, plots)
+
+
+def _node_check_part(run_id, records, plots, plot_note):
+    """The quick node check (issue 26): each node's wireup-check line."""
+    return node_check.report_sections(records)
+
+
+def _findings_part(run_id, records, plots, plot_note):
+    """Every host's findings, critical first."""
+    rows = [
+        _finding_row(host, item)
+        for host, record in sorted(records.items())
+        for item in sorted(record.get("findings") or [], key=_severity_rank)
+    ]
+    if not rows:
+        return [("h", (2, "Findings")), ("p", "None.")]
+    return [("h", (2, "Findings")), ("table", (["host", "severity", "source", "code", "finding"], rows))]
+
+
+def _finding_row(host, item):
+    return [
+        host,
+        item.get("severity", ""),
+        item.get("source", "topology"),
+        item.get("code", ""),
+        item.get("message", ""),
+    ]
+
+
+# The report's parts in order, one per capability after the summary and the hosts; each takes
+# (run_id, records, plots, plot_note) and returns sections. A new capability's part goes before
+# the findings (which list every capability's).
+REPORT_PARTS = (
+    _summary_part,
+    _hosts_part,
+    _torch_part,
+    _stepcost_part,
+    _gpu_trial_part,
+    _node_check_part,
+    _findings_part,
+)
+
+
+def _sections(run_id, records, plots, plot_note):
+    """The report as a list of (kind, payload): ('h', (level, text)), ('p', text),
+    ('table', (header, rows)), ('img', (file, alt))."""
+    return [section for part in REPORT_PARTS for section in part(run_id, records, plots, plot_note)]
+
+
+def _env_sections(record):
+    """The environment of every figure of a host, the tuned env file, default vs tuned."""
+    out = _figure_env_sections(record)
+    tuned_line = benchenv.describe_tuned(record.get("tuned_env"))
+    if tuned_line:
+        out.append(("p", tuned_line))
+    return out + _tuning_sections(record)
+
+
+def _figure_env_sections(record):
+    """One table of the environments the figures ran with (figures of one environment together)."""
+    groups = {}
+    for name, coll in sorted((record.get("collectives") or {}).items()):
+        groups.setdefault(benchenv.describe_figure_env(coll.get("env")), []).append(f"nccl-tests {name}")
+    for name, item in sorted((record.get("torch") or {}).items()):
+        groups.setdefault(benchenv.describe_figure_env(item.get("env")), []).append(f"torch {name}")
+    tuning = record.get("tuning") or {}
+    if tuning.get("candidates"):
+        default = {"mode": "default", "vars": tuning.get("env") or {}, "seen": None}
+        groups.setdefault(benchenv.describe_figure_env(default), []).append(
+            "all_reduce default vs other settings (each adds its own)"
+        )
+    if groups:
+        header = ["figures", "environment they ran with (what the process saw, where it said)"]
+        rows = [[", ".join(names), text] for text, names in sorted(groups.items(), key=lambda g: g[1])]
+        return [("table", (header, rows))]
+    if record.get("env"):
+        return [("p", "Environment: " + benchenv.format_env(record["env"]))]
+    return []
+
+
+def _tuning_row(cand, default, tuned_values):
+    env = cand.get("env") or {}
+    busbw = cand.get("busbw")
+    label = "default NCCL" if not env else benchenv.format_env(env)
+    if env and env == tuned_values:
+        label += " (tuned env file)"
+    change = "-" if busbw is None or not default or not env else f"{(busbw / default - 1) * 100:+.1f}%"
+    return [label, _fmt(busbw), change]
+
+
+def _tuning_sections(record):
+    """all_reduce at the top size with default NCCL beside the other settings, and the stored winner."""
+    tuning = record.get("tuning") or {}
+    if not tuning.get("candidates"):
+        return []
+    tuned_values = (record.get("tuned_env") or {}).get("values")
+    rows = [_tuning_row(c, tuning.get("default_busbw"), tuned_values) for c in tuning["candidates"]]
+    sweep = tuning.get("mode", "sweep") == "sweep"
+    rule = (
+        f" (sweep: a setting must gain > {tuning.get('min_gain', 0.02) * 100:.0f}% to be stored)"
+        if sweep
+        else ""
+    )
+    out = [
+        ("p", f"all_reduce at {tuning.get('size', '')}, default and tuned NCCL side by side{rule}:"),
+        ("table", (["NCCL settings", "busbw GB/s", "vs default"], rows)),
+    ]
+    if tuning.get("best") and sweep:
+        out.append(
+            (
+                "p",
+                f"NCCL tuning: best {benchenv.format_env(tuning['best'])} "
+                f"({_fmt(tuning.get('best_busbw'))} GB/s vs {_fmt(tuning.get('default_busbw'))} GB/s "
+                f"default) written to {tuning.get('path', '')}",
+            )
+        )
+    return out
+
+
+def _like_text(like):
+    if like.get("ratio") is None:
+        return "-"
+    return f"{_pct(like['ratio'])} at {human_bytes(like['size'])} (>= {_pct(like.get('goal'))})"
+
+
+def _torch_summary(records):
+    rows = []
+    for host, record in sorted(records.items()):
+        for name, item in sorted((record.get("torch") or {}).items()):
+            size, busbw = _largest(item.get("rows") or [])
+            if size is None:
+                continue
+            v = item.get("verdict") or {}
+            like = item.get("vs_nccl_tests") or {}
+            rows.append(
+                [
+                    host,
+                    name,
+                    item.get("backend"),
+                    human_bytes(size),
+                    _fmt(busbw, 3),
+                    v.get("verdict", "not judged"),
+                    _pct(v.get("ratio")),
+                    _pct((item.get("of_link") or {}).get("ratio")),
+                    _fmt(like.get("nccl_tests_busbw")),
+                    _like_text(like),
+                    benchenv.describe_figure_env(item.get("env")),
+                ]
+            )
+    return rows
+
+
+def _render_md(sections):
+    lines = [line for kind, payload in sections for line in _md_section(kind, payload)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _md_section(kind, payload):
+    """A section's Markdown lines, each section followed by a blank line."""
+    if kind == "h":
+        return ["#" * payload[0] + " " + md_text(payload[1]), ""]
+    if kind == "p":
+        return [md_text(payload), ""]
+    if kind == "table":
+        return [*_md_table(*payload), ""]
+    if kind == "img":
+        return [f"![{md_text(payload[1])}]({_safe(payload[0])})", ""]
+    return []
+
+
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:0.9em}th,td{border:1px solid #ccc;padding:4px 8px;
+text-align:left;vertical-align:top}th{background:#f2f2f2}img{max-width:100%;display:block;margin:1em 0}
+.PASS{background:#d8f5d0}.WARN{background:#fff2c2}.FAIL,.critical{background:#f8d0d0}.warning{background:#fff2c2}"""
+
+
+_HTML_CLASSES = {"PASS", "WARN", "FAIL", "critical", "warning"}
+
+
+def _html_cell(value):
+    text = "" if value is None else str(value)
+    cls = f' class="{text}"' if text in _HTML_CLASSES else ""
+    return f"<td{cls}>{html.escape(text)}</td>"
+
+
+def _html_table(header, rows):
+    """A table, each verdict and severity cell carrying its colour class."""
+    lines = ["<table><tr>" + "".join(f"<th>{html.escape(str(h))}</th>" for h in header) + "</tr>"]
+    lines += ["<tr>" + "".join(_html_cell(value) for value in row) + "</tr>" for row in rows]
+    return "\n".join([*lines, "</table>"])
+
+
+def _render_html(sections, run_dir):
+    esc = html.escape
+    body = [_html_section(kind, payload, run_dir) for kind, payload in sections]
+    body = [text for text in body if text is not None]
+    title = esc(sections[0][1][1])
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+        f"<style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
+
+
+def _html_section(kind, payload, run_dir):
+    """A section as HTML (None for an unknown kind); an image is embedded from its PNG."""
+    if kind == "h":
+        return f"<h{payload[0]}>{html.escape(payload[1])}</h{payload[0]}>"
+    if kind == "p":
+        return f"<p>{html.escape(payload)}</p>"
+    if kind == "table":
+        return _html_table(*payload)
+    if kind == "img":
+        return _html_img(payload, run_dir)
+    return None
+
+
+def _html_img(payload, run_dir):
+    with open(os.path.join(run_dir, payload[0]), "rb") as handle:
+        data = base64.b64encode(handle.read()).decode("ascii")
+    return f'<img alt="{html.escape(payload[1])}" src="data:image/png;base64,{data}">'
+
+
+def _draw_plots(plt, records, run_dir):
+    """{(kind, host or key): PNG file name} of every plot drawn into run_dir."""
+    plots = {}
+    for host, record in sorted(records.items()):
+        plots.update(_draw_host_plots(plt, host, record, run_dir))
+    if _plot_torch(plt, records, os.path.join(run_dir, "torch.png")):
+        plots[("torch", None)] = "torch.png"
+    plots.update(stepcost_plots(plt, records, run_dir))
+    plots.update(gpu_trial_report.plots(plt, records, run_dir))
+    return plots
+
+
+def _draw_host_plots(plt, host, record, run_dir):
+    """{(kind, host): PNG file name} of a host's busbw and topology plots that were drawn."""
+    plots = {}
+    for kind, draw in (("busbw", _plot_busbw), ("topology", _plot_topology)):
+        name = f"{kind}_{_safe(host)}.png"
+        if draw(plt, record, os.path.join(run_dir, name)):
+            plots[(kind, host)] = name
+    return plots
+
+
+def write_report(run_dir, run_id, records):
+    """Write report.md, report.html and the PNGs into run_dir; return {md, html, pngs, plots}."""
+    plt = _pyplot()
+    plots = _draw_plots(plt, records, run_dir) if plt is not None else {}
+    note = "" if plt is not None else "Plots skipped: matplotlib is not installed in the controller's Python."
+    sections = _sections(run_id, records, plots, note)
+    md_path = os.path.join(run_dir, "report.md")
+    html_path = os.path.join(run_dir, "report.html")
+    atomicfile.write_text(md_path, _render_md(sections))
+    atomicfile.write_text(html_path, _render_html(sections, run_dir))
+    return {
+        "md": md_path,
+        "html": html_path,
+        "pngs": sorted(os.path.join(run_dir, p) for p in plots.values()),
+        "plots": bool(plots),
+    }
+
+
+# ---------------------------------------------------------------- DDP step cost (issue 16)
+def stepcost_groups(records):
+    """[(key, title, figures)]: each host's single-node figures, then the group's multi-node ones
+    once (every host that took part keeps the same figures; the first host's are shown)."""
+    out = []
+    for host, record in sorted(records.items()):
+        figs = (record.get("stepcost") or {}).get("single_node")
+        if figs:
+            out.append((host, f"{host} (one node, {figs[0].get('world_size')} ranks)", figs))
+    for _host, record in sorted(records.items()):
+        figs = (record.get("stepcost") or {}).get("multi_node")
+        if figs:
+            out.append(
+                (
+                    "group",
+                    f"the group ({figs[0].get('nnodes')} node{'' if figs[0].get('nnodes') == 1 else 's'}, "
+                    f"{figs[0].get('world_size')} ranks)",
+                    figs,
+                )
+            )
+            break
+    return out
+
+
+def _stepcost_bars(figs):
+    """[(label, compute ms, exposed communication ms)] per model size and timed hook."""
+    bars = []
+    for fig in figs:
+        size = ddp_step.human_count(fig.get("params"))
+        for hook, entry in (fig.get("hooks") or {}).items():
+            if entry.get("step_ms") is not None:
+                comm = entry.get("exposed_ms") or 0.0
+                bars.append((f"{size}\n{hook}", entry["step_ms"] - comm, comm))
+    return bars
+
+
+def stepcost_plots(plt, records, run_dir):
+    """One bar chart per host and one for the group: per model size and hook, compute-only and
+    exposed communication stacked ({("stepcost", key): file})."""
+    plots = {}
+    for key, title, figs in stepcost_groups(records):
+        bars = _stepcost_bars(figs)
+        if not bars:
+            continue
+        fig_, ax = plt.subplots(figsize=(max(5.0, 0.8 * len(bars) + 2), 4.0), dpi=100)
+        xs = range(len(bars))
+        ax.bar(xs, [b[1] for b in bars], color="#7f9fbf", label="compute (no_sync step)")
+        ax.bar(
+            xs,
+            [b[2] for b in bars],
+            bottom=[b[1] for b in bars],
+            color="#d9534f",
+            label="exposed communication",
+        )
+        ax.set_xticks(list(xs), [b[0] for b in bars], fontsize=8)
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel("median step time (ms)")
+        ax.set_title(f"DDP step on {title}:\ncompute vs exposed communication per comm hook", fontsize=9)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=7)
+        name = f"stepcost_{_safe(key)}.png"
+        save_figure(plt, fig_, os.path.join(run_dir, name))
+        plots[("stepcost", key)] = name
+    return plots
+
+
+_STEPCOST_HEADER = [
+    "params",
+    "backend",
+    "precision",
+    "hook",
+    "compute ms",
+    "step ms",
+    "step p25-p75",
+    "exposed comm ms",
+    "comm share",
+    "vs no hook",
+    "note",
+]
+
+
+def _stepcost_rows(figs):
+    rows = []
+    for fig in figs:
+        for hook, entry in (fig.get("hooks") or {}).items():
+            spread = entry.get("spread_ms") or [None, None]
+            rows.append(
+                [
+                    ddp_step.human_count(fig.get("params")),
+                    fig.get("backend"),
+                    fig.get("precision"),
+                    entry.get("label") or hook,
+                    _fmt(fig.get("compute_ms"), 2),
+                    _fmt(entry.get("step_ms"), 2),
+                    "-" if spread[0] is None else f"{spread[0]:.2f}-{spread[1]:.2f}",
+                    _fmt(entry.get("exposed_ms"), 2),
+                    _pct(entry.get("share")),
+                    "-" if entry.get("vs_none") is None else f"{entry['vs_none'] * 100:+.0f}%",
+                    entry.get("skipped") or ("inconsistent" if entry.get("inconsistent") else ""),
+                ]
+            )
+    return rows
+
+
+def _stepcost_line(fig):
+    """One model size's sentence, its effective all-reduce bandwidth and its baseline."""
+    eff = fig.get("effective") or {}
+    ref = eff.get("reference") or {}
+    line = f"{ddp_step.human_count(fig.get('params'))} params: {fig.get('sentence', '')}"
+    if eff.get("busbw") is not None:
+        line += (
+            " Gradient all-reduce as the step saw it: "
+            f"{(fig.get('grad_bytes') or 0) / 1e9:.3g} GB of gradients in "
+            f"{_fmt((fig.get('hooks') or {}).get('none', {}).get('exposed_ms'), 2)} ms exposed = "
+            f"{_fmt(eff['busbw'])} GB/s busbw"
+        )
+        if ref:
+            line += (
+                f", {_pct(eff.get('ratio'))} of the {_fmt(ref.get('busbw'))} GB/s "
+                f"{ref.get('source')} at {human_bytes(ref.get('size'))} (run {ref.get('run_id')})"
+            )
+        line += "."
+    base = fig.get("baseline") or {}
+    if base.get("run_id"):
+        line += (
+            f" Against the last passing run {base['run_id']}: "
+            f"{_fmt(base.get('baseline_step_ms'), 2)} ms, "
+            f"{base.get('change', 0) * 100:+.0f}% ({fig.get('verdict')})."
+        )
+    return line
+
+
+def stepcost_sections(records, plots):
+    """The report's DDP step section: per host and for the group, a table per model size and hook,
+    the sentence, the effective all-reduce bandwidth against the reference, the chart."""
+    groups = stepcost_groups(records)
+    if not groups:
+        return []
+    out = [
+        ("h", (2, "What communication costs a DDP step")),
+        (
+            "p",
+            "files/bench/ddp_step.py: a synthetic model trained with DistributedDataParallel. Exposed "
+            "communication = median full step - median compute-only step (no_sync); share = exposed / full "
+            "step; a hook's change is its full step against the step without a hook (roles/bench/README.md).",
+        ),
+    ]
+    for key, title, figs in groups:
+        out.append(("h", (3, f"DDP step on {title}")))
+        out.append(("table", (_STEPCOST_HEADER, _stepcost_rows(figs))))
+        out += [("p", _stepcost_line(fig)) for fig in figs]
+        if plots.get(("stepcost", key)):
+            out.append(("img", (plots[("stepcost", key)], f"DDP step cost on {title}")))
+    return out

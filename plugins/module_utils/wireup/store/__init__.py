@@ -1,0 +1,1 @@
+"""The controller's results store and its one newest-first query."""
