@@ -43,13 +43,11 @@ if str(ROOT / ".collections") not in sys.path:
     sys.path.insert(0, str(ROOT / ".collections"))
 
 from ansible_collections.wireup.cluster.plugins.filter import wireup_fabric, wireup_launch  # noqa: E402
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (  # noqa: E402
-    gpujudge,
-    gpurecord,
-    node_check,
-    report,
-    results,
-)
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import gpu_trial  # noqa: E402
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import gpujudge  # noqa: E402
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import node_check  # noqa: E402
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble  # noqa: E402
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results  # noqa: E402
 from tests.perf import fleet_build as fb  # noqa: E402
 
 # A step is linear when its calls grow by at most this x the size's growth (4.5x for 4x the nodes,
@@ -243,7 +241,7 @@ def _trial_sections(store):
     before the peers."""
     trial = store.params["gpu_trial"]
     settings = {**gpujudge.DEFAULT_SETTINGS, **(trial.get("thresholds") or {})}
-    inputs = {h: gpurecord.node_inputs(h, fact) for h, fact in sorted(trial["nodes"].items())}
+    inputs = {h: gpu_trial.node_inputs(h, fact) for h, fact in sorted(trial["nodes"].items())}
     return {h: gpujudge.prepare_node(h, node, {}, settings) for h, node in inputs.items()}, settings
 
 
@@ -263,10 +261,10 @@ def _report(store, plots):
     try:
         with contextlib.ExitStack() as stack:
             if not plots:
-                real = report._pyplot
-                report._pyplot = lambda: None
-                stack.callback(setattr, report, "_pyplot", real)
-            m, paths = measure(lambda: report.write_report(folder, store.run_id, store.records))
+                real = assemble._pyplot
+                assemble._pyplot = lambda: None
+                stack.callback(setattr, assemble, "_pyplot", real)
+            m, paths = measure(lambda: assemble.write_report(folder, store.run_id, store.records))
         m.extra = {
             "html_mb": round(os.path.getsize(paths["html"]) / 1e6, 2),
             "md_lines": pathlib.Path(paths["md"]).read_text(encoding="utf-8").count("\n"),
@@ -396,7 +394,7 @@ def run_size(n, args, history):
     fleet = fb.Fleet.of(n)
     root = tempfile.mkdtemp(prefix=f"wireup-fleet-{n}-", dir=args.tmp)
     out = {}
-    report._pyplot()  # matplotlib's import, once per process, is no step's
+    assemble._pyplot()  # matplotlib's import, once per process, is no step's
     try:
         store = build(fleet, root, args.days, calls=args.calls)
         for name in args.steps:

@@ -12,14 +12,14 @@ deterministically:
 * a node's GPU trial: ``gpuhealth.read`` / ``gpuhealth.answer`` (what wireup_gpu_health_info
   returns) on the real 8x H100 ``nvidia-smi -q`` (gpud), each node's GPUs with UUIDs of their own;
   the fingerprint's document from roles/gpu_trial/files/gpu_fingerprint.py's own ``summarize`` and
-  ``document``; ``gputrial.node_data`` and ``run_data``;
-* the quick check: ``checkrun.check`` (wireup-check's code) with nvidia-smi answering the 8x H100
+  ``document``; ``gpu_trial.node_data`` and ``run_data``;
+* the quick check: ``run.check`` (wireup-check's code) with nvidia-smi answering the 8x H100
   captures and a sysfs NIC tree, then ``node_check.result`` on its ``--json`` line;
-* the fabric run: ``bench_fabric.job`` / ``result`` per node and round, ``fabricrun.judge_round``
+* the fabric run: ``bench_fabric.job`` / ``result`` per node and round, ``fabric_run.judge_round``
   on the real two-host NCCL INFO logs (ncclinfo/h200x1_nccl-2.28.9_twohost_socket_rank*) with the
   benchmark's JSON line, stored by wireup_fabric_bench's own ``_store``;
 * the store: ``bench_report.store_nodes`` (the GPU trial judged across the run by
-  ``gpurecord.attach``) and ``results.store_run``, as wireup_bench_store does.
+  ``gpu_trial.attach``) and ``results.store_run``, as wireup_bench_store does.
 
 Per node: its name (``gpu0000``...), address, GPU UUIDs, and each figure's spread (a seeded
 random per node, GPU and day). About 2% of the nodes are bad, each in one way (BAD_KINDS): a slow
@@ -48,20 +48,24 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 if str(ROOT / ".collections") not in sys.path:
     sys.path.insert(0, str(ROOT / ".collections"))
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup import (  # noqa: E402
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.check import run as check_run  # noqa: E402
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import (  # noqa: E402
+    fabric_run as judge_fabric_run,
+)
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import (  # noqa: E402
     bench,
     bench_fabric,
     bench_report,
-    checkrun,
-    fabric,
-    fabricrun,
-    gpuhealth,
-    gputrial,
-    health,
+    gpu_trial,
     node_check,
-    results,
+)
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import (  # noqa: E402
+    gpuhealth,
+    health,
+    nics,
     topology,
 )
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results  # noqa: E402
 from ansible_collections.wireup.cluster.plugins.modules import wireup_fabric_bench  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -120,7 +124,7 @@ def captures():
         proc_status=_read("proc_status", "debian12_nspawn_node.txt"),
         mountinfo=_read("mountinfo", "debian12_nspawn_node.txt"),
         fabric_logs=[_read("ncclinfo", f"h200x1_nccl-2.28.9_twohost_socket_rank{r}.txt") for r in (0, 1)],
-        nics=fabric.parse_nic_facts(fabric.read_tree(str(FIXTURES / "sysfs" / "h200vm_virtio_no_ib"))),
+        nics=nics.parse_nic_facts(nics.read_tree(str(FIXTURES / "sysfs" / "h200vm_virtio_no_ib"))),
         sysfs=str(FIXTURES / "sysfs" / "h200vm_virtio_no_ib"),
     )
 
@@ -319,17 +323,17 @@ def health_answer(text):
 
 
 def trial_node(fleet, host, run_id, day):
-    """The node's gpu_trial_node fact (gputrial.node_data over the role's registered results)."""
+    """The node's gpu_trial_node fact (gpu_trial.node_data over the role's registered results)."""
     read = json.loads(health_answer(health_text(fleet.kind(host), host)))
     doc = fingerprint_doc(fleet, host, read["health"], day)
     registered = {"rc": 0, "stdout": json.dumps(doc), "stderr": "", "delta": "0:01:24.2"}
-    return gputrial.node_data(TRIAL_PLAN, run_id, host, reads=[read, read], fingerprint=registered)
+    return gpu_trial.node_data(TRIAL_PLAN, run_id, host, reads=[read, read], fingerprint=registered)
 
 
 def trial_run(hosts, facts):
     """gpu_trial_run as the report play gathers it (the role's default thresholds)."""
-    given = gputrial.JudgeSettings(**gputrial.thresholds(_defaults("gpu_trial")))
-    return gputrial.run_data(list(hosts), [facts.get(h) for h in hosts], given)
+    given = gpu_trial.JudgeSettings(**gpu_trial.thresholds(_defaults("gpu_trial")))
+    return gpu_trial.run_data(list(hosts), [facts.get(h) for h in hosts], given)
 
 
 # ---------------------------------------------------------------- a bench run stored
@@ -390,13 +394,13 @@ def _smi_answers(kind, host):
 
 
 def quick_result(kind, host):
-    """The node's __node_check_result: wireup-check's check (checkrun.check, nvidia-smi answering
+    """The node's __node_check_result: wireup-check's check (run.check, nvidia-smi answering
     the captures) as its --json line, read back by node_check.result."""
-    config = checkrun.merge_config(
+    config = check_run.merge_config(
         {"host": host, "nvidia_smi": "/bin/true", "sysfs_root": captures().sysfs, "baseline": "/nonexistent"}
     )
-    said = checkrun.check(config, run=_smi_answers(kind, host))
-    stdout = json.dumps(checkrun._public(said), sort_keys=True, default=str)
+    said = check_run.check(config, run=_smi_answers(kind, host))
+    stdout = json.dumps(check_run._public(said), sort_keys=True, default=str)
     return node_check.result(host, stdout=stdout, stderr="", rc=said["exit"])
 
 
@@ -505,7 +509,7 @@ class _Module:
 
 def fabric_run(fleet, results_dir, jobs_dir, timer=None):
     """The bench_fabric role's rounds: each node's job and result, the module's judgement per
-    round (fabricrun.judge_round; timed by ``timer`` when given), then the run stored as the
+    round (fabric_run.judge_round; timed by ``timer`` when given), then the run stored as the
     module stores it. Returns (record, rounds run, jobs run)."""
     timer = timer or (lambda fn: fn())
     results_so_far, judged, jobs = [], {}, set()
@@ -527,7 +531,7 @@ def fabric_run(fleet, results_dir, jobs_dir, timer=None):
                 jobs.add((round_no, tuple(job["members"]), job["confirms"]))
         rounds += 1 if round_no else 0
         params = fabric_params(fleet, results_so_far)
-        judged = timer(lambda p=params: fabricrun.judge_round(p, read))
+        judged = timer(lambda p=params: judge_fabric_run.judge_round(p, read))
     params = dict(fabric_params(fleet, results_so_far), results_dir=results_dir, run_id="", tolerance=0.10)
     record, _paths = timer(lambda: wireup_fabric_bench._store(_Module, params, judged))
     return record, rounds, len(jobs)
@@ -535,7 +539,7 @@ def fabric_run(fleet, results_dir, jobs_dir, timer=None):
 
 # ---------------------------------------------------------------- the launch plan's inputs
 def launch_node(host):
-    """launch.node_facts' input as plan.yml gives it: wireup_node, the /proc probe's slurp."""
+    """torchrun_launch.node_facts' input as plan.yml gives it: wireup_node, the /proc probe's slurp."""
     c = captures()
     probe = {
         "results": [
