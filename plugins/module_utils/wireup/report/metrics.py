@@ -344,11 +344,11 @@ def latest_record(results_dir, host):
 
 
 def controller_text(results_dir, host):
-    """node_text for ``host`` from the controller's store (its newest bench record, the newest
-    fabric record); '' when there is neither."""
+    """node_text for ``host`` from the controller's store (its newest bench record, its part of
+    the newest fabric record: fabric_run.latest_fabric_of); '' when there is neither."""
     from ..judge import fabric_run
 
-    return node_text(host, latest_record(results_dir, host), fabric_run.latest_fabric(results_dir))
+    return node_text(host, latest_record(results_dir, host), fabric_run.latest_fabric_of(results_dir, host))
 
 
 # ------------------------------------------------------------------------------ the quick check
