@@ -517,13 +517,13 @@ def main(argv=None):
             table[name][n] = m
             history[name].append((n, m))
         print(f"# {n} nodes: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+        if args.json:  # after each size: a run stopped at a larger one keeps the smaller ones'
+            pathlib.Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            pathlib.Path(args.json).write_text(json.dumps(as_json(table, args.sizes, args), indent=1) + "\n")
     print(render(table, args.sizes))
     if args.calls:
         print()
         print(render(table, args.sizes, "calls"))
-    if args.json:
-        pathlib.Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        pathlib.Path(args.json).write_text(json.dumps(as_json(table, args.sizes, args), indent=1) + "\n")
     problems = check(table, args.sizes) if args.check else []
     for line in problems:
         print(f"NOT LINEAR: {line}", file=sys.stderr)
