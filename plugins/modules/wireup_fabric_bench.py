@@ -176,9 +176,10 @@ def _run_folder(module, results_dir, run_id):
 
 
 def _write(run_dir, record, paths):
-    """Each round rewrites its own run's record, whole or not at all (atomicfile), its report
-    section and, with matplotlib, its plot."""
+    """Each round rewrites its own run's record, whole or not at all (atomicfile), each host's
+    part of it (fabric.write_slices), its report section and, with matplotlib, its plot."""
     atomicfile.write_json(paths["json"], record, indent=2)
+    fabric.write_slices(run_dir, record, paths["json"])  # each node's textfile reads its own part
     text = fabric.markdown(record)
     if fabric.plot(record, os.path.join(run_dir, "fabric.png")):
         paths["png"] = os.path.join(run_dir, "fabric.png")

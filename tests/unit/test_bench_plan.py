@@ -18,13 +18,11 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 H200 = REPO / "tests/fixtures/h200x2"
-# The role's defaults the plan reads: every one but the play's own settings (playbooks/bench.yml
-# reads bench_single_serial as the node-alone play's batch size; no plan sees it).
-PLAY_SETTINGS = ("bench_single_serial",)
+# The role's defaults the plan reads: every one but the play's own (bench.PLAY_SETTINGS).
 DEFAULTS = {
     k: v
     for k, v in yaml.safe_load((REPO / "roles/bench/defaults/main.yml").read_text()).items()
-    if k not in PLAY_SETTINGS
+    if k not in bench.PLAY_SETTINGS
 }
 REPORT_DEFAULTS = yaml.safe_load((REPO / "roles/bench_report/defaults/main.yml").read_text())
 GPU_NODE = {

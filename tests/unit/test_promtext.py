@@ -14,6 +14,7 @@ import subprocess
 
 import pytest
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import atomicfile
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import quick
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import gpuhealth, health
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import metrics
@@ -293,3 +294,43 @@ def test_a_check_text_that_cannot_be_made_falls_back_to_the_verdict():
     text.encode("utf-8")
     if PROMTOOL:
         assert promtool("check", "metrics", text=text).returncode == 0
+
+
+def _stored_fabric_run(tmp_path):
+    """A fabric run of 8 nodes (one slow link) judged and stored by wireup's own code: the bench
+    role's jobs and results on the real two-host NCCL logs, fabric_run.judge_round, the module's _store."""
+    from tests.perf import fleet_build
+
+    hosts = tuple(f"gpu{i:04d}" for i in range(8))
+    shape = fleet_build.Fleet(hosts, {"gpu0004": "fabric_slow"})
+    record, _rounds, _jobs = fleet_build.fabric_run(shape, str(tmp_path), str(tmp_path / "jobs"))
+    return record, next((tmp_path / "fabric").iterdir())
+
+
+def test_a_nodes_textfile_reads_its_own_part_of_the_fabric_record(tmp_path, monkeypatch):
+    # Each node's textfile re-read the whole fabric record: O(N) each, O(N^2) for the fleet.
+    record, run_dir = _stored_fabric_run(tmp_path)
+    whole = {h: metrics.node_text(h, None, record) for h in record["verdicts"]}
+    read, real = [], results.read_strict_json
+    monkeypatch.setattr(results, "read_strict_json", lambda path: read.append(path) or real(path))
+    for host, text in whole.items():
+        assert metrics.controller_text(str(tmp_path), host) == text and text
+    assert samples(whole["gpu0004"], "wireup_fabric_verdict")['{host="gpu0004",verdict="FAIL"}'] == 1
+    assert not [p for p in read if p.endswith("fabric.json")]
+    assert sorted(read) == sorted(str(run_dir / "hosts" / f"{h}.json") for h in whole)
+
+
+def test_a_stale_or_damaged_slice_is_never_trusted_over_its_record(tmp_path):
+    record, run_dir = _stored_fabric_run(tmp_path)
+    # The record rewritten after its slices (a later round cut off before its slices): the record.
+    changed = dict(record, verdicts={**record["verdicts"], "gpu0001": "FAIL"})
+    atomicfile.write_json(str(run_dir / "fabric.json"), changed, indent=2)
+    text = metrics.controller_text(str(tmp_path), "gpu0001")
+    assert samples(text, "wireup_fabric_verdict")['{host="gpu0001",verdict="FAIL"}'] == 1
+    # A damaged slice: the record, whole.
+    (run_dir / "hosts" / "gpu0002.json").write_text("{cut")
+    assert metrics.controller_text(str(tmp_path), "gpu0002") == metrics.node_text("gpu0002", None, changed)
+    # A damaged record: DAMAGED, whatever its slices say.
+    (run_dir / "fabric.json").write_text("{cut")
+    text = metrics.controller_text(str(tmp_path), "gpu0003")
+    assert samples(text, "wireup_fabric_verdict")['{host="gpu0003",verdict="DAMAGED"}'] == 1

@@ -230,7 +230,7 @@ def make_setup() -> Setup:
 # ---------------------------------------------------------------- the checks
 def _strip_env(words):
     env = {}
-    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
+    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\+?=.*", words[0]):
         key, value = words[0].split("=", 1)
         env[key] = value
         words = words[1:]

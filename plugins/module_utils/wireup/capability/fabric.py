@@ -6,7 +6,9 @@ rule is record/gate.py."""
 from __future__ import annotations
 
 import os
+from typing import TypedDict
 
+from ..core import atomicfile
 from ..judge.fabric_run import group_line
 from ..probe.health import finding
 from ..render import markdown as render
@@ -225,18 +227,121 @@ def load_fabric_record(path):
     return record
 
 
+def _fabric_runs(results_dir):
+    """The fabric runs' folder names, oldest first."""
+    try:
+        names = os.listdir(os.path.join(results_dir, "fabric"))
+    except OSError:
+        return []
+    return sorted((d for d in names if store.RUN_ID_RE.fullmatch(d)), key=store._run_sort_key)
+
+
 def latest_fabric(results_dir):
     """The newest fabric record ({damaged, run_id} when it cannot be read; None without one)."""
-    fabric_dir = os.path.join(results_dir, "fabric")
-    try:
-        names = sorted(
-            (d for d in os.listdir(fabric_dir) if store.RUN_ID_RE.fullmatch(d)), key=store._run_sort_key
-        )
-    except OSError:
-        names = []
-    for name in reversed(names):
+    for name in reversed(_fabric_runs(results_dir)):
         try:
-            return load_fabric_record(os.path.join(fabric_dir, name, "fabric.json"))
+            return load_fabric_record(os.path.join(results_dir, "fabric", name, "fabric.json"))
+        except FileNotFoundError:
+            continue
+        except ValueError as err:
+            return {"damaged": str(err), "run_id": name}
+    return None
+
+
+# ------------------------------------------------------------------------------ each host's part
+# A fabric run's folder keeps, beside fabric.json, each host's part of it (SLICES/HOST.json): what
+# the node's textfile needs (its verdict, the pairs it took part in), so each node reads its own
+# part (O(1) in the fleet) instead of the whole record (O(N) each, O(N^2) for the fleet). A part
+# names the record it was cut from by the record's file (inode, size, mtime: atomicfile replaces
+# the file on every write) and is used only while that file is still the record: a record
+# rewritten since, a part missing or damaged, and the whole record is read (fail closed).
+SLICES = "hosts"
+
+
+class FabricSlice(TypedDict):
+    """One host's part of a fabric record (SLICES/HOST.json), shaped as a record for
+    report.metrics.fabric_families: the record's run_id and kind, the host's verdict, its pairs."""
+
+    run_id: str
+    kind: str
+    host: str
+    verdicts: dict
+    pairs: list
+    record: dict
+
+
+def host_slices(record) -> dict:
+    """{host: FabricSlice without ``record``} of every host with a verdict, in one pass."""
+    verdicts = record.get("verdicts") or {}
+    pairs = {host: [] for host in verdicts}
+    for p in record.get("pairs") or []:
+        for member in {str(m) for m in p.get("pair") or []}:
+            if member in pairs:
+                pairs[member].append(p)
+    return {
+        host: {
+            "run_id": record.get("run_id"),
+            "kind": "fabric",
+            "host": host,
+            "verdicts": {host: verdict},
+            "pairs": pairs[host],
+        }
+        for host, verdict in verdicts.items()
+    }
+
+
+def _file_stamp(st):
+    return {"ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def write_slices(run_dir, record, record_path):
+    """Each host's part of ``record`` (written at ``record_path`` just before) beside it, each
+    written atomically; a host whose name cannot be a file name gets none (its textfile reads
+    the record)."""
+    stamp = _file_stamp(os.stat(record_path))
+    folder = os.path.join(run_dir, SLICES)
+    os.makedirs(folder, exist_ok=True)
+    for host, part in host_slices(record).items():
+        if store._HOST_RE.fullmatch(host):
+            atomicfile.write_json(os.path.join(folder, f"{host}.json"), dict(part, record=stamp))
+
+
+def _read_slice(run_dir, name, host, st):
+    """The host's part when it is the part of the record whose stat is ``st``; None otherwise."""
+    if not store._HOST_RE.fullmatch(str(host)):
+        return None
+    try:
+        part = store.read_strict_json(os.path.join(run_dir, SLICES, f"{host}.json"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(part, dict) or part.get("record") != _file_stamp(st):
+        return None
+    verdicts, pairs = part.get("verdicts"), part.get("pairs")
+    if part.get("run_id") != name or part.get("host") != host or not isinstance(pairs, list):
+        return None
+    if not isinstance(verdicts, dict) or set(verdicts) != {host}:
+        return None
+    return {"run_id": name, "kind": "fabric", "verdicts": verdicts, "pairs": pairs}
+
+
+def latest_fabric_of(results_dir, host):
+    """What latest_fabric gives, for one host's textfile: the newest fabric run's part for
+    ``host`` (its slice, while it is the record's), else that run's whole record ({damaged,
+    run_id} when it cannot be read); None without a fabric run."""
+    for name in reversed(_fabric_runs(results_dir)):
+        run_dir = os.path.join(results_dir, "fabric", name)
+        path = os.path.join(run_dir, "fabric.json")
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            st = None
+        part = _read_slice(run_dir, name, host, st) if st else None
+        if part is not None:
+            return part
+        try:
+            return load_fabric_record(path)
         except FileNotFoundError:
             continue
         except ValueError as err:

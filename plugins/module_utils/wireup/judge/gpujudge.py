@@ -8,11 +8,13 @@ per host the record's "gpus" section and GPU verdict:
   spec_pass_ratio x expected, WARN at >= spec_warn_ratio x, FAIL below; the raw ratio (measured /
   peak) shown beside it. An unknown model gets no spec verdict and says so. A figure above
   gpuspec.PLAUSIBLE_FACTOR x its peak is a measurement error: FAIL, never a baseline.
-* Peers: the same model on the node and across the cluster. A GPU slower than the best peer by more
-  than warn_tolerance is WARN, by more than fail_tolerance FAIL, naming the GPU and the peer. When
-  every GPU of a node is slower than the best node of the cluster (its median against the best
-  node's) the node is named instead (node-wide causes: power, cooling, PCIe, BIOS); GPUs slower
-  than their own node's best are still named.
+* Peers: the same model on the node and across the cluster, against a reference computed once per
+  model and figure (peer_reference: the median, with the MAD as the spread, of PEER_MEDIAN_MIN
+  GPUs or more; the better of two): linear in the GPUs. A GPU slower than the reference by more
+  than warn_tolerance is WARN, by more than fail_tolerance FAIL, naming the GPU and the reference.
+  When every GPU of a node is slower than the cluster's reference node (the median of the nodes'
+  medians) the node is named instead (node-wide causes: power, cooling, PCIe, BIOS); GPUs slower
+  than their own node's median are still named.
 * Baseline: each GPU against its own last passing run, found by UUID (gpuhealth.gpu_key; never
   by serial: boards with two GPUs share one, some cards print 0) wherever it was
   (gpu_trial.baselines): a GPU moved to another slot or node is still itself. A drop beyond
@@ -25,6 +27,7 @@ A GPU's verdict is the worst of its figures' verdicts and its findings (critical
 -> WARN); the node's is the worst of its GPUs' and its node findings'.
 """
 
+import dataclasses
 import statistics
 
 from ..probe import gpuhealth, health
@@ -44,6 +47,8 @@ THROTTLE_MIN_S = 0.5
 THROTTLE_MIN_FRACTION = 0.01
 _SEVERITY_VERDICT = {"critical": "FAIL", "warning": "WARN"}
 _VERDICT_SEVERITY = {"FAIL": "critical", "WARN": "warning"}
+# The peers' reference is their median from this many GPUs (or nodes) on, the best one below it.
+PEER_MEDIAN_MIN = 3
 _CONCURRENT = {"h2d_concurrent_bytes_per_second": "h2d", "d2h_concurrent_bytes_per_second": "d2h"}
 
 
@@ -234,34 +239,59 @@ def _tolerance_verdict(deficit, settings):
     return "WARN" if deficit > settings["warn_tolerance"] else "PASS"
 
 
-def _node_medians(members, figure):
-    per_node = {}
-    for host, gpu in members:
-        value = (gpu["figures"].get(figure) or {}).get("median")
-        if value is not None:
-            per_node.setdefault(host, []).append(value)
-    return {host: statistics.median(values) for host, values in per_node.items()}
+@dataclasses.dataclass(frozen=True)
+class PeerReference:
+    """What a GPU (or a node) is judged against, computed once per model and figure: its name in
+    the record and the findings, its value, and the group's median, MAD and size."""
+
+    name: str
+    value: float
+    median: float
+    mad: float
+    count: int
+    is_median: bool
 
 
-def _slow_nodes(members, figure, settings):
-    """{host: (deficit, best host, best median, node median)} of nodes whose every GPU and median
-    are beyond warn_tolerance below the cluster's best node (needs two nodes or more)."""
-    medians = _node_medians(members, figure)
-    if len(medians) < 2:
-        return {}
-    best_host = max(medians, key=medians.get)
-    best = medians[best_host]
+def peer_reference(named, median_name):
+    """PeerReference of [(name, value)]: the median (``median_name``) of PEER_MEDIAN_MIN values or
+    more, else the best (two GPUs or nodes: the median cannot tell which one is off)."""
+    values = sorted(v for _n, v in named)
+    median = statistics.median(values)
+    mad = statistics.median(sorted(abs(v - median) for v in values))
+    if len(values) >= PEER_MEDIAN_MIN:
+        return PeerReference(median_name, median, median, mad, len(values), True)
+    name, best = max(named, key=lambda nv: nv[1])
+    return PeerReference(name, best, median, mad, len(values), False)
+
+
+def _per_host(have, figure):
+    """{host: [(gpu, median)]} of the GPUs that measured the figure, in one pass."""
     out = {}
-    for host, median in medians.items():
-        values = [(g["figures"].get(figure) or {}).get("median") for h, g in members if h == host]
-        if best and all(v is not None and 1 - v / best > settings["warn_tolerance"] for v in values):
-            out[host] = (1 - median / best, best_host, best, median)
+    for host, gpu in have:
+        out.setdefault(host, []).append((gpu, gpu["figures"][figure]["median"]))
+    return out
+
+
+def _slow_nodes(per_host, model, settings):
+    """{host: (deficit, PeerReference, node median)} of nodes whose every GPU and median are beyond
+    warn_tolerance below the cluster's reference node (the median of the nodes' medians, the best
+    node of two; needs two nodes or more)."""
+    if len(per_host) < 2:
+        return {}
+    medians = {host: statistics.median(v for _g, v in gpus) for host, gpus in per_host.items()}
+    ref = peer_reference(list(medians.items()), f"median of {len(medians)} {model} nodes")
+    out = {}
+    for host, gpus in per_host.items():
+        if ref.value and all(1 - v / ref.value > settings["warn_tolerance"] for _g, v in gpus):
+            out[host] = (1 - medians[host] / ref.value, ref, medians[host])
     return out
 
 
 def judge_peers(nodes, settings):
-    """Per figure and model, every GPU against the best peer; slow nodes named once. Returns the
-    node-level findings {host: [finding]}; GPU findings and verdicts go onto the GPUs."""
+    """Per figure and model, every GPU against its model's reference (PeerReference: computed once,
+    each GPU judged against it: linear in the GPUs); slow nodes named once, their GPUs against their
+    own node's reference. Returns the node-level findings {host: [finding]}; GPU findings and
+    verdicts go onto the GPUs."""
     node_findings = {}
     for model, members in _by_model(nodes).items():
         figures = sorted({f for _h, g in members for f in g["figures"]})
@@ -274,49 +304,61 @@ def judge_peers(nodes, settings):
                         "why": f"no other {model} GPU measured it",
                     }
                 continue
-            slow = _slow_nodes(have, figure, settings)
+            per_host = _per_host(have, figure)
+            slow = _slow_nodes(per_host, model, settings)
             for host, info in slow.items():
                 node_findings.setdefault(host, []).append(
                     _slow_node_finding(host, model, figure, info, settings)
                 )
-            _judge_figure_peers(have, figure, slow, settings)
+            _judge_figure_peers((model, figure), per_host, slow, settings)
     return node_findings
 
 
-def _judge_figure_peers(have, figure, slow, settings):
-    best_host, best_gpu = max(have, key=lambda hg: hg[1]["figures"][figure]["median"])
-    best = best_gpu["figures"][figure]["median"]
-    for host, gpu in have:
-        # A GPU of a slow node is compared with its own node's best (the node is named once);
-        # the others with the cluster's best.
-        pool = [(h, g) for h, g in have if h == host] if host in slow else have
-        ref_host, ref_gpu = max(pool, key=lambda hg: hg[1]["figures"][figure]["median"])
-        ref = ref_gpu["figures"][figure]["median"]
-        value = gpu["figures"][figure]["median"]
-        deficit = 1 - value / ref if ref else 0.0
-        verdict = _tolerance_verdict(deficit, settings)
-        gpu["figures"][figure]["peer"] = {
-            "best": best,
-            "best_gpu": short_name(best_host, best_gpu),
-            "ratio": round(value / best, 4) if best else None,
-            "reference": short_name(ref_host, ref_gpu),
-            "deficit": round(deficit, 4),
-            "verdict": verdict,
-        }
-        if verdict != "PASS":
-            gpu["findings"].append(
-                _peer_finding(host, gpu, figure, (ref_host, ref_gpu, ref), deficit=deficit, verdict=verdict)
-            )
+def _references(model, per_host, slow):
+    """{host: PeerReference}: the cluster's for every host, a slow node's own for it."""
+    named = [(short_name(h, g), v) for h, gpus in per_host.items() for g, v in gpus]
+    cluster = peer_reference(named, f"median of {len(named)} {model} GPUs")
+    out = dict.fromkeys(per_host, cluster)
+    for host in slow:
+        own = [(short_name(host, g), v) for g, v in per_host[host]]
+        out[host] = peer_reference(own, f"median of {host}'s {len(own)} GPUs")
+    return out, max(named, key=lambda nv: nv[1])
 
 
-def _peer_finding(host, gpu, figure, reference, *, deficit, verdict):
-    ref_host, ref_gpu, ref = reference
+def _judge_figure_peers(model_figure, per_host, slow, settings):
+    model, figure = model_figure
+    references, (best_name, best) = _references(model, per_host, slow)
+    for host, gpus in per_host.items():
+        # A GPU of a slow node is compared with its own node's reference (the node is named once);
+        # the others with the cluster's.
+        ref = references[host]
+        for gpu, value in gpus:
+            deficit = 1 - value / ref.value if ref.value else 0.0
+            verdict = _tolerance_verdict(deficit, settings)
+            gpu["figures"][figure]["peer"] = {
+                "best": best,
+                "best_gpu": best_name,
+                "ratio": round(value / best, 4) if best else None,
+                "reference": ref.name,
+                "median": ref.median,
+                "spread": round(ref.mad / ref.median, 4) if ref.median else None,
+                "deficit": round(deficit, 4),
+                "verdict": verdict,
+            }
+            if verdict != "PASS":
+                gpu["findings"].append(
+                    _peer_finding(host, gpu, figure, ref, deficit=deficit, verdict=verdict)
+                )
+
+
+def _peer_finding(host, gpu, figure, ref, *, deficit, verdict):
     value = gpu["figures"][figure]["median"]
+    against = f"the {ref.name}" if ref.is_median else f"its best peer {ref.name}"
     return gpuhealth.gpu_finding(
         gpu,
         "gpu_slower_than_peers",
         f"{short_name(host, gpu)}: {figure_label(figure)} {human(figure, value)} is {deficit * 100:.0f}% "
-        f"below its best peer {short_name(ref_host, ref_gpu)} ({human(figure, ref)}): {verdict}",
+        f"below {against} ({human(figure, ref.value)}): {verdict}",
         source="gpu_peers",
         remediation="isolate" if verdict == "FAIL" else "monitor",
         severity=_VERDICT_SEVERITY[verdict],
@@ -324,13 +366,18 @@ def _peer_finding(host, gpu, figure, reference, *, deficit, verdict):
 
 
 def _slow_node_finding(host, model, figure, info, settings):
-    deficit, best_host, best, median = info
+    deficit, ref, median = info
     verdict = _tolerance_verdict(deficit, settings)
+    against = (
+        f"the {ref.name} ({human(figure, ref.value)})"
+        if ref.is_median
+        else f"{ref.name}'s {human(figure, ref.value)}"
+    )
     out = health.finding(
         _VERDICT_SEVERITY.get(verdict, "warning"),
         "gpu_node_slower_than_cluster",
         f"{host}: every {model} GPU is slow on {figure_label(figure)}: node median "
-        f"{human(figure, median)} is {deficit * 100:.0f}% below {best_host}'s {human(figure, best)} "
+        f"{human(figure, median)} is {deficit * 100:.0f}% below {against} "
         f"(a node-wide cause: power, cooling, PCIe or BIOS settings): {verdict}",
     )
     return dict(out, source="gpu_peers", remediation="isolate" if verdict == "FAIL" else "monitor", gpu={})

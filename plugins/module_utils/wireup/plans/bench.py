@@ -38,6 +38,11 @@ TORCH_SCRIPT = "torch_allreduce.py"
 STEPCOST_SCRIPT = "ddp_step.py"
 
 
+# The role's defaults a play reads and no plan does (playbooks/bench.yml's node-alone play batches
+# its nodes by bench_single_serial): every other bench_* default is a BenchSettings field.
+PLAY_SETTINGS = ("bench_single_serial",)
+
+
 @dataclasses.dataclass(frozen=True)
 class BenchSettings:
     """The role's variables the plan reads (each named after its variable without ``bench_``),

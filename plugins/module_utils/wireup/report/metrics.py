@@ -357,11 +357,11 @@ def latest_record(results_dir, host):
 
 
 def controller_text(results_dir, host):
-    """node_text for ``host`` from the controller's store (its newest bench record, the newest
-    fabric record); '' when there is neither."""
+    """node_text for ``host`` from the controller's store (its newest bench record, its part of
+    the newest fabric record: fabric.latest_fabric_of); '' when there is neither."""
     from ..capability import fabric
 
-    return node_text(host, latest_record(results_dir, host), fabric.latest_fabric(results_dir))
+    return node_text(host, latest_record(results_dir, host), fabric.latest_fabric_of(results_dir, host))
 
 
 # ------------------------------------------------------------------------------ the quick check
