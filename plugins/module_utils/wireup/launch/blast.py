@@ -11,6 +11,8 @@ budget (it is not wireup's to return) but it stays out of service either way.
 
 Standard library only: wireup-check imports it on the node (check/run.py)."""
 
+from __future__ import annotations
+
 import re
 from collections import Counter
 from typing import TypedDict
