@@ -27,7 +27,7 @@ TESTBED ?= default
 INVENTORY ?=
 TESTBED_INVENTORY := .testbed/$(TESTBED)/inventory.yml
 RUN_INVENTORY = $(if $(INVENTORY),$(INVENTORY),$(TESTBED_INVENTORY))
-ENTRY_PLAYBOOKS := site.yml bench.yml launch.yml jobs.yml
+ENTRY_PLAYBOOKS := site.yml bench.yml launch.yml jobs.yml repair.yml
 
 .PHONY: help venv venv-2.19 venv-2.20 venv-2.21 venv-importer deps deps-test run lint metrics unit unit-2.21 \
   collection sanity sanity-2.19 sanity-2.20 sanity-2.21 importer integration test testbed-up testbed-down \

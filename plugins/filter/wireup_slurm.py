@@ -27,10 +27,19 @@ def wireup_slurm_plan(sbatch_stdout, plan, stop_grace=15):
     return slurm.run_plan(str(sbatch_stdout or ""), dict(plan), stop_grace=stop_grace)
 
 
-def wireup_slurm_drain_plan(show_result, plan, check_mode=False):
-    """slurm.drain_plan of a launch plan's drain_read, from the registered scontrol show node."""
-    return slurm.drain_plan(
-        list(dict(plan).get("drain_read") or []), dict(show_result or {}), check_mode=bool(check_mode)
+def wireup_slurm_drain_plan(show_result, plan, check_mode=False, max_share=10, max_nodes=8):
+    """slurm.drain_plan of a launch plan's drain_read, from the registered scontrol show node (every
+    node), within the blast radius (slurm.limit_drains: wireup_drain_max_share, wireup_drain_max_nodes)
+    of the job's group (its hosts that run and those left out) and of their partitions."""
+    plan = dict(plan)
+    read = list(plan.get("drain_read") or [])
+    decided = slurm.drain_plan(read, dict(show_result or {}), check_mode=bool(check_mode))
+    group = {
+        "name": plan.get("group") or "",
+        "nodes": sorted({*slurm.node_names(plan).values(), *(d["node"] for d in read)}),
+    }
+    return slurm.limit_drains(
+        decided, dict(show_result or {}), group, max_share=int(max_share), max_nodes=int(max_nodes)
     )
 
 

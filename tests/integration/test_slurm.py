@@ -373,7 +373,10 @@ def test_failed_node_is_drained_with_its_finding_and_the_job_runs_on_the_others(
         reason = summary["drained"]["node2"]
         # one printable line: '"' -> "'", '|' -> '/', the tab -> a space
         said = "'slow' / shaped round 1 with node1: 0.0236 GB/s FAIL"
-        assert reason == f"wireup: fabric run {run_id} named node2 bad: {said}"
+        assert reason.startswith(
+            f"wireup: [node_problem] hw/bench: fabric run {run_id} named node2 bad: {said}"[:100]
+        )
+        assert reason == slurm.drain_reason(summary["left_out"]["node2"], whose="hw", check="bench")
         assert "left out node2 (torchrun_launch_drain_failed): fabric run" in result.stdout
         [drained] = _said(result, DRAIN_TASK).values()
         assert drained["changed"] is True and [r["item"]["node"] for r in drained["results"]] == ["node2"]
@@ -417,6 +420,50 @@ def test_failed_node_is_drained_with_its_finding_and_the_job_runs_on_the_others(
         )
     shown = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=busy.HANG_S).stdout
     assert "DRAIN" not in re.search(r"State=(\S+)", shown).group(1), shown
+
+
+def test_a_fault_on_more_than_the_allowed_share_stops_the_launch_with_the_shared_cause(
+    slurm_cluster, tmp_path
+):
+    """Issue 37 item 3 on the testbed's Slurm: node2's and node3's latest fabric verdicts FAIL with
+    one finding. 10% of 3 nodes is 0.3: wireup may hold one out; two is a likely shared cause, so
+    launch.yml drains nothing, submits nothing and stops, naming the common finding."""
+    results = tmp_path / "results"
+    run_id = "20261201T060000Z"
+    evidence = "round 1 with node1: 0.0236 GB/s FAIL"
+    record = {
+        "run_id": run_id,
+        "verdicts": {"node1": "PASS", "node2": "FAIL", "node3": "FAIL"},
+        "nodes": {n: {"state": "bad", "evidence": [evidence]} for n in ("node2", "node3")},
+    }
+    (results / "fabric" / run_id).mkdir(parents=True)
+    (results / "fabric" / run_id / "fabric.json").write_text(json.dumps(record))
+    extra = dict(
+        FAST,
+        wireup_results_dir=str(results),
+        torchrun_launch_job="it-slurm-blast",
+        torchrun_launch_drain_failed=True,
+        torchrun_launch_timeout=240,
+    )
+    t0 = time.monotonic()
+    result = run_playbook("launch.yml", slurm_cluster.inventory, extra, timeout=300)
+    print(f"[slurm blast] launch.yml rc={result.rc} in {time.monotonic() - t0:.0f} s")
+    assert result.rc != 0
+    said = "\n".join(str(msg) for _host, _task, msg in result.failure_messages())
+    assert "wireup: blast radius: 2 of 3 nodes of Slurm partition testbed would be out of service" in said, (
+        said
+    )
+    assert (
+        "nothing more is drained. The cause is likely shared (a driver rollout, a switch, the fabric manager)"
+        in said
+    )
+    assert f"2 of 2 have 'fabric run {run_id} named node" in said
+    assert not _said(result, DRAIN_TASK)
+    for node in ("node2", "node3"):
+        assert "DRAIN" not in _node_state(slurm_cluster, node)[0]
+    # nothing was submitted: Slurm knows no job of that name
+    jobs = slurm_cluster.ssh("node1", "sacct -n -X -P --name it-slurm-blast -o JobID", timeout=30).stdout
+    assert jobs.strip() == "", jobs
 
 
 HEALTH = "/usr/local/sbin/wireup-slurm-health"
@@ -535,7 +582,7 @@ def test_health_check_drains_a_failing_node(health_check):
             tb,
             "node2",
             "the fault",
-            "wireup: NIC mlx5_0:1 missing (was up at 400 Gb/s at the baseline taken by hand",
+            "wireup: [node_problem] hw/quick: NIC mlx5_0:1 missing (was up at 400 Gb/s at the baseline",
         )
         assert len(reason) <= 120
         for node in ("node1", "node3"):
@@ -587,7 +634,8 @@ def test_health_check_drains_a_node_whose_gpu_needs_a_reset(health_check):
             tb,
             "node2",
             "the stand-in nvidia-smi",
-            "wireup: GPU0 reset: GPU0 (00000000:00:06.0, GPU-47e4f408, S/N 1653724057182): row remap pending",
+            "wireup: [node_problem] hw/quick: GPU0 reset: GPU0 (00000000:00:06.0, GPU-47e4f408, "
+            "S/N 1653724057182)",
         )
         assert len(reason) <= 120
         for node in ("node1", "node3"):
@@ -612,13 +660,117 @@ def test_health_check_drains_a_node_whose_gpu_needs_a_reset(health_check):
             tb,
             "node2",
             "a hostile nvidia-smi -q -x",
-            # gpuhealth refuses a document deeper than MAX_DEPTH (issue 35: it was a RecursionError)
-            "wireup: wireup-check ERROR node2: could not check: nvidia-smi -q -x could not be read "
-            "(the output of",
-            stale="wireup: GPU0 reset:",
+            "wireup: [node_problem] sw/quick: wireup-check ERROR node2: could not check: "
+            "nvidia-smi -q -x could not",
+            stale="wireup: [node_problem] hw/quick: GPU0 reset:",
         )
         text = tb.ssh("node2", f"cat {TEXTFILE}").stdout
         assert 'wireup_check_verdict{host="node2",verdict="ERROR"} 1' in text
     finally:
         tb.ssh("node2", f"rm -rf {STAND_IN} {CAPTURES_ON_NODE}", check=False)
         _resume(tb, "node2")
+
+
+def test_the_node_side_check_stops_at_the_partitions_blast_radius(health_check):
+    """Issue 37 item 3 seen from the nodes: node2's check drains it (its NIC fault); then node3
+    fails the same way, and its check, which reads the partition first, finds wireup holding 1
+    of 3 out already (the limit at 10%): node3 is not drained, its check says the cause is likely
+    shared. Both are undone and resumed after."""
+    tb = health_check
+    rail = {"name": "mlx5_0:1", "kind": "ib", "up": True, "gbps": 400.0, "watched": True}
+    fault = (
+        f"cp -p {BASELINE} {BASELINE}.manual && python3 -c \"import json; p='{BASELINE}'; "
+        f"d=json.load(open(p)); d['node']['ports'].append({rail!r}); json.dump(d, open(p, 'w'))\""
+    )
+    tb.ssh("node2", fault)
+    try:
+        _wait_drained(tb, "node2", "the fault", "wireup: [node_problem] hw/quick: NIC mlx5_0:1 missing")
+        tb.ssh("node3", fault)
+        direct = tb.ssh("node3", HEALTH, check=False)
+        assert direct.returncode == 1 and direct.stdout.startswith(
+            "wireup-check: FAIL node3: NIC mlx5_0:1 missing"
+        )
+        assert (
+            "Slurm: wireup: blast radius: 2 of 3 nodes of Slurm partition testbed would be out of service "
+            "(1 drained by wireup already, 1 now; the limit is 1: 10%, at most 8): nothing more is drained"
+        ) in direct.stderr, direct.stderr
+        assert "1 of 1 have 'NIC mlx5_0:1 missing" in direct.stderr
+        # slurmd's own checks (every 5 s) refuse the same way: node3 stays in service
+        time.sleep(12)
+        assert "DRAIN" not in _node_state(tb, "node3")[0]
+    finally:
+        for node in ("node2", "node3"):
+            tb.ssh(node, f"test -e {BASELINE}.manual && mv {BASELINE}.manual {BASELINE}", check=False)
+        _resume(tb, "node2")
+        _resume(tb, "node3")
+
+
+REPAIR_SAID = "Repair | Say what is done with each node"
+RETURN_SAID = "Repair | Say which nodes return and which stay drained"
+RECHECK_TASK = "Node check | Run wireup-check"
+
+
+def _repair(tb, extra=None):
+    t0 = time.monotonic()
+    result = run_playbook("repair.yml", tb.inventory, dict(extra or {}), timeout=600)
+    print(f"[repair] repair.yml {extra or ''} rc={result.rc} in {time.monotonic() - t0:.0f} s")
+    assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-4000:]}"
+    [plan] = [r["msg"] for r in _said(result, REPAIR_SAID).values()]
+    [back] = [r["msg"] for r in _said(result, RETURN_SAID).values()]
+    return result, plan, back
+
+
+def test_repair_returns_a_fixed_node_clears_a_job_drain_and_leaves_a_hand_drain_alone(health_check):
+    """Issue 37 item 1 on the testbed's Slurm: node2 is drained by slurmd's health check for a NIC
+    fault (wireup's [node_problem] hw/quick), node3 for a job's problem (wireup's [user_problem]
+    reason), node1 by hand. The fault is removed; repair.yml's dry run says what it would do and
+    changes nothing; with -e repair_resume=true it rechecks node2 only (the quick check), returns
+    node2 and node3 (node3 without a recheck) and leaves node1 drained with its reason."""
+    tb = health_check
+    rail = {"name": "mlx5_0:1", "kind": "ib", "up": True, "gbps": 400.0, "watched": True}
+    tb.ssh(
+        "node2",
+        f"cp -p {BASELINE} {BASELINE}.manual && python3 -c \"import json; p='{BASELINE}'; "
+        f"d=json.load(open(p)); d['node']['ports'].append({rail!r}); json.dump(d, open(p, 'w'))\"",
+    )
+    job = slurm.drain_reason("rank 3 ran out of host memory", whose="job", check="job")
+    try:
+        _wait_drained(tb, "node2", "the fault", "wireup: [node_problem] hw/quick: NIC mlx5_0:1 missing")
+        tb.ssh("node2", f"mv {BASELINE}.manual {BASELINE}")
+        time.sleep(6)  # a check that started before the fix may still be running
+        tb.ssh("node1", shlex.join(["scontrol", "update", "NodeName=node3", "State=DRAIN", f"Reason={job}"]))
+        tb.ssh("node1", "scontrol update NodeName=node1 State=DRAIN Reason='bad dimm 2, ticket 7'")
+        result, plan, back = _repair(tb)
+        assert (
+            "Repair: node1 (node1) drained by a person or another tool (Reason=bad dimm 2, ticket 7): "
+            "left alone" in plan
+        )
+        assert any(
+            line.startswith("Repair: node3 (node3) drained by wireup for a job's problem") for line in plan
+        )
+        assert any(
+            line.startswith("Repair: node2 (node2) drained by wireup for the node's problem") for line in plan
+        )
+        assert sorted(result.task_results(RECHECK_TASK)) == ["node2"]  # node3: no hardware recheck
+        assert [line.split(" (")[0] for line in back] == ["Repair: node2", "Repair: node3"]
+        assert all("dry run: -e repair_resume=true returns it" in line for line in back), back
+        for node in NODES:
+            assert "DRAIN" in _node_state(tb, node)[0]  # the dry run changed nothing
+        result, plan, back = _repair(tb, {"repair_resume": True})
+        assert any(
+            line.startswith("Repair: node2 (node2) returned to service (the quick check passes now")
+            for line in back
+        ), back
+        assert any(
+            line.startswith("Repair: node3 (node3) returned to service (a job's problem") for line in back
+        ), back
+        t0 = time.monotonic()
+        while any("DRAIN" in _node_state(tb, n)[0] for n in ("node2", "node3")):
+            assert time.monotonic() - t0 < 30
+            time.sleep(1)
+        state, shown = _node_state(tb, "node1")
+        assert "DRAIN" in state and "Reason=bad dimm 2, ticket 7 [root@" in shown
+    finally:
+        tb.ssh("node2", f"test -e {BASELINE}.manual && mv {BASELINE}.manual {BASELINE}", check=False)
+        for node in NODES:
+            _resume(tb, node, wait=False)

@@ -231,7 +231,7 @@ def test_no_baseline_passes_and_says_so_or_fails_when_required(node):
 def test_drain_uses_slurms_reason_rules_and_leaves_a_wireup_drain_alone(node):
     log = node / "scontrol.log"
     shown = node / "shown.txt"
-    shown.write_text("NodeName=gpu-a01 Arch=x86_64 State=IDLE ThreadsPerCore=1\n")
+    shown.write_text("NodeName=gpu-a01 Arch=x86_64 State=IDLE ThreadsPerCore=1 Partitions=gpu\n")
     script(
         node / "bin/scontrol" if (node / "bin").mkdir() is None else None,
         f'echo "$@" >> {log}\n[ "$1" = show ] && cat {shown}\nexit 0\n',
@@ -242,9 +242,10 @@ def test_drain_uses_slurms_reason_rules_and_leaves_a_wireup_drain_alone(node):
     done = run(node, "--drain", env=env)
     assert done.returncode == 1
     calls = log.read_text().splitlines()
-    assert calls[0] == "show node -o gpu-a01"
+    assert calls[0] == "show node -o"
     assert calls[1].startswith(
-        "update NodeName=gpu-a01 State=DRAIN Reason=wireup: GPU0 00000000:00:06.0 NVLink 18 of 18"
+        "update NodeName=gpu-a01 State=DRAIN Reason=wireup: [node_problem] hw/quick: "
+        "GPU0 00000000:00:06.0 NVLink 18 of 18"
     )
     assert len(calls[1].split("Reason=", 1)[1]) <= 120
     assert "Slurm: drain gpu-a01 (State=IDLE)" in done.stderr
@@ -252,7 +253,7 @@ def test_drain_uses_slurms_reason_rules_and_leaves_a_wireup_drain_alone(node):
     shown.write_text(f"NodeName=gpu-a01 State=IDLE+DRAIN Reason={reason} [root@2026-12-02T10:00:00]\n")
     log.write_text("")
     again = run(node, "--drain", env=env)
-    assert again.returncode == 1 and log.read_text().splitlines() == ["show node -o gpu-a01"]
+    assert again.returncode == 1 and log.read_text().splitlines() == ["show node -o"]
     assert "drained already for a wireup reason" in again.stderr
 
 
@@ -354,7 +355,9 @@ def slurm(node):
     """A stand-in scontrol on PATH: it records its argv, and what the textfile folder held when it
     was called (the drain comes before any metrics write)."""
     (node / "bin").mkdir()
-    (node / "shown.txt").write_text("NodeName=gpu-a01 Arch=x86_64 State=IDLE ThreadsPerCore=1\n")
+    (node / "shown.txt").write_text(
+        "NodeName=gpu-a01 Arch=x86_64 State=IDLE ThreadsPerCore=1 Partitions=gpu\n"
+    )
     script(
         node / "bin/scontrol",
         f'echo "$@" >> {node}/scontrol.log\necho "$1: $(ls -A {node}/prom)" >> {node}/prom_seen.log\n'
@@ -391,8 +394,10 @@ def test_a_pending_row_remap_drains_the_node_before_the_textfile_which_promtool_
         and len(done.stdout.splitlines()) == 1
     )
     calls = scontrol_calls(node)
-    assert calls[0] == "show node -o gpu-a01"
-    assert calls[1].startswith(f"update NodeName=gpu-a01 State=DRAIN Reason=wireup: {finding}"[:110])
+    assert calls[0] == "show node -o"
+    assert calls[1].startswith(
+        f"update NodeName=gpu-a01 State=DRAIN Reason=wireup: [node_problem] hw/quick: {finding}"[:110]
+    )
     assert len(calls[1].split("Reason=", 1)[1]) <= 120
     # The drain came first: the folder was empty when scontrol ran, the textfile is there now.
     assert (node / "prom_seen.log").read_text().splitlines() == ["show: ", "update: "]
@@ -455,7 +460,9 @@ def test_a_check_that_cannot_judge_drains_the_node_with_an_error_reason(node, sl
     update = scontrol_calls(node)[1]
     reason = update.split("Reason=", 1)[1]
     assert update.startswith("update NodeName=gpu-a01 State=DRAIN Reason=")
-    assert reason.startswith(f"wireup: wireup-check ERROR gpu-a01: {said}"), reason
+    # a check that could not read the node: the node's software, not its hardware (issue 37)
+    want = f"wireup: [node_problem] sw/quick: wireup-check ERROR gpu-a01: {said}"
+    assert reason.startswith(want) or (reason.endswith("...") and want.startswith(reason[:-3])), reason
     assert len(reason) <= 120 and reason.isprintable()
     assert (node / "prom_seen.log").read_text().splitlines() == ["show: ", "update: "]
     prom = node / "prom/wireup_check.prom"
@@ -609,4 +616,59 @@ def test_the_testbeds_stand_in_nvidia_smi_makes_wireup_check_drain_for_a_gpu(nod
     smi.chmod(0o755)
     done = run(node, "--drain", "--nvidia-smi", str(smi), env=slurm)
     assert done.returncode == 1 and "FAIL gpu-a01: GPU0 reset: GPU0 (00000000:00:06.0" in done.stdout
-    assert scontrol_calls(node)[1].startswith("update NodeName=gpu-a01 State=DRAIN Reason=wireup: GPU0 reset")
+    assert scontrol_calls(node)[1].startswith(
+        "update NodeName=gpu-a01 State=DRAIN Reason=wireup: [node_problem] hw/quick: GPU0 reset"
+    )
+
+
+def _partition(node, drained_by_wireup, size=20):
+    """shown.txt: every node of partition gpu as scontrol show node -o prints them (the testbed's
+    22.05.8 record layout), the first ``drained_by_wireup`` of the others drained by wireup."""
+    lines = ["NodeName=gpu-a01 Arch=x86_64 State=IDLE ThreadsPerCore=1 Partitions=gpu"]
+    for i in range(2, size + 1):
+        st = "IDLE+DRAIN" if i - 2 < drained_by_wireup else "IDLE"
+        why = (
+            " Reason=wireup: [node_problem] hw/quick: GPU0 reset [root@2026-12-02T10:00:00]"
+            if i - 2 < drained_by_wireup
+            else ""
+        )
+        lines.append(f"NodeName=gpu-a{i:02d} Arch=x86_64 State={st} ThreadsPerCore=1 Partitions=gpu{why}")
+    (node / "shown.txt").write_text("\n".join(lines) + "\n")
+
+
+def test_the_node_side_drain_stays_within_its_partitions_blast_radius(node, slurm):
+    """Issue 37 item 3: before, wireup-check --drain drained every failing node, however many of
+    its partition wireup had drained already. 10% of 20 is 2: with one drained it drains, with
+    two it stops and names the likely shared cause."""
+    assert run(node, "--write-baseline", "--manual").returncode == 0
+    (node / "smi/nvlink_s.txt").write_text(links_down((H200 / "nvlink_s.txt").read_text(), 0, 18))
+    _partition(node, 1)
+    done = run(node, "--drain", env=slurm)
+    assert [c.split()[0] for c in scontrol_calls(node)] == ["show", "update"], done.stderr
+    (node / "scontrol.log").write_text("")
+    _partition(node, 2)
+    done = run(node, "--drain", env=slurm)
+    assert done.returncode == 1 and scontrol_calls(node) == ["show node -o"]
+    assert (
+        "Slurm: wireup: blast radius: 3 of 20 nodes of Slurm partition gpu would be out of service "
+        "(2 drained by wireup already, 1 now; the limit is 2: 10%, at most 8): nothing more is drained. "
+        "The cause is likely shared (a driver rollout, a switch, the fabric manager): 1 of 1 have 'GPU0"
+    ) in done.stderr
+    # the limit is the node's configuration (node_check_drain_max_share)
+    conf = json.loads((node / "check.json").read_text())
+    (node / "check.json").write_text(json.dumps(dict(conf, drain_max_share=15)))
+    (node / "scontrol.log").write_text("")
+    run(node, "--drain", env=slurm)
+    assert [c.split()[0] for c in scontrol_calls(node)] == ["show", "update"]
+
+
+def test_the_node_side_drain_fails_closed_when_slurm_does_not_name_the_node(node, slurm):
+    assert run(node, "--write-baseline", "--manual").returncode == 0
+    (node / "smi/nvlink_s.txt").write_text(links_down((H200 / "nvlink_s.txt").read_text(), 0, 18))
+    (node / "shown.txt").write_text("slurm_load_node error: Unable to contact slurm controller\n")
+    done = run(node, "--drain", env=slurm)
+    assert scontrol_calls(node) == ["show node -o"]
+    assert (
+        "Slurm: wireup: blast radius: no node group or partition could be read: nothing is drained"
+        in done.stderr
+    )

@@ -26,12 +26,17 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 H200 = REPO / "tests/fixtures/h200x2"
 RECORD = json.loads((H200 / "bench_record_2026-11-29_healthy.json").read_text())
 DEFAULTS = yaml.safe_load((REPO / "roles/node_check/defaults/main.yml").read_text())
+GROUP_VARS = yaml.safe_load((REPO / "group_vars/all.yml").read_text())
 REPORT_DEFAULTS = yaml.safe_load((REPO / "roles/bench_report/defaults/main.yml").read_text())
 
 
 def settings(**over):
     """The role's defaults as the plan task names them (node_check_bench_bytes -> bench_bytes)."""
     values = {k.removeprefix("node_check_"): v for k, v in DEFAULTS.items() if k != "node_check_python"}
+    values.update(
+        drain_max_share=GROUP_VARS["wireup_drain_max_share"],
+        drain_max_nodes=GROUP_VARS["wireup_drain_max_nodes"],
+    )
     return plans_node_check.CheckSettings(**dict(values, **over))
 
 
@@ -42,6 +47,12 @@ def test_the_plan_takes_the_slurm_name_and_nvidia_smi_from_preflights_facts():
     assert conf["slurm_node"] == "gpu-a01" and conf["nvidia_smi"] == "/usr/local/nvidia/bin/nvidia-smi"
     assert conf["bench"] == {"run": False, "size": 256 << 20, "tolerance": 0.2, "iterations": 20}
     assert plans_node_check.plan("a01", {}, settings(nvidia_smi="/x"))["config"]["slurm_node"] == "a01"
+    # the blast radius travels to wireup-check (issue 37), and check.json takes it (run.DEFAULTS)
+    conf = plans_node_check.plan("a01", {}, settings(drain_max_share=20, drain_max_nodes=3))["config"]
+    assert (conf["drain_max_share"], conf["drain_max_nodes"]) == (20, 3)
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.check import run as checkrun
+
+    assert checkrun.merge_config(conf)["drain_max_share"] == 20
     head = ["/usr/local/sbin/wireup-check", "--config", "/etc/wireup/check.json"]
     assert plan["quick_argv"] == [*head, "--json"]
     assert plan["baseline_argv"] == [*head, "--write-baseline", "--json"]

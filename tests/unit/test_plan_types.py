@@ -36,6 +36,7 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import
     nccl_tests,
     nvidia_driver,
     pytorch_venv,
+    repair,
     slurm_health_check,
     torchrun_launch,
 )
@@ -122,7 +123,10 @@ PLANS: dict[str, typing.Any] = {
     "__torchrun_launch_jobs": torchrun_launch.JobsPlan,
     "__torchrun_launch_verdict": (wait.Verdict, slurm.SlurmVerdict),
     "__verdict": slurm.SlurmVerdict,  # slurm_wait.yml's, before it is kept
-    "__torchrun_launch_drain": slurm.DrainPlan,
+    "__torchrun_launch_drain": slurm.LimitedDrain,
+    # repair (issue 37)
+    "__repair_plan": repair.RepairPlan,
+    "__repair_return": repair.ReturnPlan,
     "__torchrun_launch_result": torchrun_launch.NodeResult,
     "__node": torchrun_launch.JobsNode,
     "__report": torchrun_launch.Report,

@@ -17,6 +17,7 @@ import pytest
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import atomicfile
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import quick
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import gpuhealth, health
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import prom
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import metrics
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
@@ -60,8 +61,8 @@ FABRIC = {
 
 
 def test_label_values_and_help_are_escaped_per_the_exposition_format():
-    assert metrics.escape_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
-    assert metrics.escape_help('say "x"\\\n') == 'say "x"\\\\\\n'
+    assert prom.escape_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
+    assert prom.escape_help('say "x"\\\n') == 'say "x"\\\\\\n'
     fam = metrics.family("wireup_x", "help", [({"host": 'n"1\n'}, 1)])
     assert (
         metrics.render([fam]) == '# HELP wireup_x help\n# TYPE wireup_x gauge\nwireup_x{host="n\\"1\\n"} 1\n'
@@ -69,7 +70,7 @@ def test_label_values_and_help_are_escaped_per_the_exposition_format():
 
 
 def test_values_names_and_duplicates():
-    assert [metrics.format_value(v) for v in (1, 2.5, True, math.nan, math.inf, -math.inf)] == [
+    assert [prom.format_value(v) for v in (1, 2.5, True, math.nan, math.inf, -math.inf)] == [
         "1",
         "2.5",
         "1",

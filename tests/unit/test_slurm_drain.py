@@ -229,7 +229,8 @@ def test_the_launch_plan_reads_the_state_and_the_summary_says_what_was_drained()
         "failed": {"n2": "fabric run R named n2 bad", "n3": "x"},
     }
     p = torchrun_launch.job_plan(list(nodes), nodes, **base)
-    assert p["drain_state_argv"] == ["scontrol", "show", "node", "-o", "node2,node3"]
+    # every node: the blast radius counts the partitions' drains (issue 37)
+    assert p["drain_state_argv"] == ["scontrol", "show", "node", "-o"]
     decided = slurm.drain_plan(p["drain_read"], shown("testbed_22.05.8_scontrol_show_node_o_drained.txt"))
     assert decided["drain"] == []
     out = torchrun_launch.summary(
@@ -249,8 +250,98 @@ def test_the_filter_reads_the_plans_drain_read():
     plan = {"drain_read": [item("node2")]}
     got = filters["wireup_slurm_drain_plan"](shown("testbed_22.05.8_scontrol_show_node_o_drained.txt"), plan)
     assert got["drain"] == [] and got["nodes"]["node2"]["action"] == "drained_already"
-    assert filters["wireup_slurm_drain_plan"]({}, {"drain_read": []}) == {
+    empty = filters["wireup_slurm_drain_plan"]({}, {"drain_read": []})
+    assert {k: empty[k] for k in ("drain", "nodes", "show", "refused")} == {
         "drain": [],
         "nodes": {},
         "show": [],
+        "refused": [],
     }
+
+
+def _launch_plan(failed, count=3):
+    nodes = {
+        f"n{i}": {"address": f"10.0.0.{i}", "interface": "eth0", "hostname": f"node{i}", "cpus": 2}
+        for i in range(1, count + 1)
+    }
+    base = {
+        "job": "j",
+        "program": "/p.py",
+        "base_dir": "/opt/wireup",
+        "venv_path": "/opt/wireup/venv",
+        "results_dir": "/tmp/r",
+        "run_id": "r1",
+        "nproc_per_node": 1,
+        "slurm": True,
+        "drain_failed": True,
+        "failed": failed,
+        "group": "gpu_nodes",
+    }
+    return torchrun_launch.job_plan(list(nodes), nodes, **base)
+
+
+def test_the_launch_drain_stays_within_the_blast_radius():
+    """Issue 37 item 3: before, launch.yml drained every FAILed node of the group, 2 of 3 here.
+    10% of 3 is 0.3: one node may go; two is a shared cause, nothing is drained and the play stops."""
+    import test_launch_templates as t
+
+    filters = t._wireup_filters(t.SLURM_FILTERS_PY)
+    idle = shown("testbed_22.05.8_scontrol_show_node_o_idle.txt")
+    one = filters["wireup_slurm_drain_plan"](idle, _launch_plan({"n2": "GPU0 row remap pending"}))
+    assert [d["node"] for d in one["drain"]] == ["node2"] and one["refused"] == []
+    assert one["drain"][0]["reason"] == "wireup: [node_problem] hw/bench: GPU0 row remap pending"
+    two = filters["wireup_slurm_drain_plan"](
+        idle, _launch_plan({"n2": "driver 580.95 does not load", "n3": "driver 580.95 does not load"})
+    )
+    assert two["drain"] == []
+    assert two["refused"] == [
+        "wireup: blast radius: 2 of 3 nodes of Slurm partition testbed would be out of service (0 drained "
+        "by wireup already, 2 now; the limit is 1: 10%, at most 8): nothing more is drained. The cause is "
+        "likely shared (a driver rollout, a switch, the fabric manager): 2 of 2 have "
+        "'driver 580.95 does not load'",
+        "wireup: blast radius: 2 of 3 nodes of the node group gpu_nodes would be out of service (0 drained "
+        "by wireup already, 2 now; the limit is 1: 10%, at most 8): nothing more is drained. The cause is "
+        "likely shared (a driver rollout, a switch, the fabric manager): 2 of 2 have "
+        "'driver 580.95 does not load'",
+    ]
+    assert two["show"][-2:] == two["refused"]
+    # a wider share lets both go
+    wide = filters["wireup_slurm_drain_plan"](
+        idle, _launch_plan({"n2": "x", "n3": "x"}), max_share=100, max_nodes=8
+    )
+    assert [d["node"] for d in wide["drain"]] == ["node2", "node3"] and wide["refused"] == []
+
+
+@pytest.mark.parametrize(
+    "whose,check,said",
+    [
+        ("hw", "quick", "wireup: [node_problem] hw/quick: GPU0 reset"),
+        ("sw", "quick", "wireup: [node_problem] sw/quick: GPU0 reset"),
+        ("job", "job", "wireup: [user_problem] job/job: GPU0 reset"),
+        ("", "", "wireup: GPU0 reset"),  # no owner given: the reason before issue 37
+    ],
+)
+def test_a_drain_reason_says_whose_problem_it_is_and_reads_back(whose, check, said):
+    """Issue 37 item 1: the soperator prefixes ([node_problem], [user_problem]) after wireup's mark,
+    hardware or software, and the check repair.yml runs again."""
+    reason = slurm.drain_reason("GPU0 reset", whose=whose, check=check)
+    assert reason == said
+    owner = slurm.reason_owner(reason)
+    assert owner == {"wireup": True, "whose": whose or "node", "check": check, "finding": "GPU0 reset"}
+
+
+def test_reasons_of_a_person_or_another_tool_are_not_wireups():
+    drained = slurm.parse_show_node(capture("testbed_22.05.8_scontrol_show_node_o_drained.txt"))
+    assert slurm.reason_owner(drained["node3"]["reason"]) == {
+        "wireup": False,
+        "whose": "",
+        "check": "",
+        "finding": "bad dimm=2 [see ticket 7]",
+    }
+    assert slurm.reason_owner(drained["node2"]["reason"])["whose"] == "node"  # an older wireup drain
+    for other in ("NHC: check_hw_cpuinfo: Actual CPU core count", "Kill task failed", "", None, " wireup: x"):
+        assert not slurm.reason_owner(other)["wireup"]
+    # a tag off the grammar is an untagged wireup reason, never a job's (which skips the recheck)
+    assert slurm.reason_owner("wireup: [user_problem] job/jobx: f")["whose"] == "node"
+    with pytest.raises(ValueError, match="whose='net'"):
+        slurm.drain_reason("f", whose="net", check="quick")

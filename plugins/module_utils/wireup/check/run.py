@@ -16,8 +16,9 @@ installs this package as one executable zip (check/bundle.py). No controller is 
 
 The configuration file (written by the node_check role; every key optional, DEFAULTS below):
 host, baseline, textfile_dir, textfile (auto: write where the folder exists; always: create it;
-never), nvidia_smi, sysfs_root, require_baseline, timeout, slurm_node, bench {run, collective,
-size, tolerance, iterations, warmup, timeout}.
+never), nvidia_smi, sysfs_root, require_baseline, timeout, slurm_node, drain_max_share (percent of
+the node's partition wireup may hold drained), drain_max_nodes (and at most so many), bench {run,
+collective, size, tolerance, iterations, warmup, timeout}.
 
     wireup-check --write-textfile NAME < text     (bench.yml: the node's bench figures, NAME.prom)
 """
@@ -40,6 +41,7 @@ from ..judge import bandwidth, quick
 from ..probe import nics as probe_nics
 from ..probe import topology
 from ..probe.nvlink import parse_nvlink_status
+from ..render import prom
 from ..report import metrics
 
 try:  # issue 25's per-GPU health; absent from a wireup without it: skipped with one note
@@ -61,6 +63,8 @@ DEFAULTS = {
     "require_baseline": False,
     "timeout": 10,
     "slurm_node": "",
+    "drain_max_share": 10,
+    "drain_max_nodes": 8,
     "bench": {
         "run": False,
         "collective": "all_reduce",
@@ -446,7 +450,7 @@ def write_textfile(config, name, text):
     if not folder:
         return False, note
     path = os.path.join(folder, name)
-    data = metrics.utf8(text).encode("utf-8")
+    data = prom.utf8(text).encode("utf-8")
     try:
         if atomicfile.read_regular(path, len(data) + 1) == data:
             return False, ""
@@ -481,9 +485,12 @@ def write_check_textfile(config, result):
 
 
 def drain(config, result, run=subprocess.run):
-    """On a failed check: drain the node in Slurm with the check's line as the reason, by
-    slurm.drain_plan's rules (a node drained already, for wireup or by someone else, is left as
-    it is); never resumes anything. Returns the lines saying what was done."""
+    """On a failed check: drain the node in Slurm with the check's line as the reason (whose
+    problem it is: quick.drain_whose), by slurm.drain_plan's rules (a node drained already, for
+    wireup or by someone else, is left as it is) and within the blast radius of its partitions
+    (blast.verdict over one read of every node: wireup's drains there plus this one stay within
+    drain_max_share % and drain_max_nodes, else nothing is drained); never resumes anything.
+    Returns the lines saying what was done."""
     from ..core import checks
     from ..launch import slurm
 
@@ -494,14 +501,16 @@ def drain(config, result, run=subprocess.run):
     if not scontrol:
         return ["Slurm: scontrol not found: not drained"]
     finding = quick.drain_finding(result)
-    reason, argv = slurm.drain_reason(finding), slurm.drain_argv(node, finding)
+    whose = quick.drain_whose(result)
+    reason = slurm.drain_reason(finding, whose=whose, check="quick")
+    argv = slurm.drain_argv(node, finding, whose=whose, check="quick")
     # run is subprocess.run (tests pass their own): wireup-check's own call, as in run_all.
-    show_argv = [scontrol, *slurm.node_state_argv([node])[1:]]
-    shown = run(show_argv, capture_output=True, text=True, check=False)  # pylint: disable=ansible-bad-function
-    plan = slurm.drain_plan(
-        [{"host": config["host"], "node": node, "reason": reason, "argv": argv}],
-        {"stdout": shown.stdout, "stderr": shown.stderr, "rc": shown.returncode},
-    )
+    shown = run([scontrol, *slurm.NODE_STATE_ARGV[1:]], capture_output=True, text=True, check=False)  # pylint: disable=ansible-bad-function
+    answer = {"stdout": shown.stdout, "stderr": shown.stderr, "rc": shown.returncode}
+    refused = _over_budget(config, node, finding, answer)
+    if refused:
+        return refused
+    plan = slurm.drain_plan([{"host": config["host"], "node": node, "reason": reason, "argv": argv}], answer)
     lines = list(plan["show"])
     for item in plan["drain"]:
         done = run(  # pylint: disable=ansible-bad-function
@@ -512,6 +521,28 @@ def drain(config, result, run=subprocess.run):
                 f"Slurm: scontrol update failed (exit code {done.returncode}): {done.stderr.strip()[:200]}"
             )
     return lines
+
+
+def _over_budget(config, node, finding, answer) -> list:
+    """The blast radius seen from one node: its partitions (or itself alone, in none) from
+    ``scontrol show node -o``'s answer for every node. Lines when draining it would take more
+    than the limit out (nothing is drained), or when the answer does not name it (it cannot tell:
+    nothing is drained); [] when the drain may go ahead. Two nodes failing at the same moment
+    both read the count before either drains: the limit can be passed by the nodes that drain
+    within one read's time of each other (docs/repair.md)."""
+    from ..launch import blast, slurm
+
+    parsed = slurm.parse_show_node(answer["stdout"])
+    st = parsed.get(node)
+    if st is not None and st["drain"]:
+        return []  # drained already: drain_plan says by whom, nothing new is taken out
+    groups = blast.groups_of(parsed, [node]) if st else {}
+    if st and not groups:
+        groups = {f"node {node} (in no partition)": [node]}
+    out = blast.held_out(parsed, slurm.reason_owner)
+    share, cap = config["drain_max_share"], config["drain_max_nodes"]
+    found = blast.verdict(groups, out, {node: finding}, max_share=share, max_nodes=cap)
+    return [f"Slurm: {line}" for line in found["lines"]]
 
 
 # ------------------------------------------------------------------------------ the baseline
@@ -589,7 +620,7 @@ def _public(result):
 def _say(text, stream=None):
     """One line on stdout (or ``stream``): the program's output (module_utils writes no print).
     Text from the node that is not UTF-8 (a NIC's name) shows as backslash escapes."""
-    (stream or sys.stdout).write(f"{metrics.utf8(text)}\n")
+    (stream or sys.stdout).write(f"{prom.utf8(text)}\n")
 
 
 def _settings(args):

@@ -502,6 +502,19 @@ def drain_finding(result) -> str:
     return reason(result)
 
 
+# Whose problem a failed check is (slurm.OWNERS): the driver not answering or a check that could
+# not read the node is the node's software; every other part (GPUs, NVLink, PCIe, GPU health,
+# NICs, the benchmark) its hardware.
+_SOFTWARE_KINDS = frozenset({"nvidia_smi"})
+
+
+def drain_whose(result) -> str:
+    """ "sw" or "hw" for a failed check's drain reason, from its worst problem (ERROR: "sw")."""
+    if result["verdict"] == "ERROR" or not result.get("problems"):
+        return "sw"
+    return "sw" if result["problems"][0]["kind"] in _SOFTWARE_KINDS else "hw"
+
+
 def reason(result) -> str:
     """The line without its 'wireup-check: VERDICT HOST: ' head (Slurm's drain reason takes it).
     Notes (a part skipped, metrics not written) follow a healthy line only: a failing one names the

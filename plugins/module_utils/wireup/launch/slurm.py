@@ -438,14 +438,29 @@ def node_names(plan: dict) -> dict:
 
 
 DRAIN_REASON_MAX = 120
+# Whose problem a drain is (issue 37), after the reason prefixes operators already sort drains by
+# (Nebius soperator's "[node_problem]" and "[user_problem]"): the node's hardware, the node's
+# software (driver, fabric manager, a check that could not read the node), or a job's (the node is
+# fine; clearing it needs no hardware recheck). Then which check drained it, which repair.yml runs
+# again: "quick" (wireup-check), "bench" (bench.yml's record, the launch gate), "job" (none).
+OWNERS = {"hw": "[node_problem] hw", "sw": "[node_problem] sw", "job": "[user_problem] job"}
+CHECKS = ("quick", "bench", "job")
+_OWNED_REASON = re.compile(
+    r"wireup: \[(?:node|user)_problem\] (?P<whose>hw|sw|job)/(?P<check>quick|bench|job): (?P<finding>.*)"
+)
 
 
-def drain_reason(finding: str, limit: int = DRAIN_REASON_MAX) -> str:
-    """The Reason= of a drain: "wireup: " and the finding on one line of printable ASCII, at most
-    ``limit`` characters (cut with "..."). Control characters and whitespace runs become one
-    space, other bytes '?', double quotes (scontrol strips a leading and a trailing one) single
-    quotes, and '|' (the field separator of sinfo/sacct --parsable) '/'. It travels as one argv
-    element, never through a shell."""
+def drain_reason(finding: str, limit: int = DRAIN_REASON_MAX, *, whose: str = "", check: str = "") -> str:
+    """The Reason= of a drain: "wireup: ", whose problem it is and the check that found it
+    ("[node_problem] hw/quick: ", OWNERS, CHECKS; left out when ``whose`` is empty) and the finding
+    on one line of printable ASCII, at most ``limit`` characters (cut with "..."). Control
+    characters and whitespace runs become one space, other bytes '?', double quotes (scontrol
+    strips a leading and a trailing one) single quotes, and '|' (the field separator of sinfo/sacct
+    --parsable) '/'. It travels as one argv element, never through a shell."""
+    if whose and (whose not in OWNERS or check not in CHECKS):
+        raise ValueError(
+            f"drain_reason: whose={whose!r} check={check!r}: not one of {sorted(OWNERS)}, {CHECKS}"
+        )
     text = str(finding if finding is not None else "")
     out = []
     for ch in text:
@@ -456,13 +471,34 @@ def drain_reason(finding: str, limit: int = DRAIN_REASON_MAX) -> str:
         else:
             out.append({'"': "'", "|": "/"}.get(ch, ch))
     body = " ".join("".join(out).split()) or "latest bench verdict FAIL"
-    reason = f"wireup: {body}"
+    tag = f"{OWNERS[whose]}/{check}: " if whose else ""
+    reason = f"wireup: {tag}{body}"
     return reason if len(reason) <= limit else reason[: limit - 3].rstrip() + "..."
 
 
-def drain_argv(node: str, finding: str) -> list[str]:
+def reason_owner(reason) -> dict:
+    """Who drained a node and whose problem it is, from its Slurm reason (parse_show_node's
+    "reason"): {"wireup" (wireup's mark: the reason starts "wireup: "), "whose" (hw, sw, job; "node"
+    for a wireup drain from before the tags: the node's, which check unknown), "check" (CHECKS, or
+    "" when unknown), "finding"}. A reason of a person or another tool is {"wireup": False, ...}."""
+    text = str(reason or "")
+    owned = _OWNED_REASON.fullmatch(text)
+    if owned:
+        return {"wireup": True, **owned.groupdict()}
+    if text.startswith(WIREUP_REASON):
+        return {"wireup": True, "whose": "node", "check": "", "finding": text[len(WIREUP_REASON) :]}
+    return {"wireup": False, "whose": "", "check": "", "finding": text}
+
+
+def drain_argv(node: str, finding: str, *, whose: str = "", check: str = "") -> list[str]:
     """scontrol's argv draining one node with the finding as its reason (torchrun_launch.health_plan)."""
-    return ["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={drain_reason(finding)}"]
+    reason = drain_reason(finding, whose=whose, check=check)
+    return ["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"]
+
+
+def resume_argv(node: str) -> list[str]:
+    """scontrol's argv returning one node to service (repair.yml, only for a wireup drain)."""
+    return ["scontrol", "update", f"NodeName={node}", "State=RESUME"]
 
 
 def node_name_errors(host: str, node: str) -> list[str]:
@@ -550,6 +586,8 @@ WIREUP_REASON = "wireup: "
 _RECORD_START = re.compile(r"(?m)^[ \t]*(?=NodeName=)")
 _STATE_FIELD = re.compile(r"(?:^|\s)State=(\S+)")
 _NAME_FIELD = re.compile(r"^\s*NodeName=(\S+)")
+_PARTITIONS_FIELD = re.compile(r"(?:^|\s)Partitions=(\S+)")
+_PARTITION = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _REASON_FIELD = re.compile(r"(?:^|\s)Reason=(.*)$", re.M)
 _REASON_BY = re.compile(r" \[([^\s\[\]@]+)@(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\]")
 _AFTER_REASON = re.compile(r" (?:Comment|Extra|InstanceId|InstanceType|ReservationName)=")
@@ -558,8 +596,9 @@ _BUSY = frozenset({"ALLOCATED", "MIXED", "COMPLETING", "DRAINING"})
 
 
 def node_state_argv(nodes) -> list[str]:
-    """scontrol's argv reading the state of ``nodes`` (Slurm node names) in one call."""
-    return [*NODE_STATE_ARGV, ",".join(nodes)]
+    """scontrol's argv reading the state of ``nodes`` (Slurm node names) in one call; of every
+    node when ``nodes`` is None (the blast radius counts a partition's drains)."""
+    return list(NODE_STATE_ARGV) if nodes is None else [*NODE_STATE_ARGV, ",".join(nodes)]
 
 
 def parse_show_node(text: str) -> dict:
@@ -601,8 +640,16 @@ def parse_show_node(text: str) -> dict:
             "reason": reason,
             "reason_user": user,
             "reason_time": when,
+            "partitions": _partitions(record),
         }
     return nodes
+
+
+def _partitions(record: str) -> list[str]:
+    """The node's partitions (Partitions=a,b); a name off the grammar is dropped, never trusted."""
+    found = _PARTITIONS_FIELD.search(record)
+    names = found.group(1).split(",") if found else []
+    return [n for n in names if _PARTITION.fullmatch(n)]
 
 
 class DrainPlan(TypedDict):
@@ -672,6 +719,41 @@ def drain_plan(drain, show_result=None, *, check_mode: bool = False) -> DrainPla
                 out["drain"].append(dict(item))
         out["nodes"][node] = entry
         out["show"].append(line)
+    return out
+
+
+class LimitedDrain(DrainPlan):
+    """``__torchrun_launch_drain``: drain_plan's answer within the blast radius (limit_drains)."""
+
+    refused: list[str]  # one line per group over its limit (nothing is drained, the play stops)
+    budgets: list[dict]  # blast.Budget per group
+
+
+def limit_drains(
+    decided: DrainPlan, show_result, group: dict, *, max_share: int, max_nodes: int
+) -> LimitedDrain:
+    """drain_plan's answer within the blast radius (issue 37, blast.verdict): the nodes it would
+    drain, plus those wireup holds drained already, stay within ``max_share`` % (and ``max_nodes``)
+    of the node group (``group``: {"name", "nodes": its Slurm node names}) and of every Slurm
+    partition of those nodes (``show_result``: ``scontrol show node -o`` of every node). Above it
+    nothing is drained and ``refused`` says why, with the common finding (the play stops on it).
+    Check mode judges the same: it says what a real run would refuse."""
+    from . import blast
+
+    wanted = {
+        n: reason_owner(e["reason"])["finding"] for n, e in decided["nodes"].items() if e["action"] == "drain"
+    }
+    result = show_result if isinstance(show_result, dict) else {}
+    parsed = parse_show_node(result.get("stdout", ""))
+    groups = dict(blast.groups_of(parsed, wanted))
+    groups[f"the node group {group.get('name') or '?'}"] = list(group.get("nodes") or [])
+    found = blast.verdict(
+        groups, blast.held_out(parsed, reason_owner), wanted, max_share=max_share, max_nodes=max_nodes
+    )
+    out = dict(decided, refused=list(found["lines"]), budgets=found["budgets"])
+    if found["lines"]:
+        out["drain"] = []
+        out["show"] = [*decided["show"], *found["lines"]]
     return out
 
 

@@ -47,6 +47,8 @@ class CheckSettings:
     bench_bytes: str
     bench_tolerance: float
     bench_iterations: int
+    drain_max_share: int  # wireup_drain_max_share (the blast radius, issue 37)
+    drain_max_nodes: int  # wireup_drain_max_nodes
 
 
 class BenchConfig(TypedDict):
@@ -67,6 +69,8 @@ class CheckConfig(TypedDict):
     require_baseline: bool
     timeout: int
     slurm_node: str
+    drain_max_share: int
+    drain_max_nodes: int
     bench: BenchConfig
 
 
@@ -109,6 +113,8 @@ def plan(host, node, settings, *, check_mode=False) -> NodeCheckPlan:
         "require_baseline": bool(settings.require_baseline),
         "timeout": int(settings.timeout),
         "slurm_node": node_name(str(host), facts),
+        "drain_max_share": int(settings.drain_max_share),
+        "drain_max_nodes": int(settings.drain_max_nodes),
         "bench": {
             "run": False,
             "size": size_bytes(settings.bench_bytes),

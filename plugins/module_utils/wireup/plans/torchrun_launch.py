@@ -608,7 +608,7 @@ def _left_out(o: HealthOptions, hosts: list[str], nodes: dict, reasons: dict) ->
         [e for h in reasons for e in slurm_.node_name_errors(h, names[h])] if o.slurm or o.drain else []
     )
     for h in reasons if o.drain else ():
-        argv = slurm_.drain_argv(names[h], reasons[h])
+        argv = slurm_.drain_argv(names[h], reasons[h], whose="hw", check="bench")
         out["drain"].append({"host": h, "node": names[h], "reason": argv[-1][len("Reason=") :], "argv": argv})
     return out
 
@@ -820,7 +820,7 @@ def _drains(s: JobSettings, health: dict, mode: str, errors: list[str]) -> dict:
         "slurm_exclude": health["slurm_exclude"],
         "drain": health["drain"] if mode == "slurm" else [],
         "drain_read": drain_read,
-        "drain_state_argv": slurm_.node_state_argv(d["node"] for d in drain_read),
+        "drain_state_argv": slurm_.node_state_argv(None),  # every node: the blast radius
         "show": show,
     }
 
