@@ -261,7 +261,7 @@ def test_quick_check_against_the_bench_baseline(torch_nodes, tmp_path):
         out = " ".join(healthy.stdout.split())
         for node in nodes:
             assert re.search(
-                rf"'{node}: PASS - 0 GPU\(s\), 1 NIC port\(s\) as at the "
+                rf"'{node}: PASS, [^']*? - 0 GPU\(s\), 1 NIC port\(s\) as at the "
                 r"(last passing bench|baseline taken by hand) \S+"
                 r"(; GPU health not checked \(.*?\))? \([0-9.]+ s\)'",
                 out,
@@ -285,13 +285,14 @@ def test_quick_check_against_the_bench_baseline(torch_nodes, tmp_path):
         print(f"[quick] bench.yml --tags quick (2 faults) rc={broken.rc} in {time.monotonic() - start:.0f} s")
         assert broken.rc != 0
         out = " ".join(broken.stdout.split())
-        assert "'node1: PASS - " in out
+        assert re.search(r"'node1: PASS, [^']*? - ", out)  # the verdict, then what it was compared with
         assert re.search(
-            r"'node2: FAIL - NIC mlx5_0:1 missing \(was up at 400 Gb/s at the "
+            r"'node2: FAIL, [^']*? - NIC mlx5_0:1 missing \(was up at 400 Gb/s at the "
             r"(last passing bench|baseline taken by hand) \S+\) \([0-9.]+ s\)'",
             out,
         )
-        assert f"'node3: FAIL - ERROR: the baseline {BASELINE} is not JSON" in out
+        not_json = rf"'node3: FAIL, [^']*? - ERROR: the baseline {re.escape(BASELINE)} is not JSON"
+        assert re.search(not_json, out)
         assert "quick check FAIL on node2, node3" in out
         prom = testbed.ssh("node2", f"cat {TEXTFILES}/wireup_check.prom").stdout
         assert 'wireup_check_verdict{host="node2",verdict="FAIL"} 1' in prom
@@ -365,7 +366,7 @@ def test_stepcost_alone(torch_nodes, tmp_path):
     assert "### DDP step on the group (3 nodes, 3 ranks)" in md
     assert (run / "stepcost_group.png").read_bytes().startswith(PNG_MAGIC)
     assert re.search(
-        r"'node1: N/A - .*; DDP step multi_node 1.05M \(3 ranks\): comm \d+% of [0-9.]+ ms", out
+        r"'node1: N/A, [^']*? - .*; DDP step multi_node 1.05M \(3 ranks\): comm \d+% of [0-9.]+ ms", out
     ), out[-3000:]
 
     # The program itself, one process on one node: no gradient all-reduce, and it says so.
