@@ -212,23 +212,7 @@ def test_an_unknown_state_is_drained_as_before():
 
 
 def test_the_launch_plan_reads_the_state_and_the_summary_says_what_was_drained():
-    nodes = {
-        f"n{i}": {"address": f"10.0.0.{i}", "interface": "eth0", "hostname": f"node{i}", "cpus": 2}
-        for i in (1, 2, 3)
-    }
-    base = {
-        "job": "j",
-        "program": "/p.py",
-        "base_dir": "/opt/wireup",
-        "venv_path": "/opt/wireup/venv",
-        "results_dir": "/tmp/r",
-        "run_id": "r1",
-        "nproc_per_node": 1,
-        "slurm": True,
-        "drain_failed": True,
-        "failed": {"n2": "fabric run R named n2 bad", "n3": "x"},
-    }
-    p = torchrun_launch.job_plan(list(nodes), nodes, **base)
+    p = _launch_plan({"n2": "fabric run R named n2 bad", "n3": "x"}, group=None)
     # every node: the blast radius counts the partitions' drains (issue 37)
     assert p["drain_state_argv"] == ["scontrol", "show", "node", "-o"]
     decided = slurm.drain_plan(p["drain_read"], shown("testbed_22.05.8_scontrol_show_node_o_drained.txt"))
@@ -259,7 +243,8 @@ def test_the_filter_reads_the_plans_drain_read():
     }
 
 
-def _launch_plan(failed, count=3):
+def _launch_plan(failed, count=3, group="gpu_nodes"):
+    """A Slurm job plan of ``count`` nodes whose ``failed`` are to be drained (no group: None)."""
     nodes = {
         f"n{i}": {"address": f"10.0.0.{i}", "interface": "eth0", "hostname": f"node{i}", "cpus": 2}
         for i in range(1, count + 1)
@@ -275,7 +260,7 @@ def _launch_plan(failed, count=3):
         "slurm": True,
         "drain_failed": True,
         "failed": failed,
-        "group": "gpu_nodes",
+        **({"group": group} if group else {}),
     }
     return torchrun_launch.job_plan(list(nodes), nodes, **base)
 
