@@ -220,7 +220,9 @@ def test_controller_breakdown_reads_a_cprofile(tmp_path):
     prof.dump_stats(str(path))
     rows = {what: (secs, calls) for what, secs, calls in controller_breakdown(path, 1.5)}
     assert rows["wall"] == (1.5, 0)
-    assert rows["idle: waiting on workers and nodes (sleep)"][0] >= 0.04
+    # the profiler's clock is not the test's: under load (and on 3.13's profiler) a 50 ms sleep
+    # has been read as 31 ms, so the row is checked for being there and counted, not for its length
+    assert rows["idle: waiting on workers and nodes (sleep)"][0] > 0
     assert rows["idle: waiting on workers and nodes (sleep)"][1] == 1
     assert rows["  of which fork() itself"] == (0.0, 0)
 
