@@ -143,7 +143,7 @@ def _previous(fabric_dir, run_id):
     try:
         runs = sorted(
             (d for d in os.listdir(fabric_dir) if d != run_id and results.RUN_ID_RE.fullmatch(d)),
-            key=results._run_sort_key,
+            key=results.run_sort_key,
         )
     except OSError:
         return None

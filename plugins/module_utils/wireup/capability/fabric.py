@@ -233,7 +233,7 @@ def _fabric_runs(results_dir):
         names = os.listdir(os.path.join(results_dir, "fabric"))
     except OSError:
         return []
-    return sorted((d for d in names if store.RUN_ID_RE.fullmatch(d)), key=store._run_sort_key)
+    return sorted((d for d in names if store.RUN_ID_RE.fullmatch(d)), key=store.run_sort_key)
 
 
 def latest_fabric(results_dir):
@@ -302,13 +302,13 @@ def write_slices(run_dir, record, record_path):
     folder = os.path.join(run_dir, SLICES)
     os.makedirs(folder, exist_ok=True)
     for host, part in host_slices(record).items():
-        if store._HOST_RE.fullmatch(host):
+        if store.HOST_RE.fullmatch(host):
             atomicfile.write_json(os.path.join(folder, f"{host}.json"), dict(part, record=stamp))
 
 
 def _read_slice(run_dir, name, host, st):
     """The host's part when it is the part of the record whose stat is ``st``; None otherwise."""
-    if not store._HOST_RE.fullmatch(str(host)):
+    if not store.HOST_RE.fullmatch(str(host)):
         return None
     try:
         part = store.read_strict_json(os.path.join(run_dir, SLICES, f"{host}.json"))
