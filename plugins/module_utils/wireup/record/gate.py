@@ -31,11 +31,11 @@ judges each capability on its own:
 
 from __future__ import annotations
 
-import time
 from typing import TypedDict
 
 from ..capability import fabric, node_check
 from ..probe import gpuhealth
+from ..store import query
 from ..store import results as store
 from . import host_record
 
@@ -103,12 +103,9 @@ def capability_verdicts(record, kind) -> dict[str, str]:
 
 def store_runs(results_dir, now=None):
     """[(kind, run id)] of every bench and quick run in the store, newest first in the store's one
-    order (results.run_sort_key: the run's own time; a run dated in the future comes last)."""
-    now = time.time() if now is None else now
-    runs = [(kind, run_id) for kind in GATE_KINDS for run_id in store.list_runs(results_dir, kind)]
-    return sorted(
-        runs, key=lambda kr: (store.run_sort_key(kr[1], now), GATE_KINDS.index(kr[0])), reverse=True
-    )
+    order (query.runs: the run's own time; a run dated in the future comes last; a quick run of
+    the same id counts as the newer)."""
+    return query.runs(results_dir, GATE_KINDS, now=now)
 
 
 def _findings_text(record) -> str:
@@ -149,30 +146,25 @@ def host_failures(results_dir, runs, host) -> list[Failure]:
     first until every capability has its newest record or a record cannot be read (each read whole:
     host_record.read_host); a host name that cannot be a file name has no record ([])."""
     open_caps, failures = set(CAPABILITIES), []
-    for kind, run_id in runs:
+    for kind, run_id, _host, found in query.records(
+        results_dir, host_record.record_problem, GATE_KINDS, host=host, run_list=runs
+    ):
         if not open_caps:
             break
-        try:
-            record = host_record.read_host(results_dir, run_id, host, kind)
-        except FileNotFoundError:
-            continue
-        except store.DamagedRecord as err:
-            caps = [c for c in CAPABILITIES if c in open_caps]
-            return [*failures, _damaged(host, kind, run_id, err, caps)]
-        except ValueError:
+        caps = [c for c in CAPABILITIES if c in open_caps]
+        if isinstance(found, store.DamagedRecord):
+            return [*failures, _damaged(host, kind, run_id, found, caps)]
+        if isinstance(found, ValueError):
             return []
-        if record.get("verdict") == "DAMAGED":
-            return [
-                *failures,
-                _not_judged(host, kind, run_id, record, [c for c in CAPABILITIES if c in open_caps]),
-            ]
+        if found.get("verdict") == "DAMAGED":
+            return [*failures, _not_judged(host, kind, run_id, found, caps)]
         verdicts = {
-            c: v for c, v in capability_verdicts(record, kind).items() if c in open_caps and v in JUDGED
+            c: v for c, v in capability_verdicts(found, kind).items() if c in open_caps and v in JUDGED
         }
         open_caps -= set(verdicts)
         failed = [c for c in CAPABILITIES if verdicts.get(c) == "FAIL"]
         if failed:
-            failures.append(_failed(host, kind, run_id, record, failed))
+            failures.append(_failed(host, kind, run_id, found, failed))
     return failures
 
 

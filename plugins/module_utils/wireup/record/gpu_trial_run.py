@@ -12,24 +12,14 @@ not finite numbers or implausible (gpujudge/gpuspec) is never one either.
 
 from __future__ import annotations
 
-import os
+import itertools
 
 from ..capability.gpu_trial import BASELINE_RUNS, TrialNode, entry_problem, node_finding, node_inputs
 from ..core import shape
 from ..judge import gpujudge
 from ..probe import gpuhealth
-from ..store import results
-from .host_record import load_record
-
-
-def _host_records(results, results_dir, run_id):
-    folder = os.path.join(results.bench_dir(results_dir), run_id)
-    try:
-        names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
-    except OSError:
-        return
-    for name in names:
-        yield name[:-5], os.path.join(folder, name)
+from ..store import query
+from .host_record import record_problem
 
 
 def baselines(results_dir, before_run_id, keys):
@@ -38,18 +28,16 @@ def baselines(results_dir, before_run_id, keys):
     GPU PASSed, whatever host or slot it was in. Damaged records are warnings naming the file, never
     baselines. Serials are never keys: two GPUs of one board share one, some cards print 0."""
     wanted, found, damaged = {k for k in keys if k}, {}, []
-    before = results.run_sort_key(before_run_id)
-    runs = [r for r in results.list_runs(results_dir) if results.run_sort_key(r) < before]
-    for run_id in reversed(runs[-BASELINE_RUNS:]):
-        if wanted <= set(found):
-            break
-        for host, path in _host_records(results, results_dir, run_id):
-            try:
-                record = load_record(path)
-            except (results.DamagedRecord, ValueError) as err:
-                damaged.append(_damaged(err))
-                continue
-            _take(found, wanted, run_id, host, record)
+    newest = itertools.islice(query.runs(results_dir, before=before_run_id), BASELINE_RUNS)
+    last_run = None
+    for _kind, run_id, host, record in query.records(results_dir, record_problem, run_list=newest):
+        if run_id != last_run and wanted <= set(found):
+            break  # a run is read whole (its damaged records said) or not at all
+        last_run = run_id
+        if isinstance(record, ValueError):
+            damaged.append(_damaged(record))
+            continue
+        _take(found, wanted, run_id, host, record)
     return found, damaged
 
 

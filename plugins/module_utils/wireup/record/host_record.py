@@ -16,6 +16,7 @@ from ..core import redact, shape
 from ..judge import bandwidth, benchenv, ddp_step
 from ..probe import bench_output
 from ..probe.health import finding
+from ..store import query
 from ..store.results import (
     DAMAGED,
     HOST_RE,
@@ -26,11 +27,9 @@ from ..store.results import (
     bench_dir,
     host_path,
     is_gpu_less,
-    list_runs,
     read_record,
     record_bytes,
     reserve_run,
-    run_sort_key,
     write_record,
 )
 
@@ -61,21 +60,14 @@ def baseline_of(results_dir, host, before_run_id=None):
     """((run_id, record) of the newest run before `before_run_id` where `host` PASSed, or None;
     [findings]): a damaged record on the way is never a baseline, and each one is a warning
     naming its file and what is wrong (the run goes on)."""
-    runs = list_runs(results_dir)
-    if before_run_id is not None:
-        before = run_sort_key(before_run_id)
-        runs = [r for r in runs if run_sort_key(r) < before]
     damaged = []
-    for run_id in reversed(runs):
-        try:
-            record = read_host(results_dir, run_id, host)
-        except FileNotFoundError:
-            continue
-        except (DamagedRecord, ValueError) as err:
-            damaged.append(_damaged_finding(err))
-            continue
-        if record.get("verdict") == "PASS":
-            return (run_id, record), damaged
+    for _kind, run_id, _host, found in query.records(
+        results_dir, record_problem, host=host, before=before_run_id
+    ):
+        if isinstance(found, ValueError):
+            damaged.append(_damaged_finding(found))
+        elif found.get("verdict") == "PASS":
+            return (run_id, found), damaged
     return None, damaged
 
 

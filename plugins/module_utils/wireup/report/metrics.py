@@ -35,6 +35,7 @@ from ..render.prom import (  # the exposition format (render/prom.py); metrics.f
     family,
     render,
 )
+from ..store import query
 from ..store import results as store
 
 # Files node_exporter's textfile collector reads (*.prom); wireup's are wireup_<what>.prom.
@@ -261,14 +262,10 @@ def latest_record(results_dir, host):
     newest record that cannot be read is DAMAGED, never an older one); None when the host has none
     or its name cannot be a file name. The figures and the quick-check baseline follow it; the
     launch gate reads every capability's newest record instead (record/gate.py)."""
-    for run_id in reversed(store.list_runs(results_dir)):
-        try:
-            record = host_record.read_host(results_dir, run_id, host)
-        except FileNotFoundError:
-            continue
-        except store.DamagedRecord:
+    for _kind, run_id, _host, record in query.records(results_dir, host_record.record_problem, host=host):
+        if isinstance(record, store.DamagedRecord):
             return {"verdict": "DAMAGED", "run_id": run_id, "record": {"run_id": run_id}}
-        except ValueError:
+        if isinstance(record, ValueError):
             return None
         return {"verdict": record.get("verdict"), "run_id": run_id, "record": record}
     return None
