@@ -13,6 +13,7 @@ from ..judge.fabric_run import group_line
 from ..probe.health import finding
 from ..render import markdown as render
 from ..render.markdown import md_text, save_figure
+from ..store import query
 from ..store import results as store
 from ..store.results import DamagedRecord, read_strict_json
 
@@ -228,17 +229,13 @@ def load_fabric_record(path):
 
 
 def _fabric_runs(results_dir):
-    """The fabric runs' folder names, oldest first."""
-    try:
-        names = os.listdir(os.path.join(results_dir, "fabric"))
-    except OSError:
-        return []
-    return sorted((d for d in names if store.RUN_ID_RE.fullmatch(d)), key=store.run_sort_key)
+    """The fabric runs' folder names, newest first (the store's one query: query.runs)."""
+    return [run_id for _kind, run_id in query.runs(results_dir, ("fabric",))]
 
 
 def latest_fabric(results_dir):
     """The newest fabric record ({damaged, run_id} when it cannot be read; None without one)."""
-    for name in reversed(_fabric_runs(results_dir)):
+    for name in _fabric_runs(results_dir):
         try:
             return load_fabric_record(os.path.join(results_dir, "fabric", name, "fabric.json"))
         except FileNotFoundError:
@@ -328,7 +325,7 @@ def latest_fabric_of(results_dir, host):
     """What latest_fabric gives, for one host's textfile: the newest fabric run's part for
     ``host`` (its slice, while it is the record's), else that run's whole record ({damaged,
     run_id} when it cannot be read); None without a fabric run."""
-    for name in reversed(_fabric_runs(results_dir)):
+    for name in _fabric_runs(results_dir):
         run_dir = os.path.join(results_dir, "fabric", name)
         path = os.path.join(run_dir, "fabric.json")
         try:

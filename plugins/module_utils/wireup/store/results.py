@@ -53,6 +53,8 @@ RUN_ID_RE = re.compile(r"\A[0-9]{8}T[0-9]{6}Z(?:-[0-9]+)?\Z")
 # The kinds of run stored as host records, each in its own folder: bench.yml's, and the quick
 # check's (bench.yml --tags quick), which no baseline and no gate reads.
 KINDS = ("bench", "quick")  # "quick": capability/node_check.KIND (a unit test holds them equal)
+# The kinds of run folders: the host records' (KINDS) and the fabric's (one fabric.json a run).
+RUN_KINDS = (*KINDS, "fabric")
 HOST_RE = re.compile(r"[A-Za-z0-9_.@:-]+")
 # How far a run id's time may be ahead of the controller's clock (a store shared by controllers
 # whose clocks differ a little): a run dated later is from the future, and its time is not trusted.
@@ -214,9 +216,9 @@ def _place_problem(record, path):
 
 
 def list_runs(results_dir, kind="bench"):
-    """Run ids of this kind (KINDS) in the store, oldest first (run_sort_key's order)."""
-    if kind not in KINDS:
-        raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+    """Run ids of this kind (RUN_KINDS) in the store, oldest first (run_sort_key's order)."""
+    if kind not in RUN_KINDS:
+        raise ValueError(f"kind {kind!r} is not one of {', '.join(RUN_KINDS)}")
     root = os.path.join(results_dir, kind)
     if not os.path.isdir(root):
         return []
