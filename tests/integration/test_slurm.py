@@ -446,7 +446,7 @@ def test_a_fault_on_more_than_the_allowed_share_stops_the_launch_with_the_shared
         torchrun_launch_timeout=240,
     )
     t0 = time.monotonic()
-    result = run_playbook("launch.yml", slurm_cluster.inventory, extra, timeout=300)
+    result = run_playbook("launch.yml", slurm_cluster.inventory, extra, timeout=busy.HANG_S)
     print(f"[slurm blast] launch.yml rc={result.rc} in {time.monotonic() - t0:.0f} s")
     assert result.rc != 0
     said = "\n".join(str(msg) for _host, _task, msg in result.failure_messages())
@@ -462,7 +462,8 @@ def test_a_fault_on_more_than_the_allowed_share_stops_the_launch_with_the_shared
     for node in ("node2", "node3"):
         assert "DRAIN" not in _node_state(slurm_cluster, node)[0]
     # nothing was submitted: Slurm knows no job of that name
-    jobs = slurm_cluster.ssh("node1", "sacct -n -X -P --name it-slurm-blast -o JobID", timeout=30).stdout
+    asked = "sacct -n -X -P --name it-slurm-blast -o JobID"
+    jobs = slurm_cluster.ssh("node1", asked, timeout=busy.HANG_S).stdout
     assert jobs.strip() == "", jobs
 
 
@@ -764,10 +765,10 @@ def test_repair_returns_a_fixed_node_clears_a_job_drain_and_leaves_a_hand_drain_
         assert any(
             line.startswith("Repair: node3 (node3) returned to service (a job's problem") for line in back
         ), back
-        t0 = time.monotonic()
-        while any("DRAIN" in _node_state(tb, n)[0] for n in ("node2", "node3")):
-            assert time.monotonic() - t0 < 30
-            time.sleep(1)
+        returned = busy.wait_until(
+            lambda: all("DRAIN" not in _node_state(tb, n)[0] for n in ("node2", "node3"))
+        )
+        assert returned, [_node_state(tb, n)[1] for n in ("node2", "node3")]
         state, shown = _node_state(tb, "node1")
         assert "DRAIN" in state and "Reason=bad dimm 2, ticket 7 [root@" in shown
     finally:
