@@ -26,6 +26,8 @@ a damaged record is a warning naming its file and never a baseline, and an entry
 not finite numbers or implausible (gpujudge/gpuspec) is never one either.
 """
 
+from __future__ import annotations
+
 import json
 import math
 from typing import TypedDict
