@@ -126,7 +126,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import fabric
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import atomicfile
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import fabric_run
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import query, results
 
 
 def _read(path):
@@ -140,14 +140,10 @@ def _read(path):
 
 
 def _previous(fabric_dir, run_id):
-    try:
-        runs = sorted(
-            (d for d in os.listdir(fabric_dir) if d != run_id and results.RUN_ID_RE.fullmatch(d)),
-            key=results._run_sort_key,
-        )
-    except OSError:
-        return None
-    for d in reversed(runs):
+    """The newest readable fabric record before this run's (None without one): the runs of
+    results_dir/fabric (fabric_dir) newest first, through the store's one query (query.runs)."""
+    runs = [d for _kind, d in query.runs(os.path.dirname(fabric_dir), ("fabric",)) if d != run_id]
+    for d in runs:
         try:
             return fabric.load_fabric_record(os.path.join(fabric_dir, d, "fabric.json"))
         except (OSError, ValueError):  # missing or damaged: the run before it

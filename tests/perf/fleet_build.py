@@ -19,7 +19,7 @@ deterministically:
   on the real two-host NCCL INFO logs (ncclinfo/h200x1_nccl-2.28.9_twohost_socket_rank*) with the
   benchmark's JSON line, stored by wireup_fabric_bench's own ``_store``;
 * the store: ``bench_report.store_nodes`` (the GPU trial judged across the run by
-  ``gpu_trial.attach``) and ``results.store_run``, as wireup_bench_store does.
+  ``gpu_trial_run.attach``) and ``host_record.store_run``, as wireup_bench_store does.
 
 Per node: its name (``gpu0000``...), address, GPU UUIDs, and each figure's spread (a seeded
 random per node, GPU and day). About 2% of the nodes are bad, each in one way (BAD_KINDS): a slow
@@ -65,7 +65,7 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import
     nics,
     topology,
 )
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results  # noqa: E402
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import host_record  # noqa: E402
 from ansible_collections.wireup.cluster.plugins.modules import wireup_fabric_bench  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -379,7 +379,7 @@ def bench_params(fleet, results_dir, run_id, day, stepcost=True):
 def store_bench(params):
     """What wireup_bench_store does with a run: {host: record} stored (store_nodes, store_run)."""
     nodes = bench_report.store_nodes(params, lambda path: pathlib.Path(path).read_text())
-    return results.store_run(params["results_dir"], params["run_id"], nodes, params["kind"])
+    return host_record.store_run(params["results_dir"], params["run_id"], nodes, params["kind"])
 
 
 # ---------------------------------------------------------------- the quick check

@@ -2,7 +2,7 @@
 says which run it was compared with, wherever the verdict is shown: the bench summary line, the
 report's first screen (Markdown and HTML), make run's summary, the node's textfile, and the quick
 check's summary and table (which agree). Every record comes from the real producer
-(results.store_run on the testbed's gloo capture; the quick check's answer through
+(host_record.store_run on the testbed's gloo capture; the quick check's answer through
 nodecheck/checkrun/node_check from that bench record and a real NIC capture)."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability i
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.check import run as check_run
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import quick
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import nics
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import host_record
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import markdown
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import (
     assemble,
@@ -36,8 +37,8 @@ def _cpu_node():
 
 
 def _two_runs(root):
-    first = results.store_run(root, FIRST, {h: _cpu_node() for h in HOSTS})
-    second = results.store_run(root, SECOND, {h: _cpu_node() for h in HOSTS})
+    first = host_record.store_run(root, FIRST, {h: _cpu_node() for h in HOSTS})
+    second = host_record.store_run(root, SECOND, {h: _cpu_node() for h in HOSTS})
     return first, second
 
 
@@ -53,7 +54,7 @@ def test_the_record_says_recorded_then_compared(tmp_path):
         assert second[host]["baseline"]["state"] == "compared"
         assert second[host]["baseline"]["run_id"] == FIRST
         # What was stored is what every consumer reads.
-        stored = results.read_host(str(tmp_path), SECOND, host)
+        stored = host_record.read_host(str(tmp_path), SECOND, host)
         assert results.read_baseline(stored) == second[host]["baseline"]
 
 
@@ -96,7 +97,7 @@ def test_make_run_s_summary_says_it(tmp_path):
 
 def test_the_textfile_says_whether_it_was_compared(tmp_path):
     _two_runs(str(tmp_path))
-    first = metrics.bench_families("node1", results.read_host(str(tmp_path), FIRST, "node1"))
+    first = metrics.bench_families("node1", host_record.read_host(str(tmp_path), FIRST, "node1"))
     assert 'wireup_bench_baseline_compared{host="node1"} 0' in metrics.render(first)
     now = metrics.controller_text(str(tmp_path), "node1")  # the newest record: the second run's
     assert 'wireup_bench_baseline_compared{host="node1"} 1' in now
@@ -125,7 +126,7 @@ def test_the_quick_check_s_summary_and_table_name_the_same_baseline(tmp_path, mo
     _no_plots(monkeypatch)
     (_, _, first), _second = _two_runs(str(tmp_path))
     nodes = {h: {"node_check": _quick_answer(h, first[h]), "thresholds": {}} for h in HOSTS}
-    run_id, run_dir, records = results.store_run(str(tmp_path), "20261207T080000Z", nodes, kind="quick")
+    run_id, run_dir, records = host_record.store_run(str(tmp_path), "20261207T080000Z", nodes, kind="quick")
     assert records["node1"]["baseline"] == {"state": "compared", "run_id": FIRST}
     assert assemble.summary_line(records["node1"]).startswith(f"node1: PASS, compared with run {FIRST} - ")
     md = pathlib.Path(assemble.write_report(run_dir, run_id, records)["md"]).read_text()
@@ -141,7 +142,9 @@ def test_a_quick_check_without_a_baseline_compared_nothing(tmp_path):
     state = quick.node_state(None, nics.parse_nic_facts(nics.read_tree(str(VETH))))
     run = quick.result("node1", None, state, seconds=0.1)
     answer = node_check.result("node1", stdout=json.dumps(check_run._public(run)))
-    _, _, records = results.store_run(str(tmp_path), FIRST, {"node1": {"node_check": answer}}, kind="quick")
+    _, _, records = host_record.store_run(
+        str(tmp_path), FIRST, {"node1": {"node_check": answer}}, kind="quick"
+    )
     assert records["node1"]["baseline"] == {"state": "none", "run_id": ""}
     assert assemble.summary_line(records["node1"]).startswith(
         "node1: PASS, nothing compared (no passing run to compare with) - "

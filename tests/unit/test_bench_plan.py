@@ -14,7 +14,7 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import
     benchenv,
 )
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import host_record
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 H200 = REPO / "tests/fixtures/h200x2"
@@ -227,7 +227,7 @@ def test_node_results_carry_outputs_json_and_the_tuned_file_state():
     ] == ["nccl", "driver"]
     assert node["versions"]["nccl_tests"] == "v2.19.6" and node["topology"] == {"gpu_count": 2}
     # The record builds from it, with the run-wide thresholds the store adds.
-    record = results.build_record(
+    record = host_record.build_record(
         "gpu-a01", "20261201T010203Z", dict(node, thresholds={"pass_ratio": 0.9, "warn_ratio": 0.75})
     )
     assert set(record["collectives"]) == set(DEFAULTS["bench_collectives"])

@@ -118,8 +118,7 @@ import pathlib  # noqa: E402
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import node_check  # noqa: E402
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import health, topology  # noqa: E402
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate  # noqa: E402
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results  # noqa: E402
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate, host_record  # noqa: E402
 from tests.unit.test_bench_plan import BUILD, GPU_NODE, settings  # noqa: E402
 from tests.unit.test_gpurecord import H200, PENDING, THRESHOLDS, fact, trial_run  # noqa: E402
 
@@ -184,9 +183,9 @@ def run_params(tmp_path, run_id, *, failing=(), fast=()):
 
 
 def store(params):
-    """What wireup_bench_store does: bench_report.store_nodes, then results.store_run."""
+    """What wireup_bench_store does: bench_report.store_nodes, then host_record.store_run."""
     nodes = bench_report.store_nodes(params, lambda path: "")
-    return results.store_run(params["results_dir"], params["run_id"], nodes, params["kind"])[2]
+    return host_record.store_run(params["results_dir"], params["run_id"], nodes, params["kind"])[2]
 
 
 def refused(tmp_path):
@@ -289,12 +288,12 @@ def test_one_malformed_node_is_damaged_alone_and_the_gate_refuses_it_and_the_fai
     }
     damaged = records["gpu-b"]
     assert said in damaged["damaged"] and "\n" not in damaged["damaged"]
-    assert len(damaged["damaged"]) <= results.DAMAGED_CHARS
+    assert len(damaged["damaged"]) <= host_record.DAMAGED_CHARS
     assert damaged["skipped"] == f"not judged: {damaged['damaged']}"
     assert [(f["code"], f["severity"]) for f in damaged["findings"]] == [("node_data_damaged", "critical")]
     # Written, read back as a record; never a baseline; gpu-a and gpu-c judged as always.
-    assert results.read_host(str(tmp_path), RUN, "gpu-b")["verdict"] == "DAMAGED"
-    assert results.last_passing(str(tmp_path), "gpu-b")[0] == EARLIER
+    assert host_record.read_host(str(tmp_path), RUN, "gpu-b")["verdict"] == "DAMAGED"
+    assert host_record.last_passing(str(tmp_path), "gpu-b")[0] == EARLIER
     assert records["gpu-a"]["baseline"]["run_id"] == EARLIER
     assert records["gpu-c"]["gpu_trial"]["gpus"][0]["verdict"] == "FAIL"
     # gpu-b's GPUs (1.5 x faster) are no one's peers: gpu-a's and gpu-c's are judged among themselves.

@@ -12,9 +12,9 @@ import pytest
 from test_report import NCCL, good_node, h200_topology
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import benchenv
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import host_record
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import markdown
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 HEALTHY = REPO / "tests" / "fixtures" / "h200x2" / "bench_record_2026-11-29_healthy.json"
@@ -208,7 +208,7 @@ def test_torch_script_ends_at_nccl_tests_largest_size():
 
 # ---------------------------------------------------------------- the host record
 def test_default_run_records_default_env_per_figure_and_unused_tuned_file():
-    rec = results.build_record("gpu-a01", "20261201T000000Z", gpu_node(tuned_file=tuned_text()))
+    rec = host_record.build_record("gpu-a01", "20261201T000000Z", gpu_node(tuned_file=tuned_text()))
     for name, coll in rec["collectives"].items():
         assert coll["env"]["mode"] == "default", name
         assert (
@@ -229,7 +229,7 @@ def test_tuned_run_records_the_file_origin_and_date_per_figure():
         tuned_used=True, tuned_file=tuned_text(), torch=torch_log(tuned="/opt/wireup/nccl-tuned.env")
     )
     n["nccl_tests"]["all_reduce"]["json"] = (NCCL / "h200x2_v2.19.6_all_reduce_perf.json").read_text()
-    rec = results.build_record("gpu-a01", "20261201T000000Z", n)
+    rec = host_record.build_record("gpu-a01", "20261201T000000Z", n)
     coll = rec["collectives"]["all_reduce"]
     assert coll["env"]["mode"] == "tuned" and coll["env"]["vars"]["NCCL_MIN_NCHANNELS"] == "32"
     assert coll["env"]["tuned_file"]["written"] == WRITTEN
@@ -242,21 +242,21 @@ def test_tuned_run_records_the_file_origin_and_date_per_figure():
 
 def test_tuned_env_leaking_into_a_default_figure_is_a_finding():
     n = gpu_node(tuned_file=tuned_text(), torch=torch_log(tuned="/opt/wireup/nccl-tuned.env"))
-    rec = results.build_record("gpu-a01", "20261201T000000Z", n)
+    rec = host_record.build_record("gpu-a01", "20261201T000000Z", n)
     found = [f for f in rec["findings"] if f["code"] == "bench_env_mismatch"]
     assert len(found) == 1 and "bench_use_tuned_env=false" in found[0]["message"]
 
 
 def test_tuned_figure_whose_process_saw_no_tuned_env_is_a_finding():
     n = gpu_node(tuned_used=True, tuned_file=tuned_text(), torch=torch_log(tuned=""))
-    rec = results.build_record("gpu-a01", "20261201T000000Z", n)
+    rec = host_record.build_record("gpu-a01", "20261201T000000Z", n)
     found = [f for f in rec["findings"] if f["code"] == "bench_env_mismatch"]
     assert len(found) == 1 and "sourced no tuned NCCL env" in found[0]["message"]
 
 
 def test_stale_tuned_env_is_a_warning_finding():
     n = gpu_node(tuned_file=tuned_text(), changes=[("nccl", "/v/libnccl.so.2", WRITTEN_S + 86400)])
-    rec = results.build_record("gpu-a01", "20261201T000000Z", n)
+    rec = host_record.build_record("gpu-a01", "20261201T000000Z", n)
     found = [f for f in rec["findings"] if f["code"] == "tuned_env_stale"]
     assert len(found) == 1 and found[0]["severity"] == "warning"
     assert "2026-12-01T12:00:00Z" in found[0]["message"] and "bench_nccl_tune=true" in found[0]["message"]
@@ -264,7 +264,7 @@ def test_stale_tuned_env_is_a_warning_finding():
 
 
 def test_raw_link_ratio_beside_the_ratio_to_expected():
-    rec = results.build_record("gpu-a01", "20261201T000000Z", gpu_node())
+    rec = host_record.build_record("gpu-a01", "20261201T000000Z", gpu_node())
     coll = rec["collectives"]["all_reduce"]
     assert coll["of_link"]["link_gbps"] == pytest.approx(478.116)
     assert coll["of_link"]["link_class"] == "NV18"
@@ -275,7 +275,7 @@ def test_raw_link_ratio_beside_the_ratio_to_expected():
 
 
 def test_torch_against_nccl_tests_at_the_same_size():
-    rec = results.build_record("gpu-a01", "20261201T000000Z", gpu_node())
+    rec = host_record.build_record("gpu-a01", "20261201T000000Z", gpu_node())
     like = rec["torch"]["single_node"]["vs_nccl_tests"]
     # The healthy run's torch rows end at 1 GiB: compared with nccl-tests' 1 GiB row, not its 8 GiB verdict.
     assert like["size"] == 1 << 30
@@ -286,7 +286,7 @@ def test_torch_against_nccl_tests_at_the_same_size():
     assert bool(below) == (like["ratio"] < 0.97)
     n = gpu_node()
     n["thresholds"]["torch_goal"] = 1.5
-    rec = results.build_record("gpu-a01", "20261201T000000Z", n)
+    rec = host_record.build_record("gpu-a01", "20261201T000000Z", n)
     below = [f for f in rec["findings"] if f["code"] == "bench_torch_below_nccl_tests"]
     assert len(below) == 1 and "goal >= 150%" in below[0]["message"]
 
@@ -307,7 +307,7 @@ def test_one_gpu_is_na_with_its_reason_not_a_crash(tmp_path):
         "versions": {"driver": DRIVER, "nccl": NCCL_VERSION},
         "figure_env": {"nccl_tests": DEVICE_ENV, "torch": DEVICE_ENV, "tuned_used": False, "tuned_text": ""},
     }
-    rec = results.build_record("gpu-1", "20261201T000000Z", n)
+    rec = host_record.build_record("gpu-1", "20261201T000000Z", n)
     coll = rec["collectives"]["all_reduce"]
     assert rec["verdict"] == "N/A" and coll["verdict"]["verdict"] == "N/A"
     assert "fewer than 2 GPUs" in coll["verdict"]["reason"]
@@ -342,7 +342,9 @@ def test_report_names_every_figures_env_and_tuned_side_by_side(tmp_path, monkeyp
         "mode": "sweep",
         "env": DEVICE_ENV,
     }
-    md = _report(tmp_path, {"gpu-a01": results.build_record("gpu-a01", "20261201T000000Z", n)}, monkeypatch)
+    md = _report(
+        tmp_path, {"gpu-a01": host_record.build_record("gpu-a01", "20261201T000000Z", n)}, monkeypatch
+    )
     assert "{'" not in md  # no Python dict anywhere
     assert "avg busbw" not in md
     assert (
@@ -380,7 +382,7 @@ def test_report_flags_a_stale_tuned_env_used_by_the_figures(tmp_path, monkeypatc
         "mode": "tuned_vs_default",
         "env": DEVICE_ENV,
     }
-    rec = results.build_record("gpu-a01", "20261201T000000Z", n)
+    rec = host_record.build_record("gpu-a01", "20261201T000000Z", n)
     md = _report(tmp_path, {"gpu-a01": rec}, monkeypatch)
     assert "used by this run's figures; STALE: measured with NCCL 2.28.9, NCCL 2.29.1 now" in md
     assert (
@@ -404,7 +406,7 @@ def _capture_figures(monkeypatch):
 
 def test_busbw_plot_has_a_latency_panel_and_the_raw_link(tmp_path, monkeypatch):
     figures = _capture_figures(monkeypatch)
-    rec = results.build_record("gpu-a01", "20261201T000000Z", gpu_node())
+    rec = host_record.build_record("gpu-a01", "20261201T000000Z", gpu_node())
     assert assemble._plot_busbw(markdown.pyplot(), rec, str(tmp_path / "b.png"))
     bw, lat = figures[0].axes
     assert lat.get_yscale() == "log" and lat.get_xscale() == "log"
@@ -418,7 +420,7 @@ def test_torch_plot_draws_the_expectation_from_zero(tmp_path, monkeypatch):
     figures = _capture_figures(monkeypatch)
     n = gpu_node()
     # A 10x drop: it must not look like a healthy curve on a rescaled axis.
-    rec = results.build_record("gpu-a01", "20261201T000000Z", n)
+    rec = host_record.build_record("gpu-a01", "20261201T000000Z", n)
     rec = copy.deepcopy(rec)
     for row in rec["torch"]["single_node"]["rows"]:
         row["in_place"]["busbw"] /= 10

@@ -209,9 +209,13 @@ def test_the_fabric_modules_run_folders(tmp_path):
     spec = importlib.util.spec_from_loader(loader.name, loader)
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
-    (tmp_path / "20261201T000000Z\n").mkdir()
-    (tmp_path / "20261201T000000Z\n" / "fabric.json").write_text("{}")
-    assert module._previous(str(tmp_path), "20261202T000000Z") is None
+    # The store's fabric folder (results_dir/fabric), as the module names it: query.runs lists it.
+    (tmp_path / "fabric" / "20261201T000000Z\n").mkdir(parents=True)
+    (tmp_path / "fabric" / "20261201T000000Z\n" / "fabric.json").write_text("{}")
+    assert module._previous(str(tmp_path / "fabric"), "20261202T000000Z") is None
+    (tmp_path / "fabric" / "20261201T000000Z").mkdir()
+    (tmp_path / "fabric" / "20261201T000000Z" / "fabric.json").write_text("{}")
+    assert module._previous(str(tmp_path / "fabric"), "20261202T000000Z") is None  # damaged: not used
 
     class Refused(Exception):
         pass

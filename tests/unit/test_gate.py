@@ -16,7 +16,7 @@ import pytest
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import node_check
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import gpuhealth
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate, host_record
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -38,13 +38,13 @@ def refused(root, hosts=(HOST,)):
 
 def nvlink_fail():
     """The full bench record of a node that lost NVLinks between GPU0 and GPU1 (NV18 -> NV12):
-    results.compare's finding against the healthy record, verdict FAIL."""
+    host_record.compare's finding against the healthy record, verdict FAIL."""
     broken = copy.deepcopy(FULL)
     link = broken["topology"]["links"][0]
     link["class"] = "NV12"
     found = [
         f
-        for f in results.compare(broken, dict(FULL, run_id="20261129T181149Z"))
+        for f in host_record.compare(broken, dict(FULL, run_id="20261129T181149Z"))
         if f["severity"] == "critical"
     ]
     assert found, "the comparison names the changed link"
@@ -61,10 +61,10 @@ def trial_fail():
 
 
 def stepcost_only():
-    """A --tags stepcost record (results.build_record): the DDP step benchmark alone (bench.plan's
+    """A --tags stepcost record (host_record.build_record): the DDP step benchmark alone (bench.plan's
     stepcost_only runs no torch all-reduce), no nccl-tests, no GPU trial; verdict N/A (the step
     benchmark adds at most a WARN: roles/bench/README.md)."""
-    record = results.build_record(HOST, "20261203T000000Z", {"stepcost": {"single_node": CPU_LOG}})
+    record = host_record.build_record(HOST, "20261203T000000Z", {"stepcost": {"single_node": CPU_LOG}})
     assert record["stepcost"] and not record["collectives"] and not record["gpu_trial"]
     assert record["verdict"] == "N/A"
     return record
@@ -83,7 +83,7 @@ def quick(verdict, *problems):
             {"verdict": verdict, "line": f"wireup-check: {verdict} {HOST}: x", "problems": list(problems)}
         ),
     )
-    return results.build_record(HOST, "20261203T000000Z", {"node_check": answer}) | {"kind": "quick"}
+    return host_record.build_record(HOST, "20261203T000000Z", {"node_check": answer}) | {"kind": "quick"}
 
 
 def test_what_each_real_record_measured():
@@ -154,7 +154,7 @@ def test_a_quick_fail_newer_than_the_last_bench_refuses_an_older_one_does_not(tm
     # A quick PASS after it settles node_check again; a bench run of the same id counts as older.
     put(tmp_path, "20261204T000000Z", quick("PASS"), kind="quick")
     assert refused(tmp_path) == {}
-    assert gate.store_runs(results, str(tmp_path))[:2] == [
+    assert gate.store_runs(str(tmp_path))[:2] == [
         ("quick", "20261204T000000Z"),
         ("quick", "20261203T000000Z"),
     ]
@@ -234,8 +234,8 @@ def test_a_future_dated_pass_never_hides_a_later_real_fail(tmp_path):
     from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import metrics
 
     assert metrics.latest_record(str(tmp_path), HOST)["run_id"] == later
-    assert results.baseline_of(str(tmp_path), HOST, before_run_id=rid(0)) == (
-        (before, results.read_host(str(tmp_path), before, HOST)),
+    assert host_record.baseline_of(str(tmp_path), HOST, before_run_id=rid(0)) == (
+        (before, host_record.read_host(str(tmp_path), before, HOST)),
         [],
     )
 
@@ -249,7 +249,7 @@ def test_a_future_dated_record_is_damaged_where_it_is_reached(tmp_path):
     )
     assert f"run {future} is dated 400.0 days after the controller's clock (more than the 300 s" in why
     # A baseline is never taken from it either.
-    base, warnings = results.baseline_of(str(tmp_path), HOST, before_run_id=rid(0))
+    base, warnings = host_record.baseline_of(str(tmp_path), HOST, before_run_id=rid(0))
     assert base is None and "dated 400.0 days after" in warnings[0]["message"]
 
 
@@ -287,7 +287,7 @@ def test_a_run_id_or_host_with_a_trailing_newline_is_no_path_in_the_store(tmp_pa
     with pytest.raises(ValueError, match="is not like"):
         results.reserve_run(str(tmp_path), given)
     with pytest.raises(ValueError, match="cannot be a file name"):
-        results.read_host(str(tmp_path), "20261205T100000Z", "n1\n")
+        host_record.read_host(str(tmp_path), "20261205T100000Z", "n1\n")
     assert not (tmp_path / "bench").exists() or list((tmp_path / "bench").iterdir()) == []
 
 

@@ -1,7 +1,7 @@
 """The GPU trial from the nodes' facts to the records, the report, the launch gate and Slurm's drain
-reason (wireup.plans.gpu_trial -> bench_report.store_nodes -> gpu_trial.attach -> results.store_run, whose
-SECTIONS hold gpu_trial.section -> report; fabricrun; launch; slurm), on our 2x H200's health read
-and written fingerprint documents."""
+reason (wireup.plans.gpu_trial -> bench_report.store_nodes -> gpu_trial_run.attach ->
+host_record.store_run, whose SECTIONS hold gpu_trial.section -> report; fabricrun; launch; slurm),
+on our 2x H200's health read and written fingerprint documents."""
 
 import copy
 import json
@@ -14,9 +14,12 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch impor
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_report, torchrun_launch
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import gpu_trial as plans_gpu_trial
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import gpuhealth
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import (
+    gate,
+    gpu_trial_run,
+    host_record,
+)
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 H200 = (FIXTURES / "h200x2" / "nvidia_smi_q.xml").read_text()
@@ -108,7 +111,7 @@ def trial_run(run_id, facts):
 
 def store(tmp_path, run_id, facts, bench_nodes=None):
     """What wireup_bench_store does with the run: bench_report.store_nodes (the GPU trial judged
-    across the run) then results.store_run."""
+    across the run) then host_record.store_run."""
     params = {
         "results_dir": str(tmp_path),
         "run_id": run_id,
@@ -117,7 +120,7 @@ def store(tmp_path, run_id, facts, bench_nodes=None):
         "gpu_trial": trial_run(run_id, facts),
     }
     nodes = bench_report.store_nodes(params, lambda path: "")
-    return results.store_run(str(tmp_path), run_id, nodes)
+    return host_record.store_run(str(tmp_path), run_id, nodes)
 
 
 def test_a_run_judged_stored_reported_and_gated(tmp_path):
@@ -142,7 +145,8 @@ def test_a_run_judged_stored_reported_and_gated(tmp_path):
     assert {"spec", "peer", "baseline"} <= set(bf16) and bf16["peer"]["best_gpu"].startswith("gpu-")
     # Written as strict JSON and read back as a record.
     assert (
-        results.read_host(str(tmp_path), run_id, "gpu-b")["gpu_trial"]["gpus"][0]["serial"] == "1653724057182"
+        host_record.read_host(str(tmp_path), run_id, "gpu-b")["gpu_trial"]["gpus"][0]["serial"]
+        == "1653724057182"
     )
 
     paths = assemble.write_report(run_dir, run_id, records)
@@ -226,7 +230,7 @@ def test_a_damaged_record_is_a_warning_and_never_a_baseline(tmp_path):
     damaged["gpu_trial"]["gpus"][0]["figures"]["gemm_bf16_flops"]["median"] = 5e16  # 50 x its peak: edited
     path.chmod(0o640)
     path.write_text(json.dumps(damaged))
-    found, warnings = gpu_trial.baselines(
+    found, warnings = gpu_trial_run.baselines(
         str(tmp_path), "20261204T100000Z", ["1653724057182", "1653724060308"]
     )
     assert set(found) == set()
@@ -245,15 +249,17 @@ def test_a_gpu_only_run_passes_no_host_but_fails_one(tmp_path):
     """`bench.yml --tags gpu_trial`: no bench data, every host's record from the GPU trial alone."""
     run_id = "20261203T100000Z"
     facts = {"gpu-a": fact(H200, run_id, "gpu-a"), "gpu-b": fact(PENDING, run_id, "gpu-b")}
-    nodes = gpu_trial.attach(str(tmp_path), run_id, {}, trial_run(run_id, facts), run_wide={"secret_env": []})
-    assert nodes["gpu-a"]["gpu_only"] and nodes["gpu-a"]["skipped"] == gpu_trial.GPU_ONLY
-    _rid, _dir, records = results.store_run(str(tmp_path), run_id, nodes)
+    nodes = gpu_trial_run.attach(
+        str(tmp_path), run_id, {}, trial_run(run_id, facts), run_wide={"secret_env": []}
+    )
+    assert nodes["gpu-a"]["gpu_only"] and nodes["gpu-a"]["skipped"] == gpu_trial_run.GPU_ONLY
+    _rid, _dir, records = host_record.store_run(str(tmp_path), run_id, nodes)
     assert records["gpu-a"]["gpu_trial"]["scope"] == "gpu_only"
     # Not a bandwidth baseline (N/A), but the GPUs passed: they are GPU baselines.
     assert records["gpu-a"]["verdict"] == "N/A" and records["gpu-a"]["gpu_trial"]["verdict"] == "PASS"
     assert records["gpu-b"]["verdict"] == "FAIL"
     uuid = "gpu-47e4f408-caf2-4eaa-9629-5a6d1365dd75"  # GPU0's UUID, the key (lower case)
-    found, _ = gpu_trial.baselines(str(tmp_path), "20261204T100000Z", [uuid, "1653724057182"])
+    found, _ = gpu_trial_run.baselines(str(tmp_path), "20261204T100000Z", [uuid, "1653724057182"])
     assert found[uuid][1] == "gpu-a" and "1653724057182" not in found  # a serial is never a key
 
 
@@ -296,18 +302,18 @@ def test_a_health_read_that_failed_is_critical():
 
 def test_record_problem_checks_the_gpu_section():
     base = {"verdict": "PASS", "gpu_trial": {"gpus": [{"figures": {"gemm_bf16_flops": {"median": 1e15}}}]}}
-    assert results.record_problem(base) == ""
-    assert results.record_problem(dict(base, gpu_trial=[])) == "gpu_trial is a list, not an object"
-    assert results.record_problem(dict(base, gpu_trial={"gpus": "all"})) == "gpu_trial.gpus is not a list"
+    assert host_record.record_problem(base) == ""
+    assert host_record.record_problem(dict(base, gpu_trial=[])) == "gpu_trial is a list, not an object"
+    assert host_record.record_problem(dict(base, gpu_trial={"gpus": "all"})) == "gpu_trial.gpus is not a list"
     broken = copy.deepcopy(base)
     broken["gpu_trial"]["gpus"][0]["figures"]["gemm_bf16_flops"]["median"] = "fast"
-    assert "gpu_trial.gpus[0]: figures.gemm_bf16_flops.median is 'fast'" in results.record_problem(broken)
+    assert "gpu_trial.gpus[0]: figures.gemm_bf16_flops.median is 'fast'" in host_record.record_problem(broken)
 
 
 def test_the_gpu_trial_is_a_section_of_the_host_record():
-    """results.SECTIONS holds it (after the bench's, before the host's verdict); a host without a
+    """host_record.SECTIONS holds it (after the bench's, before the host's verdict); a host without a
     GPU trial gets an empty part and nothing from it."""
-    keys = [key for key, _ in results.SECTIONS]
+    keys = [key for key, _ in host_record.SECTIONS]
     assert keys.index("gpu_trial") > keys.index("stepcost")
     assert gpu_trial.section({}, {}, None) == ({}, [], [])
 
@@ -323,7 +329,7 @@ def test_a_run_without_the_gpu_trial_stores_as_before(tmp_path):
     }
     nodes = bench_report.store_nodes(params, lambda path: "")
     assert "gpu_trial" not in nodes["a"]
-    _rid, _dir, records = results.store_run(str(tmp_path), "20261203T100000Z", nodes)
+    _rid, _dir, records = host_record.store_run(str(tmp_path), "20261203T100000Z", nodes)
     assert records["a"]["gpu_trial"] == {}
 
 
@@ -337,8 +343,10 @@ def test_a_health_read_alone_records_its_capability(tmp_path):
             plan, run_id, "gpu-a", reads=[read], fingerprint=None, dcgm_run=None
         )
     }
-    nodes = gpu_trial.attach(str(tmp_path), run_id, {}, trial_run(run_id, facts), run_wide={"secret_env": []})
-    _rid, run_dir, records = results.store_run(str(tmp_path), run_id, nodes)
+    nodes = gpu_trial_run.attach(
+        str(tmp_path), run_id, {}, trial_run(run_id, facts), run_wide={"secret_env": []}
+    )
+    _rid, run_dir, records = host_record.store_run(str(tmp_path), run_id, nodes)
     part = records["gpu-a"]["gpu_trial"]
     assert (part["capability"], part["measured"], part["scope"]) == ("gpu_health", ["health"], "gpu_only")
     assert records["gpu-a"]["verdict"] == "N/A" and part["verdict"] == "PASS"

@@ -18,7 +18,7 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import (
     node_check as plans_node_check,
 )
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate, host_record
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
@@ -181,12 +181,12 @@ def test_a_quick_run_is_gathered_stored_and_reported_like_a_bench_run(tmp_path):
     }
     params = {"results_dir": str(tmp_path), "nodes": run["nodes"], "thresholds": thresholds, "kind": "quick"}
     nodes = bench_report.store_nodes(dict(params, lost={"n4": "ssh: timed out"}), read=lambda p: "")
-    run_id, run_dir, records = results.store_run(tmp_path, run["run_id"], nodes, kind="quick")
+    run_id, run_dir, records = host_record.store_run(tmp_path, run["run_id"], nodes, kind="quick")
     assert pathlib.Path(run_dir) == tmp_path / "quick" / run_id
     verdicts = {h: r["verdict"] for h, r in records.items()}
     assert verdicts == {"n1": "PASS", "n2": "FAIL", "n3": "FAIL", "n4": "UNREACHABLE"}
     assert {r["kind"] for r in records.values()} == {"quick"}
-    stored = results.load_record(pathlib.Path(run_dir) / "n2.json")
+    stored = host_record.load_record(pathlib.Path(run_dir) / "n2.json")
     assert stored["node_check"]["verdict"] == "FAIL" and stored["baseline"] == {"state": "none", "run_id": ""}
     [nic] = [f for f in stored["findings"] if f["source"] == "node_check"]
     assert nic["code"] == "node_check_nic" and nic["severity"] == "critical" and nic["part"] == "NIC mlx5_0:1"
@@ -211,10 +211,10 @@ def test_what_a_node_printed_reaches_the_report_escaped(tmp_path):
         "n1", "FAIL", "x | [y](z) <script>", problems=[{"kind": "link", "part": "p", "message": "m"}]
     )
     nodes = {"n1": {"node_check": answer, "thresholds": {}}}
-    run_id, run_dir, records = results.store_run(tmp_path, "20261202T100000Z", nodes, kind="quick")
+    run_id, run_dir, records = host_record.store_run(tmp_path, "20261202T100000Z", nodes, kind="quick")
     md = pathlib.Path(assemble.write_report(run_dir, run_id, records)["md"]).read_text()
     assert "\\[y\\]" in md and "<script>" not in md and "&lt;script>" in md
-    again, again_dir, _ = results.store_run(tmp_path, run_id, nodes, kind="quick")
+    again, again_dir, _ = host_record.store_run(tmp_path, run_id, nodes, kind="quick")
     assert again == f"{run_id}-2" and again_dir != run_dir  # a taken id gets -2, nothing overwritten
 
 
@@ -224,7 +224,7 @@ def test_a_quick_pass_never_hides_a_bench_fail_from_the_launch_gate(tmp_path):
     failed = dict(RECORD, host="n1", run_id="20261201T000000Z", verdict="FAIL")
     results.write_host(tmp_path, failed["run_id"], "n1", failed)
     nodes = {"n1": {"node_check": _answer("n1", "PASS", "fine"), "thresholds": {}}}
-    results.store_run(tmp_path, "20261202T000000Z", nodes, kind="quick")
+    host_record.store_run(tmp_path, "20261202T000000Z", nodes, kind="quick")
     refused = gate.refusals(["n1"], *gate.latest_verdicts(tmp_path, ["n1"]))
     assert refused == {
         "n1": "bench run 20261201T000000Z FAILed on n1: see its report (its newest record of links, torch)"
@@ -247,7 +247,7 @@ def test_a_quick_fail_refuses_until_a_bench_that_measured_the_links_passes(tmp_p
             {"kind": "nvlink", "part": "GPU0", "message": "GPU0: 12 active NVLinks, 18 at the baseline"}
         ],
     )
-    results.store_run(
+    host_record.store_run(
         tmp_path, "20261202T000000Z", {"n1": {"node_check": bad, "thresholds": {}}}, kind="quick"
     )
     refused = gate.refusals(["n1"], *gate.latest_verdicts(tmp_path, ["n1"]))
@@ -262,11 +262,11 @@ def test_a_quick_fail_refuses_until_a_bench_that_measured_the_links_passes(tmp_p
 
 def test_a_bench_record_has_no_node_check_part_and_a_damaged_one_is_named():
     assert node_check.section({}, {}, None) == ({}, [], [])
-    assert results.record_problem(dict(RECORD, node_check=[])) == "node_check is a list, not an object"
+    assert host_record.record_problem(dict(RECORD, node_check=[])) == "node_check is a list, not an object"
     odd = dict(RECORD, node_check={"verdict": "MAYBE", "problems": []})
-    assert results.record_problem(odd).startswith("node_check.verdict is 'MAYBE'")
+    assert host_record.record_problem(odd).startswith("node_check.verdict is 'MAYBE'")
     with pytest.raises(ValueError, match="kind 'other' is not one of bench, quick"):
-        results.store_run("/nonexistent", "20261202T000000Z", {}, kind="other")
+        host_record.store_run("/nonexistent", "20261202T000000Z", {}, kind="other")
 
 
 @pytest.mark.parametrize(
@@ -283,7 +283,7 @@ def test_a_check_that_is_no_result_answer_is_damaged_never_read_as_no_check(tmp_
     object) was read as no check at all. Now that node alone is DAMAGED."""
     ok = node_check.result("n1", stdout=json.dumps({"verdict": "PASS", "line": "wireup-check: PASS n1: ok"}))
     nodes = {"n1": {"node_check": ok}, "n2": {"node_check": given}}
-    _rid, _dir, records = results.store_run(str(tmp_path), "20261202T000000Z", nodes, kind="quick")
+    _rid, _dir, records = host_record.store_run(str(tmp_path), "20261202T000000Z", nodes, kind="quick")
     assert records["n1"]["verdict"] == "PASS" and records["n2"]["verdict"] == "DAMAGED"
     assert records["n2"]["damaged"].startswith(said) and records["n2"]["kind"] == "quick"
     with pytest.raises(ValueError, match="node_check"):

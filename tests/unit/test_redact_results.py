@@ -11,9 +11,9 @@ import subprocess
 import sys
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import host_record
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import markdown
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 from tests import busy
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -51,7 +51,7 @@ def _leaks(text):
 
 
 def test_host_record_keeps_names_not_values():
-    rec = results.build_record("node1", "20261201T000000Z", _node())
+    rec = host_record.build_record("node1", "20261201T000000Z", _node())
     assert _leaks(json.dumps(rec)) == []
     assert rec["env"] == {
         "HF_TOKEN": "<redacted>",
@@ -67,7 +67,7 @@ def test_host_record_keeps_names_not_values():
 
 
 def test_stored_host_json_has_no_secret(tmp_path):
-    _, run_dir, _ = results.store_run(str(tmp_path), "20261201T000000Z", {"node1": _node()})
+    _, run_dir, _ = host_record.store_run(str(tmp_path), "20261201T000000Z", {"node1": _node()})
     text = (pathlib.Path(run_dir) / "node1.json").read_text()
     assert _leaks(text) == [] and '"HF_TOKEN": "<redacted>"' in text
 
@@ -75,9 +75,9 @@ def test_stored_host_json_has_no_secret(tmp_path):
 def test_report_of_a_host_without_figures_prints_no_secret(tmp_path, monkeypatch):
     monkeypatch.setattr(markdown, "pyplot", lambda: None)
     # A record as an older wireup stored it (unredacted), and one built now.
-    old = results.unreachable_record("node2", "20261201T000000Z", "gone")
+    old = host_record.unreachable_record("node2", "20261201T000000Z", "gone")
     old.update(verdict="N/A", findings=[], env=dict(ENV, GITHUB_PAT="not-listed-here"))
-    new = results.build_record("node1", "20261201T000000Z", _node(torch={}))
+    new = host_record.build_record("node1", "20261201T000000Z", _node(torch={}))
     out = assemble.write_report(str(tmp_path), "20261201T000000Z", {"node1": new, "node2": old})
     md, page = pathlib.Path(out["md"]).read_text(), pathlib.Path(out["html"]).read_text()
     assert _leaks(md) == [] and _leaks(page) == []

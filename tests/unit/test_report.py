@@ -8,6 +8,7 @@ import re
 import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import topology
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import host_record
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import markdown
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
@@ -59,7 +60,7 @@ def good_node():
 
 
 def test_record_from_h200_captures():
-    rec = results.build_record("gpu-a01", "20261129T100000Z", good_node())
+    rec = host_record.build_record("gpu-a01", "20261129T100000Z", good_node())
     assert rec["verdict"] == "PASS"
     assert rec["collectives"]["all_reduce"]["verdict"]["verdict"] == "PASS"
     assert rec["collectives"]["all_reduce"]["expected"]["expected_busbw"] == pytest.approx(344.24, abs=0.01)
@@ -70,9 +71,9 @@ def test_record_from_h200_captures():
 
 
 def test_failed_binary_and_degraded_rerun_fail_against_expectation_and_baseline():
-    base = results.build_record("gpu-a01", "20261129T100000Z", good_node())
+    base = host_record.build_record("gpu-a01", "20261129T100000Z", good_node())
     rerun = node("h200x2_v2.19.6_all_reduce_perf_p2p_disabled.txt", env={"NCCL_P2P_DISABLE": "1"})
-    rec = results.build_record("gpu-a01", "20261129T110000Z", rerun, ("20261129T100000Z", base))
+    rec = host_record.build_record("gpu-a01", "20261129T110000Z", rerun, ("20261129T100000Z", base))
     assert rec["verdict"] == "FAIL"
     assert rec["collectives"]["alltoall"]["verdict"]["verdict"] == "FAIL"
     assert rec["collectives"]["alltoall"]["verdict"]["reason"] == (
@@ -89,7 +90,7 @@ def test_failed_binary_and_degraded_rerun_fail_against_expectation_and_baseline(
 
 
 def test_skipped_gpu_less_node_is_na():
-    rec = results.build_record("cpu-1", "20261129T100000Z", {"skipped": "no NVIDIA GPU"})
+    rec = host_record.build_record("cpu-1", "20261129T100000Z", {"skipped": "no NVIDIA GPU"})
     assert rec["verdict"] == "N/A"
     assert assemble.summary_line(rec) == (
         "cpu-1: N/A, nothing compared (no passing run to compare with) - no NVIDIA GPU"
@@ -103,14 +104,14 @@ def _run(tmp_path, records):
 
 def test_report_files_html_self_contained_png_valid(tmp_path):
     pytest.importorskip("matplotlib")
-    base = results.build_record("gpu-a01", "20261129T100000Z", good_node())
-    bad = results.build_record(
+    base = host_record.build_record("gpu-a01", "20261129T100000Z", good_node())
+    bad = host_record.build_record(
         "gpu-a01",
         "20261129T110000Z",
         node("h200x2_v2.19.6_all_reduce_perf_p2p_disabled.txt"),
         ("20261129T100000Z", base),
     )
-    cpu = results.build_record("cpu-1", "20261129T110000Z", {"skipped": "no NVIDIA GPU"})
+    cpu = host_record.build_record("cpu-1", "20261129T110000Z", {"skipped": "no NVIDIA GPU"})
     _, md, page = _run(tmp_path, {"gpu-a01": bad, "cpu-1": cpu})
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["busbw_gpu-a01.png", "report.html", "report.md", "topology_gpu-a01.png", "torch.png"]
@@ -135,7 +136,7 @@ def test_report_files_html_self_contained_png_valid(tmp_path):
 
 def test_report_without_matplotlib_still_written(tmp_path, monkeypatch):
     monkeypatch.setattr(markdown, "pyplot", lambda: None)
-    rec = results.build_record("gpu-a01", "20261129T100000Z", good_node())
+    rec = host_record.build_record("gpu-a01", "20261129T100000Z", good_node())
     out, md, page = _run(tmp_path, {"gpu-a01": rec})
     assert out["pngs"] == [] and not out["plots"]
     assert "Plots skipped: matplotlib is not installed" in md
@@ -144,7 +145,7 @@ def test_report_without_matplotlib_still_written(tmp_path, monkeypatch):
 
 def test_report_escapes_html(tmp_path, monkeypatch):
     monkeypatch.setattr(markdown, "pyplot", lambda: None)
-    rec = results.build_record("gpu-a01", "20261129T100000Z", good_node())
+    rec = host_record.build_record("gpu-a01", "20261129T100000Z", good_node())
     rec = copy.deepcopy(rec)
     rec["findings"].append({"severity": "warning", "code": "x", "message": "<script>alert(1)</script>"})
     _, _, page = _run(tmp_path, {"gpu-a01": rec})
@@ -154,26 +155,28 @@ def test_report_escapes_html(tmp_path, monkeypatch):
 def test_json_output_preferred_and_failed_host():
     n = good_node()
     n["nccl_tests"]["all_reduce"]["json"] = (NCCL / "h200x2_v2.19.6_all_reduce_perf.json").read_text()
-    rec = results.build_record("gpu-a01", "20261129T100000Z", n)
+    rec = host_record.build_record("gpu-a01", "20261129T100000Z", n)
     coll = rec["collectives"]["all_reduce"]
     assert coll["format"] == "json" and coll["nccl_tests_version"] == "2.19.6"
     assert coll["verdict"]["measured_busbw"] == pytest.approx(347.65823)
-    failed = results.build_record("gpu-a02", "20261129T100000Z", {"failed": True, "skipped": "no bench data"})
+    failed = host_record.build_record(
+        "gpu-a02", "20261129T100000Z", {"failed": True, "skipped": "no bench data"}
+    )
     assert failed["verdict"] == "FAIL"
 
 
 def test_store_run_compares_with_last_pass(tmp_path):
     root = str(tmp_path)
-    rid, _, recs = results.store_run(root, "20261129T100000Z", {"gpu-a01": good_node()})
+    rid, _, recs = host_record.store_run(root, "20261129T100000Z", {"gpu-a01": good_node()})
     assert recs["gpu-a01"]["verdict"] == "PASS"
     assert recs["gpu-a01"]["baseline"] == {"state": "recorded", "run_id": ""}
     bad = node("h200x2_v2.19.6_all_reduce_perf_p2p_disabled.txt")
-    rid2, run_dir, recs = results.store_run(root, "20261129T100000Z", {"gpu-a01": bad})
+    rid2, run_dir, recs = host_record.store_run(root, "20261129T100000Z", {"gpu-a01": bad})
     assert rid2 == "20261129T100000Z-2"  # same second: a new folder, the first run untouched
     assert recs["gpu-a01"]["baseline"] == {"state": "compared", "run_id": rid}
     assert any(f["code"] == "baseline_busbw_drop" for f in recs["gpu-a01"]["findings"])
     assert (pathlib.Path(run_dir) / "gpu-a01.json").exists()
-    assert results.read_host(root, rid, "gpu-a01")["verdict"] == "PASS"
+    assert host_record.read_host(root, rid, "gpu-a01")["verdict"] == "PASS"
 
 
 def test_summary_line_of_a_cpu_node_with_the_cluster_run():
@@ -181,7 +184,7 @@ def test_summary_line_of_a_cpu_node_with_the_cluster_run():
         "skipped": "no NVIDIA GPU: GPU benchmarks skipped",
         "torch": {"multi_node": (NCCL / "torch_allreduce_gloo_3ranks.txt").read_text()},
     }
-    line = assemble.summary_line(results.build_record("node1", "20261129T100000Z", n))
+    line = assemble.summary_line(host_record.build_record("node1", "20261129T100000Z", n))
     # Issue 12: a GPU-less node is judged on its gloo run (it used to be N/A forever).
     assert line.startswith(
         "node1: PASS, baseline recorded (first passing run: nothing compared) - no NVIDIA GPU: GPU "
@@ -217,9 +220,9 @@ def _scaled(text, factor):
 
 def test_gpu_less_node_passes_then_is_compared_with_its_last_pass(tmp_path):
     root = str(tmp_path)
-    first_id, _, first = results.store_run(root, "20261129T100000Z", {"node1": _cpu_node()})
+    first_id, _, first = host_record.store_run(root, "20261129T100000Z", {"node1": _cpu_node()})
     assert first["node1"]["verdict"] == "PASS"
-    _, _, again = results.store_run(root, "20261129T110000Z", {"node1": _cpu_node()})
+    _, _, again = host_record.store_run(root, "20261129T110000Z", {"node1": _cpu_node()})
     rec = again["node1"]
     assert rec["verdict"] == "PASS" and rec["baseline"]["run_id"] == first_id
     assert rec["baseline"]["torch"]["multi_node"]["change"] == pytest.approx(0.0)
@@ -230,27 +233,27 @@ def test_gpu_less_node_passes_then_is_compared_with_its_last_pass(tmp_path):
 
 def test_gpu_less_node_slower_than_its_last_pass_warns(tmp_path):
     root = str(tmp_path)
-    results.store_run(root, "20261129T100000Z", {"node1": _cpu_node()})
-    _, _, slow = results.store_run(root, "20261129T110000Z", {"node1": _cpu_node(_scaled(GLOO, 0.5))})
+    host_record.store_run(root, "20261129T100000Z", {"node1": _cpu_node()})
+    _, _, slow = host_record.store_run(root, "20261129T110000Z", {"node1": _cpu_node(_scaled(GLOO, 0.5))})
     rec = slow["node1"]
     assert rec["verdict"] == "WARN", rec["findings"]
     [drop] = [f for f in rec["findings"] if f["code"] == "baseline_busbw_drop"]
     assert drop["severity"] == "warning" and "50% below" in drop["message"]
     assert assemble.summary_line(rec).endswith("-50%")
     # A WARN is no baseline: the next run is still compared with the first.
-    _, _, third = results.store_run(root, "20261129T120000Z", {"node1": _cpu_node()})
+    _, _, third = host_record.store_run(root, "20261129T120000Z", {"node1": _cpu_node()})
     assert third["node1"]["baseline"]["run_id"] == "20261129T100000Z"
 
 
 def test_gpu_less_node_without_a_measurement_stays_na():
-    rec = results.build_record(
+    rec = host_record.build_record(
         "node2", "20261129T100000Z", {"skipped": "no NVIDIA GPU: GPU benchmarks skipped"}
     )
     assert rec["verdict"] == "N/A"
 
 
 def test_a_gpu_node_is_not_judged_as_gpu_less():
-    rec = results.build_record("gpu-a01", "20261129T100000Z", good_node())
+    rec = host_record.build_record("gpu-a01", "20261129T100000Z", good_node())
     assert not results.is_gpu_less(rec)
     assert "torch" not in rec["baseline"]
 
@@ -258,7 +261,7 @@ def test_a_gpu_node_is_not_judged_as_gpu_less():
 # --- issue 23 item 10, issue 28 item 3 ------------------------------------------------------------
 def test_report_md_escapes_what_nodes_said(tmp_path, monkeypatch):
     monkeypatch.setattr(markdown, "pyplot", lambda: None)
-    rec = copy.deepcopy(results.build_record("gpu-a01", "20261129T100000Z", good_node()))
+    rec = copy.deepcopy(host_record.build_record("gpu-a01", "20261129T100000Z", good_node()))
     rec["findings"].append(
         {"severity": "warning", "code": "x", "message": "<script>alert(1)</script> [a](javascript:b)\n# h"}
     )
@@ -271,12 +274,14 @@ def test_report_md_escapes_what_nodes_said(tmp_path, monkeypatch):
 
 def test_report_says_what_each_kind_of_node_was_judged_on(tmp_path, monkeypatch):
     monkeypatch.setattr(markdown, "pyplot", lambda: None)
-    cpus = {h: results.build_record(h, "20261129T100000Z", _cpu_node()) for h in ("node1", "node2", "node3")}
+    cpus = {
+        h: host_record.build_record(h, "20261129T100000Z", _cpu_node()) for h in ("node1", "node2", "node3")
+    }
     _, md, _ = _run(tmp_path, cpus)
     opening = md.split("\n\n")[1]
     assert "GPU" not in opening.replace("no GPU", "").replace("not against a GPU link", ""), opening
     assert "(node1, node2, node3: no GPU) are taken on the torch.distributed gloo all-reduce" in opening
-    gpu = results.build_record("gpu-a01", "20261129T100000Z", good_node())
+    gpu = host_record.build_record("gpu-a01", "20261129T100000Z", good_node())
     _, md, _ = _run(tmp_path, {"gpu-a01": gpu})
     assert "Verdicts are taken at the largest message size >= 1 GiB against the expected bus bandwidth" in md
     _, md, _ = _run(tmp_path, {"gpu-a01": gpu, **cpus})

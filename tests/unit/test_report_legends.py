@@ -10,9 +10,9 @@ import pathlib
 import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import fabric
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import host_record
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import markdown
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 from tests.unit.test_gpurecord import H200, PENDING, fact, store
 from tests.unit.test_report import good_node
 
@@ -56,7 +56,7 @@ def test_the_testbed_run_s_charts(tmp_path, drawn):
         "torch": {"multi_node": GLOO},
         "stepcost": {"multi_node": CPU_STEP},
     }
-    _, run_dir, records = results.store_run(
+    _, run_dir, records = host_record.store_run(
         str(tmp_path), "20261207T060000Z", {h: node for h in ("n1", "n2", "n3")}
     )
     assemble.write_report(run_dir, "20261207T060000Z", records)
@@ -67,7 +67,9 @@ def test_the_testbed_run_s_charts(tmp_path, drawn):
 
 
 def test_a_gpu_node_s_charts(tmp_path, drawn):
-    records = {h: results.build_record(h, "20261129T100000Z", good_node()) for h in ("gpu-a01", "gpu-a02")}
+    records = {
+        h: host_record.build_record(h, "20261129T100000Z", good_node()) for h in ("gpu-a01", "gpu-a02")
+    }
     assemble.write_report(str(tmp_path), "20261129T100000Z", records)
     assert {"busbw_gpu-a01.png", "topology_gpu-a01.png", "torch.png"} <= set(drawn)
     _one_entry_per_line(drawn)

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import host_record
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 
@@ -59,15 +60,15 @@ def test_write_never_overwrites(tmp_path):
         assert json.load(handle)["verdict"] == "PASS"
     with pytest.raises(FileExistsError):
         results.write_host(str(tmp_path), rid, "gpu-a01", record(rid, "FAIL"))
-    assert results.read_host(str(tmp_path), rid, "gpu-a01")["verdict"] == "PASS"
-    assert results.read_run(str(tmp_path), rid) == {"gpu-a01": record(rid)}
+    assert host_record.read_host(str(tmp_path), rid, "gpu-a01")["verdict"] == "PASS"
+    assert host_record.read_run(str(tmp_path), rid) == {"gpu-a01": record(rid)}
     with pytest.raises(ValueError, match="cannot be a file name"):
         results.write_host(str(tmp_path), rid, "../x", {})
 
 
 def test_last_passing_skips_failed_and_later_runs(tmp_path):
     root = str(tmp_path)
-    assert results.last_passing(root, "gpu-a01") is None
+    assert host_record.last_passing(root, "gpu-a01") is None
     for rid, verdict in (
         ("20261129T100000Z", "PASS"),
         ("20261129T110000Z", "PASS"),
@@ -76,21 +77,23 @@ def test_last_passing_skips_failed_and_later_runs(tmp_path):
     ):
         results.reserve_run(root, rid)
         results.write_host(root, rid, "gpu-a01", record(rid, verdict))
-    rid, rec = results.last_passing(root, "gpu-a01")
+    rid, rec = host_record.last_passing(root, "gpu-a01")
     assert rid == "20261129T110000Z" and rec["verdict"] == "PASS"
-    assert results.last_passing(root, "gpu-a01", before_run_id="20261129T110000Z")[0] == "20261129T100000Z"
-    assert results.last_passing(root, "gpu-b07") is None
+    assert (
+        host_record.last_passing(root, "gpu-a01", before_run_id="20261129T110000Z")[0] == "20261129T100000Z"
+    )
+    assert host_record.last_passing(root, "gpu-b07") is None
 
 
 def test_same_run_is_no_finding():
     base = record("20261129T100000Z")
-    assert results.compare(record("20261129T110000Z"), base) == []
+    assert host_record.compare(record("20261129T110000Z"), base) == []
 
 
 def test_link_class_changed():
     base = record("20261129T100000Z")
     cur = record("20261129T110000Z", links=[{"a": "GPU1", "b": "GPU0", "class": "SYS"}])
-    found = results.compare(cur, base)
+    found = host_record.compare(cur, base)
     assert [f["code"] for f in found] == ["baseline_link_changed"]
     assert found[0]["severity"] == "critical" and found[0]["gpus"] == [0, 1]
     assert "from NV18 to SYS" in found[0]["message"] and "20261129T100000Z" in found[0]["message"]
@@ -99,7 +102,7 @@ def test_link_class_changed():
 def test_gpu_missing():
     base = record("20261129T100000Z", gpus=2)
     cur = record("20261129T110000Z", gpus=1, links=[])
-    found = results.compare(cur, base)
+    found = host_record.compare(cur, base)
     assert [f["code"] for f in found] == ["baseline_gpu_missing"]
     assert "GPU-0001" in found[0]["message"] and found[0]["gpus"] == [1]
 
@@ -108,7 +111,7 @@ def test_gpu_missing():
 def test_busbw_drop_tolerance(drop, findings):
     base = record("20261129T100000Z", busbw=300.0)
     cur = record("20261129T110000Z", busbw=300.0 * (1 - drop))
-    found = results.compare(cur, base, tolerance=0.10)
+    found = host_record.compare(cur, base, tolerance=0.10)
     assert len(found) == findings
     if findings:
         assert found[0]["code"] == "baseline_busbw_drop"
@@ -118,20 +121,20 @@ def test_busbw_drop_tolerance(drop, findings):
 def test_tolerance_is_overridable_and_checked():
     base = record("20261129T100000Z", busbw=300.0)
     cur = record("20261129T110000Z", busbw=255.0)
-    assert results.compare(cur, base, tolerance=0.2) == []
+    assert host_record.compare(cur, base, tolerance=0.2) == []
     with pytest.raises(ValueError, match="bench_baseline_tolerance"):
-        results.compare(cur, base, tolerance=10)
+        host_record.compare(cur, base, tolerance=10)
 
 
 def test_torch_drop_compared_at_largest_common_size():
     base = record("20261129T100000Z", torch_busbw=1.0)
     cur = record("20261129T110000Z", torch_busbw=0.5)
-    found = results.compare(cur, base)
+    found = host_record.compare(cur, base)
     assert [f["code"] for f in found] == ["baseline_busbw_drop"]
     assert found[0]["message"].startswith("torch multi_node")
     other = copy.deepcopy(cur)
     other["torch"]["multi_node"]["world_size"] = 2  # a different cluster shape is not comparable
-    assert results.compare(other, base) == []
+    assert host_record.compare(other, base) == []
 
 
 # ---------------------------------------------------------------- trust (issue 23: items 4, 5, 6, 9)
@@ -170,8 +173,8 @@ def _node(busbw_8g=None):
 @pytest.mark.parametrize("absurd", ["347660.00", "inf", "nan"])
 def test_an_absurd_figure_fails_as_implausible_and_never_becomes_the_baseline(tmp_path, absurd):
     root = str(tmp_path)
-    results.store_run(root, "20261201T010000Z", {"gpu-a01": _node()})  # healthy: the baseline
-    _, _, recs = results.store_run(root, "20261201T020000Z", {"gpu-a01": _node(absurd)})
+    host_record.store_run(root, "20261201T010000Z", {"gpu-a01": _node()})  # healthy: the baseline
+    _, _, recs = host_record.store_run(root, "20261201T020000Z", {"gpu-a01": _node(absurd)})
     rec = recs["gpu-a01"]
     if absurd == "nan":
         # nccl-tests' nan is no figure: the verdict falls back to the 4 GiB row (a real one).
@@ -185,7 +188,7 @@ def test_an_absurd_figure_fails_as_implausible_and_never_becomes_the_baseline(tm
     # Stored as strict JSON (no Infinity), and the next healthy run still compares with the healthy one.
     text = (tmp_path / "bench" / "20261201T020000Z" / "gpu-a01.json").read_text()
     json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} stored"))
-    _, _, again = results.store_run(root, "20261201T030000Z", {"gpu-a01": _node()})
+    _, _, again = host_record.store_run(root, "20261201T030000Z", {"gpu-a01": _node()})
     assert again["gpu-a01"]["verdict"] == "PASS", again["gpu-a01"]["findings"]
     assert again["gpu-a01"]["baseline"]["run_id"] == "20261201T010000Z"
 
@@ -198,14 +201,14 @@ def test_an_implausible_pass_stored_before_is_not_a_baseline(tmp_path):
     old["collectives"]["all_reduce"]["verdict"]["measured_busbw"] = 347660.0
     (tmp_path / "bench" / "20261201T010000Z").mkdir(parents=True)
     (tmp_path / "bench" / "20261201T010000Z" / "gpu-a01.json").write_text(json.dumps(old))
-    base, damaged = results.baseline_of(root, "gpu-a01")
+    base, damaged = host_record.baseline_of(root, "gpu-a01")
     assert base is None
     [finding] = damaged
     assert finding["code"] == "baseline_record_damaged" and "implausible" not in finding["message"][:0]
     assert (
         "20261201T010000Z/gpu-a01.json: collectives.all_reduce: 347,660.0 GB/s is above" in finding["message"]
     )
-    _, _, recs = results.store_run(root, "20261201T020000Z", {"gpu-a01": _node()})
+    _, _, recs = host_record.store_run(root, "20261201T020000Z", {"gpu-a01": _node()})
     assert recs["gpu-a01"]["verdict"] == "PASS"
 
 
@@ -232,7 +235,7 @@ def test_a_damaged_earlier_record_is_a_named_finding_and_the_run_goes_on(tmp_pat
     folder = tmp_path / "bench" / "20261201T010000Z"
     folder.mkdir(parents=True)
     (folder / "gpu-a01.json").write_text(text)
-    run_id, _, recs = results.store_run(root, "20261201T020000Z", {"gpu-a01": _node()})
+    run_id, _, recs = host_record.store_run(root, "20261201T020000Z", {"gpu-a01": _node()})
     rec = recs["gpu-a01"]
     # Nothing was compared: this PASS is the host's baseline now (issue 38).
     assert rec["verdict"] == "PASS" and rec["baseline"] == {"state": "recorded", "run_id": ""}
@@ -249,14 +252,14 @@ def test_a_baseline_that_breaks_the_comparison_deeper_down_is_dropped_and_named(
     odd = record("20261201T010000Z")
     odd["topology"]["links"] = [{"a": ["GPU0"], "b": "GPU1", "class": "NV18"}]  # unhashable a
     (folder / "gpu-a01.json").write_text(json.dumps(odd))
-    _, _, recs = results.store_run(root, "20261201T020000Z", {"gpu-a01": _node()})
+    _, _, recs = host_record.store_run(root, "20261201T020000Z", {"gpu-a01": _node()})
     [finding] = [f for f in recs["gpu-a01"]["findings"] if f["code"] == "baseline_record_damaged"]
     assert "TypeError in the comparison" in finding["message"] and recs["gpu-a01"]["verdict"] == "PASS"
 
 
 def test_a_run_that_stores_nothing_leaves_no_empty_folder(tmp_path):
     with pytest.raises(ValueError, match="bench_pass_ratio"):
-        results.store_run(
+        host_record.store_run(
             str(tmp_path), "20261201T020000Z", {"a": dict(_node(), thresholds={"pass_ratio": 9})}
         )
     assert results.list_runs(str(tmp_path)) == []
@@ -319,7 +322,7 @@ def test_verdict_baseline_report_and_tuning_read_one_figure(collective, rows, fi
     base["collectives"][collective]["rows"] = [
         {**r, "out_of_place": {**r["out_of_place"], "busbw": r["out_of_place"]["busbw"] * 2}} for r in rows
     ]
-    [drop] = results.compare(cur, base)
+    [drop] = host_record.compare(cur, base)
     seen = {
         "verdict": verdict["measured_busbw"],
         "baseline": float(re.search(r"busbw ([0-9.]+) GB/s", drop["message"]).group(1)),

@@ -10,9 +10,9 @@ import pathlib
 import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import ddp_step
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import host_record
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import markdown
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -242,7 +242,7 @@ def log_of(*items):
 
 def test_record_json_history_and_verdict(tmp_path):
     node = {"stepcost": {"single_node": log_of(gpu_result(compute=40.0, none=41.6))}}
-    first = results.build_record("gpu1", "20261201T010000Z", copy.deepcopy(node))
+    first = host_record.build_record("gpu1", "20261201T010000Z", copy.deepcopy(node))
     assert json.loads(json.dumps(first))["stepcost"] == first["stepcost"]
     [fig] = first["stepcost"]["single_node"]
     assert fig["verdict"] == "PASS" and fig["baseline"] == {"run_id": None}
@@ -250,13 +250,15 @@ def test_record_json_history_and_verdict(tmp_path):
     assert first["verdict"] == "N/A"
     base = dict(first, verdict="PASS")
 
-    same = results.build_record("gpu1", "20261201T020000Z", copy.deepcopy(node), ("20261201T010000Z", base))
+    same = host_record.build_record(
+        "gpu1", "20261201T020000Z", copy.deepcopy(node), ("20261201T010000Z", base)
+    )
     [fig] = same["stepcost"]["single_node"]
     assert fig["verdict"] == "PASS" and fig["baseline"]["run_id"] == "20261201T010000Z"
     assert fig["baseline"]["change"] == 0.0
 
     slow = {"stepcost": {"single_node": log_of(gpu_result(compute=40.0, none=60.0))}}
-    worse = results.build_record("gpu1", "20261201T030000Z", slow, ("20261201T010000Z", base))
+    worse = host_record.build_record("gpu1", "20261201T030000Z", slow, ("20261201T010000Z", base))
     [fig] = worse["stepcost"]["single_node"]
     assert fig["verdict"] == "WARN" and worse["verdict"] == "WARN"
     [finding] = [f for f in worse["findings"] if f["code"] == "stepcost_slower"]
@@ -265,7 +267,7 @@ def test_record_json_history_and_verdict(tmp_path):
 
     # Another model size or rank count is not compared.
     other = {"stepcost": {"single_node": log_of(gpu_result(compute=40.0, none=60.0, world=4))}}
-    rec = results.build_record("gpu1", "20261201T040000Z", other, ("20261201T010000Z", base))
+    rec = host_record.build_record("gpu1", "20261201T040000Z", other, ("20261201T010000Z", base))
     assert rec["stepcost"]["single_node"][0]["baseline"] == {"run_id": None}
 
 
@@ -274,18 +276,18 @@ def test_record_reference_from_this_run_or_the_baseline():
 
     node = good_node()
     node["stepcost"] = {"single_node": log_of(gpu_result(compute=40.0, none=80.0))}
-    rec = results.build_record("gpu-a01", "20261201T010000Z", node)
+    rec = host_record.build_record("gpu-a01", "20261201T010000Z", node)
     ref = rec["stepcost"]["single_node"][0]["effective"]["reference"]
     assert ref["source"] == "nccl-tests all_reduce" and ref["run_id"] == "20261201T010000Z"
     assert ref["size"] == 32 << 20 and ref["busbw"] > 100
     # A stepcost-only run (--tags stepcost) takes the last passing run's nccl-tests figure.
     alone = {"topology": node["topology"], "stepcost": node["stepcost"]}
-    later = results.build_record("gpu-a01", "20261201T020000Z", alone, ("20261201T010000Z", rec))
+    later = host_record.build_record("gpu-a01", "20261201T020000Z", alone, ("20261201T010000Z", rec))
     assert later["stepcost"]["single_node"][0]["effective"]["reference"]["run_id"] == "20261201T010000Z"
 
 
 def test_no_result_line_is_a_finding():
-    rec = results.build_record("n1", "20261201T010000Z", {"stepcost": {"multi_node": "Traceback ...\n"}})
+    rec = host_record.build_record("n1", "20261201T010000Z", {"stepcost": {"multi_node": "Traceback ...\n"}})
     assert rec["stepcost"] == {}
     assert [f["code"] for f in rec["findings"]] == ["stepcost_no_results"]
 
@@ -306,7 +308,7 @@ def test_report_section_table_chart_and_summary(tmp_path):
             "multi_node": CPU_LOG.read_text(),
         }
     }
-    records = {"gpu1": results.build_record("gpu1", "20261201T010000Z", node)}
+    records = {"gpu1": host_record.build_record("gpu1", "20261201T010000Z", node)}
     records["gpu2"] = copy.deepcopy(records["gpu1"]) | {"host": "gpu2"}
     paths = assemble.write_report(str(tmp_path), "20261201T010000Z", records)
     md = (tmp_path / "report.md").read_text()
@@ -373,7 +375,7 @@ def test_a_cpu_run_over_gloo_draws_no_gpu_advice(tmp_path, monkeypatch):
         "torch": {"multi_node": gloo},
         "stepcost": {"multi_node": CPU_LOG.read_text()},
     }
-    record = results.build_record("node1", "20261207T060000Z", node)
+    record = host_record.build_record("node1", "20261207T060000Z", node)
     figs = record["stepcost"]["multi_node"]
     assert [f["device"] for f in figs] == ["cpu", "cpu"] and all(f["effective"].get("ratio") for f in figs)
     for fig in figs:

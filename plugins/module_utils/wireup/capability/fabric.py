@@ -13,6 +13,7 @@ from ..judge.fabric_run import group_line
 from ..probe.health import finding
 from ..render import markdown as render
 from ..render.markdown import md_text, save_figure
+from ..store import query
 from ..store import results as store
 from ..store.results import DamagedRecord, read_strict_json
 
@@ -228,17 +229,13 @@ def load_fabric_record(path):
 
 
 def _fabric_runs(results_dir):
-    """The fabric runs' folder names, oldest first."""
-    try:
-        names = os.listdir(os.path.join(results_dir, "fabric"))
-    except OSError:
-        return []
-    return sorted((d for d in names if store.RUN_ID_RE.fullmatch(d)), key=store._run_sort_key)
+    """The fabric runs' folder names, newest first (the store's one query: query.runs)."""
+    return [run_id for _kind, run_id in query.runs(results_dir, ("fabric",))]
 
 
 def latest_fabric(results_dir):
     """The newest fabric record ({damaged, run_id} when it cannot be read; None without one)."""
-    for name in reversed(_fabric_runs(results_dir)):
+    for name in _fabric_runs(results_dir):
         try:
             return load_fabric_record(os.path.join(results_dir, "fabric", name, "fabric.json"))
         except FileNotFoundError:
@@ -302,13 +299,13 @@ def write_slices(run_dir, record, record_path):
     folder = os.path.join(run_dir, SLICES)
     os.makedirs(folder, exist_ok=True)
     for host, part in host_slices(record).items():
-        if store._HOST_RE.fullmatch(host):
+        if store.HOST_RE.fullmatch(host):
             atomicfile.write_json(os.path.join(folder, f"{host}.json"), dict(part, record=stamp))
 
 
 def _read_slice(run_dir, name, host, st):
     """The host's part when it is the part of the record whose stat is ``st``; None otherwise."""
-    if not store._HOST_RE.fullmatch(str(host)):
+    if not store.HOST_RE.fullmatch(str(host)):
         return None
     try:
         part = store.read_strict_json(os.path.join(run_dir, SLICES, f"{host}.json"))
@@ -328,7 +325,7 @@ def latest_fabric_of(results_dir, host):
     """What latest_fabric gives, for one host's textfile: the newest fabric run's part for
     ``host`` (its slice, while it is the record's), else that run's whole record ({damaged,
     run_id} when it cannot be read); None without a fabric run."""
-    for name in reversed(_fabric_runs(results_dir)):
+    for name in _fabric_runs(results_dir):
         run_dir = os.path.join(results_dir, "fabric", name)
         path = os.path.join(run_dir, "fabric.json")
         try:

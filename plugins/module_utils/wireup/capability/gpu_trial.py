@@ -4,8 +4,8 @@ each GPU's own last passing run, found by its UUID (gpuhealth.gpu_key; pure Pyth
 On the controller, bench_report.store_nodes calls ``attach(results_dir, run_id, nodes, trial)``
 before the records are built: it reads each node's gpu_trial_node (``node_inputs``), finds each
 GPU's baseline (``baselines``), judges the whole run (gpujudge.judge_run: peers span the cluster)
-and puts each host's judged GPUs on its node data as ``gpu_trial``. results.build_record's
-section ``gpu_trial`` (``section``, in results.SECTIONS) then makes the record's part
+and puts each host's judged GPUs on its node data as ``gpu_trial``. host_record.build_record's
+section ``gpu_trial`` (``section``, in host_record.SECTIONS) then makes the record's part
 
   "gpu_trial": {capability ("gpu_health": the health read alone, `--tags gpu_health`; "gpu_trial":
                 health and fingerprint), measured (what ran: health, fingerprint, dcgm), scope
@@ -21,7 +21,7 @@ host's verdict; a run that only read health or ran only the GPU trial (``--tags
 gpu_health``/``gpu_trial``, scope gpu_only) gives the host no PASS from it (the record is no
 bandwidth baseline then), only WARN or FAIL.
 
-Baselines follow the host records' rules (results.baseline_of): newest first, before this run,
+Baselines follow the host records' rules (host_record.baseline_of): newest first, before this run,
 a damaged record is a warning naming its file and never a baseline, and an entry whose figures are
 not finite numbers or implausible (gpujudge/gpuspec) is never one either.
 """
@@ -30,11 +30,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from typing import TypedDict
 
 from ..core import shape
-from ..judge import gpujudge, gpuspec
+from ..judge import gpuspec
 from ..probe import dcgm, gpuhealth, health
 
 SCOPES = ("full", "gpu_only")
@@ -61,15 +60,15 @@ def _fingerprint(data, host):
         why = "it printed nothing"
     if doc is not None and doc.get("mode") != "cuda":
         said = f"{host}: the fingerprint ran in {doc.get('mode')!r} mode: CPU figures, not judged"
-        return None, [_node_finding("warning", "gpu_fingerprint_test_mode", said)]
+        return None, [node_finding("warning", "gpu_fingerprint_test_mode", said)]
     if doc is None or rc not in (0, None):
         tail = " ".join((data.get("stderr") or "").split())[-300:]
         said = f"{host}: the GPU fingerprint failed (rc {rc}): {why or 'see its output'}; {tail}"
-        return doc, [_node_finding("critical", "gpu_fingerprint_failed", said)]
+        return doc, [node_finding("critical", "gpu_fingerprint_failed", said)]
     return doc, []
 
 
-def _node_finding(severity, code, message, remediation="monitor"):
+def node_finding(severity, code, message, remediation="monitor"):
     return dict(health.finding(severity, code, message), source="gpu_trial", remediation=remediation, gpu={})
 
 
@@ -79,7 +78,7 @@ def _health(read, host, when):
         return None, []
     if read.get("error"):
         said = f"{host}: GPU health {when} could not be read: {read['error']}"
-        return None, [_node_finding("critical", "gpu_health_unreadable", said, "reboot")]
+        return None, [node_finding("critical", "gpu_health_unreadable", said, "reboot")]
     return read.get("health"), []
 
 
@@ -89,13 +88,13 @@ def _dcgm(data, host, health_doc):
     level = data.get("level")
     if data.get("rc") == 124:
         said = f"{host}: dcgmi diag -r {level} did not finish in its time limit"
-        return None, [_node_finding("critical", "gpu_dcgm_timeout", said, "isolate")]
+        return None, [node_finding("critical", "gpu_dcgm_timeout", said, "isolate")]
     try:
         parsed = dcgm.parse(data.get("stdout") or "")
     except ValueError as err:
         tail = " ".join((data.get("stderr") or "").split())[-200:]
         said = f"{host}: dcgmi diag -r {level} (rc {data.get('rc')}): {err}; {tail}"
-        return None, [_node_finding("critical", "gpu_dcgm_unreadable", said, "isolate")]
+        return None, [node_finding("critical", "gpu_dcgm_unreadable", said, "isolate")]
     return parsed, dcgm.findings(parsed, (health_doc or {}).get("gpus"), level)
 
 
@@ -145,8 +144,8 @@ def entry_problem(entry):
 
 
 def section_problem(record):
-    """What makes a record's GPU trial part unusable ('' when nothing): results.record_problem's
-    check of the part results._RECORD_PARTS types as an object."""
+    """What makes a record's GPU trial part unusable ('' when nothing): host_record.record_problem's
+    check of the part host_record._RECORD_PARTS types as an object."""
     gpus = (record.get("gpu_trial") or {}).get("gpus")
     if gpus is None:
         return ""
@@ -159,174 +158,11 @@ def section_problem(record):
     return ""
 
 
-def _host_records(results, results_dir, run_id):
-    folder = os.path.join(results.bench_dir(results_dir), run_id)
-    try:
-        names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
-    except OSError:
-        return
-    for name in names:
-        yield name[:-5], os.path.join(folder, name)
-
-
-def baselines(results_dir, before_run_id, keys):
-    """({key: (run_id, host, entry)}, [findings]): for each gpu_key (the GPU's UUID) in keys, the
-    GPU's entry in the newest record before before_run_id (among the BASELINE_RUNS newest) where that
-    GPU PASSed, whatever host or slot it was in. Damaged records are warnings naming the file, never
-    baselines. Serials are never keys: two GPUs of one board share one, some cards print 0."""
-    from ..store import results  # imported here: results imports this module for its section
-
-    wanted, found, damaged = {k for k in keys if k}, {}, []
-    before = results._run_sort_key(before_run_id)
-    runs = [r for r in results.list_runs(results_dir) if results._run_sort_key(r) < before]
-    for run_id in reversed(runs[-BASELINE_RUNS:]):
-        if wanted <= set(found):
-            break
-        for host, path in _host_records(results, results_dir, run_id):
-            try:
-                record = results.load_record(path)
-            except (results.DamagedRecord, ValueError) as err:
-                damaged.append(_damaged(err))
-                continue
-            _take(found, wanted, run_id, host, record)
-    return found, damaged
-
-
-def _take(found, wanted, run_id, host, record):
-    for entry in (record.get("gpu_trial") or {}).get("gpus") or []:
-        if entry.get("verdict") != "PASS" or entry_problem(entry):
-            continue
-        key = gpuhealth.gpu_key(entry)
-        if key in wanted and key not in found:
-            found[key] = (run_id, host, entry)
-
-
-def _damaged(err):
-    return _node_finding(
-        "warning",
-        "baseline_record_damaged",
-        f"earlier record {err}; not used as a GPU baseline (move it away or delete it)",
-    )
-
-
-# ---------------------------------------------------------------- the run, then each record
-def _keys(inputs):
-    """The gpu_key (UUID) of every GPU the run's health reads name (the baselines to look for)."""
-    return [
-        gpuhealth.gpu_key(gpu) for node in inputs.values() for gpu in (node["health"] or {}).get("gpus") or []
-    ]
-
-
-GPU_ONLY = "GPU trial only (bench.yml --tags gpu_health or gpu_trial): links not measured in this run"
-
-
-def attach(results_dir, run_id, nodes, trial, *, run_wide=None):
-    """nodes ({host: node} as results.store_run takes them) with each host's judged GPUs as
-    node["gpu_trial"]. Hosts that ran only the GPU trial (no bench data) are added with scope
-    gpu_only and the run-wide settings (run_wide: thresholds, efficiency, secret_env). trial: the
-    gpu_trial_run the report play gathered (TrialRun: {nodes: {host: fact}, thresholds})."""
-    facts = (trial or {}).get("nodes") or {}
-    if not facts:
-        return nodes
-    settings = {**gpujudge.DEFAULT_SETTINGS, **(trial.get("thresholds") or {})}
-    out = {host: dict(node) for host, node in nodes.items()}
-    inputs, malformed = _read_nodes(out, facts)
-    found, damaged = baselines(results_dir, run_id, _keys(inputs))
-    judged_run, dropped = _judge_apart(inputs, found, settings)
-    for host, why in sorted({**malformed, **dropped}.items()):
-        node = out.setdefault(host, dict(run_wide or {}, skipped=GPU_ONLY, gpu_only=True))
-        node["damaged"] = f"gpu_trial: {why}"
-    for host, judged in judged_run.items():
-        node = out.setdefault(host, dict(run_wide or {}, skipped=GPU_ONLY, gpu_only=True))
-        judged["findings"] += damaged
-        scope = "gpu_only" if node.get("gpu_only") else "full"
-        node["gpu_trial"] = dict(judged, scope=scope, thresholds=settings, **_meta(inputs[host], facts[host]))
-    return out
-
-
-def _read_nodes(out, facts):
-    """({host: node_inputs}, {host: why not}): each node's gpu_trial_node checked against
-    TrialNode and read. A node whose fact is not of that shape, or cannot be read, is left
-    out of the run's judgement (its GPUs are no one's peers) and judged DAMAGED alone; an
-    unreachable node, or one whose bench data is DAMAGED already, is not read."""
-    inputs, malformed = {}, {}
-    for host, fact in sorted(facts.items()):
-        if out.get(host, {}).get("unreachable") or out.get(host, {}).get("damaged"):
-            continue
-        try:
-            inputs[host] = node_inputs(host, shape.check(fact, TrialNode))
-        except Exception as err:  # one node's answer, whatever it is, never stops the others'
-            malformed[host] = shape.failure(err)
-    return inputs, malformed
-
-
-def _judge_apart(inputs, found, settings):
-    """(gpujudge.judge_run's sections, {host: why not}). The settings are the run's (an error in
-    them is a ValueError for the run); should the run's judgement still fail, each node is judged
-    alone, those that fail alone are left out (DAMAGED) and the others are judged together."""
-    errors = gpujudge.settings_errors(settings)
-    if errors:
-        raise ValueError("; ".join(errors))
-    try:
-        return gpujudge.judge_run(inputs, found, settings), {}
-    except Exception:  # a node's answer the shape check let through; found below, node by node
-        dropped = {h: _alone(h, node, found, settings) for h, node in inputs.items()}
-        dropped = {h: why for h, why in dropped.items() if why}
-        if not dropped:
-            raise
-    rest = {h: node for h, node in inputs.items() if h not in dropped}
-    return gpujudge.judge_run(rest, found, settings), dropped
-
-
-def _alone(host, node, found, settings):
-    """Why judging this node alone fails ('' when it does not)."""
-    try:
-        gpujudge.judge_run({host: node}, found, settings)
-    except Exception as err:  # the error of this node's answer, in its record's words
-        return shape.failure(err)
-    return ""
-
-
-_FINGERPRINT_KEPT = (
-    "mode",
-    "torch",
-    "cuda",
-    "nvml",
-    "nvml_note",
-    "seconds_per_set",
-    "sets",
-    "elapsed_s",
-    "set_seconds",
-)
-
-
-def _meta(inputs, fact):
-    """What the record keeps of the run beside the GPUs: the capability it measured and what ran
-    (a per-capability reader of the records tells a health read alone from the whole trial)."""
-    doc = inputs["fingerprint"] or {}
-    parsed_dcgm = inputs["dcgm"]
-    measured = [
-        part
-        for part, ran in (("health", inputs["health"]), ("fingerprint", doc), ("dcgm", parsed_dcgm))
-        if ran
-    ]
-    return {
-        "capability": fact.get("capability") or "gpu_trial",
-        "measured": measured,
-        "fingerprint": {k: doc.get(k) for k in _FINGERPRINT_KEPT} if doc else {},
-        "dcgm": {"level": (fact.get("dcgm") or {}).get("level"), "tests": parsed_dcgm.get("tests", [])}
-        if parsed_dcgm
-        else {},
-        "notes": inputs["notes"],
-        "errors": list(doc.get("errors") or []),
-    }
-
-
 def section(node, record, ctx):
-    """The record's gpu_trial (results.SECTIONS): the judged GPUs attach put on the node data, every
+    """The record's gpu_trial (host_record.SECTIONS): the judged GPUs attach put on the node data, every
     GPU and node finding of the trial (most severe first), and the verdict the host takes from it
     (none from a PASS of a GPU-only run: such a record is no bandwidth baseline). record and ctx
-    (results.Judging) are not read: the trial was judged across the run before."""
+    (host_record.Judging) are not read: the trial was judged across the run before."""
     judged = node.get("gpu_trial")
     if not judged:
         return {}, [], []
@@ -372,7 +208,7 @@ class DcgmSkipped(Skipped):
 
 class TrialNode(TypedDict):
     """node_data's answer: the public fact gpu_trial_node (each part {skipped: true} where it did
-    not run). The store checks each node's against it (gpu_trial.attach, core/shape.py)."""
+    not run). The store checks each node's against it (gpu_trial_run.attach, core/shape.py)."""
 
     run_id: str
     capability: str

@@ -8,7 +8,7 @@ whole run from being stored (issue 35). Each shape has ONE typed definition, a T
 function that makes it (``bench.NodeData``, ``topology.Topology``, ``gpuhealth.HealthDoc``,
 ``gpu_trial.TrialNode``, ``gpu_trial.FingerprintDoc``, ``node_check.CheckResult``, ``health.Finding``),
 which the producer returns and the consumer checks with :func:`node_problem` before it reads
-anything: a node whose answer is not its shape is judged DAMAGED alone (results.damaged_record),
+anything: a node whose answer is not its shape is judged DAMAGED alone (host_record.damaged_record),
 the others are stored and judged as always.
 
 The check follows the annotations: a TypedDict is an object with its required keys, each key it

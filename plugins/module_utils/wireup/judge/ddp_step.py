@@ -29,7 +29,7 @@ time of each configuration: ``compute`` (the step under DDP's no_sync(): no grad
   benchmark alone (`--tags stepcost`) stays N/A, so it never becomes the baseline the nccl-tests
   figures of the next run are compared with.
 
-Pure functions, stdlib only; results.build_record and report/assemble.py call them.
+Pure functions, stdlib only; host_record.build_record and report/assemble.py call them.
 """
 
 import json

@@ -141,7 +141,7 @@ class BenchPart(TypedDict):
 
 
 def bench_part(record, build=None, size=None, collective="all_reduce") -> BenchPart:
-    """What the baseline keeps of the node's passing bench record (results.build_record's shape):
+    """What the baseline keeps of the node's passing bench record (host_record.build_record's shape):
     run id, GPU count, link classes, and the figure of ``collective`` at ``size`` bytes with the
     nccl-tests build that measured it (nccl_tests_build: bin_dir, ld_library_path) for the
     check's optional benchmark. ValueError when the record did not PASS (the baseline is the last

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from typing import TypedDict
 
 from ..core import checks
+from . import blast
 
 SACCT_FORMAT = "JobID,State,ExitCode,NodeList,End"
 _COLUMNS = {
@@ -738,8 +739,6 @@ def limit_drains(
     partition of those nodes (``show_result``: ``scontrol show node -o`` of every node). Above it
     nothing is drained and ``refused`` says why, with the common finding (the play stops on it).
     Check mode judges the same: it says what a real run would refuse."""
-    from . import blast
-
     wanted = {
         n: reason_owner(e["reason"])["finding"] for n, e in decided["nodes"].items() if e["action"] == "drain"
     }

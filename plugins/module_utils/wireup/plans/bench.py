@@ -9,7 +9,7 @@ before the run. It returns a BenchPlan: the commands, environments, torch jobs a
 multi_node(): the torch jobs across the whole group (torch_multi.yml), or why they are skipped.
 
 node_results(): the registered outputs of one node's bench tasks -> the node data that
-results.build_record takes (nccl-tests outputs, the tuning sweep, the tuned env file's state); the
+host_record.build_record takes (nccl-tests outputs, the tuning sweep, the tuned env file's state); the
 role keeps it as the fact __bench_result for the report play (roles/bench_report).
 
 The TypedDicts are what the role's YAML may read (tests/unit/test_plan_types.py checks every
@@ -189,7 +189,7 @@ class NcclOutput(TypedDict):
 
 
 class NodeData(TypedDict, total=False):
-    """node_results' answer (kept as __bench_result): what results.build_record judges of a node.
+    """node_results' answer (kept as __bench_result): what host_record.build_record judges of a node.
     A node that stopped early has only failed and skipped (NO_DATA). The store checks each node's
     against it before judging (bench_report.store_nodes, core/shape.py): its topology is the node's own
     module's answer."""
@@ -590,7 +590,7 @@ NODE_FACTS = frozenset(
 
 
 def node_results(facts) -> NodeData:
-    """One node's bench data for results.build_record, from what its tasks registered.
+    """One node's bench data for host_record.build_record, from what its tasks registered.
 
     facts: {plan, run_id, node (wireup_node), build (nccl_tests_build|None), topology
     (gpu_topology_facts), tuned_read (slurp result), found (find result), nccl_runs and nccl_json

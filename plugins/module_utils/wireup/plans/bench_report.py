@@ -1,14 +1,14 @@
 """The bench_report role's plan (the report play on the controller): which nodes took part in the
 run and what each kept for the report (gather), then every host's node data as the store judges
 it (store_nodes: the run-wide settings, the nodes lost, the torch and DDP step logs read back).
-results.build_record judges each host (one section per capability) and assemble.write_report
+host_record.build_record judges each host (one section per capability) and assemble.write_report
 writes the report; this module only assembles their input.
 
 A new capability that lands in the host record adds, here, what its role keeps on each node (a
-list beside ``results`` in gather) and, in results.SECTIONS, how it is judged. The GPU trial
+list beside ``results`` in gather) and, in host_record.SECTIONS, how it is judged. The GPU trial
 (issue 25) comes as one fact, gpu_trial_run (the gpu_trial role's report tasks gather it in the
 same play): it is judged across the run, every GPU against its peers and its own last passing run,
-before the records are built (gpu_trial.attach); a run of the GPU trial alone (`--tags
+before the records are built (gpu_trial_run.attach); a run of the GPU trial alone (`--tags
 gpu_health`/`gpu_trial`) reaches no bench role and still stores a record per host. The quick node
 check (issue 26, ``bench.yml --tags quick``) is a run of its own: gather_quick takes what
 node_check kept on each node (__node_check_run_id, __node_check_result) and the store writes it
@@ -20,10 +20,11 @@ from __future__ import annotations
 import dataclasses
 from typing import TypedDict
 
-from ..capability import gpu_trial, node_check
+from ..capability import node_check
 from ..core import shape
 from ..judge import ddp_step
 from ..probe.health import finding
+from ..record import gpu_trial_run
 from .bench import NO_DATA, NodeData
 
 
@@ -192,7 +193,7 @@ def _node_data(node, typed, run_wide):
     definition (bench.NodeData, or node_check.QuickNode in a quick run) and cut to the keys that
     definition has (a node cannot send the store's own: unreachable, damaged, gpu_trial, ...),
     with the run-wide settings. A node whose data is not of that shape is DAMAGED (``damaged``:
-    why, in one line): the store records it so, alone (results.damaged_record)."""
+    why, in one line): the store records it so, alone (host_record.damaged_record)."""
     problem = shape.node_problem(node, typed)
     if problem:
         what = "quick check" if typed is node_check.QuickNode else "bench data"
@@ -201,13 +202,13 @@ def _node_data(node, typed, run_wide):
 
 
 def store_nodes(params, read):
-    """{host: node data} as results.store_run judges them, from wireup_bench_store's arguments:
+    """{host: node data} as host_record.store_run judges them, from wireup_bench_store's arguments:
     each node with the run-wide settings (thresholds, efficiency, secret_env: the report play's
     own, not the hosts' facts), the cross-node skip as a finding, lost nodes (unreachable with
     Ansible's reason, else no data), the torch and DDP step logs read back with ``read(path)``,
     and the GPU trial (params' gpu_trial) judged across the run against each GPU's last passing
-    run in results_dir (gpu_trial.attach). A node whose data is not of its typed shape is marked
-    DAMAGED (``damaged``) instead of stopping the run: results.store_run records it so, alone."""
+    run in results_dir (gpu_trial_run.attach). A node whose data is not of its typed shape is marked
+    DAMAGED (``damaged``) instead of stopping the run: host_record.store_run records it so, alone."""
     run_wide = {
         "thresholds": params["thresholds"],
         "efficiency": params.get("efficiency") or {},
@@ -227,4 +228,4 @@ def store_nodes(params, read):
     trial = params.get("gpu_trial") or {}
     if not trial.get("nodes"):
         return nodes  # the GPU trial did not run (`--tags bench`), or bench_report runs without it
-    return gpu_trial.attach(params["results_dir"], params["run_id"], nodes, trial, run_wide=run_wide)
+    return gpu_trial_run.attach(params["results_dir"], params["run_id"], nodes, trial, run_wide=run_wide)

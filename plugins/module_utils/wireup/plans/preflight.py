@@ -28,6 +28,7 @@ from ..core.checks import (
 )
 from ..core.watchsettings import errors as continuous_errors
 from ..judge.bench_settings import bench_errors
+from ..launch.blast import setting_errors as blast_errors
 from . import gpu_trial
 
 
@@ -310,9 +311,7 @@ def host_errors(values: dict) -> list[str]:
         errors += program_args_errors(values["torchrun_launch_args"])
     errors += bench_errors({k: v for k, v in values.items() if k.startswith("bench_")})
     errors += _gpu_trial_errors(values)  # issue 25
-    from ..launch.blast import setting_errors as blast_errors  # issue 37: the blast radius
-
-    errors += blast_errors(values)
+    errors += blast_errors(values)  # issue 37: the blast radius
     # Issue 26's continuous checks (node_check_*, slurm_health_check_*): their own module.
     errors += continuous_errors(values)
     return errors

@@ -19,24 +19,25 @@ judges each capability on its own:
   quick check), else the record's. Fail closed: a FAIL record whose parts explain no FAIL
   counts as FAIL for every capability it measured.
 * :func:`host_failures`: for one host, every record, newest first across results/bench and
-  results/quick (the store's run order, results._run_sort_key; a quick run of the same id counts
+  results/quick (the store's run order, results.run_sort_key; a quick run of the same id counts
   as the newer), until each capability has its newest record that judged it (PASS, WARN or FAIL:
   N/A is no verdict and settles nothing): a FAIL there refuses the host,
   and a record that cannot be read before every capability is settled refuses it too (it may
   hold what is missing): the gate never reads past a damaged record. Nor past a DAMAGED one (a
-  run whose answer from the node could not be judged, issue 35: results.damaged_record), nor one
+  run whose answer from the node could not be judged, issue 35: host_record.damaged_record), nor one
   that is not where it says it is (another host's or run's) or of a run dated in the future
-  (results.load_record): each refuses the host as DAMAGED.
+  (host_record.load_record): each refuses the host as DAMAGED.
 """
 
 from __future__ import annotations
 
-import time
 from typing import TypedDict
 
 from ..capability import fabric, node_check
 from ..probe import gpuhealth
+from ..store import query
 from ..store import results as store
+from . import host_record
 
 CAPABILITIES = ("links", "torch", "stepcost", "gpu_health", "gpu_trial", "node_check")
 # The record's parts that show that a bench run measured a capability (a part that is not empty).
@@ -100,14 +101,11 @@ def capability_verdicts(record, kind) -> dict[str, str]:
     return verdicts
 
 
-def store_runs(store, results_dir, now=None):
+def store_runs(results_dir, now=None):
     """[(kind, run id)] of every bench and quick run in the store, newest first in the store's one
-    order (results._run_sort_key: the run's own time; a run dated in the future comes last)."""
-    now = time.time() if now is None else now
-    runs = [(kind, run_id) for kind in GATE_KINDS for run_id in store.list_runs(results_dir, kind)]
-    return sorted(
-        runs, key=lambda kr: (store._run_sort_key(kr[1], now), GATE_KINDS.index(kr[0])), reverse=True
-    )
+    order (query.runs: the run's own time; a run dated in the future comes last; a quick run of
+    the same id counts as the newer)."""
+    return query.runs(results_dir, GATE_KINDS, now=now)
 
 
 def _findings_text(record) -> str:
@@ -143,35 +141,30 @@ def _not_judged(host, kind, run_id, record, caps) -> Failure:
     return {"verdict": "DAMAGED", "kind": kind, "run_id": run_id, "capabilities": caps, "reason": reason}
 
 
-def host_failures(store, results_dir, runs, host) -> list[Failure]:
+def host_failures(results_dir, runs, host) -> list[Failure]:
     """Why the gate refuses ``host`` ([] when it need not), reading ``runs`` (store_runs) newest
-    first until every capability has its newest record or a record cannot be read. ``store`` is
-    the results module; a host name that cannot be a file name has no record ([])."""
+    first until every capability has its newest record or a record cannot be read (each read whole:
+    host_record.read_host); a host name that cannot be a file name has no record ([])."""
     open_caps, failures = set(CAPABILITIES), []
-    for kind, run_id in runs:
+    for kind, run_id, _host, found in query.records(
+        results_dir, host_record.record_problem, GATE_KINDS, host=host, run_list=runs
+    ):
         if not open_caps:
             break
-        try:
-            record = store.read_host(results_dir, run_id, host, kind)
-        except FileNotFoundError:
-            continue
-        except store.DamagedRecord as err:
-            caps = [c for c in CAPABILITIES if c in open_caps]
-            return [*failures, _damaged(host, kind, run_id, err, caps)]
-        except ValueError:
+        caps = [c for c in CAPABILITIES if c in open_caps]
+        if isinstance(found, store.DamagedRecord):
+            return [*failures, _damaged(host, kind, run_id, found, caps)]
+        if isinstance(found, ValueError):
             return []
-        if record.get("verdict") == "DAMAGED":
-            return [
-                *failures,
-                _not_judged(host, kind, run_id, record, [c for c in CAPABILITIES if c in open_caps]),
-            ]
+        if found.get("verdict") == "DAMAGED":
+            return [*failures, _not_judged(host, kind, run_id, found, caps)]
         verdicts = {
-            c: v for c, v in capability_verdicts(record, kind).items() if c in open_caps and v in JUDGED
+            c: v for c, v in capability_verdicts(found, kind).items() if c in open_caps and v in JUDGED
         }
         open_caps -= set(verdicts)
         failed = [c for c in CAPABILITIES if verdicts.get(c) == "FAIL"]
         if failed:
-            failures.append(_failed(host, kind, run_id, record, failed))
+            failures.append(_failed(host, kind, run_id, found, failed))
     return failures
 
 
@@ -214,6 +207,6 @@ def latest_verdicts(results_dir, hosts):
     one capability's newest readable record cannot be read, naming the file) and the newest fabric
     run that has a record (results/fabric/<run>/fabric.json; ``{"damaged": why}`` when it cannot
     be read). A host never benchmarked has no failures; the gate never reads past a damaged record."""
-    runs = store_runs(store, results_dir)
-    failures = {host: host_failures(store, results_dir, runs, host) for host in hosts}
+    runs = store_runs(results_dir)
+    failures = {host: host_failures(results_dir, runs, host) for host in hosts}
     return {h: f for h, f in failures.items() if f}, fabric.latest_fabric(results_dir)

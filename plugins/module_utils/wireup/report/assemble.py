@@ -10,7 +10,7 @@ write_report(run_dir, run_id, records) writes, into run_dir:
   torch.png            torch.distributed all-reduce busbw vs size, single node and multi-node, the
                        expectation dashed (so a drop cannot hide behind a rescaled axis)
 Plots use matplotlib's Agg backend; without matplotlib the report still gets written and says
-that the plots were skipped. records is {host: record} as results.build_record makes them.
+that the plots were skipped. records is {host: record} as host_record.build_record makes them.
 """
 
 import base64

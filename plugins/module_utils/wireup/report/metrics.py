@@ -26,13 +26,17 @@ import math
 import re
 import time
 
+from ..capability import fabric
 from ..judge.quick import CheckRun
 from ..probe import bench_output
 from ..probe.health import GpuFinding
+from ..record import host_record
 from ..render.prom import (  # the exposition format (render/prom.py); metrics.family and co. stay
     family,
     render,
 )
+from ..store import query
+from ..store import results as store
 
 # Files node_exporter's textfile collector reads (*.prom); wireup's are wireup_<what>.prom.
 TEXTFILE_NAME = re.compile(r"wireup_[a-z0-9_]{1,40}\.prom")
@@ -141,13 +145,11 @@ def _bench_stepcost(host, record):
 
 def _compared(record):
     """1 when the record's verdict was compared with an earlier run (results.read_baseline), else 0."""
-    from ..store import results as store
-
     return 1 if store.read_baseline(record)["state"] == "compared" else 0
 
 
 def bench_families(host, record, verdict=None):
-    """The families of one node's latest bench record (results.build_record's shape). ``verdict``
+    """The families of one node's latest bench record (host_record.build_record's shape). ``verdict``
     overrides the record's (DAMAGED: the record could not be read, ``record`` is then {})."""
     record = record or {}
     labels = {"host": host}
@@ -260,16 +262,10 @@ def latest_record(results_dir, host):
     newest record that cannot be read is DAMAGED, never an older one); None when the host has none
     or its name cannot be a file name. The figures and the quick-check baseline follow it; the
     launch gate reads every capability's newest record instead (record/gate.py)."""
-    from ..store import results as store
-
-    for run_id in reversed(store.list_runs(results_dir)):
-        try:
-            record = store.read_host(results_dir, run_id, host)
-        except FileNotFoundError:
-            continue
-        except store.DamagedRecord:
+    for _kind, run_id, _host, record in query.records(results_dir, host_record.record_problem, host=host):
+        if isinstance(record, store.DamagedRecord):
             return {"verdict": "DAMAGED", "run_id": run_id, "record": {"run_id": run_id}}
-        except ValueError:
+        if isinstance(record, ValueError):
             return None
         return {"verdict": record.get("verdict"), "run_id": run_id, "record": record}
     return None
@@ -278,8 +274,6 @@ def latest_record(results_dir, host):
 def controller_text(results_dir, host):
     """node_text for ``host`` from the controller's store (its newest bench record, its part of
     the newest fabric record: fabric.latest_fabric_of); '' when there is neither."""
-    from ..capability import fabric
-
     return node_text(host, latest_record(results_dir, host), fabric.latest_fabric_of(results_dir, host))
 
 
