@@ -162,7 +162,7 @@ def section(node, record, ctx):
     """The record's gpu_trial (host_record.SECTIONS): the judged GPUs attach put on the node data, every
     GPU and node finding of the trial (most severe first), and the verdict the host takes from it
     (none from a PASS of a GPU-only run: such a record is no bandwidth baseline). record and ctx
-    (host_record.Judging) are not read: the trial was judged across the run before."""
+    (capability/context.Judging) are not read: the trial was judged across the run before."""
     judged = node.get("gpu_trial")
     if not judged:
         return {}, [], []

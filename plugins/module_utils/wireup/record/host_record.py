@@ -8,13 +8,11 @@ a record is read through load_record here, which adds record_problem to the stor
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 
-from ..capability import gpu_trial, node_check
+from ..capability import context, gpu_trial, links, node_check, stepcost, torch
 from ..core import redact, shape
-from ..judge import bandwidth, benchenv, ddp_step
-from ..probe import bench_output
+from ..judge import bandwidth, benchenv
 from ..probe.health import finding
 from ..store import query
 from ..store.results import (
@@ -102,72 +100,11 @@ _RECORD_PARTS = {
 }
 
 
-def _type_name(value):
-    return {dict: "an object", list: "a list", str: "a string", type(None): "null"}.get(
-        type(value), type(value).__name__
-    )
-
-
-def _number_problem(value, where):
-    if value is None:
-        return ""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"{where} is {_type_name(value)}, not a number"
-    if not math.isfinite(value):
-        return f"{where} is {value}, not a finite number"
-    return ""
-
-
-def _rows_problem(rows, where):
-    if not isinstance(rows, list):
-        return f"{where}.rows is {_type_name(rows)}, not a list"
-    for i, row in enumerate(rows):
-        if not isinstance(row, dict):
-            return f"{where}.rows[{i}] is {_type_name(row)}, not an object"
-        if row.get("size") is not None and (
-            isinstance(row["size"], bool) or not isinstance(row["size"], int)
-        ):
-            return f"{where}.rows[{i}].size is {_type_name(row['size'])}, not a whole number"
-        for half in ("out_of_place", "in_place"):
-            part = row.get(half)
-            if part is None:
-                continue
-            if not isinstance(part, dict):
-                return f"{where}.rows[{i}].{half} is {_type_name(part)}, not an object"
-            for key in ("busbw", "algbw", "time_us"):
-                problem = _number_problem(part.get(key), f"{where}.rows[{i}].{half}.{key}")
-                if problem:
-                    return problem
-    return ""
-
-
-def _figures_problem(record):
-    for part in ("collectives", "torch"):
-        for name, entry in sorted((record.get(part) or {}).items()):
-            where = f"{part}.{name}"
-            if not isinstance(entry, dict):
-                return f"{where} is {_type_name(entry)}, not an object"
-            problem = _rows_problem(entry.get("rows") or [], where)
-            if problem:
-                return problem
-            for key in ("verdict", "expected"):
-                if entry.get(key) is not None and not isinstance(entry[key], dict):
-                    return f"{where}.{key} is {_type_name(entry[key])}, not an object"
-            judged = entry.get("verdict") or {}
-            problem = _number_problem(judged.get("measured_busbw"), f"{where}.verdict.measured_busbw")
-            if problem:
-                return problem
-            ceiling = bandwidth.implausible(judged.get("measured_busbw"), entry.get("expected"))
-            if ceiling:
-                return f"{where}: {ceiling}"
-    return ""
-
-
 def _shape_problem(record):
     """A part of the wrong type, or a list part that does not hold objects ('' when none)."""
     for key, kind in _RECORD_PARTS.items():
         if record.get(key) is not None and not isinstance(record[key], kind):
-            return f"{key} is {_type_name(record[key])}, not {_type_name(kind())}"
+            return f"{key} is {context.type_name(record[key])}, not {context.type_name(kind())}"
     if problem := _topology_shape_problem(record.get("topology") or {}):
         return problem
     if not all(isinstance(f, dict) for f in record.get("findings") or []):
@@ -187,20 +124,11 @@ def _topology_shape_problem(topology):
 def _kind_problem(record):
     """Not an object, or no known verdict ('' when neither)."""
     if not isinstance(record, dict):
-        return f"is {_type_name(record)}, not a host record (an object)"
+        return f"is {context.type_name(record)}, not a host record (an object)"
     if record.get("verdict") not in _RECORD_VERDICTS:
         return f"verdict is {record.get('verdict')!r}, not one of {', '.join(_RECORD_VERDICTS)}"
     if record["verdict"] == DAMAGED and not isinstance(record.get("damaged"), str):
         return "a DAMAGED record without its reason (damaged is not a string)"
-    return ""
-
-
-def _stepcost_problem(record):
-    for scope, figures in sorted((record.get("stepcost") or {}).items()):
-        if not isinstance(figures, list) or not all(isinstance(f, dict) for f in figures):
-            return f"stepcost.{scope} is not a list of objects"
-        if not all(isinstance(f.get("hooks", {}), dict) for f in figures):
-            return f"stepcost.{scope}[].hooks is not an object"
     return ""
 
 
@@ -210,10 +138,11 @@ def record_problem(record):
     link can carry (bandwidth.implausible), a GPU figure that cannot be real (gpurecord)."""
     return _kind_problem(record) or (
         _shape_problem(record)
-        or _stepcost_problem(record)
+        or stepcost.problem(record)
         or gpu_trial.section_problem(record)
         or node_check.part_problem(record)
-        or _figures_problem(record)
+        or links.problem(record)
+        or torch.problem(record)
     )
 
 
@@ -224,21 +153,6 @@ def _finding(severity, code, message, gpus=()):
 
 def _gpu_key(gpu):
     return gpu.get("uuid") or f"index {gpu.get('index')}"
-
-
-def _row_busbw(rows, size, collective="all_reduce"):
-    # The one rule for a collective's figure at a size (the verdict's): bench_output.figure.
-    return bench_output.figure(rows, size, collective)
-
-
-def _compare_size(cur_rows, base_rows, preferred, collective="all_reduce"):
-    """The size the verdict was taken at when both runs have it, else the largest common size."""
-    common = set(bench_output.figure_sizes(cur_rows, collective)) & set(
-        bench_output.figure_sizes(base_rows, collective)
-    )
-    if preferred in common:
-        return preferred
-    return max(common) if common else None
 
 
 def _drop(label, cur, base, *, size, tolerance, base_run):
@@ -330,13 +244,13 @@ def _figure_drops(current, baseline, tolerance, base_run):
                 continue
             collective = name if part == "collectives" else "all_reduce"
             preferred = (base.get("verdict") or {}).get("size") if part == "collectives" else None
-            size = _compare_size(cur.get("rows"), base.get("rows"), preferred, collective)
+            size = links.compare_size(cur.get("rows"), base.get("rows"), preferred, collective)
             if size is None:
                 continue
             found = _drop(
                 label.format(name),
-                _row_busbw(cur.get("rows"), size, collective),
-                _row_busbw(base.get("rows"), size, collective),
+                links.row_busbw(cur.get("rows"), size, collective),
+                links.row_busbw(base.get("rows"), size, collective),
                 size=size,
                 tolerance=tolerance,
                 base_run=base_run,
@@ -345,34 +259,9 @@ def _figure_drops(current, baseline, tolerance, base_run):
     return out
 
 
-# ---------------------------------------------------------------- one host's record
-_VERDICT_SEVERITY = {"FAIL": "critical", "WARN": "warning"}
-
-
 def _topology_for_record(topology):
     """The gpu_topology fact without its findings (merged into the record's) and raw command texts."""
     return {k: v for k, v in (topology or {}).items() if k not in ("findings", "findings_count", "raw")}
-
-
-def _link_ratio(measured, expected):
-    """Measured busbw against the raw bottleneck link speed (not the calibrated expectation):
-    {link_gbps, link_class, ratio}; ratio None when either is unknown."""
-    link = (expected or {}).get("link_gbps")
-    ratio = bandwidth.ratio(measured, link)
-    return {"link_gbps": link, "link_class": (expected or {}).get("link_class"), "ratio": ratio}
-
-
-def _torch_vs_nccl_tests(torch_rows, coll, goal):
-    """torch busbw / nccl-tests all_reduce busbw at the same size: the nccl-tests verdict's size when
-    torch measured it, else the largest size both measured. None without a common size."""
-    if not coll or not coll.get("rows"):
-        return None
-    size = _compare_size(torch_rows, coll["rows"], (coll.get("verdict") or {}).get("size"))
-    if size is None:
-        return None
-    mine, theirs = _row_busbw(torch_rows, size), _row_busbw(coll["rows"], size)
-    ratio = bandwidth.ratio(mine, theirs)
-    return {"size": size, "torch_busbw": mine, "nccl_tests_busbw": theirs, "ratio": ratio, "goal": goal}
 
 
 def _figure_envs(node):
@@ -398,197 +287,14 @@ def _changes(tuned):
     return benchenv.last_changes(benchenv.change_probes(tuned.get("package_lists"), tuned.get("files")))
 
 
-@dataclasses.dataclass(frozen=True)
-class Judging:
-    """What every section of one host's record is judged with: the run's thresholds and
-    efficiency factors, the host's last passing record (None: none), the environments its figures
-    ran with (nccl_env, torch_env) and the tuned env file they used (None: default NCCL)."""
-
-    limits: bandwidth.Thresholds
-    efficiency: dict
-    topology: dict
-    baseline: dict | None
-    nccl_env: dict
-    torch_env: dict
-    tuned_used: dict | None
-
-
-def _verdict_finding(judged, label):
-    """The finding of a FAIL or WARN verdict against the expectation (None for PASS and N/A)."""
-    severity = _VERDICT_SEVERITY.get(judged["verdict"])
-    if not severity:
-        return None
-    return finding(severity, _verdict_code(judged), f"{label}: {judged['reason']}", source="expectation")
-
-
-def _nccl_tests_entry(name, item, ctx):
-    """One collective's record entry: its rows, nccl-tests' own problems, the verdict."""
-    expected = bandwidth.expected_busbw(ctx.topology, name, ctx.efficiency)
-    # -J JSON has full precision (a cut-off JSON falls back to the text); the exit code, the
-    # footer and failure lines say whether nccl-tests itself trusted the run. The text output is
-    # kept for audits and re-judging (the -J JSON carries the whole process environment, so it is
-    # parsed but not stored).
-    run = bench_output.assess(item.get("output") or "", item.get("rc"), item.get("json") or "")
-    parsed = run["parsed"]
-    rows = parsed["rows"] if parsed else []
-    entry = {
-        "expected": expected,
-        "rc": item.get("rc"),
-        "output": item.get("output") or "",
-        "env": benchenv.figure_env(ctx.nccl_env, ctx.tuned_used, benchenv.nccl_json_env(item.get("json"))),
-        "rows": rows,
-        "problems": run["problems"],
-        "verdict": bandwidth.verdict(
-            rows, expected, problems=run["problems"], collective=name, **_verdict_limits(ctx.limits)
-        ),
-    }
-    if parsed:
-        entry.update(
-            format=parsed["format"],
-            # nccl-tests' "Avg bus bandwidth": the mean over ALL sizes, 8 B included, not a result.
-            avg_busbw_all_sizes=parsed["avg_busbw"],
-            nccl_version=parsed["nccl_version"],
-            nccl_tests_version=parsed["version"],
-            ngpus=parsed["config"].get("ngpus"),
-        )
-    entry["of_link"] = _link_ratio(entry["verdict"].get("measured_busbw"), expected)
-    return entry
-
-
-def _verdict_limits(limits):
-    return {"pass_ratio": limits.pass_ratio, "warn_ratio": limits.warn_ratio, "min_bytes": limits.min_bytes}
-
-
-def nccl_tests_section(node, record, ctx):
-    """The record's collectives: each nccl-tests collective judged against the expectation."""
-    part, findings, verdicts = {}, [], []
-    for name, item in sorted((node.get("nccl_tests") or {}).items()):
-        entry = _nccl_tests_entry(name, item, ctx)
-        part[name] = entry
-        verdicts.append(entry["verdict"]["verdict"])
-        findings += [f for f in [_verdict_finding(entry["verdict"], name)] if f]
-    return part, findings, verdicts
-
-
-def _env_mismatch(name, seen, tuned_used):
-    """bench_env_mismatch: the launch script sourced a tuned env although the run asked for default
-    NCCL, or the other way round (the figure would be labelled with the wrong environment)."""
-    if not seen or bool(seen["tuned_env"]) == bool(tuned_used):
-        return []
-    return [
-        finding("warning", "bench_env_mismatch", _env_mismatch_message(name, seen, tuned_used), source="env")
-    ]
-
-
-def _env_mismatch_message(name, seen, tuned_used):
-    if seen["tuned_env"]:
-        return (
-            f"torch {name} ran with the tuned NCCL env {seen['tuned_env']} although this run measures "
-            "default NCCL (bench_use_tuned_env=false)"
-        )
-    return (
-        f"torch {name} sourced no tuned NCCL env although this run measures with "
-        f"{(tuned_used or {}).get('path')} (bench_use_tuned_env=true)"
-    )
-
-
-def _judge_single_node_torch(entry, rows, record, ctx):
-    """A GPU node's own torch all-reduce: its verdict against the expectation and its ratio to
-    nccl-tests' all_reduce; (findings, verdicts)."""
-    goal = ctx.limits.torch_goal
-    expected = bandwidth.expected_busbw(ctx.topology, "all_reduce", ctx.efficiency)
-    entry["expected"] = expected
-    entry["verdict"] = bandwidth.verdict(rows, expected, **_verdict_limits(ctx.limits))
-    entry["of_link"] = _link_ratio(entry["verdict"].get("measured_busbw"), expected)
-    like = entry["vs_nccl_tests"] = _torch_vs_nccl_tests(rows, record["collectives"].get("all_reduce"), goal)
-    findings = []
-    if like and like["ratio"] is not None and like["ratio"] < goal:
-        findings.append(
-            finding(
-                "warning",
-                "bench_torch_below_nccl_tests",
-                f"torch all_reduce {like['torch_busbw']:.1f} GB/s at {bandwidth.human_bytes(like['size'])} "
-                f"is {like['ratio'] * 100:.0f}% of nccl-tests' {like['nccl_tests_busbw']:.1f} GB/s "
-                f"(goal >= {goal * 100:.0f}%)",
-                source="torch",
-            )
-        )
-    findings += [f for f in [_verdict_finding(entry["verdict"], "torch all_reduce")] if f]
-    return findings, [entry["verdict"]["verdict"]]
-
-
-def _torch_data_findings(name, entry, rows):
-    """bench_implausible (a figure no link can carry, unless the verdict said so already) and
-    bench_wrong_results: each FAILs the host."""
-    findings = []
-    odd = _implausible_rows(rows, entry.get("expected"))
-    if odd and not (entry.get("verdict") or {}).get("reason", "").startswith("FAIL (implausible"):
-        findings.append(
-            finding(
-                "critical", "bench_implausible", f"torch {name}: FAIL (implausible: {odd})", source="torch"
-            )
-        )
-    wrong = sum(int((r.get("in_place") or {}).get("wrong") or 0) for r in rows)
-    if wrong:
-        findings.append(
-            finding(
-                "critical", "bench_wrong_results", f"torch {name}: {wrong} wrong elements", source="torch"
-            )
-        )
-    return findings, ["FAIL"] * len(findings)
-
-
-def _torch_entry(name, text, record, ctx):
-    """(entry, findings, verdicts) of one torch benchmark log; entry None when it printed no result."""
-    try:
-        parsed = bench_output.parse_torch(text or "")
-    except ValueError:
-        message = f"torch {name} benchmark printed no result line"
-        return None, [finding("warning", "bench_torch_no_results", message, source="torch")], []
-    config = parsed["config"]
-    entry = {
-        "rows": parsed["rows"],
-        "world_size": config.get("world_size"),
-        "backend": config.get("backend"),
-        "nnodes": config.get("nnodes"),
-        "torch_version": parsed.get("torch_version", ""),
-        "nccl_version": parsed["nccl_version"],
-    }
-    seen = benchenv.torch_log_env(text)
-    entry["env"] = benchenv.figure_env(ctx.torch_env, ctx.tuned_used, seen["vars"] if seen else None)
-    findings, verdicts = _env_mismatch(name, seen, ctx.tuned_used), []
-    if name == "single_node" and entry["backend"] == "nccl":
-        found, judged = _judge_single_node_torch(entry, parsed["rows"], record, ctx)
-        findings, verdicts = findings + found, verdicts + judged
-    found, judged = _torch_data_findings(name, entry, parsed["rows"])
-    return entry, findings + found, verdicts + judged
-
-
-def torch_section(node, record, ctx):
-    """The record's torch: each torch.distributed all-reduce run (single_node, multi_node)."""
-    part, findings, verdicts = {}, [], []
-    for name, text in sorted((node.get("torch") or {}).items()):
-        entry, found, judged = _torch_entry(name, text, record, ctx)
-        findings += found
-        verdicts += judged
-        if entry is not None:
-            part[name] = entry
-    return part, findings, verdicts
-
-
-def stepcost_section(node, record, ctx):
-    """The record's stepcost: the DDP step benchmark (issue 16) against the last passing run."""
-    return ddp_step.judge_host(node.get("stepcost"), record, ctx.baseline, ctx.limits.tolerance)
-
-
 # A host record's sections, one per capability, in the order they are judged (a later one reads
 # an earlier one's part: torch's ratio to nccl-tests, stepcost's reference all-reduce). Each takes
 # (the host's node data, the record so far, Judging) and returns (its part, findings, verdicts).
 # A new capability adds its node data (what wireup_bench_store is given) and its section here.
 SECTIONS = (
-    ("collectives", nccl_tests_section),
-    ("torch", torch_section),
-    ("stepcost", stepcost_section),
+    ("collectives", links.section),
+    ("torch", torch.section),
+    ("stepcost", stepcost.section),
     ("gpu_trial", gpu_trial.section),
     ("node_check", node_check.section),
 )
@@ -596,7 +302,7 @@ SECTIONS = (
 
 def _judging(node, limits, baseline):
     nccl_env, torch_env, tuned_used = _figure_envs(node)
-    return Judging(
+    return context.Judging(
         limits=limits,
         efficiency=node.get("efficiency") or {},
         topology=node.get("topology") or {},
@@ -764,25 +470,6 @@ def _redact_tuning(tuning, secret):
     return tuning
 
 
-def _verdict_code(judged):
-    return (
-        "bench_implausible"
-        if judged.get("reason", "").startswith("FAIL (implausible")
-        else "bench_below_expected"
-    )
-
-
-def _implausible_rows(rows, expected=None):
-    """The first busbw of a torch run's rows that cannot be real (bandwidth.implausible), at its size;
-    '' when none. A GPU-less node's gloo run has no link to bound it: only non-finite figures."""
-    for row in rows or []:
-        for half in ("out_of_place", "in_place"):
-            why = bandwidth.implausible((row.get(half) or {}).get("busbw"), expected)
-            if why:
-                return f"{why} at {bandwidth.human_bytes(row.get('size'))}"
-    return ""
-
-
 def judge_gpu_less(record, baseline=None):
     """The verdict of a GPU-less node, from its gloo all-reduce against the node's own history.
 
@@ -803,8 +490,8 @@ def judge_gpu_less(record, baseline=None):
             base = (baseline.get("torch") or {}).get(name)
             if not base or base.get("world_size") != entry.get("world_size"):
                 continue
-            size = _compare_size(entry.get("rows"), base.get("rows"), None)
-            cur, old = _row_busbw(entry.get("rows"), size), _row_busbw(base.get("rows"), size)
+            size = links.compare_size(entry.get("rows"), base.get("rows"), None)
+            cur, old = links.row_busbw(entry.get("rows"), size), links.row_busbw(base.get("rows"), size)
             if size is None or cur is None or not old:
                 continue
             compared[name] = {"size": size, "busbw": cur, "baseline_busbw": old, "change": cur / old - 1.0}

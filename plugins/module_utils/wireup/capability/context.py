@@ -1,0 +1,43 @@
+"""What a capability's record section is judged with (Judging) and the type words its problem
+check speaks (type_name, number_problem): shared by the capability modules (capability/links.py,
+torch.py, stepcost.py, ...) and record/host_record.py, which builds the Judging of each host."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..judge import bandwidth
+
+
+def type_name(value):
+    """How a problem names a value's type: 'an object', 'a list', 'a string', 'null', else its type."""
+    return {dict: "an object", list: "a list", str: "a string", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def number_problem(value, where):
+    """'' for None or a finite number, else what is wrong with value at where."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{where} is {type_name(value)}, not a number"
+    if not math.isfinite(value):
+        return f"{where} is {value}, not a finite number"
+    return ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Judging:
+    """What every section of one host's record is judged with: the run's thresholds and
+    efficiency factors, the host's last passing record (None: none), the environments its figures
+    ran with (nccl_env, torch_env) and the tuned env file they used (None: default NCCL)."""
+
+    limits: bandwidth.Thresholds
+    efficiency: dict
+    topology: dict
+    baseline: dict | None
+    nccl_env: dict
+    torch_env: dict
+    tuned_used: dict | None
