@@ -11,6 +11,7 @@ import time
 import pytest
 from test_report import NCCL, good_node, h200_topology
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import torch_report
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import benchenv
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import host_record
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import markdown
@@ -424,7 +425,7 @@ def test_torch_plot_draws_the_expectation_from_zero(tmp_path, monkeypatch):
     rec = copy.deepcopy(rec)
     for row in rec["torch"]["single_node"]["rows"]:
         row["in_place"]["busbw"] /= 10
-    assert assemble._plot_torch(markdown.pyplot(), {"gpu-a01": rec}, str(tmp_path / "t.png"))
+    assert torch_report.plot(markdown.pyplot(), {"gpu-a01": rec}, str(tmp_path / "t.png"))
     ax = figures[0].axes[0]
     assert ax.get_ylim()[0] == 0
     expected = rec["torch"]["single_node"]["expected"]["expected_busbw"]

@@ -308,9 +308,9 @@ def _row(size, dtype, op, oop, ip):
     ],
 )  # fmt: skip
 def test_verdict_baseline_report_and_tuning_read_one_figure(collective, rows, figure):
+    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import links
     from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import bandwidth
     from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench
-    from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 
     for r in rows:
         r["in_place"]["wrong"] = 0 if collective != "alltoall" else None
@@ -326,7 +326,7 @@ def test_verdict_baseline_report_and_tuning_read_one_figure(collective, rows, fi
     seen = {
         "verdict": verdict["measured_busbw"],
         "baseline": float(re.search(r"busbw ([0-9.]+) GB/s", drop["message"]).group(1)),
-        "report": assemble._largest(rows, collective)[1],
+        "report": links.largest_figure(rows, collective)[1],
     }
     if collective == "all_reduce":
         text = "\n".join(

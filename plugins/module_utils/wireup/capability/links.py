@@ -152,3 +152,17 @@ def figures_problem(record, part):
 def problem(record):
     """What makes the record's collectives unusable ('' when nothing): figures_problem's."""
     return figures_problem(record, "collectives")
+
+
+def figure_points(rows, collective="all_reduce"):
+    """[(size, busbw)] of a collective's figure at each size (bench_output.figure: the verdict's rule)."""
+    return [
+        (size, bench_output.figure(rows, size, collective))
+        for size in bench_output.figure_sizes(rows, collective)
+    ]
+
+
+def largest_figure(rows, collective="all_reduce"):
+    """(size, busbw) of the figure at the largest size, or (None, None)."""
+    points = figure_points(rows, collective)
+    return points[-1] if points else (None, None)

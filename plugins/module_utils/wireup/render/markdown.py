@@ -4,8 +4,10 @@ pyplot: the node-side check never loads it). Nothing here knows a record."""
 from __future__ import annotations
 
 import io
+import re
 
 from ..core import atomicfile
+from ..judge import bandwidth
 
 
 # ---------------------------------------------------------------- plots
@@ -54,3 +56,32 @@ def md_table(header, rows):
     out = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return out
+
+
+# ---------------------------------------------------------------- cells shared by the report's parts
+def fmt(value, digits=1):
+    """A figure with this many digits, '-' for None."""
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def pct(ratio):
+    """A ratio as a whole percentage, '-' for None."""
+    return "-" if ratio is None else f"{ratio * 100:.0f}%"
+
+
+def human_bytes(size):
+    """A message size as the report writes it (bandwidth.human_bytes, short)."""
+    return bandwidth.human_bytes(size, short=True)
+
+
+def safe_name(name):
+    """A host or key as a file name in the run folder (anything but [A-Za-z0-9_.-] becomes _)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", str(name))
+
+
+def size_axis(ax, ylabel):
+    """A message-size axis (log2) with the figure's label and a grid."""
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="both", alpha=0.3)

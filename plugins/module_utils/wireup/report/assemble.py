@@ -19,12 +19,11 @@ import html
 import os
 import re
 
-from ..capability import gpu_trial_report, node_check
+from ..capability import gpu_trial_report, links, node_check, stepcost_report, torch_report
 from ..core import atomicfile
 from ..judge import bandwidth, benchenv, ddp_step
-from ..probe import bench_output
 from ..render import markdown
-from ..render.markdown import md_table, md_text, save_figure
+from ..render.markdown import fmt, human_bytes, md_table, md_text, pct, safe_name, save_figure, size_axis
 from ..store import results
 from ..store.results import is_gpu_less
 
@@ -32,18 +31,6 @@ SEVERITY_ORDER = ("critical", "warning", "info")
 _NV = re.compile(r"^NV(\d+)$")
 # Heatmap scale: higher is a better link. NV# maps above every PCIe class, by its bond width.
 _CLASS_SCORE = {"SYS": 1, "SOC": 1, "NODE": 2, "PHB": 3, "PXB": 4, "PIX": 5}
-
-
-def _safe(name):
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", str(name))
-
-
-def human_bytes(size):
-    return bandwidth.human_bytes(size, short=True)
-
-
-def _fmt(value, digits=1):
-    return "-" if value is None else f"{value:.{digits}f}"
 
 
 def _count(findings):
@@ -57,7 +44,7 @@ def _baseline_change(base):
     """'; against run X: torch multi_node 0.52 vs 0.55 GB/s at 16M, -5%': what a GPU-less node was
     compared on ('' when nothing)."""
     parts = [
-        f"torch {name} {_fmt(c['busbw'], 3)} vs {_fmt(c['baseline_busbw'], 3)} GB/s at "
+        f"torch {name} {fmt(c['busbw'], 3)} vs {fmt(c['baseline_busbw'], 3)} GB/s at "
         f"{human_bytes(c['size'])}, {c['change'] * 100:+.0f}%"
         for name, c in sorted((base.get("torch") or {}).items())
     ]
@@ -67,22 +54,22 @@ def _baseline_change(base):
 def _collective_part(name, coll):
     v = coll.get("verdict") or {}
     if v.get("expected_busbw"):
-        measured = f"{_fmt(v.get('measured_busbw'))}/{_fmt(v.get('expected_busbw'))} GB/s"
+        measured = f"{fmt(v.get('measured_busbw'))}/{fmt(v.get('expected_busbw'))} GB/s"
         return f"{name} {v.get('verdict')} {measured}{_link_note(coll.get('of_link'))}"
     if v.get("verdict", "N/A") == "N/A" and v.get("reason"):
         return f"{name} N/A ({v['reason']})"
-    return f"{name} {v.get('verdict', 'N/A')} {_fmt(v.get('measured_busbw'))} GB/s"
+    return f"{name} {v.get('verdict', 'N/A')} {fmt(v.get('measured_busbw'))} GB/s"
 
 
 def _torch_run_part(name, item):
     """'torch NAME (W ranks, backend) X GB/s at SIZE[ = R% of nccl-tests]', or None without figures."""
-    size, busbw = _largest(item.get("rows") or [])
+    size, busbw = links.largest_figure(item.get("rows") or [])
     if size is None:
         return None
     like = item.get("vs_nccl_tests") or {}
-    of = f" = {_pct(like.get('ratio'))} of nccl-tests" if like.get("ratio") is not None else ""
+    of = f" = {pct(like.get('ratio'))} of nccl-tests" if like.get("ratio") is not None else ""
     run = f"torch {name} ({item.get('world_size')} ranks, {item.get('backend')})"
-    return f"{run} {_fmt(busbw, 3)} GB/s at {human_bytes(size)}{of}"
+    return f"{run} {fmt(busbw, 3)} GB/s at {human_bytes(size)}{of}"
 
 
 def _summary_parts(record):
@@ -117,17 +104,13 @@ def _measured_note(record, parts):
     )
 
 
-def _pct(ratio):
-    return "-" if ratio is None else f"{ratio * 100:.0f}%"
-
-
 def _link_note(of_link):
     """' (73% of the 478 GB/s NV18 link)' or ''."""
     of_link = of_link or {}
     if of_link.get("ratio") is None:
         return ""
     link = f"{of_link['link_gbps']:.0f} GB/s {of_link.get('link_class') or ''}".strip()
-    return f" ({_pct(of_link['ratio'])} of the {link} link)"
+    return f" ({pct(of_link['ratio'])} of the {link} link)"
 
 
 def _figures(record):
@@ -135,32 +118,10 @@ def _figures(record):
     return list((record.get("collectives") or {}).values()) + list((record.get("torch") or {}).values())
 
 
-def _points(rows, collective="all_reduce"):
-    """[(size, busbw)] of a collective's figure at each size (bench_output.figure: the verdict's rule)."""
-    return [
-        (size, bench_output.figure(rows, size, collective))
-        for size in bench_output.figure_sizes(rows, collective)
-    ]
-
-
-def _largest(rows, collective="all_reduce"):
-    """(size, busbw) of the figure at the largest size, or (None, None)."""
-    points = _points(rows, collective)
-    return points[-1] if points else (None, None)
-
-
-def _size_axis(ax, ylabel):
-    """A message-size axis (log2) with the figure's label and a grid."""
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel(ylabel)
-    ax.grid(True, which="both", alpha=0.3)
-
-
 def _draw_collective(ax, lat, name, coll, color):
     """One collective's busbw (and its expectation dashed) and time per operation; its raw link
     speed (None when unknown)."""
-    points = _points(coll.get("rows") or [], name)
+    points = links.figure_points(coll.get("rows") or [], name)
     if not points:
         return None
     ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", color=color, label=name)
@@ -190,11 +151,11 @@ def _plot_busbw(plt, record, path):
     }
     for link in sorted(links - {None, 0}):
         ax.axhline(link, color="black", linestyle=":", linewidth=1, label=f"raw link {link:.0f}")
-    _size_axis(ax, "bus bandwidth (GB/s)")
+    size_axis(ax, "bus bandwidth (GB/s)")
     ax.set_ylim(bottom=0)
     ax.set_title(f"{record.get('host')}: nccl-tests busbw, run {record.get('run_id')}", fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
-    _size_axis(lat, "time per operation (us, best of out-of-place/in-place)")
+    size_axis(lat, "time per operation (us, best of out-of-place/in-place)")
     lat.set_yscale("log")
     lat.set_title("latency: small messages (tensor parallelism) live here", fontsize=9)
     lat.legend(fontsize=7, loc="upper left")
@@ -240,46 +201,6 @@ def _plot_topology(plt, record, path):
     ax.set_xticks(range(len(cols)), cols, fontsize=8)
     ax.set_yticks(range(len(gpus)), gpus, fontsize=8)
     ax.set_title(f"{record.get('host')}: nvidia-smi topo -m", fontsize=9)
-    save_figure(plt, fig, path)
-    return True
-
-
-def _torch_series(records):
-    """[(label, points, expected busbw)] of every torch run with figures: each host's single-node
-    run, the group's multi-node run once (every host that took part keeps the same run: drawn per
-    host, it was one line under three identical legend entries)."""
-    series = {}
-    for host, record in sorted(records.items()):
-        for name, item in sorted((record.get("torch") or {}).items()):
-            points = _points(item.get("rows") or [])
-            label = _torch_label(host, name, item)
-            if points and label not in series:
-                series[label] = (label, points, (item.get("expected") or {}).get("expected_busbw"))
-    return list(series.values())
-
-
-def _torch_label(host, name, item):
-    """The run, its ranks and backend; a single-node run names its host."""
-    what = f"{name} ({item.get('world_size')} ranks, {item.get('backend')})"
-    return what if name == "multi_node" else f"{host} {what}"
-
-
-def _plot_torch(plt, records, path):
-    series = _torch_series(records)
-    if not series:
-        return False
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, (label, points, exp) in enumerate(series):
-        color = colors[i % len(colors)]
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", color=color, label=label)
-        if exp:
-            ax.axhline(exp, color=color, linestyle="--", linewidth=1, label=f"{label} expected {exp:.0f}")
-    # From 0, so a 10x drop shows as one, not as a healthy curve on a rescaled axis.
-    ax.set_ylim(bottom=0)
-    _size_axis(ax, "bus bandwidth (GB/s)")
-    ax.set_title("torch.distributed all_reduce")
-    ax.legend(fontsize=7)
     save_figure(plt, fig, path)
     return True
 
@@ -391,11 +312,11 @@ def _collective_row(name, coll):
         name,
         v.get("verdict", "N/A"),
         human_bytes(v.get("size")) if v.get("size") else "-",
-        _fmt(v.get("measured_busbw")),
-        _fmt(e.get("expected_busbw")),
-        _pct(v.get("ratio")),
-        _fmt(link.get("link_gbps")),
-        _pct(link.get("ratio")),
+        fmt(v.get("measured_busbw")),
+        fmt(e.get("expected_busbw")),
+        pct(v.get("ratio")),
+        fmt(link.get("link_gbps")),
+        pct(link.get("ratio")),
         (coll.get("env") or {}).get("mode", "-"),
         v.get("reason", ""),
     ]
@@ -462,77 +383,14 @@ def _hosts_part(run_id, records, plots, plot_note):
     ]
 
 
-_TORCH_ROWS_HEADER = [
-    "host",
-    "run",
-    "ranks",
-    "backend",
-    "size",
-    "time us",
-    "algbw GB/s",
-    "busbw GB/s",
-    "wrong",
-]
-_TORCH_SUMMARY_HEADER = [
-    "host",
-    "run",
-    "backend",
-    "size",
-    "busbw GB/s",
-    "verdict",
-    "of expected",
-    "of raw link",
-    "nccl-tests GB/s",
-    "of nccl-tests (goal)",
-    "environment",
-]
-
-
-def _torch_rows(records):
-    rows = []
-    for host, record in sorted(records.items()):
-        for name, item in sorted((record.get("torch") or {}).items()):
-            for row in item.get("rows") or []:
-                sec = row.get("in_place") or {}
-                rows.append(
-                    [
-                        host,
-                        name,
-                        item.get("world_size"),
-                        item.get("backend"),
-                        human_bytes(row.get("size")),
-                        _fmt(sec.get("time_us"), 1),
-                        _fmt(sec.get("algbw"), 3),
-                        _fmt(sec.get("busbw"), 3),
-                        sec.get("wrong"),
-                    ]
-                )
-    return rows
-
-
 def _torch_part(run_id, records, plots, plot_note):
-    """Every torch.distributed run's rows, the largest size of each against nccl-tests, the plot."""
-    rows = _torch_rows(records)
-    if not rows:
-        return []
-    out = [("h", (2, "torch.distributed all_reduce")), ("table", (_TORCH_ROWS_HEADER, rows))]
-    summary = _torch_summary(records)
-    if summary:
-        out.append(
-            (
-                "p",
-                'Largest size of each run. "of nccl-tests": torch busbw / nccl-tests all_reduce busbw at '
-                "the same size and NCCL env (goal >= the threshold shown).",
-            )
-        )
-        out.append(("table", (_TORCH_SUMMARY_HEADER, summary)))
-    if plots.get(("torch", None)):
-        out.append(("img", (plots[("torch", None)], "torch.distributed all_reduce busbw")))
-    return out
+    """Every torch.distributed run (capability/torch_report.py)."""
+    return torch_report.sections(records, plots)
 
 
 def _stepcost_part(run_id, records, plots, plot_note):
-    return stepcost_sections(records, plots)
+    """The DDP step's cost (capability/stepcost_report.py)."""
+    return stepcost_report.sections(records, plots)
 
 
 def _gpu_trial_part(run_id, records, plots, plot_note):
@@ -625,7 +483,7 @@ def _tuning_row(cand, default, tuned_values):
     if env and env == tuned_values:
         label += " (tuned env file)"
     change = "-" if busbw is None or not default or not env else f"{(busbw / default - 1) * 100:+.1f}%"
-    return [label, _fmt(busbw), change]
+    return [label, fmt(busbw), change]
 
 
 def _tuning_sections(record):
@@ -650,53 +508,11 @@ def _tuning_sections(record):
             (
                 "p",
                 f"NCCL tuning: best {benchenv.format_env(tuning['best'])} "
-                f"({_fmt(tuning.get('best_busbw'))} GB/s vs {_fmt(tuning.get('default_busbw'))} GB/s "
+                f"({fmt(tuning.get('best_busbw'))} GB/s vs {fmt(tuning.get('default_busbw'))} GB/s "
                 f"default) written to {tuning.get('path', '')}",
             )
         )
     return out
-
-
-def _like_text(like):
-    if like.get("ratio") is None:
-        return "-"
-    return f"{_pct(like['ratio'])} at {human_bytes(like['size'])} (>= {_pct(like.get('goal'))})"
-
-
-def _torch_verdict(record, item):
-    """A torch run's verdict cell: its own verdict against the expectation; on a GPU-less node the
-    host's, taken on its own history, with what it was compared with."""
-    verdict = (item.get("verdict") or {}).get("verdict")
-    if verdict:
-        return verdict
-    return results.verdict_said(record) if results.is_gpu_less(record) else "not judged"
-
-
-def _torch_summary(records):
-    rows = []
-    for host, record in sorted(records.items()):
-        for name, item in sorted((record.get("torch") or {}).items()):
-            size, busbw = _largest(item.get("rows") or [])
-            if size is None:
-                continue
-            v = item.get("verdict") or {}
-            like = item.get("vs_nccl_tests") or {}
-            rows.append(
-                [
-                    host,
-                    name,
-                    item.get("backend"),
-                    human_bytes(size),
-                    _fmt(busbw, 3),
-                    _torch_verdict(record, item),
-                    _pct(v.get("ratio")),
-                    _pct((item.get("of_link") or {}).get("ratio")),
-                    _fmt(like.get("nccl_tests_busbw")),
-                    _like_text(like),
-                    benchenv.describe_figure_env(item.get("env")),
-                ]
-            )
-    return rows
 
 
 def _render_md(sections):
@@ -713,7 +529,7 @@ def _md_section(kind, payload):
     if kind == "table":
         return [*md_table(*payload), ""]
     if kind == "img":
-        return [f"![{md_text(payload[1])}]({_safe(payload[0])})", ""]
+        return [f"![{md_text(payload[1])}]({safe_name(payload[0])})", ""]
     return []
 
 
@@ -774,9 +590,8 @@ def _draw_plots(plt, records, run_dir):
     plots = {}
     for host, record in sorted(records.items()):
         plots.update(_draw_host_plots(plt, host, record, run_dir))
-    if _plot_torch(plt, records, os.path.join(run_dir, "torch.png")):
-        plots[("torch", None)] = "torch.png"
-    plots.update(stepcost_plots(plt, records, run_dir))
+    plots.update(torch_report.plots(plt, records, run_dir))
+    plots.update(stepcost_report.plots(plt, records, run_dir))
     plots.update(gpu_trial_report.plots(plt, records, run_dir))
     return plots
 
@@ -785,7 +600,7 @@ def _draw_host_plots(plt, host, record, run_dir):
     """{(kind, host): PNG file name} of a host's busbw and topology plots that were drawn."""
     plots = {}
     for kind, draw in (("busbw", _plot_busbw), ("topology", _plot_topology)):
-        name = f"{kind}_{_safe(host)}.png"
+        name = f"{kind}_{safe_name(host)}.png"
         if draw(plt, record, os.path.join(run_dir, name)):
             plots[(kind, host)] = name
     return plots
@@ -807,159 +622,3 @@ def write_report(run_dir, run_id, records):
         "pngs": sorted(os.path.join(run_dir, p) for p in plots.values()),
         "plots": bool(plots),
     }
-
-
-# ---------------------------------------------------------------- DDP step cost (issue 16)
-def stepcost_groups(records):
-    """[(key, title, figures)]: each host's single-node figures, then the group's multi-node ones
-    once (every host that took part keeps the same figures; the first host's are shown)."""
-    out = []
-    for host, record in sorted(records.items()):
-        figs = (record.get("stepcost") or {}).get("single_node")
-        if figs:
-            out.append((host, f"{host} (one node, {figs[0].get('world_size')} ranks)", figs))
-    for _host, record in sorted(records.items()):
-        figs = (record.get("stepcost") or {}).get("multi_node")
-        if figs:
-            out.append(
-                (
-                    "group",
-                    f"the group ({figs[0].get('nnodes')} node{'' if figs[0].get('nnodes') == 1 else 's'}, "
-                    f"{figs[0].get('world_size')} ranks)",
-                    figs,
-                )
-            )
-            break
-    return out
-
-
-def _stepcost_bars(figs):
-    """[(label, compute ms, exposed communication ms)] per model size and timed hook."""
-    bars = []
-    for fig in figs:
-        size = ddp_step.human_count(fig.get("params"))
-        for hook, entry in (fig.get("hooks") or {}).items():
-            if entry.get("step_ms") is not None:
-                comm = entry.get("exposed_ms") or 0.0
-                bars.append((f"{size}\n{hook}", entry["step_ms"] - comm, comm))
-    return bars
-
-
-def stepcost_plots(plt, records, run_dir):
-    """One bar chart per host and one for the group: per model size and hook, compute-only and
-    exposed communication stacked ({("stepcost", key): file})."""
-    plots = {}
-    for key, title, figs in stepcost_groups(records):
-        bars = _stepcost_bars(figs)
-        if not bars:
-            continue
-        fig_, ax = plt.subplots(figsize=(max(5.0, 0.8 * len(bars) + 2), 4.0), dpi=100)
-        xs = range(len(bars))
-        ax.bar(xs, [b[1] for b in bars], color="#7f9fbf", label="compute (no_sync step)")
-        ax.bar(
-            xs,
-            [b[2] for b in bars],
-            bottom=[b[1] for b in bars],
-            color="#d9534f",
-            label="exposed communication",
-        )
-        ax.set_xticks(list(xs), [b[0] for b in bars], fontsize=8)
-        ax.set_ylim(bottom=0)
-        ax.set_ylabel("median step time (ms)")
-        ax.set_title(f"DDP step on {title}:\ncompute vs exposed communication per comm hook", fontsize=9)
-        ax.grid(True, axis="y", alpha=0.3)
-        ax.legend(fontsize=7)
-        name = f"stepcost_{_safe(key)}.png"
-        save_figure(plt, fig_, os.path.join(run_dir, name))
-        plots[("stepcost", key)] = name
-    return plots
-
-
-_STEPCOST_HEADER = [
-    "params",
-    "backend",
-    "precision",
-    "hook",
-    "compute ms",
-    "step ms",
-    "step p25-p75",
-    "exposed comm ms",
-    "comm share",
-    "vs no hook",
-    "note",
-]
-
-
-def _stepcost_rows(figs):
-    rows = []
-    for fig in figs:
-        for hook, entry in (fig.get("hooks") or {}).items():
-            spread = entry.get("spread_ms") or [None, None]
-            rows.append(
-                [
-                    ddp_step.human_count(fig.get("params")),
-                    fig.get("backend"),
-                    fig.get("precision"),
-                    entry.get("label") or hook,
-                    _fmt(fig.get("compute_ms"), 2),
-                    _fmt(entry.get("step_ms"), 2),
-                    "-" if spread[0] is None else f"{spread[0]:.2f}-{spread[1]:.2f}",
-                    _fmt(entry.get("exposed_ms"), 2),
-                    _pct(entry.get("share")),
-                    "-" if entry.get("vs_none") is None else f"{entry['vs_none'] * 100:+.0f}%",
-                    entry.get("skipped") or ("inconsistent" if entry.get("inconsistent") else ""),
-                ]
-            )
-    return rows
-
-
-def _stepcost_line(fig):
-    """One model size's sentence, its effective all-reduce bandwidth and its baseline."""
-    eff = fig.get("effective") or {}
-    ref = eff.get("reference") or {}
-    line = f"{ddp_step.human_count(fig.get('params'))} params: {fig.get('sentence', '')}"
-    if eff.get("busbw") is not None:
-        line += (
-            " Gradient all-reduce as the step saw it: "
-            f"{(fig.get('grad_bytes') or 0) / 1e9:.3g} GB of gradients in "
-            f"{_fmt((fig.get('hooks') or {}).get('none', {}).get('exposed_ms'), 2)} ms exposed = "
-            f"{_fmt(eff['busbw'])} GB/s busbw"
-        )
-        if ref:
-            line += (
-                f", {_pct(eff.get('ratio'))} of the {_fmt(ref.get('busbw'))} GB/s "
-                f"{ref.get('source')} at {human_bytes(ref.get('size'))} (run {ref.get('run_id')})"
-            )
-        line += "."
-    base = fig.get("baseline") or {}
-    if base.get("run_id"):
-        line += (
-            f" Against the last passing run {base['run_id']}: "
-            f"{_fmt(base.get('baseline_step_ms'), 2)} ms, "
-            f"{base.get('change', 0) * 100:+.0f}% ({fig.get('verdict')})."
-        )
-    return line
-
-
-def stepcost_sections(records, plots):
-    """The report's DDP step section: per host and for the group, a table per model size and hook,
-    the sentence, the effective all-reduce bandwidth against the reference, the chart."""
-    groups = stepcost_groups(records)
-    if not groups:
-        return []
-    out = [
-        ("h", (2, "What communication costs a DDP step")),
-        (
-            "p",
-            "files/bench/ddp_step.py: a synthetic model trained with DistributedDataParallel. Exposed "
-            "communication = median full step - median compute-only step (no_sync); share = exposed / full "
-            "step; a hook's change is its full step against the step without a hook (roles/bench/README.md).",
-        ),
-    ]
-    for key, title, figs in groups:
-        out.append(("h", (3, f"DDP step on {title}")))
-        out.append(("table", (_STEPCOST_HEADER, _stepcost_rows(figs))))
-        out += [("p", _stepcost_line(fig)) for fig in figs]
-        if plots.get(("stepcost", key)):
-            out.append(("img", (plots[("stepcost", key)], f"DDP step cost on {title}")))
-    return out
