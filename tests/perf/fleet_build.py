@@ -53,6 +53,9 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.check import
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import (  # noqa: E402
     fabric_run as judge_fabric_run,
 )
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import (
+    gpu_trial_settings,
+)
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import (  # noqa: E402
     bench,
     bench_fabric,
@@ -333,7 +336,7 @@ def trial_node(fleet, host, run_id, day):
 
 def trial_run(hosts, facts):
     """gpu_trial_run as the report play gathers it (the role's default thresholds)."""
-    given = gpu_trial.JudgeSettings(**gpu_trial.thresholds(_defaults("gpu_trial")))
+    given = gpu_trial.JudgeSettings(**gpu_trial_settings.thresholds(_defaults("gpu_trial")))
     return gpu_trial.run_data(list(hosts), [facts.get(h) for h in hosts], given)
 
 

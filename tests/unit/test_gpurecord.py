@@ -10,6 +10,7 @@ import pathlib
 import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import gpu_trial
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import gpu_trial_settings
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_report, torchrun_launch
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import gpu_trial as plans_gpu_trial
@@ -105,7 +106,7 @@ THRESHOLDS = {
 
 def trial_run(run_id, facts):
     """gpu_trial_run as the report play gathers it (the role's default thresholds)."""
-    given = plans_gpu_trial.JudgeSettings(**plans_gpu_trial.thresholds({}))
+    given = plans_gpu_trial.JudgeSettings(**gpu_trial_settings.thresholds({}))
     return plans_gpu_trial.run_data(sorted(facts), [facts[h] for h in sorted(facts)], given)
 
 

@@ -9,6 +9,7 @@ import re
 import pytest
 import yaml
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import gpu_trial_settings
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import gpu_trial, preflight
 from tests import busy
 from tests.unit.test_layout import ROOT
@@ -223,7 +224,7 @@ def test_preflight_names_the_variable(values, message):
 
 
 def test_the_defaults_pass_preflight():
-    assert gpu_trial.settings_errors(values()) == []
+    assert gpu_trial_settings.settings_errors(values()) == []
     assert not [e for e in preflight.host_errors(dict(DEFAULTS)) if "gpu_trial" in e]
 
 
@@ -236,7 +237,7 @@ def test_extra_vars_given_as_strings_are_numbers():
         "gpu_trial_warn_tolerance": "0.15",
     }
     given = values(**strings)
-    assert gpu_trial.settings_errors(given) == []
+    assert gpu_trial_settings.settings_errors(given) == []
     plan = gpu_trial.plan(GPU_NODE, settings(**strings), "h")
     assert (
         plan["argv"][3] == "90"
@@ -244,11 +245,11 @@ def test_extra_vars_given_as_strings_are_numbers():
         and "4096" in plan["argv"]
         and plan["dcgm_level"] == 2
     )
-    assert gpu_trial.thresholds(given)["warn_tolerance"] == 0.15
-    assert gpu_trial.settings_errors(values(gpu_trial_seconds="ten"))[0].startswith(
+    assert gpu_trial_settings.thresholds(given)["warn_tolerance"] == 0.15
+    assert gpu_trial_settings.settings_errors(values(gpu_trial_seconds="ten"))[0].startswith(
         "gpu_trial_seconds must be"
     )
-    assert gpu_trial.settings_errors(values(gpu_trial_gemm_size="8192.5"))[0].startswith(
+    assert gpu_trial_settings.settings_errors(values(gpu_trial_gemm_size="8192.5"))[0].startswith(
         "gpu_trial_gemm_size"
     )
 

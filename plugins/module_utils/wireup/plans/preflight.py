@@ -27,9 +27,9 @@ from ..core.checks import (
     validate_port,
 )
 from ..core.watchsettings import errors as continuous_errors
+from ..judge import gpu_trial_settings
 from ..judge.bench_settings import bench_errors
 from ..launch.blast import setting_errors as blast_errors
-from . import gpu_trial
 
 
 def secret_env_errors(value, var: str = "wireup_secret_env") -> list[str]:
@@ -289,8 +289,8 @@ ENV_MAPPINGS = ("wireup_job_env", "torchrun_launch_env")
 
 
 def _gpu_trial_errors(values: dict) -> list[str]:
-    """The gpu_trial role's settings (issue 25; its rule is gpu_trial.settings_errors)."""
-    return gpu_trial.settings_errors({k: v for k, v in values.items() if k.startswith("gpu_trial_")})
+    """The gpu_trial role's settings (issue 25; its rule is gpu_trial_settings.settings_errors)."""
+    return gpu_trial_settings.settings_errors({k: v for k, v in values.items() if k.startswith("gpu_trial_")})
 
 
 def host_errors(values: dict) -> list[str]:
