@@ -53,7 +53,7 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.check import
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import (  # noqa: E402
     fabric_run as judge_fabric_run,
 )
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import (
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import (  # noqa: E402
     gpu_trial_settings,
 )
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import (  # noqa: E402
