@@ -175,7 +175,7 @@ def check_verdict(check) -> str:
 
 def part_problem(record) -> str:
     """What makes a stored record's node_check part unusable ('' when nothing): record_problem's
-    rule for this part (its type is _RECORD_PARTS')."""
+    rule for this part (record_problem checks first that it is an object)."""
     check = record.get("node_check")
     if not check:
         return ""  # a bench record's (its part is {}), or a record from before issue 26

@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ..capability import context, gpu_trial, links, node_check, stepcost, torch
+from ..capability import context, links
+from ..capability import registry as capability_registry
+from ..capability.registry import CAPABILITIES
 from ..core import redact, shape
 from ..judge import bandwidth, benchenv
 from ..probe.health import finding
@@ -85,24 +87,24 @@ def _damaged_finding(err):
 _RECORD_VERDICTS = ("PASS", "WARN", "FAIL", "N/A", "UNREACHABLE", DAMAGED)
 
 
-# The parts of a record that later runs read (the baseline comparison, stepcost, the gate), by type.
-_RECORD_PARTS = {
+# The host's parts of a record that later runs read (the baseline comparison, the gate), by type;
+# each capability's part (capability/registry.py) is an object too.
+_HOST_PARTS = {
     "topology": dict,
-    "collectives": dict,
-    "torch": dict,
-    "stepcost": dict,
     "baseline": dict,
     "env": dict,
     "versions": dict,
     "findings": list,
-    "gpu_trial": dict,
-    "node_check": dict,
 }
 
 
-def _shape_problem(record):
+def _record_parts(registry):
+    return {**_HOST_PARTS, **dict.fromkeys(capability_registry.record_parts(registry), dict)}
+
+
+def _shape_problem(record, registry):
     """A part of the wrong type, or a list part that does not hold objects ('' when none)."""
-    for key, kind in _RECORD_PARTS.items():
+    for key, kind in _record_parts(registry).items():
         if record.get(key) is not None and not isinstance(record[key], kind):
             return f"{key} is {context.type_name(record[key])}, not {context.type_name(kind())}"
     if problem := _topology_shape_problem(record.get("topology") or {}):
@@ -132,18 +134,20 @@ def _kind_problem(record):
     return ""
 
 
-def record_problem(record):
+def record_problem(record, *, registry=CAPABILITIES):
     """What makes a stored host record unusable ('' when nothing): not an object, no known
-    verdict, a part of the wrong type, a figure that is not a finite number or above what its
-    link can carry (bandwidth.implausible), a GPU figure that cannot be real (gpurecord)."""
-    return _kind_problem(record) or (
-        _shape_problem(record)
-        or stepcost.problem(record)
-        or gpu_trial.section_problem(record)
-        or node_check.part_problem(record)
-        or links.problem(record)
-        or torch.problem(record)
-    )
+    verdict, a part of the wrong type, then each capability's problem check in the registry's
+    order (a figure that is not a finite number or above what its link can carry, a GPU figure
+    that cannot be real, ...)."""
+    return _kind_problem(record) or _shape_problem(record, registry) or _capability_problem(record, registry)
+
+
+def _capability_problem(record, registry):
+    for cap in registry:
+        found = cap.problem(record) if cap.problem else ""
+        if found:
+            return found
+    return ""
 
 
 def _finding(severity, code, message, gpus=()):
@@ -288,16 +292,10 @@ def _changes(tuned):
 
 
 # A host record's sections, one per capability, in the order they are judged (a later one reads
-# an earlier one's part: torch's ratio to nccl-tests, stepcost's reference all-reduce). Each takes
-# (the host's node data, the record so far, Judging) and returns (its part, findings, verdicts).
-# A new capability adds its node data (what wireup_bench_store is given) and its section here.
-SECTIONS = (
-    ("collectives", links.section),
-    ("torch", torch.section),
-    ("stepcost", stepcost.section),
-    ("gpu_trial", gpu_trial.section),
-    ("node_check", node_check.section),
-)
+# an earlier one's part: torch's ratio to nccl-tests, stepcost's reference all-reduce): the
+# registry's (capability/registry.py). Each takes (the host's node data, the record so far,
+# context.Judging) and returns (its part, findings, verdicts).
+SECTIONS = capability_registry.sections()
 
 
 def _judging(node, limits, baseline):
@@ -393,7 +391,7 @@ def _host_verdicts(record, node, baseline):
     return verdicts
 
 
-def build_record(host, run_id, node, baseline=None):
+def build_record(host, run_id, node, baseline=None, *, registry=CAPABILITIES):
     """One host's results record from what the bench role gathered on it.
 
     node: {skipped: reason|"", topology: gpu_topology fact, nccl_tests: {collective: {output, rc, json}},
@@ -406,13 +404,14 @@ def build_record(host, run_id, node, baseline=None):
            secret_env: wireup_secret_env's names (every env mapping kept goes through redact_record),
            gpu_trial: the GPU trial judged across the run (gpu_trial_run.attach; absent when it did not run)}
     baseline: (run_id, record) of the host's last passing run, or None.
-    The record's sections are SECTIONS'; then the baseline comparison and the host's verdict.
+    registry: the capabilities whose sections make the record (capability/registry.py).
+    The record's sections are the registry's; then the baseline comparison and the host's verdict.
     """
     limits = _limits(node.get("thresholds"))
     ctx = _judging(node, limits, baseline)
     record = _record_head(host, run_id, node, baseline=baseline, limits=limits, tuned_used=ctx.tuned_used)
     verdicts = []
-    for key, section in SECTIONS:
+    for key, section in capability_registry.sections(registry):
         record[key], found, judged = section(node, record, ctx)
         record["findings"] += found
         verdicts += judged
