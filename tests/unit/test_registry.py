@@ -9,12 +9,14 @@ it. Each test fails if its consumer stops reading the registry it is given."""
 import pathlib
 import re
 
+import pytest
 from test_report import good_node
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import registry
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe.health import finding
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import host_record
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import markdown
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 
 RUN = "20261207T100000Z"
 _LINE = re.compile(r"toy: (PASS|FAIL) ([0-9]+) widgets")
@@ -104,3 +106,20 @@ def test_record_problem_runs_a_registered_check_and_types_its_part():
     assert host_record.record_problem(broken, registry=WITH_TOY) == "toy.widgets is not a whole number"
     assert host_record.record_problem(dict(rec, toy=[]), registry=WITH_TOY) == "toy is a list, not an object"
     assert host_record.record_problem(broken) == ""  # the default registry knows no toy
+
+
+@pytest.mark.skipif(markdown.pyplot() is None, reason="matplotlib is not installed")
+def test_write_report_has_a_registered_part_and_its_plot_before_the_findings(tmp_path):
+    paths = assemble.write_report(str(tmp_path), RUN, {"gpu-a01": toy_record()}, registry=WITH_TOY)
+    md = pathlib.Path(paths["md"]).read_text()
+    assert "| gpu-a01 | PASS | 12 |" in md and "![toy widgets](toy.png)" in md
+    assert md.index("## Toy widgets") < md.index("## Findings")
+    assert str(tmp_path / "toy.png") in paths["pngs"]
+    other = tmp_path / "default"
+    other.mkdir()
+    assert (
+        "Toy widgets"
+        not in pathlib.Path(
+            assemble.write_report(str(other), RUN, {"gpu-a01": toy_record()})["md"]
+        ).read_text()
+    )

@@ -19,7 +19,8 @@ import html
 import os
 import re
 
-from ..capability import gpu_trial_report, links, node_check, stepcost_report, torch_report
+from ..capability import gpu_trial_report, links, node_check
+from ..capability.registry import CAPABILITIES
 from ..core import atomicfile
 from ..judge import bandwidth, benchenv, ddp_step
 from ..render import markdown
@@ -373,7 +374,7 @@ def _host_plot_sections(host, plots):
     return out
 
 
-def _hosts_part(run_id, records, plots, plot_note):
+def _hosts_part(records, plots):
     """Each host's figures (a quick check's record has none: its part is node_check's)."""
     return [
         section
@@ -383,27 +384,7 @@ def _hosts_part(run_id, records, plots, plot_note):
     ]
 
 
-def _torch_part(run_id, records, plots, plot_note):
-    """Every torch.distributed run (capability/torch_report.py)."""
-    return torch_report.sections(records, plots)
-
-
-def _stepcost_part(run_id, records, plots, plot_note):
-    """The DDP step's cost (capability/stepcost_report.py)."""
-    return stepcost_report.sections(records, plots)
-
-
-def _gpu_trial_part(run_id, records, plots, plot_note):
-    """Every GPU on trial (issue 25): health, figures against spec, peers and baseline, the chart."""
-    return gpu_trial_report.sections(records, plots)
-
-
-def _node_check_part(run_id, records, plots, plot_note):
-    """The quick node check (issue 26): each node's wireup-check line."""
-    return node_check.report_sections(records)
-
-
-def _findings_part(run_id, records, plots, plot_note):
+def _findings_part(records):
     """Every host's findings, critical first."""
     rows = [
         _finding_row(host, item)
@@ -425,24 +406,21 @@ def _finding_row(host, item):
     ]
 
 
-# The report's parts in order, one per capability after the summary and the hosts; each takes
-# (run_id, records, plots, plot_note) and returns sections. A new capability's part goes before
-# the findings (which list every capability's).
-REPORT_PARTS = (
-    _summary_part,
-    _hosts_part,
-    _torch_part,
-    _stepcost_part,
-    _gpu_trial_part,
-    _node_check_part,
-    _findings_part,
-)
+def _capability_parts(registry, records, plots):
+    """Each capability's part of the report (capability/registry.py), in the registry's order."""
+    return [section for cap in registry if cap.report for section in cap.report(records, plots)]
 
 
-def _sections(run_id, records, plots, plot_note):
+def _sections(run_id, records, plots, plot_note, registry=CAPABILITIES):
     """The report as a list of (kind, payload): ('h', (level, text)), ('p', text),
-    ('table', (header, rows)), ('img', (file, alt))."""
-    return [section for part in REPORT_PARTS for section in part(run_id, records, plots, plot_note)]
+    ('table', (header, rows)), ('img', (file, alt))): the summary, each host's figures, each
+    capability's part (the registry's), the findings (which list every capability's)."""
+    return [
+        *_summary_part(run_id, records, plots, plot_note),
+        *_hosts_part(records, plots),
+        *_capability_parts(registry, records, plots),
+        *_findings_part(records),
+    ]
 
 
 def _env_sections(record):
@@ -585,14 +563,14 @@ def _html_img(payload, run_dir):
     return f'<img alt="{html.escape(payload[1])}" src="data:image/png;base64,{data}">'
 
 
-def _draw_plots(plt, records, run_dir):
+def _draw_plots(plt, records, run_dir, registry):
     """{(kind, host or key): PNG file name} of every plot drawn into run_dir."""
     plots = {}
     for host, record in sorted(records.items()):
         plots.update(_draw_host_plots(plt, host, record, run_dir))
-    plots.update(torch_report.plots(plt, records, run_dir))
-    plots.update(stepcost_report.plots(plt, records, run_dir))
-    plots.update(gpu_trial_report.plots(plt, records, run_dir))
+    for cap in registry:
+        if cap.plots:
+            plots.update(cap.plots(plt, records, run_dir))
     return plots
 
 
@@ -606,12 +584,13 @@ def _draw_host_plots(plt, host, record, run_dir):
     return plots
 
 
-def write_report(run_dir, run_id, records):
-    """Write report.md, report.html and the PNGs into run_dir; return {md, html, pngs, plots}."""
+def write_report(run_dir, run_id, records, *, registry=CAPABILITIES):
+    """Write report.md, report.html and the PNGs into run_dir; return {md, html, pngs, plots}.
+    registry: the capabilities whose parts and plots the report has (capability/registry.py)."""
     plt = markdown.pyplot()
-    plots = _draw_plots(plt, records, run_dir) if plt is not None else {}
+    plots = _draw_plots(plt, records, run_dir, registry) if plt is not None else {}
     note = "" if plt is not None else "Plots skipped: matplotlib is not installed in the controller's Python."
-    sections = _sections(run_id, records, plots, note)
+    sections = _sections(run_id, records, plots, note, registry)
     md_path = os.path.join(run_dir, "report.md")
     html_path = os.path.join(run_dir, "report.html")
     atomicfile.write_text(md_path, _render_md(sections))
