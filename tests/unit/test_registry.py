@@ -14,7 +14,7 @@ from test_report import good_node
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import registry
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe.health import finding
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import host_record
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate, host_record
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import markdown
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 
@@ -123,3 +123,16 @@ def test_write_report_has_a_registered_part_and_its_plot_before_the_findings(tmp
             assemble.write_report(str(other), RUN, {"gpu-a01": toy_record()})["md"]
         ).read_text()
     )
+
+
+def test_the_gate_judges_a_registered_capability_by_its_rule_and_its_parts_verdict():
+    rec = toy_record()
+    assert gate.measured(rec, "bench", registry=WITH_TOY)[-1] == "toy"
+    assert gate.capability_verdicts(rec, "bench", registry=WITH_TOY)["toy"] == "PASS"
+    # The part's own verdict, not the record's: the links passed, the toy failed.
+    own = dict(rec, toy={"verdict": "WARN", "widgets": 2})
+    assert gate.capability_verdicts(own, "bench", registry=WITH_TOY)["toy"] == "WARN"
+    assert gate.capability_verdicts(rec, "quick", registry=WITH_TOY) == {"node_check": "PASS"}
+    assert "toy" not in gate.capability_verdicts(rec, "bench")
+    # A FAIL record that shows no part counts for every capability, the toy's too.
+    assert gate.measured({"verdict": "FAIL"}, "bench", registry=WITH_TOY)[-1] == "toy"

@@ -34,17 +34,18 @@ from __future__ import annotations
 from typing import TypedDict
 
 from ..capability import fabric, node_check
+from ..capability import registry as capability_registry
+from ..capability.registry import CAPABILITIES as REGISTRY
 from ..probe import gpuhealth
 from ..store import query
 from ..store import results as store
 from . import host_record
 
-CAPABILITIES = ("links", "torch", "stepcost", "gpu_health", "gpu_trial", "node_check")
-# The record's parts that show that a bench run measured a capability (a part that is not empty).
-_PARTS = (("links", "collectives"), ("torch", "torch"), ("stepcost", "stepcost"))
+# The capabilities the gate judges, in the registry's order (capability/registry.py): links,
+# torch, stepcost, gpu_health, gpu_trial, node_check.
+CAPABILITIES = capability_registry.names()
 # The kinds of record the gate reads (results.KINDS), in the order a shared run id is read.
 GATE_KINDS = ("bench", node_check.KIND)
-_VERDICTS = ("PASS", "WARN", "FAIL", "N/A")
 # The verdicts that settle a capability: N/A (not judged: a health read that could not read the
 # GPUs) and UNREACHABLE are no verdict, so an older record of the capability still counts.
 JUDGED = ("PASS", "WARN", "FAIL")
@@ -61,40 +62,30 @@ class Failure(TypedDict):
     reason: str
 
 
-def measured(record, kind) -> list[str]:
-    """The capabilities ``record`` (a record of this kind) measured, in CAPABILITIES' order."""
-    if kind == node_check.KIND:
-        return ["node_check"]
-    found = {cap for cap, part in _PARTS if record.get(part)}
-    trial = record.get("gpu_trial") or {}
-    if trial:
-        found.add("gpu_health")
-        if (trial.get("capability") or "gpu_trial") == "gpu_trial":
-            found.add("gpu_trial")
-    if "links" in found:
-        found.add("node_check")
+def measured(record, kind, *, registry=REGISTRY) -> list[str]:
+    """The capabilities ``record`` (a record of this kind) measured, in the registry's order: each
+    capability's own rule (Capability.measured); a FAIL record that shows none counts for all."""
+    found = [cap.name for cap in registry if cap.measured and cap.measured(record, kind)]
     if not found and record.get("verdict") == "FAIL":
-        return list(CAPABILITIES)
-    return [cap for cap in CAPABILITIES if cap in found]
+        return list(capability_registry.names(registry))
+    return found
 
 
-def _part_verdicts(record) -> dict[str, str]:
+def _part_verdicts(record, registry) -> dict[str, str]:
     """The verdicts the record's parts give themselves (the GPU trial's, the quick check's)."""
     out = {}
-    trial = record.get("gpu_trial") or {}
-    if trial.get("verdict") in _VERDICTS:
-        out["gpu_health"] = out["gpu_trial"] = trial["verdict"]
-    check = record.get("node_check") or {}
-    if check:
-        out["node_check"] = node_check.check_verdict(check)
+    for cap in registry:
+        verdict = cap.verdict(record) if cap.verdict else None
+        if verdict:
+            out[cap.name] = verdict
     return out
 
 
-def capability_verdicts(record, kind) -> dict[str, str]:
+def capability_verdicts(record, kind, *, registry=REGISTRY) -> dict[str, str]:
     """{capability: verdict} for each capability the record measured (fail closed: a FAIL record
     whose parts name no FAIL fails every capability it measured)."""
-    caps = measured(record, kind)
-    own = _part_verdicts(record)
+    caps = measured(record, kind, registry=registry)
+    own = _part_verdicts(record, registry)
     verdicts = {cap: own.get(cap) or record.get("verdict") for cap in caps}
     if record.get("verdict") == "FAIL" and "FAIL" not in verdicts.values():
         return dict.fromkeys(caps, "FAIL")
