@@ -13,6 +13,7 @@ import pytest
 from test_report import good_node
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import registry
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import preflight
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe.health import finding
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate, host_record
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import markdown
@@ -136,3 +137,17 @@ def test_the_gate_judges_a_registered_capability_by_its_rule_and_its_parts_verdi
     assert "toy" not in gate.capability_verdicts(rec, "bench")
     # A FAIL record that shows no part counts for every capability, the toy's too.
     assert gate.measured({"verdict": "FAIL"}, "bench", registry=WITH_TOY)[-1] == "toy"
+
+
+def test_preflight_runs_a_registered_rule_on_its_variables_and_knows_its_prefix():
+    assert preflight.host_errors({"toy_level": 9}, registry=WITH_TOY) == [
+        "toy_level must be 1, 2 or 3, got 9"
+    ]
+    assert preflight.host_errors({"toy_level": 2}, registry=WITH_TOY) == []
+    assert preflight.host_errors({"toy_level": 9}) == []
+    assert "toy_" in preflight.variable_prefixes(["bench"], registry=WITH_TOY)
+    assert "toy_" not in preflight.variable_prefixes(["bench"])
+    # A variable of its prefix is wireup's: undocumented, it is named (with the nearest documented).
+    unknown = preflight.unknown_variables({"toy_levle"}, {"toy_level"}, ["bench"], registry=WITH_TOY)
+    assert list(unknown) == ["toy_levle"] and "toy_level" in unknown["toy_levle"]
+    assert preflight.unknown_variables({"toy_levle"}, {"toy_level"}, ["bench"]) == {}  # another tool's

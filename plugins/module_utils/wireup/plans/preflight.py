@@ -10,6 +10,7 @@ import ipaddress
 import os
 import re
 
+from ..capability.registry import CAPABILITIES
 from ..core import apt
 from ..core.checks import (
     PIN_FORMATS,
@@ -27,8 +28,6 @@ from ..core.checks import (
     validate_port,
 )
 from ..core.watchsettings import errors as continuous_errors
-from ..judge import gpu_trial_settings
-from ..judge.bench_settings import bench_errors
 from ..launch.blast import setting_errors as blast_errors
 
 
@@ -193,9 +192,11 @@ FACTS = frozenset(
 NAME_SLIPS = 2
 
 
-def variable_prefixes(roles) -> tuple[str, ...]:
-    """Every role's name + '_' and 'wireup_', longest first (a name's owner is its most specific)."""
-    return tuple(sorted({f"{role}_" for role in roles} | {"wireup_"}, key=lambda p: (-len(p), p)))
+def variable_prefixes(roles, *, registry=CAPABILITIES) -> tuple[str, ...]:
+    """Every role's name + '_', every capability's prefix (capability/registry.py) and 'wireup_',
+    longest first (a name's owner is its most specific)."""
+    prefixes = {f"{role}_" for role in roles} | {cap.prefix for cap in registry if cap.prefix} | {"wireup_"}
+    return tuple(sorted(prefixes, key=lambda p: (-len(p), p)))
 
 
 def _slips(a: str, b: str, limit: int) -> int:
@@ -246,13 +247,13 @@ def _unknown_message(name: str, nearest: str, owner: str) -> str:
     )
 
 
-def unknown_variables(names, documented, roles) -> dict[str, str]:
-    """{name: error} for every name that carries a prefix of ``roles`` (variable_prefixes) or
-    starts like one within NAME_SLIPS of a documented name, but is not ``documented`` (the roles'
-    argument_specs) or a fact wireup sets (FACTS).
+def unknown_variables(names, documented, roles, *, registry=CAPABILITIES) -> dict[str, str]:
+    """{name: error} for every name that carries a prefix of ``roles`` or of the registry's
+    capabilities (variable_prefixes) or starts like one within NAME_SLIPS of a documented name,
+    but is not ``documented`` (the roles' argument_specs) or a fact wireup sets (FACTS).
     Registers (``__*``) and Ansible's own (``ansible_*``) pass."""
     documented = frozenset(documented)
-    prefixes = variable_prefixes(roles)
+    prefixes = variable_prefixes(roles, registry=registry)
     words = {prefix.split("_", 1)[0] + "_" for prefix in prefixes}
     out = {}
     for name in sorted({str(n) for n in names}):
@@ -288,14 +289,20 @@ def inventory_source_errors(sources, exists=os.path.exists) -> list[str]:
 ENV_MAPPINGS = ("wireup_job_env", "torchrun_launch_env")
 
 
-def _gpu_trial_errors(values: dict) -> list[str]:
-    """The gpu_trial role's settings (issue 25; its rule is gpu_trial_settings.settings_errors)."""
-    return gpu_trial_settings.settings_errors({k: v for k, v in values.items() if k.startswith("gpu_trial_")})
+def _capability_errors(values: dict, registry) -> list[str]:
+    """Each capability's settings rule (capability/registry.py: the bench role's for links, torch
+    and stepcost; gpu_trial's, issue 25), given the variables of its prefix."""
+    errors = []
+    for cap in registry:
+        if cap.preflight:
+            errors += cap.preflight({k: v for k, v in values.items() if k.startswith(cap.prefix)})
+    return errors
 
 
-def host_errors(values: dict) -> list[str]:
+def host_errors(values: dict, *, registry=CAPABILITIES) -> list[str]:
     """Every check of one host's variables that needs no node (values: its variables as the
-    inventory, group_vars, host_vars and -e set them, over the roles' defaults)."""
+    inventory, group_vars, host_vars and -e set them, over the roles' defaults); registry: the
+    capabilities whose settings rules run (capability/registry.py)."""
     errors = validate_pins(values)
     if "wireup_nproc_per_node" in values:
         errors += validate_nproc(values["wireup_nproc_per_node"])
@@ -309,8 +316,7 @@ def host_errors(values: dict) -> list[str]:
         errors += slurm_option_errors(values["torchrun_launch_slurm_options"])
     if "torchrun_launch_args" in values:
         errors += program_args_errors(values["torchrun_launch_args"])
-    errors += bench_errors({k: v for k, v in values.items() if k.startswith("bench_")})
-    errors += _gpu_trial_errors(values)  # issue 25
+    errors += _capability_errors(values, registry)
     errors += blast_errors(values)  # issue 37: the blast radius
     # Issue 26's continuous checks (node_check_*, slurm_health_check_*): their own module.
     errors += continuous_errors(values)
