@@ -5,7 +5,7 @@ On the controller, bench_report.store_nodes calls ``attach(results_dir, run_id, 
 before the records are built: it reads each node's gpu_trial_node (``node_inputs``), finds each
 GPU's baseline (``baselines``), judges the whole run (gpujudge.judge_run: peers span the cluster)
 and puts each host's judged GPUs on its node data as ``gpu_trial``. host_record.build_record's
-section ``gpu_trial`` (``section``, in host_record.SECTIONS) then makes the record's part
+section ``gpu_trial`` (``section``, its entry in capability/registry.py) then makes the record's part
 
   "gpu_trial": {capability ("gpu_health": the health read alone, `--tags gpu_health`; "gpu_trial":
                 health and fingerprint), measured (what ran: health, fingerprint, dcgm), scope
@@ -159,8 +159,9 @@ def section_problem(record):
 
 
 def section(node, record, ctx):
-    """The record's gpu_trial (host_record.SECTIONS): the judged GPUs attach put on the node data, every
-    GPU and node finding of the trial (most severe first), and the verdict the host takes from it
+    """The record's gpu_trial (its section in capability/registry.py): the judged GPUs attach put
+    on the node data, every GPU and node finding of the trial (most severe first), and the verdict
+    the host takes from it
     (none from a PASS of a GPU-only run: such a record is no bandwidth baseline). record and ctx
     (capability/context.Judging) are not read: the trial was judged across the run before."""
     judged = node.get("gpu_trial")

@@ -1,11 +1,12 @@
 """The GPU trial in the bench report (issue 25): the per-GPU tables, one chart, the summary line,
 from each host record's gpu_trial part (gpurecord).
 
-report/assemble.py calls sections(records, plots) for its part of assemble.REPORT_PARTS (('h', (level,
-text)), ('p', text), ('table', (header, rows)), ('img', (file, alt))), plots(plt, records,
-run_dir) for the chart (gpus.png: every GPU on the x axis, its % of spec per figure, the peer
-tolerance band) and summary(record) for the host's line at the end of the play. Figures are
-shown in TFLOPS and GB/s; the records keep base units and every spread.
+report/assemble.py calls sections(records, plots) for its part (its entry's report in
+capability/registry.py: ('h', (level, text)), ('p', text), ('table', (header, rows)), ('img',
+(file, alt))), plots(plt, records, run_dir) for the chart (gpus.png: every GPU on the x axis,
+its % of spec per figure, the peer tolerance band) and summary(record) for the host's line at
+the end of the play. Figures are shown in TFLOPS and GB/s; the records keep base units and every
+spread.
 """
 
 import os

@@ -5,7 +5,7 @@ host_record.build_record judges each host (one section per capability) and assem
 writes the report; this module only assembles their input.
 
 A new capability that lands in the host record adds, here, what its role keeps on each node (a
-list beside ``results`` in gather) and, in host_record.SECTIONS, how it is judged. The GPU trial
+list beside ``results`` in gather) and, in capability/registry.py, how it is judged. The GPU trial
 (issue 25) comes as one fact, gpu_trial_run (the gpu_trial role's report tasks gather it in the
 same play): it is judged across the run, every GPU against its peers and its own last passing run,
 before the records are built (gpu_trial_run.attach); a run of the GPU trial alone (`--tags

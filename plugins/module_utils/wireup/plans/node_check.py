@@ -9,7 +9,7 @@ package on the nodes; this module runs on the controller).
   baseline_line: what became of the baseline, in one line.
 - result: what a node's ``wireup-check --json`` printed, as the controller keeps it (nothing a
   node printed is trusted: verdicts it does not know are ERROR, text is cut to one line).
-- section (host_record.SECTIONS), summary_line and report_sections (assemble.REPORT_PARTS): a quick run
+- section, summary_line and report_sections (node_check's entry in capability/registry.py): a quick run
   (``bench.yml --tags quick``) is stored and reported like a bench run, by bench_report, under
   ``results/quick/<run id>/`` (kind quick), never under ``results/bench/``. The launch gate
   (record/gate.py, per capability) reads it as the capability node_check only: a quick FAIL newer than
