@@ -145,7 +145,8 @@ def entry_problem(entry):
 
 def section_problem(record):
     """What makes a record's GPU trial part unusable ('' when nothing): host_record.record_problem's
-    check of the part host_record._RECORD_PARTS types as an object."""
+    check of the part (its entry's problem in capability/registry.py; record_problem checks first
+    that the part is an object)."""
     gpus = (record.get("gpu_trial") or {}).get("gpus")
     if gpus is None:
         return ""
