@@ -38,16 +38,11 @@ import time
 
 from ..core import atomicfile
 from ..judge import bandwidth, quick
+from ..probe import gpuhealth, topology
 from ..probe import nics as probe_nics
-from ..probe import topology
 from ..probe.nvlink import parse_nvlink_status
 from ..render import prom
 from ..report import metrics
-
-try:  # issue 25's per-GPU health; absent from a wireup without it: skipped with one note
-    from ..probe import gpuhealth
-except ImportError:
-    gpuhealth = None
 
 CONFIG = "/etc/wireup/check.json"
 TEXTFILE = "wireup_check.prom"
@@ -182,14 +177,12 @@ def find_nvidia_smi(given=""):
 
 
 def _smi_commands(smi):
-    commands = {
+    return {
         "topo -m": [smi, "topo", "-m"],
         "nvlink -s": [smi, "nvlink", "-s"],
         "--query-gpu": [smi, f"--query-gpu={quick.QUERY_FIELDS}", "--format=csv"],
+        "-q -x": [smi, "-q", "-x"],
     }
-    if gpuhealth is not None:
-        commands["-q -x"] = [smi, "-q", "-x"]
-    return commands
 
 
 def _first_line(data):
@@ -244,10 +237,8 @@ def read_state(config, baseline, run=run_all):
 
 
 def gpu_health(texts, baseline):
-    """(parsed, findings, problems, errors, notes) of issue 25's per-GPU health; skipped with one
-    note where this wireup has no wireup.probe.gpuhealth, or no GPU was read."""
-    if gpuhealth is None:
-        return None, [], [], [], ["GPU health not checked (this wireup has no wireup.probe.gpuhealth)"]
+    """(parsed, findings, problems, errors, notes) of issue 25's per-GPU health; nothing where no
+    GPU was read."""
     text = texts.get("-q -x")
     if not text:
         return None, [], [], [], []
