@@ -17,7 +17,6 @@ PKG = pathlib.Path(__file__).resolve().parents[2] / "plugins" / "module_utils" /
 KEPT = {
     # wireup-check on the node: what only its benchmark and its drain need is imported when they run.
     ("check/run.py", "..probe.bench_output"),
-    ("check/run.py", "..core.checks"),
     ("check/run.py", "..launch.slurm"),
     ("check/run.py", "..launch.blast"),
     # the quick check's baseline line: bench_output is the node-side bundle's largest parser.

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 
-from ..core import atomicfile
+from ..core import atomicfile, checks
 from ..judge import bandwidth, quick
 from ..probe import gpuhealth, topology
 from ..probe import nics as probe_nics
@@ -86,7 +86,7 @@ def _typed(key, value, default):
         if not isinstance(value, bool):
             raise ValueError(f"{key} must be true or false, got {value!r}")
     elif isinstance(default, (int, float)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        if not checks.is_number(value) or value < 0:
             raise ValueError(f"{key} must be a number >= 0, got {value!r}")
     elif not isinstance(value, str):
         raise ValueError(f"{key} must be a string, got {value!r}")
@@ -482,7 +482,6 @@ def drain(config, result, run=subprocess.run):
     (blast.verdict over one read of every node: wireup's drains there plus this one stay within
     drain_max_share % and drain_max_nodes, else nothing is drained); never resumes anything.
     Returns the lines saying what was done."""
-    from ..core import checks
     from ..launch import slurm
 
     node = config["slurm_node"] or socket.gethostname().split(".")[0]
