@@ -9,13 +9,19 @@
   included: the count docs/performance.md has used since issue 14), and what the lines are: blank,
   comment, continuation lines of a filter's keyword arguments (`name=variable, ...`), the rest;
 - duplicates: pairs of repeated runs (the `duplicates` command, /work/.library/duplicates) outside
-  tests/ and docs/ (docs holds example reports); the line says when the command is missing.
+  tests/ and docs/ (docs holds example reports); the line says when the command is missing;
+- the house of plugins/module_utils/wireup (issue 36): modules per package, import cycles in its import
+  graph (grimp's graph, among the modules and among the packages), imports against the contracts of
+  `.importlinter` (import-linter's own check, the one `make lint` runs, in-process) and the modules
+  over 800 lines, each named.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import io
 import pathlib
 import re
 import shutil
@@ -23,10 +29,31 @@ import statistics
 import subprocess
 import sys
 
+import grimp
+from importlinter import api as importlinter_api  # configures import-linter, as its CLI does
+from importlinter.application import use_cases
+from importlinter.contracts.acyclic_siblings import AcyclicSiblingsContract
+from importlinter.contracts.forbidden import ForbiddenContract
+from importlinter.contracts.independence import IndependenceContract
+from importlinter.contracts.layers import LayersContract
+from importlinter.domain.contract import registry
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PYTHON_GLOBS = ("plugins/**/*.py", "files/**/*.py", "roles/*/files/**/*.py")
 EXTRA_PYTHON = ("roles/torchrun_launch/files/wireup-watchdog",)
 COMPLEXITY = ("C901", "PLR0911", "PLR0912", "PLR0913", "PLR0915")
+COLLECTIONS = ROOT / ".collections"
+PACKAGE = "ansible_collections.wireup.cluster.plugins.module_utils.wireup"
+PACKAGE_DIR = ROOT / "plugins" / "module_utils" / "wireup"
+CONTRACTS = ROOT / ".importlinter"
+LONG_MODULE = 800
+# The contract types `.importlinter` may name, registered as `lint-imports` registers its built-ins.
+CONTRACT_TYPES = {
+    "layers": LayersContract,
+    "acyclic_siblings": AcyclicSiblingsContract,
+    "forbidden": ForbiddenContract,
+    "independence": IndependenceContract,
+}
 
 
 def python_files(root: pathlib.Path = ROOT) -> list[pathlib.Path]:
@@ -102,6 +129,119 @@ def duplicate_pairs(root: pathlib.Path = ROOT) -> str:
     return f"{len(outside)} (of {len(rows)} pairs in all)"
 
 
+def modules_per_package(package_dir: pathlib.Path = PACKAGE_DIR) -> dict[str, int]:
+    """{package: its modules} for the package's own folder (``.``) and each sub-package; an
+    ``__init__.py`` is no module of its own."""
+    counts: dict[str, int] = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        if path.name != "__init__.py":
+            package = path.parent.relative_to(package_dir).as_posix()
+            counts[package] = counts.get(package, 0) + 1
+    return counts
+
+
+def long_modules(package_dir: pathlib.Path = PACKAGE_DIR, limit: int = LONG_MODULE) -> list[tuple[int, str]]:
+    """(lines, path in the package) of every module over ``limit`` lines, longest first."""
+    rows = []
+    for path in package_dir.rglob("*.py"):
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > limit:
+            rows.append((lines, path.relative_to(package_dir).as_posix()))
+    return sorted(rows, reverse=True)
+
+
+def strong_components(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of a directed graph, each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(edges.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+            found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of a graph: each component of more than one node, or a node importing itself."""
+    return [c for c in strong_components(edges) if len(c) > 1 or c[0] in edges.get(c[0], ())]
+
+
+def import_cycles(package: str = PACKAGE) -> tuple[list[list[str]], list[list[str]]]:
+    """(cycles among the modules, cycles among the sub-packages) of the package's import graph."""
+    graph = grimp.build_graph(package, cache_dir=None)
+    modules = {m: graph.find_modules_directly_imported_by(m) for m in graph.modules}
+    depth = package.count(".") + 2
+
+    def owner(module: str) -> str:
+        return ".".join(module.split(".")[:depth])
+
+    packages: dict[str, set[str]] = {}
+    for importer, imported in modules.items():
+        targets = packages.setdefault(owner(importer), set())
+        targets |= {owner(m) for m in imported if owner(m) != owner(importer)}
+    return cycles(modules), cycles(packages)
+
+
+def contract_breaks(config: pathlib.Path = CONTRACTS) -> tuple[int, int, int]:
+    """(imports against the contracts, contracts broken, contracts) by import-linter's own check of
+    ``config``: a layers contract counts each route up a layer and each undeclared module, an
+    acyclic one each import it would have to drop, any other broken contract 1."""
+    importlinter_api.read_configuration(str(config))  # a config it cannot read fails here, by name
+    for name, contract_class in CONTRACT_TYPES.items():
+        registry.register(contract_class, name)
+    options = use_cases.read_user_options(config_filename=str(config))
+    with contextlib.redirect_stdout(io.StringIO()):
+        report = use_cases.create_report(options, cache_dir=None)
+    checks = list(report.get_contracts_and_checks())
+    against = sum(_breaks(check) for _contract, check in checks if not check.kept)
+    return against, sum(not check.kept for _contract, check in checks), len(checks)
+
+
+def _breaks(check) -> int:
+    meta = check.metadata or {}
+    if "invalid_dependencies" in meta:
+        routes = sum(len(d["routes"]) for d in meta["invalid_dependencies"])
+        return routes + len(meta.get("undeclared_modules") or ())
+    if "cycle_breakers_by_package" in meta:
+        return sum(len(b) for b in meta["cycle_breakers_by_package"].values())
+    return 1
+
+
+def print_house(package: str = PACKAGE, package_dir: pathlib.Path = PACKAGE_DIR) -> None:
+    counts = modules_per_package(package_dir)
+    print(f"modules in plugins/module_utils/wireup: {sum(counts.values())}, per package:")
+    print("  " + ", ".join(f"{name} {n}" for name, n in counts.items()))
+    module_cycles, package_cycles = import_cycles(package)
+    print(f"import cycles: {len(module_cycles)} among the modules, {len(package_cycles)} among the packages")
+    for cycle in module_cycles + package_cycles:
+        print("  " + " <-> ".join(name.removeprefix(package + ".") for name in cycle))
+    against, broken, contracts = contract_breaks()
+    print(
+        f"imports against the contracts (.importlinter): {against} ({broken} of {contracts} contracts broken)"
+    )
+    long = long_modules(package_dir)
+    print(f"modules over {LONG_MODULE} lines: {len(long)}")
+    for n, name in long:
+        print(f"  {n:5d} {name}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--long", action="store_true", help="name every function over 60 lines")
@@ -124,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     kinds = line_kinds(task_text())
     print("  of the lines: " + ", ".join(f"{n} {kind}" for kind, n in kinds.items()))
     print(f"duplicates pairs outside tests/ and docs/: {duplicate_pairs()}")
+    sys.path.insert(0, str(COLLECTIONS))
+    print_house()
     return 0
 
 

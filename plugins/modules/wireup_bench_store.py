@@ -116,7 +116,18 @@ options:
         (C(bench.yml --tags gpu_health) or C(gpu_trial)) get a record too. Empty when it did not run.
     type: dict
     default: {}
-author: wireup (!UNKNOWN)
+attributes:
+  check_mode:
+    support: full
+    description: Stores nothing in check mode (no benchmark ran) and says so.
+  diff_mode:
+    support: none
+    description: Writes no diff of the files it writes.
+  platform:
+    support: full
+    platforms: posix
+    description: The controller, where the results store is.
+author: wireup maintainers (@wireup)
 """
 
 EXAMPLES = r"""
@@ -133,10 +144,12 @@ run_id:
   description: The run id used (with a -N suffix when the given one was taken).
   returned: success
   type: str
+  sample: "20261129T164455Z"
 run_dir:
   description: The run folder.
   returned: success
   type: str
+  sample: "results/bench/20261129T164455Z"
 report:
   description: The report's files (empty in check mode).
   returned: success
@@ -145,29 +158,38 @@ report:
     md:
       description: Path of report.md.
       type: str
+      sample: "results/bench/20261129T164455Z/report.md"
     html:
       description: Path of report.html (self-contained).
       type: str
+      sample: "results/bench/20261129T164455Z/report.html"
     pngs:
       description: Paths of the PNG plots written.
       type: list
+      sample: ["results/bench/20261129T164455Z/busbw_all_reduce.png"]
       elements: str
     plots:
       description: Whether PNG plots were drawn (false without matplotlib on the controller).
       type: bool
+      sample: true
 verdicts:
   description: Verdict per host (PASS, WARN, FAIL, N/A, UNREACHABLE, DAMAGED).
   returned: success
   type: dict
+  sample: {"node1": "PASS", "node2": "FAIL"}
 summary:
   description: One line per host, sorted by host.
   returned: success
   type: list
+  sample:
+    - 'node1: PASS, baseline recorded (first passing run: nothing compared) - all_reduce 361.2 GB/s (0.98
+      of 368.0 expected)'
   elements: str
 failed_hosts:
   description: Hosts whose verdict is FAIL or DAMAGED (could not be judged).
   returned: success
   type: list
+  sample: ["node2"]
   elements: str
 """
 

@@ -79,7 +79,18 @@ options:
     description: A node's best pair below (1 - tolerance) x its last passing figure is a finding.
     type: float
     default: 0.10
-author: wireup (!UNKNOWN)
+attributes:
+  check_mode:
+    support: full
+    description: Plans and judges as in a run; reserves no folder and writes no record.
+  diff_mode:
+    support: none
+    description: Writes no diff of the files it writes.
+  platform:
+    support: full
+    platforms: posix
+    description: The controller, where the results store is.
+author: wireup maintainers (@wireup)
 """
 
 EXAMPLES = r"""
@@ -103,20 +114,43 @@ plan:
     why the bench fails it}, findings, pair_details, rounds_for_n, errors.
   returned: always
   type: dict
+  sample:
+    round: 1
+    phase: pairs
+    done: false
+    next_pairs:
+    - - node1
+      - node2
+    verdicts: {}
+    errors: []
 report:
   description: Paths of fabric.json and fabric.md (and fabric.png when plotted) when stored.
   returned: when store
   type: dict
+  sample:
+    json: results/fabric/20261129T164455Z/fabric.json
+    md: results/fabric/20261129T164455Z/fabric.md
 record:
   description: The run's record as fabric.json holds it (fabric.build_record).
   returned: when store
   type: dict
+  sample:
+    run_id: 20261129T164455Z
+    verdicts:
+      node1: PASS
+      node2: PASS
+    bad: []
+    unreachable: []
+    rounds: 1
 summary:
   description: >-
     One line on the run for the play - each node's verdict, the rounds, the bad and unreachable
     nodes, the whole-group run, the report.
   returned: when store
   type: str
+  sample: >-
+    fabric: node1 PASS, node2 PASS in 1 round(s); whole group PASS;
+    report results/fabric/20261129T164455Z/fabric.md
 """
 
 import os

@@ -40,7 +40,14 @@ attributes:
   check_mode:
     support: none
     description: As ansible.builtin.fetch, it is skipped in check mode.
-author: wireup (!UNKNOWN)
+  diff_mode:
+    support: none
+    description: Writes no diff of the files it writes.
+  platform:
+    support: full
+    platforms: posix
+    description: POSIX hosts.
+author: wireup maintainers (@wireup)
 """
 
 EXAMPLES = r"""
@@ -56,8 +63,10 @@ dest:
   description: The file on the controller.
   returned: success
   type: str
+  sample: "results/launch/r1/node1.log"
 checksum:
   description: Its SHA1 checksum.
   returned: success
   type: str
+  sample: "2aae6c35c94fcfb415dbe95f408b9ce91ee846ed"
 """

@@ -28,7 +28,18 @@ options:
     description: Content larger than this is not returned (its SHA-256 still is).
     type: int
     default: 65536
-author: wireup (!UNKNOWN)
+attributes:
+  check_mode:
+    support: full
+    description: Only reads; the same in check mode.
+  diff_mode:
+    support: none
+    description: Writes no diff.
+  platform:
+    support: full
+    platforms: posix
+    description: POSIX hosts.
+author: wireup maintainers (@wireup)
 """
 
 EXAMPLES = r"""
@@ -44,21 +55,29 @@ files:
   returned: always
   type: dict
   contains:
-    exists: {description: Whether the path exists, type: bool}
-    type: {description: "C(file), C(directory) or C(other)", type: str}
+    exists: {description: Whether the path exists, type: bool, sample: true}
+    type: {description: "C(file), C(directory) or C(other)", type: str, sample: "file"}
     mode: {description: "Permission bits, four octal digits", type: str, sample: "0644"}
-    owner: {description: Owner's name (the uid when it has none), type: str}
-    group: {description: Group's name (the gid when it has none), type: str}
-    size: {description: Size in bytes, type: int}
-    sha256: {description: SHA-256 of a regular file's bytes, type: str}
+    owner: {description: Owner's name (the uid when it has none), type: str, sample: "root"}
+    group: {description: Group's name (the gid when it has none), type: str, sample: "root"}
+    size: {description: Size in bytes, type: int, sample: 74}
+    sha256:
+      description: SHA-256 of a regular file's bytes
+      type: str
+      sample: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
     content:
       description: A regular file's text; null when it is not UTF-8 or larger than I(max_bytes).
       type: str
-    error: {description: Why a regular file could not be read (only then), type: str}
+      sample: "Package: libnccl2 libnccl-dev\nPin: version 2.28.9-1+cuda13.0\nPin-Priority: 1001\n"
+    error:
+      description: Why a regular file could not be read (only then)
+      type: str
+      sample: '[Errno 13] Permission denied: ''/etc/apt/preferences.d/nccl.pref'''
 globs:
   description: "{pattern: [matching paths, sorted]} for each pattern in I(globs)."
   returned: always
   type: dict
+  sample: {"/etc/apt/sources.list.d/cuda*.list": ["/etc/apt/sources.list.d/cuda-ubuntu2404-x86_64.list"]}
 """
 
 import contextlib

@@ -44,7 +44,18 @@ options:
       off the bus (Xid 79); refused without root on hardened kernels, then not read.
     type: bool
     default: true
-author: wireup (!UNKNOWN)
+attributes:
+  check_mode:
+    support: full
+    description: Only reads; the same in check mode.
+  diff_mode:
+    support: none
+    description: Writes no diff.
+  platform:
+    support: full
+    platforms: linux
+    description: Linux GPU nodes (it reads nvidia-smi, /proc and /sys).
+author: wireup maintainers (@wireup)
 """
 
 EXAMPLES = r"""
@@ -61,45 +72,65 @@ health:
   returned: always
   type: dict
   contains:
-    driver_version: {description: The driver's version, type: str}
-    attached_gpus: {description: GPUs the driver reports attached, type: int}
+    driver_version: {description: The driver's version, type: str, sample: "580.159.04"}
+    attached_gpus: {description: GPUs the driver reports attached, type: int, sample: 8}
     lost:
       description: nvidia-smi's lines about a GPU it cannot open, as {bus_id, why}.
       type: list
+      sample: []
       elements: dict
     pci_gpus:
       description: Addresses (domain:bus:device) of the NVIDIA GPUs lspci lists; null when lspci was not read.
       type: list
+      sample: ["0000:18:00.0", "0000:2a:00.0"]
       elements: str
     fallen:
       description: Addresses of the GPUs the kernel log says fell off the bus since boot (Xid 79); null when
         the kernel log was not read.
       type: list
+      sample: []
       elements: str
     gpus:
       description: One entry per GPU (index, bus_id, uuid, serial, name, ecc, retired_pages, remapped_rows,
         recovery_action, clock_event_reasons, clock_event_counters_us, temperature, power, clocks, pcie,
         persistence_mode, ecc_mode); null for what the driver does not report.
       type: list
+      sample:
+        - index: 0
+          bus_id: '00000000:18:00.0'
+          uuid: GPU-47e4f408-4b1e-2c8a-9d55-0c3b1e7f2a61
+          name: NVIDIA H200
+          temperature:
+            gpu_c: 31
       elements: dict
 error:
   description: Why the read failed (empty when it did not).
   returned: always
   type: str
+  sample: ""
 findings:
   description: Findings of this read alone (project shape plus remediation and gpu).
   returned: always
   type: list
+  sample:
+    - severity: warning
+      code: gpu_retired_pages
+      gpus:
+      - 3
+      message: 'GPU 3 has 2 retired pages: watch it, replace it when the count grows'
+      source: gpu_health
   elements: dict
 summary:
   description: One line for the play output.
   returned: always
   type: list
+  sample: ["gpu_health: 8 GPUs read, 0 critical, 1 warning"]
   elements: str
 dcgmi:
   description: Path of dcgmi, empty when DCGM is not installed.
   returned: always
   type: str
+  sample: "/usr/bin/dcgmi"
 """
 
 from ansible.module_utils.basic import AnsibleModule

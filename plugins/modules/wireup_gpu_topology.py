@@ -18,7 +18,6 @@ description:
     reports what it can; callers decide whether critical findings fail the play. nvidia-smi output
     that is not UTF-8 is a C(parse_failed) finding too (its raw text keeps the bad bytes escaped).
 version_added: "1.0.0"
-author: wireup (!UNKNOWN)
 options:
   nvidia_smi:
     description: Path of nvidia-smi. Empty to search PATH and /usr/local/nvidia/bin.
@@ -46,13 +45,21 @@ options:
     description: Read C(lspci -D -nn -vvv) for ACS on bridges above GPUs and for NVSwitch devices.
     type: bool
     default: true
+notes:
+  - Commands run as argv lists with C(LC_ALL=C). Without root, dmesg may be refused and lspci hides
+    ACS capabilities; the result then says so (C(kernel_log.readable), C(acs.readable)).
 attributes:
   check_mode:
     support: full
     description: Only reads; the same in check mode.
-notes:
-  - Commands run as argv lists with C(LC_ALL=C). Without root, dmesg may be refused and lspci hides
-    ACS capabilities; the result then says so (C(kernel_log.readable), C(acs.readable)).
+  diff_mode:
+    support: none
+    description: Writes no diff.
+  platform:
+    support: full
+    platforms: linux
+    description: Linux GPU nodes (it reads nvidia-smi, /proc and /sys).
+author: wireup maintainers (@wireup)
 """
 
 EXAMPLES = r"""
@@ -73,6 +80,7 @@ ansible_facts:
     gpu_topology_facts:
       description: As C(topology).
       type: dict
+      sample: {"gpu_count": 2, "driver_version": "580.159.04", "best_link": "NV18", "worst_link": "NV18"}
 topology:
   description: >-
     Structured topology with findings and raw texts; every field with an example is in
@@ -83,70 +91,114 @@ topology:
     gpu_count:
       description: GPUs nvidia-smi lists.
       type: int
+      sample: 2
     driver_version:
       description: Driver version from query-gpu or C(-q -x).
       type: str
+      sample: "580.159.04"
     cuda_version:
       description: CUDA version the driver supports (C(-q -x)).
       type: str
+      sample: "13.0"
     gpus:
       description: One entry per GPU by index (index, name, uuid, bus_id, compute_cap, memory_total_mib,
         persistence_mode, pcie, cpu_affinity, numa_affinity, gpu_numa_id, nearest_nics, nvlink,
         fabric_state, fabric_status).
       type: list
+      sample:
+        - index: 0
+          name: NVIDIA H200
+          uuid: GPU-47e4f408-4b1e-2c8a-9d55-0c3b1e7f2a61
+          bus_id: '00000000:18:00.0'
+          compute_cap: '9.0'
+          numa_affinity: '0'
       elements: dict
     nics:
       description: NIC columns of C(topo -m) (name, device).
       type: list
+      sample: [{"name": "NIC0", "device": "mlx5_0"}]
       elements: dict
     matrix:
       description: The whole C(topo -m) matrix, GPU and NIC rows and columns.
       type: dict
+      sample: {"GPU0": {"GPU0": "X", "GPU1": "NV18"}, "GPU1": {"GPU0": "NV18", "GPU1": "X"}}
     links:
       description: Every GPU pair once (a, b, class, kind nvlink|pcie, nvlinks).
       type: list
+      sample: [{"a": "GPU0", "b": "GPU1", "class": "NV18", "kind": "nvlink", "nvlinks": 18}]
       elements: dict
     link_classes:
       description: Classes among GPU pairs, best first.
       type: list
+      sample: ["NV18"]
       elements: str
     best_link:
       description: First of link_classes (null with one GPU).
       type: str
+      sample: "NV18"
     worst_link:
       description: Last of link_classes, the bottleneck of an all-GPU collective.
       type: str
+      sample: "NV18"
     affinity_columns:
       description: Which affinity columns this driver prints.
       type: list
+      sample: ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
       elements: str
     p2p:
       description: Per P2P mode read, C({matrix, not_ok, all_ok}).
       type: dict
+      sample:
+        r:
+          matrix:
+            GPU0:
+              GPU0: X
+              GPU1: OK
+            GPU1:
+              GPU0: OK
+              GPU1: X
+          not_ok: []
+          all_ok: true
     nvlink:
       description: Node totals from C(nvlink -s) (gpus, gpus_with_nvlink, active_links, inactive_links,
         links_per_gpu, per_link_gbps, per_gpu_gbps); null when it failed.
       type: dict
+      sample:
+        gpus: 2
+        gpus_with_nvlink: 2
+        active_links: 36
+        inactive_links: 0
+        links_per_gpu: 18
+        per_link_gbps: 26.562
+        per_gpu_gbps: 478.116
     kernel_log:
       description: C({readable, source, xid}) from the kernel log since boot.
       type: dict
+      sample: {"readable": true, "source": "dmesg", "xid": []}
     acs:
       description: C({checked, readable, bridges}) from lspci.
       type: dict
+      sample: {"checked": false, "readable": false, "bridges": []}
     fabric:
       description: C({nvswitches, manager_running}).
       type: dict
+      sample: {"nvswitches": [], "manager_running": null}
     findings:
       description: As the C(findings) return value.
       type: list
+      sample: []
       elements: dict
     findings_count:
       description: As the C(findings_count) return value.
       type: dict
+      sample: {"critical": 0, "warning": 0, "info": 0}
     raw:
       description: The commands' stdout unchanged (plus C(<key>_stderr) where one failed) and the kernel
         log's NVRM lines.
       type: dict
+      sample:
+        topo_m: "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \tNV18\t0-47\t0\t\t\
+          N/A\n"
 findings:
   description: Health findings, critical first.
   returned: always
@@ -156,15 +208,19 @@ findings:
     severity:
       description: critical, warning or info.
       type: str
+      sample: "critical"
     code:
       description: The rule that fired (the table in roles/gpu_topology/README.md).
       type: str
+      sample: "nvlink_inactive"
     gpus:
       description: GPU indexes concerned (empty for the whole node).
       type: list
+      sample: [1]
     message:
       description: One line naming what is wrong and what to do.
       type: str
+      sample: "GPU1 has 2 inactive NVLink links: reseat or replace the GPU (nvidia-smi nvlink -s)"
 findings_count:
   description: Number of findings per severity.
   returned: always
@@ -173,16 +229,21 @@ findings_count:
     critical:
       description: Critical findings.
       type: int
+      sample: 0
     warning:
       description: Warnings.
       type: int
+      sample: 1
     info:
       description: Notes.
       type: int
+      sample: 2
 summary:
   description: What the role prints, one summary line, then one line per critical or warning finding.
   returned: always
   type: list
+  sample:
+    - 2 GPUs (NVIDIA H200), driver 580.159.04, CUDA 13.0, links NV18 best, NV18 worst; 0 critical, 0 warning
   elements: str
 """
 

@@ -37,7 +37,18 @@ options:
   build_dir:
     description: An nccl-tests build directory whose stamp (wireup-build.stamp) and all_reduce_perf to report.
     type: path
-author: wireup (!UNKNOWN)
+attributes:
+  check_mode:
+    support: full
+    description: Only reads; the same in check mode.
+  diff_mode:
+    support: none
+    description: Writes no diff.
+  platform:
+    support: full
+    platforms: linux
+    description: Linux nodes (it reads nccl.h, the NCCL libraries and the CUDA toolkit's files).
+author: wireup maintainers (@wireup)
 """
 
 EXAMPLES = r"""
@@ -53,39 +64,53 @@ cuda_home:
   description: The CUDA toolkit directory looked at.
   returned: always
   type: str
+  sample: "/usr/local/cuda"
 nvcc:
   description: Whether I(cuda_home)/bin/nvcc is an executable file.
   returned: always
   type: bool
+  sample: true
 nproc:
   description: CPUs this process may run on (for make -j).
   returned: always
   type: int
+  sample: 16
 nccl:
   description: What was found (only C(problem) when nothing usable was).
   returned: always
   type: dict
   contains:
-    home: {description: "NCCL_HOME for the build, empty for system paths", type: str}
-    include_dir: {description: Directory of nccl.h, type: str}
-    lib_dir: {description: Directory of libnccl.so.2, type: str}
+    home: {description: "NCCL_HOME for the build, empty for system paths", type: str, sample: ""}
+    include_dir: {description: Directory of nccl.h, type: str, sample: "/usr/include"}
+    lib_dir: {description: Directory of libnccl.so.2, type: str, sample: "/usr/lib/x86_64-linux-gnu"}
     version:
       description: Version from nccl.h (empty when it has no NCCL_MAJOR/MINOR/PATCH defines).
       type: str
       sample: "2.28.9"
-    has_dev_link: {description: Whether lib_dir has libnccl.so (the linker needs it), type: bool}
+    has_dev_link:
+      description: Whether lib_dir has libnccl.so (the linker needs it)
+      type: bool
+      sample: true
     problem:
       description: >-
         Why no NCCL was found: C(kind) (venv_python, venv_probe, wheel, home_header, home_lib or
         system), C(path) (what was looked at) and C(detail).
       type: dict
+      sample: {"kind": "system", "path": "/usr/include/nccl.h", "detail": "no nccl.h: install libnccl-dev"}
 build:
   description: The last build in I(build_dir) (absent without I(build_dir)).
   returned: when build_dir is given
   type: dict
   contains:
-    stamp: {description: "Text of build_dir/wireup-build.stamp, null when missing", type: str}
-    binary: {description: Whether build_dir/all_reduce_perf exists, type: bool}
+    stamp:
+      description: Text of build_dir/wireup-build.stamp, null when missing
+      type: str
+      sample: |
+        tag=v2.19.6
+        arch=sm_90
+        nccl=system 2.28.9 /usr/lib/x86_64-linux-gnu
+        mpi=False
+    binary: {description: Whether build_dir/all_reduce_perf exists, type: bool, sample: true}
 """
 
 import glob

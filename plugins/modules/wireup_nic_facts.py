@@ -19,7 +19,18 @@ options:
     description: Root under which C(sys/) and C(proc/) are read (tests point it at a fixture tree).
     type: path
     default: /
-author: wireup (!UNKNOWN)
+attributes:
+  check_mode:
+    support: full
+    description: Only reads; the same in check mode.
+  diff_mode:
+    support: none
+    description: Writes no diff.
+  platform:
+    support: full
+    platforms: linux
+    description: Linux nodes (it reads /sys/class/net, /sys/class/infiniband and /proc/modules).
+author: wireup maintainers (@wireup)
 """
 
 EXAMPLES = r"""
@@ -46,46 +57,84 @@ ansible_facts:
             SR-IOV VF's physical function), active, role (rail,
             frontend, vf, other_card) and set_aside (why it is no rail, or None).
           type: list
+          sample:
+            - hca: mlx5_0
+              port: 1
+              name: mlx5_0:1
+              state: ACTIVE
+              phys_state: LinkUp
+              rate_gbps: 400
+              link_layer: InfiniBand
+              kind: ib
+              netdev: ibp24s0
+              model: MCX75310AAS-NEAT
+              active: true
+              role: rail
+              set_aside: null
           elements: dict
         interfaces:
           description: >-
             Network interfaces but loopback and container bridges - name, operstate, speed_mbps
             (None when unknown), mtu, type (ether, infiniband), pci, virtual (no bus device).
           type: list
+          sample:
+            - name: eth0
+              operstate: up
+              speed_mbps: 25000
+              mtu: 1500
+              type: ether
+              pci: 0000:c1:00.0
+              virtual: false
           elements: dict
         peermem:
           description: loaded (bool), module (nvidia_peermem, nv_peer_mem or None), modules_read.
           type: dict
+          sample: {"loaded": true, "module": "nvidia_peermem", "modules_read": true}
         iommu:
           description: mode - off, passthrough, translated or unknown.
           type: dict
+          sample: {"mode": "passthrough"}
         nvidia_gpus:
           description: GPUs in /proc/driver/nvidia/gpus (None without the NVIDIA driver).
           type: int
+          sample: 8
         transport:
           description: What NCCL would use between nodes - ib, efa, roce, socket or None.
           type: str
+          sample: "ib"
         rails:
           description: Active rails of that transport.
           type: int
+          sample: 8
         rail_gbps:
           description: >-
             The slowest active rail's rate in Gb/s (10 when the socket interface's speed is
             unknown, as NCCL assumes).
           type: float
+          sample: 400.0
         devices:
           description: The rails (mlx5_0:1 or the interface name).
           type: list
+          sample: ["mlx5_0:1", "mlx5_1:1"]
           elements: str
         set_aside:
           description: Ports that are no training rails - name, role, reason.
           type: list
+          sample:
+            - name: mlx5_8:1
+              role: frontend
+              reason: Ethernet port carrying the default route
           elements: dict
         findings:
           description: >-
             Node findings {severity, code, gpus, message} - nic_port_down, nic_set_aside,
             nic_rate_low, peermem_missing, iommu_translated (roles/gpu_topology/README.md).
           type: list
+          sample:
+            - severity: warning
+              code: nic_port_down
+              gpus: []
+              message: 'mlx5_3:1 is DOWN (Polling): check its cable and switch port'
           elements: dict
 """
 

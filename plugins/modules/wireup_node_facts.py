@@ -49,7 +49,18 @@ options:
     description: Fail a node whose OS wireup does not support (Ubuntu 22.04/24.04, Debian 12).
     type: bool
     default: true
-author: wireup (!UNKNOWN)
+attributes:
+  check_mode:
+    support: full
+    description: Only reads; the same in check mode.
+  diff_mode:
+    support: none
+    description: Writes no diff.
+  platform:
+    support: full
+    platforms: linux
+    description: Linux nodes (it reads /etc/os-release, /proc, /sys, dpkg and nvidia-smi).
+author: wireup maintainers (@wireup)
 """
 
 EXAMPLES = r"""
@@ -67,6 +78,7 @@ ansible_facts:
     wireup_master:
       description: The rendezvous master's inventory name (the C(master) option).
       type: str
+      sample: "node1"
     wireup_node:
       description: What wireup knows about the node.
       type: dict
@@ -74,51 +86,90 @@ ansible_facts:
         os:
           description: C({id, version, codename, pretty_name, supported}) from /etc/os-release.
           type: dict
+          sample:
+            id: ubuntu
+            version: '24.04'
+            codename: noble
+            pretty_name: Ubuntu 24.04.3 LTS
+            supported: true
         cuda_repo_distro:
           description: The CUDA repository's name for this OS (e.g. C(ubuntu2404)); empty when unsupported.
           type: str
+          sample: "ubuntu2404"
         arch:
           description: C({machine, deb, cuda}) names of the architecture (deb empty when unsupported).
           type: dict
+          sample: {"machine": "x86_64", "deb": "amd64", "cuda": "x86_64"}
         gpu:
           description: C({present, pci_count, count, models, compute_capabilities, nvidia_smi, ...}); GPUs
             counted on the PCI bus (vendor 10de), nvidia-smi adds the rest.
           type: dict
+          sample:
+            present: true
+            pci_count: 8
+            count: 8
+            models:
+            - NVIDIA H200
+            compute_capabilities:
+            - '9.0'
+            nvidia_smi: /usr/bin/nvidia-smi
         driver:
           description: C({loaded, version, branch, kernel_module}) of the NVIDIA driver.
           type: dict
+          sample: {"loaded": true, "version": "580.159.04", "branch": "580", "kernel_module": "nvidia"}
         cuda:
           description: C({version, full, home, nvcc}) of the CUDA toolkit.
           type: dict
+          sample:
+            version: '13.0'
+            full: 13.0.2
+            home: /usr/local/cuda
+            nvcc: /usr/local/cuda/bin/nvcc
         nccl:
           description: C({version, package, source, packages}) of the system NCCL (dpkg, else nccl.h);
             C(packages) maps libnccl2 and libnccl-dev, where dpkg has them installed, to C({version, held}).
           type: dict
+          sample:
+            version: 2.28.9
+            package: libnccl2
+            source: dpkg
+            packages:
+              libnccl2:
+                version: 2.28.9-1+cuda13.0
+                held: true
         network:
           description: C({interface, address}) of the cluster network.
           type: dict
+          sample: {"interface": "eth0", "address": "10.0.0.11"}
         infiniband:
           description: InfiniBand devices under /sys/class/infiniband.
           type: list
+          sample: ["mlx5_0", "mlx5_1"]
           elements: str
         disk:
           description: C({path, free_mb}) of the filesystem holding venv_path.
           type: dict
+          sample: {"path": "/opt/wireup", "free_mb": 812344}
         secure_boot:
           description: Whether UEFI Secure Boot is on (null when unknown).
           type: bool
+          sample: false
         hostname:
           description: The node's name up to the first dot.
           type: str
+          sample: "node1"
         python:
           description: C({executable, version}) of the Python running the module.
           type: dict
+          sample: {"executable": "/usr/bin/python3", "version": "3.12.3"}
         service_mgr:
           description: C(systemd) or the init process's name.
           type: str
+          sample: "systemd"
         is_local:
           description: Whether the node is the control node itself (C(connection) is C(local)).
           type: bool
+          sample: false
 """
 
 import contextlib

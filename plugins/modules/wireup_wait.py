@@ -61,7 +61,14 @@ attributes:
   check_mode:
     support: full
     description: It only looks.
-author: wireup (!UNKNOWN)
+  diff_mode:
+    support: none
+    description: Writes no diff.
+  platform:
+    support: full
+    platforms: posix
+    description: POSIX hosts.
+author: wireup maintainers (@wireup)
 """
 
 EXAMPLES = r"""
@@ -91,20 +98,27 @@ rc:
   description: The last look's exit status.
   returned: always
   type: int
+  sample: 0
 stdout:
   description: The last look's answer (wireup-jobctl's JSON status line).
   returned: always
   type: str
+  sample: >-
+    {"state": "exited", "rc": 0, "started": 1764434695.2, "ended": 1764434731.9, "elapsed": 36.7,
+    "log": "/opt/wireup/jobs/example2/logs/r1.log", "reason": ""}
 stderr:
   description: The last look's error output.
   returned: always
   type: str
+  sample: ""
 looks:
   description: How many looks the wait took.
   returned: always
   type: int
+  sample: 4
 cmd:
   description: The shell command each look ran.
   returned: always
   type: str
+  sample: "/opt/wireup/bin/wireup-jobctl status /opt/wireup/jobs/example2 r1 30"
 """

@@ -17,7 +17,6 @@ PKG = pathlib.Path(__file__).resolve().parents[2] / "plugins" / "module_utils" /
 KEPT = {
     # wireup-check on the node: what only its benchmark and its drain need is imported when they run.
     ("check/run.py", "..probe.bench_output"),
-    ("check/run.py", "..core.checks"),
     ("check/run.py", "..launch.slurm"),
     ("check/run.py", "..launch.blast"),
     # the quick check's baseline line: bench_output is the node-side bundle's largest parser.
@@ -48,3 +47,23 @@ def test_no_wireup_module_is_imported_inside_a_function_to_dodge_a_cycle():
 
 def test_the_store_s_kinds_are_bench_and_the_quick_check_s_own():
     assert results.KINDS == ("bench", node_check.KIND)
+
+
+def _guarded_wireup_imports(path):
+    """Relative (wireup) imports under a ``try`` that catches ImportError: a guard for a module
+    that ships with the package anyway, so a wireup without it never existed."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        handlers = node.handlers if isinstance(node, ast.Try) else []
+        catches = any("ImportError" in ast.unparse(h.type or ast.Name("BaseException")) for h in handlers)
+        for stmt in node.body if catches else ():
+            if isinstance(stmt, ast.ImportFrom) and stmt.level:
+                yield from (f"{'.' * stmt.level}{stmt.module or ''}.{alias.name}" for alias in stmt.names)
+
+
+def test_no_wireup_module_is_imported_as_optional():
+    found = {
+        (str(path.relative_to(PKG)), imported)
+        for path in sorted(PKG.rglob("*.py"))
+        for imported in _guarded_wireup_imports(path)
+    }
+    assert found == set()

@@ -335,3 +335,13 @@ def test_a_stale_or_damaged_slice_is_never_trusted_over_its_record(tmp_path):
     (run_dir / "fabric.json").write_text("{cut")
     text = metrics.controller_text(str(tmp_path), "gpu0003")
     assert samples(text, "wireup_fabric_verdict")['{host="gpu0003",verdict="DAMAGED"}'] == 1
+
+
+def test_a_busbw_of_true_is_no_sample():
+    """A record whose measured busbw is ``true`` (JSON's, from a damaged or hand-edited record) has
+    no bytes-per-second figure: it was written as 1e9."""
+    record = json.loads(RECORDS[0].read_text())
+    record["collectives"]["all_reduce"]["verdict"]["measured_busbw"] = True
+    text = metrics.render(metrics.bench_families("gpu-a01", record))
+    busbw = samples(text, "wireup_bench_busbw_bytes_per_second")
+    assert not any('collective="all_reduce"' in key and value == 1e9 for key, value in busbw.items())

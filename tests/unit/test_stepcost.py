@@ -396,3 +396,10 @@ def test_the_same_figure_on_gpus_over_nccl_still_advises():
     assert ddp_step.advice_holds(fig) and "cuts the step by" in fig["sentence"]
     cpu = ddp_step.figure(dict(gpu_result(compute=40.0, none=60.0, fp16=50.0), backend="gloo", device="cpu"))
     assert not ddp_step.advice_holds(cpu) and "cuts the step" not in cpu["sentence"]
+
+
+def test_a_median_of_true_is_no_figure():
+    """A node's answer that says ``"median_ms": true`` has no step time (it counted as 1 ms)."""
+    run = ddp_step.parse_log(CPU_LOG.read_text())[0]
+    compute, none = run["configs"]["compute"], dict(run["configs"]["none"], median_ms=True)
+    assert ddp_step.exposed(compute, none, run["world_size"])["exposed_ms"] is None

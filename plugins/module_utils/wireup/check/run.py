@@ -36,18 +36,13 @@ import subprocess
 import sys
 import time
 
-from ..core import atomicfile
+from ..core import atomicfile, checks
 from ..judge import bandwidth, quick
+from ..probe import gpuhealth, topology
 from ..probe import nics as probe_nics
-from ..probe import topology
 from ..probe.nvlink import parse_nvlink_status
 from ..render import prom
 from ..report import metrics
-
-try:  # issue 25's per-GPU health; absent from a wireup without it: skipped with one note
-    from ..probe import gpuhealth
-except ImportError:
-    gpuhealth = None
 
 CONFIG = "/etc/wireup/check.json"
 TEXTFILE = "wireup_check.prom"
@@ -91,7 +86,7 @@ def _typed(key, value, default):
         if not isinstance(value, bool):
             raise ValueError(f"{key} must be true or false, got {value!r}")
     elif isinstance(default, (int, float)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        if not checks.is_number(value) or value < 0:
             raise ValueError(f"{key} must be a number >= 0, got {value!r}")
     elif not isinstance(value, str):
         raise ValueError(f"{key} must be a string, got {value!r}")
@@ -182,14 +177,12 @@ def find_nvidia_smi(given=""):
 
 
 def _smi_commands(smi):
-    commands = {
+    return {
         "topo -m": [smi, "topo", "-m"],
         "nvlink -s": [smi, "nvlink", "-s"],
         "--query-gpu": [smi, f"--query-gpu={quick.QUERY_FIELDS}", "--format=csv"],
+        "-q -x": [smi, "-q", "-x"],
     }
-    if gpuhealth is not None:
-        commands["-q -x"] = [smi, "-q", "-x"]
-    return commands
 
 
 def _first_line(data):
@@ -244,10 +237,8 @@ def read_state(config, baseline, run=run_all):
 
 
 def gpu_health(texts, baseline):
-    """(parsed, findings, problems, errors, notes) of issue 25's per-GPU health; skipped with one
-    note where this wireup has no wireup.probe.gpuhealth, or no GPU was read."""
-    if gpuhealth is None:
-        return None, [], [], [], ["GPU health not checked (this wireup has no wireup.probe.gpuhealth)"]
+    """(parsed, findings, problems, errors, notes) of issue 25's per-GPU health; nothing where no
+    GPU was read."""
     text = texts.get("-q -x")
     if not text:
         return None, [], [], [], []
@@ -491,7 +482,6 @@ def drain(config, result, run=subprocess.run):
     (blast.verdict over one read of every node: wireup's drains there plus this one stay within
     drain_max_share % and drain_max_nodes, else nothing is drained); never resumes anything.
     Returns the lines saying what was done."""
-    from ..core import checks
     from ..launch import slurm
 
     node = config["slurm_node"] or socket.gethostname().split(".")[0]

@@ -5,6 +5,7 @@ ranges, the pins' formats. Each error names the variable and says how to fix it.
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import re
 import shlex
@@ -38,6 +39,17 @@ SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # A whole number in ASCII digits, matched whole: str.isdigit() also says yes to '²', which int()
 # refuses (a crash in place of a named error), and to other scripts' digits, which int() reads.
 DIGITS = re.compile(r"[0-9]+")
+
+
+def is_number(value) -> bool:
+    """An int or a float, not a bool: the one rule for "a number" in a setting or a node's answer
+    (JSON's and YAML's true is an int to Python, and would count as 1)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def is_finite_number(value) -> bool:
+    """A number (is_number) that is neither NaN nor infinite: Python's json reads NaN and Infinity."""
+    return is_number(value) and (isinstance(value, int) or math.isfinite(value))
 
 
 def is_digits(text) -> bool:

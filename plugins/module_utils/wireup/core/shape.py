@@ -26,6 +26,8 @@ import functools
 import types
 import typing
 
+from . import checks
+
 # Deeper than this, a node's answer is not wireup's: the deepest real ones are 6 (a bench node's
 # data) and 7 levels (a GPU trial's fact).
 DEPTH = 32
@@ -143,7 +145,7 @@ _SCALARS = {
     str: (lambda v: isinstance(v, str), "a string"),
     bool: (lambda v: isinstance(v, bool), "true or false"),
     int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
-    float: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+    float: (checks.is_number, "a number"),
     dict: (lambda v: isinstance(v, dict), "an object"),  # bare: any content
     list: (lambda v: isinstance(v, list), "a list"),  # bare: any content
     type(None): (lambda v: v is None, "null"),

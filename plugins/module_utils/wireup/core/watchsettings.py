@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from .checks import validate_abs_paths
+from .checks import is_number, validate_abs_paths
 
 # slurm.conf(5), HealthCheckNodeState: any of these, comma-separated (CYCLE with one of the others;
 # START_ONLY: only when slurmd starts, Slurm 23.02+), nothing else: the value is written into
@@ -74,7 +74,7 @@ def _bench_errors(values):
             )
     if "node_check_bench_tolerance" in values:
         value = values["node_check_bench_tolerance"]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        if not is_number(value) or not 0 <= value < 1:
             out.append(f"node_check_bench_tolerance={value!r} must be a fraction from 0 to below 1, e.g. 0.2")
     return out
 

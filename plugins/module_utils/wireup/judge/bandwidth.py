@@ -26,6 +26,7 @@ import dataclasses
 import math
 import re
 
+from ..core import checks
 from ..probe import bench_output
 from . import bench_settings
 
@@ -253,7 +254,7 @@ def expected_busbw(topology, collective, overrides=None):
 def check_thresholds(pass_ratio, warn_ratio):
     """Raise ValueError (naming the variable) unless the thresholds pass validate's one rule."""
     for name, value in (("bench_pass_ratio", pass_ratio), ("bench_warn_ratio", warn_ratio)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if not checks.is_number(value):
             raise ValueError(f"{name} must be a number in (0, 1.5], got {value!r}")
     errors = bench_settings.bench_threshold_errors(
         {"bench_pass_ratio": pass_ratio, "bench_warn_ratio": warn_ratio}
@@ -374,12 +375,12 @@ def implausible(measured, expected=None):
     its link_gbps, link_class and basis). Without a known link only non-finite figures are caught."""
     if measured is None:
         return ""
-    if isinstance(measured, bool) or not isinstance(measured, (int, float)):
+    if not checks.is_number(measured):
         return f"busbw {measured!r} is not a number"
     if not math.isfinite(measured):
         return f"busbw {measured} GB/s is not a finite number"
     link = (expected or {}).get("link_gbps")
-    if not isinstance(link, (int, float)) or isinstance(link, bool) or not link or not math.isfinite(link):
+    if not checks.is_finite_number(link) or not link:
         return ""
     limit = link * PLAUSIBLE_LINK_FACTOR
     if measured <= limit:

@@ -35,6 +35,7 @@ Pure functions, stdlib only; host_record.build_record and report/assemble.py cal
 import json
 import math
 
+from ..core import checks
 from ..probe.bench_output import figure as figure_at
 from ..probe.bench_output import figure_sizes
 from ..probe.health import finding
@@ -83,7 +84,7 @@ def hook_label(hook, rank=None):
 
 def _median(config):
     value = (config or {}).get("median_ms")
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+    return float(value) if checks.is_finite_number(value) else None
 
 
 def _half_iqr(config):

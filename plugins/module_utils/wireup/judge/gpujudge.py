@@ -30,6 +30,7 @@ A GPU's verdict is the worst of its figures' verdicts and its findings (critical
 import dataclasses
 import statistics
 
+from ..core import checks
 from ..probe import gpuhealth, health
 from . import bandwidth, gpuspec
 
@@ -58,7 +59,7 @@ def settings_errors(settings):
     errors = []
     for key in ("spec_pass_ratio", "spec_warn_ratio", "warn_tolerance", "fail_tolerance"):
         value = s[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        if not checks.is_number(value) or not 0 < value < 1:
             errors.append(f"gpu_trial_{key} must be a fraction in (0, 1), got {value!r}")
     if not errors and s["spec_warn_ratio"] > s["spec_pass_ratio"]:
         errors.append(

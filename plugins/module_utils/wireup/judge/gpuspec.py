@@ -54,6 +54,8 @@ healthy run of yours shows it.
 
 import re
 
+from ..core import checks
+
 TERA = 1e12
 GIGA = 1e9
 
@@ -154,6 +156,6 @@ def efficiency_errors(overrides):
             errors.append(
                 f"gpu_trial_efficiency.{figure}: not a judged figure (one of {', '.join(EFFICIENCY)})"
             )
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        elif not checks.is_number(value) or not 0 < value <= 1:
             errors.append(f"gpu_trial_efficiency.{figure} must be a fraction in (0, 1], got {value!r}")
     return errors

@@ -67,6 +67,7 @@ import dataclasses
 import re
 import statistics
 
+from ..core import checks
 from . import bandwidth
 
 STATES = ("good", "bad", "undetermined", "unreachable", "untested")
@@ -458,7 +459,7 @@ def round_limit(max_rounds):
 
 
 def _ratio_errors(pass_ratio):
-    if isinstance(pass_ratio, bool) or not isinstance(pass_ratio, (int, float)) or not 0 < pass_ratio <= 1:
+    if not checks.is_number(pass_ratio) or not 0 < pass_ratio <= 1:
         return [f"bench_fabric_pass_ratio must be a number in (0, 1], got {pass_ratio!r}"]
     return []
 

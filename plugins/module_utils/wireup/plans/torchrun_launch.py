@@ -498,7 +498,7 @@ def status_line(host: str, status: dict, gpus=None) -> str:
     if state == "exited":
         text += f" with code {status.get('rc')}"
     started = (status or {}).get("started")
-    if state == "running" and isinstance(started, int | float) and not isinstance(started, bool):
+    if state == "running" and checks.is_number(started):
         when = datetime.datetime.fromtimestamp(float(started), datetime.UTC)
         text += f" since {when:%Y-%m-%d %H:%M:%S} UTC"
     if elapsed is not None:
@@ -1243,7 +1243,7 @@ def parse_latest(stdout: str) -> dict:
         return out
     started = meta.get("started")
     out.update(run_id=str(meta.get("run_id") or ""), why="no run")
-    if isinstance(started, int | float) and not isinstance(started, bool):
+    if checks.is_number(started):
         out["started"] = float(started)
     if not out["run_id"]:
         return out

@@ -22,11 +22,11 @@ quick check, written by wireup-check on the node at every run).
 from __future__ import annotations
 
 import calendar
-import math
 import re
 import time
 
 from ..capability import fabric
+from ..core import checks
 from ..judge.quick import CheckRun
 from ..probe import bench_output
 from ..probe.health import GpuFinding
@@ -66,7 +66,7 @@ def run_time(run_id):
 
 
 def _bytes_per_second(gbs):
-    return gbs * GB if isinstance(gbs, (int, float)) and math.isfinite(gbs) else None
+    return gbs * GB if checks.is_finite_number(gbs) else None
 
 
 # ------------------------------------------------------------------------------ bench records
