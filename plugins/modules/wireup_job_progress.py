@@ -15,7 +15,8 @@ description:
   - Compares this look with the one kept by the last look in the run's folder
     (C(runs/RUN_ID/progress.json), written whole, never in check mode) and keeps this one there.
     On a node with GPUs the run is quiet while every GPU is idle; elsewhere while no rank's CPU
-    time advances. Quiet for I(stall_after) seconds or more is C(stalled).
+    time advances by more than 2 % of the time between the looks. Quiet for I(stall_after)
+    seconds or more is C(stalled).
   - Changes nothing else; never stops the run (jobs.yml does, when asked).
 options:
   job_dir:
@@ -93,8 +94,9 @@ def _stat(pid: str):
 
 
 def ranks_of(tag: str) -> dict:
-    """{"PID:STARTTIME": CPU ticks} of the run's ranks (its tag and a LOCAL_RANK in their
+    """{"PID:STARTTIME": CPU seconds} of the run's ranks (its tag and a LOCAL_RANK in their
     environment)."""
+    tick = os.sysconf("SC_CLK_TCK")
     want = f"WIREUP_JOB_TAG={tag}".encode()
     ranks = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -103,7 +105,7 @@ def ranks_of(tag: str) -> dict:
             continue
         read = _stat(pid)
         if read is not None and len(ranks) < job_progress.RANKS_MAX:
-            ranks[f"{pid}:{read[1]}"] = read[0]
+            ranks[f"{pid}:{read[1]}"] = read[0] / tick
     return ranks
 
 

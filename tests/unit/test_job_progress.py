@@ -122,6 +122,22 @@ def test_cpu_time_first_progressing_quiet_stalled():
     assert job_progress.judge(stalled["keep"], 200.0, {}, None, 60)["state"] == "no ranks"
 
 
+def test_a_rank_waiting_in_gloo_wakes_now_and_then_and_is_still_quiet():
+    """Seen on the testbed (the integration test's ranks blocked in an all_reduce, gloo, CPU nodes):
+    a waiting rank's stime rose by 1 tick (10 ms) in 5 s; the first rule (any tick is progress)
+    called that job progressing at every look. Below CPU_IDLE_SHARE of one CPU is no progress."""
+    first = job_progress.judge(None, 100.0, {"414:1": 1.60, "415:1": 1.59}, None, 60)
+    woke = job_progress.judge(first["keep"], 105.0, {"414:1": 1.60, "415:1": 1.60}, None, 60)
+    assert (woke["state"], woke["since"]) == ("quiet", 100.0)
+    later = job_progress.judge(woke["keep"], 165.0, {"414:1": 1.70, "415:1": 1.72}, None, 60)
+    assert (later["state"], later["since"]) == ("stalled", 100.0)
+    # a rank at 5 % of a CPU between the looks makes progress
+    assert (
+        job_progress.judge(woke["keep"], 165.0, {"414:1": 4.60, "415:1": 1.6}, None, 60)["state"]
+        == "progressing"
+    )
+
+
 def test_gpus_idle_since_the_first_idle_look_and_unreadable_is_unknown():
     busy_look = job_progress.judge(None, 100.0, {"7:1": 5}, False, 60)
     assert (busy_look["state"], busy_look["signal"]) == ("progressing", "gpu")
@@ -315,3 +331,21 @@ def test_a_look_not_of_its_shape_is_not_believed():
     assert stall.look_of(_registered("stalled", since="yesterday")) is None
     assert stall.look_of(_registered("stalled", since=1.0, at=float("inf"))) is None
     assert stall.stall(_jobs("status"), {"node1": _registered("stalled", since="x")})["stalled"] == {}
+
+
+def test_values_as_ansible_2_19_passes_them_tagged_are_believed():
+    """ansible-core 2.19 passes a variable's int and a module's float as tagged subclasses
+    (_AnsibleTaggedInt, _AnsibleTaggedFloat): the testbed's jobs.yml with -e
+    torchrun_launch_stall_after=5 failed, 'torchrun_launch_stall_after=5: whole seconds'."""
+    from ansible._internal._datatag._tags import Origin
+    from ansible.module_utils._internal._datatag import AnsibleTagHelper
+
+    def tagged(value):
+        return AnsibleTagHelper.tag(value, [Origin(description="extra vars")])
+
+    jobs = _jobs("status")
+    assert stall.progress_calls(jobs, "node1", {"present": False}, tagged(5))[0]["stall_after"] == 5
+    looks = {"node1": _registered("stalled", since=tagged(400.0), at=tagged(1000.0))}
+    assert stall.stall(jobs, looks)["stalled"] == {"node1": 400.0}
+    with pytest.raises(ValueError, match="torchrun_launch_stall_after="):
+        stall.progress_calls(jobs, "node1", {}, tagged(-5))

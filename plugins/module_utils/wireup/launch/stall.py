@@ -41,7 +41,10 @@ class StallPlan(TypedDict):
 
 def stall_after_errors(value) -> list[str]:
     """torchrun_launch_stall_after: whole seconds, 0 or more (an int, or its digits from -e)."""
-    if (type(value) is int and value >= 0) or (isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}", value)):
+    # isinstance, not type(): ansible-core 2.19 passes a variable's int as a subclass (tagged).
+    if (isinstance(value, int) and not isinstance(value, bool) and value >= 0) or (
+        isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}", value)
+    ):
         return []
     return [f"torchrun_launch_stall_after={value!r}: whole seconds, 0 or more (0: never call a run stalled)"]
 
@@ -78,7 +81,8 @@ def look_of(result: LookLoop) -> job_progress.Look | None:
 
 
 def _time(value) -> bool:
-    return type(value) in (int, float) and 0 <= value < 1e11
+    """A finite time (int or float, a tagged subclass of ansible-core 2.19's too; never a bool)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1e11
 
 
 def _utc(stamp: float) -> str:
