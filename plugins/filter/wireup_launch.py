@@ -7,7 +7,7 @@ a register's name through hostvars."""
 from __future__ import annotations
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import checks
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import wait
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import stall, wait
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import torchrun_launch
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
@@ -113,6 +113,17 @@ def wireup_launch_follow(plan, started, inventory_sources=()):
     return torchrun_launch.follow_lines(_plain(plan), lines, list(inventory_sources or []))
 
 
+def wireup_launch_progress_calls(jobs, host, *, gpu=None, stall_after=0):
+    """stall.progress_calls: ``host``'s wireup_job_progress arguments (none or one), on status."""
+    return stall.progress_calls(_plain(jobs), str(host), _plain(gpu), stall_after)
+
+
+def wireup_launch_stall(jobs, looks, *, stop=False, grace=15, check_mode=False):
+    """stall.stall: the run's stall from each host's registered wireup_job_progress loop
+    (``looks``: host -> result); with ``stop``, the stop argv for every host of the run."""
+    return stall.stall(_plain(jobs), _plain(looks), stop=bool(stop), grace=grace, check_mode=bool(check_mode))
+
+
 def wireup_results_path(root, *names):
     """root/names on the controller, each name checked and the path kept under root
     (checks.results_path): the fetch destinations of jobs' logs and summaries."""
@@ -145,6 +156,8 @@ class FilterModule:
             "wireup_launch_jobs_fetches": wireup_launch_jobs_fetches,
             "wireup_launch_jobs_summary": wireup_launch_jobs_summary,
             "wireup_launch_follow": wireup_launch_follow,
+            "wireup_launch_progress_calls": wireup_launch_progress_calls,
+            "wireup_launch_stall": wireup_launch_stall,
             "wireup_results_path": wireup_results_path,
             "wireup_launch_args": wireup_launch_args,
         }

@@ -462,6 +462,76 @@ def test_detached_job_with_a_failed_rank_ends_everywhere_and_status_names_the_no
         ), shown[node]
 
 
+# A job that blocks in a collective: every rank joins one all_reduce, then rank 0 sleeps before the
+# second while the others wait in it (gloo: a wait in the kernel, no CPU time).
+STALL_PROGRAM = """import os, time
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+value = torch.ones(1)
+dist.all_reduce(value)
+print(f"rank {rank} joined", flush=True)
+if rank == 0:
+    time.sleep(3600)
+dist.all_reduce(value)
+"""
+
+
+def test_a_job_blocked_in_a_collective_shows_stalled_and_the_option_stops_it(torch_nodes, tmp_path):
+    job = "it-stalled"
+    program = f"{BASE}/it_stall.py"
+    for node in NODES:
+        torch_nodes.ssh(node, f"cat > {program} <<'EOF'\n{STALL_PROGRAM}EOF\n")
+    extra = dict(
+        DETACHED, torchrun_launch_job=job, wireup_results_dir=str(tmp_path), torchrun_launch_program=program
+    )
+    result = run_playbook("launch.yml", torch_nodes.inventory, extra)
+    assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-3000:]}"
+    run_id = torch_nodes.ssh("node1", f"{BASE}/bin/wireup-jobctl latest {BASE}/jobs/{job}").stdout.strip()
+
+    def joined():
+        out = torch_nodes.ssh("node1", f"cat {BASE}/jobs/{job}/logs/{run_id}.log", check=False).stdout
+        return out.count(" joined") >= 2
+
+    assert busy.wait_until(joined, every=1), "the ranks never joined the first all_reduce"
+    stall = {"torchrun_launch_stall_after": 5}
+    first = run_playbook("jobs.yml", torch_nodes.inventory, dict(stall, torchrun_launch_job=job))
+    assert first.rc == 0, first.failure_messages()
+    shown = _said(first, "Jobs | Show this node's part of the run")
+    for node in NODES:
+        assert f"{node}: progress: first look at 2 rank(s); the next status compares with it" in shown[node]
+    # A wait for behaviour: each status look compares with the last; the stall shows once 5 s of
+    # the nodes' clocks passed without a rank's CPU time moving (the rank asleep and the ranks
+    # waiting in gloo alike).
+    looks = []
+
+    def stalled():
+        looks.append(run_playbook("jobs.yml", torch_nodes.inventory, dict(stall, torchrun_launch_job=job)))
+        lines = _said(looks[-1], "Jobs | Show this node's part of the run")
+        return all(any(f"{n}: stalled since " in x for x in lines.get(n, [])) for n in NODES)
+
+    assert busy.wait_until(stalled, every=1), looks[-1].stdout[-3000:]
+    [stands] = _said(looks[-1], STANDS).values()
+    assert stands[0] == f"job {job} run {run_id}: running on node1, node2, node3"
+    assert stands[-1].startswith(f"job {job} run {run_id}: stalled on node1, node2, node3 since ")
+    assert "torchrun_launch_stop_stalled=true" in stands[-1]
+    for node, state in _states(torch_nodes, job).items():
+        assert state["state"] == "running", (node, state)  # a look stops nothing unless asked
+        kept = json.loads(torch_nodes.ssh(node, f"cat {BASE}/jobs/{job}/runs/{run_id}/progress.json").stdout)
+        assert len(kept["ranks"]) == 2 and kept["quiet_since"] is not None
+
+    stop = dict(stall, torchrun_launch_job=job, torchrun_launch_stop_stalled=True)
+    stopped = run_playbook("jobs.yml", torch_nodes.inventory, stop)
+    assert stopped.rc == 0, stopped.failure_messages()
+    assert {h: stopped.stats["changed"][h] for h in NODES} == dict.fromkeys(NODES, 1)
+    for node, state in _states(torch_nodes, job).items():
+        assert state["state"] == "stopped", (node, state)
+        assert state["reason"].startswith("stalled: no progress on node1, node2, node3 since "), state
+        assert _tagged_processes(torch_nodes, node, job) == [], f"{node} still runs processes of {job}"
+
+
 def test_hosts_block_unsafe_writes_only_where_etc_hosts_is_a_mount(torch_nodes, tmp_path):
     """Container managers bind-mount /etc/hosts (a rename over it fails): there, and only there,
     the block is written in place. node3 gets a bind-mounted /etc/hosts for this test."""

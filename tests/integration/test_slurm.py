@@ -38,6 +38,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import history
 from tests import busy
 from tests.testbed import slurm as testbed_slurm
 from tests.testbed import stand_in_smi
@@ -395,6 +396,9 @@ def test_failed_node_is_drained_with_its_finding_and_the_job_runs_on_the_others(
         shown = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=busy.HANG_S).stdout
         assert re.search(r"State=\S*DRAIN", shown), shown
         assert f"Reason={reason} [" in shown, shown
+        # the drain is an event in node2's history on the controller (issue 37 item 4)
+        [event] = history.read(str(results), "node2")
+        assert (event["kind"], event["why"]) == ("drain", reason) and event["who"].startswith("controller:")
 
         # Launched again while node2's verdict is FAIL: node2 is drained for it already, nothing
         # runs scontrol update, nothing is reported changed for it.
@@ -414,6 +418,7 @@ def test_failed_node_is_drained_with_its_finding_and_the_job_runs_on_the_others(
         assert summary2["verdict"]["ok"] is True and summary2["drained"] == {"node2": reason}
         later = slurm_cluster.ssh("node1", "scontrol show node node2", timeout=busy.HANG_S).stdout
         assert re.search(r"State=IDLE\+DRAIN", later) and f"Reason={reason} [root@{when}]" in later, later
+        assert len(history.read(str(results), "node2")) == 1  # no drain again, no event again
     finally:
         slurm_cluster.ssh(
             "node1", "scontrol update NodeName=node2 State=RESUME", check=False, timeout=busy.HANG_S
@@ -721,7 +726,7 @@ def _repair(tb, extra=None):
     return result, plan, back
 
 
-def test_repair_returns_a_fixed_node_clears_a_job_drain_and_leaves_a_hand_drain_alone(health_check):
+def test_repair_returns_a_fixed_node_clears_a_job_drain_and_leaves_a_hand_drain_alone(health_check, tmp_path):
     """Issue 37 item 1 on the testbed's Slurm: node2 is drained by slurmd's health check for a NIC
     fault (wireup's [node_problem] hw/quick), node3 for a job's problem (wireup's [user_problem]
     reason), node1 by hand. The fault is removed; repair.yml's dry run says what it would do and
@@ -757,7 +762,13 @@ def test_repair_returns_a_fixed_node_clears_a_job_drain_and_leaves_a_hand_drain_
         assert all("dry run: -e repair_resume=true returns it" in line for line in back), back
         for node in NODES:
             assert "DRAIN" in _node_state(tb, node)[0]  # the dry run changed nothing
-        result, plan, back = _repair(tb, {"repair_resume": True})
+        results = tmp_path / "results"
+        result, plan, back = _repair(tb, {"repair_resume": True, "wireup_results_dir": str(results)})
+        # each return is an event in the node's history (issue 37 item 4); node1 has none
+        for node in ("node2", "node3"):
+            [event] = history.read(str(results), node)
+            assert event["kind"] == "return" and event["who"].startswith("controller:"), event
+        assert history.read(str(results), "node1") == []
         assert any(
             line.startswith("Repair: node2 (node2) returned to service (the quick check passes now")
             for line in back

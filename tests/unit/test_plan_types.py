@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import gpu_trial, node_check
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm, wait
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.launch import slurm, stall, wait
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import (
     bench,
     bench_fabric,
@@ -121,6 +121,8 @@ PLANS: dict[str, typing.Any] = {
     "__torchrun_launch_status": wait.WaitResult,
     "__torchrun_launch_sacct": wait.WaitResult,
     "__torchrun_launch_jobs": torchrun_launch.JobsPlan,
+    "__torchrun_launch_stall": stall.StallPlan,
+    "__torchrun_launch_progress": stall.LookLoop,  # wireup_job_progress in a loop of none or one
     "__torchrun_launch_verdict": (wait.Verdict, slurm.SlurmVerdict),
     "__verdict": slurm.SlurmVerdict,  # slurm_wait.yml's, before it is kept
     "__torchrun_launch_drain": slurm.LimitedDrain,

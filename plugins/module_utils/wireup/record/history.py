@@ -49,6 +49,33 @@ def event(host, kind, who, why, *, when=None) -> Event:
     }
 
 
+# What each kind's items (a plan's list) name the event's host and reason by: the drain step's
+# (slurm.DrainPlan's ``drain``: {host, node, reason, argv}) and repair's returns
+# (repair.ReturnPlan's ``resume``: {host, node, argv, why}).
+WHY_KEY = {"drain": "reason", "return": "why"}
+
+
+def who_of(user) -> str:
+    """``controller:USER`` for the controller's user; ValueError when the name is off the grammar
+    (a POSIX user name, at most 32 characters)."""
+    who = f"controller:{user}"
+    if not _WHO.fullmatch(who):
+        raise ValueError(f"history: the controller's user {str(user)[:40]!r} is not a user name")
+    return who
+
+
+def item_events(kind, items, who, *, when=None) -> list[Event]:
+    """One event per item of a plan's list (``items``: the drain step's drain, repair's resume),
+    for its ``host``, with its reason (WHY_KEY), all at ``when``; ValueError for a bad one
+    (event), before any is written."""
+    if kind not in WHY_KEY:
+        raise ValueError(f"history: events from a plan's items are of {sorted(WHY_KEY)}, not {kind!r}")
+    now = time.time() if when is None else when
+    return [
+        event(item.get("host"), kind, who, item.get(WHY_KEY[kind]) or "", when=now) for item in items or []
+    ]
+
+
 def write(results_dir, ev: Event) -> str:
     """Writes the event as results/history/HOST/TIME-SEQ-KIND.json (0640, exclusive: the next free
     SEQ when two events share a second); never rewrites one. Returns its path."""

@@ -30,7 +30,7 @@ from ..core import checks
 from ..judge.quick import CheckRun
 from ..probe import bench_output
 from ..probe.health import GpuFinding
-from ..record import host_record
+from ..record import history, host_record
 from ..render.prom import (  # the exposition format (render/prom.py); metrics.family and co. stay
     family,
     render,
@@ -271,10 +271,15 @@ def latest_record(results_dir, host):
     return None
 
 
-def controller_text(results_dir, host):
+def controller_text(results_dir, host, now=None):
     """node_text for ``host`` from the controller's store (its newest bench record, its part of
-    the newest fabric record: fabric.latest_fabric_of); '' when there is neither."""
-    return node_text(host, latest_record(results_dir, host), fabric.latest_fabric_of(results_dir, host))
+    the newest fabric record: fabric.latest_fabric_of), then its history's families (drains and
+    returns, issue 37: history.families at ``now``); '' when there is none of them."""
+    text = node_text(host, latest_record(results_dir, host), fabric.latest_fabric_of(results_dir, host))
+    events = history.read(results_dir, host) if checks.is_host_name(str(host)) else []
+    if not events:
+        return text
+    return text + render(history.families({host: events}, time.time() if now is None else now))
 
 
 # ------------------------------------------------------------------------------ the quick check
