@@ -176,7 +176,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_report
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import host_record
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate, host_record
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
@@ -233,6 +233,7 @@ def main():
     try:
         nodes = bench_report.store_nodes(p, _read)
         run_id, run_dir, records = host_record.store_run(p["results_dir"], p["run_id"], nodes, p["kind"])
+        gate.index_run(p["results_dir"], p["kind"], run_id, records)  # the store's index (issue 39)
         paths = assemble.write_report(run_dir, run_id, records)
     except (ValueError, OSError) as err:
         module.fail_json(msg=f"storing the bench run failed: {err}")
