@@ -116,6 +116,16 @@ options:
         (C(bench.yml --tags gpu_health) or C(gpu_trial)) get a record too. Empty when it did not run.
     type: dict
     default: {}
+  keep_days:
+    description:
+      - "Retention (issue 39, bench_keep_days): after the run is stored, remove host records of
+        C(RESULTS/bench) and C(RESULTS/quick) older than this many days that no reader needs (each
+        host's newest record per capability the launch gate judges, its newest passing bench record,
+        the 100 newest bench runs the GPU baselines read, and damaged records stay);
+        plugins/module_utils/wireup/record/retention.py. C(0) keeps every record. Reports and
+        a node's history are never removed."
+    type: int
+    default: 0
 attributes:
   check_mode:
     support: full
@@ -191,6 +201,11 @@ failed_hosts:
   type: list
   sample: ["node2"]
   elements: str
+removed:
+  description: How many old host records retention removed (I(keep_days); 0 when it is 0).
+  returned: success
+  type: int
+  sample: 0
 """
 
 import os
@@ -198,7 +213,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_report
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import host_record
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate, host_record, retention
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
@@ -233,6 +248,7 @@ ARGUMENT_SPEC = {
     "multi_node_skipped": {"type": "str", "default": ""},
     "secret_env": {"type": "list", "elements": "str", "default": [], "no_log": False},
     "gpu_trial": {"type": "dict", "default": {}},
+    "keep_days": {"type": "int", "default": 0},
 }
 
 
@@ -250,12 +266,15 @@ def main():
             verdicts={},
             summary=[],
             failed_hosts=[],
+            removed=0,
         )
     os.umask(results.RESULTS_UMASK)
     try:
         nodes = bench_report.store_nodes(p, _read)
         run_id, run_dir, records = host_record.store_run(p["results_dir"], p["run_id"], nodes, p["kind"])
+        gate.index_run(p["results_dir"], p["kind"], run_id, records)  # the store's index (issue 39)
         paths = assemble.write_report(run_dir, run_id, records)
+        removed = retention.apply(p["results_dir"], retention.plan(p["results_dir"], p["keep_days"]))
     except (ValueError, OSError) as err:
         module.fail_json(msg=f"storing the bench run failed: {err}")
     module.exit_json(
@@ -266,6 +285,7 @@ def main():
         verdicts={host: rec["verdict"] for host, rec in records.items()},
         summary=[assemble.summary_line(records[host]) for host in sorted(records)],
         failed_hosts=sorted(host for host, rec in records.items() if rec["verdict"] in results.FAILING),
+        removed=removed,
     )
 
 

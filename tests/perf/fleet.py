@@ -46,6 +46,7 @@ from ansible_collections.wireup.cluster.plugins.filter import wireup_fabric, wir
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import gpu_trial  # noqa: E402
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import gpujudge  # noqa: E402
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import node_check  # noqa: E402
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate  # noqa: E402
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.render import markdown  # noqa: E402
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble  # noqa: E402
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results  # noqa: E402
@@ -169,15 +170,19 @@ class Store:
 
 
 def _restamp(results_dir, kind, source_run, run_id):
-    """A copy of ``source_run``'s records as run ``run_id`` (the run id in each record rewritten):
-    the days between two stored runs, without judging each day again."""
+    """A copy of ``source_run``'s records as run ``run_id`` (the run id in each record rewritten),
+    entered in the store's index as the writer enters a run (gate.index_run): the days between two
+    stored runs, without judging each day again."""
     src, dst = (os.path.join(results_dir, kind, r) for r in (source_run, run_id))
     os.makedirs(dst)
     old, new = source_run.encode(), run_id.encode()
+    records = {}
     for name in os.listdir(src):
         if name.endswith(".json"):
-            data = pathlib.Path(src, name).read_bytes()
-            pathlib.Path(dst, name).write_bytes(data.replace(old, new))
+            data = pathlib.Path(src, name).read_bytes().replace(old, new)
+            pathlib.Path(dst, name).write_bytes(data)
+            records[name.removesuffix(".json")] = json.loads(data)
+    gate.index_run(results_dir, kind, run_id, records)
 
 
 def _store_day(store, day, *, calls=False):

@@ -5,6 +5,7 @@ written."""
 
 import copy
 import cProfile
+import gc
 import pathlib
 import pstats
 
@@ -395,3 +396,44 @@ def _peer_calls(hosts):
 def test_the_peer_judgement_is_linear_in_the_gpus():
     # Every GPU against every other was O(G^2): 4x the nodes made 16x the Python calls.
     assert _peer_calls(32) / _peer_calls(8) <= 4 * 1.125
+
+
+def _sections(hosts):
+    return {f"n{i}": gpujudge.prepare_node(f"n{i}", eight(f"{i:02d}"), {}, gpujudge.DEFAULT_SETTINGS)
+            for i in range(hosts)}  # fmt: skip
+
+
+def test_only_the_best_gpu_is_named_not_every_gpu_of_the_fleet(monkeypatch):
+    """The reference names its best GPU; naming every GPU (its UUID read, short_name) cost a third
+    of the step at 1,024 nodes (issue 39): the names made no longer grow with the fleet."""
+    named = []
+    real = gpujudge.short_name
+    monkeypatch.setattr(gpujudge, "short_name", lambda host, gpu: named.append(host) or real(host, gpu))
+    counts = []
+    for hosts in (8, 32):
+        sections = _sections(hosts)
+        named.clear()  # prepare_node names each GPU it finds below its spec: none here
+        gpujudge.judge_peers(sections, gpujudge.DEFAULT_SETTINGS)
+        counts.append(len(named))
+    assert counts[0] == counts[1] <= len(HEALTHY)
+    peer = sections["n1"]["gpus"][0]["figures"]["gemm_bf16_flops"]["peer"]
+    assert peer["best_gpu"] == real("n0", sections["n0"]["gpus"][0])  # all equal: the first is the best
+
+
+def test_the_peer_judgement_runs_with_the_cyclic_collector_paused_and_restores_it(monkeypatch):
+    """Each collection the judgement triggered walked the whole fleet's records (7x the CPU for 4x
+    the nodes at 1,024, issue 39): the collector is paused while it judges (seen from inside, by
+    the reference it computes per model and figure), on again after it, and a caller's paused
+    collector stays paused."""
+    seen = []
+    real = gpujudge.peer_reference
+    monkeypatch.setattr(gpujudge, "peer_reference", lambda *a: seen.append(gc.isenabled()) or real(*a))
+    gpujudge.judge_peers(_sections(4), gpujudge.DEFAULT_SETTINGS)
+    assert seen and not any(seen)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        gpujudge.judge_peers(_sections(2), gpujudge.DEFAULT_SETTINGS)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

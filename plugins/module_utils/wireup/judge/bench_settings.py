@@ -73,6 +73,9 @@ def _bench_number_errors(values: dict) -> list[str]:
         text = str(values.get(name, "")).strip()
         if name in values and (isinstance(values[name], bool) or not is_digits(text) or int(text) < 1):
             errors.append(f"{name}={values[name]!r} must be a whole number of at least 1")
+    keep = values.get("bench_keep_days")
+    if "bench_keep_days" in values and (isinstance(keep, bool) or not is_digits(str(keep).strip())):
+        errors.append(f"bench_keep_days={keep!r} must be a whole number of days >= 0 (0: keep every record)")
     warmup = values.get("bench_warmup_iterations")
     if "bench_warmup_iterations" in values and (
         isinstance(warmup, bool) or not is_digits(str(warmup).strip())

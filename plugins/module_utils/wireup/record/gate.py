@@ -27,17 +27,31 @@ judges each capability on its own:
   run whose answer from the node could not be judged, issue 35: host_record.damaged_record), nor one
   that is not where it says it is (another host's or run's) or of a run dated in the future
   (host_record.load_record): each refuses the host as DAMAGED.
+
+The gate walks a host's records through the store's index (issue 39, store/index.py): each record's
+summary (:func:`index_summary`: its verdict and the capabilities it judged) is kept beside the
+records, so a record is read whole only where the gate needs more than its summary (a FAIL's
+findings, a DAMAGED record's reason) or where the index does not hold it as it is on disk (a
+record written without the index, changed, or summarised under other rules: the fingerprint of
+_RULE_MODULES' source).
+Its answer is the one a walk over every record gives.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
+import inspect
+import os
+import sys
 from typing import TypedDict
 
 from ..capability import fabric, node_check
 from ..capability import registry as capability_registry
 from ..capability.registry import CAPABILITIES as REGISTRY
 from ..probe import gpuhealth
-from ..store import query
+from ..store import index, query
 from ..store import results as store
 from . import host_record
 
@@ -132,30 +146,85 @@ def _not_judged(host, kind, run_id, record, caps) -> Failure:
     return {"verdict": "DAMAGED", "kind": kind, "run_id": run_id, "capabilities": caps, "reason": reason}
 
 
+def index_summary(record, kind) -> dict:
+    """What the gate needs of a record to walk past it (the store's index keeps it): its verdict
+    and {capability: verdict} of each capability it judged (capability_verdicts, JUDGED only)."""
+    judged = {c: v for c, v in capability_verdicts(record, kind).items() if v in JUDGED}
+    return {"verdict": record.get("verdict"), "caps": judged}
+
+
+def _summary_ok(summary) -> bool:
+    """A summary read back from the index is index_summary's shape (else its record is read)."""
+    if not isinstance(summary, dict) or not isinstance(summary.get("verdict"), str):
+        return False
+    caps = summary.get("caps")
+    return isinstance(caps, dict) and all(c in CAPABILITIES and v in JUDGED for c, v in caps.items())
+
+
+# The modules whose rules a summary applies: the gate's walk and verdicts (this module), what each
+# capability measured and its own verdict (capability/registry.py's entries), the quick check's
+# verdict (capability/node_check.py). The index keeps their source's fingerprint, so a summary made
+# under other rules (wireup updated) is made again from its record: any change to these modules
+# rebuilds the index once, which costs one read of each record.
+_RULE_MODULES = (sys.modules[__name__], capability_registry, node_check)
+
+
+@functools.lru_cache(maxsize=1)
+def summarizer() -> index.Summarizer:
+    """The gate's side of the store's index: its rules' fingerprint (the source of _RULE_MODULES;
+    without a source to read, a fresh one per process: no index is trusted)."""
+    try:
+        text = "".join(inspect.getsource(module) for module in _RULE_MODULES) + repr((CAPABILITIES, JUDGED))
+        rules = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    except (OSError, TypeError):
+        rules = "unknown-" + os.urandom(8).hex()
+    return index.Summarizer(rules, index_summary, _summary_ok)
+
+
+def index_run(results_dir, kind, run_id, records) -> int:
+    """The writer's update of the store's index: each host's record of the run just stored
+    ({host: record}: host_record.store_run's) enters its host's index; how many were written."""
+    paths = {host: store.host_path(results_dir, run_id, host, kind) for host in records}
+    return index.add_run(results_dir, kind, run_id, records, paths=paths, summarizer=summarizer())
+
+
+def _stop(host, kind, run_id, caps, *, found, whole) -> Failure | None:
+    """The failure that ends the walk at this record: it cannot be read, or could not judge the
+    host (a DAMAGED record, read whole for its reason); None when the walk goes on."""
+    if isinstance(found, ValueError):
+        return _damaged(host, kind, run_id, found, caps)
+    if found["verdict"] == store.DAMAGED:
+        record = whole()
+        if isinstance(record, ValueError):
+            return _damaged(host, kind, run_id, record, caps)
+        return _not_judged(host, kind, run_id, record, caps)
+    return None
+
+
 def host_failures(results_dir, runs, host) -> list[Failure]:
-    """Why the gate refuses ``host`` ([] when it need not), reading ``runs`` (store_runs) newest
-    first until every capability has its newest record or a record cannot be read (each read whole:
-    host_record.read_host); a host name that cannot be a file name has no record ([])."""
+    """Why the gate refuses ``host`` ([] when it need not), walking ``runs`` (store_runs) newest
+    first until every capability has its newest record or a record cannot be read (each record's
+    summary from the store's index, read whole only for a FAIL's findings and where the index does
+    not hold it: query.summaries); a host name that cannot be a file name has no record ([])."""
     open_caps, failures = set(CAPABILITIES), []
-    for kind, run_id, _host, found in query.records(
-        results_dir, host_record.record_problem, GATE_KINDS, host=host, run_list=runs
-    ):
-        if not open_caps:
-            break
-        caps = [c for c in CAPABILITIES if c in open_caps]
-        if isinstance(found, store.DamagedRecord):
-            return [*failures, _damaged(host, kind, run_id, found, caps)]
-        if isinstance(found, ValueError):
-            return []
-        if found.get("verdict") == "DAMAGED":
-            return [*failures, _not_judged(host, kind, run_id, found, caps)]
-        verdicts = {
-            c: v for c, v in capability_verdicts(found, kind).items() if c in open_caps and v in JUDGED
-        }
-        open_caps -= set(verdicts)
-        failed = [c for c in CAPABILITIES if verdicts.get(c) == "FAIL"]
-        if failed:
-            failures.append(_failed(host, kind, run_id, found, failed))
+    walk = query.summaries(results_dir, host_record.record_problem, summarizer(), host, runs)
+    with contextlib.closing(walk):
+        for kind, run_id, found, whole in walk:
+            if not open_caps:
+                break
+            caps = [c for c in CAPABILITIES if c in open_caps]
+            stop = _stop(host, kind, run_id, caps, found=found, whole=whole)
+            if stop is not None:
+                return [*failures, stop]
+            verdicts = {c: v for c, v in found["caps"].items() if c in open_caps}
+            open_caps -= set(verdicts)
+            failed = [c for c in CAPABILITIES if verdicts.get(c) == "FAIL"]
+            if not failed:
+                continue
+            record = whole()
+            if isinstance(record, ValueError):
+                return [*failures, _damaged(host, kind, run_id, record, caps)]
+            failures.append(_failed(host, kind, run_id, record, failed))
     return failures
 
 

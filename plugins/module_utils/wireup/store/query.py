@@ -17,9 +17,13 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 
-from .results import host_path, list_runs, read_record, run_sort_key
+from . import index
+from .results import HOST_RE, DamagedRecord, host_path, list_runs, read_record, run_sort_key
 
 Found = tuple[str, str, str, "dict | ValueError"]
+# (kind, run id, the record's summary or the error reading it, the record whole: a call that
+# reads it when the summary came from the index)
+Summarized = tuple[str, str, "dict | ValueError", Callable[[], "dict | ValueError"]]
 
 
 def runs(results_dir, kinds=("bench",), *, before=None, now=None) -> list[tuple[str, str]]:
@@ -68,3 +72,67 @@ def records(
             found = _read(path_of, record_problem)
             if found is not None:
                 yield kind, run_id, name, found
+
+
+def _reader(path, record_problem, record=None) -> Callable[[], dict | ValueError]:
+    """A call that gives the record at ``path`` whole (read once, on the first call)."""
+    held = [] if record is None else [record]
+
+    def whole():
+        if not held:
+            found = _read(lambda: path, record_problem)
+            held.append(found if found is not None else DamagedRecord(f"{path}: removed while it was read"))
+        return held[0]
+
+    return whole
+
+
+def _summarized(path, kind, run_id, entries, *, record_problem, summarizer) -> Summarized | None:
+    """One run's record of the host, summarised: from its index entry while the file's signature
+    is the entry's, else read (a new entry in ``entries``); None when the host has none."""
+    sig = index.signature(path)
+    name = index.key(kind, run_id)
+    if sig is None:
+        entries.pop(name, None)
+        return None
+    held = entries.get(name)
+    if held is not None and held["sig"] == sig:
+        return kind, run_id, held["summary"], _reader(path, record_problem)
+    found = _read(lambda: path, record_problem)
+    if found is None:
+        return None
+    if isinstance(found, ValueError):
+        entries.pop(name, None)
+        return kind, run_id, found, lambda: found
+    summary = summarizer.summarize(found, kind)
+    entries[name] = {"sig": sig, "summary": summary}
+    return kind, run_id, summary, lambda: found
+
+
+def summaries(results_dir, record_problem, summarizer, host, run_list) -> Iterator[Summarized]:
+    """``host``'s records in ``run_list`` ((kind, run id), newest first: ``runs``), each as its
+    summary (index.Summarizer) from the store's index where the index still holds it, else read
+    whole (a damaged one yields its error); lazy, like ``records``: what the caller does not walk
+    to is not looked at. The host's index is rewritten when the walk found it stale (on close);
+    its entries of runs of these kinds that ``run_list`` does not name (removed) are dropped.
+    A host name that cannot be a file name has no records."""
+    if not HOST_RE.fullmatch(str(host)):
+        return
+    run_list = list(run_list)
+    entries = index.load(results_dir, host, summarizer)
+    before = dict(entries)
+    listed = {index.key(kind, run_id) for kind, run_id in run_list}
+    kinds = {f"{kind}/" for kind, _run in run_list}
+    for gone in [k for k in entries if k not in listed and k[: k.find("/") + 1] in kinds]:
+        del entries[gone]  # a run removed from the store (by hand, or by retention)
+    try:
+        for kind, run_id in run_list:
+            path = host_path(results_dir, run_id, host, kind)
+            found = _summarized(
+                path, kind, run_id, entries, record_problem=record_problem, summarizer=summarizer
+            )
+            if found is not None:
+                yield found
+    finally:
+        if entries != before:
+            index.save(results_dir, host, summarizer, entries)

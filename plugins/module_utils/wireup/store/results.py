@@ -2,7 +2,9 @@
 
 Layout: ``<results_dir>/bench/<run id>/<host>.json``, one folder per run, one JSON per host (a
 quick check's run, ``bench.yml --tags quick``: ``<results_dir>/quick/<run id>/<host>.json``, kind
-"quick" in each record; nothing here reads them as bench records: no baseline, no gate);
+"quick" in each record; nothing here reads them as bench records: no baseline, no gate; the
+store's index of each host's records, a cache the gate keeps: ``<results_dir>/index/<host>.json``,
+store/index.py);
 files are created exclusively, atomically (atomicfile) and never overwritten; strict JSON. Runs
 are ordered by their own time, the id's (``20261129T164455Z``, then ``-2``, ``-3`` ... when two runs
 start in the same second), the same order everywhere (run_sort_key); a run dated later than the
