@@ -75,7 +75,10 @@ progress:
       sample: 1796638862.1
     signal: {description: "C(gpu) or C(cpu): what decided", type: str, sample: cpu}
     ranks: {description: How many ranks were found, type: int, sample: 2}
-    at: {description: The look's time (seconds since the epoch, the node's clock), type: float, sample: 1796639462.3}
+    at:
+      description: The look's time (seconds since the epoch, the node's clock)
+      type: float
+      sample: 1796639462.3
 """
 
 import os
