@@ -11,10 +11,12 @@ description:
   - Finds the run's ranks (the processes whose environment holds the run's C(WIREUP_JOB_TAG) and a
     C(LOCAL_RANK) - torchrun's workers, not torchrun itself nor the run's watchdog) and reads their
     CPU time from C(/proc/PID/stat); on a node with GPUs (I(nvidia_smi) given) reads every GPU's
-    utilisation and power draw.
+    utilisation, power draw and limit, and memory utilisation.
   - Compares this look with the one kept by the last look in the run's folder
     (C(runs/RUN_ID/progress.json), written whole, never in check mode) and keeps this one there.
-    On a node with GPUs the run is quiet while every GPU is idle; elsewhere while no rank's CPU
+    On a node with GPUs the run is quiet while every GPU does no work (power at a quarter of its
+    limit or less, and utilisation at 5 % or less or memory utilisation at 1 % or less, since a rank
+    spinning in an NCCL collective reads 100 % utilisation); elsewhere while no rank's CPU
     time advances by more than 2 % of the time between the looks. Quiet for I(stall_after)
     seconds or more is C(stalled).
   - Changes nothing else; never stops the run (jobs.yml does, when asked).

@@ -60,7 +60,7 @@ def test_parse_stat_reads_cpu_ticks_after_the_names_last_paren():
     assert job_progress.parse_stat(busy_.replace(" 10 25 ", " x 25 ")) is None
 
 
-# --- nvidia-smi --query-gpu=index,utilization.gpu,power.draw,power.limit -----------------------
+# --- nvidia-smi --query-gpu=index,utilization.gpu,power.draw,power.limit,utilization.memory -----
 
 
 def _h200_rows() -> str:
@@ -72,8 +72,51 @@ def _h200_rows() -> str:
         util = gpu.findtext("utilization/gpu_util").split()[0]
         power = gpu.findtext("gpu_power_readings/instant_power_draw").split()[0]
         limit = gpu.findtext("gpu_power_readings/current_power_limit").split()[0]
-        rows.append(f"{index}, {util}, {power}, {limit}")
+        mem = gpu.findtext("utilization/memory_util").split()[0]
+        rows.append(f"{index}, {util}, {power}, {limit}, {mem}")
     return "\n".join(rows) + "\n"
+
+
+def _h100_samples() -> dict[str, str]:
+    """{sample tag: GPU_QUERY's row} from the real H100 capture (nvidia-smi --query-gpu with a header
+    and units, results/gpu-stall/capture.py on the lent H100 80GB HBM3, 2026-12-07): the GPU idle, a
+    matmul, and two ranks on GPU 0 (distinct NCCL_HOSTID, socket over lo) where rank 0 waits in
+    all_reduce for rank 1, which sleeps 30 s. The columns GPU_QUERY asks for, units stripped."""
+    text = (FIX / "h100" / "stall_capture_nvidia_smi.txt").read_text(encoding="utf-8")
+    samples, tag, header = {}, None, None
+    for line in text.splitlines():
+        if line.startswith("# "):
+            tag = line[2:].split(" t=")[0]
+        elif not line[:1].isdigit():  # a header: the GPUs' (index, ...) or the apps' (pid, ...)
+            header = [h.strip() for h in line.split(",")] if line.startswith("index,") else None
+        elif tag and header and line[:1].isdigit():
+            row = dict(zip(header, (f.strip().split(" ")[0] for f in line.split(","))))
+            cols = (
+                "index",
+                "utilization.gpu [%]",
+                "power.draw [W]",
+                "power.limit [W]",
+                "utilization.memory [%]",
+            )
+            samples[tag] = ", ".join(row[c] for c in cols) + "\n"
+    return samples
+
+
+def test_a_rank_blocked_in_an_nccl_collective_reads_busy_but_does_no_work():
+    samples = _h100_samples()
+    waits = [v for k, v in samples.items() if k.startswith("nccl wait")]
+    assert len(waits) == 8
+    for row in waits:  # utilisation 100 %: utilisation alone would call the hang progress
+        (parsed,) = job_progress.parse_gpu_load(row)
+        assert parsed["util"] == 100 and parsed["mem_util"] == 0 and parsed["power"] < 0.25 * parsed["limit"]
+        assert job_progress.gpus_idle([parsed]) is True
+    assert job_progress.gpus_idle(job_progress.parse_gpu_load(samples["idle sample 2"])) is True
+    busy = [v for k, v in samples.items() if k.startswith("busy matmul")]
+    # the first matmul sample came before the kernels started (0 %, 71 W): idle, as it was
+    assert [job_progress.gpus_idle(job_progress.parse_gpu_load(v)) for v in busy] == [True, False, False]
+    # a GPU at 100 % drawing little whose memory is read (a light kernel, not a spin) is working
+    (light,) = job_progress.parse_gpu_load(waits[0].replace(", 0\n", ", 9\n"))
+    assert job_progress.gpus_idle([light]) is False
 
 
 def test_an_idle_h200_is_idle_and_a_busy_one_is_not():
@@ -81,7 +124,7 @@ def test_an_idle_h200_is_idle_and_a_busy_one_is_not():
     assert [r["index"] for r in rows] == [0, 1]
     assert rows[0]["util"] == 0 and rows[0]["limit"] == 700.0
     assert job_progress.gpus_idle(rows) is True
-    busy_row = dict(rows[1], util=97.0)
+    busy_row = dict(rows[1], util=97.0, power=515.0, mem_util=9.0)  # the H100 matmul's figures
     assert job_progress.gpus_idle([rows[0], busy_row]) is False
     # a GPU at 0 % drawing half its limit (a kernel between samples) is not idle
     assert job_progress.gpus_idle([dict(rows[0], power=350.0)]) is False
@@ -93,10 +136,14 @@ def test_values_nvidia_smi_cannot_read_are_no_verdict():
     # The public captures' tokens ([N/A] on newer drivers, [Not Supported] on older: i3pystatus#776).
     na = (FIX / "public" / "gpu2gb_i3pystatus-776_query_gpu_noheader_na.txt").read_text()
     assert job_progress.parse_gpu_load(na) == []  # 7 fields: not this query's rows
-    rows = job_progress.parse_gpu_load("0, [N/A], [N/A], [N/A]\n1, 0, [Not Supported], [Not Supported]\n")
+    rows = job_progress.parse_gpu_load(
+        "0, [N/A], [N/A], [N/A], [N/A]\n1, 0, [Not Supported], [Not Supported], [Not Supported]\n"
+    )
     assert rows[0]["util"] is None and rows[1]["power"] is None
     assert job_progress.gpus_idle(rows) is None  # GPU0's utilisation unread: no verdict at all
     assert job_progress.gpus_idle(rows[1:]) is True  # no power reading: utilisation alone
+    # no power reading and 100 %: not idle, memory utilisation or not (the spin rule needs the power)
+    assert job_progress.gpus_idle([dict(rows[1], util=100.0, mem_util=0.0)]) is False
     assert job_progress.gpus_idle([]) is None
     assert job_progress.parse_gpu_load("NVIDIA-SMI has failed because it couldn't communicate\n") == []
 

@@ -5,10 +5,16 @@ in the run's folder (``runs/RUN_ID/progress.json``, written whole); ``judge`` co
 one kept before. No daemon: a run nobody looks at is not sampled, and a stall is seen from the
 second look on. The signal:
 
-- on a node with GPUs, utilisation and power of every GPU the run uses at idle
-  (``nvidia-smi --query-gpu=index,utilization.gpu,power.draw,power.limit
-  --format=csv,noheader,nounits``): a GPU is idle at ``GPU_UTIL_IDLE`` % or less and a power draw
-  at ``GPU_POWER_IDLE_SHARE`` of its limit or less (an H200 idles at 81 W of 700, 12 %);
+- on a node with GPUs, every GPU the run uses doing no work (``nvidia-smi
+  --query-gpu=index,utilization.gpu,power.draw,power.limit,utilization.memory
+  --format=csv,noheader,nounits``): a power draw at ``GPU_POWER_IDLE_SHARE`` of its limit or less,
+  and either utilisation at ``GPU_UTIL_IDLE`` % or less or memory utilisation at
+  ``GPU_MEM_UTIL_IDLE`` % or less. Utilisation alone cannot say it: a rank blocked in an NCCL
+  collective keeps a kernel spinning, so its GPU reads 100 % while it waits (measured on an H100
+  80GB HBM3, driver 580, NCCL 2.28.9, tests/fixtures/h100/stall_capture_nvidia_smi.txt: idle 0 %,
+  0 % memory, 71 W of 700; blocked in all_reduce 100 %, 0 % memory, 120 W, 17 %; a matmul 100 %,
+  9 % memory, 515-695 W; an H200 idles at 81 W, 12 %). Nor CPU time: that blocked rank used two
+  CPUs (4.05 CPU s in 2 s), NCCL's threads spin;
 - on a node without, no rank's CPU time (utime + stime of /proc/PID/stat) advancing by more than
   CPU_IDLE_SHARE of the time between two looks: a rank that waits in a gloo collective sleeps in
   the kernel but for a wake-up now and then (seen on the testbed: 1 tick of 10 ms in 5 s, 0.2 % of
@@ -24,9 +30,13 @@ import json
 import re
 from typing import TypedDict
 
-GPU_QUERY = ["--query-gpu=index,utilization.gpu,power.draw,power.limit", "--format=csv,noheader,nounits"]
+GPU_QUERY = [
+    "--query-gpu=index,utilization.gpu,power.draw,power.limit,utilization.memory",
+    "--format=csv,noheader,nounits",
+]
 GPU_UTIL_IDLE = 5  # %: a GPU with a kernel running shows far more
-GPU_POWER_IDLE_SHARE = 0.25  # of the power limit: idle boards draw 10-15 % of it
+GPU_MEM_UTIL_IDLE = 1  # %: a kernel that spins in a collective reads no memory (0 %); a matmul 9 %
+GPU_POWER_IDLE_SHARE = 0.25  # of the power limit: idle boards draw 10-15 %, a spinning wait 17 %
 CPU_IDLE_SHARE = 0.02  # of one CPU between two looks: a waiting rank's wake-ups stay far below it
 NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 STATE_MAX_BYTES = 65536
@@ -40,6 +50,7 @@ class GpuLoad(TypedDict):
     util: float | None
     power: float | None
     limit: float | None
+    mem_util: float | None
 
 
 class Sample(TypedDict):
@@ -65,28 +76,32 @@ def _number(field: str) -> float | None:
 
 
 def parse_gpu_load(text: str) -> list[GpuLoad]:
-    """Rows of GPU_QUERY's output. A row with fewer or more than 4 fields, or whose index is not a
+    """Rows of GPU_QUERY's output. A row with fewer or more than 5 fields, or whose index is not a
     whole number, is skipped; a value nvidia-smi could not read is None."""
     rows: list[GpuLoad] = []
     for line in (text or "").splitlines():
         fields = [f.strip() for f in line.split(",")]
-        if len(fields) != 4 or not fields[0].isdigit():
+        if len(fields) != 5 or not fields[0].isdigit():
             continue
-        util, power, limit = (_number(f) for f in fields[1:])
-        rows.append({"index": int(fields[0]), "util": util, "power": power, "limit": limit})
+        util, power, limit, mem_util = (_number(f) for f in fields[1:])
+        rows.append(
+            {"index": int(fields[0]), "util": util, "power": power, "limit": limit, "mem_util": mem_util}
+        )
     return rows
 
 
 def gpu_idle(row: GpuLoad) -> bool | None:
-    """Whether one GPU is idle: utilisation at GPU_UTIL_IDLE % or less and, where the board reports
-    its power, a draw at GPU_POWER_IDLE_SHARE of its limit or less. None: utilisation unread."""
+    """Whether one GPU does no work: a draw at GPU_POWER_IDLE_SHARE of its limit or less (where the
+    board reports its power), and utilisation at GPU_UTIL_IDLE % or less or, a kernel spinning in
+    a collective, memory utilisation at GPU_MEM_UTIL_IDLE % or less. None: utilisation unread."""
     if row["util"] is None:
         return None
-    if row["util"] > GPU_UTIL_IDLE:
+    if row["power"] is not None and row["limit"] and row["power"] > GPU_POWER_IDLE_SHARE * row["limit"]:
         return False
-    if row["power"] is None or not row["limit"]:
-        return True  # boards without power readings (GB10: [N/A]) are judged by utilisation
-    return row["power"] <= GPU_POWER_IDLE_SHARE * row["limit"]
+    if row["util"] <= GPU_UTIL_IDLE:
+        return True  # boards without power readings (GB10: [N/A]) are judged by utilisation alone
+    spinning = row["mem_util"] is not None and row["mem_util"] <= GPU_MEM_UTIL_IDLE
+    return spinning and row["power"] is not None and bool(row["limit"])
 
 
 def gpus_idle(rows: list[GpuLoad], indices=None) -> bool | None:
