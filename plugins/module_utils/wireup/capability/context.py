@@ -5,8 +5,8 @@ torch.py, stepcost.py, ...) and record/host_record.py, which builds the Judging 
 from __future__ import annotations
 
 import dataclasses
-import math
 
+from ..core import checks
 from ..judge import bandwidth
 
 
@@ -21,9 +21,9 @@ def number_problem(value, where):
     """'' for None or a finite number, else what is wrong with value at where."""
     if value is None:
         return ""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not checks.is_number(value):
         return f"{where} is {type_name(value)}, not a number"
-    if not math.isfinite(value):
+    if not checks.is_finite_number(value):
         return f"{where} is {value}, not a finite number"
     return ""
 

@@ -29,10 +29,9 @@ not finite numbers or implausible (gpujudge/gpuspec) is never one either.
 from __future__ import annotations
 
 import json
-import math
 from typing import TypedDict
 
-from ..core import shape
+from ..core import checks, shape
 from ..judge import gpuspec
 from ..probe import dcgm, gpuhealth, health
 
@@ -133,7 +132,7 @@ def entry_problem(entry):
         median = (figure or {}).get("median") if isinstance(figure, dict) else "?"
         if median is None:
             continue
-        if isinstance(median, bool) or not isinstance(median, (int, float)) or not math.isfinite(median):
+        if not checks.is_finite_number(median):
             return f"figures.{name}.median is {median!r}, not a finite number"
         if median < 0 or ((figure.get("spec") or {}).get("implausible")):
             return f"figures.{name}.median {median!r} is implausible"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import TypedDict
 
-from ..core import shape
+from ..core import checks, shape
 from ..judge import quick
 from ..probe.health import finding
 
@@ -67,7 +67,7 @@ def one_line(value):
 
 
 def _number(value):
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return value if checks.is_number(value) else None
 
 
 def _problems(given):

@@ -82,7 +82,7 @@ def look_of(result: LookLoop) -> job_progress.Look | None:
 
 def _time(value) -> bool:
     """A finite time (int or float, a tagged subclass of ansible-core 2.19's too; never a bool)."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1e11
+    return checks.is_number(value) and 0 <= value < 1e11
 
 
 def _utc(stamp: float) -> str:
