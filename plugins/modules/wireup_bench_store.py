@@ -137,6 +137,8 @@ attributes:
     support: full
     platforms: posix
     description: The controller, where the results store is.
+extends_documentation_fragment:
+  - wireup.cluster.attributes
 author: wireup maintainers (@wireup)
 """
 

@@ -47,6 +47,8 @@ attributes:
     support: full
     platforms: posix
     description: POSIX hosts.
+extends_documentation_fragment:
+  - wireup.cluster.attributes
 author: wireup maintainers (@wireup)
 """
 

@@ -29,16 +29,13 @@ options:
     type: int
     default: 65536
 attributes:
-  check_mode:
-    support: full
-    description: Only reads; the same in check mode.
-  diff_mode:
-    support: none
-    description: Writes no diff.
   platform:
     support: full
     platforms: posix
     description: POSIX hosts.
+extends_documentation_fragment:
+  - wireup.cluster.attributes
+  - wireup.cluster.attributes.read_only
 author: wireup maintainers (@wireup)
 """
 

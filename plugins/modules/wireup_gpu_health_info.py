@@ -45,16 +45,13 @@ options:
     type: bool
     default: true
 attributes:
-  check_mode:
-    support: full
-    description: Only reads; the same in check mode.
-  diff_mode:
-    support: none
-    description: Writes no diff.
   platform:
     support: full
     platforms: linux
     description: Linux GPU nodes (it reads nvidia-smi, /proc and /sys).
+extends_documentation_fragment:
+  - wireup.cluster.attributes
+  - wireup.cluster.attributes.read_only
 author: wireup maintainers (@wireup)
 """
 

@@ -49,16 +49,13 @@ notes:
   - Commands run as argv lists with C(LC_ALL=C). Without root, dmesg may be refused and lspci hides
     ACS capabilities; the result then says so (C(kernel_log.readable), C(acs.readable)).
 attributes:
-  check_mode:
-    support: full
-    description: Only reads; the same in check mode.
-  diff_mode:
-    support: none
-    description: Writes no diff.
   platform:
     support: full
     platforms: linux
     description: Linux GPU nodes (it reads nvidia-smi, /proc and /sys).
+extends_documentation_fragment:
+  - wireup.cluster.attributes
+  - wireup.cluster.attributes.read_only
 author: wireup maintainers (@wireup)
 """
 

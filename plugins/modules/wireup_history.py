@@ -33,13 +33,12 @@ attributes:
   check_mode:
     support: full
     description: Checks every event and writes none in check mode.
-  diff_mode:
-    support: none
-    description: Writes no diff.
   platform:
     support: full
     platforms: posix
     description: The controller's results folder, on any POSIX host.
+extends_documentation_fragment:
+  - wireup.cluster.attributes
 author: wireup maintainers (@wireup)
 """
 

@@ -41,13 +41,12 @@ attributes:
   check_mode:
     support: full
     description: Looks and judges in check mode too, but keeps no look (progress.json is not written).
-  diff_mode:
-    support: none
-    description: Writes no diff.
   platform:
     support: full
     platforms: linux
     description: Reads C(/proc); Linux nodes.
+extends_documentation_fragment:
+  - wireup.cluster.attributes
 author: wireup maintainers (@wireup)
 """
 

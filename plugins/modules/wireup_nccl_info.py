@@ -38,16 +38,13 @@ options:
     description: An nccl-tests build directory whose stamp (wireup-build.stamp) and all_reduce_perf to report.
     type: path
 attributes:
-  check_mode:
-    support: full
-    description: Only reads; the same in check mode.
-  diff_mode:
-    support: none
-    description: Writes no diff.
   platform:
     support: full
     platforms: linux
     description: Linux nodes (it reads nccl.h, the NCCL libraries and the CUDA toolkit's files).
+extends_documentation_fragment:
+  - wireup.cluster.attributes
+  - wireup.cluster.attributes.read_only
 author: wireup maintainers (@wireup)
 """
 

@@ -20,16 +20,13 @@ options:
     type: path
     default: /
 attributes:
-  check_mode:
-    support: full
-    description: Only reads; the same in check mode.
-  diff_mode:
-    support: none
-    description: Writes no diff.
   platform:
     support: full
     platforms: linux
     description: Linux nodes (it reads /sys/class/net, /sys/class/infiniband and /proc/modules).
+extends_documentation_fragment:
+  - wireup.cluster.attributes
+  - wireup.cluster.attributes.read_only
 author: wireup maintainers (@wireup)
 """
 

@@ -61,13 +61,12 @@ attributes:
   check_mode:
     support: full
     description: It only looks.
-  diff_mode:
-    support: none
-    description: Writes no diff.
   platform:
     support: full
     platforms: posix
     description: POSIX hosts.
+extends_documentation_fragment:
+  - wireup.cluster.attributes
 author: wireup maintainers (@wireup)
 """
 
