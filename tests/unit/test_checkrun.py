@@ -104,7 +104,7 @@ def test_the_bundle_is_deterministic_and_refuses_an_odd_interpreter(tmp_path):
 
 
 def test_every_module_of_the_bundle_imports_with_the_standard_library_alone(tmp_path):
-    """The zip holds the whole package as the top-level ``wireup``: each module imports there under
+    """The zip holds the modules wireup-check imports as the top-level ``wireup``: each imports there under
     ``python3 -S -I`` (no site-packages: no ansible, no packaging), so none imports the collection's
     name or a third-party module at module level (the collection's own rule, and what a node has)."""
     exe = tmp_path / "wireup-check"
@@ -115,6 +115,8 @@ def test_every_module_of_the_bundle_imports_with_the_standard_library_alone(tmp_
         if n.startswith("wireup/")
     )
     assert {"check.run", "judge.quick", "report.metrics", "launch.slurm"} <= set(names)
+    # ... and only what wireup-check imports: the report, the gate, the plans stay on the controller.
+    assert not {"report.assemble", "record.gate", "plans.preflight", "plans.torchrun_launch"} & set(names)
     # -I ignores PYTHONPATH: the zip goes on sys.path as the node's __main__ finds it.
     code = "import importlib, sys; [importlib.import_module('wireup.' + n) for n in sys.argv[2:]]"
     code = f"import sys; sys.path.insert(0, sys.argv[1]); {code}"

@@ -1,5 +1,5 @@
-"""wireup-check as one executable file: a zip of this package (Python's zipapp format) with the
-node's python3 as its interpreter line. The node_check role builds it on the controller and copies
+"""wireup-check as one executable file: a zip (Python's zipapp format) of the modules of this
+package it imports, with the node's python3 as its interpreter line. The node_check role builds it on the controller and copies
 it to every node, so the check runs the same parsers as the controller (one rule in one place)
 with the standard library only.
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import modulefinder
 import os
 import re
 import sys
@@ -30,15 +31,28 @@ FIXED_DATE = (1980, 1, 1, 0, 0, 0)
 INTERPRETER = re.compile(r"/[A-Za-z0-9._/+-]{1,255}")
 
 
+def needed(package=PACKAGE) -> list[str]:
+    """The package's files wireup-check imports: check/run.py and, at any depth, what it imports
+    (inside functions too: the standard library's modulefinder reads each module's bytecode), with
+    their packages' __init__.py; paths relative to the package, sorted. The report, the gate and
+    the plans stay on the controller."""
+    top = os.path.basename(package)
+    finder = modulefinder.ModuleFinder(path=[os.path.dirname(package)])
+    finder.import_hook(f"{top}.check.run")
+    return sorted(
+        os.path.relpath(module.__file__, package)
+        for name, module in finder.modules.items()
+        if (name == top or name.startswith(top + ".")) and module.__file__
+    )
+
+
 def sources(package=PACKAGE):
-    """{name in the zip: text} of the package's modules (wireup/PACKAGE/NAME.py) and __main__.py."""
+    """{name in the zip: text} of the modules wireup-check needs (wireup/PACKAGE/NAME.py) and
+    __main__.py."""
     out = {"__main__.py": MAIN}
-    for folder, dirs, names in os.walk(package):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(n for n in names if n.endswith(".py")):
-            path = os.path.join(folder, name)
-            with open(path, encoding="utf-8") as handle:
-                out["wireup/" + os.path.relpath(path, package).replace(os.sep, "/")] = handle.read()
+    for relative in needed(package):
+        with open(os.path.join(package, relative), encoding="utf-8") as handle:
+            out["wireup/" + relative.replace(os.sep, "/")] = handle.read()
     return out
 
 
