@@ -117,7 +117,10 @@ def test_the_module_extends_the_shared_attributes_and_repeats_none(path):
 def test_a_repeated_attribute_is_named():
     known = fragments()
     doc = {
-        "extends_documentation_fragment": ["wireup.cluster.attributes", "wireup.cluster.attributes.read_only"],
+        "extends_documentation_fragment": [
+            "wireup.cluster.attributes",
+            "wireup.cluster.attributes.read_only",
+        ],
         "attributes": {
             "check_mode": {"support": "full", "description": "Only reads; the same in check mode."},
             "diff_mode": {"support": "none", "description": "Writes no diff of the files it writes."},

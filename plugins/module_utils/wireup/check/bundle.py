@@ -1,7 +1,7 @@
 """wireup-check as one executable file: a zip (Python's zipapp format) of the modules of this
-package it imports, with the node's python3 as its interpreter line. The node_check role builds it on the controller and copies
-it to every node, so the check runs the same parsers as the controller (one rule in one place)
-with the standard library only.
+package it imports, with the node's python3 as its interpreter line. The node_check role builds it
+on the controller and copies it to every node, so the check runs the same parsers as the
+controller (one rule in one place) with the standard library only.
 
 The bytes depend on the package's sources and the interpreter line only (entries sorted, fixed
 dates and modes), so copying it again reports no change until wireup itself changes.
