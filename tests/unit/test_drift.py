@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from ansible_collections.wireup.cluster.plugins.filter import wireup_drift
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import drift, registry
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import shape
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_report
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import drift as probe_drift
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import node
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate, host_record
@@ -266,3 +267,35 @@ def test_the_registry_declares_drift_outside_the_gate():
     assert "drift" not in registry.names() and "drift" not in gate.CAPABILITIES
     assert registry.empty_dropped() == frozenset({"drift"})
     assert "drift" not in gate.measured({"verdict": "FAIL"}, "bench")
+
+
+# ---------------------------------------------------------------- the bench's store: the seam
+def test_the_bench_store_attaches_the_runs_drift_and_the_records_and_report_show_it():
+    """bench_report.store_nodes (wireup_bench_store's first step) with each host's wireup_node:
+    the host records host_record.store_run writes carry the part, the odd host its warning, and
+    the report part names it; a lost host and a run without facts get none."""
+    facts = fleet(3)
+    facts["gpu-a02"]["driver"]["branch"], facts["gpu-a02"]["driver"]["version"] = "570", "570.195.03"
+    facts["lost"] = h200_facts()
+    params = {
+        "nodes": {h: good_node() for h in ("gpu-a01", "gpu-a02", "gpu-a03")},
+        "thresholds": {
+            "pass_ratio": 0.9,
+            "warn_ratio": 0.8,
+            "min_bytes": 0,
+            "tolerance": 0.1,
+            "torch_goal": 0.5,
+        },
+        "lost": {"lost": "UNREACHABLE! ssh"},
+        "node_facts": facts,
+    }
+    nodes = bench_report.store_nodes(params, lambda path: "")
+    assert "drift" not in nodes["lost"]
+    records = {h: host_record.build_record(h, RUN, n) for h, n in nodes.items() if h != "lost"}
+    assert set(records["gpu-a02"]["drift"]["outliers"]) == {"driver", "driver_branch"}
+    codes = [f["code"] for f in records["gpu-a02"]["findings"]]
+    assert "drift_driver" in codes and "drift_driver_branch" in codes
+    _, rows = drift.report_sections(records)[2][1]
+    assert [r[0] for r in rows] == ["driver", "driver_branch"] and rows[1][3] == "gpu-a02: 570"
+    without = bench_report.store_nodes(dict(params, node_facts={}), lambda path: "")
+    assert all("drift" not in n for n in without.values())
