@@ -299,3 +299,19 @@ def test_the_bench_store_attaches_the_runs_drift_and_the_records_and_report_show
     assert [r[0] for r in rows] == ["driver", "driver_branch"] and rows[1][3] == "gpu-a02: 570"
     without = bench_report.store_nodes(dict(params, node_facts={}), lambda path: "")
     assert all("drift" not in n for n in without.values())
+
+
+def test_the_testbeds_three_nodes_as_wireup_node_facts_answered_with_a_plugin_on_node3():
+    """The module's own answer on the testbed (tests/fixtures/testbed/README.md): node3's empty
+    libnccl-net.so is the one outlier and the refusal; every other field agrees."""
+    facts = json.loads(
+        (ROOT / "fixtures" / "testbed" / "wireup_node_debian12_three_nodes_plugin_on_node3.json").read_text()
+    )
+    table = drift.table_of_facts(facts)
+    [plugin] = drift.differing(table)
+    assert plugin["field"] == "nccl_net_plugin" and plugin["outliers"] == {"node3": "libnccl-net.so"}
+    assert plugin["majority"] == "none" and plugin["unknown"] == []
+    [message] = drift.launch_refusals(facts)
+    assert message.startswith(
+        "the nodes differ in nccl_net_plugin (none on node1, node2; libnccl-net.so on node3)"
+    )
