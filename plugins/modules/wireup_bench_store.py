@@ -116,6 +116,14 @@ options:
         (C(bench.yml --tags gpu_health) or C(gpu_trial)) get a record too. Empty when it did not run.
     type: dict
     default: {}
+  node_facts:
+    description:
+      - "Each host's C(wireup_node) (preflight's fact), C({HOST: wireup_node}): the run's drift across
+        the hosts (docs/drift.md) puts each host's values and where it differs from the majority in its
+        record's C(drift) part, a warning finding per field it differs in, and the report's drift table.
+        Empty: no drift part."
+    type: dict
+    default: {}
   keep_days:
     description:
       - "Retention (issue 39, bench_keep_days): after the run is stored, remove host records of
@@ -250,6 +258,7 @@ ARGUMENT_SPEC = {
     "multi_node_skipped": {"type": "str", "default": ""},
     "secret_env": {"type": "list", "elements": "str", "default": [], "no_log": False},
     "gpu_trial": {"type": "dict", "default": {}},
+    "node_facts": {"type": "dict", "default": {}},
     "keep_days": {"type": "int", "default": 0},
 }
 

@@ -98,8 +98,11 @@ ansible_facts:
           type: dict
           sample: {"machine": "x86_64", "deb": "amd64", "cuda": "x86_64"}
         gpu:
-          description: C({present, pci_count, count, models, compute_capabilities, nvidia_smi, ...}); GPUs
-            counted on the PCI bus (vendor 10de), nvidia-smi adds the rest.
+          description: C({present, pci_count, count, models, compute_capabilities, nvidia_smi, devices, ...});
+            GPUs counted on the PCI bus (vendor 10de), nvidia-smi adds the rest. Each of C(devices) also
+            holds
+            C(vbios), C(persistence_mode), C(ecc_mode) and C(mig_mode) (empty for N/A; absent when
+            nvidia-smi refuses those columns), which the fleet's drift compares.
           type: dict
           sample:
             present: true
@@ -123,8 +126,11 @@ ansible_facts:
             home: /usr/local/cuda
             nvcc: /usr/local/cuda/bin/nvcc
         nccl:
-          description: C({version, package, source, packages}) of the system NCCL (dpkg, else nccl.h);
-            C(packages) maps libnccl2 and libnccl-dev, where dpkg has them installed, to C({version, held}).
+          description: C({version, package, source, packages, net_plugins}) of the system NCCL (dpkg, else
+            nccl.h); C(packages) maps libnccl2 and libnccl-dev, where dpkg has them installed, to
+            C({version, held});
+            C(net_plugins) the NCCL net plugin files (libnccl-net*.so) where NCCL's dlopen finds them
+            (LD_LIBRARY_PATH, /etc/ld.so.conf, the default folders).
           type: dict
           sample:
             version: 2.28.9
@@ -134,6 +140,7 @@ ansible_facts:
               libnccl2:
                 version: 2.28.9-1+cuda13.0
                 held: true
+            net_plugins: []
         network:
           description: C({interface, address}) of the cluster network.
           type: dict
@@ -143,6 +150,10 @@ ansible_facts:
           type: list
           sample: ["mlx5_0", "mlx5_1"]
           elements: str
+        infiniband_fw:
+          description: C({device, firmware}) from /sys/class/infiniband/DEVICE/fw_ver ({} without InfiniBand).
+          type: dict
+          sample: {"mlx5_0": "28.39.1002"}
         disk:
           description: C({path, free_mb}) of the filesystem holding venv_path.
           type: dict
@@ -181,7 +192,7 @@ import sys
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import apt
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import node
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import drift, node
 
 QUERY_FIELDS = ["index", "name", "uuid", "pci.bus_id", "compute_cap", "memory.total", "driver_version"]
 SIOCGIFADDR = 0x8915
@@ -238,21 +249,28 @@ def _secure_boot():
     return None
 
 
-def _gpu_facts(module):
-    pci = node.classify_pci_devices(_pci_devices())
-    smi = module.get_bin_path("nvidia-smi")
-    inventory, smi_error = [], ""
-    if smi:
-        cmd = [smi, "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits"]
+def _query_gpus(module, smi):
+    """nvidia-smi's inventory with the drift columns (probe/drift.py); an nvidia-smi that refuses
+    them is asked again without (the drift fields are then unknown). (rows, error)."""
+    rc, out, err = 1, "", ""
+    for fields in (QUERY_FIELDS + list(drift.GPU_QUERY.values()), QUERY_FIELDS):
+        cmd = [smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"]
         rc, out, err = module.run_command(cmd, environ_update={"LC_ALL": "C"})
         if rc == 0:
             try:
-                inventory = node.parse_gpu_inventory(out, QUERY_FIELDS)
+                return node.parse_gpu_inventory(out, fields), ""
             except ValueError as exc:
-                smi_error = str(exc)
-        else:
-            smi_error = (out + err).strip().splitlines()[0] if (out + err).strip() else f"rc={rc}"
+                return [], str(exc)
+    return [], (out + err).strip().splitlines()[0] if (out + err).strip() else f"rc={rc}"
+
+
+def _gpu_facts(module):
+    pci = node.classify_pci_devices(_pci_devices())
+    smi = module.get_bin_path("nvidia-smi")
+    inventory, smi_error = _query_gpus(module, smi) if smi else ([], "")
     gpu = node.summarize_gpus(pci, inventory)
+    for device, row in zip(gpu["devices"], inventory, strict=True):
+        device.update(drift.device_modes(row))
     gpu["nvidia_smi"] = smi or ""
     gpu["nvidia_smi_error"] = smi_error
     return gpu, inventory
@@ -326,6 +344,23 @@ def _nccl_facts(module, cuda_home):
     return {"version": "", "package": "", "source": "", "packages": packages}
 
 
+def _net_plugins():
+    """The NCCL net plugin files where NCCL's dlopen finds them (probe/drift.py's folders)."""
+    confs = [
+        _read(path) or "" for path in ["/etc/ld.so.conf", *sorted(glob.glob("/etc/ld.so.conf.d/*.conf"))]
+    ]
+    names = []
+    for folder in drift.net_plugin_dirs(confs, os.environ.get("LD_LIBRARY_PATH", "")):
+        names.extend(os.path.basename(path) for path in glob.glob(os.path.join(folder, "libnccl-net*.so*")))
+    return drift.net_plugin_names(names)
+
+
+def _ib_firmware():
+    listed = os.listdir("/sys/class/infiniband") if os.path.isdir("/sys/class/infiniband") else []
+    devices = [dev for dev in listed if drift.is_ib_device(dev)]
+    return drift.ib_firmware({dev: _read(f"/sys/class/infiniband/{dev}/fw_ver") for dev in devices})
+
+
 def _network_facts(interface, address):
     if not interface:
         routes_text = _read("/proc/net/route") or ""
@@ -370,11 +405,12 @@ def main():
         "gpu": gpu,
         "driver": _driver_facts(inventory),
         "cuda": _cuda_facts(module, params["cuda_home"]),
-        "nccl": _nccl_facts(module, params["cuda_home"]),
+        "nccl": dict(_nccl_facts(module, params["cuda_home"]), net_plugins=_net_plugins()),
         "network": _network_facts(params["interface"], params["address"]),
         "infiniband": sorted(os.listdir("/sys/class/infiniband"))
         if os.path.isdir("/sys/class/infiniband")
         else [],
+        "infiniband_fw": _ib_firmware(),
         "disk": {"path": disk_path, "free_mb": free_mb},
         "secure_boot": _secure_boot(),
         # As setup's hostname fact: the node name up to the first dot.

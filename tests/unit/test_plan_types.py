@@ -110,6 +110,7 @@ PLANS: dict[str, typing.Any] = {
     "__bench_report_store": bench_report.StoreAnswer,
     # launch.yml, torchrun_launch
     "__wireup_launch_failed": dict[str, str],  # {host: why launch refuses it} (gate.refusals)
+    "__wireup_launch_drift": ERRORS,  # why launch.yml refuses the nodes' drift (drift.launch_refusals)
     "__torchrun_launch_watchdog_key": str,
     "__torchrun_launch_node": torchrun_launch.NodeFacts,
     "__torchrun_launch_plan": torchrun_launch.JobPlan,

@@ -23,7 +23,17 @@ from collections.abc import Callable
 
 from ..judge.bench_settings import bench_errors
 from ..judge.gpu_trial_settings import settings_errors as gpu_trial_errors
-from . import gpu_trial, gpu_trial_report, links, node_check, stepcost, stepcost_report, torch, torch_report
+from . import (
+    drift,
+    gpu_trial,
+    gpu_trial_report,
+    links,
+    node_check,
+    stepcost,
+    stepcost_report,
+    torch,
+    torch_report,
+)
 
 # What a record part's own verdict may be (a GPU trial's; N/A is no verdict of the gate's).
 PART_VERDICTS = ("PASS", "WARN", "FAIL", "N/A")
@@ -44,7 +54,9 @@ class Capability:
     measured(record, kind) -> bool: the gate's rule, whether a record of this kind measured it;
     verdict(record) -> str | None: the verdict its part gives itself (None: the record's counts);
     preflight(values) -> [error]: its role's settings rule, given the variables with ``prefix``;
-    prefix: its role's variable prefix ('bench_': the bench role's, whose rule links holds).
+    prefix: its role's variable prefix ('bench_': the bench role's, whose rule links holds);
+    keep_empty: whether a record keeps the part when its section made none ({}); False for a part
+        that only some runs judge (drift), so the records of the others stay as they were.
     """
 
     name: str
@@ -57,6 +69,7 @@ class Capability:
     verdict: Callable | None = None
     preflight: Callable | None = None
     prefix: str = ""
+    keep_empty: bool = True
 
 
 def _bench_part(part):
@@ -157,17 +170,35 @@ CAPABILITIES = (
         # (node_check_*, slurm_health_check_*): preflight runs it after launch's blast radius rule.
         prefix="node_check_",
     ),
+    # Drift across the run's nodes (issue 37 item 5): judged across the nodes before the records
+    # are built (drift.attach puts each host's part in its node data), it warns per outlier and
+    # gives no verdict; launch.yml refuses the fields that hang NCCL (drift.launch_refusals;
+    # wireup_launch_accept_drift, in preflight's argument_specs). Written only where a run judged it.
+    Capability(
+        name="drift",
+        part="drift",
+        section=drift.section,
+        problem=drift.part_problem,
+        report=drift.report_sections,
+        keep_empty=False,
+    ),
 )
 
 
 def names(registry=CAPABILITIES) -> tuple[str, ...]:
-    """The capabilities' names, in the registry's order (the gate's)."""
-    return tuple(cap.name for cap in registry)
+    """The gate's capabilities' names (those with a gate rule, ``measured``), in the registry's
+    order; drift, which the gate does not judge, is not one."""
+    return tuple(cap.name for cap in registry if cap.measured)
 
 
 def sections(registry=CAPABILITIES) -> tuple[tuple[str, Callable], ...]:
     """(record part, section) of each capability with a section, in the order they are judged."""
     return tuple((cap.part, cap.section) for cap in registry if cap.section)
+
+
+def empty_dropped(registry=CAPABILITIES) -> frozenset[str]:
+    """The record parts left out of a record when their section made none (keep_empty False)."""
+    return frozenset(cap.part for cap in registry if cap.part and not cap.keep_empty)
 
 
 def record_parts(registry=CAPABILITIES) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TypedDict
 
-from ..capability import node_check
+from ..capability import drift, node_check
 from ..core import shape
 from ..judge import ddp_step
 from ..probe.health import finding
@@ -201,6 +201,14 @@ def _node_data(node, typed, run_wide):
     return dict({k: v for k, v in node.items() if k in shape.keys(typed)}, **run_wide)
 
 
+def _drift(nodes, node_facts):
+    """The run's drift (capability/drift.py) over the hosts that sent data and whose wireup_node
+    came (node_facts: {host: wireup_node}), each host's part in its node data; as they were
+    when no facts came (a quick run, a store without them)."""
+    judged = {h: f for h, f in node_facts.items() if h in nodes and "unreachable" not in nodes[h]}
+    return drift.attach(nodes, judged) if judged else nodes
+
+
 def store_nodes(params, read):
     """{host: node data} as host_record.store_run judges them, from wireup_bench_store's arguments:
     each node with the run-wide settings (thresholds, efficiency, secret_env: the report play's
@@ -225,6 +233,7 @@ def store_nodes(params, read):
     torch_logs = params.get("torch_logs") or {}
     _torch_texts(nodes, torch_logs, read)
     _stepcost_texts(nodes, torch_logs, read)
+    nodes = _drift(nodes, params.get("node_facts") or {})
     trial = params.get("gpu_trial") or {}
     if not trial.get("nodes"):
         return nodes  # the GPU trial did not run (`--tags bench`), or bench_report runs without it

@@ -411,8 +411,11 @@ def build_record(host, run_id, node, baseline=None, *, registry=CAPABILITIES):
     ctx = _judging(node, limits, baseline)
     record = _record_head(host, run_id, node, baseline=baseline, limits=limits, tuned_used=ctx.tuned_used)
     verdicts = []
+    dropped = capability_registry.empty_dropped(registry)
     for key, section in capability_registry.sections(registry):
         record[key], found, judged = section(node, record, ctx)
+        if not record[key] and key in dropped:
+            del record[key]
         record["findings"] += found
         verdicts += judged
     record["findings"] += _stale_tuned_env(record)
