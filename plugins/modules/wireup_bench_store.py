@@ -134,6 +134,16 @@ options:
         a node's history are never removed."
     type: int
     default: 0
+  report_detail:
+    description:
+      - "Which nodes the report shows in detail (issue 39, bench_report_detail): C(auto) every node of
+        a fleet of at most 16 nodes, else the nodes that did not PASS (their own plots for the worst 3);
+        C(failed) the nodes that did not PASS at any size; C(all) every node with its plots (slow at
+        fleet size: about a second of CPU per node's plots). Every report opens with what failed, then
+        the fleet in aggregate; plugins/module_utils/wireup/report/triage.py."
+    type: str
+    choices: [auto, failed, all]
+    default: auto
 attributes:
   check_mode:
     support: full
@@ -260,6 +270,7 @@ ARGUMENT_SPEC = {
     "gpu_trial": {"type": "dict", "default": {}},
     "node_facts": {"type": "dict", "default": {}},
     "keep_days": {"type": "int", "default": 0},
+    "report_detail": {"type": "str", "choices": ["auto", "failed", "all"], "default": "auto"},
 }
 
 
@@ -284,7 +295,7 @@ def main():
         nodes = bench_report.store_nodes(p, _read)
         run_id, run_dir, records = host_record.store_run(p["results_dir"], p["run_id"], nodes, p["kind"])
         gate.index_run(p["results_dir"], p["kind"], run_id, records)  # the store's index (issue 39)
-        paths = assemble.write_report(run_dir, run_id, records)
+        paths = assemble.write_report(run_dir, run_id, records, detail=p["report_detail"])
         removed = retention.apply(p["results_dir"], retention.plan(p["results_dir"], p["keep_days"]))
     except (ValueError, OSError) as err:
         module.fail_json(msg=f"storing the bench run failed: {err}")

@@ -269,7 +269,7 @@ def _report(store, plots):
             if not plots:
                 real = markdown.pyplot
                 markdown.pyplot = lambda: None
-                stack.callback(setattr, assemble, "_pyplot", real)
+                stack.callback(setattr, markdown, "pyplot", real)
             m, paths = measure(lambda: assemble.write_report(folder, store.run_id, store.records))
         m.extra = {
             "html_mb": round(os.path.getsize(paths["html"]) / 1e6, 2),

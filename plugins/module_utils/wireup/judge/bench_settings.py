@@ -12,6 +12,11 @@ from ..core.checks import is_digits, shell_name_errors
 _SIZE = re.compile(r"[0-9]+[KMG]?")
 
 
+# bench_report_detail (issue 39): which nodes the report shows in detail (their tables and plots).
+# auto: every node of a fleet of at most report/triage.SMALL_FLEET nodes, else the nodes that did
+# not PASS; failed: only those, at any size; all: every node.
+REPORT_DETAIL = ("auto", "failed", "all")
+
 BENCH_SIZES = (
     "bench_min_bytes",
     "bench_max_bytes",
@@ -112,7 +117,18 @@ def bench_errors(values: dict) -> list[str]:
     for name in ("bench_env", "bench_fabric_env"):
         if name in values:
             errors.extend(shell_name_errors(name, values[name]))
-    return errors
+    return errors + report_detail_errors(values)
+
+
+def report_detail_errors(values: dict) -> list[str]:
+    """bench_report_detail, when given: one of REPORT_DETAIL."""
+    detail = values.get("bench_report_detail")
+    if "bench_report_detail" not in values or (isinstance(detail, str) and detail in REPORT_DETAIL):
+        return []
+    return [
+        f"bench_report_detail={detail!r} must be one of {', '.join(REPORT_DETAIL)} "
+        "(auto: the nodes that did not PASS, every node of a small fleet)"
+    ]
 
 
 _PARAMS = re.compile(r"[0-9]+(\.[0-9]+)?[KMG]?")

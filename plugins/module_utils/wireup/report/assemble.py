@@ -27,6 +27,7 @@ from ..render import markdown
 from ..render.markdown import fmt, human_bytes, md_table, md_text, pct, safe_name, save_figure, size_axis
 from ..store import results
 from ..store.results import is_gpu_less
+from . import aggregate, triage
 
 SEVERITY_ORDER = ("critical", "warning", "info")
 _NV = re.compile(r"^NV(\d+)$")
@@ -222,8 +223,8 @@ def judged_on(records):
     if cpu:
         who = "Verdicts" if not gpu else "GPU-less nodes' verdicts"
         parts.append(
-            f"{who} ({', '.join(cpu)}: no GPU) are taken on the torch.distributed gloo all-reduce over the "
-            "network, against the node's own last passing run (bench_baseline_tolerance), not against a "
+            f"{who} ({triage.names(cpu)}: no GPU) are taken on the torch.distributed gloo all-reduce over "
+            "the network, against the node's own last passing run (bench_baseline_tolerance), not against a "
             "GPU link"
         )
     if not parts:
@@ -265,19 +266,24 @@ def baseline_sentence(records):
     hosts = collections.defaultdict(list)
     for host, record in sorted(records.items()):
         hosts[results.baseline_said(results.read_baseline(record))].append(host)
-    return "Baseline: " + "; ".join(f"{', '.join(names)}: {said}" for said, names in hosts.items()) + "."
+    return "Baseline: " + "; ".join(f"{triage.names(names)}: {said}" for said, names in hosts.items()) + "."
 
 
-def _summary_part(run_id, records, plots, plot_note):
-    """The title, the run's counts and what verdicts were judged on, the summary table."""
+def _opening_part(run_id, records, plot_note):
+    """The title, the run's counts and what verdicts were judged on, then what failed (the first
+    screen at any fleet size: report/triage.py)."""
     out = [("h", (1, _title(run_id, records)))]
     counts = f"{len(records)} host(s): {_verdict_counts(records)}. {baseline_sentence(records)} "
     out.append(("p", counts + judged_on(records)))
-    if plot_note:
-        out.append(("p", plot_note))
+    out += triage.failed_sections(records)
+    return out + ([("p", plot_note)] if plot_note else [])
+
+
+def _summary_part(records):
+    """Every host's line."""
     rows = [_summary_row(host, record) for host, record in sorted(records.items())]
     header = ["host", "verdict", "GPUs", "links", "findings (crit/warn/info)", "baseline", "note"]
-    return [*out, ("h", (2, "Summary")), ("table", (header, rows))]
+    return [("h", (2, "Summary")), ("table", (header, rows))]
 
 
 def _title(run_id, records):
@@ -384,16 +390,22 @@ def _hosts_part(records, plots):
     ]
 
 
-def _findings_part(records):
-    """Every host's findings, critical first."""
+def _findings_part(records, shown):
+    """Every finding of the hosts shown in detail, critical first; the others' by code."""
     rows = [
         _finding_row(host, item)
-        for host, record in sorted(records.items())
-        for item in sorted(record.get("findings") or [], key=_severity_rank)
+        for host in shown
+        for item in sorted(records[host].get("findings") or [], key=_severity_rank)
     ]
-    if not rows:
-        return [("h", (2, "Findings")), ("p", "None.")]
-    return [("h", (2, "Findings")), ("table", (["host", "severity", "source", "code", "finding"], rows))]
+    out = [("h", (2, "Findings"))]
+    out.append(
+        ("table", (["host", "severity", "source", "code", "finding"], rows)) if rows else ("p", "None.")
+    )
+    others = triage.findings_by_code(records, sorted(set(records) - set(shown)))
+    if others:
+        header = ["severity", "source", "code", "nodes", "which"]
+        out += [("p", "The other nodes' findings, by code:"), ("table", (header, others))]
+    return out
 
 
 def _finding_row(host, item):
@@ -411,15 +423,22 @@ def _capability_parts(registry, records, plots):
     return [section for cap in registry if cap.report for section in cap.report(records, plots)]
 
 
-def _sections(run_id, records, plots, plot_note, registry=CAPABILITIES):
+def _sections(run_id, records, plots, plot_note, *, registry=CAPABILITIES, detail="auto"):
     """The report as a list of (kind, payload): ('h', (level, text)), ('p', text),
-    ('table', (header, rows)), ('img', (file, alt))): the summary, each host's figures, each
-    capability's part (the registry's), the findings (which list every capability's)."""
+    ('table', (header, rows)), ('img', (file, alt))): the counts and what failed, the fleet in
+    aggregate, the summary, the detail (triage.detail_hosts: each host's figures, each
+    capability's part, the registry's), the findings (which list every capability's)."""
+    shown = triage.detail_hosts(records, detail)
+    note = triage.detail_note(records, detail, shown, triage.plotted_hosts(records, detail))
+    detailed = {host: records[host] for host in shown}
     return [
-        *_summary_part(run_id, records, plots, plot_note),
-        *_hosts_part(records, plots),
-        *_capability_parts(registry, records, plots),
-        *_findings_part(records),
+        *_opening_part(run_id, records, plot_note),
+        *aggregate.sections(records, plots),
+        *_summary_part(records),
+        *([("p", note)] if note else []),
+        *_hosts_part(detailed, plots),
+        *_capability_parts(registry, detailed, plots),
+        *_findings_part(records, shown),
     ]
 
 
@@ -563,34 +582,43 @@ def _html_img(payload, run_dir):
     return f'<img alt="{html.escape(payload[1])}" src="data:image/png;base64,{data}">'
 
 
-def _draw_plots(plt, records, run_dir, registry):
-    """{(kind, host or key): PNG file name} of every plot drawn into run_dir."""
+def _draw_plots(plt, records, run_dir, registry, detail):
+    """{(kind, host or key): PNG file name} of every plot drawn into run_dir: the plotted hosts'
+    own and the capabilities' (triage.plotted_hosts), the fleet's chart above a small fleet."""
+    plotted = {host: records[host] for host in triage.plotted_hosts(records, detail)}
+    usual = triage.usual_topology(records)
     plots = {}
-    for host, record in sorted(records.items()):
-        plots.update(_draw_host_plots(plt, host, record, run_dir))
+    for host, record in plotted.items():
+        plots.update(_draw_host_plots(plt, host, record, run_dir, triage.topology_drawn(record, usual)))
     for cap in registry:
         if cap.plots:
-            plots.update(cap.plots(plt, records, run_dir))
+            plots.update(cap.plots(plt, plotted, run_dir))
+    if len(records) > triage.SMALL_FLEET:
+        plots.update(aggregate.plots(plt, records, run_dir))
     return plots
 
 
-def _draw_host_plots(plt, host, record, run_dir):
-    """{(kind, host): PNG file name} of a host's busbw and topology plots that were drawn."""
+def _draw_host_plots(plt, host, record, run_dir, topology=True):
+    """{(kind, host): PNG file name} of a host's busbw and (unless not ``topology``) topology
+    plots that were drawn."""
     plots = {}
     for kind, draw in (("busbw", _plot_busbw), ("topology", _plot_topology)):
         name = f"{kind}_{safe_name(host)}.png"
-        if draw(plt, record, os.path.join(run_dir, name)):
+        if (kind == "busbw" or topology) and draw(plt, record, os.path.join(run_dir, name)):
             plots[(kind, host)] = name
     return plots
 
 
-def write_report(run_dir, run_id, records, *, registry=CAPABILITIES):
+def write_report(run_dir, run_id, records, *, registry=CAPABILITIES, detail="auto"):
     """Write report.md, report.html and the PNGs into run_dir; return {md, html, pngs, plots}.
-    registry: the capabilities whose parts and plots the report has (capability/registry.py)."""
+    registry: the capabilities whose parts and plots the report has (capability/registry.py);
+    detail: bench_report_detail, the nodes shown in detail (report/triage.py; ValueError naming
+    the variable for anything but judge/bench_settings.REPORT_DETAIL)."""
+    triage.check_detail(detail)
     plt = markdown.pyplot()
-    plots = _draw_plots(plt, records, run_dir, registry) if plt is not None else {}
+    plots = _draw_plots(plt, records, run_dir, registry, detail) if plt is not None else {}
     note = "" if plt is not None else "Plots skipped: matplotlib is not installed in the controller's Python."
-    sections = _sections(run_id, records, plots, note, registry)
+    sections = _sections(run_id, records, plots, note, registry=registry, detail=detail)
     md_path = os.path.join(run_dir, "report.md")
     html_path = os.path.join(run_dir, "report.html")
     atomicfile.write_text(md_path, _render_md(sections))
