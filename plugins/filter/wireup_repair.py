@@ -26,8 +26,8 @@ def wireup_repair_remedy(plan, returned, runs, state, group, **settings):
         dict(returned),
         dict(runs or {}),
         dict(state or {}),
-        dict(group),
-        remediate.ActSettings(**settings),
+        str(group),
+        settings=remediate.ActSettings(**settings),
     )
 
 

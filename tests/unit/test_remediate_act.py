@@ -9,6 +9,7 @@ import pathlib
 
 import pytest
 
+from ansible_collections.wireup.cluster.plugins.filter import wireup_repair
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import node_check
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.check import run
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.judge import quick
@@ -212,3 +213,36 @@ def test_preflight_names_repair_batch(value):
     assert remediate.setting_errors({"repair_act": "yes"})[0].startswith(
         "repair_act='yes' must be true or false"
     )
+
+
+def test_the_filters_take_what_the_tasks_pass():
+    """remedy.yml's and act.yml's filter calls, with the tasks' arguments by name (a missing or
+    misspelled setting is an error)."""
+    reasons = {"node2": slurm.drain_reason("GPU fault on node2", whose="hw", check="quick")}
+    state = drained_state(reasons)
+    plan = wireup_repair.wireup_repair_plan(state, {n: {"hostname": n} for n in ("node1", "node2", "node3")})
+    runs = {"node2": {"rc": 1, "stdout": check_json("node2", REBOOT)}}
+    back = wireup_repair.wireup_repair_return(
+        plan, {"node2": node_check.result("node2", stdout=runs["node2"]["stdout"], rc=1)}, resume=True
+    )
+    remedy = wireup_repair.wireup_repair_remedy(
+        plan, back, runs, state, "gpu_nodes", act=True, batch=1, max_share=10, max_nodes=8
+    )
+    assert remedy["act"] == ["node2"]
+    step = wireup_repair.wireup_repair_step(
+        remedy["nodes"]["node2"],
+        IDLE_READ,
+        IDLE_READ,
+        act=True,
+        driver="",
+        run_id="20261207T140000Z",
+        results_dir="/r",
+    )
+    acted = wireup_repair.wireup_repair_acted(step, [], [{"rebooted": True}])
+    passed = node_check.result("node2", stdout=json.dumps({"verdict": "PASS", "line": "ok"}))
+    assert wireup_repair.wireup_repair_rechecks({"node2": acted}, {"node2": passed})[0]["host"] == "node2"
+    assert wireup_repair.wireup_repair_batch(plan, {"node2": acted})["recheck"] == ["node2"]
+    with pytest.raises(TypeError):
+        wireup_repair.wireup_repair_remedy(
+            plan, back, runs, state, "gpu_nodes", act=True, batch=1, max_share=10
+        )
