@@ -91,6 +91,10 @@ def test_one_node_within_the_blast_radius_is_acted_on():
 def test_two_nodes_over_the_blast_radius_stop_with_the_shared_cause():
     _plan, remedy = plans({"node2": REBOOT, "node3": REBOOT}, batch=2)
     assert remedy["act"] == [] and remedy["batches"] == []
+    assert remedy["show"][0].endswith(
+        "reboot the node (a GPU off the bus or the driver asks for it)): "
+        "not acted on: above the blast radius (below): " + remedy["nodes"]["node2"]["why"]
+    )
     [line, *_] = remedy["refused"]
     assert line.startswith(
         "wireup: blast radius: 2 of 3 nodes of Slurm partition testbed would be out of service"

@@ -250,6 +250,14 @@ class ActSettings:
     max_nodes: int  # wireup_drain_max_nodes
 
 
+def _verb(chosen: bool, act: bool, allowed: bool) -> str:
+    if chosen:
+        return "acts on it"
+    if not allowed:
+        return "not acted on: above the blast radius (below)"
+    return "would act on it (dry run: -e repair_act=true does it)"
+
+
 def run_plan(
     repair: dict, returned: dict, runs: dict, state, group: str, *, settings: ActSettings
 ) -> RemedyPlan:
@@ -278,7 +286,7 @@ def run_plan(
         "show": [],
     }
     for host, c in found.items():
-        verb = "acts on it" if host in chosen else "would act on it (dry run: -e repair_act=true does it)"
+        verb = _verb(host in chosen, settings.act, verdict["allowed"])
         out["show"].append(
             f"Remediate: {host} ({c['node']}): {c['cls']} ({CLASSES[c['cls']]}): {verb}: {c['why']}"
         )
