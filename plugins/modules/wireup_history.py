@@ -9,7 +9,8 @@ module: wireup_history
 short_description: Write drain and return events into each node's history under the results folder
 description:
   - Runs on the controller (C(delegate_to) localhost). For each item of a plan's list (the drain
-    step's C(drain), repair's C(resume)) writes one event, C(results/history/HOST/TIME-SEQ-KIND.json),
+    step's C(drain), repair's C(resume), the remediation's actions and rechecks) writes one event,
+    C(results/history/HOST/TIME-SEQ-KIND.json),
     atomically and exclusively (never over an earlier event), saying who (C(controller:USER), this
     process's user) and why (the drain reason, the return's why).
   - Every event is checked before any is written (host names, the reason one printable line). In
@@ -23,9 +24,11 @@ options:
     description: What happened to the nodes.
     type: str
     required: true
-    choices: [drain, return]
+    choices: [drain, return, action, recheck]
   items:
-    description: The plan's items, each with C(host) and C(reason) (drain) or C(why) (return).
+    description:
+      - The plan's items, each with C(host) and C(reason) (drain) or C(why) (return, action,
+        recheck).
     type: list
     elements: dict
     default: []
@@ -71,7 +74,7 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "results_dir": {"type": "path", "required": True},
-            "kind": {"type": "str", "required": True, "choices": ["drain", "return"]},
+            "kind": {"type": "str", "required": True, "choices": ["drain", "return", "action", "recheck"]},
             "items": {"type": "list", "elements": "dict", "default": []},
         },
         supports_check_mode=True,

@@ -32,6 +32,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -784,5 +785,137 @@ def test_repair_returns_a_fixed_node_clears_a_job_drain_and_leaves_a_hand_drain_
         assert "DRAIN" in state and "Reason=bad dimm 2, ticket 7 [root@" in shown
     finally:
         tb.ssh("node2", f"test -e {BASELINE}.manual && mv {BASELINE}.manual {BASELINE}", check=False)
+        for node in NODES:
+            _resume(tb, node, wait=False)
+
+
+REBOOT_FAULT = "tests/fixtures/gpuhealth/synthetic/h200x2_580.159.04_q_x_gpu1_unknown_error_written.xml"
+RUN_STAND_IN = "/run/wireup-stand-in"  # tmpfs: a reboot takes the fault away
+REMEDY_SAID = "Repair | Say what is done about the nodes the recheck kept drained"
+STEP_SAID = "Repair | Say what is run on the node, or why not"
+ACTED_SAID = "Repair | Say what the actions did"
+
+
+def _reboot_fault(tb, node):
+    """A GPU fallen off the bus (the written H200 capture, GPU1 'Unknown Error': gpuhealth's
+    remediation is a reboot) that a reboot removes: the stand-in nvidia-smi and its captures live
+    in /run (a tmpfs), /usr/local/bin/nvidia-smi links there and dangles after a boot."""
+    for name in stand_in_smi.NODE_READS.values():
+        _put(tb, node, f"{RUN_STAND_IN}/{name}", (REPO / "tests/fixtures/h200x2" / name).read_bytes())
+    _put(tb, node, f"{RUN_STAND_IN}/nvidia_smi_q.xml", (REPO / REBOOT_FAULT).read_bytes())
+    script = stand_in_smi.script(f"{RUN_STAND_IN}/nvidia_smi_q.xml", RUN_STAND_IN)
+    _put(tb, node, f"{RUN_STAND_IN}/nvidia-smi", script.encode(), mode="0755")
+    tb.ssh(node, f"ln -sfn {RUN_STAND_IN}/nvidia-smi {STAND_IN}")
+
+
+class _PowerOn:
+    """What systemd-nspawn@.service's RestartForceExitStatus=133 does for a node: the testbed's
+    nspawn exits when its node reboots (`systemctl reboot` inside); this boots it again, once."""
+
+    def __init__(self, tb, node):
+        self.tb, self.node, self.booted = tb, node, None
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self):
+        if busy.wait_until(lambda: not self.tb.node_running(self.node), every=0.5):
+            t0 = time.monotonic()
+            self.tb.stop_node(self.node)  # its link and cgroups
+            self.tb.start_node(self.node)
+            self.booted = time.monotonic() - t0
+
+
+def _said_lines(result, task):
+    return [line for r in _said(result, task).values() for line in r.get("msg") or []]
+
+
+def test_repair_act_reboots_a_drained_node_refuses_a_busy_one_and_stops_above_the_blast_radius(
+    health_check, tmp_path
+):
+    """Issue 37 item 2 on the testbed's Slurm: node2's GPU fell off the bus (a reboot's finding,
+    slurmd's health check drains it) while a job runs there; node3 fails the same way and is
+    drained by wireup's reason. (1) repair.yml -e repair_act=true: 2 of 3 nodes over the blast
+    radius: the play stops with the shared-cause line, nothing is rebooted. (2) node3 fixed and
+    resumed: node2 is refused, the job is named. (3) the job cancelled, with repair_resume: node2
+    is rebooted (the fault lived in /run), rechecked (PASS) and returned; its history has the
+    action, the recheck and the return."""
+    tb = health_check
+    results = tmp_path / "results"
+    job = tb.ssh("node1", "sbatch --parsable -w node2 -N 1 --wrap 'sleep 900'").stdout.strip()
+    assert re.fullmatch(r"[0-9]+", job), job
+    try:
+        assert busy.wait_until(
+            lambda: tb.ssh("node1", f"squeue -h -j {job} -o %T").stdout.strip() == "RUNNING"
+        )
+        _reboot_fault(tb, "node2")
+        _wait_drained(tb, "node2", "the stand-in GPU off the bus", "wireup: [node_problem] hw/quick: ")
+        _reboot_fault(tb, "node3")  # its own check finds node2 out already: the blast radius keeps it in
+        reason = slurm.drain_reason("GPU1 reboot: GPU off the bus", whose="hw", check="quick")
+        tb.ssh(
+            "node1", shlex.join(["scontrol", "update", "NodeName=node3", "State=DRAIN", f"Reason={reason}"])
+        )
+        boot = tb.ssh("node2", "cat /proc/sys/kernel/random/boot_id").stdout
+
+        # (1) above the blast radius: stops, acts on nothing
+        t0 = time.monotonic()
+        over = run_playbook("repair.yml", tb.inventory, {"repair_act": True}, timeout=600)
+        print(f"[repair act] over the blast radius rc={over.rc} in {time.monotonic() - t0:.0f} s")
+        assert over.rc != 0
+        said = " ".join(str(m) for _h, _t, m in over.failure_messages())
+        assert (
+            "wireup: blast radius: 2 of 3 nodes of Slurm partition testbed would be out of service "
+            "(0 drained by wireup already, 2 now; the limit is 1: 10%, at most 8): nothing more is drained. "
+            "The cause is likely shared (a driver rollout, a switch, the fabric manager): 2 of 2 have"
+        ) in said, said
+        print("\n".join(_said_lines(over, REMEDY_SAID)))
+        assert tb.ssh("node2", "cat /proc/sys/kernel/random/boot_id").stdout == boot
+
+        # (2) node3 fixed: node2 alone, but a job runs there
+        tb.ssh("node3", f"rm -rf {STAND_IN} {RUN_STAND_IN}")
+        _resume(tb, "node3")
+        t0 = time.monotonic()
+        refused = run_playbook("repair.yml", tb.inventory, {"repair_act": True}, timeout=600)
+        print(f"[repair act] busy node rc={refused.rc} in {time.monotonic() - t0:.0f} s")
+        assert refused.rc == 0, refused.failure_messages()
+        lines = _said_lines(refused, STEP_SAID)
+        print("\n".join(_said_lines(refused, REMEDY_SAID) + lines))
+        assert lines == [
+            "Remediate: node2: reboot (reboot the node (a GPU off the bus or the driver asks for it)): "
+            f"not now, the node is busy: Slurm job(s) {job} on it"
+        ], lines
+        assert tb.ssh("node2", "cat /proc/sys/kernel/random/boot_id").stdout == boot
+        assert "DRAIN" in _node_state(tb, "node2")[0]
+
+        # (3) idle now: rebooted, rechecked, returned
+        tb.ssh("node1", f"scancel {job}")
+        assert busy.wait_until(lambda: not tb.ssh("node1", "squeue -h -w node2 -o %i").stdout.strip())
+        power = _PowerOn(tb, "node2")
+        t0 = time.monotonic()
+        done = run_playbook(
+            "repair.yml",
+            tb.inventory,
+            {"repair_act": True, "repair_resume": True, "wireup_results_dir": str(results)},
+            timeout=600,
+        )
+        print(f"[repair act] reboot rc={done.rc} in {time.monotonic() - t0:.0f} s (boot {power.booted})")
+        assert done.rc == 0, f"{done.failure_messages()}\n{done.stdout[-4000:]}"
+        print("\n".join(_said_lines(done, STEP_SAID) + _said_lines(done, ACTED_SAID)))
+        print("\n".join(_said_lines(done, RETURN_SAID)))
+        assert tb.ssh("node2", "cat /proc/sys/kernel/random/boot_id").stdout != boot
+        assert _said_lines(done, ACTED_SAID) == [
+            "Remediate: node2: reboot: systemctl reboot: done (rebooted)"
+        ]
+        assert busy.wait_until(lambda: "DRAIN" not in _node_state(tb, "node2")[0]), _node_state(tb, "node2")[
+            1
+        ]
+        events = history.read(str(results), "node2")
+        assert [e["kind"] for e in events] == ["action", "recheck", "return"], events
+        assert events[1]["why"].startswith("recheck after the action: PASS")
+        for ev in events:
+            print(f"[history] node2 {ev['kind']} {ev['who']}: {ev['why']}")
+    finally:
+        tb.ssh("node1", f"scancel {job}", check=False, timeout=busy.HANG_S)
+        for node in ("node2", "node3"):
+            tb.ssh(node, f"rm -rf {STAND_IN} {RUN_STAND_IN}", check=False)
         for node in NODES:
             _resume(tb, node, wait=False)

@@ -14,7 +14,9 @@ NODE_READS = {"topo": "topo_m.txt", "nvlink": "nvlink_s.txt", "--query-gpu=*": "
 
 def _node_reads(folder: str) -> str:
     cases = "".join(f"  {arg}) exec cat '{folder}/{name}' ;;\n" for arg, name in NODE_READS.items())
-    return f'case "$1" in\n{cases}esac\n'
+    # repair.yml's idle check (issue 37): no process on the GPUs prints nothing, exit code 0
+    idle = "  --query-compute-apps=*) exit 0 ;;\n"
+    return f'case "$1" in\n{cases}{idle}esac\n'
 
 
 def script(xml_path: str, node_reads: str = "") -> str:

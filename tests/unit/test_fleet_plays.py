@@ -15,11 +15,17 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
+# Plays over a group a play made of a few nodes, not over the node group: their serial is fine.
+NOT_THE_NODE_GROUP = {
+    "wireup_repair_act": "repair.yml's remediation (issue 37): the drained nodes it acts on, in batches",
+}
+
+
 def _node_plays():
     """(playbook, play) of every play that targets the node group."""
     for path in sorted((ROOT / "playbooks").glob("*.yml")):
         for play in yaml.safe_load(path.read_text()) or []:
-            if "hosts" in play and play["hosts"] != "localhost":
+            if "hosts" in play and play["hosts"] != "localhost" and play["hosts"] not in NOT_THE_NODE_GROUP:
                 yield str(path.relative_to(ROOT)), play
 
 
@@ -53,3 +59,15 @@ def test_serial_one_is_found_in_each_spelling():
         _serial_one(s) for s in (1, "1", [1, "50%"], "{{ x | default(1) }}", "{{ x | default('1') }}")
     ] == [True] * 5
     assert [_serial_one(s) for s in (None, "100%", 10, "{{ x | default('100%') }}", [2])] == [False] * 5
+
+
+def test_repairs_remediation_play_batches_only_the_nodes_it_acts_on():
+    """Issue 37 item 2: the serial play is over the group remedy.yml fills with the nodes to act on
+    (add_host from the plan's act list), never over the node group."""
+    plays = yaml.safe_load((ROOT / "playbooks/repair.yml").read_text())
+    [act] = [p for p in plays if p.get("hosts") == "wireup_repair_act"]
+    assert act["serial"] == "{{ repair_batch | default(1) }}"
+    remedy = yaml.safe_load((ROOT / "roles/repair/tasks/remedy.yml").read_text())
+    [added] = [t for t in remedy if "ansible.builtin.add_host" in t]
+    assert added["ansible.builtin.add_host"]["groups"] == ["wireup_repair_act"]
+    assert added["loop"] == "{{ __repair_remedy.act }}"

@@ -97,8 +97,8 @@ def test_events_of_a_plan_are_checked_whole_before_any_is_written():
     good = _launch_drain()["drain"][0]
     with pytest.raises(ValueError, match="is not a host name"):
         history.item_events("drain", [good, dict(good, host="n2/../../x")], "controller:ops")
-    with pytest.raises(ValueError, match="not 'recheck'"):
-        history.item_events("recheck", [good], "controller:ops")
+    with pytest.raises(ValueError, match="not 'reboot'"):
+        history.item_events("reboot", [good], "controller:ops")  # a kind off KINDS
     with pytest.raises(ValueError, match="is not a user name"):
         history.who_of("ops; rm -rf /")
     assert history.item_events("drain", [], "controller:ops") == []

@@ -36,6 +36,7 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import
     nccl_tests,
     nvidia_driver,
     pytorch_venv,
+    remediate,
     repair,
     slurm_health_check,
     torchrun_launch,
@@ -130,6 +131,9 @@ PLANS: dict[str, typing.Any] = {
     # repair (issue 37)
     "__repair_plan": repair.RepairPlan,
     "__repair_return": repair.ReturnPlan,
+    "__repair_remedy": remediate.RemedyPlan,  # repair_act's plan (issue 37 item 2)
+    "__repair_step": remediate.NodeStep,
+    "__repair_acted": remediate.Acted,
     "__torchrun_launch_result": torchrun_launch.NodeResult,
     "__node": torchrun_launch.JobsNode,
     "__report": torchrun_launch.Report,

@@ -29,6 +29,7 @@ from ..core.checks import (
 )
 from ..core.watchsettings import errors as continuous_errors
 from ..launch.blast import setting_errors as blast_errors
+from .remediate import setting_errors as remediate_errors
 
 
 def secret_env_errors(value, var: str = "wireup_secret_env") -> list[str]:
@@ -318,6 +319,7 @@ def host_errors(values: dict, *, registry=CAPABILITIES) -> list[str]:
         errors += program_args_errors(values["torchrun_launch_args"])
     errors += _capability_errors(values, registry)
     errors += blast_errors(values)  # issue 37: the blast radius
+    errors += remediate_errors(values)  # issue 37: repair.yml's remediation (repair_act, repair_batch)
     # Issue 26's continuous checks (node_check_*, slurm_health_check_*): their own module.
     errors += continuous_errors(values)
     return errors

@@ -150,3 +150,11 @@ def returns(repair: RepairPlan, results: dict, *, resume: bool, check_mode: bool
         out["nodes"][host] = {"action": action, "why": why, "node": entry["node"]}
         out["show"].append(f"Repair: {host} ({entry['node']}) {said}")
     return out
+
+
+def batch_plan(repair: RepairPlan, hosts) -> RepairPlan:
+    """The plan of one remediation batch: only ``hosts`` (those rechecked after their action), so
+    returns() decides for them alone from their new recheck."""
+    wanted = set(hosts or [])
+    nodes = {h: e for h, e in repair["nodes"].items() if h in wanted}
+    return {"nodes": nodes, "recheck": sorted(nodes), "show": [], "errors": []}

@@ -50,9 +50,10 @@ def event(host, kind, who, why, *, when=None) -> Event:
 
 
 # What each kind's items (a plan's list) name the event's host and reason by: the drain step's
-# (slurm.DrainPlan's ``drain``: {host, node, reason, argv}) and repair's returns
-# (repair.ReturnPlan's ``resume``: {host, node, argv, why}).
-WHY_KEY = {"drain": "reason", "return": "why"}
+# (slurm.DrainPlan's ``drain``: {host, node, reason, argv}), repair's returns
+# (repair.ReturnPlan's ``resume``: {host, node, argv, why}), and the remediation's actions and
+# rechecks (remediate.Acted's ``events``, remediate.recheck_items: {host, why}).
+WHY_KEY = {"drain": "reason", "return": "why", "action": "why", "recheck": "why"}
 
 
 def who_of(user) -> str:
