@@ -29,6 +29,19 @@ def test_the_repository_s_task_yaml_adds_up():
     assert sum(metrics.line_kinds(metrics.task_text()).values()) == lines
 
 
+# Issue 36: "the `when:` count stays at or under 100" (every when:, changed_when: and failed_when:
+# of roles/*/tasks/*.yml, as `make metrics` counts them). A step that runs or not belongs in the
+# role's plan (a list the task loops over), not in another guard.
+MAX_WHENS = 100
+
+
+def test_the_task_yaml_keeps_its_when_count_at_or_under_the_limit():
+    _lines, whens = metrics.task_yaml()
+    assert whens <= MAX_WHENS, (
+        f"{whens} when: in roles/*/tasks/*.yml (at most {MAX_WHENS}): fold a guard into the plan"
+    )
+
+
 CONTRACTS = """[importlinter]
 root_package = metrics_house
 include_external_packages = False
