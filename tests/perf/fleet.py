@@ -311,13 +311,14 @@ def step_launch_plan(store, args):
         return {h: wireup_launch.wireup_launch_node_plan(plan, h, "fleet", planner) for h in reach}, plan
 
     m, (slices, plan) = measure(plan_once, repeat=args.repeat, calls=args.calls)
-    own = {h: dict(part, hosts=[], record={}, hosts_entries=[], node_names={}) for h, part in slices.items()}
+    worker = slices[reach[-1]]
+    shared = ("hosts", "record", "hosts_entries", "node_names", "watchdog")  # job-wide lists, shared
     m.extra = {
         "plan_mb": round(len(json.dumps(plan)) / 1e6, 2),
         "errors": len(plan["errors"]),
-        # A worker's slice: its own part (KB) and, in all, with the job-wide lists it shares.
-        "slice_kb": round(max(len(json.dumps(v)) for v in own.values()) / 1e3, 1),
-        "slice_all_kb": round(len(json.dumps(slices[reach[-1]])) / 1e3, 1),
+        # A worker's slice as JSON (what Ansible keeps of it): without and with the job-wide lists.
+        "slice_own_kb": round(len(json.dumps({k: v for k, v in worker.items() if k not in shared})) / 1e3, 1),
+        "slice_kb": round(len(json.dumps(worker)) / 1e3, 1),
     }
     return m
 
