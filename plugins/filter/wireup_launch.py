@@ -53,8 +53,8 @@ def wireup_launch_dropped(slices, play_hosts, plan_id):
 
 def wireup_launch_verdicts(slices, answers, play_hosts, plan_id, timeout=0):
     """torchrun_launch.job_verdicts: {planner: its job's verdict}, from each play host's slice and its
-    registered wireup_wait answer."""
-    answers = {h: _plain(a) for h, a in dict(answers or {}).items() if a is not None}
+    registered wireup_wait answer ({} for a host without one: gone, as none)."""
+    answers = {h: _plain(a) for h, a in dict(answers or {}).items() if a}
     return torchrun_launch.job_verdicts(
         dict(slices or {}), answers, list(play_hosts or []), str(plan_id or ""), timeout
     )

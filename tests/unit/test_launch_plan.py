@@ -608,3 +608,13 @@ def _plan_calls(count):
 def test_the_plan_and_every_node_s_slice_are_linear_in_the_nodes():
     # Every node planning the whole job was O(N^2): 4x the nodes made 16x the Python calls.
     assert _plan_calls(256) / _plan_calls(64) <= 4 * 1.125
+
+
+def test_the_verdicts_filter_takes_a_missing_answer_as_gone():
+    # wait.yml gathers the answers with map(attribute=..., default={}) (default=none is no default
+    # in Jinja's map): a host without one is gone, as before.
+    a = job({h: NODES[h] for h in ("n1", "n2")}, plan_id="pass1")
+    verdicts = _filters()["wireup_launch_verdicts"](
+        _slices(a, "n1"), {"n1": _answer("exited", 0), "n2": {}}, ["n1", "n2"], "pass1", 0
+    )
+    assert verdicts["n1"]["first_failure"] == "n2" and "n2 " in verdicts["n1"]["reason"]
