@@ -32,6 +32,34 @@ def wireup_launch_plan(hosts, nodes, **settings):
     return torchrun_launch.job_plan(list(hosts or []), _plain(nodes) or {}, **_plain(settings))
 
 
+def wireup_launch_planners(groups, play_hosts):
+    """torchrun_launch.job_planners: {group: the host that plans its job} (``groups``, once a pass)."""
+    return torchrun_launch.job_planners(dict(groups or {}), list(play_hosts or []))
+
+
+def wireup_launch_node_plan(plan, host, plan_id, planner):
+    """torchrun_launch.node_plan: ``host``'s slice of the plan its job's planner made (shallow: the
+    job-wide values are not copied, so each node's slice costs the same at any size)."""
+    return torchrun_launch.node_plan(
+        dict(plan) if plan else None, str(host), str(plan_id or ""), str(planner)
+    )
+
+
+def wireup_launch_dropped(slices, play_hosts, plan_id):
+    """torchrun_launch.dropped_out: {planner: its job's hosts that left the play}, from each play
+    host's slice (``dict(hosts | zip(hosts | map('extract', hostvars) | map(attribute=...))``)."""
+    return torchrun_launch.dropped_out(dict(slices or {}), list(play_hosts or []), str(plan_id or ""))
+
+
+def wireup_launch_verdicts(slices, answers, play_hosts, plan_id, timeout=0):
+    """torchrun_launch.job_verdicts: {planner: its job's verdict}, from each play host's slice and its
+    registered wireup_wait answer ({} for a host without one: gone, as none)."""
+    answers = {h: _plain(a) for h, a in dict(answers or {}).items() if a}
+    return torchrun_launch.job_verdicts(
+        dict(slices or {}), answers, list(play_hosts or []), str(plan_id or ""), timeout
+    )
+
+
 def wireup_launch_exports(env):
     return torchrun_launch.exports(dict(env or {}))
 
@@ -53,13 +81,16 @@ def wireup_launch_verdict(states, play_hosts=None, timeout=0):
     return wait.job_verdict(_plain(states), None if play_hosts is None else list(play_hosts), timeout)
 
 
-def wireup_launch_precheck_errors(plan, host, play_hosts, **probes):
-    return torchrun_launch.precheck_errors(_plain(plan), host, list(play_hosts or []), **_plain(probes))
+def wireup_launch_precheck_errors(plan, host, gone, **probes):
+    """torchrun_launch.precheck_errors of one node's slice (``gone``: its job's entry of
+    wireup_launch_dropped)."""
+    gone = None if gone is None else list(gone)
+    return torchrun_launch.precheck_errors(dict(plan), host, gone, **_plain(probes))
 
 
 def wireup_launch_result(status, plan, host, verdict, **extra):
     status = wait.parse_status(status) if isinstance(status, str) else _plain(status or {})
-    return torchrun_launch.node_result(_plain(plan), host, status, _plain(verdict or {}), **extra)
+    return torchrun_launch.node_result(dict(plan), host, status, _plain(verdict or {}), **extra)
 
 
 def wireup_launch_summary(results, plan, verdict, **run):
@@ -141,6 +172,10 @@ class FilterModule:
         filters = {
             "wireup_launch_node": wireup_launch_node,
             "wireup_launch_plan": wireup_launch_plan,
+            "wireup_launch_planners": wireup_launch_planners,
+            "wireup_launch_node_plan": wireup_launch_node_plan,
+            "wireup_launch_dropped": wireup_launch_dropped,
+            "wireup_launch_verdicts": wireup_launch_verdicts,
             "wireup_launch_watchdog_key": wireup_launch_watchdog_key,
             "wireup_launch_exports": wireup_launch_exports,
             "wireup_launch_hosts_entries": wireup_launch_hosts_entries,

@@ -52,6 +52,7 @@ def wireup_slurm_job_status(reads, jobs, plan):
     hosts = {
         "hosts": list(jobs.get("hosts") or []),
         "nodes": plan.get("nodes", {}),
+        "node_names": plan.get("node_names"),  # every host's (a node's slice holds its own NodePlan only)
         "nodes_max": follow.get("nodes_max") or 0,
     }
     sacct, squeue = slurm.reads_of(dict(reads or {}))

@@ -627,31 +627,46 @@ def test_waiting_costs_the_same_per_poll_over_a_thousand_polls(tmp_path):
     env = dict(os.environ, WIREUP_JOBCTL_MANAGER="process")
     subprocess.run([str(wrapper), "start", str(job), "r1"], check=True, env=env)
 
-    wait, verdict, *_ = yaml.safe_load(
+    wait, verdicts, verdict, *_ = yaml.safe_load(
         (REPO / "roles" / "torchrun_launch" / "tasks" / "wait.yml").read_text()
     )
     action = wait["wireup.cluster.wireup_wait"]
     assert action["argv"][1:] == ["status", "{{ __plan.job_dir }}", "{{ __plan.run_id }}"]
     assert action["interval"] == "{{ torchrun_launch_poll_interval }}"
     assert not {"until", "retries", "delay"} & set(wait)  # Ansible's retries print FAILED - RETRYING
+    assert (
+        verdicts.get("run_once")
+        and "__plan.planner" in verdict["ansible.builtin.set_fact"]["__torchrun_launch_verdict"]
+    )
+    # This node's slice of the plan (plan.yml sets it as a fact: the verdict reads it through hostvars).
+    plan = {
+        "hosts": ["localhost"],
+        "jobctl": str(wrapper),
+        "job_dir": str(job),
+        "run_id": "r1",
+        "job": "it-polls",
+    }
+    plan.update(plan_id="pass1", planner="localhost")
     play = [
         {
             "hosts": "localhost",
             "connection": "local",
             "gather_facts": False,
             "vars": {
-                "__plan": {
-                    "hosts": ["localhost"],
-                    "jobctl": str(wrapper),
-                    "job_dir": str(job),
-                    "run_id": "r1",
-                    "job": "it-polls",
-                },
+                "__plan": "{{ __torchrun_launch_plan }}",
                 "torchrun_launch_poll_interval": 0,
                 "torchrun_launch_timeout": 900,
             },
             "tasks": [
+                {
+                    "name": "This node's slice of the plan, this pass's id",
+                    "ansible.builtin.set_fact": {
+                        "__torchrun_launch_plan": plan,
+                        "__torchrun_launch_plan_id": "pass1",
+                    },
+                },
                 wait,
+                verdicts,
                 verdict,
                 {
                     "name": "The job is over and went well",

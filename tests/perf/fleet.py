@@ -12,7 +12,7 @@ its own: the same on any machine, however busy) and the records it read. It prin
 steps, columns: sizes) and each step's growth from one size to the next, and with ``--check``
 fails when a step grows faster than linear (LINEAR_SLACK on calls, CPU_SLACK on CPU seconds).
 
-Steps measured per host (the launch plan that each host computes, each node's textfile, the gate
+Steps measured per host (each node's textfile, the gate
 over 365 records per host) run on at most ``--sample`` hosts spread over the fleet and count N /
 sampled times that (the table marks them ``~``); a step whose time at a size would pass
 ``--budget`` seconds, from its growth so far, is not run at that size and its estimate is shown
@@ -298,19 +298,29 @@ def _launch_inputs(store):
 
 
 def step_launch_plan(store, args):
-    """roles/torchrun_launch/tasks/plan.yml today: every host of the play plans the whole job."""
+    """roles/torchrun_launch/tasks/plan.yml: each job's planner named once (run_once), the plan made
+    once on the planner, then every node of the play takes its own slice (all of them, not a sample:
+    a slice costs the same at any size)."""
     hosts, reach, nodes, failed = _launch_inputs(store)
-    settings = dict(fb.launch_settings(), play_hosts=reach, failed=failed)
-    sample = spread(reach, args.sample)
+    settings = dict(fb.launch_settings(), play_hosts=reach, failed=failed, plan_id="fleet")
+    groups = {"all": hosts, settings["group"]: hosts}
 
-    def plan_all():
-        for _host in sample:
-            wireup_launch.wireup_launch_plan(hosts, nodes, **settings)
+    def plan_once():
+        planner = wireup_launch.wireup_launch_planners(groups, reach)[settings["group"]]
+        plan = wireup_launch.wireup_launch_plan(hosts, nodes, **settings)
+        return {h: wireup_launch.wireup_launch_node_plan(plan, h, "fleet", planner) for h in reach}, plan
 
-    m, _out = measure(plan_all, repeat=args.repeat, calls=args.calls)
-    plan = wireup_launch.wireup_launch_plan(hosts, nodes, **settings)
-    m.extra = {"plan_mb": round(len(json.dumps(plan)) / 1e6, 2), "errors": len(plan["errors"])}
-    return scaled(m, len(sample), len(reach))
+    m, (slices, plan) = measure(plan_once, repeat=args.repeat, calls=args.calls)
+    worker = slices[reach[-1]]
+    shared = ("hosts", "record", "hosts_entries", "node_names", "watchdog")  # job-wide lists, shared
+    m.extra = {
+        "plan_mb": round(len(json.dumps(plan)) / 1e6, 2),
+        "errors": len(plan["errors"]),
+        # A worker's slice as JSON (what Ansible keeps of it): without and with the job-wide lists.
+        "slice_own_kb": round(len(json.dumps({k: v for k, v in worker.items() if k not in shared})) / 1e3, 1),
+        "slice_kb": round(len(json.dumps(worker)) / 1e3, 1),
+    }
+    return m
 
 
 def step_textfiles(store, args):
@@ -367,7 +377,7 @@ STEPS = {
     "peers": ("GPU trial peer judgement (gpujudge.judge_peers)", step_peers),
     "report": ("bench report with plots (write_report)", step_report),
     "report_text": ("bench report without plots", step_report_text),
-    "launch_plan": ("launch plan, all hosts (each host plans the whole job)", step_launch_plan),
+    "launch_plan": ("launch plan, once on the planner, and every node's slice", step_launch_plan),
     "textfiles": ("Prometheus textfiles, all nodes (node_check.read_store)", step_textfiles),
     "gate": ("launch gate, every capability judged regularly", step_gate),
     "gate_history": (

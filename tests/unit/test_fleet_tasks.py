@@ -36,14 +36,18 @@ GROUP_READS = re.compile(
 )
 # The group's size is no read of its hosts.
 GROUP_SIZE = re.compile(r"\bgroups\[[^\]]*\]\s*\|\s*length\b")
-ONCE_PER_JOB = "inventory_hostname == __plan.master"
+# Once per job: on its master, or on its planner (plan.yml: the first host of the job's group in
+# the play, torchrun_launch.job_planners).
+ONCE_PER_JOB = ("inventory_hostname == __plan.master", "inventory_hostname == __torchrun_launch_planner")
 TASK_KEYS_SKIPPED = {"name", "block", "rescue", "always", "tags", "no_log"}
 
 
 def _once(task: dict, outer_once: bool) -> bool:
     when = task.get("when")
     whens = when if isinstance(when, list) else [when]
-    return outer_once or bool(task.get("run_once")) or any(ONCE_PER_JOB in str(w) for w in whens if w)
+    return (
+        outer_once or bool(task.get("run_once")) or any(o in str(w) for w in whens if w for o in ONCE_PER_JOB)
+    )
 
 
 def _walk(tasks, path: str, outer_once: bool = False):
@@ -90,15 +94,11 @@ def group_reads_per_node() -> list[tuple[str, str, str]]:
     return found
 
 
-# What is left (issue 39 item 3, not done yet): the launch plan on every node (each host plans the
-# whole job: 13.5 MB a host at 1,024 nodes), its pre-check and its verdict read the play's hosts.
-# They move to one computation on the controller with plans/torchrun_launch.py's plan; this list
-# only shrinks: a new per-node group read fails the test.
-LEFT = [
-    "roles/torchrun_launch/tasks/plan.yml: Launch | Plan the job (ranks, master, files, run mode)",
-    "roles/torchrun_launch/tasks/start.yml: Launch | Check the cluster can run the job",
-    "roles/torchrun_launch/tasks/wait.yml: Launch | Decide how the job went",
-]
+# What is left: nothing. The launch plan, its pre-check's "who left the play" and its verdict were
+# the last (issue 39): each is one computation now (plan.yml's planner, start.yml's and wait.yml's
+# run_once), and each node reads its own slice. This list only shrinks: a new per-node group read
+# fails the test.
+LEFT: list[str] = []
 
 
 def test_no_task_on_every_node_reads_the_whole_group():
@@ -144,7 +144,12 @@ def test_the_walk_finds_a_group_read_and_lets_once_and_per_job_pass():
         {
             "name": "per job",
             "ansible.builtin.debug": {"msg": "{{ ansible_play_hosts }}"},
-            "when": ONCE_PER_JOB,
+            "when": ONCE_PER_JOB[0],
+        },
+        {
+            "name": "per planner",
+            "ansible.builtin.debug": {"msg": "{{ groups['g'] | map('extract', hostvars) }}"},
+            "when": ONCE_PER_JOB[1],
         },
         {"name": "one host", "ansible.builtin.debug": {"msg": "{{ hostvars[__plan.master].x }}"}},
         {
@@ -161,7 +166,13 @@ def test_the_walk_finds_a_group_read_and_lets_once_and_per_job_pass():
 
 
 # The tasks fixed so far (issue 39).
-FIXED = {"roles/preflight/tasks/main.yml", "roles/torchrun_launch/tasks/main.yml"}
+FIXED = {
+    "roles/preflight/tasks/main.yml",
+    "roles/torchrun_launch/tasks/main.yml",
+    "roles/torchrun_launch/tasks/plan.yml",
+    "roles/torchrun_launch/tasks/start.yml",
+    "roles/torchrun_launch/tasks/wait.yml",
+}
 
 
 def test_preflight_and_the_launch_probe_read_no_group_per_node():

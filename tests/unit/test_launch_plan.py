@@ -2,8 +2,10 @@
 the pre-check verdict, the end of a run, jobs.yml's call per node, and the Slurm path's plan."""
 
 import base64
+import cProfile
 import json
 import pathlib
+import pstats
 
 import pytest
 
@@ -198,10 +200,11 @@ def _getent(name, found):
 
 
 def test_precheck_errors_from_the_registered_probes():
-    p = job()
-    play = ["n1", "n2", "n3"]
+    p = job(plan_id="pass1")
+    slices = {h: torchrun_launch.node_plan(p, h, "pass1", "n1") for h in ("n1", "n2", "n3")}
+    play = []  # dropped_out's entry of the job: none left the play
     ok = torchrun_launch.precheck_errors(
-        p,
+        slices["n2"],
         "n2",
         play,
         paths={"results": [_stat(x, True) for x in p["precheck_paths"]]},
@@ -210,10 +213,11 @@ def test_precheck_errors_from_the_registered_probes():
         listener={"skipped": True},
     )
     assert ok == []
+    gone = torchrun_launch.dropped_out(slices, ["n1", "n2"], "pass1")["n1"]  # n3 left the play
     errors = torchrun_launch.precheck_errors(
-        p,
+        slices["n2"],
         "n2",
-        ["n1", "n2"],
+        gone,
         paths={"results": [_stat(p["precheck_paths"][0], True), _stat(p["precheck_paths"][1], False)]},
         names={"results": [_getent("h1", True), _getent("h2", False), {"item": "h3", "failed": True}]},
         # As registered under failed_when: false (its "failed" cleared; only the message says it).
@@ -236,6 +240,12 @@ def test_precheck_errors_from_the_registered_probes():
         torchrun_launch.precheck_errors(p, "n2", play, paths=skipped, names={"results": [], "skipped": True})
         == []
     )
+    # No answer for the job (its planner's entry missing from dropped_out's): fails closed.
+    unknown = torchrun_launch.precheck_errors(slices["n2"], "n2", None, paths=skipped, names={"results": []})
+    assert unknown == [
+        "not starting job j1: which of its hosts are still in the play is unknown (no answer for its "
+        "planner n1); run the play again"
+    ]
     busy = torchrun_launch.precheck_errors(
         p,
         "n1",
@@ -500,3 +510,111 @@ def test_the_master_resolves_every_name_once_the_others_their_own_and_the_master
 def test_name_lookups_grow_linearly_with_the_nodes():
     lookups = {n: sum(len(v["names"]) for v in job(_fleet(n))["nodes"].values()) for n in (16, 256)}
     assert lookups[16] == 16 * 2 + 15 * 4 and lookups[256] == 256 * 2 + 255 * 4  # was n * 2n: 512, 131,072
+
+
+# Issue 39: the plan once per job, on its planner, each node taking its own slice (plan.yml).
+def _slices(plan, planner, plan_id="pass1", hosts=None):
+    return {h: torchrun_launch.node_plan(plan, h, plan_id, planner) for h in hosts or plan["hosts"]}
+
+
+def test_each_job_has_one_planner_the_first_of_its_hosts_in_the_play():
+    groups = {
+        "all": ["n4", "n2", "n1", "n3", "x9"],
+        "gpu_nodes": ["n3", "n1", "n2"],
+        "fabric_r0_p1": ["n4", "n2"],  # bench_fabric's pair groups, bench's one-node groups
+        "empty": [],
+        "away": ["x9"],  # no host in the play: no planner (each node then plans it, and fails)
+    }
+    planners = torchrun_launch.job_planners(groups, ["n1", "n2", "n3", "n4"])
+    assert planners == {"all": "n1", "gpu_nodes": "n1", "fabric_r0_p1": "n2"}
+
+
+def test_each_node_takes_its_own_nodeplan_and_the_job_wide_values_unchanged():
+    p = job(_fleet(4), plan_id="pass1")
+    assert p["errors"] == [] and p["plan_id"] == "pass1"
+    part = torchrun_launch.node_plan(p, "n2", "pass1", "n1")
+    assert part["nodes"] == {"n2": p["nodes"]["n2"]} and part["planner"] == "n1"
+    assert part["show"] == [] and part["order"] == []  # the planner shows the plan
+    same = set(p) - {"nodes", "show", "order"}
+    assert {k: part[k] for k in same} == {k: p[k] for k in same}
+    # Shared, not copied: a slice costs the same at 4 nodes or 4,096.
+    assert part["hosts"] is p["hosts"] and part["record"] is p["record"]
+    assert part["hosts_entries"] is p["hosts_entries"] and part["node_names"] is p["node_names"]
+    assert torchrun_launch.node_plan(p, "x9", "pass1", "n1")["nodes"] == {}  # not a host of the job
+
+
+@pytest.mark.parametrize(("plan_id", "made"), [("pass2", True), ("", True), ("pass2", False)])
+def test_a_plan_of_another_pass_or_none_is_refused_naming_the_planner(plan_id, made):
+    # A planner that did not run the role in this pass still holds an older job's plan: never used.
+    p = job(plan_id="pass1") if made else None
+    part = torchrun_launch.node_plan(p, "n2", plan_id, "n1")
+    assert part["nodes"] == {} and len(part["errors"]) == 1
+    assert "planner n1" in part["errors"][0] and "did not run this role in this pass" in part["errors"][0]
+
+
+def test_a_slice_renders_what_the_whole_plan_did_for_slurm_and_etc_hosts():
+    p = job(_fleet(3), plan_id="pass1", slurm=True)
+    whole = {k: v for k, v in p.items() if k != "node_names"}  # slurm.node_names from every NodePlan
+    part = torchrun_launch.node_plan(p, "n3", "pass1", "n1")
+    assert slurm.node_names(part) == slurm.node_names(whole) == {"n1": "h1", "n2": "h2", "n3": "h3"}
+    assert slurm.nodelist(part) == slurm.nodelist(whole)
+    assert part["hosts_entries"] == torchrun_launch.hosts_entries(whole)
+
+
+def _answer(state, rc, elapsed=4.0):
+    # wireup_wait's registered result (plugins/modules/wireup_wait.py RETURN): wireup-jobctl's status line.
+    line = {
+        "state": state,
+        "rc": rc,
+        "elapsed": elapsed,
+        "log": "/opt/wireup/jobs/j1/logs/r1.log",
+        "reason": "",
+    }
+    return {"rc": 0, "stdout": json.dumps(line), "looks": 1}
+
+
+def test_who_left_and_how_each_job_went_once_for_the_play():
+    # Two jobs in one play (bench: several at once), and a node holding an older pass's slice.
+    a = job({h: NODES[h] for h in ("n1", "n2")}, plan_id="pass1")
+    b = job({"n3": NODES["n3"]}, plan_id="pass1", job="j2", group="n3", launcher="python")
+    old = job({"n4": node("10.0.0.4", "h4")}, plan_id="pass0")
+    slices = {**_slices(a, "n1"), **_slices(b, "n3"), **_slices(old, "n4", "pass0")}
+    play = ["n1", "n3", "n4"]  # n2 left the play
+    assert torchrun_launch.dropped_out(slices, play, "pass1") == {"n1": ["n2"], "n3": []}
+    answers = {"n1": _answer("exited", 0), "n3": _answer("exited", 0), "n4": _answer("exited", 1)}
+    verdicts = torchrun_launch.job_verdicts(slices, answers, play, "pass1")
+    assert set(verdicts) == {"n1", "n3"}
+    assert verdicts["n3"]["ok"] and verdicts["n3"]["over"]
+    assert not verdicts["n1"]["ok"] and verdicts["n1"]["first_failure"] == "n2"  # gone: left the play
+    # The same verdict as each node reached before from every host's answer (wait.job_verdict).
+    states = torchrun_launch.states_of(a["hosts"], {"n1": answers["n1"]})
+    assert verdicts["n1"] == wait.job_verdict(states, play, 0)
+
+
+def _plan_calls(count):
+    nodes = _fleet(count)
+    profile = cProfile.Profile()
+    profile.enable()
+    p = torchrun_launch.job_plan(
+        list(nodes), nodes, **dict(BASE, nproc_per_node=1, plan_id="p", play_hosts=list(nodes))
+    )
+    slices = _slices(p, "n1", "p")
+    torchrun_launch.dropped_out(slices, list(nodes), "p")
+    profile.disable()
+    assert p["errors"] == []
+    return pstats.Stats(profile).total_calls
+
+
+def test_the_plan_and_every_node_s_slice_are_linear_in_the_nodes():
+    # Every node planning the whole job was O(N^2): 4x the nodes made 16x the Python calls.
+    assert _plan_calls(256) / _plan_calls(64) <= 4 * 1.125
+
+
+def test_the_verdicts_filter_takes_a_missing_answer_as_gone():
+    # wait.yml gathers the answers with map(attribute=..., default={}) (default=none is no default
+    # in Jinja's map): a host without one is gone, as before.
+    a = job({h: NODES[h] for h in ("n1", "n2")}, plan_id="pass1")
+    verdicts = _filters()["wireup_launch_verdicts"](
+        _slices(a, "n1"), {"n1": _answer("exited", 0), "n2": {}}, ["n1", "n2"], "pass1", 0
+    )
+    assert verdicts["n1"]["first_failure"] == "n2" and "n2 " in verdicts["n1"]["reason"]

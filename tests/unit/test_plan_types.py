@@ -114,7 +114,13 @@ PLANS: dict[str, typing.Any] = {
     "__wireup_launch_drift": ERRORS,  # why launch.yml refuses the nodes' drift (drift.launch_refusals)
     "__torchrun_launch_watchdog_key": str,
     "__torchrun_launch_node": torchrun_launch.NodeFacts,
-    "__torchrun_launch_plan": torchrun_launch.JobPlan,
+    "__torchrun_launch_plan": torchrun_launch.JobPlan,  # this node's slice (torchrun_launch.node_plan)
+    "__torchrun_launch_job_plan": torchrun_launch.JobPlan,  # the whole plan, on the job's planner only
+    "__torchrun_launch_plan_id": str,  # this pass's id (random)
+    "__torchrun_launch_planners": dict[str, str],  # {group: its job's planner} (job_planners)
+    "__torchrun_launch_planner": str,
+    "__torchrun_launch_dropped": dict[str, list[str]],  # {planner: its job's hosts that left the play}
+    "__torchrun_launch_verdicts": dict[str, wait.Verdict],  # {planner: its job's verdict}
     # after slurm.yml, __plan is the launch plan combined with sbatch's (slurm.run_plan)
     "__plan": (torchrun_launch.JobPlan, slurm.SlurmRun),
     "__slurm_status": slurm.SlurmStatus,  # jobs.yml on a Slurm run (its block's vars)

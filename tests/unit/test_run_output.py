@@ -3,7 +3,6 @@ role's own (read from its task file), the plan is torchrun_launch.job_plan's, An
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import subprocess
@@ -30,24 +29,33 @@ KW = {"job": "ddp-multinode", "program": "/opt/wireup/examples/ddp_multinode.py"
 NODES = {f"n{i}": _node(i) for i in (1, 2, 3)}
 
 
+SLICE = "Launch | Take this node's part of the plan"
+
+
 def _check(tmp_path, plan):
-    """The role's plan check on three nodes (local connections) given this plan: rc and output."""
+    """The role's slice and plan check on three nodes (local connections) given the plan its
+    planner n1 made (plan.yml, issue 39): rc and output."""
     tasks = yaml.safe_load((ROOT / "roles/torchrun_launch/tasks/plan.yml").read_text())
-    (tmp_path / "check.yml").write_text(yaml.safe_dump([t for t in tasks if t["name"] == CHECK]))
+    (tmp_path / "check.yml").write_text(yaml.safe_dump([t for t in tasks if t["name"] in (SLICE, CHECK)]))
     (tmp_path / "play.yml").write_text(
         "- hosts: gpu_nodes\n  gather_facts: false\n  tasks:\n    - ansible.builtin.import_tasks: check.yml\n"
     )
-    hosts = {n: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable} for n in NODES}
+    hosts = {
+        n: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+            "__torchrun_launch_planner": "n1", "__torchrun_launch_plan_id": "pass1"}
+        for n in NODES
+    }  # fmt: skip
+    hosts["n1"]["__torchrun_launch_job_plan"] = dict(plan, plan_id="pass1")  # the planner's fact
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump({"gpu_nodes": {"hosts": hosts}}))
-    (tmp_path / "plan.json").write_text(json.dumps({"__torchrun_launch_plan": plan}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
     env |= {
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
         "ANSIBLE_LOCAL_TEMP": str(tmp_path),
+        "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"),
     }
     return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", "inventory.yml", "play.yml", "-e", "@plan.json"],
+        [str(BIN / "ansible-playbook"), "-i", "inventory.yml", "play.yml"],
         cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=busy.HANG_S,
     )  # fmt: skip
 

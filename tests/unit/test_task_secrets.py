@@ -37,7 +37,7 @@ NOT_SHOWN = {
 SILENT = {"include_role", "import_role", "include_tasks", "import_tasks"}
 # Tasks that take a source but show no value of it, each with the test that shows it.
 HOLD_NO_VALUE = {
-    ("torchrun_launch/tasks/plan.yml", "Launch | Plan the job (ranks, master, files, run mode)"):
+    ("torchrun_launch/tasks/plan.yml", "Launch | Plan the job once, on its planner"):
         "test_launch_plan_holds_no_env_value",
 }  # fmt: skip
 

@@ -433,7 +433,12 @@ def node_name(host: str, facts=None) -> str:
 
 
 def node_names(plan: dict) -> dict:
-    """{inventory host: Slurm node name} for a launch plan (hostname, else the inventory name)."""
+    """{inventory host: Slurm node name} for a launch plan (hostname, else the inventory name): the
+    plan's own ``node_names`` when it has them (job_plan makes them once: a node's slice of the plan
+    holds its own NodePlan only)."""
+    names = plan.get("node_names")
+    if isinstance(names, dict):
+        return {h: str(names.get(h) or h) for h in plan.get("hosts", [])}
     nodes = plan.get("nodes", {})
     return {h: node_name(h, nodes.get(h)) for h in plan.get("hosts", [])}
 

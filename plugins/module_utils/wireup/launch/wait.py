@@ -208,8 +208,9 @@ def job_verdict(states: dict, play_hosts=None, timeout: float = 0) -> Verdict:
     """
     states = {h: dict(s or {}) for h, s in states.items()}
     if play_hosts is not None:
+        play = set(play_hosts)
         for host in states:
-            if host not in set(play_hosts):
+            if host not in play:
                 states[host]["state"] = "gone"
     failed = first_failure(states)
     running = sorted(h for h, s in states.items() if s.get("state") == "running")

@@ -274,7 +274,8 @@ def _absent_errors(hosts: list[str], lay: Layout) -> list[str]:
     forever (jobs.yml's plan, ``absent_ok``, only leaves it out of ``nodes``)."""
     if lay.play_hosts is None or lay.absent_ok:
         return []
-    missing = [h for h in hosts if h not in set(lay.play_hosts)]
+    play = set(lay.play_hosts)
+    missing = [h for h in hosts if h not in play]
     if not missing:
         return []
     return [
@@ -686,6 +687,7 @@ class JobSettings:
     on_failed: str = "refuse"
     drain_failed: bool = False
     follow: bool = False
+    plan_id: str = ""  # this pass's id (plan.yml): each node takes its slice of this pass's plan only
     master_host: str = ""
     master_addr: str = ""
     master_port: object = 29500
@@ -753,6 +755,10 @@ class JobPlan(TypedDict):
     copies: list[dict]  # copy items: {src, dest, mode}
     templates: list[dict]  # template items: {src, dest, mode, bash}
     record: dict  # run_record: what the run records of itself when it starts
+    plan_id: str  # the pass that made it (node_plan takes a slice of this pass's plan only)
+    hosts_entries: list[str]  # /etc/hosts lines of every job host (hosts_entries), made once
+    node_names: dict[str, str]  # host -> its Slurm node name (slurm.node_names), made once
+    planner: str  # node_plan: the host that made the plan (plan.yml's planner of the job)
 
 
 def _job_errors(s: JobSettings, result: dict) -> list[str]:
@@ -926,6 +932,8 @@ def job_plan(hosts, nodes: dict, **settings) -> JobPlan:
         steps=_steps(mode, bool(s.wait), bool(drains["drain_read"])),
     )
     result["record"] = run_record(result)
+    result.update(plan_id=str(s.plan_id or ""), hosts_entries=hosts_entries(result))
+    result["node_names"] = slurm_.node_names(result)
     return result
 
 
@@ -1069,12 +1077,18 @@ def _port_errors(plan_: dict, host: str, p: Probes) -> list[str]:
     return errors
 
 
-def precheck_errors(plan_: dict, host: str, play_hosts, **probes) -> list[str]:
+def precheck_errors(plan_: dict, host: str, gone, **probes) -> list[str]:
     """The pre-start checks of one node, from the registered results of its probes (``probes``:
-    Probes' fields); a job host that left the play fails every node (the others would wait for it)."""
+    Probes' fields); ``gone``: the job's hosts that left the play (dropped_out, once per job): any
+    fails every node (the others would wait for it); None (no answer for the job) fails closed."""
     p = Probes(**probes)
     errors = []
-    gone = [h for h in plan_.get("hosts", []) if h not in set(play_hosts or [])]
+    if gone is None:
+        errors.append(
+            f"not starting job {plan_.get('job')}: which of its hosts are still in the play is unknown "
+            f"(no answer for its planner {plan_.get('planner')}); run the play again"
+        )
+    gone = list(gone or [])
     if gone:
         errors.append(
             f"not starting job {plan_.get('job')}: {', '.join(gone)} dropped out of the play "
@@ -1086,6 +1100,79 @@ def precheck_errors(plan_: dict, host: str, play_hosts, **probes) -> list[str]:
         + _unresolved(host, p.names)
         + _port_errors(plan_, host, p)
     )
+
+
+def job_planners(groups: dict, play_hosts) -> dict[str, str]:
+    """{group: its job's planner}: the first (sorted) of the group's hosts in the play, the one
+    host that plans a job over that group (plan.yml, once per pass: linear in the inventory's group
+    memberships). A group without a host in the play has none."""
+    play = set(play_hosts or [])
+    out = {}
+    for name, members in (groups or {}).items():
+        here = [h for h in members or () if h in play]
+        if here:
+            out[str(name)] = min(here)
+    return out
+
+
+_SLICE_DROPPED = ("nodes", "show", "order")
+
+
+def node_plan(plan_: dict | None, host: str, plan_id: str, planner: str) -> JobPlan:
+    """``host``'s part of a job's plan, made once on the job's ``planner`` (plan.yml): the job-wide
+    values as they are (shared, not copied: constant work per node), ``nodes`` with this host's
+    NodePlan only (none for a host outside the job), no ``show`` or ``order`` (the planner shows
+    the plan). A plan of another pass (``plan_id``), or none, is refused: the planner did not plan
+    this job (it does not run this role here), and an older plan is never used."""
+    if not plan_ or not plan_id or plan_.get("plan_id") != plan_id:
+        return {
+            "errors": [
+                f"no plan of this job from its planner {planner} (the first host of the job's group in "
+                "the play): it did not run this role in this pass; run the job on every host of its "
+                "group, or leave that host out (--limit)"
+            ],
+            "nodes": {},
+            "job": "",
+            "planner": planner,
+        }  # type: ignore[typeddict-item]
+    out = {k: v for k, v in plan_.items() if k not in _SLICE_DROPPED}
+    nodes = plan_.get("nodes") or {}
+    out.update(nodes={host: nodes[host]} if host in nodes else {}, show=[], order=[], planner=planner)
+    return out  # type: ignore[return-value]
+
+
+def _this_pass(slices: dict, plan_id: str) -> dict:
+    """{planner: one of its nodes' slices} of the jobs planned in pass ``plan_id``."""
+    jobs: dict = {}
+    for part in slices.values():
+        if part and plan_id and part.get("plan_id") == plan_id and part.get("planner"):
+            jobs.setdefault(part["planner"], part)
+    return jobs
+
+
+def dropped_out(slices: dict, play_hosts, plan_id: str) -> dict[str, list[str]]:
+    """{planner: the job's hosts no longer in the play} for every job of this pass, from each play
+    host's slice (``slices``: host -> its node_plan): start.yml's check, once for the play (linear:
+    one pass over each job's hosts)."""
+    play = set(play_hosts or [])
+    return {
+        planner: [h for h in part.get("hosts") or [] if h not in play]
+        for planner, part in _this_pass(slices, plan_id).items()
+    }
+
+
+def job_verdicts(slices: dict, answers: dict, play_hosts, plan_id: str, timeout=0) -> dict[str, dict]:
+    """{planner: wait.job_verdict of its job} for every job of this pass, from each play host's slice
+    and its registered wireup_wait answer (``answers``: host -> result): wait.yml's decision, once
+    for the play. A job host without an answer (it left the play) is 'gone'."""
+    play = set(play_hosts or [])
+    out = {}
+    for planner, part in _this_pass(slices, plan_id).items():
+        hosts = list(part.get("hosts") or [])
+        here = [h for h in hosts if h in play]  # the job's own: linear in its hosts, not the play's
+        states = states_of(hosts, {h: answers[h] for h in here if h in answers})
+        out[planner] = job_verdict(states, here, timeout)
+    return out
 
 
 class NodeResult(RunStatus, total=False):
