@@ -108,7 +108,8 @@ def agreeing(drift: DriftTable) -> int:
 
 
 def _majority_hosts(drift: DriftTable, field: FieldDrift) -> list[str]:
-    return [h for h in drift["hosts"] if h not in field["outliers"] and h not in field["unknown"]]
+    unknown = set(field["unknown"])
+    return [h for h in drift["hosts"] if h not in field["outliers"] and h not in unknown]
 
 
 def refusals(drift: DriftTable, accepted=()) -> list[str]:
@@ -157,12 +158,20 @@ def launch_refusals(facts_by_host: dict, accept=None) -> list[str]:
     return refusals(table_of_facts(facts_by_host), accepted_fields([] if accept is None else accept))
 
 
-def host_part(drift: DriftTable, host: str) -> DriftPart:
-    """One host's DriftPart in the run's table."""
+def _unknown_sets(drift: DriftTable) -> dict[str, set]:
+    """Each field's hosts without a known value, as a set (a list's ``in`` per host would make
+    the run's parts quadratic in the nodes)."""
+    return {f["field"]: set(f["unknown"]) for f in drift["fields"]}
+
+
+def host_part(drift: DriftTable, host: str, unknown: dict | None = None) -> DriftPart:
+    """One host's DriftPart in the run's table (``unknown``: _unknown_sets of it, made once for a
+    run's hosts)."""
+    unknown = _unknown_sets(drift) if unknown is None else unknown
     return {
         "values": {
             f["field"]: f["outliers"].get(host, f["majority"])
-            if host not in f["unknown"]
+            if host not in unknown[f["field"]]
             else probe_drift.UNKNOWN
             for f in drift["fields"]
         },
@@ -178,8 +187,9 @@ def attach(nodes: dict, facts_by_host: dict) -> dict:
     """The run's node data with each host's DriftPart as ``drift`` (the table over the hosts whose
     facts came: a host without them has no part)."""
     drift = table_of_facts(facts_by_host)
+    unknown, judged = _unknown_sets(drift), set(drift["hosts"])
     return {
-        host: dict(node, drift=host_part(drift, host)) if host in drift["hosts"] else node
+        host: dict(node, drift=host_part(drift, host, unknown)) if host in judged else node
         for host, node in nodes.items()
     }
 
