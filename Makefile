@@ -144,8 +144,9 @@ lint: venv  ## static checks: ansible-lint (production), yamllint, ruff, changel
 metrics: venv  ## the code's shape (docs/DEVELOPING.md "Shape"): function lengths, complexity, task YAML, duplicates
 	$(BIN)/python -m tests.metrics
 
-# Both suites run on 2 workers (pytest-xdist). The integration suite's modules are grouped by the
-# testbed they use (tests/integration/conftest.py: OWN_TESTBEDS), so each testbed comes up once.
+# Both suites run on 2 workers (pytest-xdist). The integration suite's modules are its units of work
+# (tests/integration/conftest.py: each whole on one worker, the longest first, the next to the worker
+# that is free; each worker has a session testbed of its own).
 # The fabric test then runs alone: its gloo figures on CPU nodes are CPU-bound, and a second
 # worker's load made a healthy whole-group run read 0.57 of its pairs (FAIL) once.
 # Every run keeps JUnit XML in results/ci/ and ends with the seconds per test file (.ci/times.py),

@@ -22,47 +22,65 @@ import pytest
 
 from tests.testbed import Testbed, TestbedError, all_testbeds
 
-SESSION_NAME = os.environ.get("WIREUP_TESTBED_NAME", f"it-{os.getpid()}")
+# Each xdist worker has its own: by default it-PID (the worker's process); a name given in
+# WIREUP_TESTBED_NAME gets the worker's number from the second worker on (NAME, NAME-w1, ...).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+SESSION_NAME = (
+    os.environ["WIREUP_TESTBED_NAME"] + ("" if _WORKER == "0" else f"-w{_WORKER}")
+    if "WIREUP_TESTBED_NAME" in os.environ
+    else f"it-{os.getpid()}"
+)
 
 
-# Modules that bring up testbeds of their own (testbed_factory) and never use the session's: under
-# `pytest -n 2` (make integration) they run in one worker while every module of the session
-# testbed runs in the other, so each testbed comes up once (make integration then runs
-# test_fabric alone: its CPU-bound gloo figures must not share the CPUs; docs/testing.md).
-# The grouping is a scheduler of our own (xdist's
-# pytest_xdist_make_scheduler hook): xdist 3.8's `--dist loadgroup` marks are lost under pytest 9.2,
-# which keeps a node's id in `_id` where xdist still writes `_nodeid`.
-OWN_TESTBEDS = frozenset({"test_fabric", "test_site"})
+# Under `pytest -n 2` (make integration) each module is one unit of work, whole on one worker, and
+# the workers take the next unit as they finish one, so both stay busy to the end; each worker has
+# a session testbed of its own (SESSION_NAME names it after the worker's process), brought up on
+# first use (about 5 s; a module that needs torch on it installs it once: ensure_torch_venvs).
+# With the session testbed's modules all on one worker and the modules with testbeds of their own
+# on the other, the two overlapped little: 40:01 for 2,749 s of tests (docs/testing.md).
+# LONGEST_FIRST orders the units, the longest first (their seconds in the last CI run, ci-*.txt),
+# after test_testbed, whose tests check the nodes as the testbed made them; a module not named
+# runs after those named. make integration runs test_fabric alone after them (the Makefile's
+# ALONE). The grouping is a scheduler of our own (xdist's pytest_xdist_make_scheduler hook):
+# xdist 3.8's `--dist loadgroup` marks are lost under pytest 9.2, which keeps a node's id in `_id`
+# where xdist still writes `_nodeid`.
+FIRST = "test_testbed"
+LONGEST_FIRST = (
+    "test_slurm", "test_launch", "test_bench", "test_site", "test_pytorch_venv", "test_bootstrap",
+    "test_driver_branches", "test_faults", "test_gpu_trial", "test_drift", "test_prometheus",
+    "test_collection", "test_fabric",
+)
 
 
-def testbed_group(nodeid: str) -> str:
-    """The worker group of a test: 'own-testbeds' for OWN_TESTBEDS' modules, else 'session'."""
-    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
-    return "own-testbeds" if module in OWN_TESTBEDS else "session"
+def module_of(nodeid: str) -> str:
+    """The test module's name of a test's node id ('test_launch' of 'tests/.../test_launch.py::x')."""
+    return nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+
+
+def unit_order(module: str) -> tuple[int, int]:
+    """Where a module's unit goes in the workers' queue: FIRST, then LONGEST_FIRST, then the rest."""
+    if module == FIRST:
+        return (0, 0)
+    if module in LONGEST_FIRST:
+        return (1, LONGEST_FIRST.index(module))
+    return (2, 0)
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """Under -n: one work unit per testbed group, each whole on one worker, in collection order."""
+    """Under -n: one unit of work per module, in unit_order (collection order: no reordering by size)."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class ByTestbed(LoadScopeScheduling):
+    class ByModule(LoadScopeScheduling):
         def _split_scope(self, nodeid):
-            return testbed_group(nodeid)
+            return module_of(nodeid)
 
-    return ByTestbed(config, log)
+    config.option.loadscopereorder = False
+    return ByModule(config, log)
 
 
 def pytest_collection_modifyitems(items):
-    """The testbed's own tests first: they check the nodes as the testbed made them, before
-    other tests' playbooks change them (torchrun_launch, for one, manages /etc/hosts). A test of
-    an OWN_TESTBEDS module must not use the session testbed (its worker would bring up another)."""
-    items.sort(key=lambda item: item.module.__name__.rsplit(".", 1)[-1] != "test_testbed")
-    for item in items:
-        if testbed_group(item.nodeid) == "own-testbeds" and "testbed" in item.fixturenames:
-            raise pytest.UsageError(
-                f"{item.nodeid} uses the session testbed although its module is in OWN_TESTBEDS "
-                "(tests/integration/conftest.py): use the module's own testbed, or move the test"
-            )
+    """The modules in unit_order, each module's tests in their own order (a stable sort)."""
+    items.sort(key=lambda item: unit_order(module_of(item.nodeid)))
 
 
 def _alive(pid) -> bool:

@@ -43,12 +43,15 @@ def test_main_lists_slowest_first_and_names_an_unreadable_report(tmp_path, capsy
     assert any("missing.xml: unreadable" in line for line in out)
 
 
-def test_integration_groups_name_real_modules():
-    """make integration's two workers: OWN_TESTBEDS must name modules that exist (a typo would
-    silently put a module with its own testbeds beside the session testbed's)."""
+def test_integration_units_name_real_modules_in_one_order():
+    """make integration's workers take one module at a time, test_testbed first, then
+    LONGEST_FIRST: it must name modules that exist (a typo would silently send a long module to the
+    end of the queue, where one worker runs it while the other waits), each once."""
     from tests.integration import conftest
 
-    for module in conftest.OWN_TESTBEDS:
+    for module in (conftest.FIRST, *conftest.LONGEST_FIRST):
         assert (REPO / "tests/integration" / f"{module}.py").is_file(), module
-    assert conftest.testbed_group("tests/integration/test_fabric.py::test_x[a-b]") == "own-testbeds"
-    assert conftest.testbed_group("tests/integration/test_launch.py::test_y") == "session"
+    assert len(set(conftest.LONGEST_FIRST)) == len(conftest.LONGEST_FIRST)
+    assert conftest.module_of("tests/integration/test_fabric.py::test_x[a-b::c]") == "test_fabric"
+    order = sorted(["test_new", "test_launch", "test_testbed", "test_slurm"], key=conftest.unit_order)
+    assert order == ["test_testbed", "test_slurm", "test_launch", "test_new"]
