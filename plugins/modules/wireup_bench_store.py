@@ -14,6 +14,8 @@ description:
     with the host's last passing run, and writes C(RESULTS/bench/RUN/HOST.json) (never overwritten).
   - Writes report.md, report.html (self-contained) and PNG plots into the run folder; files 0640,
     folders 0750. Secret values of the environment are never written (C(<redacted>)).
+  - The report ends with the nodes' history read from C(RESULTS/history) at the time it runs (nodes
+    out of service now and since when, each node's time from drain to return, its last events).
   - "One node's answer never stops the run from being stored: a node whose data is not of its typed
     shape (bench.NodeData, node_check.QuickNode, gpu_trial.TrialNode and what they hold:
     plugins/module_utils/wireup/core/shape.py), or whose judgement fails, gets a record with the verdict
@@ -229,9 +231,11 @@ removed:
 """
 
 import os
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import context
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_report
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate, host_record, retention
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
@@ -295,7 +299,9 @@ def main():
         nodes = bench_report.store_nodes(p, _read)
         run_id, run_dir, records = host_record.store_run(p["results_dir"], p["run_id"], nodes, p["kind"])
         gate.index_run(p["results_dir"], p["kind"], run_id, records)  # the store's index (issue 39)
-        paths = assemble.write_report(run_dir, run_id, records, detail=p["report_detail"])
+        # The report's context: the results folder, whose history (results/history) it shows.
+        ctx = context.Reporting(results_dir=p["results_dir"], now=time.time())
+        paths = assemble.write_report(run_dir, run_id, records, detail=p["report_detail"], context=ctx)
         removed = retention.apply(p["results_dir"], retention.plan(p["results_dir"], p["keep_days"]))
     except (ValueError, OSError) as err:
         module.fail_json(msg=f"storing the bench run failed: {err}")

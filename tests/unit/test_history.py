@@ -76,3 +76,15 @@ def test_the_report_lines_and_the_metrics_promtool_accepts(tmp_path):
         [promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0 and not (done.stdout + done.stderr).strip(), done.stdout + done.stderr
+
+
+def test_an_event_whose_time_is_no_date_is_refused_and_skipped_when_read(tmp_path):
+    for when in (float("nan"), float("inf"), -1.0, 1e12):
+        with pytest.raises(ValueError, match="history: time"):
+            history.event("n2", "drain", "controller:root", "x", when=when)
+    folder = tmp_path / "history" / "n2"
+    folder.mkdir(parents=True)
+    doc = '{"host": "n2", "kind": "drain", "time": "nan", "who": "controller:root", "why": "x"}'
+    (folder / "20261207T080000Z-000-drain.json").write_text(doc)
+    assert history.read_counted(str(tmp_path), "n2") == ([], 1)
+    assert "NaN" not in metrics.controller_text(str(tmp_path), "n2", now=T0)

@@ -12,6 +12,7 @@ import json
 import os
 import pathlib
 
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import context
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import preflight
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate, host_record
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
@@ -65,9 +66,12 @@ def _quick_records(tmp_path):
 
 
 def _report(tmp_path, name, run_id, records):
+    """report.md as the bench store writes it, its context a results folder without history."""
     run_dir = tmp_path / "reports" / name
     run_dir.mkdir(parents=True)
-    return pathlib.Path(assemble.write_report(str(run_dir), run_id, copy.deepcopy(records))["md"]).read_text()
+    ctx = context.Reporting(results_dir=str(tmp_path / "results"), now=0.0)
+    paths = assemble.write_report(str(run_dir), run_id, copy.deepcopy(records), context=ctx)
+    return pathlib.Path(paths["md"]).read_text()
 
 
 def _broken_records(record):

@@ -1,6 +1,8 @@
-"""What a capability's record section is judged with (Judging) and the type words its problem
-check speaks (type_name, number_problem): shared by the capability modules (capability/links.py,
-torch.py, stepcost.py, ...) and record/host_record.py, which builds the Judging of each host."""
+"""What a capability's record section is judged with (Judging), what the report reads beyond
+the run's records (Reporting) and the type words its problem check speaks (type_name,
+number_problem): shared by the capability modules (capability/links.py, torch.py, stepcost.py,
+...), record/host_record.py, which builds the Judging of each host, and report/assemble.py, whose
+write_report takes the Reporting once."""
 
 from __future__ import annotations
 
@@ -41,3 +43,14 @@ class Judging:
     nccl_env: dict
     torch_env: dict
     tuned_used: dict | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Reporting:
+    """What the report reads beyond the run's records, handed to report/assemble.write_report once
+    (the one place the results folder reaches the report's parts): the controller's results folder,
+    whose history the History section shows (record/history.report_sections), and the time the
+    report is written (Unix seconds), which "out of service for how long" is counted to."""
+
+    results_dir: str
+    now: float

@@ -22,6 +22,9 @@ _NAME = re.compile(
 )
 MAX_EVENTS = 10000  # per node read back: a history folder flooded by a node cannot stall the report
 MAX_TEXT = 300
+LAST_TIME = 253402300799.0  # 9999-12-31T23:59:59Z: the last time a date can say
+MAX_ROWS = 50  # nodes in the report's History table (out of service first); the rest counted
+LAST_EVENTS = 3  # each node's last events in that table
 
 
 class Event(TypedDict):
@@ -34,16 +37,20 @@ class Event(TypedDict):
 
 def event(host, kind, who, why, *, when=None) -> Event:
     """One event, checked: ValueError for a host off the host-name grammar, a kind off KINDS, a
-    who off its grammar; ``why`` is cut to one printable line."""
+    who off its grammar, a time that is no date (NaN, infinite, before 1970, after 9999); ``why``
+    is cut to one printable line."""
     if not checks.is_host_name(str(host)):
         raise ValueError(f"history: {str(host)[:80]!r} is not a host name")
     if kind not in KINDS or not _WHO.fullmatch(str(who)):
         raise ValueError(f"history: kind {kind!r} (one of {KINDS}) or who {str(who)[:40]!r} off its grammar")
     text = " ".join("".join(c if c.isprintable() else " " for c in str(why)).split())[:MAX_TEXT]
+    when = float(time.time() if when is None else when)
+    if not 0 <= when <= LAST_TIME:  # NaN and infinity fail too
+        raise ValueError(f"history: time {when} is not a time between 1970 and 9999")
     return {
         "host": str(host),
         "kind": kind,
-        "time": float(time.time() if when is None else when),
+        "time": when,
         "who": who,
         "why": text,
     }
@@ -94,21 +101,49 @@ def write(results_dir, ev: Event) -> str:
 
 
 def read(results_dir, host) -> list[Event]:
-    """The host's events, oldest first; a file off the name grammar or not an event is skipped."""
+    """The host's events, oldest first; a file off the name grammar or not an event is skipped
+    (read_counted counts them)."""
+    return read_counted(results_dir, host)[0]
+
+
+def read_counted(results_dir, host) -> tuple[list[Event], int]:
+    """(the host's events, oldest first; how many entries of its folder were skipped: a name off
+    the grammar, not a regular file, not an event, another host's, past MAX_EVENTS, or the host's
+    path not a folder). ValueError for a host the path grammar refuses; OSError when the folder
+    cannot be listed."""
     folder = checks.results_path(results_dir, "history", str(host))
-    names = (
-        sorted(n for n in os.listdir(folder) if _NAME.fullmatch(n))[-MAX_EVENTS:]
-        if os.path.isdir(folder)
-        else []
-    )
-    out = []
-    for name in names:
-        try:
-            doc = json.loads(atomicfile.read_regular(os.path.join(folder, name), 64 * 1024))
-            out.append(event(doc["host"], doc["kind"], doc["who"], doc["why"], when=float(doc["time"])))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return [e for e in out if e["host"] == str(host)]
+    if not os.path.lexists(folder):
+        return [], 0
+    if not os.path.isdir(folder):
+        return [], 1
+    names = sorted(os.listdir(folder))
+    files = [n for n in names if _NAME.fullmatch(n)][-MAX_EVENTS:]
+    out = [ev for ev in (_read_event(os.path.join(folder, n), str(host)) for n in files) if ev]
+    return out, len(names) - len(out)
+
+
+def _read_event(path, host):
+    """The event in ``path`` when it is one of ``host``'s (event's grammar), else None."""
+    try:
+        doc = json.loads(atomicfile.read_regular(path, 64 * 1024))
+        ev = event(doc["host"], doc["kind"], doc["who"], doc["why"], when=float(doc["time"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return ev if ev["host"] == host else None
+
+
+def hosts(results_dir) -> tuple[list[str], int]:
+    """(the hosts with a history folder, sorted; how many entries of results/history are not host
+    names and are skipped). ValueError when results/history is not a folder under the results
+    folder (a link out of it, a file); OSError when it cannot be listed."""
+    top = checks.results_path(results_dir, "history")
+    if not os.path.lexists(top):
+        return [], 0
+    if not os.path.isdir(top):
+        raise ValueError("results/history is not a folder")
+    names = os.listdir(top)
+    good = sorted(n for n in names if checks.is_host_name(n))
+    return good, len(names) - len(good)
 
 
 def summary(events, now: float) -> dict:
@@ -134,11 +169,110 @@ def lines(per_host: dict, now: float) -> list[str]:
     for host, events in sorted(per_host.items()):
         s = summary(events, now)
         if s["out_since"] is not None:
-            since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(s["out_since"]))
-            out.append(f"{host}: out of service since {since} ({s['out_for'] / 3600:.1f} h)")
+            out.append(f"{host}: out of service {_out_text(s)}")
         if s["returns"]:
-            out.append(f"{host}: last returned {s['returns'][-1] / 60:.0f} min after it was drained")
+            out.append(f"{host}: last returned {_minutes(s['returns'][-1])} after it was drained")
     return out
+
+
+def _stamp(when) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
+
+
+def _out_text(s) -> str:
+    """'since 2026-12-07T09:00:00Z (1.5 h)' of a summary whose node is out of service."""
+    return f"since {_stamp(s['out_since'])} ({s['out_for'] / 3600:.1f} h)"
+
+
+def _minutes(seconds) -> str:
+    return f"{seconds / 60:.0f} min"
+
+
+# ------------------------------------------------------------------ the bench report's section
+_HEADER = ["node", "out of service now", "last detection to return", "events", "last events, newest first"]
+
+
+def report_sections(ctx, run_hosts) -> list:
+    """The bench report's History section (report/assemble.py), from every node's history under
+    ``ctx.results_dir`` (capability/context.Reporting; None: not read, said) at ``ctx.now``: the
+    fleet's count out of service now, a row per node with events (out of service first, at most
+    MAX_ROWS), one line for the run's nodes without any, and what could not be read."""
+    head = ("h", (2, "History"))
+    if ctx is None:
+        return [
+            head,
+            ("p", "The nodes' history was not read: the report was written without the results folder."),
+        ]
+    per_host, problems = _read_fleet(ctx.results_dir)
+    with_events = {h: summary(e, ctx.now) for h, e in per_host.items() if e}
+    out = [head, *_table_sections(per_host, with_events)]
+    quiet = len(set(run_hosts) - set(with_events))
+    if not with_events:
+        out.append(("p", "No node has events in its history (docs/repair.md, History)."))
+    elif quiet:
+        out.append(("p", f"The other {quiet} node(s) of this run have no events in their history."))
+    return out + [("p", text) for text in problems]
+
+
+def _read_fleet(results_dir) -> tuple[dict, list[str]]:
+    """({host: events} of every host with a history folder, [what could not be read, said])."""
+    try:
+        names, skipped = hosts(results_dir)
+    except (OSError, ValueError) as err:
+        return {}, [f"The history could not be read: {err}"]
+    per_host, failed = {}, []
+    for host in names:
+        try:
+            per_host[host], bad = read_counted(results_dir, host)
+        except (OSError, ValueError) as err:
+            failed.append(f"{host} ({err})")
+            bad = 0
+        skipped += bad
+    problems = (
+        [f"The history of {len(failed)} node(s) could not be read: {'; '.join(failed[:3])}"] if failed else []
+    )
+    if skipped:
+        problems.append(
+            f"{skipped} {'entry' if skipped == 1 else 'entries'} of the history skipped: a folder not "
+            "named as a host, or a file "
+            "that is not an event of its node (its name, a regular file, its JSON, its host)."
+        )
+    return per_host, problems
+
+
+def _table_sections(per_host, sums) -> list:
+    """The out-of-service sentence and the table (none without events)."""
+    if not sums:
+        return []
+    out_now = [h for h, s in sums.items() if s["out_since"] is not None]
+    verb = "is" if len(out_now) == 1 else "are"
+    said = (
+        f"{len(out_now)} of the {len(sums)} node(s) with a history {verb} out of service now "
+        "(drained by wireup, not yet returned)."
+    )
+    order = sorted(out_now, key=lambda h: (sums[h]["out_since"], h)) + sorted(set(sums) - set(out_now))
+    rows = [_row(h, per_host[h], sums[h]) for h in order[:MAX_ROWS]]
+    out = [("p", said), ("table", (_HEADER, rows))]
+    if len(order) > MAX_ROWS:
+        out.append(
+            (
+                "p",
+                f"{len(order) - MAX_ROWS} more node(s) with events are not listed (each node's "
+                "textfile has its wireup_node_out_of_service and wireup_node_last_return_duration_seconds).",
+            )
+        )
+    return out
+
+
+def _row(host, events, s) -> list:
+    last = [f"{_stamp(e['time'])} {e['kind']} by {e['who']}: {e['why'][:120]}" for e in events[-LAST_EVENTS:]]
+    return [
+        host,
+        _out_text(s) if s["out_since"] is not None else "no",
+        _minutes(s["returns"][-1]) if s["returns"] else "-",
+        len(events),
+        "; ".join(reversed(last)),
+    ]
 
 
 def families(per_host: dict, now: float) -> list:

@@ -1,7 +1,8 @@
 """Benchmark report of one run: Markdown, a self-contained HTML page, and PNG plots.
 
 write_report(run_dir, run_id, records) writes, into run_dir:
-  report.md     summary table, per-host collectives vs expectation, torch benchmarks, findings
+  report.md     summary table, per-host collectives vs expectation, torch benchmarks, findings,
+                then the nodes' history (drains to returns: record/history.report_sections)
   report.html   the same, standalone: CSS inline, plots embedded as base64 PNG (no external URL)
   busbw_<host>.png     per collective: bus bandwidth vs message size (the expectation and the raw
                        link speed dashed) over time per operation on log-log axes (small-message
@@ -23,6 +24,7 @@ from ..capability import gpu_trial_report, links, node_check
 from ..capability.registry import CAPABILITIES
 from ..core import atomicfile
 from ..judge import bandwidth, benchenv, ddp_step
+from ..record import history
 from ..render import markdown
 from ..render.markdown import fmt, human_bytes, md_table, md_text, pct, safe_name, save_figure, size_axis
 from ..store import results
@@ -609,16 +611,21 @@ def _draw_host_plots(plt, host, record, run_dir, topology=True):
     return plots
 
 
-def write_report(run_dir, run_id, records, *, registry=CAPABILITIES, detail="auto"):
+def write_report(run_dir, run_id, records, *, registry=CAPABILITIES, detail="auto", context=None):
     """Write report.md, report.html and the PNGs into run_dir; return {md, html, pngs, plots}.
     registry: the capabilities whose parts and plots the report has (capability/registry.py);
     detail: bench_report_detail, the nodes shown in detail (report/triage.py; ValueError naming
-    the variable for anything but judge/bench_settings.REPORT_DETAIL)."""
+    the variable for anything but judge/bench_settings.REPORT_DETAIL); context: what the report
+    reads beyond the records (capability/context.Reporting: the results folder, whose history the
+    History section shows, and the time; None: the section says the history was not read)."""
     triage.check_detail(detail)
     plt = markdown.pyplot()
     plots = _draw_plots(plt, records, run_dir, registry, detail) if plt is not None else {}
     note = "" if plt is not None else "Plots skipped: matplotlib is not installed in the controller's Python."
-    sections = _sections(run_id, records, plots, note, registry=registry, detail=detail)
+    sections = [
+        *_sections(run_id, records, plots, note, registry=registry, detail=detail),
+        *history.report_sections(context, sorted(records)),  # last: the fleet's, not this run's
+    ]
     md_path = os.path.join(run_dir, "report.md")
     html_path = os.path.join(run_dir, "report.html")
     atomicfile.write_text(md_path, _render_md(sections))
