@@ -46,9 +46,19 @@ SESSION_NAME = (
 # where xdist still writes `_nodeid`.
 FIRST = "test_testbed"
 LONGEST_FIRST = (
-    "test_slurm", "test_launch", "test_bench", "test_site", "test_pytorch_venv", "test_bootstrap",
-    "test_driver_branches", "test_faults", "test_gpu_trial", "test_drift", "test_prometheus",
-    "test_collection", "test_fabric",
+    "test_slurm",
+    "test_launch",
+    "test_bench",
+    "test_site",
+    "test_pytorch_venv",
+    "test_bootstrap",
+    "test_driver_branches",
+    "test_faults",
+    "test_gpu_trial",
+    "test_drift",
+    "test_prometheus",
+    "test_collection",
+    "test_fabric",
 )
 
 

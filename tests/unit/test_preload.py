@@ -24,7 +24,8 @@ from ansible_collections.wireup.cluster.plugins.vars import wireup_preload
 preload = sys.argv[2] == "preload"
 failed = wireup_preload.preload() if preload else []
 if preload:
-    filters = [n for m in wireup_preload.plugin_names("filter") for n in sys.modules[m].FilterModule().filters()]
+    modules = wireup_preload.plugin_names("filter")
+    filters = [n for m in modules for n in sys.modules[m].FilterModule().filters()]
     actions = [m.rsplit(".", 1)[1] for m in wireup_preload.plugin_names("action")]
 else:  # the control: the last filter file in name order, as a task would ask for it
     filters, actions = ["wireup_pkg_nccl_plan"], []
@@ -40,7 +41,11 @@ print(json.dumps({"failed": failed, "filters": len(filters), "actions": len(acti
 def _run(mode: str) -> dict:
     out = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(REPO / ".collections"), mode],
-        capture_output=True, text=True, check=True, cwd=REPO, timeout=300,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+        timeout=300,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -71,7 +76,11 @@ def test_the_preload_imports_every_plugin_file_of_the_two_kinds():
         )
         out = subprocess.run(
             [sys.executable, "-c", script, str(REPO / ".collections")],
-            capture_output=True, text=True, check=True, cwd=REPO, timeout=300,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=REPO,
+            timeout=300,
         )
         assert sorted(out.stdout.split()) == on_disk
 
