@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests import busy
+
 REPO = Path(__file__).resolve().parents[2]
 
 SCRIPT = r"""
@@ -45,7 +47,7 @@ def _run(mode: str) -> dict:
         text=True,
         check=True,
         cwd=REPO,
-        timeout=300,
+        timeout=busy.HANG_S,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -80,7 +82,7 @@ def test_the_preload_imports_every_plugin_file_of_the_two_kinds():
             text=True,
             check=True,
             cwd=REPO,
-            timeout=300,
+            timeout=busy.HANG_S,
         )
         assert sorted(out.stdout.split()) == on_disk
 
