@@ -68,7 +68,9 @@ def test_launch_refuses_a_node_whose_torch_loads_another_nccl(testbed, tmp_path)
     fact = json.loads(written)
     assert fact["torch_version"] and fact["nccl_version"] == "", written  # the role's, a CPU build
     other = json.dumps(dict(fact, nccl_version="2.27.3"))
-    testbed.ssh("node3", f"rm -rf {BASE}/jobs/{JOB} && printf '%s\\n' {shlex.quote(other)} > {TORCH_FACT}")
+    for node in ("node1", "node2", "node3"):  # the test above left the job rendered on every node
+        testbed.ssh(node, f"rm -rf {BASE}/jobs/{JOB}")
+    testbed.ssh("node3", f"printf '%s\\n' {shlex.quote(other)} > {TORCH_FACT}")
     try:
         refused = run_playbook("launch.yml", testbed.inventory, extra)
         said = " ".join(m for _, _, m in refused.failure_messages())
