@@ -49,6 +49,12 @@ options:
     description: Fail a node whose OS wireup does not support (Ubuntu 22.04/24.04, Debian 12).
     type: bool
     default: true
+  torch_fact_dir:
+    description:
+      - The folder of pytorch_venv's local fact C(wireup_torch.fact) (the role's
+        C(pytorch_venv_fact_dir)), read for torch's version, CUDA and NCCL without importing torch.
+    type: path
+    default: /etc/ansible/facts.d
 attributes:
   platform:
     support: full
@@ -141,6 +147,19 @@ ansible_facts:
                 version: 2.28.9-1+cuda13.0
                 held: true
             net_plugins: []
+        torch:
+          description: C({version, cuda, nccl}) of the venv's torch as pytorch_venv's local fact
+            C(wireup_torch.fact) says (empty strings without the file; null for a value the file
+            does not hold as a string, or a file that is not the role's JSON object).
+          type: dict
+          sample: {"version": "2.11.0+cu130", "cuda": "13.0", "nccl": "2.28.9"}
+        fabric_manager:
+          description: C({version, package, state}) of the NVIDIA fabric manager (NVSwitch systems),
+            the version of its C(nvidia-fabricmanager*) package, the package's name and
+            C(nvidia-fabricmanager.service)'s ActiveState (null when systemctl could not say);
+            empty strings without the package.
+          type: dict
+          sample: {"version": "580.159.03", "package": "nvidia-fabricmanager-580", "state": "active"}
         network:
           description: C({interface, address}) of the cluster network.
           type: dict
@@ -311,15 +330,43 @@ def _cuda_facts(module, cuda_home):
     return facts
 
 
-def _nccl_facts(module, cuda_home):
+def _dpkg_packages(module):
+    """One dpkg-query for NCCL's packages and the fabric manager's (probe/drift.DPKG_PATTERNS)."""
+    dpkg_query = module.get_bin_path("dpkg-query")
+    if not dpkg_query:
+        return {}
+    argv = apt.dpkg_query_argv(*drift.DPKG_PATTERNS)
+    _rc, out, _err = module.run_command([dpkg_query, *argv[1:]], environ_update={"LC_ALL": "C"})
+    return apt.parse_dpkg_status(out)  # rc 1: a name or pattern dpkg does not know
+
+
+def _fabric_manager_facts(module, packages):
+    """The fabric manager's package and, only where it is installed, its service's state."""
+    show = None
+    systemctl = module.get_bin_path("systemctl") if drift.fabric_manager_installed(packages) else None
+    if systemctl:
+        argv = [systemctl, "show", "--property=ActiveState", drift.FM_SERVICE]
+        rc, out, _err = module.run_command(argv, environ_update={"LC_ALL": "C"})
+        show = out if rc == 0 else None
+    return drift.fabric_manager(packages, show)
+
+
+def read_torch_fact(folder):
+    """pytorch_venv's local fact file's first TORCH_FACT_MAX + 1 bytes; None without the file,
+    b'' where it is there but cannot be read (probe/drift.torch_fact: unknown)."""
+    try:
+        with open(os.path.join(folder, drift.TORCH_FACT_NAME), "rb") as handle:
+            return handle.read(drift.TORCH_FACT_MAX + 1)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return b""
+
+
+def _nccl_facts(cuda_home, dpkg_packages):
     """The system NCCL: dpkg's libnccl2 and libnccl-dev (versions and holds: the nccl role's plan
     reads them), else the version nccl.h says."""
-    packages = {}
-    dpkg_query = module.get_bin_path("dpkg-query")
-    if dpkg_query:
-        argv = apt.dpkg_query_argv(*apt.NCCL_PACKAGES)
-        _rc, out, _err = module.run_command([dpkg_query, *argv[1:]], environ_update={"LC_ALL": "C"})
-        packages = apt.parse_dpkg_status(out)  # rc 1: one of them is unknown to dpkg
+    packages = drift.nccl_packages(dpkg_packages)
     found = packages.get("libnccl2")
     if found:
         version = found["version"]
@@ -384,6 +431,7 @@ def main():
             "master": {"type": "str", "default": ""},
             "min_free_mb": {"type": "int", "default": 0},
             "require_supported_os": {"type": "bool", "default": True},
+            "torch_fact_dir": {"type": "path", "default": drift.TORCH_FACT_DIR},
         },
         supports_check_mode=True,
     )
@@ -396,6 +444,7 @@ def main():
     gpu, inventory = _gpu_facts(module)
     disk_path, free_mb = _free_mb(params["venv_path"])
     support = node.os_support(os_facts["id"], os_facts["version"])
+    packages = _dpkg_packages(module)
     facts = {
         "os": dict(os_facts, supported=support["supported"]),
         "cuda_repo_distro": support["cuda_repo_distro"],
@@ -405,7 +454,9 @@ def main():
         "gpu": gpu,
         "driver": _driver_facts(inventory),
         "cuda": _cuda_facts(module, params["cuda_home"]),
-        "nccl": dict(_nccl_facts(module, params["cuda_home"]), net_plugins=_net_plugins()),
+        "nccl": dict(_nccl_facts(params["cuda_home"], packages), net_plugins=_net_plugins()),
+        "torch": drift.torch_fact(read_torch_fact(params["torch_fact_dir"])),
+        "fabric_manager": _fabric_manager_facts(module, packages),
         "network": _network_facts(params["interface"], params["address"]),
         "infiniband": sorted(os.listdir("/sys/class/infiniband"))
         if os.path.isdir("/sys/class/infiniband")

@@ -5,6 +5,9 @@ have which; it starts when the operator accepts the field, and when the node is 
 
 from __future__ import annotations
 
+import json
+import shlex
+
 import pytest
 
 from .harness import ensure_torch_venvs, run_playbook
@@ -13,6 +16,7 @@ pytestmark = pytest.mark.integration
 
 BASE = "/opt/wireup"
 PLUGIN = "/usr/lib/x86_64-linux-gnu/libnccl-net.so"
+TORCH_FACT = "/etc/ansible/facts.d/wireup_torch.fact"
 JOB = "it-drift"
 # Render only: the refusal is a controller pre-task; a passing run needs no job to run.
 EXTRA = {"wireup_nproc_per_node": 1, "torchrun_launch_job": JOB, "torchrun_launch_run": False}
@@ -53,3 +57,25 @@ def test_a_field_launch_does_not_refuse_on_is_refused_by_preflight(testbed, tmp_
     result = run_playbook("launch.yml", testbed.inventory, extra)
     said = " ".join(m for _, _, m in result.failure_messages())
     assert result.rc != 0 and "wireup_launch_accept_drift" in said, said
+
+
+def test_launch_refuses_a_node_whose_torch_loads_another_nccl(testbed, tmp_path):
+    """pytorch_venv's own local fact on node3 says its torch loads NCCL 2.27.3 (the testbed's CPU
+    torch loads none): preflight reads the file where the role wrote it, and launch.yml refuses."""
+    ensure_torch_venvs(testbed, BASE)
+    extra = dict(EXTRA, wireup_results_dir=str(tmp_path / "results"))
+    written = testbed.ssh("node3", f"cat {TORCH_FACT}").stdout
+    fact = json.loads(written)
+    assert fact["torch_version"] and fact["nccl_version"] == "", written  # the role's, a CPU build
+    other = json.dumps(dict(fact, nccl_version="2.27.3"))
+    for node in ("node1", "node2", "node3"):  # the test above left the job rendered on every node
+        testbed.ssh(node, f"rm -rf {BASE}/jobs/{JOB}")
+    testbed.ssh("node3", f"printf '%s\\n' {shlex.quote(other)} > {TORCH_FACT}")
+    try:
+        refused = run_playbook("launch.yml", testbed.inventory, extra)
+        said = " ".join(m for _, _, m in refused.failure_messages())
+        assert refused.rc != 0, refused.stdout[-3000:]
+        assert "the nodes differ in torch_nccl (none on node1, node2; 2.27.3 on node3)" in said, said
+        assert set(_rendered(testbed).values()) == {""}
+    finally:
+        testbed.ssh("node3", f"printf '%s' {shlex.quote(written)} > {TORCH_FACT}")

@@ -182,7 +182,7 @@ def test_a_fleet_that_agrees_or_differs_only_elsewhere_starts():
 def test_a_wrong_accept_names_the_variable_and_the_fields(accept, said):
     with pytest.raises(ValueError, match="wireup_launch_accept_drift") as err:
         drift.accepted_fields(accept)
-    assert said in str(err.value) and "nccl, nccl_net_plugin, driver_branch" in str(err.value)
+    assert said in str(err.value) and "nccl, nccl_net_plugin, driver_branch, torch_nccl" in str(err.value)
 
 
 def test_the_filter_launch_yml_calls():

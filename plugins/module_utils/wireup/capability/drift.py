@@ -27,8 +27,10 @@ KIND = "drift"
 # Where a mismatch between the nodes of one job hangs or breaks NCCL (docs/drift.md says why):
 # NCCL's version (its wire protocol and the bootstrap differ between releases), whether a net
 # plugin is there and which (NVIDIA/nccl#1634: a plugin on part of the nodes made NCCL hang), and
-# the driver's branch (the CUDA IPC/P2P and the NVLink SHARP paths NCCL picks change with it).
-HANG_FIELDS = ("nccl", "nccl_net_plugin", "driver_branch")
+# the driver's branch (the CUDA IPC/P2P and the NVLink SHARP paths NCCL picks change with it), and
+# the NCCL torch itself loads (the pip wheel's bundled one, not the system's: pytorch/pytorch#122571),
+# for the same reason as nccl's.
+HANG_FIELDS = ("nccl", "nccl_net_plugin", "driver_branch", "torch_nccl")
 
 
 class FieldDrift(TypedDict):
