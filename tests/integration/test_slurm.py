@@ -747,7 +747,15 @@ def test_repair_returns_a_fixed_node_clears_a_job_drain_and_leaves_a_hand_drain_
         time.sleep(6)  # a check that started before the fix may still be running
         tb.ssh("node1", shlex.join(["scontrol", "update", "NodeName=node3", "State=DRAIN", f"Reason={job}"]))
         tb.ssh("node1", "scontrol update NodeName=node1 State=DRAIN Reason='bad dimm 2, ticket 7'")
-        result, plan, back = _repair(tb)
+        results = tmp_path / "results"
+        result, plan, back = _repair(tb, {"wireup_results_dir": str(results)})
+        # wireup-check's own drains (slurmd's health check, this module's tests) came into node2's
+        # history on the controller, checked again, and left the node (issue 37 item 4)
+        drains = history.read(str(results), "node2")
+        assert drains and {(e["kind"], e["who"]) for e in drains} == {("drain", "node:wireup-check")}, drains
+        assert drains[-1]["why"].startswith("wireup: [node_problem] hw/quick: NIC mlx5_0:1 missing"), drains
+        assert tb.ssh("node2", f"ls -A {history.NODE_DIR}").stdout.strip() == ""
+        print(f"[history] node2: {len(drains)} drain(s) by wireup-check collected by repair.yml")
         assert (
             "Repair: node1 (node1) drained by a person or another tool (Reason=bad dimm 2, ticket 7): "
             "left alone" in plan
@@ -763,11 +771,12 @@ def test_repair_returns_a_fixed_node_clears_a_job_drain_and_leaves_a_hand_drain_
         assert all("dry run: -e repair_resume=true returns it" in line for line in back), back
         for node in NODES:
             assert "DRAIN" in _node_state(tb, node)[0]  # the dry run changed nothing
-        results = tmp_path / "results"
         result, plan, back = _repair(tb, {"repair_resume": True, "wireup_results_dir": str(results)})
-        # each return is an event in the node's history (issue 37 item 4); node1 has none
+        # each return is an event in the node's history (issue 37 item 4), after node2's drains
+        # (collected once: not again); node1 has none
+        assert history.read(str(results), "node2")[:-1] == drains
         for node in ("node2", "node3"):
-            [event] = history.read(str(results), node)
+            event = history.read(str(results), node)[-1]
             assert event["kind"] == "return" and event["who"].startswith("controller:"), event
         assert history.read(str(results), "node1") == []
         assert any(
@@ -838,7 +847,7 @@ def test_repair_act_reboots_a_drained_node_refuses_a_busy_one_and_stops_above_th
     radius: the play stops with the shared-cause line, nothing is rebooted. (2) node3 fixed and
     resumed: node2 is refused, the job is named. (3) the job cancelled, with repair_resume: node2
     is rebooted (the fault lived in /run), rechecked (PASS) and returned; its history has the
-    action, the recheck and the return."""
+    health check's drain (collected from the node), the action, the recheck and the return."""
     tb = health_check
     results = tmp_path / "results"
     job = tb.ssh("node1", "sbatch --parsable -w node2 -N 1 --wrap 'sleep 900'").stdout.strip()
@@ -858,7 +867,9 @@ def test_repair_act_reboots_a_drained_node_refuses_a_busy_one_and_stops_above_th
 
         # (1) above the blast radius: stops, acts on nothing
         t0 = time.monotonic()
-        over = run_playbook("repair.yml", tb.inventory, {"repair_act": True}, timeout=600)
+        over = run_playbook(
+            "repair.yml", tb.inventory, {"repair_act": True, "wireup_results_dir": str(results)}, timeout=600
+        )
         print(f"[repair act] over the blast radius rc={over.rc} in {time.monotonic() - t0:.0f} s")
         assert over.rc != 0
         said = " ".join(str(m) for _h, _t, m in over.failure_messages())
@@ -874,7 +885,9 @@ def test_repair_act_reboots_a_drained_node_refuses_a_busy_one_and_stops_above_th
         tb.ssh("node3", f"rm -rf {STAND_IN} {RUN_STAND_IN}")
         _resume(tb, "node3")
         t0 = time.monotonic()
-        refused = run_playbook("repair.yml", tb.inventory, {"repair_act": True}, timeout=600)
+        refused = run_playbook(
+            "repair.yml", tb.inventory, {"repair_act": True, "wireup_results_dir": str(results)}, timeout=600
+        )
         print(f"[repair act] busy node rc={refused.rc} in {time.monotonic() - t0:.0f} s")
         assert refused.rc == 0, refused.failure_messages()
         lines = _said_lines(refused, STEP_SAID)
@@ -909,8 +922,11 @@ def test_repair_act_reboots_a_drained_node_refuses_a_busy_one_and_stops_above_th
             1
         ]
         events = history.read(str(results), "node2")
-        assert [e["kind"] for e in events] == ["action", "recheck", "return"], events
-        assert events[1]["why"].startswith("recheck after the action: PASS")
+        # the drain slurmd's health check made (collected by the first run), then repair.yml's
+        assert [e["kind"] for e in events] == ["drain", "action", "recheck", "return"], events
+        assert events[0]["who"] == history.NODE_WHO and events[2]["why"].startswith(
+            "recheck after the action: PASS"
+        )
         for ev in events:
             print(f"[history] node2 {ev['kind']} {ev['who']}: {ev['why']}")
     finally:

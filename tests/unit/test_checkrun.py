@@ -19,6 +19,7 @@ import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.check import bundle
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.check import run as check_run
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import history
 from tests import busy
 from tests.testbed import stand_in_smi
 
@@ -80,6 +81,7 @@ esac
         # killed its `cat` under 16 busy loops; a hang is its own test (2 s there).
         "timeout": busy.PATIENCE_S,
         "slurm_node": "gpu-a01",
+        "history_dir": str(tmp_path / "history"),
     }
     (tmp_path / "check.json").write_text(json.dumps(config))
     return tmp_path
@@ -674,3 +676,152 @@ def test_the_node_side_drain_fails_closed_when_slurm_does_not_name_the_node(node
         "Slurm: wireup: blast radius: no node group or partition could be read: nothing is drained"
         in done.stderr
     )
+
+
+# ------------------------------------------------------------ issue 37 item 4: the node's own drains
+def _drained_by_the_check(node, slurm):
+    """wireup-check --drain on a node whose GPU0 lost its NVLinks: (its scontrol update's reason,
+    the event files its history folder holds)."""
+    assert run(node, "--write-baseline", "--manual").returncode == 0
+    (node / "smi/nvlink_s.txt").write_text(links_down((H200 / "nvlink_s.txt").read_text(), 0, 18))
+    done = run(node, "--drain", env=slurm)
+    assert done.returncode == 1, done.stdout + done.stderr
+    reason = scontrol_calls(node)[1].split("Reason=", 1)[1]
+    assert "history: the drain recorded in " in done.stderr, done.stderr
+    return reason, sorted((node / "history").iterdir())
+
+
+def test_a_node_side_drain_is_an_event_the_controller_collects_once_then_the_node_forgets_it(node, slurm):
+    """Before: wireup-check drained the node and wrote nothing (no controller to write to). Now the
+    drain is an event in the node's folder (the same Event, who node:wireup-check, 0640); the
+    collector takes the node reader's files into results/history/HOST/, a second collection (the
+    removal failed) writes nothing again, and only collected files leave the node."""
+    reason, [path] = _drained_by_the_check(node, slurm)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    ev = json.loads(path.read_text())
+    assert (ev["host"], ev["kind"], ev["who"], ev["why"]) == ("gpu-a01", "drain", "node:wireup-check", reason)
+    # drained already (for a wireup reason): no second drain, no second event
+    (node / "shown.txt").write_text(
+        f"NodeName=gpu-a01 State=IDLE+DRAIN Reason={reason} [root@2026-12-02T10:00:00]\n"
+    )
+    run(node, "--drain", env=slurm)
+    assert sorted((node / "history").iterdir()) == [path]
+
+    results = str(node / "results")
+    files, skipped = history.node_files(str(node / "history"))
+    assert skipped == [] and [f["name"] for f in files] == [path.name]
+    got = history.collect(results, "gpu-a01", files, skipped)
+    assert got["collected"] == [path.name] and got["refused"] == [] and len(got["written"]) == 1
+    assert history.read(results, "gpu-a01") == [ev]
+    again = history.collect(results, "gpu-a01", files, skipped)
+    assert again["written"] == [] and again["collected"] == [path.name]
+    assert history.read(results, "gpu-a01") == [ev]  # append-only, no duplicate
+    assert history.remove_node(str(node / "history"), got["collected"]) == [path.name]
+    assert list((node / "history").iterdir()) == []
+
+
+def test_a_controller_event_of_the_same_name_is_never_overwritten(node, slurm):
+    _reason, [path] = _drained_by_the_check(node, slurm)
+    results = node / "results"
+    mine = results / "history/gpu-a01" / path.name
+    mine.parent.mkdir(parents=True)
+    mine.write_text("{}")
+    got = history.collect(str(results), "gpu-a01", *history.node_files(str(node / "history")))
+    assert mine.read_text() == "{}" and got["collected"] == [path.name]
+    assert [os.path.basename(p) for p in got["written"]] == [path.name.replace("-000-", "-001-")]
+
+
+def test_a_flapping_check_keeps_at_most_so_many_events_uncollected(node, slurm):
+    """The node's folder is bounded: past history.MAX_NODE_EVENTS uncollected events the next
+    drain is still made, its event refused and said."""
+    folder = node / "history"
+    folder.mkdir()
+    ev = history.event("gpu-a01", "drain", history.NODE_WHO, "x", when=1796630400.0)
+    for _i in range(history.MAX_NODE_EVENTS):
+        history.write_node(str(folder), ev)
+    assert run(node, "--write-baseline", "--manual").returncode == 0
+    (node / "smi/nvlink_s.txt").write_text(links_down((H200 / "nvlink_s.txt").read_text(), 0, 18))
+    done = run(node, "--drain", env=slurm)
+    assert [c.split()[0] for c in scontrol_calls(node)] == ["show", "update"]
+    assert "history: the drain not recorded: " in done.stderr and "not yet collected" in done.stderr
+    assert len(list(folder.iterdir())) == history.MAX_NODE_EVENTS
+
+
+def _tamper(node, path, **changes):
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps(dict(doc, **changes)))
+
+
+HOSTILE = {
+    "another host's name": (lambda node, p: _tamper(node, p, host="gpu-a02"), "names host 'gpu-a02'"),
+    "the controller's who": (lambda node, p: _tamper(node, p, who="controller:root"), "node:wireup-check"),
+    "a return": (
+        lambda node, p: _tamper(
+            node, p.rename(p.with_name(p.name.replace("drain", "return"))), kind="return"
+        ),
+        "node:wireup-check",
+    ),
+    "a time its name does not say": (lambda node, p: _tamper(node, p, time=1796630400.0), "its name says"),
+    "off-grammar name": (lambda node, p: p.rename(p.with_name("x" + p.name)), "not an event's file name"),
+    "not JSON": (lambda node, p: p.write_text("{broken"), "not an event"),
+    "huge": (lambda node, p: p.write_text(" " * (1 << 20) + p.read_text()), "over"),
+    "a link": (
+        lambda node, p: ((node / "secret").write_text("s3cret"), p.unlink(), p.symlink_to(node / "secret")),
+        "not a regular file",
+    ),
+}
+
+
+@pytest.mark.parametrize("hostile", sorted(HOSTILE))
+def test_a_hostile_event_file_on_the_node_is_refused_and_said(node, slurm, hostile):
+    """What the node holds is not trusted: the reader never follows a link nor reads past the size
+    limit, the collector checks every file again (its name's grammar and time, the Event's, the
+    node's own host name, wireup-check's drains only) and a hand-made list too; nothing refused is
+    written or removed from the node."""
+    _reason, [path] = _drained_by_the_check(node, slurm)
+    tamper, said = HOSTILE[hostile]
+    tamper(node, path)
+    results = str(node / "results")
+    files, skipped = history.node_files(str(node / "history"))
+    got = history.collect(results, "gpu-a01", files, skipped)
+    assert got["written"] == [] and got["collected"] == [] and history.read(results, "gpu-a01") == []
+    assert len(got["refused"]) == 1 and said in got["refused"][0], got["refused"]
+    assert "s3cret" not in json.dumps(files)
+    # the collector alone, handed what a hostile node may send instead of the reader's files
+    raw = {"name": path.name, "text": " " * (1 << 20)}
+    for sent in ([raw], [{"name": ["x"], "text": 1}], ["x"]):
+        assert history.collect(results, "gpu-a01", sent, [])["collected"] == []
+
+
+def _ansible(module, args, check=False):
+    """One of wireup's modules run by Ansible on this machine, as repair.yml runs it."""
+    env = dict(os.environ, ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    argv = [str(pathlib.Path(sys.executable).with_name("ansible")), "-i", "localhost,", "-c", "local"]
+    argv += ["--check"] if check else []
+    argv += ["-e", f"ansible_python_interpreter={sys.executable}", "localhost"]
+    argv += ["-m", f"wireup.cluster.{module}", "-a", json.dumps(args)]
+    out = subprocess.run(
+        argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=busy.HANG_S, check=False
+    )
+    return out.returncode, json.loads(out.stdout.split("=>", 1)[1])
+
+
+def test_repair_collects_through_its_two_modules_and_check_mode_changes_nothing(node, slurm):
+    """roles/repair/tasks/collect.yml's steps: wireup_node_history reads the node's folder,
+    wireup_history_collect writes into results/history/HOST/, wireup_node_history removes what
+    was collected; in check mode nothing is written or removed."""
+    _reason, [path] = _drained_by_the_check(node, slurm)
+    folder, results = str(node / "history"), str(node / "results")
+    rc, read = _ansible("wireup_node_history", {"path": folder})
+    assert rc == 0 and read["changed"] is False and [f["name"] for f in read["files"]] == [path.name]
+    args = {"results_dir": results, "host": "gpu-a01", "files": read["files"], "unread": read["unread"]}
+    rc, dry = _ansible("wireup_history_collect", args, check=True)
+    assert rc == 0 and dry["collected"] == [] and not (node / "results").exists(), dry
+    rc, got = _ansible("wireup_history_collect", args)
+    assert rc == 0 and got["changed"] is True and got["collected"] == [path.name], got
+    assert got["show"] == ["History: gpu-a01: 1 drain event(s) of wireup-check collected (1 new), 0 refused"]
+    rc, dry = _ansible("wireup_node_history", {"path": folder, "remove": got["collected"]}, check=True)
+    assert rc == 0 and dry["removed"] == [] and path.exists()
+    rc, gone = _ansible("wireup_node_history", {"path": folder, "remove": got["collected"]})
+    assert rc == 0 and gone["removed"] == [path.name] and not path.exists()
+    assert [e["kind"] for e in history.read(results, "gpu-a01")] == ["drain"]

@@ -51,6 +51,7 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import
     gpuhealth,
     topology,
 )
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import history
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ERRORS = list[str]  # a check's sentences, each naming the variable and the fix
@@ -140,6 +141,8 @@ PLANS: dict[str, typing.Any] = {
     "__repair_remedy": remediate.RemedyPlan,  # repair_act's plan (issue 37 item 2)
     "__repair_step": remediate.NodeStep,
     "__repair_acted": remediate.Acted,
+    "__repair_node_history": history.NodeRead,  # wireup-check's drains on the node (issue 37 item 4)
+    "__repair_collected": history.CollectAnswer,
     "__torchrun_launch_result": torchrun_launch.NodeResult,
     "__node": torchrun_launch.JobsNode,
     "__report": torchrun_launch.Report,

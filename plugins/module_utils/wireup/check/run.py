@@ -17,7 +17,8 @@ installs this package as one executable zip (check/bundle.py). No controller is 
 The configuration file (written by the node_check role; every key optional, DEFAULTS below):
 host, baseline, textfile_dir, textfile (auto: write where the folder exists; always: create it;
 never), nvidia_smi, sysfs_root, require_baseline, timeout, slurm_node, drain_max_share (percent of
-the node's partition wireup may hold drained), drain_max_nodes (and at most so many), bench {run,
+the node's partition wireup may hold drained), drain_max_nodes (and at most so many), history_dir
+(where each drain it makes is an event until repair.yml collects it: record/history.py), bench {run,
 collective, size, tolerance, iterations, warmup, timeout}.
 
     wireup-check --write-textfile NAME < text     (bench.yml: the node's bench figures, NAME.prom)
@@ -41,6 +42,7 @@ from ..judge import bandwidth, quick
 from ..probe import gpuhealth, topology
 from ..probe import nics as probe_nics
 from ..probe.nvlink import parse_nvlink_status
+from ..record import history
 from ..render import prom
 from ..report import metrics
 
@@ -60,6 +62,7 @@ DEFAULTS = {
     "slurm_node": "",
     "drain_max_share": 10,
     "drain_max_nodes": 8,
+    "history_dir": history.NODE_DIR,
     "bench": {
         "run": False,
         "collective": "all_reduce",
@@ -481,7 +484,8 @@ def drain(config, result, run=subprocess.run):
     wireup or by someone else, is left as it is) and within the blast radius of its partitions
     (blast.verdict over one read of every node: wireup's drains there plus this one stay within
     drain_max_share % and drain_max_nodes, else nothing is drained); never resumes anything.
-    Returns the lines saying what was done."""
+    Each drain made is an event in the node's history folder (record_drain). Returns the lines
+    saying what was done."""
     from ..launch import slurm
 
     node = config["slurm_node"] or socket.gethostname().split(".")[0]
@@ -510,7 +514,20 @@ def drain(config, result, run=subprocess.run):
             lines.append(
                 f"Slurm: scontrol update failed (exit code {done.returncode}): {done.stderr.strip()[:200]}"
             )
+        else:
+            lines.append(record_drain(config, item["reason"]))
     return lines
+
+
+def record_drain(config, reason) -> str:
+    """The drain as an event in the node's history folder (history.write_node: who
+    node:wireup-check, why the drain's reason); a line saying where, or why not (the drain stands)."""
+    try:
+        ev = history.event(config["host"], "drain", history.NODE_WHO, reason)
+        path = history.write_node(config["history_dir"], ev)
+    except (OSError, ValueError) as err:
+        return f"history: the drain not recorded: {said(err)}"
+    return f"history: the drain recorded in {path}"
 
 
 def _over_budget(config, node, finding, answer) -> list:

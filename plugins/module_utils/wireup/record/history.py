@@ -2,7 +2,13 @@
 file per event under ``results/history/HOST/`` (atomic, exclusive: never rewritten), saying who
 (the controller's user, or the node-side check) and why. Read back, the events give each node's
 time from detection to return, the nodes out of service now and since when, as report lines and as
-Prometheus metrics (render/prom.py)."""
+Prometheus metrics (render/prom.py).
+
+wireup-check's own drains (slurmd's health check, no controller at hand) are the same events,
+written on the node into NODE_DIR (``write_node``, at most MAX_NODE_EVENTS uncollected); repair.yml
+reads them there (``node_files``), checks each again on the controller and writes it into the
+node's history (``collect``: the node's own host name, wireup-check's drains only, never twice),
+and only then removes them from the node (``remove_node``)."""
 
 from __future__ import annotations
 
@@ -20,6 +26,10 @@ _WHO = re.compile(r"(?:controller:[a-z_][a-z0-9_-]{0,31}|node:wireup-check)")
 _NAME = re.compile(
     r"(?P<time>[0-9]{8}T[0-9]{6}Z)-(?P<seq>[0-9]{3})-(?P<kind>drain|action|recheck|return)\.json"
 )
+NODE_DIR = "/var/lib/wireup/check/history"  # wireup-check's events on a node until repair.yml collects them
+NODE_WHO = "node:wireup-check"
+MAX_NODE_EVENTS = 100  # uncollected events a node keeps: a flapping check cannot fill its disk
+MAX_NODE_BYTES = 4096  # one event file from a node (an event is about 500 bytes)
 MAX_EVENTS = 10000  # per node read back: a history folder flooded by a node cannot stall the report
 MAX_TEXT = 300
 LAST_TIME = 253402300799.0  # 9999-12-31T23:59:59Z: the last time a date can say
@@ -33,6 +43,33 @@ class Event(TypedDict):
     time: float  # Unix seconds
     who: str  # "controller:USER" or "node:wireup-check"
     why: str  # one line
+
+
+class NodeFile(TypedDict):
+    """An event file as the node's reader (node_files, module wireup_node_history) sends it."""
+
+    name: str  # TIME-SEQ-KIND.json
+    text: str  # its content, at most MAX_NODE_BYTES
+
+
+class NodeRead(TypedDict):
+    """The answer of the module wireup_node_history (repair's ``__repair_node_history``)."""
+
+    files: list[NodeFile]  # read (none with remove)
+    unread: list[str]  # an entry not read, and why
+    removed: list[str]  # the names removed (remove)
+
+
+class Collected(TypedDict):
+    written: list[str]  # the controller's new event files
+    collected: list[str]  # the node's file names now safe to remove (written, or held already)
+    refused: list[str]  # lines: what was not collected, and why
+
+
+class CollectAnswer(Collected):
+    """The answer of the module wireup_history_collect (repair's ``__repair_collected``)."""
+
+    show: list[str]  # collected_lines
 
 
 def event(host, kind, who, why, *, when=None) -> Event:
@@ -87,9 +124,18 @@ def item_events(kind, items, who, *, when=None) -> list[Event]:
 def write(results_dir, ev: Event) -> str:
     """Writes the event as results/history/HOST/TIME-SEQ-KIND.json (0640, exclusive: the next free
     SEQ when two events share a second); never rewrites one. Returns its path."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(ev["time"]))
     folder = checks.results_path(results_dir, "history", ev["host"])
     os.makedirs(folder, mode=0o750, exist_ok=True)
+    return _write_in(folder, ev)
+
+
+def _time_stamp(when) -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when))
+
+
+def _write_in(folder, ev: Event) -> str:
+    """The event as folder/TIME-SEQ-KIND.json, exclusive (the next free SEQ in its second)."""
+    stamp = _time_stamp(ev["time"])
     for seq in range(1000):
         path = os.path.join(folder, f"{stamp}-{seq:03d}-{ev['kind']}.json")
         try:
@@ -98,6 +144,140 @@ def write(results_dir, ev: Event) -> str:
         except FileExistsError:
             continue
     raise ValueError(f"history: 1000 events of {ev['host']} in second {stamp}")
+
+
+# ------------------------------------------------------------------ wireup-check's events on a node
+def write_node(folder, ev: Event, limit=MAX_NODE_EVENTS) -> str:
+    """wireup-check's event in the node's own folder (flat: TIME-SEQ-KIND.json, 0640 in 0750,
+    exclusive). ValueError when the folder holds ``limit`` event files not yet collected (the
+    disk of a node whose check flaps stays bounded); OSError when it cannot be written."""
+    os.makedirs(folder, mode=0o750, exist_ok=True)
+    held = sum(1 for name in os.listdir(folder) if _NAME.fullmatch(name))
+    if held >= limit:
+        raise ValueError(
+            f"history: {held} events not yet collected in {folder} (at most {limit}): "
+            "repair.yml collects them"
+        )
+    return _write_in(folder, ev)
+
+
+def node_files(folder, limit=MAX_NODE_EVENTS) -> tuple[list[NodeFile], list[str]]:
+    """(the event files of wireup-check's folder on the node, oldest first, at most ``limit``;
+    a line for each entry skipped: a name off the grammar, not a regular file (a link is never
+    followed), over MAX_NODE_BYTES, past the limit). Nothing when the folder does not exist."""
+    if not os.path.lexists(folder):
+        return [], []
+    if os.path.islink(folder) or not os.path.isdir(folder):
+        return [], [f"{folder} is not a folder: nothing read"]
+    files, skipped = [], []
+    for name in sorted(os.listdir(folder)):
+        why = "not an event's file name" if not _NAME.fullmatch(name) else ""
+        why = why or (f"past the {limit} read in one run" if len(files) >= limit else "")
+        text, why = (None, why) if why else _node_text(os.path.join(folder, name))
+        if why:
+            skipped.append(f"{name[:80]!r}: {why}")
+        else:
+            files.append({"name": name, "text": text})
+    return files, skipped
+
+
+def _node_text(path) -> tuple[str | None, str]:
+    """(the file's text, '') or (None, why not): a regular file of at most MAX_NODE_BYTES."""
+    try:
+        data = atomicfile.read_regular(path, MAX_NODE_BYTES + 1)
+    except (OSError, ValueError) as err:
+        return None, f"not read: {err}"
+    if data is None:
+        return None, "not a regular file"
+    if len(data) > MAX_NODE_BYTES:
+        return None, f"over {MAX_NODE_BYTES} bytes"
+    return data.decode("utf-8", "replace"), ""
+
+
+def remove_node(folder, names) -> list[str]:
+    """Removes the collected event files ``names`` (each of the name grammar; never what a link
+    points to) from the node's folder; the names removed."""
+    return [
+        n
+        for n in names
+        if isinstance(n, str) and _NAME.fullmatch(n) and atomicfile.remove(os.path.join(folder, n))
+    ]
+
+
+def collect(results_dir, host, files, skipped=(), *, dry=False) -> Collected:
+    """The node's event files (``files``: what node_files sent, not trusted) into its history
+    under ``results_dir``: each checked again (node_event), written unless an equal event is held
+    already (append-only: never over an existing file, never twice). ``dry`` (check mode): checked,
+    nothing written, nothing collected. ValueError for a host off the grammar."""
+    if not checks.is_host_name(str(host)):
+        raise ValueError(f"history: {str(host)[:80]!r} is not a host name")
+    out: Collected = {"written": [], "collected": [], "refused": []}
+    out["refused"] = [
+        f"history: {host}: on the node: {str(s)[:200]}" for s in list(skipped or [])[:MAX_NODE_EVENTS]
+    ]
+    items = files if isinstance(files, list) else []
+    if len(items) > MAX_NODE_EVENTS or not isinstance(files, list):
+        out["refused"].append(f"history: {host}: the node sent more than {MAX_NODE_EVENTS} files or no list")
+    accepted = []
+    for item in items[:MAX_NODE_EVENTS]:
+        ev, why = node_event(item, host)
+        if ev is None:
+            out["refused"].append(f"history: {host}: {why}: not collected")
+        else:
+            accepted.append((item["name"], ev))
+    held = [] if dry else read(results_dir, host)
+    for name, ev in [] if dry else accepted:
+        if ev not in held:
+            out["written"].append(write(results_dir, ev))
+            held.append(ev)
+        out["collected"].append(name)
+    return out
+
+
+def collected_lines(host, got: Collected) -> list[str]:
+    """What a collection did, for the play's output: a count line, then each refusal."""
+    head = (
+        f"History: {host}: {len(got['collected'])} drain event(s) of wireup-check collected "
+        f"({len(got['written'])} new), {len(got['refused'])} refused"
+    )
+    return [head, *got["refused"]]
+
+
+def node_event(item, host) -> tuple[Event | None, str]:
+    """(the event a node's file holds, '') or (None, why it is refused): its name of the grammar,
+    at most MAX_NODE_BYTES, an Event (event's grammar) of ``host`` itself, a drain by
+    NODE_WHO, at the time and of the kind its name says."""
+    found, ev, why = _node_parsed(item)
+    why = why or _not_its_own(found, ev, host)
+    return (None if why else ev), why
+
+
+def _node_parsed(item):
+    """(the name's match, the Event, '') of a node's file, or why it is none."""
+    name = item.get("name") if isinstance(item, dict) else None
+    text = item.get("text") if isinstance(item, dict) else None
+    found = _NAME.fullmatch(name) if isinstance(name, str) else None
+    if not found:
+        return None, None, f"{str(name)[:80]!r} is not an event's file name"
+    if not isinstance(text, str) or len(text.encode("utf-8", "replace")) > MAX_NODE_BYTES:
+        return None, None, f"{name}: not text of at most {MAX_NODE_BYTES} bytes"
+    try:
+        doc = json.loads(text)
+        return found, event(doc["host"], doc["kind"], doc["who"], doc["why"], when=float(doc["time"])), ""
+    except (ValueError, KeyError, TypeError, RecursionError) as err:
+        return None, None, f"{name}: not an event ({str(err)[:120]})"
+
+
+def _not_its_own(found, ev, host) -> str:
+    """Why a well-formed event is not the node's own drain ('' when it is)."""
+    name = found.group(0)
+    if ev["host"] != host:
+        return f"{name}: names host {ev['host']!r}, not the node's own"
+    if ev["who"] != NODE_WHO or ev["kind"] != "drain":
+        return f"{name}: a node's event is a drain by {NODE_WHO} only, not a {ev['kind']} by {ev['who']}"
+    if found["time"] != _time_stamp(ev["time"]) or found["kind"] != ev["kind"]:
+        return f"{name}: its name says another time or kind than its event"
+    return ""
 
 
 def read(results_dir, host) -> list[Event]:
