@@ -197,11 +197,20 @@ def depth_problem(value, where="", limit=DEPTH) -> str:
         item, depth, top = stack.pop()
         if depth > limit:
             return f"{_name(((where,) if where else ()) + top)} is nested deeper than {limit} levels"
+        # Only what can be too deep goes on the stack (a container, or anything one level past
+        # the limit): a node's many numbers and strings are looked at once, never held.
         if isinstance(item, dict):
-            stack.extend((v, depth + 1, top or (k,)) for k, v in item.items())
+            past = depth >= limit
+            stack.extend(
+                (v, depth + 1, top or (k,)) for k, v in item.items() if past or isinstance(v, _NESTS)
+            )
         elif isinstance(item, list):
-            stack.extend((v, depth + 1, top) for v in item)
+            past = depth >= limit
+            stack.extend((v, depth + 1, top) for v in item if past or isinstance(v, _NESTS))
     return ""
+
+
+_NESTS = (dict, list)
 
 
 def node_problem(value, hint, where="") -> str:

@@ -1,8 +1,13 @@
-"""How the store encodes what it writes (issue 39: the bench store at 1,024 nodes): each host record
-and each index once, by Python's C encoder (no indentation: ``indent`` makes json fall back to its
-pure-Python encoder, 41 % of the bench store's time at fleet size), and a record copied by
-atomicfile.finite only when it holds a non-finite float. The content does not change: the parsed
-JSON of each file is what the old encoding (indent=1 of the finite copy) gives of the same record.
+"""The bench store does each thing once (issue 39: the bench store at 1,024 nodes).
+
+Encoding: each host record and each index once, by Python's C encoder (no indentation: ``indent``
+makes json fall back to its pure-Python encoder, 41 % of the bench store's time at fleet size), and
+a record copied by atomicfile.finite only when it holds a non-finite float. The content does not
+change: the parsed JSON of each file is what the old encoding (indent=1 of the finite copy) gives
+of the same record.
+
+Checking: a node's answer is walked for its depth once (store_nodes' check against its typed
+definition), not again by store_run on the same data.
 
 The runs are the real writers' on the real captures (tests/perf/fleet_build.py's nodes, made by the
 bench and GPU trial roles' own functions): bench_report.store_nodes, host_record.store_run and
@@ -13,7 +18,7 @@ import pathlib
 
 import pytest
 
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import atomicfile
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import atomicfile, shape
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate, host_record
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import index, results
 from tests.perf import fleet_build as fb
@@ -100,3 +105,18 @@ def test_a_non_finite_figure_is_still_written_as_null_by_the_copy(tmp_path, monk
     assert "NaN" not in text and "Infinity" not in text
     assert json.loads(text)["rows"] == [[1.0, None], {"x": [None]}]
     assert json.loads(text) == _old_encoding(record)
+
+
+def test_no_part_of_a_node_s_answer_is_walked_for_its_depth_twice(tmp_path, monkeypatch):
+    _store(tmp_path, 0)
+    walked, depth_problem = [], shape.depth_problem
+
+    def counted(value, *args, **kwargs):  # the containers themselves are kept: no id is reused
+        parts = value.values() if isinstance(value, dict) else ()
+        walked.extend(v for v in parts if isinstance(v, (dict, list)))
+        return depth_problem(value, *args, **kwargs)
+
+    monkeypatch.setattr(shape, "depth_problem", counted)
+    records = _store(tmp_path, 1)
+    assert all(r["verdict"] == "PASS" for r in records.values())
+    assert walked and len(walked) == len({id(v) for v in walked})
