@@ -233,7 +233,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_report
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate, host_record, retention
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import retention
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
@@ -292,9 +292,8 @@ def main():
         )
     os.umask(results.RESULTS_UMASK)
     try:
-        nodes = bench_report.store_nodes(p, _read)
-        run_id, run_dir, records = host_record.store_run(p["results_dir"], p["run_id"], nodes, p["kind"])
-        gate.index_run(p["results_dir"], p["kind"], run_id, records)  # the store's index (issue 39)
+        # Judged, written and entered in the store's index (issue 39), each earlier record read once.
+        run_id, run_dir, records = bench_report.store(p, _read)
         paths = assemble.write_report(run_dir, run_id, records, detail=p["report_detail"])
         removed = retention.apply(p["results_dir"], retention.plan(p["results_dir"], p["keep_days"]))
     except (ValueError, OSError) as err:

@@ -6,6 +6,9 @@ a record copied by atomicfile.finite only when it holds a non-finite float. The 
 change: the parsed JSON of each file is what the old encoding (indent=1 of the finite copy) gives
 of the same record.
 
+Reading: each earlier record a run looks at (the GPU trial's baselines, each host's baseline) is
+read and checked once in the run, not once per reader.
+
 Checking: a node's answer is walked for its depth once (store_nodes' check against its typed
 definition), not again by store_run on the same data.
 
@@ -20,7 +23,7 @@ import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import atomicfile, shape
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate, host_record
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import index, results
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import index, query, results
 from tests.perf import fleet_build as fb
 from tests.unit import test_report
 
@@ -120,3 +123,46 @@ def test_no_part_of_a_node_s_answer_is_walked_for_its_depth_twice(tmp_path, monk
     records = _store(tmp_path, 1)
     assert all(r["verdict"] == "PASS" for r in records.values())
     assert walked and len(walked) == len({id(v) for v in walked})
+
+
+def test_each_earlier_record_is_read_once_by_a_run(tmp_path, monkeypatch):
+    """The GPU baselines and each host's baseline both read the newest run's records: one read
+    each (two before: the GPU trial's, then the host's own)."""
+    _store(tmp_path, 0)
+    reads, read_strict_json = [], results.read_strict_json
+
+    def counted(path):
+        reads.append(path)
+        return read_strict_json(path)
+
+    monkeypatch.setattr(results, "read_strict_json", counted)
+    records = _store(tmp_path, 1)
+    assert {h: r["baseline"]["run_id"] for h, r in records.items()} == dict.fromkeys(HOSTS, RUNS[0])
+    gpus = [g for r in records.values() for g in r["gpu_trial"]["gpus"]]
+    assert gpus and all(f["baseline"]["run_id"] == RUNS[0] for g in gpus for f in g["figures"].values())
+    earlier = sorted(p for p in reads if f"/bench/{RUNS[0]}/" in p)
+    assert earlier == sorted(results.host_path(str(tmp_path), RUNS[0], host) for host in HOSTS)
+
+
+def test_a_record_changed_while_read_once_is_read_again(tmp_path, monkeypatch):
+    """reading_once trusts a record it read only while its file is the same (signature); outside it
+    nothing is kept."""
+    records = _store(tmp_path, 0)
+    path = results.host_path(str(tmp_path), RUNS[0], HOSTS[0])
+    reads, read_strict_json = [], results.read_strict_json
+    monkeypatch.setattr(results, "read_strict_json", lambda p: reads.append(p) or read_strict_json(p))
+
+    def walk():
+        return next(query.records(str(tmp_path), host_record.record_problem, host=HOSTS[0]))[3]
+
+    with query.reading_once():
+        first = walk()
+        assert walk() is first and len(reads) == 1
+        pathlib.Path(path).write_text(
+            json.dumps(dict(records[HOSTS[0]], verdict="FAIL")) + "  \n"
+        )  # another size
+        assert walk()["verdict"] == "FAIL" and len(reads) == 2
+        pathlib.Path(path).write_text('{"host": "cut')
+        assert isinstance(walk(), results.DamagedRecord) and len(reads) == 3
+        assert isinstance(walk(), results.DamagedRecord) and len(reads) == 3
+    assert isinstance(walk(), results.DamagedRecord) and len(reads) == 4
