@@ -16,6 +16,7 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability i
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import shape
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import gpuhealth, health, topology
+from tests.perf import fleet_build as fb
 from tests.unit import test_report
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
@@ -65,6 +66,21 @@ def test_depth_is_checked_without_recursion_and_names_the_key_that_holds_it():
     assert shape.depth_problem({"a": [[[]]]}) == ""
     with pytest.raises(shape.Malformed, match="it is nested deeper than 32 levels"):
         shape.check(deep, list)
+
+
+def test_each_type_is_looked_into_once_not_once_per_value(monkeypatch):
+    """The typing introspection (get_origin, get_args, is_typeddict) of a shape is done once per
+    type: checking a fleet's nodes costs their values, not their values times the type's analysis
+    (issue 39). The real bench data of the fleet benchmark's node, checked twice."""
+    node = fb.bench_node(fb.Fleet(("gpu0000",), {}), "gpu0000", fb.run_id_of(0))
+    assert shape.node_problem(node, bench.NodeData) == ""
+    asked = []
+    for name in ("get_origin", "get_args", "is_typeddict"):
+        real = getattr(typing, name)
+        monkeypatch.setattr(typing, name, lambda hint, real=real, name=name: asked.append(name) or real(hint))
+    assert shape.node_problem(node, bench.NodeData) == ""
+    assert shape.node_problem({**node, "topology": []}, bench.NodeData) == "topology is a list, not an object"
+    assert asked == []
 
 
 def _depth_before(value, where="", limit=shape.DEPTH):
