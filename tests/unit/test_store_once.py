@@ -72,7 +72,7 @@ def test_a_run_s_records_and_indexes_are_encoded_by_the_c_encoder_without_copies
 
 
 def _old_encoding(record):
-    """The store's encoding before issue 39's change (results.record_bytes at ed0a0d0's parent)."""
+    """The store's encoding before issue 39's change (results.record_bytes at 76ceca5)."""
     text = json.dumps(atomicfile.finite(record), indent=1, sort_keys=True, default=str, allow_nan=False)
     return json.loads(text)
 
