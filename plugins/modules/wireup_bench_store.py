@@ -237,7 +237,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import context
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_report
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate, host_record, retention
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import retention
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.report import assemble
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import results
 
@@ -296,9 +296,8 @@ def main():
         )
     os.umask(results.RESULTS_UMASK)
     try:
-        nodes = bench_report.store_nodes(p, _read)
-        run_id, run_dir, records = host_record.store_run(p["results_dir"], p["run_id"], nodes, p["kind"])
-        gate.index_run(p["results_dir"], p["kind"], run_id, records)  # the store's index (issue 39)
+        # Judged, written and entered in the store's index (issue 39), each earlier record read once.
+        run_id, run_dir, records = bench_report.store(p, _read)
         # The report's context: the results folder, whose history (results/history) it shows.
         ctx = context.Reporting(results_dir=p["results_dir"], now=time.time())
         paths = assemble.write_report(run_dir, run_id, records, detail=p["report_detail"], context=ctx)

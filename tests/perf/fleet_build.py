@@ -68,7 +68,6 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import
     nics,
     topology,
 )
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate, host_record  # noqa: E402
 from ansible_collections.wireup.cluster.plugins.modules import wireup_fabric_bench  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -382,11 +381,7 @@ def bench_params(fleet, results_dir, run_id, day, stepcost=True):
 def store_bench(params):
     """What wireup_bench_store does with a run: {host: record} stored (store_nodes, store_run) and
     entered in the store's index (gate.index_run)."""
-    nodes = bench_report.store_nodes(params, lambda path: pathlib.Path(path).read_text())
-    results_dir, kind = params["results_dir"], params["kind"]
-    run_id, run_dir, records = host_record.store_run(results_dir, params["run_id"], nodes, kind)
-    gate.index_run(results_dir, kind, run_id, records)
-    return run_id, run_dir, records
+    return bench_report.store(params, lambda path: pathlib.Path(path).read_text())
 
 
 # ---------------------------------------------------------------- the quick check

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import tracemalloc
 import typing
 from typing import Literal, TypedDict
 
@@ -15,6 +16,8 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability i
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import shape
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.probe import gpuhealth, health, topology
+from tests.perf import fleet_build as fb
+from tests.unit import test_report
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -63,6 +66,71 @@ def test_depth_is_checked_without_recursion_and_names_the_key_that_holds_it():
     assert shape.depth_problem({"a": [[[]]]}) == ""
     with pytest.raises(shape.Malformed, match="it is nested deeper than 32 levels"):
         shape.check(deep, list)
+
+
+def test_each_type_is_looked_into_once_not_once_per_value(monkeypatch):
+    """The typing introspection (get_origin, get_args, is_typeddict) of a shape is done once per
+    type: checking a fleet's nodes costs their values, not their values times the type's analysis
+    (issue 39). The real bench data of the fleet benchmark's node, checked twice."""
+    node = fb.bench_node(fb.Fleet(("gpu0000",), {}), "gpu0000", fb.run_id_of(0))
+    assert shape.node_problem(node, bench.NodeData) == ""
+    asked = []
+    for name in ("get_origin", "get_args", "is_typeddict"):
+        real = getattr(typing, name)
+        monkeypatch.setattr(typing, name, lambda hint, real=real, name=name: asked.append(name) or real(hint))
+    assert shape.node_problem(node, bench.NodeData) == ""
+    assert shape.node_problem({**node, "topology": []}, bench.NodeData) == "topology is a list, not an object"
+    assert asked == []
+
+
+def _depth_before(value, where="", limit=shape.DEPTH):
+    """depth_problem as it was before issue 39's change (every item on the stack): the reference
+    for the same answers."""
+    stack = [(value, 1, ())]
+    while stack:
+        item, depth, top = stack.pop()
+        if depth > limit:
+            return f"{shape._name(((where,) if where else ()) + top)} is nested deeper than {limit} levels"
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1, top or (k,)) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1, top) for v in item)
+    return ""
+
+
+def _nested(levels, leaf):
+    value = leaf
+    for level in range(levels):
+        value = {f"k{level}": value, "n": 1} if level % 2 else [0, value, "x"]
+    return value
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 5])
+@pytest.mark.parametrize("levels", [0, 1, 2, 3, 4, 5, 6])
+@pytest.mark.parametrize("leaf", [7, "s", [], {}, [1], {"a": None}])
+def test_depth_answers_as_before_at_every_level_around_the_limit(limit, levels, leaf):
+    """Scalars one level too deep count, as containers do; the key named is the same."""
+    for value in (_nested(levels, leaf), {"a": _nested(levels, leaf), "b": [_nested(levels, 1)]}):
+        assert shape.depth_problem(value, "top", limit) == _depth_before(value, "top", limit)
+
+
+def test_depth_of_the_real_bench_data_answers_as_before():
+    data = json.loads(json.dumps(test_report.good_node()))
+    assert shape.depth_problem(data) == _depth_before(data) == ""
+    assert shape.depth_problem(data, "d", 3) == _depth_before(data, "d", 3) != ""
+
+
+def test_depth_walks_containers_only_not_every_number():
+    """A flat list of 200,000 numbers (a node's rows) is one container: the walk holds no item of
+    it on its stack (before: 200,000 stack entries, about 20 MB at its peak)."""
+    flat = [float(i) for i in range(200_000)]
+    tracemalloc.start()
+    try:
+        assert shape.depth_problem({"rows": flat}) == ""
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000
 
 
 def test_a_failure_is_one_line_with_a_cut_excerpt():

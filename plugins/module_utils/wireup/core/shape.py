@@ -113,6 +113,7 @@ def _union_problem(value, arms, path):
     return f"{_name(path)} is {_type_name(value)}, not {names}"
 
 
+@functools.cache
 def _container(hint):
     if typing.is_typeddict(hint):
         return dict
@@ -169,18 +170,34 @@ _BY_ORIGIN = {
 }
 
 
-def _problem(value, hint, path):
+def _scalar_problem(value, scalar, path):
+    return "" if scalar[0](value) else f"{_name(path)} is {_type_name(value)}, not {scalar[1]}"
+
+
+def _no_problem(_value, _args, _path):
+    return ""
+
+
+@functools.cache
+def _check_of(hint):
+    """(check, its argument) of a type: looked into once per type (typing's introspection is most
+    of the cost when it is done for every value of a fleet's answers, issue 39)."""
     scalar = _SCALARS.get(hint)
     if scalar:
-        return "" if scalar[0](value) else f"{_name(path)} is {_type_name(value)}, not {scalar[1]}"
+        return _scalar_problem, scalar
     if hint is typing.Any or hint is object:
-        return ""
+        return _no_problem, None
     if typing.is_typeddict(hint):
-        return _typeddict_problem(value, hint, path)
+        return _typeddict_problem, hint
     check = _BY_ORIGIN.get(typing.get_origin(hint))
     if check:
-        return check(value, typing.get_args(hint), path)
+        return check, typing.get_args(hint)
     raise TypeError(f"shape.problem: {hint!r} is not a type it checks")
+
+
+def _problem(value, hint, path):
+    check, arg = _check_of(hint)
+    return check(value, arg, path)
 
 
 def problem(value, hint, where="") -> str:
@@ -197,11 +214,20 @@ def depth_problem(value, where="", limit=DEPTH) -> str:
         item, depth, top = stack.pop()
         if depth > limit:
             return f"{_name(((where,) if where else ()) + top)} is nested deeper than {limit} levels"
+        # Only what can be too deep goes on the stack (a container, or anything one level past
+        # the limit): a node's many numbers and strings are looked at once, never held.
         if isinstance(item, dict):
-            stack.extend((v, depth + 1, top or (k,)) for k, v in item.items())
+            past = depth >= limit
+            stack.extend(
+                (v, depth + 1, top or (k,)) for k, v in item.items() if past or isinstance(v, _NESTS)
+            )
         elif isinstance(item, list):
-            stack.extend((v, depth + 1, top) for v in item)
+            past = depth >= limit
+            stack.extend((v, depth + 1, top) for v in item if past or isinstance(v, _NESTS))
     return ""
+
+
+_NESTS = (dict, list)
 
 
 def node_problem(value, hint, where="") -> str:

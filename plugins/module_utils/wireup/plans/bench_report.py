@@ -24,7 +24,8 @@ from ..capability import drift, node_check
 from ..core import shape
 from ..judge import ddp_step
 from ..probe.health import finding
-from ..record import gpu_trial_run
+from ..record import gate, gpu_trial_run, host_record
+from ..store import query
 from .bench import NO_DATA, NodeData
 
 
@@ -238,3 +239,16 @@ def store_nodes(params, read):
     if not trial.get("nodes"):
         return nodes  # the GPU trial did not run (`--tags bench`), or bench_report runs without it
     return gpu_trial_run.attach(params["results_dir"], params["run_id"], nodes, trial, run_wide=run_wide)
+
+
+def store(params, read):
+    """wireup_bench_store's run stored: (run_id, run_dir, {host: record}) of store_nodes' node data
+    judged and written (host_record.store_run) and entered in the store's index (gate.index_run),
+    each earlier record read once (query.reading_once: the GPU trial's baselines and each host's
+    baseline read the same newest records)."""
+    with query.reading_once():
+        nodes = store_nodes(params, read)
+        kind = params.get("kind") or "bench"
+        run_id, run_dir, records = host_record.store_run(params["results_dir"], params["run_id"], nodes, kind)
+    gate.index_run(params["results_dir"], kind, run_id, records)
+    return run_id, run_dir, records

@@ -556,7 +556,11 @@ def _host_record(results_dir, run_id, host, node, kind):
     """One host's record of a run of this kind: unreachable, DAMAGED (its data was found not of its
     shape: ``damaged``), judged against its last passing bench (a bench run), or on its own (a
     quick run: the record says its kind)."""
-    shape.check(node, dict, "its data")
+    # An object, nothing more: how deep it is was checked with its typed definition (store_nodes'
+    # node_problem, before the run's judgement); a node too deep for the judgement is DAMAGED by
+    # _stored as RecursionError (shape.failure), and its data is never walked twice.
+    if not isinstance(node, dict):
+        raise shape.Malformed(shape.problem(node, dict, "its data"))
     if node.get("unreachable"):
         record = unreachable_record(host, run_id, node["unreachable"])
     elif node.get("damaged"):

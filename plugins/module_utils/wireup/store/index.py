@@ -92,7 +92,7 @@ def save(results_dir, host, summarizer: Summarizer, entries) -> bool:
     data = {"schema": SCHEMA, "rules": summarizer.rules, "records": entries}
     try:
         os.makedirs(os.path.join(results_dir, INDEX_DIR), exist_ok=True)
-        atomicfile.write_json(index_path(results_dir, host), data)
+        atomicfile.write_json(index_path(results_dir, host), data, indent=None)  # the C encoder
     except OSError:
         return False
     return True

@@ -13,6 +13,7 @@ so an index under this query (issue 39) can replace ``runs`` without a caller li
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -48,9 +49,45 @@ def _run_hosts(results_dir, kind, run_id) -> list[tuple[str, str]]:
     return [(name[:-5], os.path.join(folder, name)) for name in names]
 
 
+# The records read while reading_once() holds (innermost last): {(path, check): (signature,
+# record or error)}.
+_ONCE: list[dict] = []
+
+
+@contextlib.contextmanager
+def reading_once():
+    """Within it, each record file is read and checked once: a reader that asks for it again,
+    while the file's signature (index.signature: size, modification time, inode) is the same,
+    gets the record (or the error) the first read gave, the same object, which readers only read.
+    wireup_bench_store's run holds it: the GPU trial's baselines and each host's baseline read the
+    same newest records (issue 39). A file changed since is read again."""
+    _ONCE.append({})
+    try:
+        yield
+    finally:
+        _ONCE.pop()
+
+
+def _read_checked(path, record_problem) -> dict:
+    """read_record, once per file and signature while reading_once() holds."""
+    if not _ONCE:
+        return read_record(path, record_problem)
+    held, sig = _ONCE[-1], index.signature(path)
+    found = held.get((path, record_problem))
+    if found is None or sig is None or found[0] != sig:
+        try:
+            found = (sig, read_record(path, record_problem))
+        except ValueError as err:
+            found = (sig, err)
+        held[(path, record_problem)] = found
+    if isinstance(found[1], ValueError):
+        raise found[1]
+    return found[1]
+
+
 def _read(path_of: Callable[[], str], record_problem) -> dict | ValueError | None:
     try:
-        return read_record(path_of(), record_problem)
+        return _read_checked(path_of(), record_problem)
     except FileNotFoundError:
         return None
     except ValueError as err:  # results.DamagedRecord, or a host name that is no file name
