@@ -29,13 +29,13 @@ options:
     required: true
   files:
     description:
-      - The node's files (M(wireup.cluster.wireup_node_history)'s RV(files)), each C(name) and C(text).
+      - The node's files (RV(wireup.cluster.wireup_node_history#module:files)), each C(name) and C(text).
     type: list
     elements: dict
     default: []
   unread:
     description:
-      - What the node's read left unread (M(wireup.cluster.wireup_node_history)'s RV(unread)), said
+      - What the node's read left unread (RV(wireup.cluster.wireup_node_history#module:unread)), said
         again in RV(refused).
     type: list
     elements: str
