@@ -88,3 +88,14 @@ def test_an_event_whose_time_is_no_date_is_refused_and_skipped_when_read(tmp_pat
     (folder / "20261207T080000Z-000-drain.json").write_text(doc)
     assert history.read_counted(str(tmp_path), "n2") == ([], 1)
     assert "NaN" not in metrics.controller_text(str(tmp_path), "n2", now=T0)
+
+
+def test_an_event_file_nested_too_deep_is_skipped_when_read_not_a_crash(tmp_path):
+    """The controller's reader and the node files' collector parse an event the same way
+    (history.parsed_event): JSON nested past Python's recursion limit is no event to either."""
+    folder = tmp_path / "history" / "n2"
+    folder.mkdir(parents=True)
+    good = history.event("n2", "drain", "controller:root", "x", when=T0)
+    history.write(str(tmp_path), good)
+    (folder / "20261207T080001Z-000-drain.json").write_text("[" * 60000 + "]" * 60000)
+    assert history.read_counted(str(tmp_path), "n2") == ([good], 1)

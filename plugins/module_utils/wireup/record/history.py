@@ -262,8 +262,7 @@ def _node_parsed(item):
     if not isinstance(text, str) or len(text.encode("utf-8", "replace")) > MAX_NODE_BYTES:
         return None, None, f"{name}: not text of at most {MAX_NODE_BYTES} bytes"
     try:
-        doc = json.loads(text)
-        return found, event(doc["host"], doc["kind"], doc["who"], doc["why"], when=float(doc["time"])), ""
+        return found, parsed_event(text), ""
     except (ValueError, KeyError, TypeError, RecursionError) as err:
         return None, None, f"{name}: not an event ({str(err)[:120]})"
 
@@ -302,12 +301,18 @@ def read_counted(results_dir, host) -> tuple[list[Event], int]:
     return out, len(names) - len(out)
 
 
+def parsed_event(text) -> Event:
+    """The Event an event file's text holds, checked by ``event`` (its grammar); ValueError,
+    KeyError, TypeError or RecursionError (JSON nested too deep) when it holds none."""
+    doc = json.loads(text)
+    return event(doc["host"], doc["kind"], doc["who"], doc["why"], when=float(doc["time"]))
+
+
 def _read_event(path, host):
     """The event in ``path`` when it is one of ``host``'s (event's grammar), else None."""
     try:
-        doc = json.loads(atomicfile.read_regular(path, 64 * 1024))
-        ev = event(doc["host"], doc["kind"], doc["who"], doc["why"], when=float(doc["time"]))
-    except (OSError, ValueError, KeyError, TypeError):
+        ev = parsed_event(atomicfile.read_regular(path, 64 * 1024))
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
     return ev if ev["host"] == host else None
 
