@@ -40,14 +40,15 @@ SESSION_NAME = (
 # on the other, the two overlapped little: 40:01 for 2,749 s of tests (docs/testing.md).
 # LONGEST_FIRST orders the units, the longest first (their seconds in the last CI run, ci-*.txt),
 # after test_testbed, whose tests check the nodes as the testbed made them; a module not named
-# runs after those named. make integration runs test_fabric alone after them (the Makefile's
-# ALONE). The grouping is a scheduler of our own (xdist's pytest_xdist_make_scheduler hook):
-# xdist 3.8's `--dist loadgroup` marks are lost under pytest 9.2, which keeps a node's id in `_id`
-# where xdist still writes `_nodeid`.
+# runs after those named. test_fabric is one of them (it ran alone after them before: its verdicts
+# no longer depend on spare CPU, docs/testing.md). The grouping is a scheduler of our own (xdist's
+# pytest_xdist_make_scheduler hook): xdist 3.8's `--dist loadgroup` marks are lost under pytest
+# 9.2, which keeps a node's id in `_id` where xdist still writes `_nodeid`.
 FIRST = "test_testbed"
 LONGEST_FIRST = (
     "test_slurm",
     "test_launch",
+    "test_fabric",
     "test_bench",
     "test_site",
     "test_pytorch_venv",
@@ -58,7 +59,6 @@ LONGEST_FIRST = (
     "test_drift",
     "test_prometheus",
     "test_collection",
-    "test_fabric",
 )
 
 

@@ -19,6 +19,9 @@ from pathlib import Path
 
 import ansible_runner
 
+from tests.testbed import cache
+from tests.testbed.system import flock
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # ansible-runner's names for the recap counters -> the names tests use.
 STAT_NAMES = {
@@ -209,14 +212,41 @@ def write_playbook(directory, name, text):
 
 
 def ensure_torch_venvs(testbed, base: str = "/opt/wireup") -> None:
-    """Every node of the testbed has the venv with torch: installed by site.yml's pytorch_venv
-    (without the extra packages) unless an earlier test already made it."""
-    have = [
-        testbed.ssh(n, f"test -x {base}/venv/bin/torchrun", check=False).returncode == 0
-        for n in testbed.nodes
-    ]
-    if not all(have):
-        result = run_playbook(
-            "site.yml", testbed.inventory, {"pytorch_venv_extra_packages": []}, tags=["pytorch_venv"]
-        )
-        assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-3000:]}"
+    """Every node of the testbed has the venv with torch, made by site.yml's pytorch_venv (without
+    the extra packages) unless an earlier test already made it. A node without one first gets a
+    copy of the venv the role made on an earlier testbed of this machine, where there is one
+    (tests/testbed/cache.py: the role then finds it complete and verifies it); otherwise the role
+    installs it, and the node's venv is kept for the next testbed."""
+    have = f"test -x {base}/venv/bin/torchrun"
+    missing = [n for n in testbed.nodes if testbed.ssh(n, have, check=False).returncode]
+    if not missing:
+        return
+    with flock(cache.SEED_LOCK):
+        copied = [n for n in missing if _copy_kept_venv(testbed, n, base)]
+        if len(copied) < len(missing):
+            _install_torch_venvs(testbed)
+            for node in set(missing) - set(copied):
+                cache.keep_torch_venv(_venv_dir(testbed, node, base), _golden(testbed, node), base)
+            return
+    _install_torch_venvs(testbed)
+
+
+def _install_torch_venvs(testbed) -> None:
+    result = run_playbook(
+        "site.yml", testbed.inventory, {"pytorch_venv_extra_packages": []}, tags=["pytorch_venv"]
+    )
+    assert result.rc == 0, f"{result.failure_messages()}\n{result.stdout[-3000:]}"
+
+
+def _golden(testbed, node: str) -> Path:
+    return Path(testbed.state["golden"][testbed.state["nodes"][node]["suite"]])
+
+
+def _venv_dir(testbed, node: str, base: str) -> Path:
+    """The node's venv seen from this machine (its root is an overlay mounted here)."""
+    return Path(testbed.state["nodes"][node]["root"]) / base.lstrip("/") / "venv"
+
+
+def _copy_kept_venv(testbed, node: str, base: str) -> bool:
+    dest = _venv_dir(testbed, node, base)
+    return not dest.exists() and cache.copy_kept_torch_venv(_golden(testbed, node), base, dest)

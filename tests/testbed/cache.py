@@ -365,3 +365,70 @@ def wheelhouse(log=print) -> Path:
         tmp.rename(final)
         log(f"wheelhouse ready in {time.monotonic() - t0:.0f} s")
         return final
+
+
+# --- a node's torch venv, made by the role once per machine --------------------------------------
+# The integration tests that use torch without testing its installation (launch, Slurm, fabric,
+# drift) need it on every node of their testbeds: site.yml's pytorch_venv made it on each, 100-164 s
+# per testbed in CI. The first testbed still gets it from the role; its node1's venv is then kept
+# here, and a later testbed's nodes get a copy before the role runs (which then finds it complete
+# and only verifies it: 13 s for 3 nodes). Tests of the installation itself never use it.
+# SEED_LOCK is held while a testbed's role installs the venv that will be kept, so that a testbed
+# brought up meanwhile (the other pytest worker's) waits for it instead of installing its own.
+TORCH_VENV_RECIPE = 1
+SEED_LOCK = CACHE_DIR / "torch-venv-seed.lock"
+
+
+def torch_venv_key(golden: Path, base: str) -> str:
+    """Changes with the node's image, the wheels served, the venv's path and the role's files."""
+    h = hashlib.sha256()
+    wheel = torch_wheel()
+    h.update(json.dumps([TORCH_VENV_RECIPE, golden.name, base, wheel.name, wheel.stat().st_size]).encode())
+    h.update(json.dumps(extra_packages()).encode())
+    for path in [*sorted((REPO_ROOT / "roles/pytorch_venv").rglob("*")), REPO_ROOT / "group_vars/all.yml"]:
+        if path.is_file():
+            h.update(str(path.relative_to(REPO_ROOT)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def torch_venv_cache(golden: Path, base: str) -> Path:
+    return CACHE_DIR / f"torch-venv-{torch_venv_key(golden, base)}"
+
+
+def copy_tree(src: Path, dest: Path):
+    """cp -a (owners, modes, links kept), sharing blocks where the filesystem can."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    run(["cp", "-a", "--reflink=auto", src, dest])
+
+
+def keep_torch_venv(venv: Path, golden: Path, base: str, log=print) -> Path:
+    """Keep a copy of a venv the role made (a node's, seen from this machine) for later testbeds;
+    renamed into place complete, the earlier keys' copies removed."""
+    final = torch_venv_cache(golden, base)
+    with flock(CACHE_DIR / "torch-venv.lock"):
+        if (final / ".wireup-complete").exists():
+            return final
+        tmp = final.with_name(final.name + ".tmp")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        copy_tree(venv, tmp / "venv")
+        (tmp / ".wireup-complete").write_text(json.dumps({"base": base, "golden": golden.name}) + "\n")
+        tmp.rename(final)
+        for old in CACHE_DIR.glob("torch-venv-*"):
+            if old != final and old.is_dir():
+                log(f"removing the earlier torch venv {old}")
+                shutil.rmtree(old, ignore_errors=True)
+        log(f"kept the role's torch venv in {final} for later testbeds")
+        return final
+
+
+def copy_kept_torch_venv(golden: Path, base: str, dest: Path) -> bool:
+    """Copy the venv kept for this image, path and role to dest (a node's, seen from this
+    machine); False where none is kept. Under the lock that removes earlier keys' copies."""
+    final = torch_venv_cache(golden, base)
+    with flock(CACHE_DIR / "torch-venv.lock"):
+        if not (final / ".wireup-complete").exists():
+            return False
+        copy_tree(final / "venv", dest)
+        return True
