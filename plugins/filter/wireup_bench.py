@@ -59,14 +59,16 @@ def bench_report_run(group, *, name, trial=None, **kept):
     return bench_report.gather(list(group), bench_report.Kept(**kept), name=name, trial=trial)
 
 
-def bench_report_quick(group, *, name, run_ids, results, reached):
-    """bench_report.gather_quick's answer; each list has one entry per host of group, in its order."""
+def bench_report_quick(group, *, name, run_ids, results, reached, slurm=None):
+    """bench_report.gather_quick's answer; each list has one entry per host of group, in its order;
+    slurm: the quick check's answer through Slurm ({} or None: it ran on each host)."""
     return bench_report.gather_quick(
         list(group),
         name=name,
         run_ids=list(run_ids),
         results=list(results),
         reached=[bool(r) for r in reached],
+        slurm=dict(slurm) if slurm else None,
     )
 
 

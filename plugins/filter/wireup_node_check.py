@@ -17,13 +17,16 @@ description:
     wireup_node_check_baseline_line (that read, the baseline step's registered result, the host and
     check mode -> one line: what became of the baseline),
     wireup_node_check_result (wireup-check --json's output, the host, its stderr and exit code ->
-    node_check.CheckResult, checked; nothing a node prints is trusted)."
+    node_check.CheckResult, checked; nothing a node prints is trusted),
+    wireup_node_check_slurm_names (the play's hosts and their wireup_node -> each host's Slurm
+    node name, for wireup_quick_slurm)."
 """
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import node_check
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import (
     node_check as plans_node_check,
 )
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import node_check_slurm
 from ansible_collections.wireup.cluster.plugins.plugin_utils.wireup_plugin import wrap as _wrap
 
 
@@ -54,6 +57,11 @@ def node_check_result(stdout, *, host, stderr, rc):
     return node_check.result(str(host), stdout=str(stdout or ""), stderr=str(stderr or ""), rc=rc)
 
 
+def node_check_slurm_names(hosts, facts):
+    """node_check_slurm.names_of's answer (facts: each host's wireup_node, in hosts' order)."""
+    return node_check_slurm.names_of([str(h) for h in hosts], [dict(f or {}) for f in facts])
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -61,4 +69,5 @@ class FilterModule:
             "wireup_node_check_read": _wrap(node_check_read),
             "wireup_node_check_baseline_line": _wrap(node_check_baseline_line),
             "wireup_node_check_result": _wrap(node_check_result),
+            "wireup_node_check_slurm_names": _wrap(node_check_slurm_names),
         }

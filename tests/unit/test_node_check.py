@@ -32,7 +32,9 @@ REPORT_DEFAULTS = yaml.safe_load((REPO / "roles/bench_report/defaults/main.yml")
 
 def settings(**over):
     """The role's defaults as the plan task names them (node_check_bench_bytes -> bench_bytes)."""
-    values = {k.removeprefix("node_check_"): v for k, v in DEFAULTS.items() if k != "node_check_python"}
+    # node_check_python is the bundle's, the rest the quick check's path (node_check_slurm.py).
+    own = {"node_check_python", "node_check_via", "node_check_slurm_options", "node_check_slurm_wait"}
+    values = {k.removeprefix("node_check_"): v for k, v in DEFAULTS.items() if k not in own}
     values.update(
         drain_max_share=GROUP_VARS["wireup_drain_max_share"],
         drain_max_nodes=GROUP_VARS["wireup_drain_max_nodes"],

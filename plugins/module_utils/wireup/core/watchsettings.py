@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from .checks import is_number, validate_abs_paths
+from .checks import is_number, slurm_option_errors, validate_abs_paths
 
 # slurm.conf(5), HealthCheckNodeState: any of these, comma-separated (CYCLE with one of the others;
 # START_ONLY: only when slurmd starts, Slurm 23.02+), nothing else: the value is written into
@@ -50,6 +50,22 @@ def node_state_errors(value, var="slurm_health_check_node_state") -> list[str]:
 
 
 BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
+# The quick check's path (issue 39, plans/node_check_slurm.py) and srun's options there: the sbatch
+# option grammar, less what srun does not take (requeue) or wireup sets itself (time).
+VIA = ("auto", "ansible", "slurm")
+NOT_SRUN = ("no-requeue", "requeue", "time")
+
+
+def srun_option_errors(options, var="node_check_slurm_options") -> list[str]:
+    """Errors of node_check_slurm_options: checks.slurm_option_errors, less NOT_SRUN."""
+    errors = slurm_option_errors(options, var=var)
+    for key in options if isinstance(options, dict) else ():
+        if key in NOT_SRUN:
+            errors.append(
+                f"{var}: {key} is not passed to srun (time: wireup bounds the step from node_check_timeout; "
+                "requeue: a job step is never requeued): remove it"
+            )
+    return errors
 
 
 def _whole(values, name, low, errors):
@@ -81,6 +97,10 @@ def _bench_errors(values):
 
 def _slurm_errors(values):
     out = []
+    if "node_check_via" in values and values["node_check_via"] not in VIA:
+        out.append(f"node_check_via={values['node_check_via']!r} must be one of {', '.join(VIA)}")
+    if "node_check_slurm_options" in values:
+        out += srun_option_errors(values["node_check_slurm_options"])
     if "wireup_slurm_health_check" in values:
         value = values["wireup_slurm_health_check"]
         if not isinstance(value, bool) and str(value).strip().lower() not in BOOL_WORDS:
@@ -95,7 +115,12 @@ def errors(values: dict) -> list[str]:
     own defaults, are passed over), each naming the variable and the fix."""
     values = {k: v for k, v in values.items() if not (isinstance(v, str) and "{{" in v)}
     out = _paths(values) + _bench_errors(values)
-    for name in ("node_check_bench_iterations", "node_check_timeout", "slurm_health_check_interval"):
+    for name in (
+        "node_check_bench_iterations",
+        "node_check_timeout",
+        "slurm_health_check_interval",
+        "node_check_slurm_wait",
+    ):
         if name in values:
             _whole(values, name, 1, out)
     return out + _slurm_errors(values)

@@ -124,12 +124,16 @@ NO_CHECK = {
 }
 
 
-def gather_quick(group, *, name, run_ids, results, reached):
+def gather_quick(group, *, name, run_ids, results, reached, slurm=None):
     """A quick check's run as the report play sees it (a ReportRun of kind quick). group: the
     node group's hosts; run_ids, results, reached: per host of group, in its order, what node_check
     kept there (__node_check_run_id, __node_check_result; '' / {} where it has none) and whether
     preflight reached it in this run (wireup_node set). A host preflight reached that never got
-    the run id was lost before the check. Raises ValueError when no host reached the check."""
+    the run id was lost before the check. slurm: the quick check's answer through Slurm
+    (node_check_slurm.SlurmQuick, issue 39) when it ran so: each host's result is its, not the
+    host's own fact (the hosts ran no task). Raises ValueError when no host reached the check."""
+    if slurm:
+        results = [slurm["results"].get(h) or {} for h in group]
     kept = dict(zip(group, zip(run_ids, results, reached, strict=True), strict=True))
     hosts = [h for h in group if kept[h][0]]
     if not hosts:
