@@ -85,19 +85,24 @@ route:
     via:
       description: ansible or slurm.
       type: str
+      sample: slurm
     tasks:
       description: node_check's task file that runs the check (quick.yml or quick_slurm.yml).
       type: str
+      sample: quick_slurm.yml
     why:
       description: Why this path, one line.
       type: str
+      sample: "one Slurm job step: Slurm knows all 2 node(s) and can start a job step on each"
     names:
       description: Each host's Slurm node name.
       type: dict
+      sample: {node1: gpu-a01, node2: gpu-a02}
     errors:
       description: Why node_check_via slurm cannot be followed (the run stops).
       type: list
       elements: str
+      sample: []
 slurm:
   description: The Slurm path's answer (node_check_slurm.SlurmQuick); empty on the Ansible path.
   returned: always
@@ -106,13 +111,16 @@ slurm:
     results:
       description: Each host's checked answer (node_check.CheckResult).
       type: dict
+      sample: {node1: {host: node1, verdict: PASS, line: "wireup-check: PASS node1: 8 GPU(s), 144 NVLinks"}}
     refused:
       description: A line per refused line of srun's output.
       type: list
       elements: str
+      sample: ["refused a line from Slurm node 'gpu-b07', which is not one of the play's nodes"]
     said:
       description: How many nodes answered.
       type: str
+      sample: "2 of 2 node(s) answered through Slurm"
 """
 
 from ansible.module_utils.basic import AnsibleModule

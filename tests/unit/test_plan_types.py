@@ -34,6 +34,7 @@ from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import
     cuda_repo,
     nccl,
     nccl_tests,
+    node_check_slurm,
     nvidia_driver,
     pytorch_venv,
     remediate,
@@ -150,6 +151,10 @@ PLANS: dict[str, typing.Any] = {
     "__node_check_plan": plans_node_check.NodeCheckPlan,
     "__node_check_read": plans_node_check.StoreRead,
     "__node_check_result": node_check.CheckResult,
+    # the quick check through Slurm (issue 39): the master, wireup_quick_slurm's answer, its part kept
+    "__node_check_submit": str,
+    "__node_check_slurm_run": node_check_slurm.SlurmRun,
+    "__node_check_slurm": node_check_slurm.SlurmQuick,
     "__slurm_health_check_plan": slurm_health_check.SlurmHealthPlan,
 }
 SOURCES = [

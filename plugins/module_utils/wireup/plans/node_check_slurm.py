@@ -73,6 +73,14 @@ class SlurmQuick(TypedDict):
     said: str
 
 
+class SlurmRun(TypedDict):
+    """wireup_quick_slurm's answer (node_check's __node_check_slurm_run): the route, and on the
+    Slurm path parse's answer ({} on the Ansible path)."""
+
+    route: Route
+    slurm: SlurmQuick
+
+
 # ------------------------------------------------------------------------------ which path
 def names_of(hosts, facts) -> dict[str, str]:
     """{host: Slurm node name} (slurm.node_name: the node's hostname, else its inventory name)."""
