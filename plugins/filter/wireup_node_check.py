@@ -19,7 +19,10 @@ description:
     wireup_node_check_result (wireup-check --json's output, the host, its stderr and exit code ->
     node_check.CheckResult, checked; nothing a node prints is trusted),
     wireup_node_check_slurm_names (the play's hosts and their wireup_node -> each host's Slurm
-    node name, for wireup_quick_slurm)."
+    node name, for wireup_quick_slurm),
+    wireup_node_check_slurm_results (wireup_quick_slurm's srun output and those names ->
+    node_check_slurm.SlurmQuick: each host's checked answer, the lines refused; read here, on the
+    controller)."
 """
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import node_check
@@ -62,6 +65,12 @@ def node_check_slurm_names(hosts, facts):
     return node_check_slurm.names_of([str(h) for h in hosts], [dict(f or {}) for f in facts])
 
 
+def node_check_slurm_results(srun, *, hosts, facts):
+    """node_check_slurm.parse's answer for srun's output, the names made here from the play's
+    hosts and their wireup_node (never the submit host's word)."""
+    return node_check_slurm.parse(dict(srun or {}), node_check_slurm_names(hosts, facts))
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -70,4 +79,5 @@ class FilterModule:
             "wireup_node_check_baseline_line": _wrap(node_check_baseline_line),
             "wireup_node_check_result": _wrap(node_check_result),
             "wireup_node_check_slurm_names": _wrap(node_check_slurm_names),
+            "wireup_node_check_slurm_results": _wrap(node_check_slurm_results),
         }

@@ -14,9 +14,8 @@ description:
     I(names) and none is drained, down or not responding.
   - On the Slurm path runs one C(srun) over the nodes, one task per node (C(srun_argv) - the
     nodes, C(--immediate=)I(wait), C(--time) from I(timeout), I(options)), each task running
-    I(check_argv) and printing one line, and reads the lines back (C(parse) - each host's checked
-    answer; lines off the grammar, from other nodes, twice from one node, in bad base64 or too
-    large are refused; a node with no line is ERROR).
+    I(check_argv) and printing one line, and returns srun's output as it is - the controller reads
+    it (C(parse), filter wireup_node_check_slurm_results), not this host.
   - On the Ansible path (I(via) C(ansible), or C(auto) where Slurm cannot run the step) runs
     nothing and says why; the caller runs the check with a task per node.
   - Changes nothing (wireup-check writes its own textfile on each node, as it does when Ansible
@@ -103,24 +102,28 @@ route:
       type: list
       elements: str
       sample: []
-slurm:
-  description: The Slurm path's answer (node_check_slurm.SlurmQuick); empty on the Ansible path.
+srun:
+  description: The Slurm path's srun, as it ran on this host; empty on the Ansible path.
   returned: always
   type: dict
   contains:
-    results:
-      description: Each host's checked answer (node_check.CheckResult).
-      type: dict
-      sample: {node1: {host: node1, verdict: PASS, line: "wireup-check: PASS node1: 8 GPU(s), 144 NVLinks"}}
-    refused:
-      description: A line per refused line of srun's output.
+    argv:
+      description: srun's command line.
       type: list
       elements: str
-      sample: ["refused a line from Slurm node 'gpu-b07', which is not one of the play's nodes"]
-    said:
-      description: How many nodes answered.
+      sample: [srun, --job-name=wireup-quick, --nodelist=gpu-a01,gpu-a02]
+    rc:
+      description: srun's exit code (null when srun is not on PATH).
+      type: int
+      sample: 0
+    stdout:
+      description: What the tasks printed, a line each.
       type: str
-      sample: "2 of 2 node(s) answered through Slurm"
+      sample: "wireup-quick gpu-a01 0 eyJ2ZXJkaWN0IjogIlBBU1MifQ== "
+    stderr:
+      description: srun's own messages.
+      type: str
+      sample: ""
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -154,7 +157,7 @@ def main():
     names = {str(h): str(n) for h, n in p["names"].items()}
     show = _run(module, slurm.node_state_argv(None)) if p["via"] != "ansible" else None
     route = node_check_slurm.route(p["via"], names, show)
-    answer = {}
+    answer = {}  # srun's output, read on the controller (node_check_slurm.parse), never here
     if route["via"] == "slurm" and not route["errors"]:
         try:
             argv = node_check_slurm.srun_argv(
@@ -167,8 +170,8 @@ def main():
             )
         except ValueError as exc:
             module.fail_json(msg=str(exc), route=route)
-        answer = node_check_slurm.parse(_run(module, argv), names)
-    module.exit_json(changed=False, route=route, slurm=answer)
+        answer = dict(_run(module, argv), argv=argv)
+    module.exit_json(changed=False, route=route, srun=answer)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ansible_collections.wireup.cluster.plugins.filter import wireup_node_check as node_check_filters
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.capability import node_check
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import watchsettings
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.plans import bench_report, preflight
@@ -358,13 +359,21 @@ def test_the_module_runs_one_step_on_the_submit_host_or_says_why_not(tmp_path):
     check = replay(tmp_path, "check", json.dumps(said), "", 1)
     args = {"via": "auto", "names": NAMES, "check_argv": check, "options": {"reservation": "maint"}}
     done = run_module(tmp_path / "a", args, {"gpu-a01": "IDLE", "gpu-a02": "MIXED"})
-    assert done["changed"] is False and done["route"]["via"] == "slurm" and done["slurm"]["refused"] == []
-    assert {h: r["verdict"] for h, r in done["slurm"]["results"].items()} == {
+    assert done["changed"] is False and done["route"]["via"] == "slurm"
+    assert done["srun"]["rc"] == 0 and done["srun"]["argv"][:3] == [
+        "srun",
+        "--job-name=wireup-quick",
+        "--nodelist=gpu-a01,gpu-a02",
+    ]
+    # srun's lines come back as they are and are read on the controller (the filter, as the role does).
+    facts = [{"hostname": "gpu-a01"}, {"hostname": "gpu-a02"}]
+    read = node_check_filters.node_check_slurm_results(done["srun"], hosts=["node1", "node2"], facts=facts)
+    assert read["refused"] == [] and {h: r["verdict"] for h, r in read["results"].items()} == {
         "node1": "FAIL",
         "node2": "FAIL",
     }
     assert (tmp_path / "a/bin/argv").read_text().startswith("/bin/sh -c ")
     drained = run_module(tmp_path / "b", args, {"gpu-a01": "IDLE", "gpu-a02": "IDLE+DRAIN"})
-    assert drained["route"]["via"] == "ansible" and drained["slurm"] == {}
+    assert drained["route"]["via"] == "ansible" and drained["srun"] == {}
     assert not (tmp_path / "b/bin/argv").exists()  # no srun
     assert "node2 (gpu-a02) is IDLE+DRAIN in Slurm" in drained["route"]["why"]

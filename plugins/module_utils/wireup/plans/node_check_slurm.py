@@ -73,12 +73,21 @@ class SlurmQuick(TypedDict):
     said: str
 
 
+class Srun(TypedDict, total=False):
+    """srun as wireup_quick_slurm ran it on the submit host: parse's input."""
+
+    argv: list[str]
+    rc: int | None
+    stdout: str
+    stderr: str
+
+
 class SlurmRun(TypedDict):
     """wireup_quick_slurm's answer (node_check's __node_check_slurm_run): the route, and on the
-    Slurm path parse's answer ({} on the Ansible path)."""
+    Slurm path srun's output as it is ({} on the Ansible path), which the controller parses."""
 
     route: Route
-    slurm: SlurmQuick
+    srun: Srun
 
 
 # ------------------------------------------------------------------------------ which path
