@@ -51,7 +51,6 @@ LONGEST_FIRST = (
     "test_fabric",
     "test_bench",
     "test_site",
-    "test_quick_slurm",  # 3:25-4:31 here alone (Slurm's packages 80 s of it)
     "test_pytorch_venv",
     "test_bootstrap",
     "test_driver_branches",
