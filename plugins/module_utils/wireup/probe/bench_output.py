@@ -45,6 +45,11 @@ Formats handled, as nccl-tests prints them (src/util.cu, src/common.cu):
   printed before any header line (a pasted tail: read only when their shape is exactly one
   layout's), NCCL's last-error echo after the footer (``# error: ...``, not a failure).
 
+A plain result row (every cell where its header puts it, ASCII digits, a type nccl-tests names) is
+read by one regular expression of its table's layout (_PlainRow, issue 39: a third of the bench
+store's time at fleet size was this parser); every other line goes through _text_line's checks, and
+both read a row the same (tests/unit/test_nccltests_same.py, on every capture and every cut of it).
+
 Values that cannot be read (``N/A``) become None. Raises ValueError when no result row is found,
 with the first lines of the output, so a failed run is never mistaken for an empty one.
 """
