@@ -16,13 +16,18 @@ The runs are the real writers' on the real captures (tests/perf/fleet_build.py's
 bench and GPU trial roles' own functions): bench_report.store_nodes, host_record.store_run and
 gate.index_run, as wireup_bench_store stores a run, twice (the second run compared with the first)."""
 
+import gc
 import json
 import pathlib
 
 import pytest
 
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.core import atomicfile, shape
-from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import gate, host_record
+from ansible_collections.wireup.cluster.plugins.module_utils.wireup.record import (
+    gate,
+    gpu_trial_run,
+    host_record,
+)
 from ansible_collections.wireup.cluster.plugins.module_utils.wireup.store import index, query, results
 from tests.perf import fleet_build as fb
 from tests.unit import test_report
@@ -166,3 +171,30 @@ def test_a_record_changed_while_read_once_is_read_again(tmp_path, monkeypatch):
         assert isinstance(walk(), results.DamagedRecord) and len(reads) == 3
         assert isinstance(walk(), results.DamagedRecord) and len(reads) == 3
     assert isinstance(walk(), results.DamagedRecord) and len(reads) == 4
+
+
+def test_a_run_is_judged_written_and_indexed_with_the_cyclic_collector_paused(tmp_path, monkeypatch):
+    """Each collection the store triggered walked every record it had read and every node's data
+    (issue 39): the collector is off while it judges (the GPU trial, each record's build), writes
+    and indexes, on again after it; a caller's paused collector stays paused."""
+    _store(tmp_path, 0)
+    seen = {}
+    for module, name in ((gpu_trial_run, "attach"), (host_record, "build_record"), (gate, "index_run")):
+        real = getattr(module, name)
+
+        def spy(*args, _real=real, _name=name, **kwargs):
+            seen.setdefault(_name, []).append(gc.isenabled())
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, spy)
+    assert gc.isenabled()
+    _store(tmp_path, 1)
+    assert sorted(seen) == ["attach", "build_record", "index_run"]
+    assert not any(on for calls in seen.values() for on in calls)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        fb.store_bench(fb.bench_params(FLEET, str(tmp_path), fb.run_id_of(2), 2))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

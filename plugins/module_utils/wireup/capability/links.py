@@ -5,6 +5,7 @@ link_ratio, verdict_finding, verdict_limits, figures_problem)."""
 
 from __future__ import annotations
 
+from ..core import checks
 from ..judge import bandwidth, benchenv
 from ..probe import bench_output
 from ..probe.health import finding
@@ -119,9 +120,9 @@ def _rows_problem(rows, where):
             if not isinstance(part, dict):
                 return f"{where}.rows[{i}].{half} is {context.type_name(part)}, not an object"
             for key in ("busbw", "algbw", "time_us"):
-                problem = context.number_problem(part.get(key), f"{where}.rows[{i}].{half}.{key}")
-                if problem:
-                    return problem
+                value = part.get(key)
+                if value is not None and not checks.is_finite_number(value):  # where: only then
+                    return context.number_problem(value, f"{where}.rows[{i}].{half}.{key}")
     return ""
 
 

@@ -161,9 +161,13 @@ def bottleneck(topology, collective=None, overrides=None):
     if len(gpus) < 2 or not links:
         return None
 
+    factors = {}  # kind -> factor: each kind's looked up once, not once per comparison
+
     def factor(kind):
-        value = efficiency_for(kind, collective, overrides) if collective else None
-        return 1.0 if value is None else value
+        if kind not in factors:
+            value = efficiency_for(kind, collective, overrides) if collective else None
+            factors[kind] = 1.0 if value is None else value
+        return factors[kind]
 
     speeds = [_link_of(link, gpus) for link in links]
     unknown = next((speed for speed in speeds if speed["gbps"] is None), None)

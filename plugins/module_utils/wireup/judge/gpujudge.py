@@ -27,12 +27,10 @@ A GPU's verdict is the worst of its figures' verdicts and its findings (critical
 -> WARN); the node's is the worst of its GPUs' and its node findings'.
 """
 
-import contextlib
 import dataclasses
-import gc
 import statistics
 
-from ..core import checks
+from ..core import checks, cyclegc
 from ..probe import gpuhealth, health
 from . import bandwidth, gpuspec
 
@@ -290,29 +288,14 @@ def _slow_nodes(per_host, model, settings):
     return out
 
 
-@contextlib.contextmanager
-def _cyclic_gc_paused():
-    """Python's cyclic garbage collector paused (issue 39): the peer judgement allocates a dict per
-    GPU and figure and makes no reference cycle (reference counting frees what it drops), but each
-    collection it triggered walked every object of the fleet's records: at 1,024 nodes the step
-    took 7x the CPU of 256 nodes with the same 4x of work (3.9x with the collector paused,
-    tests/perf/fleet_peers.py). A caller's own choice (a paused collector) is kept."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def judge_peers(nodes, settings):
     """Per figure and model, every GPU against its model's reference (PeerReference: computed once,
     each GPU judged against it: linear in the GPUs); slow nodes named once, their GPUs against their
     own node's reference. Returns the node-level findings {host: [finding]}; GPU findings and
-    verdicts go onto the GPUs. The cyclic collector is paused meanwhile (_cyclic_gc_paused)."""
-    with _cyclic_gc_paused():
+    verdicts go onto the GPUs. The cyclic collector is paused meanwhile (cyclegc.paused: it makes
+    a dict per GPU and figure and no cycle, but each collection walked every object of the fleet's
+    records: 7x the CPU for 4x the nodes at 1,024, 3.9x paused, tests/perf/fleet_peers.py)."""
+    with cyclegc.paused():
         return _judge_peers(nodes, settings)
 
 

@@ -45,10 +45,16 @@ Formats handled, as nccl-tests prints them (src/util.cu, src/common.cu):
   printed before any header line (a pasted tail: read only when their shape is exactly one
   layout's), NCCL's last-error echo after the footer (``# error: ...``, not a failure).
 
+A plain result row (every cell where its header puts it, ASCII digits, a type nccl-tests names) is
+read by one regular expression of its table's layout (_PlainRow, issue 39: a third of the bench
+store's time at fleet size was this parser); every other line goes through _text_line's checks, and
+both read a row the same (tests/unit/test_nccltests_same.py, on every capture and every cut of it).
+
 Values that cannot be read (``N/A``) become None. Raises ValueError when no result row is found,
 with the first lines of the output, so a failed run is never mistaken for an empty one.
 """
 
+import functools
 import json
 import math
 import re
@@ -275,8 +281,17 @@ def _int(token):
 
 def _clean_lines(text):
     for raw in text.splitlines():
-        line = _MPI_PREFIX.sub("", _ANSI.sub("", raw)).rstrip()
+        line = _MPI_PREFIX.sub("", _ANSI.sub("", raw) if "\x1b" in raw else raw).rstrip()
         yield line
+
+
+@functools.lru_cache(maxsize=1)
+def _read_lines(text):
+    """The output's lines (launcher prefixes and colours removed, stripped) and NCCL's last-error
+    echoes among them (_echo_lines): read once per text, as assess's parse and problems both need
+    them (one text kept: the one being assessed)."""
+    lines = tuple(line.strip() for line in _clean_lines(text))
+    return lines, _echo_lines(lines)
 
 
 def _empty_result(fmt):
@@ -312,8 +327,7 @@ def failure_lines(text):
     """The lines of an output that say a check failed (nccl-tests' CUDACHECK/NCCLCHECK/TESTCHECK,
     NCCL errors), stripped, in order, without repeats. The last-error echo after a complete run's
     footer is not one (see _echo_lines)."""
-    lines = [line.strip() for line in _clean_lines(text or "")]
-    echoes = _echo_lines(lines)
+    lines, echoes = _read_lines(text or "")
     return _unique(line for idx, line in enumerate(lines) if idx not in echoes and _is_failure(line))
 
 
@@ -325,8 +339,8 @@ def _unique(lines):
 def warn_lines(text):
     """NCCL's WARN lines (stripped, in order, without repeats): not failures by themselves (a healthy
     run may warn that libibverbs is missing), but the best clue when a run stops without one."""
-    stripped = (line.strip() for line in _clean_lines(text or ""))
-    return _unique(line for line in stripped if " NCCL WARN " in f" {line} ")
+    lines, _echoes = _read_lines(text or "")
+    return _unique(line for line in lines if " NCCL WARN " in f" {line} ")
 
 
 def _repeated_ranks(devices):
@@ -511,6 +525,84 @@ def _text_row(tokens, lead, section, result, stripped):
     return True
 
 
+# A plain result row, read by one fullmatch with each cell converted once: every cell where the
+# layout puts it and nothing else (no cut, no trailing timestamp, no text printed into the row),
+# ASCII digits, a type nccl-tests names and a lower-case op. No other check of _text_line can claim
+# such a line (it starts with a digit; its only words are a type name and an op, no failure's or
+# version line's), and _text_row would read it the same (tests/unit/test_nccltests_same.py pins
+# both on every capture and every cut of it). Any other line goes through _text_line's checks.
+_PLAIN_LEAD = {
+    "size": r"([0-9]{1,15})",  # up to 15 digits: int(float(cell)), as _int reads it, is exact
+    "count": r"([0-9]{1,15})",
+    "type": r"([a-z][a-z0-9]*)",
+    "redop": r"([a-z]+)",
+    "root": r"(-?[0-9]{1,15})",
+}
+_PLAIN_NUMBER = r"(-?[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|N/A)"
+_PLAIN_WHOLE = r"(-?[0-9]{1,15}|N/A)"
+_PLAIN_SECTION = frozenset(
+    ("time_us", "algbw", "busbw", "wrong", "error", "i_min_us", "i_max_us", "i_p99_us", "i_cv_pct")
+)
+
+
+class _PlainRow:
+    """How to read a plain row of one table layout (lead columns, section columns)."""
+
+    def __init__(self, lead, section):
+        cells = [_PLAIN_LEAD[name] for name in lead]
+        cells += [_PLAIN_WHOLE if name == "wrong" else _PLAIN_NUMBER for name in section * 2]
+        self.pattern = re.compile("[ \t]+".join(cells))
+        self.at = {name: lead.index(name) if name in lead else None for name in _PLAIN_LEAD}
+        self.halves = (len(lead), len(lead) + len(section), len(lead) + 2 * len(section))
+        self.convert = tuple((name, int if name == "wrong" else float) for name in section)
+
+    @staticmethod
+    @functools.lru_cache(maxsize=64)
+    def of(lead, section):
+        """The reader of a layout, or None when its columns are not all known (then _text_row reads)."""
+        known = set(lead) <= set(_PLAIN_LEAD) and set(section) <= _PLAIN_SECTION
+        unique = len(set(lead)) == len(lead) and len(set(section)) == len(section)
+        if not (known and unique and section and lead and lead[0] == "size"):
+            return None
+        return _PlainRow(lead, section)
+
+    def read(self, stripped, rows):
+        """Append the row to rows when stripped is a plain row of this layout; False when not."""
+        match = self.pattern.fullmatch(stripped)
+        if match is None:
+            return False
+        cells = match.groups()
+        at = self.at
+        if at["type"] is not None and cells[at["type"]] not in _TYPE_NAMES:
+            return False
+        start, middle, end = self.halves
+        rows.append(
+            {
+                "size": int(cells[0]),
+                "count": _plain_int(cells, at["count"]),
+                "type": "" if at["type"] is None else cells[at["type"]],
+                "redop": "" if at["redop"] is None else cells[at["redop"]],
+                "root": _plain_int(cells, at["root"]),
+                "out_of_place": self._half(cells[start:middle]),
+                "in_place": self._half(cells[middle:end]),
+            }
+        )
+        return True
+
+    def _half(self, cells):
+        out = dict(_NO_HALF)
+        for (name, convert), cell in zip(self.convert, cells):
+            out[name] = None if cell == "N/A" else convert(cell)
+        return out
+
+
+_NO_HALF = {"time_us": None, "algbw": None, "busbw": None, "wrong": None, "error": None}
+
+
+def _plain_int(cells, at):
+    return None if at is None else int(cells[at])
+
+
 def _footer_line(stripped, result):
     """Record an 'Avg bus bandwidth' or 'Out of bounds values' line (with or without "#")."""
     return _avg_line(stripped, result) or _oob_line(stripped, result)
@@ -546,13 +638,13 @@ def _header_tokens(stripped):
 def _text_runs(text):
     """Every run in a text output, in order: a new one starts where a banner, a 'Collective test
     starting' or a settings line follows rows or a footer (a log holding several binaries' output)."""
-    lines = list(_clean_lines(text))
-    echoes = _echo_lines(lines)
+    lines, echoes = _read_lines(text)
     # logged: per run, the library version NCCL logged (the fallback for a run's banner);
     # lead, section: the table layout of the current run (None until its header or first row).
-    st = {"runs": [_empty_result("text")], "logged": [""], "lead": None, "section": None}
-    for idx, line in enumerate(lines):
-        stripped = line.strip()
+    # plain: the current layout's _PlainRow (None until its header or first row, or for a layout it
+    # does not read).
+    st = {"runs": [_empty_result("text")], "logged": [""], "lead": None, "section": None, "plain": None}
+    for idx, stripped in enumerate(lines):
         if stripped and idx in echoes:
             st["runs"][-1]["last_error"] = echoes[idx]
         elif stripped:
@@ -565,18 +657,21 @@ def _text_runs(text):
 def _text_line(st, stripped):
     """Fold one non-empty line of a text output into the current run (or start the next run)."""
     result = st["runs"][-1]
+    if st["plain"] is not None and st["plain"].read(stripped, result["rows"]):
+        return  # a whole, plain result row: none of the checks below can claim it
     if (_RUN_START.match(stripped) or _CONFIG_START.match(stripped)) and (
         result["rows"] or result["complete"]
     ):
         result = _empty_result("text")
         st["runs"].append(result)
         st["logged"].append("")
-        st["lead"] = st["section"] = None
+        st["lead"] = st["section"] = st["plain"] = None
     if _settings_line(stripped, result):
         return
     tokens = _header_tokens(stripped)
     if tokens:
         st["lead"], st["section"], _start = _parse_header(tokens)
+        st["plain"] = _PlainRow.of(tuple(st["lead"]), tuple(st["section"]))
         result["time_kind"] = "cputime" if "cputime" in (t.lower() for t in tokens) else "time"
     elif stripped.startswith("#"):
         _comment_line(stripped, result)
@@ -619,6 +714,7 @@ def _table_line(st, stripped, result):
         if inferred is None:
             return
         st["lead"], st["section"] = inferred
+        st["plain"] = _PlainRow.of(tuple(st["lead"]), tuple(st["section"]))
         result["header_inferred"] = True
     _text_row(tokens, st["lead"], st["section"], result, stripped)
 
@@ -849,8 +945,13 @@ def checked_halves(collective, rows):
 
 def judged_busbw(row, halves):
     """The better busbw of the judged halves of one row (GB/s), or None."""
-    values = [row[h]["busbw"] for h in halves if row.get(h) and row[h].get("busbw") is not None]
-    return max(values) if values else None
+    best = None
+    for half in halves:
+        part = row.get(half)
+        value = part.get("busbw") if part else None
+        if value is not None and (best is None or value > best):
+            best = value  # max() of the values in order: the first of equals, as max keeps it
+    return best
 
 
 def _default_kind(row):
@@ -864,15 +965,19 @@ def figure_row(rows, size, collective=""):
     the halves nccl-tests validates (checked_halves over all rows), the one of the default type and
     op. None when there is none. The verdict, the baseline comparison, the report and the tuning
     all read a collective's figure through this one rule (figure)."""
-    halves = checked_halves(collective, rows or [])
+    return _figure_row(rows, size, checked_halves(collective, rows or []))
+
+
+def _figure_row(rows, size, halves):
     at = [r for r in rows or [] if r.get("size") == size and judged_busbw(r, halves) is not None]
     return max(at, key=_default_kind) if at else None
 
 
 def figure(rows, size, collective=""):
     """The busbw (GB/s) of `collective` at `size`: the validated halves of figure_row, or None."""
-    row = figure_row(rows, size, collective)
-    return None if row is None else judged_busbw(row, checked_halves(collective, rows))
+    halves = checked_halves(collective, rows or [])
+    row = _figure_row(rows, size, halves)
+    return None if row is None else judged_busbw(row, halves)
 
 
 def figure_sizes(rows, collective=""):
