@@ -253,16 +253,42 @@ class PeerReference:
     is_median: bool
 
 
+def _median_of_sorted(values):
+    """statistics.median of a list already in order (the same value), without its sort and copy."""
+    n = len(values)
+    if n == 0:
+        raise statistics.StatisticsError("no median for empty data")
+    i = n // 2
+    return values[i] if n % 2 else (values[i - 1] + values[i]) / 2
+
+
+def _median_and_mad(values):
+    """(median, median absolute deviation) of a list in any order: one sort of the values and one of
+    the deviations (each sorted once: at fleet size each extra sort and copy of 8,192 values showed
+    in the step's growth, issue 39)."""
+    ordered = sorted(values)
+    median = _median_of_sorted(ordered)
+    deviations = [abs(v - median) for v in ordered]
+    deviations.sort()
+    return median, _median_of_sorted(deviations)
+
+
 def peer_reference(named, median_name):
     """PeerReference of [(name, value)]: the median (``median_name``) of PEER_MEDIAN_MIN values or
     more, else the best (two GPUs or nodes: the median cannot tell which one is off)."""
-    values = sorted(v for _n, v in named)
-    median = statistics.median(values)
-    mad = statistics.median(sorted(abs(v - median) for v in values))
+    if len(named) >= PEER_MEDIAN_MIN:
+        return _values_reference([v for _n, v in named], median_name, median_name)
+    name, best = max(named, key=lambda nv: nv[1])
+    median, mad = _median_and_mad([v for _n, v in named])
+    return PeerReference(name, best, median, mad, len(named), False)
+
+
+def _values_reference(values, median_name, best_name):
+    """peer_reference of plain values whose best is named best_name: no (name, value) pairs built."""
+    median, mad = _median_and_mad(values)
     if len(values) >= PEER_MEDIAN_MIN:
         return PeerReference(median_name, median, median, mad, len(values), True)
-    name, best = max(named, key=lambda nv: nv[1])
-    return PeerReference(name, best, median, mad, len(values), False)
+    return PeerReference(best_name, max(values), median, mad, len(values), False)
 
 
 def _per_host(have, figure):
@@ -325,16 +351,24 @@ def _judge_peers(nodes, settings):
 def _references(model, per_host, slow):
     """{host: PeerReference}: the cluster's for every host, a slow node's own for it. Only the
     best GPU is named (short_name reads its UUID: once, not once per GPU of the fleet, issue 39)."""
-    flat = [(h, g, v) for h, gpus in per_host.items() for g, v in gpus]
-    top = max(range(len(flat)), key=lambda i: flat[i][2])
-    named = [("", v) for _h, _g, v in flat]
-    named[top] = (short_name(flat[top][0], flat[top][1]), flat[top][2])
-    cluster = peer_reference(named, f"median of {len(named)} {model} GPUs")
+    values = [v for gpus in per_host.values() for _g, v in gpus]
+    best = max(range(len(values)), key=values.__getitem__)
+    best_name = _name_at(per_host, best)
+    cluster = _values_reference(values, f"median of {len(values)} {model} GPUs", best_name)
     out = dict.fromkeys(per_host, cluster)
     for host in slow:
         own = [(short_name(host, g), v) for g, v in per_host[host]]
         out[host] = peer_reference(own, f"median of {host}'s {len(own)} GPUs")
-    return out, max(named, key=lambda nv: nv[1])
+    return out, (best_name, values[best])
+
+
+def _name_at(per_host, index):
+    """short_name of the index-th GPU of per_host, counted in its order."""
+    for host, gpus in per_host.items():
+        if index < len(gpus):
+            return short_name(host, gpus[index][0])
+        index -= len(gpus)
+    raise IndexError(index)
 
 
 def _judge_figure_peers(model_figure, per_host, slow, settings):
