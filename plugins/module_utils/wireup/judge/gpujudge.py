@@ -276,11 +276,8 @@ def _median_and_mad(values):
 def peer_reference(named, median_name):
     """PeerReference of [(name, value)]: the median (``median_name``) of PEER_MEDIAN_MIN values or
     more, else the best (two GPUs or nodes: the median cannot tell which one is off)."""
-    if len(named) >= PEER_MEDIAN_MIN:
-        return _values_reference([v for _n, v in named], median_name, median_name)
-    name, best = max(named, key=lambda nv: nv[1])
-    median, mad = _median_and_mad([v for _n, v in named])
-    return PeerReference(name, best, median, mad, len(named), False)
+    best_name = median_name if len(named) >= PEER_MEDIAN_MIN else max(named, key=lambda nv: nv[1])[0]
+    return _values_reference([v for _n, v in named], median_name, best_name)
 
 
 def _values_reference(values, median_name, best_name):
