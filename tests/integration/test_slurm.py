@@ -125,6 +125,20 @@ ROUTE_TASK = "Node check | Run the quick check through Slurm where it can run th
 QUICK_PLAY = "Bench | Quick node check on every node"
 
 
+def _take_baselines(tb):
+    """Every node's own baseline kept aside (where it has one) and a new one taken by hand."""
+    for node in NODES:
+        tb.ssh(
+            node, f"test -s {BASELINE} && cp -p {BASELINE} {BASELINE}.it; {CHECK} --write-baseline --manual"
+        )
+
+
+def _restore_baselines(tb):
+    """Every node's own baseline back as it was before _take_baselines (none where it had none)."""
+    for node in NODES:
+        tb.ssh(node, f"rm -f {BASELINE}; test -f {BASELINE}.it && mv {BASELINE}.it {BASELINE}", check=False)
+
+
 @pytest.fixture
 def slurm_nodes(slurm_cluster):
     """The module's Slurm with wireup-check installed and a baseline on every node (each node's
@@ -133,17 +147,10 @@ def slurm_nodes(slurm_cluster):
     try:
         installed = run_playbook("site.yml", testbed.inventory, tags=["node_check"])
         assert installed.rc == 0, f"{installed.failure_messages()}\n{installed.stdout[-3000:]}"
-        for node in NODES:
-            testbed.ssh(
-                node,
-                f"test -s {BASELINE} && cp -p {BASELINE} {BASELINE}.it; {CHECK} --write-baseline --manual",
-            )
+        _take_baselines(testbed)
         yield testbed
     finally:
-        for node in NODES:
-            testbed.ssh(
-                node, f"rm -f {BASELINE}; test -f {BASELINE}.it && mv {BASELINE}.it {BASELINE}", check=False
-            )
+        _restore_baselines(testbed)
 
 
 def _quick(testbed, results, via):
@@ -621,16 +628,11 @@ def health_check(slurm_cluster, tmp_path_factory):
                 f"{BLOCK_BEGIN}\nHealthCheckProgram={HEALTH}\nHealthCheckInterval=5\nHealthCheckNodeState=ANY\n"
                 in conf
             )
-            tb.ssh(
-                node,
-                f"test -s {BASELINE} && cp -p {BASELINE} {BASELINE}.it; {CHECK} --write-baseline --manual",
-            )
+        _take_baselines(tb)
         yield tb
     finally:
+        _restore_baselines(tb)
         for node in NODES:
-            tb.ssh(
-                node, f"rm -f {BASELINE}; test -f {BASELINE}.it && mv {BASELINE}.it {BASELINE}", check=False
-            )
             tb.ssh(
                 node,
                 f"sed -i '/^{BLOCK_BEGIN}$/,/^# END wireup slurm_health_check/d' /etc/slurm/slurm.conf",
